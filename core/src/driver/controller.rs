@@ -1,0 +1,567 @@
+//! The Controller service: volumes by name, publications to nodes, expansion.
+
+use super::state::{Publication, VolumeRecord};
+use super::*;
+
+impl Driver {
+    pub(super) fn check_capability(&self, field: &str, cap: &Capability) -> Result<(), Status> {
+        if !self.config.access_modes.contains(&cap.access_mode) {
+            return Err(Status::invalid(format!(
+                "{field}: access mode {} is not supported by driver {}",
+                cap.access_mode.csi_name(),
+                self.config.name
+            )));
+        }
+        if cap.access_type.is_block() && !self.config.block {
+            return Err(Status::invalid(format!(
+                "{field}: raw block access is not supported by driver {}",
+                self.config.name
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn create_volume(&mut self, r: CreateVolume) -> Decision {
+        for (i, cap) in r.capabilities.iter().enumerate() {
+            if let Err(e) = self.check_capability(&format!("volume_capabilities[{i}]"), cap) {
+                return reject(e);
+            }
+        }
+        if r.content_source.is_some() && !self.config.content_sources {
+            return reject(Status::invalid(format!(
+                "volume_content_source: driver {} cannot create volumes from snapshots or other volumes",
+                self.config.name
+            )));
+        }
+        let range = r.capacity;
+        if range.limit_bytes != 0 && range.limit_bytes < range.required_bytes {
+            return reject(Status::invalid(format!(
+                "capacity_range: limit_bytes {} is smaller than required_bytes {}",
+                range.limit_bytes, range.required_bytes
+            )));
+        }
+        if let Some(id) = self.state.names.get(&r.name) {
+            let existing = &self.state.volumes[id];
+            if self.state.busy(id) {
+                return reject(Status::aborted_pending(id));
+            }
+            return match incompatibility(existing, &r) {
+                None => answer(Response::Volume(existing.volume.clone())),
+                Some(why) => reject(Status::already_exists(format!(
+                    "volume {:?} already exists with {why}",
+                    r.name
+                ))),
+            };
+        }
+        Decision::Execute {
+            key: format!("name:{}", r.name),
+            plan: Plan::CreateVolume(CreatePlan {
+                name: r.name,
+                capacity: range,
+                default_bytes: default_size(range, self.config.default_volume_bytes),
+                capabilities: r.capabilities,
+                parameters: r.parameters,
+                mutable_parameters: r.mutable_parameters,
+                content_source: r.content_source,
+                accessibility: r.accessibility,
+                secrets: r.secrets,
+            }),
+        }
+    }
+
+    pub(super) fn created(
+        &mut self,
+        p: CreatePlan,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
+        let volume = match result? {
+            Outcome::Created(v) => v,
+            other => return Err(unexpected("CreateVolume", &other)),
+        };
+        if volume.volume_id.is_empty() {
+            return Err(Status::internal(format!(
+                "the backend created volume {:?} without a volume id",
+                p.name
+            )));
+        }
+        if let Some(other) = self.state.volumes.get(&volume.volume_id)
+            && other.name != p.name
+        {
+            return Err(Status::internal(format!(
+                "the backend returned volume id {} for {:?}, but that id belongs to {:?}",
+                volume.volume_id, p.name, other.name
+            )));
+        }
+        if volume.capacity_bytes != 0 && !p.capacity.admits(volume.capacity_bytes) {
+            return Err(Status::new(
+                crate::Code::OutOfRange,
+                format!(
+                    "the backend created volume {} with {} bytes, outside the requested range {}..{}",
+                    volume.volume_id, volume.capacity_bytes, p.capacity.required_bytes, p.capacity.limit_bytes
+                ),
+            ));
+        }
+        self.state.names.insert(p.name.clone(), volume.volume_id.clone());
+        self.state.volumes.insert(
+            volume.volume_id.clone(),
+            VolumeRecord {
+                name: p.name,
+                volume: volume.clone(),
+                capabilities: p.capabilities,
+                parameters: p.parameters,
+                mutable_parameters: p.mutable_parameters,
+                accessibility: p.accessibility,
+                capacity: p.capacity,
+                node_expansion_required: false,
+                published: Default::default(),
+            },
+        );
+        Ok(Response::Volume(volume))
+    }
+
+    pub(super) fn delete_volume(&mut self, r: DeleteVolume) -> Decision {
+        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+            return answer(Response::Empty);
+        };
+        if !record.published.is_empty() {
+            return reject(Status::failed_precondition(format!(
+                "volume {} is still published to node(s) {}; ControllerUnpublishVolume it first",
+                r.volume_id,
+                record.published.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        if let Some(v) = self.state.node.get(&r.volume_id) {
+            return reject(Status::failed_precondition(format!(
+                "volume {} is still in use on node {} ({} target(s){})",
+                r.volume_id,
+                self.config.node_id,
+                v.targets.len(),
+                if v.stage.is_some() { ", staged" } else { "" }
+            )));
+        }
+        Decision::Execute {
+            key: r.volume_id,
+            plan: Plan::DeleteVolume {
+                volume: record.volume.clone(),
+                secrets: r.secrets,
+            },
+        }
+    }
+
+    pub(super) fn deleted(&mut self, id: &str, result: Result<Outcome, Status>) -> Result<Response, Status> {
+        result?;
+        if let Some(r) = self.state.volumes.remove(id) {
+            self.state.names.remove(&r.name);
+        }
+        Ok(Response::Empty)
+    }
+
+    pub(super) fn controller_publish(&mut self, r: ControllerPublish) -> Decision {
+        if let Err(e) = self.check_capability("volume_capability", &r.capability) {
+            return reject(e);
+        }
+        if r.readonly && !self.config.has(ControllerCapability::PublishReadonly) {
+            return reject(Status::invalid(
+                "readonly: this driver does not support PUBLISH_READONLY; readonly must be false",
+            ));
+        }
+        let Some(record) = self.state.volumes.get_mut(&r.volume_id) else {
+            return reject(Status::not_found(format!("volume {} does not exist", r.volume_id)));
+        };
+        if !self.config.known_nodes.is_empty() && !self.config.known_nodes.contains(&r.node_id) {
+            return reject(Status::not_found(format!(
+                "node {:?} is not known to driver {}",
+                r.node_id, self.config.name
+            )));
+        }
+        if let Some(p) = record.published.get(&r.node_id) {
+            if p.capability != r.capability || p.readonly != r.readonly {
+                return reject(Status::already_exists(format!(
+                    "volume {} is already published to node {} with capability {} readonly={}, incompatible with {} readonly={}",
+                    r.volume_id, r.node_id, p.capability, p.readonly, r.capability, r.readonly
+                )));
+            }
+            if p.certain {
+                return answer(Response::Published {
+                    publish_context: p.publish_context.clone(),
+                });
+            }
+        } else {
+            let single = !r.capability.access_mode.multi_node()
+                || record.published.values().any(|p| !p.capability.access_mode.multi_node());
+            if single && let Some(other) = record.published.keys().next() {
+                return reject(Status::failed_precondition(format!(
+                    "volume {} is published to node {other} and its access mode does not allow a second node",
+                    r.volume_id
+                )));
+            }
+            let max = self.config.max_volumes_per_node;
+            if max > 0 {
+                let on_node = self
+                    .state
+                    .volumes
+                    .values()
+                    .filter(|v| v.published.contains_key(&r.node_id))
+                    .count() as u64;
+                if on_node >= max {
+                    return reject(Status::new(
+                        crate::Code::ResourceExhausted,
+                        format!(
+                            "node {} already has {on_node} volume(s) published, the maximum for driver {}",
+                            r.node_id, self.config.name
+                        ),
+                    ));
+                }
+            }
+        }
+        let record = self.state.volumes.get_mut(&r.volume_id).expect("checked above");
+        record.published.insert(
+            r.node_id.clone(),
+            Publication {
+                capability: r.capability.clone(),
+                readonly: r.readonly,
+                publish_context: Attributes::new(),
+                certain: false,
+            },
+        );
+        Decision::Execute {
+            key: r.volume_id,
+            plan: Plan::ControllerPublish {
+                volume: record.volume.clone(),
+                node_id: r.node_id,
+                capability: r.capability,
+                readonly: r.readonly,
+                secrets: r.secrets,
+            },
+        }
+    }
+
+    pub(super) fn controller_published(
+        &mut self,
+        id: &str,
+        node_id: &str,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
+        let publish_context = match result? {
+            Outcome::Published { publish_context } => publish_context,
+            Outcome::Done => Attributes::new(),
+            other => return Err(unexpected("ControllerPublishVolume", &other)),
+        };
+        let p = self
+            .state
+            .volumes
+            .get_mut(id)
+            .and_then(|v| v.published.get_mut(node_id))
+            .ok_or_else(|| Status::internal(format!("publication of {id} to {node_id} vanished")))?;
+        p.publish_context = publish_context.clone();
+        p.certain = true;
+        Ok(Response::Published { publish_context })
+    }
+
+    pub(super) fn controller_unpublish(&mut self, r: ControllerUnpublish) -> Decision {
+        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+            return answer(Response::Empty);
+        };
+        let nodes: Vec<String> = match r.node_id {
+            Some(n) if record.published.contains_key(&n) => vec![n],
+            Some(_) => return answer(Response::Empty),
+            None => record.published.keys().cloned().collect(),
+        };
+        if nodes.is_empty() {
+            return answer(Response::Empty);
+        }
+        if nodes.contains(&self.config.node_id) && self.state.node.contains_key(&r.volume_id) {
+            return reject(Status::failed_precondition(format!(
+                "volume {} is still staged or published on node {}; NodeUnpublishVolume and NodeUnstageVolume it first",
+                r.volume_id, self.config.node_id
+            )));
+        }
+        Decision::Execute {
+            key: r.volume_id,
+            plan: Plan::ControllerUnpublish {
+                volume: record.volume.clone(),
+                node_ids: nodes,
+                secrets: r.secrets,
+            },
+        }
+    }
+
+    pub(super) fn controller_unpublished(
+        &mut self,
+        id: &str,
+        node_ids: &[String],
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
+        let Some(record) = self.state.volumes.get_mut(id) else {
+            return result.map(|_| Response::Empty);
+        };
+        for node in node_ids {
+            match &result {
+                Ok(_) => {
+                    record.published.remove(node);
+                }
+                Err(_) => {
+                    if let Some(p) = record.published.get_mut(node) {
+                        p.certain = false;
+                    }
+                }
+            }
+        }
+        result.map(|_| Response::Empty)
+    }
+
+    pub(super) fn validate_capabilities(&mut self, r: ValidateCapabilities) -> Decision {
+        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+            return reject(Status::not_found(format!("volume {} does not exist", r.volume_id)));
+        };
+        let mut problems = Vec::new();
+        for cap in &r.capabilities {
+            if let Err(e) = self.check_capability("volume_capabilities", cap) {
+                problems.push(e.message);
+            } else if !record
+                .capabilities
+                .iter()
+                .any(|c| c.access_type.is_block() == cap.access_type.is_block())
+            {
+                problems.push(format!("volume {} was not created for {cap} access", r.volume_id));
+            }
+        }
+        if !r.parameters.is_empty() && r.parameters != record.parameters {
+            problems.push("parameters differ from the ones the volume was created with".into());
+        }
+        if problems.is_empty() {
+            answer(Response::Validated {
+                confirmed: Some(r.capabilities),
+                volume_context: r.volume_context,
+                parameters: r.parameters,
+                mutable_parameters: r.mutable_parameters,
+                message: String::new(),
+            })
+        } else {
+            answer(Response::Validated {
+                confirmed: None,
+                volume_context: Attributes::new(),
+                parameters: Attributes::new(),
+                mutable_parameters: Attributes::new(),
+                message: problems.join("; "),
+            })
+        }
+    }
+
+    pub(super) fn list_volumes(&mut self, r: ListVolumes) -> Decision {
+        let start = if r.starting_token.is_empty() {
+            None
+        } else if self.state.volumes.contains_key(&r.starting_token) {
+            Some(r.starting_token.clone())
+        } else {
+            return reject(Status::new(
+                crate::Code::Aborted,
+                format!(
+                    "starting_token {:?} does not name a volume any more; list again from the start",
+                    r.starting_token
+                ),
+            ));
+        };
+        let mut iter = match &start {
+            None => self.state.volumes.range::<String, _>(..),
+            Some(s) => self.state.volumes.range::<String, _>(s.clone()..),
+        };
+        let limit = if r.max_entries == 0 { usize::MAX } else { r.max_entries as usize };
+        let entries: Vec<ListedVolume> = iter.by_ref().take(limit).map(|(_, v)| listed(v)).collect();
+        let next_token = iter.next().map(|(id, _)| id.clone()).unwrap_or_default();
+        answer(Response::Volumes { entries, next_token })
+    }
+
+    pub(super) fn get_capacity(&mut self, r: GetCapacity) -> Decision {
+        for cap in &r.capabilities {
+            if let Err(e) = self.check_capability("volume_capabilities", cap) {
+                // An unsupported capability has no capacity (CSI: report 0).
+                let _ = e;
+                return answer(Response::Capacity {
+                    available_bytes: 0,
+                    maximum_volume_size: None,
+                    minimum_volume_size: None,
+                });
+            }
+        }
+        Decision::Execute {
+            key: String::new(),
+            plan: Plan::GetCapacity {
+                capabilities: r.capabilities,
+                parameters: r.parameters,
+                accessible_topology: r.accessible_topology,
+            },
+        }
+    }
+
+    pub(super) fn controller_expand(&mut self, r: ControllerExpand) -> Decision {
+        if let Some(cap) = &r.capability
+            && let Err(e) = self.check_capability("volume_capability", cap)
+        {
+            return reject(e);
+        }
+        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+            return reject(Status::not_found(format!("volume {} does not exist", r.volume_id)));
+        };
+        let range = r.capacity;
+        if range.limit_bytes != 0 && range.limit_bytes < range.required_bytes {
+            return reject(Status::invalid(format!(
+                "capacity_range: limit_bytes {} is smaller than required_bytes {}",
+                range.limit_bytes, range.required_bytes
+            )));
+        }
+        let current = record.volume.capacity_bytes;
+        if range.limit_bytes != 0 && current > range.limit_bytes {
+            return reject(Status::new(
+                crate::Code::OutOfRange,
+                format!(
+                    "volume {} already has {current} bytes, more than limit_bytes {}; volumes cannot shrink",
+                    r.volume_id, range.limit_bytes
+                ),
+            ));
+        }
+        if current >= range.required_bytes {
+            return answer(Response::ControllerExpanded {
+                capacity_bytes: current,
+                node_expansion_required: record.node_expansion_required,
+            });
+        }
+        if !record.published.is_empty()
+            && !self
+                .config
+                .plugin_capabilities
+                .contains(&PluginCapability::OnlineExpansion)
+        {
+            return reject(Status::failed_precondition(format!(
+                "volume {} is published and driver {} cannot expand volumes online",
+                r.volume_id, self.config.name
+            )));
+        }
+        Decision::Execute {
+            key: r.volume_id,
+            plan: Plan::ControllerExpand {
+                volume: record.volume.clone(),
+                capacity: range,
+                capability: r.capability,
+                secrets: r.secrets,
+            },
+        }
+    }
+
+    pub(super) fn controller_expanded(
+        &mut self,
+        id: &str,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
+        let (capacity_bytes, node_expansion_required) = match result? {
+            Outcome::ControllerExpanded {
+                capacity_bytes,
+                node_expansion_required,
+            } => (capacity_bytes, node_expansion_required),
+            other => return Err(unexpected("ControllerExpandVolume", &other)),
+        };
+        if let Some(v) = self.state.volumes.get_mut(id) {
+            v.volume.capacity_bytes = v.volume.capacity_bytes.max(capacity_bytes);
+            v.node_expansion_required = node_expansion_required;
+        }
+        Ok(Response::ControllerExpanded {
+            capacity_bytes,
+            node_expansion_required,
+        })
+    }
+
+    pub(super) fn controller_get_volume(&mut self, id: &str) -> Decision {
+        match self.state.volumes.get(id) {
+            Some(v) => answer(Response::ControllerVolume(listed(v))),
+            None => reject(Status::not_found(format!("volume {id} does not exist"))),
+        }
+    }
+
+    pub(super) fn controller_modify(&mut self, r: ControllerModify) -> Decision {
+        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+            return reject(Status::not_found(format!("volume {} does not exist", r.volume_id)));
+        };
+        if r
+            .mutable_parameters
+            .iter()
+            .all(|(k, v)| record.mutable_parameters.get(k) == Some(v))
+        {
+            return answer(Response::Empty);
+        }
+        Decision::Execute {
+            key: r.volume_id,
+            plan: Plan::ControllerModify {
+                volume: record.volume.clone(),
+                mutable_parameters: r.mutable_parameters,
+                secrets: r.secrets,
+            },
+        }
+    }
+
+    pub(super) fn controller_modified(
+        &mut self,
+        id: &str,
+        params: Attributes,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
+        result?;
+        if let Some(v) = self.state.volumes.get_mut(id) {
+            v.mutable_parameters.extend(params);
+        }
+        Ok(Response::Empty)
+    }
+}
+
+fn listed(v: &VolumeRecord) -> ListedVolume {
+    ListedVolume {
+        volume: v.volume.clone(),
+        published_node_ids: v.published.keys().cloned().collect(),
+        condition: Some(VolumeCondition::default()),
+    }
+}
+
+/// The size to create when the range leaves it open: the driver default,
+/// raised to `required_bytes` and lowered to `limit_bytes`.
+fn default_size(range: CapacityRange, default: u64) -> u64 {
+    let mut size = default.max(range.required_bytes);
+    if range.limit_bytes != 0 {
+        size = size.min(range.limit_bytes);
+    }
+    size
+}
+
+/// Why an existing volume cannot answer a CreateVolume with the same name.
+fn incompatibility(v: &VolumeRecord, r: &CreateVolume) -> Option<String> {
+    if v.volume.capacity_bytes != 0 && !r.capacity.admits(v.volume.capacity_bytes) {
+        return Some(format!(
+            "{} bytes, outside the requested range {}..{}",
+            v.volume.capacity_bytes, r.capacity.required_bytes, r.capacity.limit_bytes
+        ));
+    }
+    let mut have = v.capabilities.clone();
+    let mut want = r.capabilities.clone();
+    have.sort();
+    have.dedup();
+    want.sort();
+    want.dedup();
+    if have != want {
+        return Some("different volume_capabilities".into());
+    }
+    if v.parameters != r.parameters {
+        return Some("different parameters".into());
+    }
+    if v.mutable_parameters != r.mutable_parameters {
+        return Some("different mutable_parameters".into());
+    }
+    if v.accessibility != r.accessibility {
+        return Some("different accessibility_requirements".into());
+    }
+    if v.volume.content_source != r.content_source {
+        return Some("a different volume_content_source".into());
+    }
+    None
+}
+
+pub(super) fn unexpected(method: &str, outcome: &Outcome) -> Status {
+    Status::internal(format!("the backend answered {method} with an unexpected outcome {outcome:?}"))
+}

@@ -1,0 +1,429 @@
+//! The driver machine: the CSI Identity, Controller and Node services as a
+//! sans-IO state machine, for driver authors.
+//!
+//! A request comes in ([`Input::Request`]); the machine validates it against
+//! its configuration and state and either answers at once (a repeat of
+//! something done, a query it can answer from memory, a refusal with the CSI
+//! status the specification names) or hands the adapter a [`Plan`] to carry
+//! out ([`Effect::Execute`]). The plan's outcome comes back as
+//! [`Input::Done`], and the machine answers the request ([`Effect::Reply`]).
+//!
+//! Guarantees:
+//! * **Per-volume exclusion.** While a plan for a volume is in flight, any
+//!   other request for that volume is answered `ABORTED` ("operation pending
+//!   for volume …"), as the CSI specification allows.
+//! * **Write-ahead.** A plan is recorded in the state, and an
+//!   [`Effect::Persist`] is polled, before the plan's `Execute`; a reply is
+//!   polled only after the `Persist` that records its result.
+//! * **Restart.** [`Driver::new`] given a persisted state carries every
+//!   in-flight plan out again (plans are idempotent), so what was in flight
+//!   when the process died is finished.
+//! * **Idempotency.** A request repeated after it succeeded is answered from
+//!   memory with the same answer and no new plan.
+
+mod controller;
+mod node;
+pub mod plan;
+pub mod request;
+pub mod state;
+pub mod types;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+pub use plan::{CreatePlan, Outcome, Plan, PublishPlan, StagePlan};
+pub use request::*;
+pub use state::{DriverState, check_invariants};
+pub use types::*;
+
+use crate::mountinfo::MountEntry;
+use crate::{OpId, Status, Tick};
+
+/// Identifies a request waiting for its answer (assigned by the adapter).
+pub type RpcId = u64;
+
+/// What the driver is and what it supports: fixed for the life of a process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriverConfig {
+    /// The driver name (GetPluginInfo), e.g. `volplane.csi.io`.
+    pub name: String,
+    pub vendor_version: String,
+    pub manifest: Attributes,
+    /// Serve the Controller service.
+    pub controller: bool,
+    /// Serve the Node service.
+    pub node: bool,
+    /// This node's id (NodeGetInfo).
+    pub node_id: String,
+    /// 0: the CO decides.
+    pub max_volumes_per_node: u64,
+    /// This node's topology segment (NodeGetInfo).
+    pub topology: Option<Topology>,
+    /// Staging and target paths must lie under one of these.
+    pub path_roots: Vec<String>,
+    /// Node ids ControllerPublish accepts; empty accepts any.
+    pub known_nodes: BTreeSet<String>,
+    pub plugin_capabilities: BTreeSet<PluginCapability>,
+    pub controller_capabilities: BTreeSet<ControllerCapability>,
+    pub node_capabilities: BTreeSet<NodeCapability>,
+    /// Access modes volumes can be created and published with.
+    pub access_modes: BTreeSet<AccessMode>,
+    /// Raw block access is supported.
+    pub block: bool,
+    /// Creating volumes from snapshots or other volumes is supported.
+    pub content_sources: bool,
+    /// Size of a volume when CreateVolume leaves it to the driver.
+    pub default_volume_bytes: u64,
+    /// Drop staged and published records whose mounts are gone when the
+    /// adapter reports the node's mounts (after a reboot).
+    pub reconcile_mounts: bool,
+}
+
+impl DriverConfig {
+    /// A configuration with every capability the machine implements; adapters
+    /// and backends narrow it to what their storage supports.
+    pub fn new(name: &str, vendor_version: &str, node_id: &str) -> DriverConfig {
+        use ControllerCapability as C;
+        use NodeCapability as N;
+        DriverConfig {
+            name: name.into(),
+            vendor_version: vendor_version.into(),
+            manifest: Attributes::new(),
+            controller: true,
+            node: true,
+            node_id: node_id.into(),
+            max_volumes_per_node: 0,
+            topology: None,
+            path_roots: vec!["/var/lib/kubelet".into()],
+            known_nodes: BTreeSet::new(),
+            plugin_capabilities: [PluginCapability::ControllerService, PluginCapability::OnlineExpansion]
+                .into(),
+            controller_capabilities: [
+                C::CreateDeleteVolume,
+                C::PublishUnpublishVolume,
+                C::ListVolumes,
+                C::GetCapacity,
+                C::PublishReadonly,
+                C::ExpandVolume,
+                C::ListVolumesPublishedNodes,
+                C::GetVolume,
+                C::SingleNodeMultiWriter,
+            ]
+            .into(),
+            node_capabilities: [
+                N::StageUnstageVolume,
+                N::GetVolumeStats,
+                N::ExpandVolume,
+                N::SingleNodeMultiWriter,
+            ]
+            .into(),
+            access_modes: AccessMode::ALL.into(),
+            block: true,
+            content_sources: false,
+            default_volume_bytes: 1 << 30,
+            reconcile_mounts: true,
+        }
+    }
+
+    pub fn stages(&self) -> bool {
+        self.node_capabilities.contains(&NodeCapability::StageUnstageVolume)
+    }
+
+    pub fn has(&self, c: ControllerCapability) -> bool {
+        self.controller_capabilities.contains(&c)
+    }
+}
+
+/// Something the adapter observed or completed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A request arrived.
+    Request { rpc: RpcId, request: Request },
+    /// A plan handed out as `Effect::Execute { op, .. }` completed.
+    Done {
+        op: OpId,
+        result: Result<Outcome, Status>,
+    },
+    /// The node's current mounts (read at start, after a possible reboot).
+    Mounts(Vec<MountEntry>),
+}
+
+/// What the adapter must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Persist [`Driver::state`] durably before carrying out what follows.
+    Persist,
+    /// Carry out `plan` and report `Input::Done { op, .. }`.
+    Execute { op: OpId, plan: Plan },
+    /// Answer request `rpc`.
+    Reply {
+        rpc: RpcId,
+        result: Result<Response, Status>,
+    },
+}
+
+/// How a request is settled.
+enum Decision {
+    Reply(Result<Response, Status>),
+    Execute { key: String, plan: Plan },
+}
+
+/// The driver machine. See the module documentation for its contract.
+#[derive(Debug)]
+pub struct Driver {
+    config: DriverConfig,
+    state: DriverState,
+    queue: VecDeque<Effect>,
+    /// Queries being answered: not part of the persisted state.
+    queries: BTreeMap<OpId, RpcId>,
+    dirty: bool,
+    recovering: BTreeSet<OpId>,
+}
+
+impl Driver {
+    /// A machine over a (possibly restored) state. Every plan that was in
+    /// flight when the state was persisted is carried out again.
+    pub fn new(config: DriverConfig, state: DriverState) -> Driver {
+        let mut d = Driver {
+            config,
+            state,
+            queue: VecDeque::new(),
+            queries: BTreeMap::new(),
+            dirty: false,
+            recovering: BTreeSet::new(),
+        };
+        for (op, f) in &d.state.in_flight {
+            d.recovering.insert(*op);
+            d.queue.push_back(Effect::Execute {
+                op: *op,
+                plan: f.plan.clone(),
+            });
+        }
+        d
+    }
+
+    pub fn config(&self) -> &DriverConfig {
+        &self.config
+    }
+
+    pub fn state(&self) -> &DriverState {
+        &self.state
+    }
+
+    /// True while plans restored from a previous run are still being finished.
+    pub fn recovering(&self) -> bool {
+        !self.recovering.is_empty()
+    }
+
+    pub fn handle(&mut self, _now: Tick, input: Input) {
+        match input {
+            Input::Request { rpc, request } => {
+                let decision = self.decide(request);
+                self.settle(rpc, decision);
+            }
+            Input::Done { op, result } => self.complete(op, result),
+            Input::Mounts(mounts) => self.reconcile(&mounts),
+        }
+    }
+
+    pub fn poll(&mut self) -> Option<Effect> {
+        if self.dirty {
+            self.dirty = false;
+            return Some(Effect::Persist);
+        }
+        self.queue.pop_front()
+    }
+
+    /// The driver machine keeps no timers; the CO retries.
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        None
+    }
+
+    pub fn handle_timeout(&mut self, _now: Tick) {}
+
+    fn settle(&mut self, rpc: RpcId, decision: Decision) {
+        match decision {
+            Decision::Reply(result) => self.queue.push_back(Effect::Reply { rpc, result }),
+            Decision::Execute { key, plan } => {
+                let op = OpId(self.state.next_op);
+                self.state.next_op += 1;
+                if plan.is_query() {
+                    self.queries.insert(op, rpc);
+                } else {
+                    self.state.in_flight.insert(
+                        op,
+                        state::InFlight {
+                            key,
+                            plan: plan.clone(),
+                            rpc: Some(rpc),
+                        },
+                    );
+                    self.dirty = true;
+                }
+                self.queue.push_back(Effect::Execute { op, plan });
+            }
+        }
+    }
+
+    fn decide(&mut self, request: Request) -> Decision {
+        let method = request.method();
+        let controller = matches!(
+            request,
+            Request::CreateVolume(_)
+                | Request::DeleteVolume(_)
+                | Request::ControllerPublish(_)
+                | Request::ControllerUnpublish(_)
+                | Request::ValidateCapabilities(_)
+                | Request::ListVolumes(_)
+                | Request::GetCapacity(_)
+                | Request::ControllerGetCapabilities
+                | Request::ControllerExpand(_)
+                | Request::ControllerGetVolume { .. }
+                | Request::ControllerModify(_)
+        );
+        let node = request.path().is_some()
+            || matches!(request, Request::NodeGetCapabilities | Request::NodeGetInfo);
+        if controller && !self.config.controller {
+            return reject(Status::unimplemented(format!(
+                "{method}: this driver instance does not serve the Controller service"
+            )));
+        }
+        if node && !self.config.node {
+            return reject(Status::unimplemented(format!(
+                "{method}: this driver instance does not serve the Node service"
+            )));
+        }
+        if let Some(key) = lock_key(&request)
+            && self.state.busy(&key)
+        {
+            return reject(Status::aborted_pending(request.volume().unwrap_or_default()));
+        }
+        match request {
+            Request::GetPluginInfo => answer(Response::PluginInfo {
+                name: self.config.name.clone(),
+                vendor_version: self.config.vendor_version.clone(),
+                manifest: self.config.manifest.clone(),
+            }),
+            Request::GetPluginCapabilities => {
+                let mut caps: Vec<_> = self.config.plugin_capabilities.iter().copied().collect();
+                if !self.config.controller {
+                    caps.retain(|c| *c != PluginCapability::ControllerService);
+                }
+                answer(Response::PluginCapabilities(caps))
+            }
+            Request::Probe => answer(Response::Probe {
+                ready: !self.recovering(),
+            }),
+            Request::NodeGetCapabilities => answer(Response::NodeCapabilities(
+                self.config.node_capabilities.iter().copied().collect(),
+            )),
+            Request::NodeGetInfo => answer(Response::NodeInfo {
+                node_id: self.config.node_id.clone(),
+                max_volumes_per_node: self.config.max_volumes_per_node,
+                accessible_topology: self.config.topology.clone(),
+            }),
+            Request::ControllerGetCapabilities => answer(Response::ControllerCapabilities(
+                self.config.controller_capabilities.iter().copied().collect(),
+            )),
+            Request::CreateVolume(r) => self.create_volume(r),
+            Request::DeleteVolume(r) => self.delete_volume(r),
+            Request::ControllerPublish(r) => self.controller_publish(r),
+            Request::ControllerUnpublish(r) => self.controller_unpublish(r),
+            Request::ValidateCapabilities(r) => self.validate_capabilities(r),
+            Request::ListVolumes(r) => self.list_volumes(r),
+            Request::GetCapacity(r) => self.get_capacity(r),
+            Request::ControllerExpand(r) => self.controller_expand(r),
+            Request::ControllerGetVolume { volume_id } => self.controller_get_volume(&volume_id),
+            Request::ControllerModify(r) => self.controller_modify(r),
+            Request::NodeStage(r) => self.node_stage(r),
+            Request::NodeUnstage(r) => self.node_unstage(r),
+            Request::NodePublish(r) => self.node_publish(r),
+            Request::NodeUnpublish(r) => self.node_unpublish(r),
+            Request::NodeVolumeStats(r) => self.node_volume_stats(r),
+            Request::NodeExpand(r) => self.node_expand(r),
+        }
+    }
+
+    fn complete(&mut self, op: OpId, result: Result<Outcome, Status>) {
+        if let Some(rpc) = self.queries.remove(&op) {
+            let result = result.map(|o| match o {
+                Outcome::Capacity {
+                    available_bytes,
+                    maximum_volume_size,
+                    minimum_volume_size,
+                } => Response::Capacity {
+                    available_bytes,
+                    maximum_volume_size,
+                    minimum_volume_size,
+                },
+                Outcome::Stats { usage, condition } => Response::Stats { usage, condition },
+                _ => Response::Empty,
+            });
+            self.queue.push_back(Effect::Reply { rpc, result });
+            return;
+        }
+        let Some(flight) = self.state.in_flight.remove(&op) else {
+            // A completion for an operation we do not know (duplicated, or
+            // from before a restart that already re-ran it): nothing to do.
+            return;
+        };
+        self.recovering.remove(&op);
+        self.dirty = true;
+        let result = match flight.plan {
+            Plan::CreateVolume(p) => self.created(p, result),
+            Plan::DeleteVolume { volume, .. } => self.deleted(&volume.volume_id, result),
+            Plan::ControllerPublish { volume, node_id, .. } => {
+                self.controller_published(&volume.volume_id, &node_id, result)
+            }
+            Plan::ControllerUnpublish {
+                volume, node_ids, ..
+            } => self.controller_unpublished(&volume.volume_id, &node_ids, result),
+            Plan::ControllerExpand { volume, .. } => {
+                self.controller_expanded(&volume.volume_id, result)
+            }
+            Plan::ControllerModify {
+                volume,
+                mutable_parameters,
+                ..
+            } => self.controller_modified(&volume.volume_id, mutable_parameters, result),
+            Plan::Stage(p) => self.staged(&p, result),
+            Plan::Unstage(p) => self.unstaged(&p, result),
+            Plan::Publish(p) => self.published(&p, result),
+            Plan::Unpublish(p) => self.unpublished(&p, result),
+            Plan::NodeExpand {
+                volume_id,
+                required_bytes,
+                ..
+            } => self.node_expanded(&volume_id, required_bytes, result),
+            Plan::GetCapacity { .. } | Plan::VolumeStats { .. } => {
+                Err(Status::internal("a query was recorded as a mutating operation"))
+            }
+        };
+        if let Some(rpc) = flight.rpc {
+            self.queue.push_back(Effect::Reply { rpc, result });
+        }
+    }
+}
+
+/// The lock a request takes, if any.
+fn lock_key(request: &Request) -> Option<String> {
+    match request {
+        Request::CreateVolume(r) => Some(format!("name:{}", r.name)),
+        Request::ListVolumes(_)
+        | Request::GetCapacity(_)
+        | Request::ValidateCapabilities(_)
+        | Request::ControllerGetVolume { .. }
+        | Request::NodeVolumeStats(_) => None,
+        r => r.volume().map(str::to_string),
+    }
+}
+
+fn answer(response: Response) -> Decision {
+    Decision::Reply(Ok(response))
+}
+
+fn reject(status: Status) -> Decision {
+    Decision::Reply(Err(status))
+}

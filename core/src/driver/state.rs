@@ -1,0 +1,158 @@
+//! The driver machine's state: plain data, persisted after every change.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::Plan;
+use super::types::*;
+use crate::OpId;
+
+/// Everything a driver process must remember across restarts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DriverState {
+    /// Volumes by id (controller side).
+    pub volumes: BTreeMap<String, VolumeRecord>,
+    /// CreateVolume names to volume ids.
+    pub names: BTreeMap<String, String>,
+    /// Volumes present on this node (node side), by id.
+    pub node: BTreeMap<String, NodeVolume>,
+    /// Operations handed to the adapter and not yet completed. Recorded before
+    /// the adapter sees them; carried out again after a restart.
+    pub in_flight: BTreeMap<OpId, InFlight>,
+    pub next_op: u64,
+}
+
+/// A volume the controller created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VolumeRecord {
+    pub name: String,
+    pub volume: Volume,
+    pub capabilities: Vec<Capability>,
+    pub parameters: Attributes,
+    pub mutable_parameters: Attributes,
+    pub accessibility: Option<TopologyRequirement>,
+    pub capacity: CapacityRange,
+    pub node_expansion_required: bool,
+    /// Nodes the volume is published to (ControllerPublish).
+    pub published: BTreeMap<String, Publication>,
+}
+
+/// A ControllerPublish to one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Publication {
+    pub capability: Capability,
+    pub readonly: bool,
+    pub publish_context: Attributes,
+    /// False while the publish is in flight or after it failed: the effect may
+    /// or may not have happened, so an unpublish must still be carried out.
+    pub certain: bool,
+}
+
+/// A volume on this node: its stage (if any) and its published targets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeVolume {
+    pub stage: Option<StageRecord>,
+    pub targets: BTreeMap<String, TargetRecord>,
+    /// Size the filesystem was last grown to by NodeExpandVolume.
+    pub expanded_bytes: Option<u64>,
+}
+
+/// A NodeStageVolume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageRecord {
+    pub staging_path: String,
+    pub capability: Capability,
+    pub publish_context: Attributes,
+    pub volume_context: Attributes,
+    pub certain: bool,
+}
+
+/// A NodePublishVolume to one target path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetRecord {
+    pub staging_path: String,
+    pub capability: Capability,
+    pub readonly: bool,
+    pub publish_context: Attributes,
+    pub volume_context: Attributes,
+    pub certain: bool,
+}
+
+/// An operation the adapter is carrying out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// The lock it holds: a volume id, or `name:<name>` for a create.
+    pub key: String,
+    pub plan: Plan,
+    /// The request waiting for the answer; `None` after a restart.
+    #[serde(skip)]
+    pub rpc: Option<u64>,
+}
+
+impl DriverState {
+    /// True when an operation holding `key` is in flight.
+    pub fn busy(&self, key: &str) -> bool {
+        self.in_flight.values().any(|f| f.key == key)
+    }
+
+    /// Published targets of `volume_id` on this node.
+    pub fn targets(&self, volume_id: &str) -> Vec<&str> {
+        self.node
+            .get(volume_id)
+            .map(|v| v.targets.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Invariants of the driver state, used by unit tests, properties, the
+/// simulator and the fuzzers. Returns the first violation found.
+pub fn check_invariants(state: &DriverState) -> Result<(), String> {
+    for (id, v) in &state.node {
+        if v.stage.is_none() && v.targets.is_empty() {
+            return Err(format!("node volume {id} is recorded with nothing on it"));
+        }
+        for (path, t) in &v.targets {
+            if !t.staging_path.is_empty() {
+                match &v.stage {
+                    Some(s) if s.staging_path == t.staging_path => {}
+                    _ => {
+                        return Err(format!(
+                            "volume {id} is published at {path} from staging path {} that is not staged",
+                            t.staging_path
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for (name, id) in &state.names {
+        match state.volumes.get(id) {
+            Some(r) if &r.name == name => {}
+            _ => return Err(format!("name {name} maps to volume {id} that does not carry it")),
+        }
+    }
+    for (id, r) in &state.volumes {
+        if state.names.get(&r.name) != Some(id) {
+            return Err(format!("volume {id} is missing from the name index"));
+        }
+        let single: Vec<_> = r
+            .published
+            .iter()
+            .filter(|(_, p)| !p.capability.access_mode.multi_node())
+            .collect();
+        if !single.is_empty() && r.published.len() > 1 {
+            return Err(format!(
+                "single-node volume {id} is published to {} nodes",
+                r.published.len()
+            ));
+        }
+    }
+    let mut keys = std::collections::BTreeSet::new();
+    for f in state.in_flight.values() {
+        if !keys.insert(&f.key) {
+            return Err(format!("two operations in flight hold {}", f.key));
+        }
+    }
+    Ok(())
+}

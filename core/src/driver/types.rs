@@ -1,0 +1,202 @@
+//! The driver's own types for what CSI requests carry: validated once at the
+//! wire boundary, then used by the machine and the backends.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Opaque string maps (parameters, contexts) in a deterministic order.
+pub type Attributes = BTreeMap<String, String>;
+
+/// A topology segment map, e.g. `{"topology.volplane.io/node": "node-a"}`.
+pub type Topology = BTreeMap<String, String>;
+
+/// CSI access modes (`VolumeCapability.AccessMode.Mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AccessMode {
+    SingleNodeWriter,
+    SingleNodeReaderOnly,
+    MultiNodeReaderOnly,
+    MultiNodeSingleWriter,
+    MultiNodeMultiWriter,
+    SingleNodeSingleWriter,
+    SingleNodeMultiWriter,
+}
+
+impl AccessMode {
+    pub const ALL: [AccessMode; 7] = [
+        AccessMode::SingleNodeWriter,
+        AccessMode::SingleNodeReaderOnly,
+        AccessMode::MultiNodeReaderOnly,
+        AccessMode::MultiNodeSingleWriter,
+        AccessMode::MultiNodeMultiWriter,
+        AccessMode::SingleNodeSingleWriter,
+        AccessMode::SingleNodeMultiWriter,
+    ];
+
+    /// True for modes that let the volume be published to more than one node.
+    pub fn multi_node(self) -> bool {
+        matches!(
+            self,
+            AccessMode::MultiNodeReaderOnly
+                | AccessMode::MultiNodeSingleWriter
+                | AccessMode::MultiNodeMultiWriter
+        )
+    }
+
+    /// True for modes that allow several publish targets on one node
+    /// (CSI: the MULTI_NODE modes and SINGLE_NODE_MULTI_WRITER).
+    pub fn multi_target(self) -> bool {
+        self.multi_node() || self == AccessMode::SingleNodeMultiWriter
+    }
+
+    /// True for modes that only ever read.
+    pub fn read_only(self) -> bool {
+        matches!(
+            self,
+            AccessMode::SingleNodeReaderOnly | AccessMode::MultiNodeReaderOnly
+        )
+    }
+
+    /// The enum name as the CSI specification spells it.
+    pub fn csi_name(self) -> &'static str {
+        match self {
+            AccessMode::SingleNodeWriter => "SINGLE_NODE_WRITER",
+            AccessMode::SingleNodeReaderOnly => "SINGLE_NODE_READER_ONLY",
+            AccessMode::MultiNodeReaderOnly => "MULTI_NODE_READER_ONLY",
+            AccessMode::MultiNodeSingleWriter => "MULTI_NODE_SINGLE_WRITER",
+            AccessMode::MultiNodeMultiWriter => "MULTI_NODE_MULTI_WRITER",
+            AccessMode::SingleNodeSingleWriter => "SINGLE_NODE_SINGLE_WRITER",
+            AccessMode::SingleNodeMultiWriter => "SINGLE_NODE_MULTI_WRITER",
+        }
+    }
+}
+
+/// How the workload reaches the volume.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AccessType {
+    /// A raw block device.
+    Block,
+    /// A mounted filesystem.
+    Mount {
+        /// Empty means "the driver's default".
+        fs_type: String,
+        mount_flags: Vec<String>,
+        volume_mount_group: String,
+    },
+}
+
+impl AccessType {
+    pub fn is_block(&self) -> bool {
+        matches!(self, AccessType::Block)
+    }
+}
+
+/// A `VolumeCapability`: access type plus access mode.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Capability {
+    pub access_type: AccessType,
+    pub access_mode: AccessMode,
+}
+
+impl Capability {
+    /// A mount capability with the default filesystem and no flags.
+    pub fn mount(access_mode: AccessMode) -> Capability {
+        Capability {
+            access_type: AccessType::Mount {
+                fs_type: String::new(),
+                mount_flags: Vec::new(),
+                volume_mount_group: String::new(),
+            },
+            access_mode,
+        }
+    }
+
+    /// A raw-block capability.
+    pub fn block(access_mode: AccessMode) -> Capability {
+        Capability {
+            access_type: AccessType::Block,
+            access_mode,
+        }
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.access_type {
+            AccessType::Block => write!(f, "block/{}", self.access_mode.csi_name()),
+            AccessType::Mount { fs_type, .. } if fs_type.is_empty() => {
+                write!(f, "mount/{}", self.access_mode.csi_name())
+            }
+            AccessType::Mount { fs_type, .. } => {
+                write!(f, "mount({fs_type})/{}", self.access_mode.csi_name())
+            }
+        }
+    }
+}
+
+/// `CapacityRange`, with 0 meaning "unspecified" as in CSI.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapacityRange {
+    pub required_bytes: u64,
+    pub limit_bytes: u64,
+}
+
+impl CapacityRange {
+    /// True when `bytes` satisfies the range.
+    pub fn admits(&self, bytes: u64) -> bool {
+        bytes >= self.required_bytes && (self.limit_bytes == 0 || bytes <= self.limit_bytes)
+    }
+}
+
+/// `VolumeContentSource`: what a new volume is pre-populated from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ContentSource {
+    Snapshot(String),
+    Volume(String),
+}
+
+/// `TopologyRequirement`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyRequirement {
+    pub requisite: Vec<Topology>,
+    pub preferred: Vec<Topology>,
+}
+
+/// Secrets from a request. Never persisted, never printed.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secrets(pub BTreeMap<String, String>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} secret(s) redacted>", self.0.len())
+    }
+}
+
+/// A provisioned volume as the controller knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    pub volume_id: String,
+    pub capacity_bytes: u64,
+    pub volume_context: Attributes,
+    pub accessible_topology: Vec<Topology>,
+    pub content_source: Option<ContentSource>,
+}
+
+/// Space on a volume, from `NodeGetVolumeStats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeUsage {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+    pub available_bytes: u64,
+    pub total_inodes: u64,
+    pub used_inodes: u64,
+    pub available_inodes: u64,
+}
+
+/// `VolumeCondition`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeCondition {
+    pub abnormal: bool,
+    pub message: String,
+}

@@ -1,0 +1,143 @@
+//! gRPC status codes as the CSI specification uses them, and the error a
+//! machine answers a request with.
+
+use serde::{Deserialize, Serialize};
+
+/// The canonical gRPC status codes (numbers as on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[repr(i32)]
+pub enum Code {
+    Ok = 0,
+    Cancelled = 1,
+    Unknown = 2,
+    InvalidArgument = 3,
+    DeadlineExceeded = 4,
+    NotFound = 5,
+    AlreadyExists = 6,
+    PermissionDenied = 7,
+    ResourceExhausted = 8,
+    FailedPrecondition = 9,
+    Aborted = 10,
+    OutOfRange = 11,
+    Unimplemented = 12,
+    Internal = 13,
+    Unavailable = 14,
+    DataLoss = 15,
+    Unauthenticated = 16,
+}
+
+impl Code {
+    /// The name gRPC tools print (`INVALID_ARGUMENT`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::Ok => "OK",
+            Code::Cancelled => "CANCELLED",
+            Code::Unknown => "UNKNOWN",
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Aborted => "ABORTED",
+            Code::OutOfRange => "OUT_OF_RANGE",
+            Code::Unimplemented => "UNIMPLEMENTED",
+            Code::Internal => "INTERNAL",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DataLoss => "DATA_LOSS",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+        }
+    }
+
+    /// The code for a wire number; numbers gRPC does not define map to `Unknown`.
+    pub fn from_i32(n: i32) -> Code {
+        const ALL: [Code; 17] = [
+            Code::Ok,
+            Code::Cancelled,
+            Code::Unknown,
+            Code::InvalidArgument,
+            Code::DeadlineExceeded,
+            Code::NotFound,
+            Code::AlreadyExists,
+            Code::PermissionDenied,
+            Code::ResourceExhausted,
+            Code::FailedPrecondition,
+            Code::Aborted,
+            Code::OutOfRange,
+            Code::Unimplemented,
+            Code::Internal,
+            Code::Unavailable,
+            Code::DataLoss,
+            Code::Unauthenticated,
+        ];
+        usize::try_from(n)
+            .ok()
+            .and_then(|i| ALL.get(i).copied())
+            .unwrap_or(Code::Unknown)
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A request refused or failed: the status code the CSI specification names
+/// for the condition, and a message that says what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Status {
+    pub code: Code,
+    pub message: String,
+}
+
+impl Status {
+    pub fn new(code: Code, message: impl Into<String>) -> Status {
+        Status {
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn invalid(message: impl Into<String>) -> Status {
+        Status::new(Code::InvalidArgument, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Status {
+        Status::new(Code::NotFound, message)
+    }
+    pub fn already_exists(message: impl Into<String>) -> Status {
+        Status::new(Code::AlreadyExists, message)
+    }
+    pub fn failed_precondition(message: impl Into<String>) -> Status {
+        Status::new(Code::FailedPrecondition, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Status {
+        Status::new(Code::Internal, message)
+    }
+    pub fn unimplemented(message: impl Into<String>) -> Status {
+        Status::new(Code::Unimplemented, message)
+    }
+    /// The answer for a request on a volume that already has an operation in
+    /// flight (CSI: "operation pending for volume").
+    pub fn aborted_pending(volume: &str) -> Status {
+        Status::new(
+            Code::Aborted,
+            format!("operation pending for volume {volume:?}; retry after it completes"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_through_wire_numbers() {
+        for n in 0..17 {
+            assert_eq!(Code::from_i32(n) as i32, n);
+        }
+        assert_eq!(Code::from_i32(99), Code::Unknown);
+        assert_eq!(Code::from_i32(-1), Code::Unknown);
+    }
+}

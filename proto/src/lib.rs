@@ -1,0 +1,21 @@
+//! CSI v1.12 and kubelet plugin-registration v1 wire types, generated at build
+//! time from `proto/*.proto`; validated conversions to volplane-core's types;
+//! and the runtime-neutral service layer both runtimes share.
+
+#![allow(missing_debug_implementations)]
+
+/// CSI (`csi.v1`): every service of spec v1.12.0.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod csi {
+    tonic::include_proto!("csi.v1");
+    include!(concat!(env!("OUT_DIR"), "/csi_redacted_debug.rs"));
+}
+
+/// The kubelet's plugin-registration API (`pluginregistration`, v1).
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod registration {
+    tonic::include_proto!("pluginregistration");
+}
+
+pub mod convert;
+pub mod redact;
