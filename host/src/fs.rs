@@ -1,0 +1,150 @@
+//! Probing, formatting (only when empty), growing, and usage statistics.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::{Host, HostError, Result};
+
+/// What `format_if_empty` found or did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Formatted {
+    /// The device was empty and now holds a new filesystem of this type.
+    Created(String),
+    /// The device already held this filesystem; it was left alone.
+    Existing(String),
+}
+
+/// Space and inodes of a mounted filesystem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+    pub available_bytes: u64,
+    pub total_inodes: u64,
+    pub used_inodes: u64,
+    pub available_inodes: u64,
+}
+
+fn run(cmd: &mut Command) -> Result<std::process::Output> {
+    let shown = format!("{cmd:?}").replace('"', "");
+    cmd.output().map_err(|e| HostError::Command {
+        command: shown,
+        status: "could not start".into(),
+        stderr: e.to_string(),
+    })
+}
+
+fn check(cmd: &mut Command) -> Result<()> {
+    let shown = format!("{cmd:?}").replace('"', "");
+    let out = run(cmd)?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(HostError::Command {
+            command: shown,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+fn block_device(device: &Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::metadata(device).map_err(|e| HostError::io("inspect", device, e))?;
+    if meta.file_type().is_block_device() {
+        Ok(())
+    } else {
+        Err(HostError::Refused(format!("{} is not a block device", device.display())))
+    }
+}
+
+/// True when the tools to make `fs_type` are installed.
+pub fn supported(fs_type: &str) -> bool {
+    let tool = format!("mkfs.{fs_type}");
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|p| p.join(&tool).exists()))
+        .unwrap_or(false)
+        || ["/sbin", "/usr/sbin"].iter().any(|d| Path::new(d).join(&tool).exists())
+}
+
+impl Host {
+    /// The filesystem (or other signature) on `device`, if any, from a
+    /// low-level `blkid` probe. Any probe failure is an error, never "empty".
+    pub fn probe(&self, device: impl AsRef<Path>) -> Result<Option<String>> {
+        let device = device.as_ref();
+        block_device(device)?;
+        let out = run(Command::new("blkid").args(["-p", "-o", "export"]).arg(device))?;
+        match out.status.code() {
+            Some(0) => {
+                let text = String::from_utf8_lossy(&out.stdout);
+                let kind = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("TYPE=").or_else(|| l.strip_prefix("PTTYPE=")))
+                    .unwrap_or("unknown signature");
+                Ok(Some(kind.to_string()))
+            }
+            Some(2) => Ok(None),
+            _ => Err(HostError::Command {
+                command: format!("blkid -p -o export {}", device.display()),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            }),
+        }
+    }
+
+    /// Formats `device` with `fs_type` only when a probe finds nothing on it.
+    /// A device that holds a filesystem (or a partition table, or anything
+    /// blkid recognises) is never formatted.
+    pub fn format_if_empty(&self, device: impl AsRef<Path>, fs_type: &str) -> Result<Formatted> {
+        let device = device.as_ref();
+        if let Some(existing) = self.probe(device)? {
+            return Ok(Formatted::Existing(existing));
+        }
+        match fs_type {
+            "ext4" | "ext3" | "ext2" => check(
+                Command::new(format!("mkfs.{fs_type}"))
+                    .args(["-q", "-E", "lazy_itable_init=1,lazy_journal_init=1"])
+                    .arg(device),
+            )?,
+            "xfs" if supported("xfs") => check(Command::new("mkfs.xfs").arg("-q").arg(device))?,
+            other => {
+                return Err(HostError::Refused(format!(
+                    "filesystem type {other:?} is not supported here (ext4, ext3, ext2{} are)",
+                    if supported("xfs") { ", xfs" } else { "" }
+                )));
+            }
+        }
+        Ok(Formatted::Created(fs_type.to_string()))
+    }
+
+    /// Grows the filesystem on `device`, mounted at `mount_point`, to fill
+    /// the device (online).
+    pub fn grow(&self, device: impl AsRef<Path>, mount_point: impl AsRef<Path>) -> Result<()> {
+        let device = device.as_ref();
+        let mount_point = self.confine(mount_point)?;
+        match self.probe(device)?.as_deref() {
+            Some("ext4" | "ext3" | "ext2") => check(Command::new("resize2fs").arg(device)),
+            Some("xfs") => check(Command::new("xfs_growfs").arg(&mount_point)),
+            Some(other) => Err(HostError::Refused(format!(
+                "cannot grow a {other} filesystem on {}",
+                device.display()
+            ))),
+            None => Err(HostError::Refused(format!("{} holds no filesystem to grow", device.display()))),
+        }
+    }
+
+    /// Usage of the filesystem mounted at `path`.
+    pub fn usage(&self, path: impl AsRef<Path>) -> Result<Usage> {
+        let path = self.confine(path)?;
+        let s = rustix::fs::statvfs(&path).map_err(|e| HostError::io("statvfs", &path, e.into()))?;
+        let frag = s.f_frsize.max(1);
+        Ok(Usage {
+            total_bytes: s.f_blocks * frag,
+            used_bytes: (s.f_blocks - s.f_bfree.min(s.f_blocks)) * frag,
+            available_bytes: s.f_bavail * frag,
+            total_inodes: s.f_files,
+            used_inodes: s.f_files - s.f_ffree.min(s.f_files),
+            available_inodes: s.f_favail,
+        })
+    }
+}

@@ -1,0 +1,64 @@
+//! Crash-safe state files: write a temporary file, fsync it, rename it over
+//! the old one, fsync the directory. A reader sees the old state or the new
+//! one, never a torn write.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::{HostError, Result};
+
+/// A state file at a fixed path.
+#[derive(Debug, Clone)]
+pub struct StateFile {
+    path: PathBuf,
+}
+
+impl StateFile {
+    pub fn new(path: impl Into<PathBuf>) -> StateFile {
+        StateFile { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's bytes, or `None` when there is no state yet.
+    pub fn load(&self) -> Result<Option<Vec<u8>>> {
+        match std::fs::read(&self.path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(HostError::io("read state", &self.path, e)),
+        }
+    }
+
+    /// Replaces the file's contents atomically and durably.
+    pub fn store(&self, bytes: &[u8]) -> Result<()> {
+        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(dir).map_err(|e| HostError::io("create state directory", dir, e))?;
+        let tmp = self.path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp).map_err(|e| HostError::io("create", &tmp, e))?;
+        f.write_all(bytes).map_err(|e| HostError::io("write", &tmp, e))?;
+        f.sync_all().map_err(|e| HostError::io("fsync", &tmp, e))?;
+        drop(f);
+        std::fs::rename(&tmp, &self.path).map_err(|e| HostError::io("rename", &self.path, e))?;
+        let d = std::fs::File::open(dir).map_err(|e| HostError::io("open", dir, e))?;
+        d.sync_all().map_err(|e| HostError::io("fsync", dir, e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_replaces_and_load_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = StateFile::new(dir.path().join("sub/state.json"));
+        assert_eq!(f.load().unwrap(), None);
+        f.store(b"one").unwrap();
+        f.store(b"two").unwrap();
+        assert_eq!(f.load().unwrap().unwrap(), b"two");
+        assert!(!dir.path().join("sub/state.tmp").exists());
+    }
+}
