@@ -19,3 +19,5 @@ pub mod registration {
 
 pub mod convert;
 pub mod redact;
+pub mod service;
+pub mod endpoint;

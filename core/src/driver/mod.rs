@@ -295,6 +295,12 @@ impl Driver {
                 "{method}: this driver instance does not serve the Node service"
             )));
         }
+        if let Some(missing) = self.missing_capability(&request) {
+            return reject(Status::unimplemented(format!(
+                "{method}: driver {} does not advertise {missing}",
+                self.config.name
+            )));
+        }
         if let Some(key) = lock_key(&request)
             && self.state.busy(&key)
         {
@@ -344,6 +350,32 @@ impl Driver {
             Request::NodeVolumeStats(r) => self.node_volume_stats(r),
             Request::NodeExpand(r) => self.node_expand(r),
         }
+    }
+
+    /// The capability a request needs that this driver does not advertise.
+    fn missing_capability(&self, request: &Request) -> Option<&'static str> {
+        use ControllerCapability as C;
+        let (needed, name) = match request {
+            Request::CreateVolume(_) | Request::DeleteVolume(_) => (C::CreateDeleteVolume, "CREATE_DELETE_VOLUME"),
+            Request::ControllerPublish(_) | Request::ControllerUnpublish(_) => {
+                (C::PublishUnpublishVolume, "PUBLISH_UNPUBLISH_VOLUME")
+            }
+            Request::ListVolumes(_) => (C::ListVolumes, "LIST_VOLUMES"),
+            Request::GetCapacity(_) => (C::GetCapacity, "GET_CAPACITY"),
+            Request::ControllerExpand(_) => (C::ExpandVolume, "EXPAND_VOLUME"),
+            Request::ControllerGetVolume { .. } => (C::GetVolume, "GET_VOLUME"),
+            Request::ControllerModify(_) => (C::ModifyVolume, "MODIFY_VOLUME"),
+            Request::NodeVolumeStats(_) => {
+                return (!self.config.node_capabilities.contains(&NodeCapability::GetVolumeStats))
+                    .then_some("GET_VOLUME_STATS");
+            }
+            Request::NodeExpand(_) => {
+                return (!self.config.node_capabilities.contains(&NodeCapability::ExpandVolume))
+                    .then_some("node EXPAND_VOLUME");
+            }
+            _ => return None,
+        };
+        (!self.config.has(needed)).then_some(name)
     }
 
     fn complete(&mut self, op: OpId, result: Result<Outcome, Status>) {

@@ -1,0 +1,90 @@
+//! CSI endpoints as kubelet writes them (`unix:///var/lib/kubelet/plugins/<driver>/csi.sock`)
+//! and the socket-file housekeeping both runtimes do around serving.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// Why an endpoint cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("endpoint {0:?} is not a unix socket address; write it as unix:///absolute/path/csi.sock")]
+    NotUnix(String),
+    #[error("{0} exists and is not a socket; refusing to remove it (is --endpoint right?)")]
+    NotASocket(PathBuf),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The socket path of `unix:///abs/path` (also `unix:/abs/path` and a bare
+/// absolute path, as the sidecars accept).
+pub fn socket_path(endpoint: &str) -> Result<PathBuf, EndpointError> {
+    let path = endpoint
+        .strip_prefix("unix://")
+        .or_else(|| endpoint.strip_prefix("unix:"))
+        .unwrap_or(endpoint);
+    if !path.starts_with('/') || path.split('/').any(|p| p == "..") {
+        return Err(EndpointError::NotUnix(endpoint.to_string()));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// Prepares to listen at `path`: creates its directory and removes a stale
+/// socket left by an earlier run. Anything else at `path` is left alone.
+pub fn prepare_socket(path: &Path) -> Result<(), EndpointError> {
+    let io = |source| EndpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            tracing::info!(socket = %path.display(), "removing stale socket");
+            std::fs::remove_file(path).map_err(io)
+        }
+        Ok(_) => Err(EndpointError::NotASocket(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// Removes our socket at shutdown (only if it is still a socket).
+pub fn remove_socket(path: &Path) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_parse_like_kubelet_writes_them() {
+        assert_eq!(socket_path("unix:///var/lib/kubelet/plugins/x/csi.sock").unwrap(), PathBuf::from("/var/lib/kubelet/plugins/x/csi.sock"));
+        assert_eq!(socket_path("unix:/csi/csi.sock").unwrap(), PathBuf::from("/csi/csi.sock"));
+        assert_eq!(socket_path("/csi/csi.sock").unwrap(), PathBuf::from("/csi/csi.sock"));
+        assert!(socket_path("tcp://127.0.0.1:10000").is_err());
+        assert!(socket_path("unix://relative.sock").is_err());
+        assert!(socket_path("unix:///a/../b.sock").is_err());
+    }
+
+    #[test]
+    fn prepare_removes_stale_sockets_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("d/csi.sock");
+        prepare_socket(&sock).unwrap();
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        prepare_socket(&sock).unwrap();
+        assert!(!sock.exists());
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"keep").unwrap();
+        assert!(matches!(prepare_socket(&file), Err(EndpointError::NotASocket(_))));
+        assert!(file.exists());
+    }
+}

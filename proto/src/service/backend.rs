@@ -1,0 +1,208 @@
+//! The trait driver authors implement for their storage.
+
+use std::future::Future;
+
+use volplane_core::Status;
+use volplane_core::driver::{
+    Attributes, CapacityRange, Capability, CreatePlan, Outcome, Plan, PublishPlan, Secrets,
+    StagePlan, Topology, Volume, VolumeCondition, VolumeUsage,
+};
+
+use super::NodeHost;
+
+/// Free capacity, for GetCapacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CapacityInfo {
+    pub available_bytes: u64,
+    pub maximum_volume_size: Option<u64>,
+    pub minimum_volume_size: Option<u64>,
+}
+
+/// A driver's storage. volplane validates every request, serialises
+/// operations per volume, keeps stage/publish bookkeeping and persists state;
+/// a backend only carries out plans.
+///
+/// **Every method must be idempotent**: after a crash, volplane carries out
+/// again whatever plan was in flight, so a method may be called for work that
+/// already (partly) happened, and must then finish it and succeed.
+///
+/// Node methods default to [`NodeHost`]'s behaviour for devices: stage
+/// formats `publish_context["device"]` if empty and mounts it; publish
+/// bind-mounts; unpublish unmounts and removes the target.
+pub trait Backend: Send + Sync + 'static {
+    /// Creates storage for `plan.name` (the same volume when called again for
+    /// the same name) with a size admitted by `plan.capacity`, or
+    /// `plan.default_bytes` when the range leaves it open.
+    fn create_volume(&self, plan: &CreatePlan) -> impl Future<Output = Result<Volume, Status>> + Send;
+
+    /// Deletes the volume's storage; a volume already gone is success.
+    fn delete_volume(&self, volume: &Volume, secrets: &Secrets) -> impl Future<Output = Result<(), Status>> + Send;
+
+    /// Makes the volume available to `node_id`; returns the publish context
+    /// that NodeStage and NodePublish will receive.
+    fn controller_publish(
+        &self,
+        volume: &Volume,
+        node_id: &str,
+        capability: &Capability,
+        readonly: bool,
+        secrets: &Secrets,
+    ) -> impl Future<Output = Result<Attributes, Status>> + Send;
+
+    fn controller_unpublish(
+        &self,
+        volume: &Volume,
+        node_id: &str,
+        secrets: &Secrets,
+    ) -> impl Future<Output = Result<(), Status>> + Send;
+
+    /// Grows the volume; returns the new capacity and whether the node must
+    /// grow the filesystem too.
+    fn controller_expand(
+        &self,
+        volume: &Volume,
+        capacity: CapacityRange,
+        capability: Option<&Capability>,
+        secrets: &Secrets,
+    ) -> impl Future<Output = Result<(u64, bool), Status>> + Send;
+
+    /// Applies mutable parameters (ControllerModifyVolume). The default
+    /// refuses: advertise MODIFY_VOLUME only when overriding it.
+    fn controller_modify(
+        &self,
+        volume: &Volume,
+        mutable_parameters: &Attributes,
+        _secrets: &Secrets,
+    ) -> impl Future<Output = Result<(), Status>> + Send {
+        let msg = format!(
+            "volume {}: mutable parameters {:?} are not supported by this backend",
+            volume.volume_id,
+            mutable_parameters.keys().collect::<Vec<_>>()
+        );
+        async move { Err(Status::invalid(msg)) }
+    }
+
+    /// Free capacity for volumes with these parameters.
+    fn get_capacity(
+        &self,
+        parameters: &Attributes,
+        capabilities: &[Capability],
+        topology: Option<&Topology>,
+    ) -> impl Future<Output = Result<CapacityInfo, Status>> + Send;
+
+    fn node_stage(&self, host: &NodeHost, plan: &StagePlan) -> impl Future<Output = Result<(), Status>> + Send {
+        host.stage_device(plan)
+    }
+
+    fn node_unstage(&self, host: &NodeHost, plan: &StagePlan) -> impl Future<Output = Result<(), Status>> + Send {
+        host.unstage(plan)
+    }
+
+    fn node_publish(&self, host: &NodeHost, plan: &PublishPlan) -> impl Future<Output = Result<(), Status>> + Send {
+        host.publish(plan)
+    }
+
+    fn node_unpublish(&self, host: &NodeHost, plan: &PublishPlan) -> impl Future<Output = Result<(), Status>> + Send {
+        host.unpublish(plan)
+    }
+
+    /// Grows the filesystem (or nothing, for raw block); returns the size.
+    fn node_expand(
+        &self,
+        host: &NodeHost,
+        publish_context: &Attributes,
+        _volume_context: &Attributes,
+        mount_point: &str,
+        block: bool,
+    ) -> impl Future<Output = Result<u64, Status>> + Send {
+        host.expand(publish_context, mount_point, block)
+    }
+
+    fn volume_stats(
+        &self,
+        host: &NodeHost,
+        volume_path: &str,
+        block: bool,
+    ) -> impl Future<Output = Result<(VolumeUsage, Option<VolumeCondition>), Status>> + Send {
+        async move { Ok((host.usage(volume_path, block).await?, Some(VolumeCondition::default()))) }
+    }
+}
+
+/// Carries out one plan through `backend`.
+pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> Result<Outcome, Status> {
+    match plan {
+        Plan::CreateVolume(p) => backend.create_volume(p).await.map(Outcome::Created),
+        Plan::DeleteVolume { volume, secrets } => backend.delete_volume(volume, secrets).await.map(|_| Outcome::Done),
+        Plan::ControllerPublish {
+            volume,
+            node_id,
+            capability,
+            readonly,
+            secrets,
+        } => backend
+            .controller_publish(volume, node_id, capability, *readonly, secrets)
+            .await
+            .map(|publish_context| Outcome::Published { publish_context }),
+        Plan::ControllerUnpublish { volume, node_ids, secrets } => {
+            for node in node_ids {
+                backend.controller_unpublish(volume, node, secrets).await?;
+            }
+            Ok(Outcome::Done)
+        }
+        Plan::ControllerExpand {
+            volume,
+            capacity,
+            capability,
+            secrets,
+        } => backend
+            .controller_expand(volume, *capacity, capability.as_ref(), secrets)
+            .await
+            .map(|(capacity_bytes, node_expansion_required)| Outcome::ControllerExpanded {
+                capacity_bytes,
+                node_expansion_required,
+            }),
+        Plan::ControllerModify {
+            volume,
+            mutable_parameters,
+            secrets,
+        } => backend
+            .controller_modify(volume, mutable_parameters, secrets)
+            .await
+            .map(|_| Outcome::Done),
+        Plan::GetCapacity {
+            capabilities,
+            parameters,
+            accessible_topology,
+        } => backend
+            .get_capacity(parameters, capabilities, accessible_topology.as_ref())
+            .await
+            .map(|c| Outcome::Capacity {
+                available_bytes: c.available_bytes,
+                maximum_volume_size: c.maximum_volume_size,
+                minimum_volume_size: c.minimum_volume_size,
+            }),
+        Plan::Stage(p) => backend.node_stage(host, p).await.map(|_| Outcome::Done),
+        Plan::Unstage(p) => backend.node_unstage(host, p).await.map(|_| Outcome::Done),
+        Plan::Publish(p) => backend.node_publish(host, p).await.map(|_| Outcome::Done),
+        Plan::Unpublish(p) => backend.node_unpublish(host, p).await.map(|_| Outcome::Done),
+        Plan::NodeExpand {
+            volume_path,
+            staging_path,
+            capability,
+            publish_context,
+            volume_context,
+            ..
+        } => {
+            let block = capability.as_ref().is_some_and(|c| c.access_type.is_block());
+            let mount_point = if staging_path.is_empty() { volume_path } else { staging_path };
+            backend
+                .node_expand(host, publish_context, volume_context, mount_point, block)
+                .await
+                .map(|capacity_bytes| Outcome::NodeExpanded { capacity_bytes })
+        }
+        Plan::VolumeStats { volume_path, block, .. } => backend
+            .volume_stats(host, volume_path, *block)
+            .await
+            .map(|(usage, condition)| Outcome::Stats { usage, condition }),
+    }
+}

@@ -1,0 +1,125 @@
+//! The gRPC services (Identity, Controller, Node) as thin glue: validate the
+//! wire request, hand it to the pump, convert the answer, log one line.
+
+use std::time::Instant;
+
+use volplane_core::Status;
+
+use super::PumpHandle;
+use crate::convert::{FromResponse, IntoRequest, to_tonic};
+use crate::csi;
+use crate::csi::controller_server::Controller;
+use crate::csi::identity_server::Identity;
+use crate::csi::node_server::Node;
+
+/// The CSI services over a [`PumpHandle`]; clone it into each tonic server.
+#[derive(Debug, Clone)]
+pub struct CsiService {
+    pump: PumpHandle,
+}
+
+impl CsiService {
+    pub fn new(pump: PumpHandle) -> CsiService {
+        CsiService { pump }
+    }
+
+    async fn call<Req, Resp>(
+        &self,
+        method: &'static str,
+        request: tonic::Request<Req>,
+    ) -> Result<tonic::Response<Resp>, tonic::Status>
+    where
+        Req: IntoRequest,
+        Resp: FromResponse,
+    {
+        let start = Instant::now();
+        let (volume, path, result) = match request.into_inner().into_request() {
+            Err(e) => (String::new(), String::new(), Err(e)),
+            Ok(req) => {
+                let volume = req.volume().unwrap_or_default().to_string();
+                let path = req.path().unwrap_or_default().to_string();
+                let result = self.pump.call(req).await.and_then(Resp::from_response);
+                (volume, path, result)
+            }
+        };
+        log(method, &volume, &path, start, &result);
+        result.map(tonic::Response::new).map_err(to_tonic)
+    }
+}
+
+/// One structured line per RPC: method, volume, path, duration, code.
+fn log<T>(method: &str, volume: &str, path: &str, start: Instant, result: &Result<T, Status>) {
+    let duration_ms = start.elapsed().as_secs_f64() * 1000.0;
+    match result {
+        Ok(_) => tracing::info!(
+            target: "volplane::rpc",
+            method,
+            volume,
+            path,
+            duration_ms = format_args!("{duration_ms:.2}"),
+            code = "OK",
+        ),
+        Err(e) => tracing::warn!(
+            target: "volplane::rpc",
+            method,
+            volume,
+            path,
+            duration_ms = format_args!("{duration_ms:.2}"),
+            code = e.code.name(),
+            message = %e.message,
+        ),
+    }
+}
+
+macro_rules! service {
+    ($service:ident { $($name:ident($req:ty) -> $resp:ty = $method:literal;)* }) => {
+        #[tonic::async_trait]
+        impl $service for CsiService {
+            $(
+                async fn $name(
+                    &self,
+                    request: tonic::Request<$req>,
+                ) -> Result<tonic::Response<$resp>, tonic::Status> {
+                    self.call($method, request).await
+                }
+            )*
+        }
+    };
+}
+
+service! {
+    Identity {
+        get_plugin_info(csi::GetPluginInfoRequest) -> csi::GetPluginInfoResponse = "GetPluginInfo";
+        get_plugin_capabilities(csi::GetPluginCapabilitiesRequest) -> csi::GetPluginCapabilitiesResponse = "GetPluginCapabilities";
+        probe(csi::ProbeRequest) -> csi::ProbeResponse = "Probe";
+    }
+}
+
+service! {
+    Controller {
+        create_volume(csi::CreateVolumeRequest) -> csi::CreateVolumeResponse = "CreateVolume";
+        delete_volume(csi::DeleteVolumeRequest) -> csi::DeleteVolumeResponse = "DeleteVolume";
+        controller_publish_volume(csi::ControllerPublishVolumeRequest) -> csi::ControllerPublishVolumeResponse = "ControllerPublishVolume";
+        controller_unpublish_volume(csi::ControllerUnpublishVolumeRequest) -> csi::ControllerUnpublishVolumeResponse = "ControllerUnpublishVolume";
+        validate_volume_capabilities(csi::ValidateVolumeCapabilitiesRequest) -> csi::ValidateVolumeCapabilitiesResponse = "ValidateVolumeCapabilities";
+        list_volumes(csi::ListVolumesRequest) -> csi::ListVolumesResponse = "ListVolumes";
+        get_capacity(csi::GetCapacityRequest) -> csi::GetCapacityResponse = "GetCapacity";
+        controller_get_capabilities(csi::ControllerGetCapabilitiesRequest) -> csi::ControllerGetCapabilitiesResponse = "ControllerGetCapabilities";
+        controller_expand_volume(csi::ControllerExpandVolumeRequest) -> csi::ControllerExpandVolumeResponse = "ControllerExpandVolume";
+        controller_get_volume(csi::ControllerGetVolumeRequest) -> csi::ControllerGetVolumeResponse = "ControllerGetVolume";
+        controller_modify_volume(csi::ControllerModifyVolumeRequest) -> csi::ControllerModifyVolumeResponse = "ControllerModifyVolume";
+    }
+}
+
+service! {
+    Node {
+        node_stage_volume(csi::NodeStageVolumeRequest) -> csi::NodeStageVolumeResponse = "NodeStageVolume";
+        node_unstage_volume(csi::NodeUnstageVolumeRequest) -> csi::NodeUnstageVolumeResponse = "NodeUnstageVolume";
+        node_publish_volume(csi::NodePublishVolumeRequest) -> csi::NodePublishVolumeResponse = "NodePublishVolume";
+        node_unpublish_volume(csi::NodeUnpublishVolumeRequest) -> csi::NodeUnpublishVolumeResponse = "NodeUnpublishVolume";
+        node_get_volume_stats(csi::NodeGetVolumeStatsRequest) -> csi::NodeGetVolumeStatsResponse = "NodeGetVolumeStats";
+        node_expand_volume(csi::NodeExpandVolumeRequest) -> csi::NodeExpandVolumeResponse = "NodeExpandVolume";
+        node_get_capabilities(csi::NodeGetCapabilitiesRequest) -> csi::NodeGetCapabilitiesResponse = "NodeGetCapabilities";
+        node_get_info(csi::NodeGetInfoRequest) -> csi::NodeGetInfoResponse = "NodeGetInfo";
+    }
+}

@@ -1,0 +1,49 @@
+//! The runtime-neutral service layer shared by both runtimes: the [`Backend`]
+//! trait driver authors implement, the [`NodeHost`] default for mounts, the
+//! [`Pump`] that drives the driver machine, and the gRPC service glue.
+//!
+//! A runtime crate supplies only what differs between runtimes: a
+//! [`Blocking`] pool for syscalls, spawning the pump, and the transport.
+
+mod backend;
+mod grpc;
+mod node_host;
+mod pump;
+
+pub use backend::{Backend, CapacityInfo, execute};
+pub use grpc::CsiService;
+pub use node_host::{NodeHost, host_status};
+pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// Offloads blocking work (syscalls, commands, fsync) from the async
+/// executor: tokio's `spawn_blocking`, smol's `unblock`.
+pub trait Blocking: Send + Sync + 'static {
+    fn spawn(&self, job: Box<dyn FnOnce() + Send>);
+}
+
+/// Runs `f` on the blocking pool and waits for its result.
+pub fn unblock<T, F>(pool: &dyn Blocking, f: F) -> Pin<Box<dyn Future<Output = T> + Send>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let (tx, rx) = futures::channel::oneshot::channel();
+    pool.spawn(Box::new(move || {
+        let _ = tx.send(f());
+    }));
+    Box::pin(async move { rx.await.expect("the blocking pool dropped a job before running it") })
+}
+
+/// Runs blocking jobs on a fresh thread each: for tests and tools without a
+/// runtime pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadPerJob;
+
+impl Blocking for ThreadPerJob {
+    fn spawn(&self, job: Box<dyn FnOnce() + Send>) {
+        std::thread::spawn(job);
+    }
+}
