@@ -1,0 +1,10 @@
+//! volplane's reference CSI driver and command line.
+//!
+//! `volplane serve` is built on the public API exactly as a driver author
+//! would use it: a [`reference::Reference`] backend, a
+//! [`volplane_core::driver::DriverConfig`], and `volplane_tokio::serve`.
+
+pub mod bench;
+pub mod cli;
+pub mod reference;
+pub mod serve;

@@ -133,10 +133,10 @@ impl Host {
         }
     }
 
-    /// Usage of the filesystem mounted at `path`.
+    /// Usage of the filesystem holding `path` (read-only, so not confined).
     pub fn usage(&self, path: impl AsRef<Path>) -> Result<Usage> {
-        let path = self.confine(path)?;
-        let s = rustix::fs::statvfs(&path).map_err(|e| HostError::io("statvfs", &path, e.into()))?;
+        let path = path.as_ref();
+        let s = rustix::fs::statvfs(path).map_err(|e| HostError::io("statvfs", path, e.into()))?;
         let frag = s.f_frsize.max(1);
         Ok(Usage {
             total_bytes: s.f_blocks * frag,

@@ -18,7 +18,10 @@ pub struct CapacityInfo {
     pub minimum_volume_size: Option<u64>,
 }
 
-/// A driver's storage. volplane validates every request, serialises
+/// A driver's storage. Every method gets the [`NodeHost`]: host operations
+/// confined to the configured roots, run on the runtime's blocking pool.
+///
+/// volplane validates every request, serialises
 /// operations per volume, keeps stage/publish bookkeeping and persists state;
 /// a backend only carries out plans.
 ///
@@ -33,15 +36,16 @@ pub trait Backend: Send + Sync + 'static {
     /// Creates storage for `plan.name` (the same volume when called again for
     /// the same name) with a size admitted by `plan.capacity`, or
     /// `plan.default_bytes` when the range leaves it open.
-    fn create_volume(&self, plan: &CreatePlan) -> impl Future<Output = Result<Volume, Status>> + Send;
+    fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> impl Future<Output = Result<Volume, Status>> + Send;
 
     /// Deletes the volume's storage; a volume already gone is success.
-    fn delete_volume(&self, volume: &Volume, secrets: &Secrets) -> impl Future<Output = Result<(), Status>> + Send;
+    fn delete_volume(&self, host: &NodeHost, volume: &Volume, secrets: &Secrets) -> impl Future<Output = Result<(), Status>> + Send;
 
     /// Makes the volume available to `node_id`; returns the publish context
     /// that NodeStage and NodePublish will receive.
     fn controller_publish(
         &self,
+        host: &NodeHost,
         volume: &Volume,
         node_id: &str,
         capability: &Capability,
@@ -51,6 +55,7 @@ pub trait Backend: Send + Sync + 'static {
 
     fn controller_unpublish(
         &self,
+        host: &NodeHost,
         volume: &Volume,
         node_id: &str,
         secrets: &Secrets,
@@ -60,6 +65,7 @@ pub trait Backend: Send + Sync + 'static {
     /// grow the filesystem too.
     fn controller_expand(
         &self,
+        host: &NodeHost,
         volume: &Volume,
         capacity: CapacityRange,
         capability: Option<&Capability>,
@@ -70,6 +76,7 @@ pub trait Backend: Send + Sync + 'static {
     /// refuses: advertise MODIFY_VOLUME only when overriding it.
     fn controller_modify(
         &self,
+        _host: &NodeHost,
         volume: &Volume,
         mutable_parameters: &Attributes,
         _secrets: &Secrets,
@@ -85,6 +92,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Free capacity for volumes with these parameters.
     fn get_capacity(
         &self,
+        host: &NodeHost,
         parameters: &Attributes,
         capabilities: &[Capability],
         topology: Option<&Topology>,
@@ -131,8 +139,8 @@ pub trait Backend: Send + Sync + 'static {
 /// Carries out one plan through `backend`.
 pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> Result<Outcome, Status> {
     match plan {
-        Plan::CreateVolume(p) => backend.create_volume(p).await.map(Outcome::Created),
-        Plan::DeleteVolume { volume, secrets } => backend.delete_volume(volume, secrets).await.map(|_| Outcome::Done),
+        Plan::CreateVolume(p) => backend.create_volume(host, p).await.map(Outcome::Created),
+        Plan::DeleteVolume { volume, secrets } => backend.delete_volume(host, volume, secrets).await.map(|_| Outcome::Done),
         Plan::ControllerPublish {
             volume,
             node_id,
@@ -140,12 +148,12 @@ pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> R
             readonly,
             secrets,
         } => backend
-            .controller_publish(volume, node_id, capability, *readonly, secrets)
+            .controller_publish(host, volume, node_id, capability, *readonly, secrets)
             .await
             .map(|publish_context| Outcome::Published { publish_context }),
         Plan::ControllerUnpublish { volume, node_ids, secrets } => {
             for node in node_ids {
-                backend.controller_unpublish(volume, node, secrets).await?;
+                backend.controller_unpublish(host, volume, node, secrets).await?;
             }
             Ok(Outcome::Done)
         }
@@ -155,7 +163,7 @@ pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> R
             capability,
             secrets,
         } => backend
-            .controller_expand(volume, *capacity, capability.as_ref(), secrets)
+            .controller_expand(host, volume, *capacity, capability.as_ref(), secrets)
             .await
             .map(|(capacity_bytes, node_expansion_required)| Outcome::ControllerExpanded {
                 capacity_bytes,
@@ -166,7 +174,7 @@ pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> R
             mutable_parameters,
             secrets,
         } => backend
-            .controller_modify(volume, mutable_parameters, secrets)
+            .controller_modify(host, volume, mutable_parameters, secrets)
             .await
             .map(|_| Outcome::Done),
         Plan::GetCapacity {
@@ -174,7 +182,7 @@ pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> R
             parameters,
             accessible_topology,
         } => backend
-            .get_capacity(parameters, capabilities, accessible_topology.as_ref())
+            .get_capacity(host, parameters, capabilities, accessible_topology.as_ref())
             .await
             .map(|c| Outcome::Capacity {
                 available_bytes: c.available_bytes,

@@ -1,0 +1,443 @@
+//! `volplane bench`: a CSI client that measures any CSI driver.
+//!
+//! Phases, each at every client count given: Probe round trips; NodePublish +
+//! NodeUnpublish cycles with real bind mounts (one volume, staged once, a
+//! target per client); CreateVolume + DeleteVolume cycles. Prints operations
+//! per second with median and p99 latency.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use sha2::{Digest, Sha256};
+use tonic::transport::Channel;
+use volplane_proto::csi;
+use volplane_proto::csi::controller_client::ControllerClient;
+use volplane_proto::csi::identity_client::IdentityClient;
+use volplane_proto::csi::node_client::NodeClient;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The driver's endpoint, e.g. unix:///var/lib/kubelet/plugins/volplane.csi.io/csi.sock
+    #[arg(long)]
+    pub endpoint: String,
+    /// Client counts to measure at, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub clients: Vec<usize>,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// The kubelet directory the driver accepts paths under.
+    #[arg(long, default_value = "/var/lib/kubelet")]
+    pub kubelet_dir: PathBuf,
+    /// StorageClass parameters for the bench volumes (key=value, repeatable).
+    #[arg(long = "parameter", default_value = "kind=dir")]
+    pub parameters: Vec<String>,
+}
+
+/// Why the bench could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("connect to {endpoint}: {source}")]
+    Connect {
+        endpoint: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("{rpc}: {code:?}: {message}")]
+    Rpc {
+        rpc: &'static str,
+        code: tonic::Code,
+        message: String,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn rpc_err(rpc: &'static str) -> impl Fn(tonic::Status) -> BenchError {
+    move |s| BenchError::Rpc {
+        rpc,
+        code: s.code(),
+        message: s.message().to_string(),
+    }
+}
+
+/// Figures of one measurement.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    pub clients: usize,
+    pub ops: usize,
+    pub errors: usize,
+    pub per_second: f64,
+    pub median: Duration,
+    pub p99: Duration,
+}
+
+impl std::fmt::Display for Figures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:>3} client(s) {:>10.0}/s  median {:>8.3} ms  p99 {:>8.3} ms  ({} ops, {} errors)",
+            self.clients,
+            self.per_second,
+            self.median.as_secs_f64() * 1e3,
+            self.p99.as_secs_f64() * 1e3,
+            self.ops,
+            self.errors
+        )
+    }
+}
+
+/// Runs `op(client, iteration)` from `clients` concurrent loops for `seconds`.
+pub async fn measure<F, Fut>(clients: usize, seconds: f64, op: F) -> Figures
+where
+    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), tonic::Status>> + Send,
+{
+    let op = Arc::new(op);
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut errors = 0;
+                let mut i = 0;
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    match op(c, i).await {
+                        Ok(()) => lat.push(t.elapsed()),
+                        Err(e) => {
+                            if errors == 0 {
+                                eprintln!("  client {c}: {:?}: {}", e.code(), e.message());
+                            }
+                            errors += 1;
+                        }
+                    }
+                    i += 1;
+                }
+                (lat, errors)
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        if let Ok((lat, e)) = t.await {
+            all.extend(lat);
+            errors += e;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    all.sort();
+    let pick = |q: f64| {
+        if all.is_empty() {
+            Duration::ZERO
+        } else {
+            all[((all.len() as f64 - 1.0) * q).round() as usize]
+        }
+    };
+    Figures {
+        clients,
+        ops: all.len(),
+        errors,
+        per_second: all.len() as f64 / elapsed,
+        median: pick(0.5),
+        p99: pick(0.99),
+    }
+}
+
+fn mount_capability() -> csi::VolumeCapability {
+    use csi::volume_capability::{AccessMode, AccessType, MountVolume, access_mode::Mode};
+    csi::VolumeCapability {
+        access_type: Some(AccessType::Mount(MountVolume::default())),
+        access_mode: Some(AccessMode {
+            mode: Mode::MultiNodeMultiWriter as i32,
+        }),
+    }
+}
+
+struct Driver {
+    identity: IdentityClient<Channel>,
+    controller: ControllerClient<Channel>,
+    node: NodeClient<Channel>,
+    name: String,
+    node_id: String,
+    stages: bool,
+    publishes: bool,
+}
+
+async fn discover(channel: Channel) -> Result<Driver, BenchError> {
+    use csi::controller_service_capability::rpc::Type as C;
+    use csi::node_service_capability::rpc::Type as N;
+    let mut identity = IdentityClient::new(channel.clone());
+    let mut controller = ControllerClient::new(channel.clone());
+    let mut node = NodeClient::new(channel);
+    let info = identity
+        .get_plugin_info(csi::GetPluginInfoRequest {})
+        .await
+        .map_err(rpc_err("GetPluginInfo"))?
+        .into_inner();
+    let node_id = node
+        .node_get_info(csi::NodeGetInfoRequest {})
+        .await
+        .map_err(rpc_err("NodeGetInfo"))?
+        .into_inner()
+        .node_id;
+    let stages = node
+        .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+        .await
+        .map_err(rpc_err("NodeGetCapabilities"))?
+        .into_inner()
+        .capabilities
+        .iter()
+        .any(|c| matches!(&c.r#type, Some(csi::node_service_capability::Type::Rpc(r)) if r.r#type == N::StageUnstageVolume as i32));
+    let publishes = controller
+        .controller_get_capabilities(csi::ControllerGetCapabilitiesRequest {})
+        .await
+        .map_err(rpc_err("ControllerGetCapabilities"))?
+        .into_inner()
+        .capabilities
+        .iter()
+        .any(|c| matches!(&c.r#type, Some(csi::controller_service_capability::Type::Rpc(r)) if r.r#type == C::PublishUnpublishVolume as i32));
+    println!(
+        "volplane bench: driver {} {} on node {node_id}",
+        info.name, info.vendor_version
+    );
+    Ok(Driver {
+        identity,
+        controller,
+        node,
+        name: info.name,
+        node_id,
+        stages,
+        publishes,
+    })
+}
+
+/// A bench volume: created, published to this node, staged.
+struct BenchVolume {
+    volume_id: String,
+    volume_context: std::collections::HashMap<String, String>,
+    publish_context: std::collections::HashMap<String, String>,
+    staging: String,
+    target: String,
+}
+
+impl BenchVolume {
+    fn publish_request(&self) -> csi::NodePublishVolumeRequest {
+        csi::NodePublishVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            publish_context: self.publish_context.clone(),
+            staging_target_path: self.staging.clone(),
+            target_path: self.target.clone(),
+            volume_capability: Some(mount_capability()),
+            volume_context: self.volume_context.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Creates, publishes and stages a volume as kubelet would, with kubelet's paths.
+async fn prepare(
+    d: &Driver,
+    args: &BenchArgs,
+    parameters: &std::collections::HashMap<String, String>,
+    name: &str,
+) -> Result<BenchVolume, BenchError> {
+    let (mut controller, mut node) = (d.controller.clone(), d.node.clone());
+    let volume = controller
+        .create_volume(csi::CreateVolumeRequest {
+            name: name.to_string(),
+            volume_capabilities: vec![mount_capability()],
+            parameters: parameters.clone(),
+            ..Default::default()
+        })
+        .await
+        .map_err(rpc_err("CreateVolume"))?
+        .into_inner()
+        .volume
+        .ok_or_else(|| BenchError::Usage("CreateVolume returned no volume".into()))?;
+    let mut publish_context = Default::default();
+    if d.publishes {
+        publish_context = controller
+            .controller_publish_volume(csi::ControllerPublishVolumeRequest {
+                volume_id: volume.volume_id.clone(),
+                node_id: d.node_id.clone(),
+                volume_capability: Some(mount_capability()),
+                volume_context: volume.volume_context.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(rpc_err("ControllerPublishVolume"))?
+            .into_inner()
+            .publish_context;
+    }
+    let mut staging = String::new();
+    if d.stages {
+        let p = args
+            .kubelet_dir
+            .join("plugins/kubernetes.io/csi")
+            .join(&d.name)
+            .join(hex::encode(Sha256::digest(volume.volume_id.as_bytes())))
+            .join("globalmount");
+        let _ = std::fs::create_dir_all(&p);
+        staging = p.display().to_string();
+        node.node_stage_volume(csi::NodeStageVolumeRequest {
+            volume_id: volume.volume_id.clone(),
+            publish_context: publish_context.clone(),
+            staging_target_path: staging.clone(),
+            volume_capability: Some(mount_capability()),
+            volume_context: volume.volume_context.clone(),
+            ..Default::default()
+        })
+        .await
+        .map_err(rpc_err("NodeStageVolume"))?;
+    }
+    let pod = args.kubelet_dir.join("pods").join(name.rsplit_once('-').map_or(name, |(t, _)| t)).join(name);
+    let dir = pod.join(format!("volumes/kubernetes.io~csi/{name}"));
+    let _ = std::fs::create_dir_all(&dir);
+    Ok(BenchVolume {
+        volume_id: volume.volume_id,
+        volume_context: volume.volume_context,
+        publish_context,
+        staging,
+        target: dir.join("mount").display().to_string(),
+    })
+}
+
+/// Undoes [`prepare`]: unpublish (in case a cycle failed half-way), unstage,
+/// controller-unpublish, delete.
+async fn release(d: &Driver, v: &BenchVolume) -> Result<(), BenchError> {
+    let (mut controller, mut node) = (d.controller.clone(), d.node.clone());
+    node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
+        volume_id: v.volume_id.clone(),
+        target_path: v.target.clone(),
+    })
+    .await
+    .map_err(rpc_err("NodeUnpublishVolume"))?;
+    if d.stages {
+        node.node_unstage_volume(csi::NodeUnstageVolumeRequest {
+            volume_id: v.volume_id.clone(),
+            staging_target_path: v.staging.clone(),
+        })
+        .await
+        .map_err(rpc_err("NodeUnstageVolume"))?;
+        if let Some(dir) = std::path::Path::new(&v.staging).parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    if d.publishes {
+        controller
+            .controller_unpublish_volume(csi::ControllerUnpublishVolumeRequest {
+                volume_id: v.volume_id.clone(),
+                node_id: d.node_id.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(rpc_err("ControllerUnpublishVolume"))?;
+    }
+    controller
+        .delete_volume(csi::DeleteVolumeRequest {
+            volume_id: v.volume_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .map_err(rpc_err("DeleteVolume"))?;
+    Ok(())
+}
+
+pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
+    if args.clients.is_empty() || args.clients.contains(&0) {
+        return Err(BenchError::Usage("--clients needs positive counts, e.g. 1,16".into()));
+    }
+    let parameters: std::collections::HashMap<String, String> = args
+        .parameters
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| BenchError::Usage(format!("--parameter {p:?} is not key=value")))
+        })
+        .collect::<Result<_, _>>()?;
+    let channel = volplane_tokio::connect(&args.endpoint)
+        .await
+        .map_err(|source| BenchError::Connect {
+            endpoint: args.endpoint.clone(),
+            source,
+        })?;
+    let d = discover(channel).await?;
+    let tag = format!("volplane-bench-{}", std::process::id());
+
+    println!("Probe round trips:");
+    for &c in &args.clients {
+        let identity = d.identity.clone();
+        let f = measure(c, args.seconds, move |_, _| {
+            let mut identity = identity.clone();
+            async move { identity.probe(csi::ProbeRequest {}).await.map(|_| ()) }
+        })
+        .await;
+        println!("  {f}");
+    }
+
+    // A volume per client (CSI lets a driver refuse concurrent operations on
+    // one volume), each staged once and published to its client's target.
+    let max = args.clients.iter().copied().max().unwrap_or(1);
+    let mut volumes = Vec::new();
+    for i in 0..max {
+        volumes.push(prepare(&d, &args, &parameters, &format!("{tag}-{i}")).await?);
+    }
+    println!("NodePublishVolume + NodeUnpublishVolume cycles (bind mounts, a volume per client):");
+    let volumes = Arc::new(volumes);
+    for &c in &args.clients {
+        let (node, volumes) = (d.node.clone(), volumes.clone());
+        let f = measure(c, args.seconds, move |client, _| {
+            let mut node = node.clone();
+            let v = &volumes[client];
+            let publish = v.publish_request();
+            let unpublish = csi::NodeUnpublishVolumeRequest {
+                volume_id: v.volume_id.clone(),
+                target_path: v.target.clone(),
+            };
+            async move {
+                node.node_publish_volume(publish).await?;
+                node.node_unpublish_volume(unpublish).await.map(|_| ())
+            }
+        })
+        .await;
+        println!("  {f}");
+    }
+    for v in volumes.iter() {
+        release(&d, v).await?;
+    }
+    let _ = std::fs::remove_dir_all(args.kubelet_dir.join("pods").join(&tag));
+
+    println!("CreateVolume + DeleteVolume cycles:");
+    for &c in &args.clients {
+        let (controller, tag, parameters) = (d.controller.clone(), tag.clone(), parameters.clone());
+        let f = measure(c, args.seconds, move |client, i| {
+            let mut controller = controller.clone();
+            let create = csi::CreateVolumeRequest {
+                name: format!("{tag}-{c}-{client}-{i}"),
+                volume_capabilities: vec![mount_capability()],
+                parameters: parameters.clone(),
+                ..Default::default()
+            };
+            async move {
+                let v = controller.create_volume(create).await?.into_inner().volume.unwrap_or_default();
+                controller
+                    .delete_volume(csi::DeleteVolumeRequest {
+                        volume_id: v.volume_id,
+                        ..Default::default()
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .await;
+        println!("  {f}");
+    }
+    Ok(())
+}

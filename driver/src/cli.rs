@@ -1,0 +1,59 @@
+//! The `volplane` command line.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// volplane: the Kubernetes volume lifecycle in Rust.
+#[derive(Debug, Parser)]
+#[command(name = "volplane", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the reference CSI driver on a unix socket.
+    Serve(crate::serve::ServeArgs),
+    /// Measure a CSI driver: Probe, NodePublish+NodeUnpublish, CreateVolume+DeleteVolume.
+    Bench(crate::bench::BenchArgs),
+}
+
+/// Parses the command line and runs it.
+pub fn run() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VOLPLANE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("volplane: cannot start the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => crate::serve::run(args).await.map_err(|e| e.to_string()),
+            Command::Bench(args) => crate::bench::run(args).await.map_err(|e| e.to_string()),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("volplane: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

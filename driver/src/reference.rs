@@ -1,0 +1,360 @@
+//! volplane's reference backend: volumes on the local machine.
+//!
+//! StorageClass parameter `kind` picks the volume kind:
+//! * `block` (default): a sparse image file `<volumes-dir>/<id>.img`.
+//!   ControllerPublish attaches it as a loop device and returns the device
+//!   in `publish_context["device"]`; NodeStage formats it only if it holds no
+//!   filesystem and mounts it; raw-block access publishes the device itself.
+//! * `dir`: a directory `<volumes-dir>/<id>/`, bind-mounted at the staging
+//!   path. Its capacity is nominal (no quota).
+//!
+//! Volume ids are `vol-` and 20 hex digits of SHA-256 of the CreateVolume
+//! name, so the same name always maps to the same storage.
+
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
+use volplane_core::driver::{
+    AccessType, Attributes, CapacityRange, Capability, CreatePlan, Secrets, StagePlan, Topology,
+    Volume,
+};
+use volplane_core::{Code, Status};
+use volplane_proto::service::{Backend, CapacityInfo, NodeHost, host_status};
+
+/// The topology key the reference driver reports.
+pub const ZONE_KEY: &str = "topology.volplane.io/zone";
+const KIND: &str = "kind";
+const MIB: u64 = 1 << 20;
+/// Smallest block volume: mkfs.ext4 needs room for its metadata.
+pub const MIN_BLOCK_BYTES: u64 = 16 * MIB;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Block,
+    Dir,
+}
+
+/// The reference backend.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    volumes_dir: PathBuf,
+    zone: String,
+}
+
+fn volume_id(name: &str) -> String {
+    let digest = Sha256::digest(name.as_bytes());
+    format!("vol-{}", &hex::encode(digest)[..20])
+}
+
+fn kind_of(params: &Attributes) -> Result<Kind, Status> {
+    if let Some(unknown) = params.keys().find(|k| *k != KIND) {
+        return Err(Status::invalid(format!(
+            "parameters: {unknown:?} is not a parameter of volplane's reference driver (it knows \"kind\")"
+        )));
+    }
+    match params.get(KIND).map(String::as_str) {
+        None | Some("block") => Ok(Kind::Block),
+        Some("dir") => Ok(Kind::Dir),
+        Some(other) => Err(Status::invalid(format!(
+            "parameters: kind {other:?} is not a volume kind; use \"block\" or \"dir\""
+        ))),
+    }
+}
+
+fn context_kind(context: &Attributes) -> Kind {
+    match context.get(KIND).map(String::as_str) {
+        Some("dir") => Kind::Dir,
+        _ => Kind::Block,
+    }
+}
+
+/// Rounds up to whole MiB, within the range.
+fn size_for(range: CapacityRange, default: u64, min: u64) -> Result<u64, Status> {
+    let want = if range.required_bytes > 0 { range.required_bytes } else { default };
+    let size = want.max(min).div_ceil(MIB) * MIB;
+    if range.limit_bytes != 0 && size > range.limit_bytes {
+        if range.limit_bytes >= min.max(range.required_bytes) && range.limit_bytes >= want {
+            return Ok(range.limit_bytes);
+        }
+        return Err(Status::new(
+            Code::OutOfRange,
+            format!(
+                "capacity_range: limit_bytes {} is below the smallest volume this driver makes ({size} bytes)",
+                range.limit_bytes
+            ),
+        ));
+    }
+    Ok(size)
+}
+
+impl Reference {
+    pub fn new(volumes_dir: impl Into<PathBuf>, zone: impl Into<String>) -> Reference {
+        Reference {
+            volumes_dir: volumes_dir.into(),
+            zone: zone.into(),
+        }
+    }
+
+    fn image(&self, id: &str) -> PathBuf {
+        self.volumes_dir.join(format!("{id}.img"))
+    }
+
+    fn dir(&self, id: &str) -> PathBuf {
+        self.volumes_dir.join(id)
+    }
+
+    fn topology(&self) -> Topology {
+        [(ZONE_KEY.to_string(), self.zone.clone())].into()
+    }
+
+    /// Checks the requested topology includes this driver's zone.
+    fn check_topology(&self, plan: &CreatePlan) -> Result<(), Status> {
+        let Some(req) = &plan.accessibility else { return Ok(()) };
+        let ours = |t: &Topology| t.get(ZONE_KEY).is_none_or(|z| *z == self.zone);
+        if !req.requisite.is_empty() && !req.requisite.iter().any(ours) {
+            return Err(Status::new(
+                Code::ResourceExhausted,
+                format!("volumes can only be made in zone {:?}, which no requisite topology allows", self.zone),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Backend for Reference {
+    async fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> Result<Volume, Status> {
+        let kind = kind_of(&plan.parameters)?;
+        if kind == Kind::Dir && plan.capabilities.iter().any(|c| c.access_type.is_block()) {
+            return Err(Status::invalid(
+                "volume_capabilities: raw block access needs kind \"block\", not \"dir\"",
+            ));
+        }
+        self.check_topology(plan)?;
+        let id = volume_id(&plan.name);
+        let min = if kind == Kind::Block { MIN_BLOCK_BYTES } else { MIB };
+        let size = size_for(plan.capacity, plan.default_bytes, min)?;
+        let (path, kind_name) = match kind {
+            Kind::Block => (self.image(&id), "block"),
+            Kind::Dir => (self.dir(&id), "dir"),
+        };
+        let target = path.clone();
+        let capacity = host
+            .run(move |h| -> volplane_host::Result<u64> {
+                let path = h.confine(&target)?;
+                match kind {
+                    Kind::Dir => {
+                        h.create_dir(&path)?;
+                        Ok(size)
+                    }
+                    Kind::Block => {
+                        if let Ok(m) = std::fs::metadata(&path) {
+                            return Ok(m.len());
+                        }
+                        let tmp = path.with_extension("img.tmp");
+                        let f = std::fs::File::create(&tmp).map_err(|e| volplane_host::HostError::Io {
+                            op: "create image",
+                            path: tmp.display().to_string(),
+                            source: e,
+                        })?;
+                        f.set_len(size)
+                            .and_then(|_| f.sync_all())
+                            .and_then(|_| std::fs::rename(&tmp, &path))
+                            .map_err(|e| volplane_host::HostError::Io {
+                                op: "size image",
+                                path: path.display().to_string(),
+                                source: e,
+                            })?;
+                        Ok(size)
+                    }
+                }
+            })
+            .await
+            .map_err(|e| host_status(&format!("create volume {:?}", plan.name), e))?;
+        Ok(Volume {
+            volume_id: id,
+            capacity_bytes: capacity,
+            volume_context: [
+                (KIND.to_string(), kind_name.to_string()),
+                ("path".to_string(), path.display().to_string()),
+            ]
+            .into(),
+            accessible_topology: vec![self.topology()],
+            content_source: None,
+        })
+    }
+
+    async fn delete_volume(&self, host: &NodeHost, volume: &Volume, _secrets: &Secrets) -> Result<(), Status> {
+        let id = volume.volume_id.clone();
+        let (image, dir) = (self.image(&id), self.dir(&id));
+        host.run(move |h| {
+            if let Some(dev) = volplane_host::loopdev::find(&image) {
+                return Err(volplane_host::HostError::Refused(format!(
+                    "volume {id} is still attached as {}; ControllerUnpublishVolume it first",
+                    dev.display()
+                )));
+            }
+            match std::fs::remove_file(h.confine(&image)?) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(volplane_host::HostError::Io { op: "remove", path: image.display().to_string(), source: e }),
+            }
+            h.remove_tree(&dir)
+        })
+        .await
+        .map_err(|e| host_status(&format!("delete volume {}", volume.volume_id), e))
+    }
+
+    async fn controller_publish(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        node_id: &str,
+        _capability: &Capability,
+        _readonly: bool,
+        _secrets: &Secrets,
+    ) -> Result<Attributes, Status> {
+        if context_kind(&volume.volume_context) == Kind::Dir {
+            return Ok(Attributes::new());
+        }
+        let image = self.image(&volume.volume_id);
+        let dev = host
+            .run(move |h| h.loop_attach(&image))
+            .await
+            .map_err(|e| host_status(&format!("attach volume {} for node {node_id}", volume.volume_id), e))?;
+        Ok([("device".to_string(), dev.display().to_string())].into())
+    }
+
+    async fn controller_unpublish(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        node_id: &str,
+        _secrets: &Secrets,
+    ) -> Result<(), Status> {
+        if context_kind(&volume.volume_context) == Kind::Dir {
+            return Ok(());
+        }
+        let image = self.image(&volume.volume_id);
+        host.run(move |h| h.loop_detach(&image))
+            .await
+            .map_err(|e| host_status(&format!("detach volume {} from node {node_id}", volume.volume_id), e))
+    }
+
+    async fn controller_expand(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        capacity: CapacityRange,
+        capability: Option<&Capability>,
+        _secrets: &Secrets,
+    ) -> Result<(u64, bool), Status> {
+        let size = size_for(capacity, capacity.required_bytes, 0)?.max(volume.capacity_bytes);
+        if context_kind(&volume.volume_context) == Kind::Dir {
+            return Ok((size, false));
+        }
+        let image = self.image(&volume.volume_id);
+        let grown = host
+            .run(move |h| -> volplane_host::Result<u64> {
+                let path = h.confine(&image)?;
+                let io = |e| volplane_host::HostError::Io { op: "grow image", path: path.display().to_string(), source: e };
+                let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(io)?;
+                if f.metadata().map_err(io)?.len() < size {
+                    f.set_len(size).and_then(|_| f.sync_all()).map_err(io)?;
+                }
+                if let Some(dev) = volplane_host::loopdev::find(&path) {
+                    h.loop_refresh(&dev)?;
+                }
+                Ok(size)
+            })
+            .await
+            .map_err(|e| host_status(&format!("expand volume {}", volume.volume_id), e))?;
+        let block = capability.is_some_and(|c| c.access_type.is_block());
+        Ok((grown, !block))
+    }
+
+    async fn get_capacity(
+        &self,
+        host: &NodeHost,
+        _parameters: &Attributes,
+        _capabilities: &[Capability],
+        topology: Option<&Topology>,
+    ) -> Result<CapacityInfo, Status> {
+        if topology.is_some_and(|t| t.get(ZONE_KEY).is_some_and(|z| *z != self.zone)) {
+            return Ok(CapacityInfo::default());
+        }
+        let dir = self.volumes_dir.clone();
+        let available = host
+            .run(move |h| h.usage(&dir))
+            .await
+            .map_err(|e| host_status("GetCapacity", e))?
+            .available_bytes;
+        Ok(CapacityInfo {
+            available_bytes: available,
+            maximum_volume_size: Some(available),
+            minimum_volume_size: Some(MIB),
+        })
+    }
+
+    async fn node_stage(&self, host: &NodeHost, plan: &StagePlan) -> Result<(), Status> {
+        if context_kind(&plan.volume_context) == Kind::Block {
+            return host.stage_device(plan).await;
+        }
+        if let AccessType::Block = plan.capability.access_type {
+            return Err(Status::failed_precondition("a dir volume cannot be staged for raw block access"));
+        }
+        let source = plan
+            .volume_context
+            .get("path")
+            .ok_or_else(|| Status::not_found(format!("volume {} has no path in its volume_context", plan.volume_id)))?;
+        let source = PathBuf::from(source);
+        if !source.is_dir() {
+            return Err(Status::not_found(format!("volume {}: {} does not exist", plan.volume_id, source.display())));
+        }
+        host.bind(source, &plan.staging_path, plan.capability.access_mode.read_only()).await
+    }
+
+    async fn node_expand(
+        &self,
+        host: &NodeHost,
+        publish_context: &Attributes,
+        volume_context: &Attributes,
+        mount_point: &str,
+        block: bool,
+    ) -> Result<u64, Status> {
+        if context_kind(volume_context) == Kind::Dir {
+            return Ok(0);
+        }
+        host.expand(publish_context, mount_point, block).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_stable_and_path_safe() {
+        assert_eq!(volume_id("pvc-1"), volume_id("pvc-1"));
+        assert_ne!(volume_id("pvc-1"), volume_id("pvc-2"));
+        assert!(volume_id("../../etc").starts_with("vol-"));
+        assert!(!volume_id("../../etc").contains('/'));
+    }
+
+    #[test]
+    fn parameters_are_checked() {
+        assert_eq!(kind_of(&Attributes::new()).unwrap(), Kind::Block);
+        assert_eq!(kind_of(&[("kind".into(), "dir".into())].into()).unwrap(), Kind::Dir);
+        assert_eq!(kind_of(&[("kind".into(), "nfs".into())].into()).unwrap_err().code, Code::InvalidArgument);
+        assert_eq!(kind_of(&[("size".into(), "1".into())].into()).unwrap_err().code, Code::InvalidArgument);
+    }
+
+    #[test]
+    fn sizes_round_to_mib_within_range() {
+        let r = |required_bytes, limit_bytes| CapacityRange { required_bytes, limit_bytes };
+        assert_eq!(size_for(r(0, 0), 1 << 30, MIN_BLOCK_BYTES).unwrap(), 1 << 30);
+        assert_eq!(size_for(r(1, 0), 1 << 30, MIN_BLOCK_BYTES).unwrap(), MIN_BLOCK_BYTES);
+        assert_eq!(size_for(r(MIB + 1, 0), 0, 0).unwrap(), 2 * MIB);
+        assert_eq!(size_for(r(MIB + 1, MIB + 10), 0, 0).unwrap(), MIB + 10);
+        assert_eq!(size_for(r(0, MIB), 1 << 30, MIN_BLOCK_BYTES).unwrap_err().code, Code::OutOfRange);
+    }
+}

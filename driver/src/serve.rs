@@ -1,0 +1,137 @@
+//! `volplane serve`: the reference driver.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use clap::Args;
+use volplane_core::driver::{DriverConfig, PluginCapability};
+use volplane_host::Host;
+use volplane_host::state_file::StateFile;
+use volplane_proto::service::PumpConfig;
+
+use crate::reference::{Reference, ZONE_KEY};
+
+/// The reference driver's name.
+pub const DRIVER_NAME: &str = "volplane.csi.io";
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen, as kubelet writes it. Default:
+    /// unix://<kubelet-dir>/plugins/volplane.csi.io/csi.sock
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// This node's id (NodeGetInfo). Default: the host name.
+    #[arg(long)]
+    pub node_id: Option<String>,
+    /// Where the driver keeps its state (and, by default, its volumes).
+    #[arg(long, default_value = "/var/lib/volplane")]
+    pub state_dir: PathBuf,
+    /// Staging and target paths must lie under this directory.
+    #[arg(long, default_value = "/var/lib/kubelet")]
+    pub kubelet_dir: PathBuf,
+    /// Where volume images and directories live. Default: <state-dir>/volumes
+    #[arg(long)]
+    pub volumes_dir: Option<PathBuf>,
+    /// Serve the Controller service (both services when neither flag is given).
+    #[arg(long)]
+    pub controller: bool,
+    /// Serve the Node service (both services when neither flag is given).
+    #[arg(long)]
+    pub node: bool,
+    /// Most volumes ControllerPublish attaches to one node (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub max_volumes_per_node: u64,
+    /// This driver's zone, reported as topology.volplane.io/zone.
+    #[arg(long, default_value = "local")]
+    pub zone: String,
+    /// A node ControllerPublish accepts (repeatable). Default: this node when
+    /// the Node service runs here too, any node otherwise.
+    #[arg(long = "known-node")]
+    pub known_nodes: Vec<String>,
+    /// Driver name (GetPluginInfo).
+    #[arg(long, default_value = DRIVER_NAME)]
+    pub driver_name: String,
+}
+
+/// Why `serve` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Serve(#[from] volplane_tokio::ServeError),
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn absolute(flag: &str, p: &std::path::Path) -> Result<(), ServeError> {
+    if p.is_absolute() {
+        Ok(())
+    } else {
+        Err(ServeError::Setup(format!("--{flag} {} must be an absolute path", p.display())))
+    }
+}
+
+/// The driver configuration `serve` runs with.
+pub fn driver_config(args: &ServeArgs) -> DriverConfig {
+    let node_id = args.node_id.clone().unwrap_or_else(hostname);
+    let mut config = DriverConfig::new(&args.driver_name, env!("CARGO_PKG_VERSION"), &node_id);
+    let both = !args.controller && !args.node;
+    config.controller = both || args.controller;
+    config.node = both || args.node;
+    config.max_volumes_per_node = args.max_volumes_per_node;
+    config.topology = Some([(ZONE_KEY.to_string(), args.zone.clone())].into());
+    config.plugin_capabilities.insert(PluginCapability::VolumeAccessibilityConstraints);
+    config.path_roots = vec![args.kubelet_dir.display().to_string()];
+    config.known_nodes = if !args.known_nodes.is_empty() {
+        args.known_nodes.iter().cloned().collect()
+    } else if config.node {
+        [node_id].into()
+    } else {
+        BTreeSet::new()
+    };
+    config
+}
+
+pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
+    absolute("state-dir", &args.state_dir)?;
+    absolute("kubelet-dir", &args.kubelet_dir)?;
+    let volumes_dir = args.volumes_dir.clone().unwrap_or_else(|| args.state_dir.join("volumes"));
+    absolute("volumes-dir", &volumes_dir)?;
+    let endpoint = args.endpoint.clone().unwrap_or_else(|| {
+        format!("unix://{}/plugins/{}/csi.sock", args.kubelet_dir.display(), args.driver_name)
+    });
+    let config = driver_config(&args);
+    let host = Host::new([&args.kubelet_dir, &volumes_dir])
+        .map_err(|e| ServeError::Setup(format!("cannot use the configured directories: {e}")))?;
+    let state_name = if config.controller && config.node {
+        "state.json".to_string()
+    } else if config.controller {
+        "controller-state.json".to_string()
+    } else {
+        format!("node-{}-state.json", config.node_id)
+    };
+    let pump = PumpConfig {
+        state_file: Some(StateFile::new(args.state_dir.join(state_name))),
+        crash_after: std::env::var("VOLPLANE_CRASH_AFTER").ok().filter(|s| !s.is_empty()),
+    };
+    tracing::info!(
+        driver = %config.name,
+        version = %config.vendor_version,
+        node = %config.node_id,
+        controller = config.controller,
+        node_service = config.node,
+        kubelet_dir = %args.kubelet_dir.display(),
+        volumes_dir = %volumes_dir.display(),
+        "starting"
+    );
+    let backend = Reference::new(volumes_dir, args.zone.clone());
+    volplane_tokio::serve(&endpoint, config, backend, host, pump, volplane_tokio::termination()).await?;
+    Ok(())
+}
