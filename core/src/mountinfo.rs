@@ -40,7 +40,12 @@ pub fn parse(text: &str) -> Result<Vec<MountEntry>, ParseError> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| parse_line(l).map_err(|reason| ParseError { line: i + 1, reason }))
+        .map(|(i, l)| {
+            parse_line(l).map_err(|reason| ParseError {
+                line: i + 1,
+                reason,
+            })
+        })
         .collect()
 }
 
@@ -52,12 +57,17 @@ pub fn parse_line(line: &str) -> Result<MountEntry, String> {
         .position(|f| *f == "-")
         .ok_or("missing the \" - \" separator")?;
     if sep < 6 {
-        return Err(format!("expected at least 6 fields before \"-\", found {sep}"));
+        return Err(format!(
+            "expected at least 6 fields before \"-\", found {sep}"
+        ));
     }
     if fields.len() < sep + 3 {
         return Err("expected fstype, source and super options after \"-\"".into());
     }
-    let number = |s: &str, what: &str| s.parse::<u32>().map_err(|_| format!("{what} {s:?} is not a number"));
+    let number = |s: &str, what: &str| {
+        s.parse::<u32>()
+            .map_err(|_| format!("{what} {s:?} is not a number"))
+    };
     let (major, minor) = fields[2]
         .split_once(':')
         .ok_or_else(|| format!("device {:?} is not MAJOR:MINOR", fields[2]))?;
@@ -84,7 +94,9 @@ fn unescape(s: &str) -> String {
         if b[i] == b'\\' && i + 4 <= b.len() {
             let oct = &b[i + 1..i + 4];
             if oct.iter().all(|c| (b'0'..=b'7').contains(c)) {
-                let v = (oct[0] - b'0') as u32 * 64 + (oct[1] - b'0') as u32 * 8 + (oct[2] - b'0') as u32;
+                let v = (oct[0] - b'0') as u32 * 64
+                    + (oct[1] - b'0') as u32 * 8
+                    + (oct[2] - b'0') as u32;
                 if let Ok(byte) = u8::try_from(v) {
                     out.push(byte);
                     i += 4;
@@ -129,7 +141,14 @@ mod tests {
 
     #[test]
     fn malformed_lines_are_errors_not_panics() {
-        for bad in ["", "1 2 3", "1 2 3:4 / / rw shared:1", "x 2 3:4 / / rw - a b c", "1 2 34 / / rw - a b c", "1 2 3:4 / / rw -"] {
+        for bad in [
+            "",
+            "1 2 3",
+            "1 2 3:4 / / rw shared:1",
+            "x 2 3:4 / / rw - a b c",
+            "1 2 34 / / rw - a b c",
+            "1 2 3:4 / / rw -",
+        ] {
             if bad.is_empty() {
                 assert_eq!(parse(bad).unwrap(), vec![]);
             } else {

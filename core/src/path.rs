@@ -58,10 +58,9 @@ pub fn is_under(path: &str, root: &str) -> bool {
 /// Checks an absolute path and that it lies strictly below one of `roots`.
 pub fn confined(field: &str, value: &str, roots: &[String]) -> Result<String, Status> {
     let path = absolute(field, value)?;
-    if roots
-        .iter()
-        .any(|root| is_under(&path, root) && path.trim_end_matches('/') != root.trim_end_matches('/'))
-    {
+    if roots.iter().any(|root| {
+        is_under(&path, root) && path.trim_end_matches('/') != root.trim_end_matches('/')
+    }) {
         Ok(path)
     } else {
         Err(Status::invalid(format!(
@@ -78,9 +77,17 @@ mod tests {
     #[test]
     fn absolute_normalises_and_rejects_traversal() {
         assert_eq!(absolute("p", "/a//b/./c/").unwrap(), "/a/b/c");
-        assert_eq!(absolute("p", "/a/../b").unwrap_err().code, crate::Code::InvalidArgument);
+        assert_eq!(
+            absolute("p", "/a/../b").unwrap_err().code,
+            crate::Code::InvalidArgument
+        );
         assert!(absolute("p", "a/b").is_err());
-        assert!(absolute("p", "").unwrap_err().message.contains("p is required"));
+        assert!(
+            absolute("p", "")
+                .unwrap_err()
+                .message
+                .contains("p is required")
+        );
         assert!(absolute("p", "/a\0b").is_err());
         assert!(absolute("p", &format!("/{}", "x".repeat(MAX_PATH))).is_err());
     }

@@ -296,7 +296,11 @@ async fn prepare(
         .await
         .map_err(rpc_err("NodeStageVolume"))?;
     }
-    let pod = args.kubelet_dir.join("pods").join(name.rsplit_once('-').map_or(name, |(t, _)| t)).join(name);
+    let pod = args
+        .kubelet_dir
+        .join("pods")
+        .join(name.rsplit_once('-').map_or(name, |(t, _)| t))
+        .join(name);
     let dir = pod.join(format!("volumes/kubernetes.io~csi/{name}"));
     let _ = std::fs::create_dir_all(&dir);
     Ok(BenchVolume {
@@ -351,7 +355,9 @@ async fn release(d: &Driver, v: &BenchVolume) -> Result<(), BenchError> {
 
 pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
     if args.clients.is_empty() || args.clients.contains(&0) {
-        return Err(BenchError::Usage("--clients needs positive counts, e.g. 1,16".into()));
+        return Err(BenchError::Usage(
+            "--clients needs positive counts, e.g. 1,16".into(),
+        ));
     }
     let parameters: std::collections::HashMap<String, String> = args
         .parameters
@@ -426,7 +432,12 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
                 ..Default::default()
             };
             async move {
-                let v = controller.create_volume(create).await?.into_inner().volume.unwrap_or_default();
+                let v = controller
+                    .create_volume(create)
+                    .await?
+                    .into_inner()
+                    .volume
+                    .unwrap_or_default();
                 controller
                     .delete_volume(csi::DeleteVolumeRequest {
                         volume_id: v.volume_id,

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 use volplane_core::driver::{
-    AccessType, Attributes, CapacityRange, Capability, CreatePlan, Secrets, StagePlan, Topology,
+    AccessType, Attributes, Capability, CapacityRange, CreatePlan, Secrets, StagePlan, Topology,
     Volume,
 };
 use volplane_core::{Code, Status};
@@ -70,7 +70,12 @@ fn context_kind(context: &Attributes) -> Kind {
 
 /// Rounds up to whole MiB, within the range.
 fn size_for(range: CapacityRange, default: u64, min: u64) -> Result<u64, Status> {
-    let want = if range.required_bytes > 0 { range.required_bytes } else { default };
+    let want = if range.required_bytes > 0 {
+        range.required_bytes
+    } else {
+        default
+    };
+    let want = want.max(1);
     let size = want.max(min).div_ceil(MIB) * MIB;
     if range.limit_bytes != 0 && size > range.limit_bytes {
         if range.limit_bytes >= min.max(range.required_bytes) && range.limit_bytes >= want {
@@ -109,12 +114,17 @@ impl Reference {
 
     /// Checks the requested topology includes this driver's zone.
     fn check_topology(&self, plan: &CreatePlan) -> Result<(), Status> {
-        let Some(req) = &plan.accessibility else { return Ok(()) };
+        let Some(req) = &plan.accessibility else {
+            return Ok(());
+        };
         let ours = |t: &Topology| t.get(ZONE_KEY).is_none_or(|z| *z == self.zone);
         if !req.requisite.is_empty() && !req.requisite.iter().any(ours) {
             return Err(Status::new(
                 Code::ResourceExhausted,
-                format!("volumes can only be made in zone {:?}, which no requisite topology allows", self.zone),
+                format!(
+                    "volumes can only be made in zone {:?}, which no requisite topology allows",
+                    self.zone
+                ),
             ));
         }
         Ok(())
@@ -131,8 +141,12 @@ impl Backend for Reference {
         }
         self.check_topology(plan)?;
         let id = volume_id(&plan.name);
-        let min = if kind == Kind::Block { MIN_BLOCK_BYTES } else { MIB };
-        let size = size_for(plan.capacity, plan.default_bytes, min)?;
+        let min = if kind == Kind::Block {
+            MIN_BLOCK_BYTES
+        } else {
+            MIB
+        };
+        let size = size_for(plan.capacity, plan.suggested_bytes, min)?;
         let (path, kind_name) = match kind {
             Kind::Block => (self.image(&id), "block"),
             Kind::Dir => (self.dir(&id), "dir"),
@@ -151,10 +165,12 @@ impl Backend for Reference {
                             return Ok(m.len());
                         }
                         let tmp = path.with_extension("img.tmp");
-                        let f = std::fs::File::create(&tmp).map_err(|e| volplane_host::HostError::Io {
-                            op: "create image",
-                            path: tmp.display().to_string(),
-                            source: e,
+                        let f = std::fs::File::create(&tmp).map_err(|e| {
+                            volplane_host::HostError::Io {
+                                op: "create image",
+                                path: tmp.display().to_string(),
+                                source: e,
+                            }
                         })?;
                         f.set_len(size)
                             .and_then(|_| f.sync_all())
@@ -183,7 +199,12 @@ impl Backend for Reference {
         })
     }
 
-    async fn delete_volume(&self, host: &NodeHost, volume: &Volume, _secrets: &Secrets) -> Result<(), Status> {
+    async fn delete_volume(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        _secrets: &Secrets,
+    ) -> Result<(), Status> {
         let id = volume.volume_id.clone();
         let (image, dir) = (self.image(&id), self.dir(&id));
         host.run(move |h| {
@@ -196,7 +217,13 @@ impl Backend for Reference {
             match std::fs::remove_file(h.confine(&image)?) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(volplane_host::HostError::Io { op: "remove", path: image.display().to_string(), source: e }),
+                Err(e) => {
+                    return Err(volplane_host::HostError::Io {
+                        op: "remove",
+                        path: image.display().to_string(),
+                        source: e,
+                    });
+                }
             }
             h.remove_tree(&dir)
         })
@@ -220,7 +247,12 @@ impl Backend for Reference {
         let dev = host
             .run(move |h| h.loop_attach(&image))
             .await
-            .map_err(|e| host_status(&format!("attach volume {} for node {node_id}", volume.volume_id), e))?;
+            .map_err(|e| {
+                host_status(
+                    &format!("attach volume {} for node {node_id}", volume.volume_id),
+                    e,
+                )
+            })?;
         Ok([("device".to_string(), dev.display().to_string())].into())
     }
 
@@ -235,9 +267,12 @@ impl Backend for Reference {
             return Ok(());
         }
         let image = self.image(&volume.volume_id);
-        host.run(move |h| h.loop_detach(&image))
-            .await
-            .map_err(|e| host_status(&format!("detach volume {} from node {node_id}", volume.volume_id), e))
+        host.run(move |h| h.loop_detach(&image)).await.map_err(|e| {
+            host_status(
+                &format!("detach volume {} from node {node_id}", volume.volume_id),
+                e,
+            )
+        })
     }
 
     async fn controller_expand(
@@ -256,8 +291,15 @@ impl Backend for Reference {
         let grown = host
             .run(move |h| -> volplane_host::Result<u64> {
                 let path = h.confine(&image)?;
-                let io = |e| volplane_host::HostError::Io { op: "grow image", path: path.display().to_string(), source: e };
-                let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(io)?;
+                let io = |e| volplane_host::HostError::Io {
+                    op: "grow image",
+                    path: path.display().to_string(),
+                    source: e,
+                };
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(io)?;
                 if f.metadata().map_err(io)?.len() < size {
                     f.set_len(size).and_then(|_| f.sync_all()).map_err(io)?;
                 }
@@ -300,17 +342,30 @@ impl Backend for Reference {
             return host.stage_device(plan).await;
         }
         if let AccessType::Block = plan.capability.access_type {
-            return Err(Status::failed_precondition("a dir volume cannot be staged for raw block access"));
+            return Err(Status::failed_precondition(
+                "a dir volume cannot be staged for raw block access",
+            ));
         }
-        let source = plan
-            .volume_context
-            .get("path")
-            .ok_or_else(|| Status::not_found(format!("volume {} has no path in its volume_context", plan.volume_id)))?;
+        let source = plan.volume_context.get("path").ok_or_else(|| {
+            Status::not_found(format!(
+                "volume {} has no path in its volume_context",
+                plan.volume_id
+            ))
+        })?;
         let source = PathBuf::from(source);
         if !source.is_dir() {
-            return Err(Status::not_found(format!("volume {}: {} does not exist", plan.volume_id, source.display())));
+            return Err(Status::not_found(format!(
+                "volume {}: {} does not exist",
+                plan.volume_id,
+                source.display()
+            )));
         }
-        host.bind(source, &plan.staging_path, plan.capability.access_mode.read_only()).await
+        host.bind(
+            source,
+            &plan.staging_path,
+            plan.capability.access_mode.read_only(),
+        )
+        .await
     }
 
     async fn node_expand(
@@ -343,18 +398,45 @@ mod tests {
     #[test]
     fn parameters_are_checked() {
         assert_eq!(kind_of(&Attributes::new()).unwrap(), Kind::Block);
-        assert_eq!(kind_of(&[("kind".into(), "dir".into())].into()).unwrap(), Kind::Dir);
-        assert_eq!(kind_of(&[("kind".into(), "nfs".into())].into()).unwrap_err().code, Code::InvalidArgument);
-        assert_eq!(kind_of(&[("size".into(), "1".into())].into()).unwrap_err().code, Code::InvalidArgument);
+        assert_eq!(
+            kind_of(&[("kind".into(), "dir".into())].into()).unwrap(),
+            Kind::Dir
+        );
+        assert_eq!(
+            kind_of(&[("kind".into(), "nfs".into())].into())
+                .unwrap_err()
+                .code,
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            kind_of(&[("size".into(), "1".into())].into())
+                .unwrap_err()
+                .code,
+            Code::InvalidArgument
+        );
     }
 
     #[test]
     fn sizes_round_to_mib_within_range() {
-        let r = |required_bytes, limit_bytes| CapacityRange { required_bytes, limit_bytes };
-        assert_eq!(size_for(r(0, 0), 1 << 30, MIN_BLOCK_BYTES).unwrap(), 1 << 30);
-        assert_eq!(size_for(r(1, 0), 1 << 30, MIN_BLOCK_BYTES).unwrap(), MIN_BLOCK_BYTES);
+        let r = |required_bytes, limit_bytes| CapacityRange {
+            required_bytes,
+            limit_bytes,
+        };
+        assert_eq!(
+            size_for(r(0, 0), 1 << 30, MIN_BLOCK_BYTES).unwrap(),
+            1 << 30
+        );
+        assert_eq!(
+            size_for(r(1, 0), 1 << 30, MIN_BLOCK_BYTES).unwrap(),
+            MIN_BLOCK_BYTES
+        );
         assert_eq!(size_for(r(MIB + 1, 0), 0, 0).unwrap(), 2 * MIB);
         assert_eq!(size_for(r(MIB + 1, MIB + 10), 0, 0).unwrap(), MIB + 10);
-        assert_eq!(size_for(r(0, MIB), 1 << 30, MIN_BLOCK_BYTES).unwrap_err().code, Code::OutOfRange);
+        assert_eq!(
+            size_for(r(0, MIB), 1 << 30, MIN_BLOCK_BYTES)
+                .unwrap_err()
+                .code,
+            Code::OutOfRange
+        );
     }
 }

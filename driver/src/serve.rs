@@ -74,7 +74,10 @@ fn absolute(flag: &str, p: &std::path::Path) -> Result<(), ServeError> {
     if p.is_absolute() {
         Ok(())
     } else {
-        Err(ServeError::Setup(format!("--{flag} {} must be an absolute path", p.display())))
+        Err(ServeError::Setup(format!(
+            "--{flag} {} must be an absolute path",
+            p.display()
+        )))
     }
 }
 
@@ -87,7 +90,9 @@ pub fn driver_config(args: &ServeArgs) -> DriverConfig {
     config.node = both || args.node;
     config.max_volumes_per_node = args.max_volumes_per_node;
     config.topology = Some([(ZONE_KEY.to_string(), args.zone.clone())].into());
-    config.plugin_capabilities.insert(PluginCapability::VolumeAccessibilityConstraints);
+    config
+        .plugin_capabilities
+        .insert(PluginCapability::VolumeAccessibilityConstraints);
     config.path_roots = vec![args.kubelet_dir.display().to_string()];
     config.known_nodes = if !args.known_nodes.is_empty() {
         args.known_nodes.iter().cloned().collect()
@@ -102,10 +107,17 @@ pub fn driver_config(args: &ServeArgs) -> DriverConfig {
 pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     absolute("state-dir", &args.state_dir)?;
     absolute("kubelet-dir", &args.kubelet_dir)?;
-    let volumes_dir = args.volumes_dir.clone().unwrap_or_else(|| args.state_dir.join("volumes"));
+    let volumes_dir = args
+        .volumes_dir
+        .clone()
+        .unwrap_or_else(|| args.state_dir.join("volumes"));
     absolute("volumes-dir", &volumes_dir)?;
     let endpoint = args.endpoint.clone().unwrap_or_else(|| {
-        format!("unix://{}/plugins/{}/csi.sock", args.kubelet_dir.display(), args.driver_name)
+        format!(
+            "unix://{}/plugins/{}/csi.sock",
+            args.kubelet_dir.display(),
+            args.driver_name
+        )
     });
     let config = driver_config(&args);
     let host = Host::new([&args.kubelet_dir, &volumes_dir])
@@ -119,7 +131,9 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let pump = PumpConfig {
         state_file: Some(StateFile::new(args.state_dir.join(state_name))),
-        crash_after: std::env::var("VOLPLANE_CRASH_AFTER").ok().filter(|s| !s.is_empty()),
+        crash_after: std::env::var("VOLPLANE_CRASH_AFTER")
+            .ok()
+            .filter(|s| !s.is_empty()),
     };
     tracing::info!(
         driver = %config.name,
@@ -132,6 +146,14 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         "starting"
     );
     let backend = Reference::new(volumes_dir, args.zone.clone());
-    volplane_tokio::serve(&endpoint, config, backend, host, pump, volplane_tokio::termination()).await?;
+    volplane_tokio::serve(
+        &endpoint,
+        config,
+        backend,
+        host,
+        pump,
+        volplane_tokio::termination(),
+    )
+    .await?;
     Ok(())
 }

@@ -54,7 +54,10 @@ fn block_device(device: &Path) -> Result<()> {
     if meta.file_type().is_block_device() {
         Ok(())
     } else {
-        Err(HostError::Refused(format!("{} is not a block device", device.display())))
+        Err(HostError::Refused(format!(
+            "{} is not a block device",
+            device.display()
+        )))
     }
 }
 
@@ -64,7 +67,9 @@ pub fn supported(fs_type: &str) -> bool {
     std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).any(|p| p.join(&tool).exists()))
         .unwrap_or(false)
-        || ["/sbin", "/usr/sbin"].iter().any(|d| Path::new(d).join(&tool).exists())
+        || ["/sbin", "/usr/sbin"]
+            .iter()
+            .any(|d| Path::new(d).join(&tool).exists())
 }
 
 impl Host {
@@ -73,13 +78,18 @@ impl Host {
     pub fn probe(&self, device: impl AsRef<Path>) -> Result<Option<String>> {
         let device = device.as_ref();
         block_device(device)?;
-        let out = run(Command::new("blkid").args(["-p", "-o", "export"]).arg(device))?;
+        let out = run(Command::new("blkid")
+            .args(["-p", "-o", "export"])
+            .arg(device))?;
         match out.status.code() {
             Some(0) => {
                 let text = String::from_utf8_lossy(&out.stdout);
                 let kind = text
                     .lines()
-                    .find_map(|l| l.strip_prefix("TYPE=").or_else(|| l.strip_prefix("PTTYPE=")))
+                    .find_map(|l| {
+                        l.strip_prefix("TYPE=")
+                            .or_else(|| l.strip_prefix("PTTYPE="))
+                    })
                     .unwrap_or("unknown signature");
                 Ok(Some(kind.to_string()))
             }
@@ -129,7 +139,10 @@ impl Host {
                 "cannot grow a {other} filesystem on {}",
                 device.display()
             ))),
-            None => Err(HostError::Refused(format!("{} holds no filesystem to grow", device.display()))),
+            None => Err(HostError::Refused(format!(
+                "{} holds no filesystem to grow",
+                device.display()
+            ))),
         }
     }
 

@@ -150,7 +150,8 @@ impl Host {
     pub fn create_file(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
         let path = self.confine(path)?;
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| HostError::io("create directory", parent, e))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| HostError::io("create directory", parent, e))?;
         }
         std::fs::OpenOptions::new()
             .create(true)
@@ -193,11 +194,9 @@ impl Host {
     pub fn remove_tree(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = self.confine(path)?;
         let prefix = format!("{}/", path.display());
-        if let Some(m) = self
-            .mountinfo()?
-            .into_iter()
-            .find(|m| m.mount_point == path.display().to_string() || m.mount_point.starts_with(&prefix))
-        {
+        if let Some(m) = self.mountinfo()?.into_iter().find(|m| {
+            m.mount_point == path.display().to_string() || m.mount_point.starts_with(&prefix)
+        }) {
             return Err(HostError::Refused(format!(
                 "{} is still mounted at {}; unmount it before deleting",
                 path.display(),
@@ -223,7 +222,10 @@ mod tests {
         let host = Host::new([&root]).unwrap();
         let root = root.canonicalize().unwrap();
         assert_eq!(host.confine(root.join("a/b")).unwrap(), root.join("a/b"));
-        assert!(host.confine(&root).is_err(), "the root itself is not a usable path");
+        assert!(
+            host.confine(&root).is_err(),
+            "the root itself is not a usable path"
+        );
         assert!(host.confine(root.join("../x")).is_err());
         assert!(host.confine("/etc/passwd").is_err());
         assert!(host.confine("relative").is_err());

@@ -71,7 +71,13 @@ fn open_rw(path: &Path) -> Result<File> {
         .map_err(|e| HostError::io("open", path, e))
 }
 
-fn ioctl(file: &File, path: &Path, op: &'static str, request: libc::c_ulong, arg: libc::c_ulong) -> Result<libc::c_int> {
+fn ioctl(
+    file: &File,
+    path: &Path,
+    op: &'static str,
+    request: libc::c_ulong,
+    arg: libc::c_ulong,
+) -> Result<libc::c_int> {
     // SAFETY: every request used here takes an integer or a pointer to a
     // properly sized, live #[repr(C)] value, as the kernel's loop ABI defines.
     let r = unsafe { libc::ioctl(file.as_raw_fd(), request as _, arg) };
@@ -105,7 +111,13 @@ pub fn find(file: &Path) -> Option<PathBuf> {
 pub fn size(device: &Path) -> Result<u64> {
     let f = File::open(device).map_err(|e| HostError::io("open", device, e))?;
     let mut bytes: u64 = 0;
-    ioctl(&f, device, "BLKGETSIZE64", BLKGETSIZE64, &mut bytes as *mut u64 as libc::c_ulong)?;
+    ioctl(
+        &f,
+        device,
+        "BLKGETSIZE64",
+        BLKGETSIZE64,
+        &mut bytes as *mut u64 as libc::c_ulong,
+    )?;
     Ok(bytes)
 }
 
@@ -129,7 +141,13 @@ impl Host {
         let control = open_rw(control_path)?;
         let mut last = None;
         for _ in 0..16 {
-            let n = ioctl(&control, control_path, "LOOP_CTL_GET_FREE", LOOP_CTL_GET_FREE, 0)?;
+            let n = ioctl(
+                &control,
+                control_path,
+                "LOOP_CTL_GET_FREE",
+                LOOP_CTL_GET_FREE,
+                0,
+            )?;
             let dev = PathBuf::from(format!("/dev/loop{n}"));
             let loopf = open_rw(&dev)?;
             let config = LoopConfig {
@@ -138,26 +156,49 @@ impl Host {
                 info: info_for(&file),
                 reserved: [0; 8],
             };
-            match ioctl(&loopf, &dev, "LOOP_CONFIGURE", LOOP_CONFIGURE, &config as *const LoopConfig as libc::c_ulong) {
+            match ioctl(
+                &loopf,
+                &dev,
+                "LOOP_CONFIGURE",
+                LOOP_CONFIGURE,
+                &config as *const LoopConfig as libc::c_ulong,
+            ) {
                 Ok(_) => return Ok(dev),
                 Err(HostError::Io { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
                     last = Some(source);
                     continue;
                 }
                 Err(HostError::Io { source, .. })
-                    if matches!(source.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTTY)) =>
+                    if matches!(
+                        source.raw_os_error(),
+                        Some(libc::EINVAL) | Some(libc::ENOTTY)
+                    ) =>
                 {
                     // Kernels before 5.8: LOOP_SET_FD, then LOOP_SET_STATUS64.
-                    match ioctl(&loopf, &dev, "LOOP_SET_FD", LOOP_SET_FD, backing.as_raw_fd() as libc::c_ulong) {
+                    match ioctl(
+                        &loopf,
+                        &dev,
+                        "LOOP_SET_FD",
+                        LOOP_SET_FD,
+                        backing.as_raw_fd() as libc::c_ulong,
+                    ) {
                         Ok(_) => {}
-                        Err(HostError::Io { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
+                        Err(HostError::Io { source, .. })
+                            if source.raw_os_error() == Some(libc::EBUSY) =>
+                        {
                             last = Some(source);
                             continue;
                         }
                         Err(e) => return Err(e),
                     }
                     let info = info_for(&file);
-                    if let Err(e) = ioctl(&loopf, &dev, "LOOP_SET_STATUS64", LOOP_SET_STATUS64, &info as *const LoopInfo64 as libc::c_ulong) {
+                    if let Err(e) = ioctl(
+                        &loopf,
+                        &dev,
+                        "LOOP_SET_STATUS64",
+                        LOOP_SET_STATUS64,
+                        &info as *const LoopInfo64 as libc::c_ulong,
+                    ) {
                         let _ = ioctl(&loopf, &dev, "LOOP_CLR_FD", LOOP_CLR_FD, 0);
                         return Err(e);
                     }
@@ -191,7 +232,9 @@ impl Host {
         let f = open_rw(&dev)?;
         match ioctl(&f, &dev, "LOOP_CLR_FD", LOOP_CLR_FD, 0) {
             Ok(_) => Ok(()),
-            Err(HostError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENXIO) => Ok(()),
+            Err(HostError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENXIO) => {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
@@ -200,7 +243,10 @@ impl Host {
     pub fn loop_refresh(&self, device: impl AsRef<Path>) -> Result<()> {
         let device = device.as_ref();
         if !is_loop_device(device) {
-            return Err(HostError::Refused(format!("{} is not a loop device", device.display())));
+            return Err(HostError::Refused(format!(
+                "{} is not a loop device",
+                device.display()
+            )));
         }
         let f = open_rw(device)?;
         ioctl(&f, device, "LOOP_SET_CAPACITY", LOOP_SET_CAPACITY, 0).map(|_| ())
@@ -233,7 +279,12 @@ mod tests {
         let dev = host.loop_attach(&img).unwrap();
         assert_eq!(host.loop_attach(&img).unwrap(), dev, "attach is idempotent");
         assert_eq!(size(&dev).unwrap(), 8 << 20);
-        OpenOptions::new().write(true).open(&img).unwrap().set_len(16 << 20).unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(&img)
+            .unwrap()
+            .set_len(16 << 20)
+            .unwrap();
         host.loop_refresh(&dev).unwrap();
         assert_eq!(size(&dev).unwrap(), 16 << 20);
         host.loop_detach(&img).unwrap();

@@ -85,7 +85,12 @@ impl Host {
     /// Bind-mounts `source` at `target` (created as a directory, or as a file
     /// when `source` is not a directory), read-only when asked. Repeating an
     /// existing bind is a no-op.
-    pub fn bind(&self, source: impl AsRef<Path>, target: impl AsRef<Path>, readonly: bool) -> Result<()> {
+    pub fn bind(
+        &self,
+        source: impl AsRef<Path>,
+        target: impl AsRef<Path>,
+        readonly: bool,
+    ) -> Result<()> {
         let source = source.as_ref();
         let is_dir = std::fs::metadata(source)
             .map_err(|e| HostError::io("inspect", source, e))?

@@ -34,10 +34,12 @@ impl StateFile {
     /// Replaces the file's contents atomically and durably.
     pub fn store(&self, bytes: &[u8]) -> Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("/"));
-        std::fs::create_dir_all(dir).map_err(|e| HostError::io("create state directory", dir, e))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| HostError::io("create state directory", dir, e))?;
         let tmp = self.path.with_extension("tmp");
         let mut f = std::fs::File::create(&tmp).map_err(|e| HostError::io("create", &tmp, e))?;
-        f.write_all(bytes).map_err(|e| HostError::io("write", &tmp, e))?;
+        f.write_all(bytes)
+            .map_err(|e| HostError::io("write", &tmp, e))?;
         f.sync_all().map_err(|e| HostError::io("fsync", &tmp, e))?;
         drop(f);
         std::fs::rename(&tmp, &self.path).map_err(|e| HostError::io("rename", &self.path, e))?;

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 /// Why an endpoint cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum EndpointError {
-    #[error("endpoint {0:?} is not a unix socket address; write it as unix:///absolute/path/csi.sock")]
+    #[error(
+        "endpoint {0:?} is not a unix socket address; write it as unix:///absolute/path/csi.sock"
+    )]
     NotUnix(String),
     #[error("{0} exists and is not a socket; refusing to remove it (is --endpoint right?)")]
     NotASocket(PathBuf),
@@ -66,9 +68,18 @@ mod tests {
 
     #[test]
     fn endpoints_parse_like_kubelet_writes_them() {
-        assert_eq!(socket_path("unix:///var/lib/kubelet/plugins/x/csi.sock").unwrap(), PathBuf::from("/var/lib/kubelet/plugins/x/csi.sock"));
-        assert_eq!(socket_path("unix:/csi/csi.sock").unwrap(), PathBuf::from("/csi/csi.sock"));
-        assert_eq!(socket_path("/csi/csi.sock").unwrap(), PathBuf::from("/csi/csi.sock"));
+        assert_eq!(
+            socket_path("unix:///var/lib/kubelet/plugins/x/csi.sock").unwrap(),
+            PathBuf::from("/var/lib/kubelet/plugins/x/csi.sock")
+        );
+        assert_eq!(
+            socket_path("unix:/csi/csi.sock").unwrap(),
+            PathBuf::from("/csi/csi.sock")
+        );
+        assert_eq!(
+            socket_path("/csi/csi.sock").unwrap(),
+            PathBuf::from("/csi/csi.sock")
+        );
         assert!(socket_path("tcp://127.0.0.1:10000").is_err());
         assert!(socket_path("unix://relative.sock").is_err());
         assert!(socket_path("unix:///a/../b.sock").is_err());
@@ -84,7 +95,10 @@ mod tests {
         assert!(!sock.exists());
         let file = dir.path().join("file");
         std::fs::write(&file, b"keep").unwrap();
-        assert!(matches!(prepare_socket(&file), Err(EndpointError::NotASocket(_))));
+        assert!(matches!(
+            prepare_socket(&file),
+            Err(EndpointError::NotASocket(_))
+        ));
         assert!(file.exists());
     }
 }

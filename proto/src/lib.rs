@@ -18,6 +18,6 @@ pub mod registration {
 }
 
 pub mod convert;
+pub mod endpoint;
 pub mod redact;
 pub mod service;
-pub mod endpoint;

@@ -17,7 +17,9 @@ use volplane_proto::csi::controller_server::ControllerServer;
 use volplane_proto::csi::identity_server::IdentityServer;
 use volplane_proto::csi::node_server::NodeServer;
 use volplane_proto::endpoint::{self, EndpointError};
-use volplane_proto::service::{Backend, Blocking, CsiService, NodeHost, Pump, PumpConfig, PumpError};
+use volplane_proto::service::{
+    Backend, Blocking, CsiService, NodeHost, Pump, PumpConfig, PumpError,
+};
 
 /// tokio's blocking pool.
 #[derive(Debug, Clone, Copy, Default)]

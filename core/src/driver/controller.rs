@@ -58,7 +58,7 @@ impl Driver {
             plan: Plan::CreateVolume(CreatePlan {
                 name: r.name,
                 capacity: range,
-                default_bytes: default_size(range, self.config.default_volume_bytes),
+                suggested_bytes: default_size(range, self.config.default_volume_bytes),
                 capabilities: r.capabilities,
                 parameters: r.parameters,
                 mutable_parameters: r.mutable_parameters,
@@ -97,11 +97,16 @@ impl Driver {
                 crate::Code::OutOfRange,
                 format!(
                     "the backend created volume {} with {} bytes, outside the requested range {}..{}",
-                    volume.volume_id, volume.capacity_bytes, p.capacity.required_bytes, p.capacity.limit_bytes
+                    volume.volume_id,
+                    volume.capacity_bytes,
+                    p.capacity.required_bytes,
+                    p.capacity.limit_bytes
                 ),
             ));
         }
-        self.state.names.insert(p.name.clone(), volume.volume_id.clone());
+        self.state
+            .names
+            .insert(p.name.clone(), volume.volume_id.clone());
         self.state.volumes.insert(
             volume.volume_id.clone(),
             VolumeRecord {
@@ -127,7 +132,12 @@ impl Driver {
             return reject(Status::failed_precondition(format!(
                 "volume {} is still published to node(s) {}; ControllerUnpublishVolume it first",
                 r.volume_id,
-                record.published.keys().cloned().collect::<Vec<_>>().join(", ")
+                record
+                    .published
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         if let Some(v) = self.state.node.get(&r.volume_id) {
@@ -148,7 +158,11 @@ impl Driver {
         }
     }
 
-    pub(super) fn deleted(&mut self, id: &str, result: Result<Outcome, Status>) -> Result<Response, Status> {
+    pub(super) fn deleted(
+        &mut self,
+        id: &str,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
         result?;
         if let Some(r) = self.state.volumes.remove(id) {
             self.state.names.remove(&r.name);
@@ -166,7 +180,10 @@ impl Driver {
             ));
         }
         let Some(record) = self.state.volumes.get_mut(&r.volume_id) else {
-            return reject(Status::not_found(format!("volume {} does not exist", r.volume_id)));
+            return reject(Status::not_found(format!(
+                "volume {} does not exist",
+                r.volume_id
+            )));
         };
         if !self.config.known_nodes.is_empty() && !self.config.known_nodes.contains(&r.node_id) {
             return reject(Status::not_found(format!(
@@ -188,7 +205,10 @@ impl Driver {
             }
         } else {
             let single = !r.capability.access_mode.multi_node()
-                || record.published.values().any(|p| !p.capability.access_mode.multi_node());
+                || record
+                    .published
+                    .values()
+                    .any(|p| !p.capability.access_mode.multi_node());
             if single && let Some(other) = record.published.keys().next() {
                 return reject(Status::failed_precondition(format!(
                     "volume {} is published to node {other} and its access mode does not allow a second node",
@@ -214,7 +234,11 @@ impl Driver {
                 }
             }
         }
-        let record = self.state.volumes.get_mut(&r.volume_id).expect("checked above");
+        let record = self
+            .state
+            .volumes
+            .get_mut(&r.volume_id)
+            .expect("checked above");
         record.published.insert(
             r.node_id.clone(),
             Publication {
@@ -252,7 +276,9 @@ impl Driver {
             .volumes
             .get_mut(id)
             .and_then(|v| v.published.get_mut(node_id))
-            .ok_or_else(|| Status::internal(format!("publication of {id} to {node_id} vanished")))?;
+            .ok_or_else(|| {
+                Status::internal(format!("publication of {id} to {node_id} vanished"))
+            })?;
         p.publish_context = publish_context.clone();
         p.certain = true;
         Ok(Response::Published { publish_context })
@@ -312,7 +338,10 @@ impl Driver {
 
     pub(super) fn validate_capabilities(&mut self, r: ValidateCapabilities) -> Decision {
         let Some(record) = self.state.volumes.get(&r.volume_id) else {
-            return reject(Status::not_found(format!("volume {} does not exist", r.volume_id)));
+            return reject(Status::not_found(format!(
+                "volume {} does not exist",
+                r.volume_id
+            )));
         };
         let mut problems = Vec::new();
         for cap in &r.capabilities {
@@ -323,7 +352,10 @@ impl Driver {
                 .iter()
                 .any(|c| c.access_type.is_block() == cap.access_type.is_block())
             {
-                problems.push(format!("volume {} was not created for {cap} access", r.volume_id));
+                problems.push(format!(
+                    "volume {} was not created for {cap} access",
+                    r.volume_id
+                ));
             }
         }
         if !r.parameters.is_empty() && r.parameters != record.parameters {
@@ -366,10 +398,18 @@ impl Driver {
             None => self.state.volumes.range::<String, _>(..),
             Some(s) => self.state.volumes.range::<String, _>(s.clone()..),
         };
-        let limit = if r.max_entries == 0 { usize::MAX } else { r.max_entries as usize };
-        let entries: Vec<ListedVolume> = iter.by_ref().take(limit).map(|(_, v)| listed(v)).collect();
+        let limit = if r.max_entries == 0 {
+            usize::MAX
+        } else {
+            r.max_entries as usize
+        };
+        let entries: Vec<ListedVolume> =
+            iter.by_ref().take(limit).map(|(_, v)| listed(v)).collect();
         let next_token = iter.next().map(|(id, _)| id.clone()).unwrap_or_default();
-        answer(Response::Volumes { entries, next_token })
+        answer(Response::Volumes {
+            entries,
+            next_token,
+        })
     }
 
     pub(super) fn get_capacity(&mut self, r: GetCapacity) -> Decision {
@@ -401,7 +441,10 @@ impl Driver {
             return reject(e);
         }
         let Some(record) = self.state.volumes.get(&r.volume_id) else {
-            return reject(Status::not_found(format!("volume {} does not exist", r.volume_id)));
+            return reject(Status::not_found(format!(
+                "volume {} does not exist",
+                r.volume_id
+            )));
         };
         let range = r.capacity;
         if range.limit_bytes != 0 && range.limit_bytes < range.required_bytes {
@@ -479,10 +522,12 @@ impl Driver {
 
     pub(super) fn controller_modify(&mut self, r: ControllerModify) -> Decision {
         let Some(record) = self.state.volumes.get(&r.volume_id) else {
-            return reject(Status::not_found(format!("volume {} does not exist", r.volume_id)));
+            return reject(Status::not_found(format!(
+                "volume {} does not exist",
+                r.volume_id
+            )));
         };
-        if r
-            .mutable_parameters
+        if r.mutable_parameters
             .iter()
             .all(|(k, v)| record.mutable_parameters.get(k) == Some(v))
         {
@@ -520,14 +565,17 @@ fn listed(v: &VolumeRecord) -> ListedVolume {
     }
 }
 
-/// The size to create when the range leaves it open: the driver default,
-/// raised to `required_bytes` and lowered to `limit_bytes`.
+/// The size to suggest to the backend: `required_bytes`, else the driver
+/// default lowered to `limit_bytes`.
 fn default_size(range: CapacityRange, default: u64) -> u64 {
-    let mut size = default.max(range.required_bytes);
-    if range.limit_bytes != 0 {
-        size = size.min(range.limit_bytes);
+    if range.required_bytes > 0 {
+        return range.required_bytes;
     }
-    size
+    if range.limit_bytes != 0 {
+        default.min(range.limit_bytes)
+    } else {
+        default
+    }
 }
 
 /// Why an existing volume cannot answer a CreateVolume with the same name.
@@ -563,5 +611,7 @@ fn incompatibility(v: &VolumeRecord, r: &CreateVolume) -> Option<String> {
 }
 
 pub(super) fn unexpected(method: &str, outcome: &Outcome) -> Status {
-    Status::internal(format!("the backend answered {method} with an unexpected outcome {outcome:?}"))
+    Status::internal(format!(
+        "the backend answered {method} with an unexpected outcome {outcome:?}"
+    ))
 }

@@ -98,8 +98,11 @@ impl DriverConfig {
             topology: None,
             path_roots: vec!["/var/lib/kubelet".into()],
             known_nodes: BTreeSet::new(),
-            plugin_capabilities: [PluginCapability::ControllerService, PluginCapability::OnlineExpansion]
-                .into(),
+            plugin_capabilities: [
+                PluginCapability::ControllerService,
+                PluginCapability::OnlineExpansion,
+            ]
+            .into(),
             controller_capabilities: [
                 C::CreateDeleteVolume,
                 C::PublishUnpublishVolume,
@@ -128,7 +131,8 @@ impl DriverConfig {
     }
 
     pub fn stages(&self) -> bool {
-        self.node_capabilities.contains(&NodeCapability::StageUnstageVolume)
+        self.node_capabilities
+            .contains(&NodeCapability::StageUnstageVolume)
     }
 
     pub fn has(&self, c: ControllerCapability) -> bool {
@@ -304,7 +308,9 @@ impl Driver {
         if let Some(key) = lock_key(&request)
             && self.state.busy(&key)
         {
-            return reject(Status::aborted_pending(request.volume().unwrap_or_default()));
+            return reject(Status::aborted_pending(
+                request.volume().unwrap_or_default(),
+            ));
         }
         match request {
             Request::GetPluginInfo => answer(Response::PluginInfo {
@@ -331,7 +337,11 @@ impl Driver {
                 accessible_topology: self.config.topology.clone(),
             }),
             Request::ControllerGetCapabilities => answer(Response::ControllerCapabilities(
-                self.config.controller_capabilities.iter().copied().collect(),
+                self.config
+                    .controller_capabilities
+                    .iter()
+                    .copied()
+                    .collect(),
             )),
             Request::CreateVolume(r) => self.create_volume(r),
             Request::DeleteVolume(r) => self.delete_volume(r),
@@ -356,7 +366,9 @@ impl Driver {
     fn missing_capability(&self, request: &Request) -> Option<&'static str> {
         use ControllerCapability as C;
         let (needed, name) = match request {
-            Request::CreateVolume(_) | Request::DeleteVolume(_) => (C::CreateDeleteVolume, "CREATE_DELETE_VOLUME"),
+            Request::CreateVolume(_) | Request::DeleteVolume(_) => {
+                (C::CreateDeleteVolume, "CREATE_DELETE_VOLUME")
+            }
             Request::ControllerPublish(_) | Request::ControllerUnpublish(_) => {
                 (C::PublishUnpublishVolume, "PUBLISH_UNPUBLISH_VOLUME")
             }
@@ -366,12 +378,18 @@ impl Driver {
             Request::ControllerGetVolume { .. } => (C::GetVolume, "GET_VOLUME"),
             Request::ControllerModify(_) => (C::ModifyVolume, "MODIFY_VOLUME"),
             Request::NodeVolumeStats(_) => {
-                return (!self.config.node_capabilities.contains(&NodeCapability::GetVolumeStats))
-                    .then_some("GET_VOLUME_STATS");
+                return (!self
+                    .config
+                    .node_capabilities
+                    .contains(&NodeCapability::GetVolumeStats))
+                .then_some("GET_VOLUME_STATS");
             }
             Request::NodeExpand(_) => {
-                return (!self.config.node_capabilities.contains(&NodeCapability::ExpandVolume))
-                    .then_some("node EXPAND_VOLUME");
+                return (!self
+                    .config
+                    .node_capabilities
+                    .contains(&NodeCapability::ExpandVolume))
+                .then_some("node EXPAND_VOLUME");
             }
             _ => return None,
         };
@@ -406,9 +424,9 @@ impl Driver {
         let result = match flight.plan {
             Plan::CreateVolume(p) => self.created(p, result),
             Plan::DeleteVolume { volume, .. } => self.deleted(&volume.volume_id, result),
-            Plan::ControllerPublish { volume, node_id, .. } => {
-                self.controller_published(&volume.volume_id, &node_id, result)
-            }
+            Plan::ControllerPublish {
+                volume, node_id, ..
+            } => self.controller_published(&volume.volume_id, &node_id, result),
             Plan::ControllerUnpublish {
                 volume, node_ids, ..
             } => self.controller_unpublished(&volume.volume_id, &node_ids, result),
@@ -429,9 +447,9 @@ impl Driver {
                 required_bytes,
                 ..
             } => self.node_expanded(&volume_id, required_bytes, result),
-            Plan::GetCapacity { .. } | Plan::VolumeStats { .. } => {
-                Err(Status::internal("a query was recorded as a mutating operation"))
-            }
+            Plan::GetCapacity { .. } | Plan::VolumeStats { .. } => Err(Status::internal(
+                "a query was recorded as a mutating operation",
+            )),
         };
         if let Some(rpc) = flight.rpc {
             self.queue.push_back(Effect::Reply { rpc, result });

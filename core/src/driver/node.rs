@@ -64,7 +64,11 @@ impl Driver {
         }
     }
 
-    pub(super) fn staged(&mut self, p: &StagePlan, result: Result<Outcome, Status>) -> Result<Response, Status> {
+    pub(super) fn staged(
+        &mut self,
+        p: &StagePlan,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
         let nv = self.state.node.entry(p.volume_id.clone()).or_default();
         match result {
             Ok(_) => {
@@ -120,7 +124,11 @@ impl Driver {
         }
     }
 
-    pub(super) fn unstaged(&mut self, p: &StagePlan, result: Result<Outcome, Status>) -> Result<Response, Status> {
+    pub(super) fn unstaged(
+        &mut self,
+        p: &StagePlan,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
         let Some(nv) = self.state.node.get_mut(&p.volume_id) else {
             return result.map(|_| Response::Empty);
         };
@@ -183,7 +191,8 @@ impl Driver {
         }
         let nv = self.state.node.entry(r.volume_id.clone()).or_default();
         if let Some(t) = nv.targets.get(&target) {
-            if t.capability != r.capability || t.readonly != r.readonly || t.staging_path != staging {
+            if t.capability != r.capability || t.readonly != r.readonly || t.staging_path != staging
+            {
                 return reject(Status::already_exists(format!(
                     "volume {} is already published at {target} with capability {} readonly={}, incompatible with {} readonly={}",
                     r.volume_id, t.capability, t.readonly, r.capability, r.readonly
@@ -193,7 +202,8 @@ impl Driver {
                 return answer(Response::Empty);
             }
         } else if let Some((other, t)) = nv.targets.iter().next()
-            && (!r.capability.access_mode.multi_target() || !t.capability.access_mode.multi_target())
+            && (!r.capability.access_mode.multi_target()
+                || !t.capability.access_mode.multi_target())
         {
             let mode = if r.capability.access_mode.multi_target() {
                 t.capability.access_mode
@@ -232,7 +242,11 @@ impl Driver {
         }
     }
 
-    pub(super) fn published(&mut self, p: &PublishPlan, result: Result<Outcome, Status>) -> Result<Response, Status> {
+    pub(super) fn published(
+        &mut self,
+        p: &PublishPlan,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
         let nv = self.state.node.entry(p.volume_id.clone()).or_default();
         match result {
             Ok(_) => {
@@ -256,7 +270,12 @@ impl Driver {
             Ok(p) => p,
             Err(e) => return reject(e),
         };
-        let Some(t) = self.state.node.get(&r.volume_id).and_then(|v| v.targets.get(&target)) else {
+        let Some(t) = self
+            .state
+            .node
+            .get(&r.volume_id)
+            .and_then(|v| v.targets.get(&target))
+        else {
             return answer(Response::Empty);
         };
         let plan = PublishPlan {
@@ -275,7 +294,11 @@ impl Driver {
         }
     }
 
-    pub(super) fn unpublished(&mut self, p: &PublishPlan, result: Result<Outcome, Status>) -> Result<Response, Status> {
+    pub(super) fn unpublished(
+        &mut self,
+        p: &PublishPlan,
+        result: Result<Outcome, Status>,
+    ) -> Result<Response, Status> {
         let Some(nv) = self.state.node.get_mut(&p.volume_id) else {
             return result.map(|_| Response::Empty);
         };
@@ -348,13 +371,23 @@ impl Driver {
             && r.capacity.required_bytes != 0
             && done >= r.capacity.required_bytes
         {
-            return answer(Response::NodeExpanded { capacity_bytes: done });
+            return answer(Response::NodeExpanded {
+                capacity_bytes: done,
+            });
         }
         let (staging, publish_context, volume_context) = match &nv.stage {
-            Some(s) => (s.staging_path.clone(), s.publish_context.clone(), s.volume_context.clone()),
+            Some(s) => (
+                s.staging_path.clone(),
+                s.publish_context.clone(),
+                s.volume_context.clone(),
+            ),
             None => {
                 let t = &nv.targets[&path];
-                (String::new(), t.publish_context.clone(), t.volume_context.clone())
+                (
+                    String::new(),
+                    t.publish_context.clone(),
+                    t.volume_context.clone(),
+                )
             }
         };
         Decision::Execute {

@@ -15,8 +15,9 @@ use super::types::*;
 pub struct CreatePlan {
     pub name: String,
     pub capacity: CapacityRange,
-    /// The size to create when the range leaves the choice to the driver.
-    pub default_bytes: u64,
+    /// The size the machine suggests: `required_bytes`, or the driver's
+    /// default (within `limit_bytes`) when the request leaves it open.
+    pub suggested_bytes: u64,
     pub capabilities: Vec<Capability>,
     pub parameters: Attributes,
     pub mutable_parameters: Attributes,

@@ -129,7 +129,11 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
     for (name, id) in &state.names {
         match state.volumes.get(id) {
             Some(r) if &r.name == name => {}
-            _ => return Err(format!("name {name} maps to volume {id} that does not carry it")),
+            _ => {
+                return Err(format!(
+                    "name {name} maps to volume {id} that does not carry it"
+                ));
+            }
         }
     }
     for (id, r) in &state.volumes {

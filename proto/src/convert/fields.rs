@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use volplane_core::driver::{
-    AccessMode, AccessType, Attributes, CapacityRange, Capability, ContentSource, Secrets,
+    AccessMode, AccessType, Attributes, Capability, CapacityRange, ContentSource, Secrets,
     Topology, TopologyRequirement,
 };
 use volplane_core::{Status, path};
@@ -31,10 +31,16 @@ fn banned(c: char) -> bool {
 
 fn bounded(field: &str, value: &str, max: usize) -> Result<(), Status> {
     if value.len() > max {
-        return Err(invalid(field, format!("{} bytes long; the limit is {max}", value.len())));
+        return Err(invalid(
+            field,
+            format!("{} bytes long; the limit is {max}", value.len()),
+        ));
     }
     if let Some(c) = value.chars().find(|c| banned(*c)) {
-        return Err(invalid(field, format!("contains the control character U+{:04X}", c as u32)));
+        return Err(invalid(
+            field,
+            format!("contains the control character U+{:04X}", c as u32),
+        ));
     }
     Ok(())
 }
@@ -60,9 +66,16 @@ fn id_bounded(field: &str, value: String, max: usize) -> Result<String, Status> 
     }
     bounded(field, &value, max)?;
     if value.contains('\t') || value.contains('\n') || value.contains('\r') {
-        return Err(invalid(field, format!("{value:?} contains whitespace control characters")));
+        return Err(invalid(
+            field,
+            format!("{value:?} contains whitespace control characters"),
+        ));
     }
-    if value.starts_with('/') || value.split('/').any(|p| p == ".." || p == "." || p.is_empty()) {
+    if value.starts_with('/')
+        || value
+            .split('/')
+            .any(|p| p == ".." || p == "." || p.is_empty())
+    {
         return Err(invalid(
             field,
             format!("{value:?} is not a usable id (absolute, empty or \".\"/\"..\" components)"),
@@ -80,7 +93,10 @@ pub fn node_id(field: &str, value: String) -> Result<String, Status> {
 pub fn attributes(field: &str, map: HashMap<String, String>) -> Result<Attributes, Status> {
     let size: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_MAP {
-        return Err(invalid(field, format!("{size} bytes in all; the limit is {MAX_MAP}")));
+        return Err(invalid(
+            field,
+            format!("{size} bytes in all; the limit is {MAX_MAP}"),
+        ));
     }
     for k in map.keys() {
         if k.is_empty() {
@@ -95,12 +111,17 @@ pub fn attributes(field: &str, map: HashMap<String, String>) -> Result<Attribute
 pub fn secrets(field: &str, map: HashMap<String, String>) -> Result<Secrets, Status> {
     let size: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_MAP {
-        return Err(invalid(field, format!("{size} bytes in all; the limit is {MAX_MAP}")));
+        return Err(invalid(
+            field,
+            format!("{size} bytes in all; the limit is {MAX_MAP}"),
+        ));
     }
-    if let Some(k) = map
-        .keys()
-        .find(|k| k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
-    {
+    if let Some(k) = map.keys().find(|k| {
+        k.is_empty()
+            || !k
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    }) {
         return Err(invalid(
             field,
             format!("key {k:?} must be alphanumeric, '-', '_' or '.'"),
@@ -158,8 +179,18 @@ pub fn access_mode(field: &str, mode: i32) -> Result<AccessMode, Status> {
         Ok(Mode::MultiNodeMultiWriter) => AccessMode::MultiNodeMultiWriter,
         Ok(Mode::SingleNodeSingleWriter) => AccessMode::SingleNodeSingleWriter,
         Ok(Mode::SingleNodeMultiWriter) => AccessMode::SingleNodeMultiWriter,
-        Ok(Mode::Unknown) => return Err(invalid(field, "access mode is UNKNOWN; set one of the CSI modes")),
-        Err(_) => return Err(invalid(field, format!("access mode {mode} is not a CSI access mode"))),
+        Ok(Mode::Unknown) => {
+            return Err(invalid(
+                field,
+                "access mode is UNKNOWN; set one of the CSI modes",
+            ));
+        }
+        Err(_) => {
+            return Err(invalid(
+                field,
+                format!("access mode {mode} is not a CSI access mode"),
+            ));
+        }
     })
 }
 
@@ -175,24 +206,50 @@ pub fn capability(field: &str, cap: Option<csi::VolumeCapability>) -> Result<Cap
         Some(Wire::Block(_)) => AccessType::Block,
         Some(Wire::Mount(m)) => {
             bounded(&format!("{field}.mount.fs_type"), &m.fs_type, MAX_STRING)?;
-            if !m.fs_type.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_') {
-                return Err(invalid(&format!("{field}.mount.fs_type"), format!("{:?} is not a filesystem type", m.fs_type)));
+            if !m
+                .fs_type
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_')
+            {
+                return Err(invalid(
+                    &format!("{field}.mount.fs_type"),
+                    format!("{:?} is not a filesystem type", m.fs_type),
+                ));
             }
             let flags: usize = m.mount_flags.iter().map(String::len).sum();
             if flags > MAX_MAP {
-                return Err(invalid(&format!("{field}.mount.mount_flags"), format!("{flags} bytes in all; the limit is {MAX_MAP}")));
+                return Err(invalid(
+                    &format!("{field}.mount.mount_flags"),
+                    format!("{flags} bytes in all; the limit is {MAX_MAP}"),
+                ));
             }
-            if let Some(f) = m.mount_flags.iter().find(|f| f.is_empty() || f.contains('\0')) {
-                return Err(invalid(&format!("{field}.mount.mount_flags"), format!("{f:?} is not a mount flag")));
+            if let Some(f) = m
+                .mount_flags
+                .iter()
+                .find(|f| f.is_empty() || f.contains('\0'))
+            {
+                return Err(invalid(
+                    &format!("{field}.mount.mount_flags"),
+                    format!("{f:?} is not a mount flag"),
+                ));
             }
-            bounded(&format!("{field}.mount.volume_mount_group"), &m.volume_mount_group, MAX_STRING)?;
+            bounded(
+                &format!("{field}.mount.volume_mount_group"),
+                &m.volume_mount_group,
+                MAX_STRING,
+            )?;
             AccessType::Mount {
                 fs_type: m.fs_type,
                 mount_flags: m.mount_flags,
                 volume_mount_group: m.volume_mount_group,
             }
         }
-        None => return Err(invalid(field, "access_type is required: set block or mount")),
+        None => {
+            return Err(invalid(
+                field,
+                "access_type is required: set block or mount",
+            ));
+        }
     };
     Ok(Capability {
         access_type,
@@ -201,14 +258,23 @@ pub fn capability(field: &str, cap: Option<csi::VolumeCapability>) -> Result<Cap
 }
 
 /// An optional capability: `None` when absent.
-pub fn optional_capability(field: &str, cap: Option<csi::VolumeCapability>) -> Result<Option<Capability>, Status> {
+pub fn optional_capability(
+    field: &str,
+    cap: Option<csi::VolumeCapability>,
+) -> Result<Option<Capability>, Status> {
     cap.map(|c| capability(field, Some(c))).transpose()
 }
 
 /// A required, non-empty list of capabilities.
-pub fn capabilities(field: &str, caps: Vec<csi::VolumeCapability>) -> Result<Vec<Capability>, Status> {
+pub fn capabilities(
+    field: &str,
+    caps: Vec<csi::VolumeCapability>,
+) -> Result<Vec<Capability>, Status> {
     if caps.is_empty() {
-        return Err(invalid(field, "is required: give at least one volume capability"));
+        return Err(invalid(
+            field,
+            "is required: give at least one volume capability",
+        ));
     }
     caps.into_iter()
         .enumerate()
@@ -226,7 +292,10 @@ pub fn topology_requirement(
 ) -> Result<Option<TopologyRequirement>, Status> {
     let Some(t) = t else { return Ok(None) };
     if t.requisite.is_empty() && t.preferred.is_empty() {
-        return Err(invalid(field, "set requisite or preferred topologies, or leave the field out"));
+        return Err(invalid(
+            field,
+            "set requisite or preferred topologies, or leave the field out",
+        ));
     }
     let list = |name: &str, v: Vec<csi::Topology>| -> Result<Vec<Topology>, Status> {
         v.into_iter()
@@ -247,8 +316,14 @@ pub fn content_source(
     use csi::volume_content_source::Type;
     let Some(s) = s else { return Ok(None) };
     match s.r#type {
-        Some(Type::Snapshot(s)) => Ok(Some(ContentSource::Snapshot(id(&format!("{field}.snapshot.snapshot_id"), s.snapshot_id)?))),
-        Some(Type::Volume(v)) => Ok(Some(ContentSource::Volume(id(&format!("{field}.volume.volume_id"), v.volume_id)?))),
+        Some(Type::Snapshot(s)) => Ok(Some(ContentSource::Snapshot(id(
+            &format!("{field}.snapshot.snapshot_id"),
+            s.snapshot_id,
+        )?))),
+        Some(Type::Volume(v)) => Ok(Some(ContentSource::Volume(id(
+            &format!("{field}.volume.volume_id"),
+            v.volume_id,
+        )?))),
         None => Err(invalid(field, "set snapshot or volume")),
     }
 }

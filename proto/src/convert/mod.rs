@@ -274,7 +274,9 @@ fn wire_i64(v: u64) -> i64 {
 }
 
 pub fn wire_capability(c: &core::Capability) -> csi::VolumeCapability {
-    use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume, access_mode::Mode};
+    use csi::volume_capability::{
+        AccessMode, AccessType, BlockVolume, MountVolume, access_mode::Mode,
+    };
     let mode = match c.access_mode {
         core::AccessMode::SingleNodeWriter => Mode::SingleNodeWriter,
         core::AccessMode::SingleNodeReaderOnly => Mode::SingleNodeReaderOnly,
@@ -315,7 +317,9 @@ pub fn wire_volume(v: core::Volume) -> csi::Volume {
         volume_context: v.volume_context.into_iter().collect(),
         content_source: v.content_source.map(|s| csi::VolumeContentSource {
             r#type: Some(match s {
-                core::ContentSource::Snapshot(snapshot_id) => Type::Snapshot(SnapshotSource { snapshot_id }),
+                core::ContentSource::Snapshot(snapshot_id) => {
+                    Type::Snapshot(SnapshotSource { snapshot_id })
+                }
                 core::ContentSource::Volume(volume_id) => Type::Volume(VolumeSource { volume_id }),
             }),
         }),
@@ -383,15 +387,21 @@ impl FromResponse for csi::GetPluginCapabilitiesResponse {
                     core::PluginCapability::ControllerService => Type::Service(Service {
                         r#type: service::Type::ControllerService as i32,
                     }),
-                    core::PluginCapability::VolumeAccessibilityConstraints => Type::Service(Service {
-                        r#type: service::Type::VolumeAccessibilityConstraints as i32,
-                    }),
-                    core::PluginCapability::OnlineExpansion => Type::VolumeExpansion(VolumeExpansion {
-                        r#type: volume_expansion::Type::Online as i32,
-                    }),
-                    core::PluginCapability::OfflineExpansion => Type::VolumeExpansion(VolumeExpansion {
-                        r#type: volume_expansion::Type::Offline as i32,
-                    }),
+                    core::PluginCapability::VolumeAccessibilityConstraints => {
+                        Type::Service(Service {
+                            r#type: service::Type::VolumeAccessibilityConstraints as i32,
+                        })
+                    }
+                    core::PluginCapability::OnlineExpansion => {
+                        Type::VolumeExpansion(VolumeExpansion {
+                            r#type: volume_expansion::Type::Online as i32,
+                        })
+                    }
+                    core::PluginCapability::OfflineExpansion => {
+                        Type::VolumeExpansion(VolumeExpansion {
+                            r#type: volume_expansion::Type::Offline as i32,
+                        })
+                    }
                 }),
             })
             .collect();
@@ -458,7 +468,10 @@ impl FromResponse for csi::ListVolumesResponse {
     fn from_response(r: Response) -> Result<Self, Status> {
         use csi::list_volumes_response::{Entry, VolumeStatus};
         match r {
-            Response::Volumes { entries, next_token } => Ok(Self {
+            Response::Volumes {
+                entries,
+                next_token,
+            } => Ok(Self {
                 entries: entries
                     .into_iter()
                     .map(|e| Entry {
@@ -595,8 +608,8 @@ impl FromResponse for csi::NodeExpandVolumeResponse {
 
 impl FromResponse for csi::NodeGetCapabilitiesResponse {
     fn from_response(r: Response) -> Result<Self, Status> {
-        use csi::node_service_capability::{Rpc, Type, rpc::Type as T};
         use core::NodeCapability as N;
+        use csi::node_service_capability::{Rpc, Type, rpc::Type as T};
         let Response::NodeCapabilities(caps) = r else {
             return Err(mismatch("NodeGetCapabilities", &r));
         };

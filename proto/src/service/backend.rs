@@ -4,7 +4,7 @@ use std::future::Future;
 
 use volplane_core::Status;
 use volplane_core::driver::{
-    Attributes, CapacityRange, Capability, CreatePlan, Outcome, Plan, PublishPlan, Secrets,
+    Attributes, Capability, CapacityRange, CreatePlan, Outcome, Plan, PublishPlan, Secrets,
     StagePlan, Topology, Volume, VolumeCondition, VolumeUsage,
 };
 
@@ -35,11 +35,20 @@ pub struct CapacityInfo {
 pub trait Backend: Send + Sync + 'static {
     /// Creates storage for `plan.name` (the same volume when called again for
     /// the same name) with a size admitted by `plan.capacity`, or
-    /// `plan.default_bytes` when the range leaves it open.
-    fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> impl Future<Output = Result<Volume, Status>> + Send;
+    /// `plan.suggested_bytes` when the range leaves it open.
+    fn create_volume(
+        &self,
+        host: &NodeHost,
+        plan: &CreatePlan,
+    ) -> impl Future<Output = Result<Volume, Status>> + Send;
 
     /// Deletes the volume's storage; a volume already gone is success.
-    fn delete_volume(&self, host: &NodeHost, volume: &Volume, secrets: &Secrets) -> impl Future<Output = Result<(), Status>> + Send;
+    fn delete_volume(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        secrets: &Secrets,
+    ) -> impl Future<Output = Result<(), Status>> + Send;
 
     /// Makes the volume available to `node_id`; returns the publish context
     /// that NodeStage and NodePublish will receive.
@@ -98,19 +107,35 @@ pub trait Backend: Send + Sync + 'static {
         topology: Option<&Topology>,
     ) -> impl Future<Output = Result<CapacityInfo, Status>> + Send;
 
-    fn node_stage(&self, host: &NodeHost, plan: &StagePlan) -> impl Future<Output = Result<(), Status>> + Send {
+    fn node_stage(
+        &self,
+        host: &NodeHost,
+        plan: &StagePlan,
+    ) -> impl Future<Output = Result<(), Status>> + Send {
         host.stage_device(plan)
     }
 
-    fn node_unstage(&self, host: &NodeHost, plan: &StagePlan) -> impl Future<Output = Result<(), Status>> + Send {
+    fn node_unstage(
+        &self,
+        host: &NodeHost,
+        plan: &StagePlan,
+    ) -> impl Future<Output = Result<(), Status>> + Send {
         host.unstage(plan)
     }
 
-    fn node_publish(&self, host: &NodeHost, plan: &PublishPlan) -> impl Future<Output = Result<(), Status>> + Send {
+    fn node_publish(
+        &self,
+        host: &NodeHost,
+        plan: &PublishPlan,
+    ) -> impl Future<Output = Result<(), Status>> + Send {
         host.publish(plan)
     }
 
-    fn node_unpublish(&self, host: &NodeHost, plan: &PublishPlan) -> impl Future<Output = Result<(), Status>> + Send {
+    fn node_unpublish(
+        &self,
+        host: &NodeHost,
+        plan: &PublishPlan,
+    ) -> impl Future<Output = Result<(), Status>> + Send {
         host.unpublish(plan)
     }
 
@@ -132,15 +157,27 @@ pub trait Backend: Send + Sync + 'static {
         volume_path: &str,
         block: bool,
     ) -> impl Future<Output = Result<(VolumeUsage, Option<VolumeCondition>), Status>> + Send {
-        async move { Ok((host.usage(volume_path, block).await?, Some(VolumeCondition::default()))) }
+        async move {
+            Ok((
+                host.usage(volume_path, block).await?,
+                Some(VolumeCondition::default()),
+            ))
+        }
     }
 }
 
 /// Carries out one plan through `backend`.
-pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> Result<Outcome, Status> {
+pub async fn execute<B: Backend>(
+    backend: &B,
+    host: &NodeHost,
+    plan: &Plan,
+) -> Result<Outcome, Status> {
     match plan {
         Plan::CreateVolume(p) => backend.create_volume(host, p).await.map(Outcome::Created),
-        Plan::DeleteVolume { volume, secrets } => backend.delete_volume(host, volume, secrets).await.map(|_| Outcome::Done),
+        Plan::DeleteVolume { volume, secrets } => backend
+            .delete_volume(host, volume, secrets)
+            .await
+            .map(|_| Outcome::Done),
         Plan::ControllerPublish {
             volume,
             node_id,
@@ -151,9 +188,15 @@ pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> R
             .controller_publish(host, volume, node_id, capability, *readonly, secrets)
             .await
             .map(|publish_context| Outcome::Published { publish_context }),
-        Plan::ControllerUnpublish { volume, node_ids, secrets } => {
+        Plan::ControllerUnpublish {
+            volume,
+            node_ids,
+            secrets,
+        } => {
             for node in node_ids {
-                backend.controller_unpublish(host, volume, node, secrets).await?;
+                backend
+                    .controller_unpublish(host, volume, node, secrets)
+                    .await?;
             }
             Ok(Outcome::Done)
         }
@@ -165,10 +208,12 @@ pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> R
         } => backend
             .controller_expand(host, volume, *capacity, capability.as_ref(), secrets)
             .await
-            .map(|(capacity_bytes, node_expansion_required)| Outcome::ControllerExpanded {
-                capacity_bytes,
-                node_expansion_required,
-            }),
+            .map(
+                |(capacity_bytes, node_expansion_required)| Outcome::ControllerExpanded {
+                    capacity_bytes,
+                    node_expansion_required,
+                },
+            ),
         Plan::ControllerModify {
             volume,
             mutable_parameters,
@@ -201,14 +246,22 @@ pub async fn execute<B: Backend>(backend: &B, host: &NodeHost, plan: &Plan) -> R
             volume_context,
             ..
         } => {
-            let block = capability.as_ref().is_some_and(|c| c.access_type.is_block());
-            let mount_point = if staging_path.is_empty() { volume_path } else { staging_path };
+            let block = capability
+                .as_ref()
+                .is_some_and(|c| c.access_type.is_block());
+            let mount_point = if staging_path.is_empty() {
+                volume_path
+            } else {
+                staging_path
+            };
             backend
                 .node_expand(host, publish_context, volume_context, mount_point, block)
                 .await
                 .map(|capacity_bytes| Outcome::NodeExpanded { capacity_bytes })
         }
-        Plan::VolumeStats { volume_path, block, .. } => backend
+        Plan::VolumeStats {
+            volume_path, block, ..
+        } => backend
             .volume_stats(host, volume_path, *block)
             .await
             .map(|(usage, condition)| Outcome::Stats { usage, condition }),

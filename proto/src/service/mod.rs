@@ -34,7 +34,10 @@ where
     pool.spawn(Box::new(move || {
         let _ = tx.send(f());
     }));
-    Box::pin(async move { rx.await.expect("the blocking pool dropped a job before running it") })
+    Box::pin(async move {
+        rx.await
+            .expect("the blocking pool dropped a job before running it")
+    })
 }
 
 /// Runs blocking jobs on a fresh thread each: for tests and tools without a

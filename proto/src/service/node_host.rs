@@ -35,7 +35,9 @@ pub struct NodeHost {
 
 impl std::fmt::Debug for NodeHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeHost").field("roots", &self.host.roots()).finish()
+        f.debug_struct("NodeHost")
+            .field("roots", &self.host.roots())
+            .finish()
     }
 }
 
@@ -48,7 +50,9 @@ fn device(context: &Attributes) -> Result<PathBuf, Status> {
     })?;
     let p = volplane_core::path::absolute("publish_context.device", d)?;
     if !volplane_core::path::is_under(&p, "/dev") {
-        return Err(Status::invalid(format!("publish_context.device {d:?} is not a device under /dev")));
+        return Err(Status::invalid(format!(
+            "publish_context.device {d:?} is not a device under /dev"
+        )));
     }
     Ok(PathBuf::from(p))
 }
@@ -80,11 +84,20 @@ impl NodeHost {
     /// formats it only if it holds no filesystem, then mounts it at the
     /// staging path; for raw block access there is nothing to do on the node.
     pub async fn stage_device(&self, plan: &StagePlan) -> Result<(), Status> {
-        let AccessType::Mount { fs_type, mount_flags, .. } = &plan.capability.access_type else {
+        let AccessType::Mount {
+            fs_type,
+            mount_flags,
+            ..
+        } = &plan.capability.access_type
+        else {
             return Ok(());
         };
         let dev = device(&plan.publish_context)?;
-        let fs = if fs_type.is_empty() { DEFAULT_FS.to_string() } else { fs_type.clone() };
+        let fs = if fs_type.is_empty() {
+            DEFAULT_FS.to_string()
+        } else {
+            fs_type.clone()
+        };
         let flags = mount_flags.clone();
         let staging = PathBuf::from(&plan.staging_path);
         let readonly = plan.capability.access_mode.read_only();
@@ -111,7 +124,9 @@ impl NodeHost {
     pub async fn unstage(&self, plan: &StagePlan) -> Result<(), Status> {
         let staging = PathBuf::from(&plan.staging_path);
         let what = format!("unstage {}", staging.display());
-        self.run(move |h| h.unmount(&staging)).await.map_err(|e| host_status(&what, e))
+        self.run(move |h| h.unmount(&staging))
+            .await
+            .map_err(|e| host_status(&what, e))
     }
 
     /// Bind-mounts the staging path (mount access) or the device (raw block)
@@ -152,7 +167,12 @@ impl NodeHost {
 
     /// Grows the filesystem on the publish context's device (mounted at
     /// `mount_point`) to fill the device; returns the device size.
-    pub async fn expand(&self, publish_context: &Attributes, mount_point: &str, block: bool) -> Result<u64, Status> {
+    pub async fn expand(
+        &self,
+        publish_context: &Attributes,
+        mount_point: &str,
+        block: bool,
+    ) -> Result<u64, Status> {
         let dev = device(publish_context)?;
         let mount_point = PathBuf::from(mount_point);
         let what = format!("expand {} at {}", dev.display(), mount_point.display());

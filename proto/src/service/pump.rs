@@ -10,7 +10,9 @@ use std::time::Instant;
 use futures::channel::oneshot;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::{Future, FutureExt};
-use volplane_core::driver::{Driver, DriverState, Effect, Input, Outcome, Request, Response, RpcId};
+use volplane_core::driver::{
+    Driver, DriverState, Effect, Input, Outcome, Request, Response, RpcId,
+};
 use volplane_core::{OpId, Status};
 use volplane_host::state_file::StateFile;
 
@@ -22,9 +24,13 @@ type Running = Pin<Box<dyn Future<Output = (OpId, Result<Outcome, Status>)> + Se
 /// Why the pump stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum PumpError {
-    #[error("cannot persist driver state to {path}: {reason}; stopping rather than act without a durable record")]
+    #[error(
+        "cannot persist driver state to {path}: {reason}; stopping rather than act without a durable record"
+    )]
     Persist { path: String, reason: String },
-    #[error("driver state in {path} is unreadable: {reason}; move it aside only if you know no volume is in use")]
+    #[error(
+        "driver state in {path} is unreadable: {reason}; move it aside only if you know no volume is in use"
+    )]
     Restore { path: String, reason: String },
 }
 
@@ -48,12 +54,18 @@ impl PumpHandle {
     /// Sends a request to the driver machine and waits for its answer.
     pub async fn call(&self, request: Request) -> Result<Response, Status> {
         let (tx, rx) = oneshot::channel();
-        self.tx
-            .send((request, tx))
-            .await
-            .map_err(|_| Status::new(volplane_core::Code::Unavailable, "the driver is shutting down"))?;
-        rx.await
-            .map_err(|_| Status::new(volplane_core::Code::Unavailable, "the driver stopped before answering"))?
+        self.tx.send((request, tx)).await.map_err(|_| {
+            Status::new(
+                volplane_core::Code::Unavailable,
+                "the driver is shutting down",
+            )
+        })?;
+        rx.await.map_err(|_| {
+            Status::new(
+                volplane_core::Code::Unavailable,
+                "the driver stopped before answering",
+            )
+        })?
     }
 }
 
@@ -73,7 +85,9 @@ pub struct Pump<B> {
 
 impl<B> std::fmt::Debug for Pump<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pump").field("waiting", &self.waiting.len()).finish()
+        f.debug_struct("Pump")
+            .field("waiting", &self.waiting.len())
+            .finish()
     }
 }
 
@@ -106,7 +120,10 @@ impl<B: Backend> Pump<B> {
         let recovering = state.in_flight.len();
         let mut driver = Driver::new(machine_config, state);
         if recovering > 0 {
-            tracing::info!(operations = recovering, "finishing operations that were in flight at the last stop");
+            tracing::info!(
+                operations = recovering,
+                "finishing operations that were in flight at the last stop"
+            );
         }
         if let Ok(mounts) = host.run(|h| h.mountinfo()).await {
             driver.handle(0, Input::Mounts(mounts));
@@ -212,7 +229,8 @@ impl<B: Backend> Pump<B> {
         let Some(file) = self.config.state_file.clone() else {
             return Ok(());
         };
-        let bytes = serde_json::to_vec_pretty(self.driver.state()).expect("driver state serialises");
+        let bytes =
+            serde_json::to_vec_pretty(self.driver.state()).expect("driver state serialises");
         let path = file.path().display().to_string();
         unblock(&**self.host.pool(), move || file.store(&bytes))
             .await
