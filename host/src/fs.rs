@@ -133,7 +133,16 @@ impl Host {
         let device = device.as_ref();
         let mount_point = self.confine(mount_point)?;
         match self.probe(device)?.as_deref() {
-            Some("ext4" | "ext3" | "ext2") => check(Command::new("resize2fs").arg(device)),
+            Some("ext4" | "ext3" | "ext2") => match check(Command::new("resize2fs").arg(device)) {
+                Err(HostError::Command { stderr, .. }) if stderr.contains("Permission denied") => {
+                    Err(HostError::Refused(format!(
+                        "the kernel refused to grow the mounted filesystem on {} (online ext4 resize needs CAP_SYS_RESOURCE); \
+                         it grows when the volume is next staged",
+                        device.display()
+                    )))
+                }
+                r => r,
+            },
             Some("xfs") => check(Command::new("xfs_growfs").arg(&mount_point)),
             Some(other) => Err(HostError::Refused(format!(
                 "cannot grow a {other} filesystem on {}",
@@ -144,6 +153,48 @@ impl Host {
                 device.display()
             ))),
         }
+    }
+
+    /// Size in bytes of the ext2/3/4 filesystem on `device`, if it is one.
+    pub fn ext_size(&self, device: impl AsRef<Path>) -> Result<Option<u64>> {
+        let device = device.as_ref();
+        block_device(device)?;
+        let out = run(Command::new("dumpe2fs").arg("-h").arg(device))?;
+        if !out.status.success() {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        Ok(field("Block count:")
+            .zip(field("Block size:"))
+            .map(|(n, b)| n * b))
+    }
+
+    /// Grows an unmounted ext2/3/4 filesystem to fill its device when the
+    /// device is bigger (after a volume expansion); returns whether it grew.
+    /// Checks the filesystem first, as resize2fs requires.
+    pub fn grow_unmounted(&self, device: impl AsRef<Path>) -> Result<bool> {
+        let device = device.as_ref();
+        let Some(fs) = self.ext_size(device)? else {
+            return Ok(false);
+        };
+        if fs >= crate::loopdev::size(device)? {
+            return Ok(false);
+        }
+        let out = run(Command::new("e2fsck").args(["-f", "-p"]).arg(device))?;
+        if !matches!(out.status.code(), Some(0 | 1)) {
+            return Err(HostError::Command {
+                command: format!("e2fsck -f -p {}", device.display()),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        check(Command::new("resize2fs").arg(device))?;
+        Ok(true)
     }
 
     /// Usage of the filesystem holding `path` (read-only, so not confined).

@@ -111,7 +111,13 @@ impl NodeHost {
                             dev.display()
                         )));
                     }
-                    _ => {}
+                    Formatted::Existing(_) => {
+                        // Grown while unstaged (or online growth was refused): fill the device now.
+                        if h.grow_unmounted(&dev)? {
+                            tracing::info!(device = %dev.display(), "grew the filesystem to fill its device before mounting");
+                        }
+                    }
+                    Formatted::Created(_) => {}
                 }
             }
             h.mount(&dev, &staging, &fs, &flags, readonly)

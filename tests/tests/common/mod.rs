@@ -1,0 +1,334 @@
+//! Shared harness: a real `volplane serve` process on a real unix socket in a
+//! temporary root, CSI clients, kubelet-shaped paths, and leak checks.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tonic::transport::Channel;
+use volplane_proto::csi;
+use volplane_proto::csi::controller_client::ControllerClient;
+use volplane_proto::csi::identity_client::IdentityClient;
+use volplane_proto::csi::node_client::NodeClient;
+
+pub const NODE: &str = "node-a";
+pub const DRIVER: &str = "volplane.csi.io";
+
+/// True when the tests may mount and attach loop devices.
+pub fn is_root() -> bool {
+    rustix_is_root()
+}
+
+fn rustix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Returns early from a test that needs root, saying why.
+#[macro_export]
+macro_rules! require_root {
+    () => {
+        if !common::is_root() {
+            eprintln!(
+                "skipping {}: needs root (mount(2), loop devices)",
+                module_path!()
+            );
+            return;
+        }
+    };
+}
+
+/// A driver process and its directories.
+pub struct Driver {
+    pub root: tempfile::TempDir,
+    child: Option<Child>,
+    pub endpoint: String,
+}
+
+impl Driver {
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    pub fn kubelet(&self) -> PathBuf {
+        self.root().join("kubelet")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.root().join("state")
+    }
+
+    /// Starts `volplane serve` in a fresh temporary root.
+    pub fn start() -> Driver {
+        let root = tempfile::Builder::new()
+            .prefix("volplane-test-")
+            .tempdir()
+            .unwrap();
+        let endpoint = format!("unix://{}/csi.sock", root.path().display());
+        let mut d = Driver {
+            root,
+            child: None,
+            endpoint,
+        };
+        d.spawn(None);
+        d
+    }
+
+    /// (Re)starts the process; `crash_after` sets VOLPLANE_CRASH_AFTER.
+    pub fn spawn(&mut self, crash_after: Option<&str>) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volplane-under-test"));
+        cmd.args(["serve", "--endpoint", &self.endpoint, "--node-id", NODE])
+            .arg("--state-dir")
+            .arg(self.state())
+            .arg("--kubelet-dir")
+            .arg(self.kubelet())
+            .env(
+                "VOLPLANE_LOG",
+                std::env::var("VOLPLANE_TEST_LOG").unwrap_or_else(|_| "error".into()),
+            )
+            .stdout(Stdio::null());
+        if let Some(kind) = crash_after {
+            cmd.env("VOLPLANE_CRASH_AFTER", kind);
+        } else {
+            cmd.env_remove("VOLPLANE_CRASH_AFTER");
+        }
+        self.child = Some(cmd.spawn().expect("start volplane serve"));
+        let sock = self.root().join("csi.sock");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !sock.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "volplane serve did not create {}",
+                sock.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGKILL and start again.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn(None);
+    }
+
+    /// Waits for the process to exit by itself (a crash on purpose).
+    pub fn wait_exit(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait: the clean shutdown path.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("driver is running");
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        c.wait().unwrap()
+    }
+
+    pub async fn client(&self) -> Csi {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match volplane_tokio::connect(&self.endpoint).await {
+                Ok(ch) => return Csi::new(ch),
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "connect {}: {e}", self.endpoint);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    /// Kubelet's staging path for a volume (D3.1).
+    pub fn staging(&self, volume_id: &str) -> String {
+        use sha2::Digest;
+        let p = self
+            .kubelet()
+            .join("plugins/kubernetes.io/csi")
+            .join(DRIVER)
+            .join(hex::encode(sha2::Sha256::digest(volume_id.as_bytes())))
+            .join("globalmount");
+        std::fs::create_dir_all(&p).unwrap();
+        p.display().to_string()
+    }
+
+    /// Kubelet's publish target for a pod (D3.2); the parent is created as kubelet does.
+    pub fn target(&self, pod: &str, pv: &str) -> String {
+        let dir = self
+            .kubelet()
+            .join(format!("pods/{pod}/volumes/kubernetes.io~csi/{pv}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("mount").display().to_string()
+    }
+
+    /// Everything left under the root: mounts, loop devices backed by our
+    /// files, and files in the volumes directory.
+    pub fn leftovers(&self) -> Vec<String> {
+        let root = self.root().canonicalize().unwrap().display().to_string();
+        let mut out = Vec::new();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        for m in volplane_core::mountinfo::parse(&mounts).unwrap() {
+            if m.mount_point.starts_with(&root) {
+                out.push(format!("mount {}", m.mount_point));
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir("/sys/block") {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Ok(b) =
+                    std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+                    && b.trim().starts_with(&root)
+                {
+                    out.push(format!("loop /dev/{name} -> {}", b.trim()));
+                }
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(self.state().join("volumes")) {
+            for e in entries.flatten() {
+                out.push(format!("volume storage {}", e.path().display()));
+            }
+        }
+        let pods = self.kubelet().join("pods");
+        for e in walk(&pods) {
+            if e.ends_with("mount") {
+                out.push(format!("target {}", e.display()));
+            }
+        }
+        out
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            out.push(p.clone());
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+        }
+    }
+    out
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.kill();
+        // Best effort: never leave mounts or loop devices behind a failed test.
+        let root = self.root().display().to_string();
+        if let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") {
+            let mut points: Vec<String> = volplane_core::mountinfo::parse(&text)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|m| m.mount_point)
+                .filter(|p| p.starts_with(&root))
+                .collect();
+            points.sort();
+            for p in points.iter().rev() {
+                let _ = Command::new("umount").arg("-l").arg(p).status();
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir("/sys/block") {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Ok(b) =
+                    std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+                    && b.trim().starts_with(&root)
+                {
+                    let _ = Command::new("losetup")
+                        .arg("-d")
+                        .arg(format!("/dev/{name}"))
+                        .status();
+                }
+            }
+        }
+    }
+}
+
+/// CSI clients on one channel.
+#[derive(Clone)]
+pub struct Csi {
+    pub identity: IdentityClient<Channel>,
+    pub controller: ControllerClient<Channel>,
+    pub node: NodeClient<Channel>,
+}
+
+impl Csi {
+    pub fn new(ch: Channel) -> Csi {
+        Csi {
+            identity: IdentityClient::new(ch.clone()),
+            controller: ControllerClient::new(ch.clone()),
+            node: NodeClient::new(ch),
+        }
+    }
+}
+
+pub fn capability(
+    mode: csi::volume_capability::access_mode::Mode,
+    block: bool,
+) -> csi::VolumeCapability {
+    use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
+    csi::VolumeCapability {
+        access_type: Some(if block {
+            AccessType::Block(BlockVolume {})
+        } else {
+            AccessType::Mount(MountVolume::default())
+        }),
+        access_mode: Some(AccessMode { mode: mode as i32 }),
+    }
+}
+
+pub fn multi_writer() -> csi::VolumeCapability {
+    capability(
+        csi::volume_capability::access_mode::Mode::SingleNodeMultiWriter,
+        false,
+    )
+}
+
+pub fn params(kind: &str) -> HashMap<String, String> {
+    [("kind".to_string(), kind.to_string())].into()
+}
+
+/// Retries a call while the driver answers ABORTED (operation pending) or
+/// is unreachable (restarting), as a CO does with backoff.
+pub async fn retry<T, F, Fut>(mut f: F) -> Result<T, tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut wait = Duration::from_millis(10);
+    loop {
+        match f().await {
+            Err(e)
+                if matches!(
+                    e.code(),
+                    tonic::Code::Aborted | tonic::Code::Unavailable | tonic::Code::Unknown
+                ) && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_millis(500));
+            }
+            r => return r,
+        }
+    }
+}

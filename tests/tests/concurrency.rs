@@ -1,0 +1,133 @@
+//! Concurrent requests on one volume: the loser is told ABORTED, the state
+//! never corrupts, and what was answered OK really happened.
+
+mod common;
+
+use common::*;
+use volplane_proto::csi;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole() {
+    require_root!();
+    let d = Driver::start();
+    let csi = d.client().await;
+    let mut c = csi.controller.clone();
+    let vol = c
+        .create_volume(csi::CreateVolumeRequest {
+            name: "pvc-race".into(),
+            volume_capabilities: vec![multi_writer()],
+            parameters: params("dir"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    let staging = d.staging(&vol.volume_id);
+    let stage = csi::NodeStageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.clone(),
+        volume_capability: Some(multi_writer()),
+        volume_context: vol.volume_context.clone(),
+        ..Default::default()
+    };
+
+    // Eight identical stages at once: some win, the rest are ABORTED or OK.
+    let results = futures::future::join_all((0..8).map(|_| {
+        let mut n = csi.node.clone();
+        let req = stage.clone();
+        async move { n.node_stage_volume(req).await }
+    }))
+    .await;
+    for r in &results {
+        if let Err(e) = r {
+            assert_eq!(e.code(), tonic::Code::Aborted, "{e:?}");
+            assert!(
+                e.message().contains("operation pending for volume"),
+                "{e:?}"
+            );
+        }
+    }
+    assert!(results.iter().any(|r| r.is_ok()));
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(
+        mounts.matches(&format!(" {staging} ")).count(),
+        1,
+        "staged exactly once"
+    );
+
+    // Sixteen publishes to different targets at once.
+    let targets: Vec<String> = (0..16)
+        .map(|i| d.target(&format!("pod-{i}"), "pvc-race"))
+        .collect();
+    let results = futures::future::join_all(targets.iter().map(|t| {
+        let mut n = csi.node.clone();
+        let req = csi::NodePublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            staging_target_path: staging.clone(),
+            target_path: t.clone(),
+            volume_capability: Some(multi_writer()),
+            volume_context: vol.volume_context.clone(),
+            ..Default::default()
+        };
+        async move { n.node_publish_volume(req).await }
+    }))
+    .await;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut aborted = 0;
+    for (t, r) in targets.iter().zip(&results) {
+        match r {
+            Ok(_) => assert!(
+                mounts.contains(&format!(" {t} ")),
+                "answered OK but {t} is not mounted"
+            ),
+            Err(e) => {
+                assert_eq!(e.code(), tonic::Code::Aborted, "{e:?}");
+                assert!(
+                    !mounts.contains(&format!(" {t} ")),
+                    "answered ABORTED but {t} was mounted"
+                );
+                aborted += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{} of 16 concurrent publishes won, {aborted} were ABORTED",
+        16 - aborted
+    );
+
+    // Clean up through the driver: every target, then the stage.
+    for t in &targets {
+        let mut n = csi.node.clone();
+        retry(|| {
+            let req = csi::NodeUnpublishVolumeRequest {
+                volume_id: vol.volume_id.clone(),
+                target_path: t.clone(),
+            };
+            let mut n = n.clone();
+            async move { n.node_unpublish_volume(req).await }
+        })
+        .await
+        .unwrap();
+        n.node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+            .await
+            .unwrap();
+    }
+    csi.node
+        .clone()
+        .node_unstage_volume(csi::NodeUnstageVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            staging_target_path: staging.clone(),
+        })
+        .await
+        .unwrap();
+    c.delete_volume(csi::DeleteVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    std::fs::remove_dir_all(std::path::Path::new(&staging).parent().unwrap()).unwrap();
+    assert_eq!(d.leftovers(), Vec::<String>::new());
+}

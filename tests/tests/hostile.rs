@@ -1,0 +1,233 @@
+//! Hostile input: missing fields, `..` in ids and paths, paths outside
+//! --kubelet-dir, oversized fields. Every one is INVALID_ARGUMENT naming the
+//! field, and nothing is touched. Runs without root.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use volplane_proto::csi;
+
+fn invalid<T: std::fmt::Debug>(r: Result<T, tonic::Status>, field: &str) {
+    let e = r.expect_err("hostile request accepted");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains(field),
+        "message names {field}: {:?}",
+        e.message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_requests_are_invalid_argument_and_touch_nothing() {
+    let d = Driver::start();
+    let csi = d.client().await;
+    let (mut c, mut n) = (csi.controller.clone(), csi.node.clone());
+    let outside = d.root().join("outside");
+    let kube = d.kubelet();
+
+    // Missing fields.
+    invalid(
+        c.create_volume(csi::CreateVolumeRequest::default()).await,
+        "name",
+    );
+    invalid(
+        c.create_volume(csi::CreateVolumeRequest {
+            name: "x".into(),
+            ..Default::default()
+        })
+        .await,
+        "volume_capabilities",
+    );
+    invalid(
+        c.create_volume(csi::CreateVolumeRequest {
+            name: "x".into(),
+            volume_capabilities: vec![csi::VolumeCapability::default()],
+            ..Default::default()
+        })
+        .await,
+        "access_mode",
+    );
+    invalid(
+        c.delete_volume(csi::DeleteVolumeRequest::default()).await,
+        "volume_id",
+    );
+    invalid(
+        n.node_stage_volume(csi::NodeStageVolumeRequest::default())
+            .await,
+        "volume_id",
+    );
+    invalid(
+        n.node_stage_volume(csi::NodeStageVolumeRequest {
+            volume_id: "v".into(),
+            ..Default::default()
+        })
+        .await,
+        "staging_target_path",
+    );
+    invalid(
+        n.node_publish_volume(csi::NodePublishVolumeRequest {
+            volume_id: "v".into(),
+            target_path: kube.join("pods/p/mount").display().to_string(),
+            ..Default::default()
+        })
+        .await,
+        "volume_capability",
+    );
+
+    // `..` in ids and paths.
+    invalid(
+        c.delete_volume(csi::DeleteVolumeRequest {
+            volume_id: "../../etc".into(),
+            ..Default::default()
+        })
+        .await,
+        "volume_id",
+    );
+    invalid(
+        n.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
+            volume_id: "v".into(),
+            target_path: format!("{}/pods/../../outside/mount", kube.display()),
+        })
+        .await,
+        "target_path",
+    );
+
+    // Paths outside --kubelet-dir.
+    invalid(
+        n.node_stage_volume(csi::NodeStageVolumeRequest {
+            volume_id: "v".into(),
+            staging_target_path: outside.join("stage").display().to_string(),
+            volume_capability: Some(multi_writer()),
+            publish_context: [("device".to_string(), "/dev/loop0".to_string())].into(),
+            ..Default::default()
+        })
+        .await,
+        "staging_target_path",
+    );
+    invalid(
+        n.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
+            volume_id: "v".into(),
+            target_path: "/etc/passwd".into(),
+        })
+        .await,
+        "target_path",
+    );
+    invalid(
+        n.node_publish_volume(csi::NodePublishVolumeRequest {
+            volume_id: "v".into(),
+            staging_target_path: kube.join("plugins/x/globalmount").display().to_string(),
+            target_path: outside.join("mount").display().to_string(),
+            volume_capability: Some(multi_writer()),
+            ..Default::default()
+        })
+        .await,
+        "target_path",
+    );
+
+    // Oversized fields.
+    invalid(
+        c.create_volume(csi::CreateVolumeRequest {
+            name: "n".repeat(200),
+            volume_capabilities: vec![multi_writer()],
+            ..Default::default()
+        })
+        .await,
+        "name",
+    );
+    let big: HashMap<String, String> = (0..100)
+        .map(|i| (format!("key-{i}"), "v".repeat(60)))
+        .collect();
+    invalid(
+        c.create_volume(csi::CreateVolumeRequest {
+            name: "pvc-big".into(),
+            volume_capabilities: vec![multi_writer()],
+            parameters: big,
+            ..Default::default()
+        })
+        .await,
+        "parameters",
+    );
+    invalid(
+        c.delete_volume(csi::DeleteVolumeRequest {
+            volume_id: "v".repeat(300),
+            ..Default::default()
+        })
+        .await,
+        "volume_id",
+    );
+    invalid(
+        c.create_volume(csi::CreateVolumeRequest {
+            name: "pvc-neg".into(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: -1,
+                limit_bytes: 0,
+            }),
+            volume_capabilities: vec![multi_writer()],
+            ..Default::default()
+        })
+        .await,
+        "required_bytes",
+    );
+    invalid(
+        c.create_volume(csi::CreateVolumeRequest {
+            name: "pvc-param".into(),
+            volume_capabilities: vec![multi_writer()],
+            parameters: [("color".to_string(), "blue".to_string())].into(),
+            ..Default::default()
+        })
+        .await,
+        "parameters",
+    );
+
+    // Nothing was touched: nothing outside, no volume, no mount.
+    assert!(!outside.exists(), "{} was created", outside.display());
+    assert_eq!(d.leftovers(), Vec::<String>::new());
+    let listed = c
+        .list_volumes(csi::ListVolumesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.entries.is_empty(), "{listed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_socket_is_replaced_and_identity_answers() {
+    let mut d = Driver::start();
+    d.kill();
+    assert!(
+        d.root().join("csi.sock").exists(),
+        "a killed driver leaves its socket"
+    );
+    d.spawn(None);
+    let mut csi = d.client().await;
+    let info = csi
+        .identity
+        .get_plugin_info(csi::GetPluginInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, DRIVER);
+    assert_eq!(info.vendor_version, env!("CARGO_PKG_VERSION"));
+    let probe = csi
+        .identity
+        .probe(csi::ProbeRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(probe.ready, Some(true));
+    let info = csi
+        .node
+        .node_get_info(csi::NodeGetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.node_id, NODE);
+    assert_eq!(
+        info.accessible_topology.unwrap().segments["topology.volplane.io/zone"],
+        "local"
+    );
+    assert!(d.stop().success());
+    assert!(!d.root().join("csi.sock").exists());
+}
