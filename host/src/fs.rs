@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use volplane_core::driver::VolumeUsage;
+
 use crate::{Host, HostError, Result};
 
 /// What `format_if_empty` found or did.
@@ -12,17 +14,6 @@ pub enum Formatted {
     Created(String),
     /// The device already held this filesystem; it was left alone.
     Existing(String),
-}
-
-/// Space and inodes of a mounted filesystem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
-    pub total_bytes: u64,
-    pub used_bytes: u64,
-    pub available_bytes: u64,
-    pub total_inodes: u64,
-    pub used_inodes: u64,
-    pub available_inodes: u64,
 }
 
 fn run(cmd: &mut Command) -> Result<std::process::Output> {
@@ -198,11 +189,11 @@ impl Host {
     }
 
     /// Usage of the filesystem holding `path` (read-only, so not confined).
-    pub fn usage(&self, path: impl AsRef<Path>) -> Result<Usage> {
+    pub fn usage(&self, path: impl AsRef<Path>) -> Result<VolumeUsage> {
         let path = path.as_ref();
         let s = rustix::fs::statvfs(path).map_err(|e| HostError::io("statvfs", path, e.into()))?;
         let frag = s.f_frsize.max(1);
-        Ok(Usage {
+        Ok(VolumeUsage {
             total_bytes: s.f_blocks * frag,
             used_bytes: (s.f_blocks - s.f_bfree.min(s.f_blocks)) * frag,
             available_bytes: s.f_bavail * frag,

@@ -17,7 +17,7 @@ pub mod state_file;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-pub use fs::{Formatted, Usage};
+pub use fs::Formatted;
 
 /// What went wrong on the host.
 #[derive(Debug, thiserror::Error)]

@@ -204,15 +204,7 @@ impl NodeHost {
                     ..Default::default()
                 });
             }
-            let u = h.usage(&path)?;
-            Ok(VolumeUsage {
-                total_bytes: u.total_bytes,
-                used_bytes: u.used_bytes,
-                available_bytes: u.available_bytes,
-                total_inodes: u.total_inodes,
-                used_inodes: u.used_inodes,
-                available_inodes: u.available_inodes,
-            })
+            h.usage(&path)
         })
         .await
         .map_err(|e| host_status(&what, e))

@@ -183,24 +183,15 @@ impl Driver {
     /// files, and files in the volumes directory.
     pub fn leftovers(&self) -> Vec<String> {
         let root = self.root().canonicalize().unwrap().display().to_string();
-        let mut out = Vec::new();
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-        for m in volplane_core::mountinfo::parse(&mounts).unwrap() {
-            if m.mount_point.starts_with(&root) {
-                out.push(format!("mount {}", m.mount_point));
-            }
-        }
-        if let Ok(entries) = std::fs::read_dir("/sys/block") {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Ok(b) =
-                    std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
-                    && b.trim().starts_with(&root)
-                {
-                    out.push(format!("loop /dev/{name} -> {}", b.trim()));
-                }
-            }
-        }
+        let mut out: Vec<String> = mounts_under(&root)
+            .into_iter()
+            .map(|m| format!("mount {m}"))
+            .collect();
+        out.extend(
+            loops_under(&root)
+                .into_iter()
+                .map(|(dev, file)| format!("loop {dev} -> {file}")),
+        );
         if let Ok(entries) = std::fs::read_dir(self.state().join("volumes")) {
             for e in entries.flatten() {
                 out.push(format!("volume storage {}", e.path().display()));
@@ -214,6 +205,37 @@ impl Driver {
         }
         out
     }
+}
+
+/// Mount points at or below `root`, deepest last.
+fn mounts_under(root: &str) -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut points: Vec<String> = volplane_core::mountinfo::parse(&text)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.mount_point)
+        .filter(|p| p.starts_with(root))
+        .collect();
+    points.sort();
+    points
+}
+
+/// Loop devices whose backing file lies below `root`, with that file.
+fn loops_under(root: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Ok(b) = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+            && b.trim().starts_with(root)
+        {
+            out.push((format!("/dev/{name}"), b.trim().to_string()));
+        }
+    }
+    out
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -235,31 +257,11 @@ impl Drop for Driver {
         self.kill();
         // Best effort: never leave mounts or loop devices behind a failed test.
         let root = self.root().display().to_string();
-        if let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") {
-            let mut points: Vec<String> = volplane_core::mountinfo::parse(&text)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|m| m.mount_point)
-                .filter(|p| p.starts_with(&root))
-                .collect();
-            points.sort();
-            for p in points.iter().rev() {
-                let _ = Command::new("umount").arg("-l").arg(p).status();
-            }
+        for p in mounts_under(&root).iter().rev() {
+            let _ = Command::new("umount").arg("-l").arg(p).status();
         }
-        if let Ok(entries) = std::fs::read_dir("/sys/block") {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Ok(b) =
-                    std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
-                    && b.trim().starts_with(&root)
-                {
-                    let _ = Command::new("losetup")
-                        .arg("-d")
-                        .arg(format!("/dev/{name}"))
-                        .status();
-                }
-            }
+        for (dev, _) in loops_under(&root) {
+            let _ = Command::new("losetup").arg("-d").arg(dev).status();
         }
     }
 }
