@@ -35,6 +35,7 @@
 //!   by unit tests, properties, the simulator and the fuzzers alike.
 
 pub mod driver;
+pub mod model;
 pub mod mountinfo;
 pub mod path;
 pub mod status;

@@ -1,0 +1,188 @@
+//! Object metadata, references and label selectors, with Kubernetes' field names.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `metadata` of every object. Unknown fields are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// The store's version of the object; writes carry it as a precondition.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finalizers: Vec<String>,
+    /// Set when deletion was requested; the object stays until its finalizers are gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+impl ObjectMeta {
+    pub fn named(name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn namespaced(namespace: &str, name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: name.into(),
+            namespace: namespace.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.get(key).map(String::as_str)
+    }
+
+    pub fn has_annotation(&self, key: &str) -> bool {
+        self.annotations.contains_key(key)
+    }
+
+    pub fn has_finalizer(&self, f: &str) -> bool {
+        self.finalizers.iter().any(|x| x == f)
+    }
+
+    /// Adds a finalizer; false when it was already there.
+    pub fn add_finalizer(&mut self, f: &str) -> bool {
+        if self.has_finalizer(f) {
+            return false;
+        }
+        self.finalizers.push(f.to_string());
+        true
+    }
+
+    /// Removes a finalizer; false when it was not there.
+    pub fn remove_finalizer(&mut self, f: &str) -> bool {
+        let before = self.finalizers.len();
+        self.finalizers.retain(|x| x != f);
+        before != self.finalizers.len()
+    }
+
+    pub fn deleting(&self) -> bool {
+        self.deletion_timestamp.is_some()
+    }
+
+    /// `namespace/name`, or `name` for cluster-scoped objects.
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub uid: String,
+}
+
+/// `ObjectReference` (a PV's `claimRef`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+}
+
+/// A label selector: `matchLabels` and `matchExpressions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelectorRequirement {
+    pub key: String,
+    /// In, NotIn, Exists, DoesNotExist.
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+impl LabelSelector {
+    /// True when `labels` satisfy the selector (an empty selector matches all).
+    /// An unknown operator matches nothing.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|r| {
+                let value = labels.get(&r.key);
+                match r.operator.as_str() {
+                    "In" => value.is_some_and(|v| r.values.contains(v)),
+                    "NotIn" => value.is_none_or(|v| !r.values.contains(v)),
+                    "Exists" => value.is_some(),
+                    "DoesNotExist" => value.is_none(),
+                    _ => false,
+                }
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_match_labels_and_expressions() {
+        let labels: BTreeMap<String, String> = [("tier".into(), "gold".into())].into();
+        let mut s = LabelSelector::default();
+        assert!(s.matches(&labels));
+        s.match_labels.insert("tier".into(), "gold".into());
+        assert!(s.matches(&labels));
+        s.match_expressions.push(LabelSelectorRequirement {
+            key: "zone".into(),
+            operator: "DoesNotExist".into(),
+            values: vec![],
+        });
+        assert!(s.matches(&labels));
+        s.match_expressions.push(LabelSelectorRequirement {
+            key: "tier".into(),
+            operator: "NotIn".into(),
+            values: vec!["gold".into()],
+        });
+        assert!(!s.matches(&labels));
+    }
+}

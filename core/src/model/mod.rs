@@ -1,0 +1,357 @@
+//! The domain model: the Kubernetes objects of the volume lifecycle, with
+//! Kubernetes' field names, so that real manifests (YAML or JSON) load and
+//! round-trip. Unknown fields are ignored; unknown enum values are kept.
+
+pub mod enums;
+pub mod meta;
+pub mod names;
+pub mod quantity;
+pub mod storage;
+pub mod workload;
+
+pub use enums::*;
+pub use meta::*;
+pub use quantity::{Quantity, QuantityError};
+pub use storage::*;
+pub use workload::*;
+
+use serde::{Deserialize, Serialize};
+
+/// Object kinds the machines watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    VolumeAttachment,
+    CsiNode,
+    CsiDriver,
+    Node,
+    Pod,
+}
+
+impl Kind {
+    /// The `kind` string of manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::PersistentVolume => "PersistentVolume",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::StorageClass => "StorageClass",
+            Kind::VolumeAttachment => "VolumeAttachment",
+            Kind::CsiNode => "CSINode",
+            Kind::CsiDriver => "CSIDriver",
+            Kind::Node => "Node",
+            Kind::Pod => "Pod",
+        }
+    }
+}
+
+/// Any object the machines know.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Object {
+    Pv(PersistentVolume),
+    Pvc(PersistentVolumeClaim),
+    Class(StorageClass),
+    Va(VolumeAttachment),
+    CsiNode(CsiNode),
+    CsiDriver(CsiDriver),
+    Node(Node),
+    Pod(Pod),
+}
+
+impl Object {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Object::Pv(_) => Kind::PersistentVolume,
+            Object::Pvc(_) => Kind::PersistentVolumeClaim,
+            Object::Class(_) => Kind::StorageClass,
+            Object::Va(_) => Kind::VolumeAttachment,
+            Object::CsiNode(_) => Kind::CsiNode,
+            Object::CsiDriver(_) => Kind::CsiDriver,
+            Object::Node(_) => Kind::Node,
+            Object::Pod(_) => Kind::Pod,
+        }
+    }
+
+    pub fn meta(&self) -> &ObjectMeta {
+        match self {
+            Object::Pv(o) => &o.metadata,
+            Object::Pvc(o) => &o.metadata,
+            Object::Class(o) => &o.metadata,
+            Object::Va(o) => &o.metadata,
+            Object::CsiNode(o) => &o.metadata,
+            Object::CsiDriver(o) => &o.metadata,
+            Object::Node(o) => &o.metadata,
+            Object::Pod(o) => &o.metadata,
+        }
+    }
+
+    pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Object::Pv(o) => &mut o.metadata,
+            Object::Pvc(o) => &mut o.metadata,
+            Object::Class(o) => &mut o.metadata,
+            Object::Va(o) => &mut o.metadata,
+            Object::CsiNode(o) => &mut o.metadata,
+            Object::CsiDriver(o) => &mut o.metadata,
+            Object::Node(o) => &mut o.metadata,
+            Object::Pod(o) => &mut o.metadata,
+        }
+    }
+
+    /// `Kind/namespace/name`: unique across kinds.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            kind: self.kind(),
+            namespace: self.meta().namespace.clone(),
+            name: self.meta().name.clone(),
+        }
+    }
+
+    /// The object as JSON with Kubernetes' field names.
+    pub fn to_json(&self) -> serde_json::Value {
+        let v = match self {
+            Object::Pv(o) => serde_json::to_value(o),
+            Object::Pvc(o) => serde_json::to_value(o),
+            Object::Class(o) => serde_json::to_value(o),
+            Object::Va(o) => serde_json::to_value(o),
+            Object::CsiNode(o) => serde_json::to_value(o),
+            Object::CsiDriver(o) => serde_json::to_value(o),
+            Object::Node(o) => serde_json::to_value(o),
+            Object::Pod(o) => serde_json::to_value(o),
+        };
+        v.expect("model objects serialise")
+    }
+}
+
+/// Identifies an object: kind, namespace ("" for cluster-scoped), name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectKey {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(kind: Kind, namespace: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind.as_str(), self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind.as_str(), self.namespace, self.name)
+        }
+    }
+}
+
+/// A manifest document the model does not know (a Deployment, a Service…):
+/// kept whole for whoever does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unknown {
+    pub kind: String,
+    pub value: serde_json::Value,
+}
+
+/// Why a manifest did not load.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("manifest is not valid YAML or JSON: {0}")]
+    Syntax(String),
+    #[error("document {index} ({kind} {name:?}): {reason}")]
+    Object {
+        index: usize,
+        kind: String,
+        name: String,
+        reason: String,
+    },
+}
+
+/// Loads every document of a YAML (or JSON) manifest. Documents of kinds the
+/// model knows become [`Object`]s, the others [`Unknown`]s; `List` kinds are
+/// flattened; empty documents are skipped.
+pub fn parse_manifests(text: &str) -> Result<(Vec<Object>, Vec<Unknown>), ManifestError> {
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| ManifestError::Syntax(e.to_string()))?;
+    let mut objects = Vec::new();
+    let mut unknown = Vec::new();
+    let mut queue: std::collections::VecDeque<serde_json::Value> = docs.into();
+    let mut index = 0;
+    while let Some(doc) = queue.pop_front() {
+        if doc.is_null() {
+            continue;
+        }
+        index += 1;
+        let kind = doc
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or("")
+            .to_string();
+        let name = doc
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("")
+            .to_string();
+        let err = |reason: String| ManifestError::Object {
+            index,
+            kind: kind.clone(),
+            name: name.clone(),
+            reason,
+        };
+        fn load<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
+            serde_json::from_value(v).map_err(|e| e.to_string())
+        }
+        let object = match kind.as_str() {
+            "PersistentVolume" => Object::Pv(load(doc).map_err(err)?),
+            "PersistentVolumeClaim" => Object::Pvc(load(doc).map_err(err)?),
+            "StorageClass" => Object::Class(load(doc).map_err(err)?),
+            "VolumeAttachment" => Object::Va(load(doc).map_err(err)?),
+            "CSINode" => Object::CsiNode(load(doc).map_err(err)?),
+            "CSIDriver" => Object::CsiDriver(load(doc).map_err(err)?),
+            "Node" => Object::Node(load(doc).map_err(err)?),
+            "Pod" => Object::Pod(load(doc).map_err(err)?),
+            "List" | "PersistentVolumeList" | "PersistentVolumeClaimList" => {
+                if let Some(items) = doc.get("items").and_then(|i| i.as_array()) {
+                    queue.extend(items.iter().cloned());
+                }
+                continue;
+            }
+            "" => return Err(err("it has no kind".into())),
+            _ => {
+                unknown.push(Unknown { kind, value: doc });
+                continue;
+            }
+        };
+        objects.push(object);
+    }
+    Ok((objects, unknown))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST: &str = r#"
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: fast
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: volplane.csi.io
+parameters:
+  kind: block
+reclaimPolicy: Retain
+volumeBindingMode: WaitForFirstConsumer
+allowVolumeExpansion: true
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  namespace: default
+  labels: {app: web}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: fast
+  resources:
+    requests:
+      storage: 1Gi
+  somethingNew: ignored
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: pv-1
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce, ReadOnlyMany]
+  persistentVolumeReclaimPolicy: Delete
+  claimRef: {namespace: default, name: data}
+  csi:
+    driver: volplane.csi.io
+    volumeHandle: vol-1
+    volumeAttributes: {kind: block}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: topology.volplane.io/zone, operator: In, values: [local]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, namespace: default, uid: u-1}
+spec:
+  nodeName: node-a
+  containers: [{name: c, image: busybox}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: data}
+  - name: scratch
+    emptyDir: {}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {replicas: 2}
+"#;
+
+    #[test]
+    fn real_manifests_load_with_defaults_and_round_trip() {
+        let (objects, unknown) = parse_manifests(MANIFEST).unwrap();
+        assert_eq!(objects.len(), 4);
+        assert_eq!(unknown.len(), 1);
+        assert_eq!(unknown[0].kind, "Deployment");
+        let Object::Class(sc) = &objects[0] else {
+            panic!()
+        };
+        assert!(sc.is_default());
+        assert_eq!(sc.binding_mode(), BindingMode::WaitForFirstConsumer);
+        assert_eq!(sc.reclaim_policy(), ReclaimPolicy::Retain);
+        let Object::Pvc(pvc) = &objects[1] else {
+            panic!()
+        };
+        assert_eq!(pvc.request().unwrap().to_string(), "1Gi");
+        assert_eq!(pvc.class(), "fast");
+        assert_eq!(pvc.volume_mode(), VolumeMode::Filesystem);
+        assert_eq!(pvc.phase(), PvcPhase::Pending);
+        let Object::Pv(pv) = &objects[2] else {
+            panic!()
+        };
+        assert_eq!(pv.capacity().unwrap().bytes(), 10 << 30);
+        assert_eq!(pv.spec.csi.as_ref().unwrap().volume_handle, "vol-1");
+        let labels = [("topology.volplane.io/zone".to_string(), "local".to_string())].into();
+        assert!(pv.spec.node_affinity.as_ref().unwrap().admits(&labels));
+        let Object::Pod(pod) = &objects[3] else {
+            panic!()
+        };
+        assert_eq!(pod.claims().collect::<Vec<_>>(), vec!["data"]);
+        assert_eq!(pod.node(), Some("node-a"));
+
+        for o in &objects {
+            let json = serde_json::to_string(&o.to_json()).unwrap();
+            let (again, _) = parse_manifests(&json).unwrap();
+            assert_eq!(&again[0], o, "{} round-trips through JSON", o.key());
+        }
+    }
+
+    #[test]
+    fn a_malformed_quantity_is_a_clear_error() {
+        let e = parse_manifests(
+            "kind: PersistentVolumeClaim\nmetadata: {name: x}\nspec: {resources: {requests: {storage: 10GB}}}\n",
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("PersistentVolumeClaim") && msg.contains("10GB"),
+            "{msg}"
+        );
+    }
+}

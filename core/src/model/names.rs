@@ -1,0 +1,138 @@
+//! Names users and tools grep for: annotations, finalizers, event reasons,
+//! paths. Spelled exactly as Kubernetes and the CSI sidecars spell them
+//! (SEMANTICS.md A.1, B, C, D, E.5).
+
+use sha2::{Digest, Sha256};
+
+pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+pub const ANN_PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+pub const ANN_STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
+pub const ANN_BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
+pub const ANN_MIGRATED_TO: &str = "pv.kubernetes.io/migrated-to";
+pub const ANN_PRE_RESIZE_CAPACITY: &str = "volume.alpha.kubernetes.io/pre-resize-capacity";
+pub const ANN_DELETION_SECRET_NAME: &str = "volume.kubernetes.io/provisioner-deletion-secret-name";
+pub const ANN_DELETION_SECRET_NAMESPACE: &str =
+    "volume.kubernetes.io/provisioner-deletion-secret-namespace";
+pub const ANN_NODE_ID: &str = "csi.volume.kubernetes.io/nodeid";
+pub const ANN_VA_NODE_ID: &str = "csi.alpha.kubernetes.io/node-id";
+pub const ANN_CONTROLLER_MANAGED_ATTACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
+pub const FINALIZER_EXTERNAL_PROVISIONER: &str =
+    "external-provisioner.volume.kubernetes.io/finalizer";
+pub const FINALIZER_PV_CONTROLLER: &str = "kubernetes.io/pv-controller";
+pub const FINALIZER_PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+pub const FINALIZER_PV_PROTECTION: &str = "kubernetes.io/pv-protection";
+
+/// The volume attribute external-provisioner adds to every PV it makes.
+pub const ATTR_PROVISIONER_IDENTITY: &str = "storage.kubernetes.io/csiProvisionerIdentity";
+
+/// Event reasons.
+pub mod reason {
+    pub const FAILED_BINDING: &str = "FailedBinding";
+    pub const VOLUME_MISMATCH: &str = "VolumeMismatch";
+    pub const CLAIM_LOST: &str = "ClaimLost";
+    pub const CLAIM_MISBOUND: &str = "ClaimMisbound";
+    pub const WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
+    pub const WAIT_FOR_POD_SCHEDULED: &str = "WaitForPodScheduled";
+    pub const EXTERNAL_PROVISIONING: &str = "ExternalProvisioning";
+    pub const PROVISIONING: &str = "Provisioning";
+    pub const PROVISIONING_SUCCEEDED: &str = "ProvisioningSucceeded";
+    pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
+    pub const VOLUME_FAILED_DELETE: &str = "VolumeFailedDelete";
+    pub const VOLUME_DELETE: &str = "VolumeDelete";
+    pub const VOLUME_RECYCLED: &str = "VolumeRecycled";
+    pub const VOLUME_FAILED_RECYCLE: &str = "VolumeFailedRecycle";
+    pub const VOLUME_UNKNOWN_RECLAIM_POLICY: &str = "VolumeUnknownReclaimPolicy";
+    pub const FAILED_ATTACH_VOLUME: &str = "FailedAttachVolume";
+    pub const SUCCESSFUL_ATTACH_VOLUME: &str = "SuccessfulAttachVolume";
+    pub const FAILED_MOUNT: &str = "FailedMount";
+    pub const RESIZING: &str = "Resizing";
+    pub const VOLUME_RESIZE_FAILED: &str = "VolumeResizeFailed";
+    pub const FILE_SYSTEM_RESIZE_REQUIRED: &str = "FileSystemResizeRequired";
+    pub const FILE_SYSTEM_RESIZE_SUCCESSFUL: &str = "FileSystemResizeSuccessful";
+    pub const VOLUME_RESIZE_SUCCESSFUL: &str = "VolumeResizeSuccessful";
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// VolumeAttachment name: `csi-` + sha256(handle ‖ driver ‖ node), no separators (C1.1).
+pub fn volume_attachment_name(handle: &str, driver: &str, node: &str) -> String {
+    format!(
+        "csi-{}",
+        sha256_hex(format!("{handle}{driver}{node}").as_bytes())
+    )
+}
+
+/// The unique volume name in node status: `kubernetes.io/csi/<driver>^<handle>` (C1.7).
+pub fn unique_volume_name(driver: &str, handle: &str) -> String {
+    format!("kubernetes.io/csi/{driver}^{handle}")
+}
+
+/// external-attacher's finalizer: `external-attacher/` + the driver with every
+/// character outside `[a-zA-Z0-9-]` replaced by `-`, and `X` appended when
+/// the result ends in `-` (C2.2).
+pub fn attacher_finalizer(driver: &str) -> String {
+    let mut s: String = driver
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if s.ends_with('-') {
+        s.push('X');
+    }
+    format!("external-attacher/{s}")
+}
+
+/// Kubelet's staging path for a volume (D3.1).
+pub fn staging_path(kubelet_root: &str, driver: &str, handle: &str) -> String {
+    format!(
+        "{kubelet_root}/plugins/kubernetes.io/csi/{driver}/{}/globalmount",
+        sha256_hex(handle.as_bytes())
+    )
+}
+
+/// Kubelet's publish target for a pod's volume (D3.2).
+pub fn publish_path(kubelet_root: &str, pod_uid: &str, pv: &str) -> String {
+    format!("{kubelet_root}/pods/{pod_uid}/volumes/kubernetes.io~csi/{pv}/mount")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_kubernetes() {
+        assert_eq!(
+            attacher_finalizer("volplane.csi.io"),
+            "external-attacher/volplane-csi-io"
+        );
+        assert_eq!(attacher_finalizer("a.b."), "external-attacher/a-b-X");
+        let va = volume_attachment_name("vol-1", "volplane.csi.io", "node-a");
+        assert_eq!(
+            va,
+            format!("csi-{}", sha256_hex(b"vol-1volplane.csi.ionode-a"))
+        );
+        assert_eq!(va.len(), 4 + 64);
+        assert_eq!(unique_volume_name("d", "h"), "kubernetes.io/csi/d^h");
+        assert!(
+            staging_path("/var/lib/kubelet", "d", "h")
+                .ends_with(&format!("/d/{}/globalmount", sha256_hex(b"h")))
+        );
+        assert_eq!(
+            publish_path("/k", "uid", "pv"),
+            "/k/pods/uid/volumes/kubernetes.io~csi/pv/mount"
+        );
+    }
+}
