@@ -34,11 +34,14 @@
 //! * Invariants are functions over a machine's state, written once and used
 //!   by unit tests, properties, the simulator and the fuzzers alike.
 
+pub mod binder;
+pub mod control;
 pub mod driver;
 pub mod model;
 pub mod mountinfo;
 pub mod path;
 pub mod status;
+pub mod store;
 
 pub use status::{Code, Status};
 

@@ -1,0 +1,668 @@
+//! The binder: Kubernetes' PersistentVolume controller as a sans-IO machine
+//! (SEMANTICS.md A). It binds claims to volumes, moves PV and PVC phases,
+//! hands claims to an external provisioner by annotation, and reclaims
+//! released volumes.
+//!
+//! Guarantees:
+//! * Binding is the four writes of A7.1, in order, one at a time; each is
+//!   skipped when already done, so a crash (or a lost write) between any two
+//!   is repaired by the next sync.
+//! * A PV is bound to at most one claim and a claim to at most one PV:
+//!   every write carries the cached resourceVersion, and a claim only takes
+//!   a volume whose claimRef is empty or already names it.
+//! * Events are emitted when their reason or message changes, not on every sync.
+
+mod index;
+mod reclaim;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+pub use index::MatchIndex;
+
+use crate::control::{ApiCall, ApiResult, Cache, Effect, Event, Input, Ops, Watch};
+use crate::model::names::{self, reason};
+use crate::model::*;
+use crate::{OpId, Tick};
+
+/// What the binder is waiting for from one write.
+#[derive(Debug, Clone)]
+struct Pending {
+    /// The object written.
+    key: ObjectKey,
+    /// Objects to sync again when the write completes.
+    requeue: Vec<ObjectKey>,
+    /// For a read of a volume's claim: the volume.
+    verifying: Option<String>,
+}
+
+/// The PV controller. See the module documentation.
+#[derive(Debug, Default)]
+pub struct Binder {
+    cache: Cache,
+    index: MatchIndex,
+    dirty: BTreeSet<ObjectKey>,
+    writing: BTreeMap<ObjectKey, OpId>,
+    pending: BTreeMap<OpId, Pending>,
+    /// PV name → claim UID that a direct read found missing (A6.2).
+    missing_claim: BTreeMap<String, String>,
+    last_event: BTreeMap<ObjectKey, (String, String)>,
+    /// Unbound claims that found no volume, to look again when one appears.
+    waiting: BTreeSet<ObjectKey>,
+    queue: VecDeque<Effect>,
+    ops: Ops,
+    now: Tick,
+}
+
+fn pv_key(name: &str) -> ObjectKey {
+    ObjectKey::new(Kind::PersistentVolume, "", name)
+}
+
+fn pvc_key(namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(Kind::PersistentVolumeClaim, namespace, name)
+}
+
+/// True when `pv`'s claimRef names `claim` with an empty or equal UID (A3.4).
+pub fn bound_to_claim(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
+    pv.spec.claim_ref.as_ref().is_some_and(|r| {
+        r.name == claim.metadata.name
+            && r.namespace == claim.metadata.namespace
+            && (r.uid.is_empty() || r.uid == claim.metadata.uid)
+    })
+}
+
+impl Binder {
+    pub fn new() -> Binder {
+        Binder::default()
+    }
+
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    pub fn index(&self) -> &MatchIndex {
+        &self.index
+    }
+
+    pub fn handle(&mut self, now: Tick, input: Input) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Watch(Watch::Applied(o)) => self.observe(o),
+            Input::Watch(Watch::Deleted(o)) => self.forget(&o),
+            Input::ApiDone { op, result } => self.completed(op, result),
+            Input::CsiDone { .. } => {}
+        }
+    }
+
+    /// The binder keeps no timers: Kubernetes' periodic resync is [`Binder::resync`].
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        None
+    }
+
+    pub fn handle_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
+    }
+
+    /// Marks every claim and volume for another sync (A10.3).
+    pub fn resync(&mut self) {
+        let keys: Vec<ObjectKey> = self
+            .cache
+            .values()
+            .filter(|o| matches!(o, Object::Pv(_) | Object::Pvc(_)))
+            .map(Object::key)
+            .collect();
+        self.dirty.extend(keys);
+    }
+
+    pub fn poll(&mut self) -> Option<Effect> {
+        while self.queue.is_empty() {
+            let key = self
+                .dirty
+                .iter()
+                .find(|k| !self.writing.contains_key(k))
+                .cloned()?;
+            self.dirty.remove(&key);
+            match key.kind {
+                Kind::PersistentVolumeClaim => self.sync_claim(&key),
+                Kind::PersistentVolume => self.sync_volume(&key),
+                _ => {}
+            }
+        }
+        self.queue.pop_front()
+    }
+
+    fn observe(&mut self, o: Object) {
+        let key = o.key();
+        match &o {
+            Object::Pv(pv) => {
+                if let Some(r) = &pv.spec.claim_ref {
+                    self.dirty.insert(pvc_key(&r.namespace, &r.name));
+                }
+                self.dirty.insert(key.clone());
+            }
+            Object::Pvc(pvc) => {
+                if let Some(v) = pvc.spec.volume_name.as_deref().filter(|v| !v.is_empty()) {
+                    self.dirty.insert(pv_key(v));
+                }
+                let claimed: Vec<ObjectKey> = self
+                    .index
+                    .claimed_by(&pvc.metadata.namespace, &pvc.metadata.name)
+                    .map(|v| pv_key(v))
+                    .collect();
+                self.dirty.extend(claimed);
+                self.dirty.insert(key.clone());
+            }
+            Object::Class(_) => self.dirty_pending_claims(),
+            Object::Pod(pod) => {
+                for c in pod.claims() {
+                    self.dirty.insert(pvc_key(&pod.metadata.namespace, c));
+                }
+            }
+            _ => return,
+        }
+        if self.cache.apply(o.clone())
+            && let Object::Pv(pv) = &o
+        {
+            self.update_index(pv);
+        }
+    }
+
+    fn update_index(&mut self, pv: &PersistentVolume) {
+        let was = self.index.candidates();
+        self.index.update(pv);
+        if self.index.candidates() > was {
+            // A new candidate volume: claims still waiting for one look again.
+            let waiting = std::mem::take(&mut self.waiting);
+            self.dirty.extend(waiting);
+        }
+    }
+
+    fn forget(&mut self, o: &Object) {
+        let key = o.key();
+        self.cache.remove(&key);
+        match o {
+            Object::Pv(pv) => {
+                self.index.remove(pv.name());
+                if let Some(r) = &pv.spec.claim_ref {
+                    self.dirty.insert(pvc_key(&r.namespace, &r.name));
+                }
+            }
+            Object::Pvc(pvc) => {
+                // A8.1: the volume learns at once that its claim is gone.
+                let volumes: Vec<String> = self
+                    .index
+                    .claimed_by(&pvc.metadata.namespace, &pvc.metadata.name)
+                    .cloned()
+                    .collect();
+                self.dirty.extend(volumes.iter().map(|v| pv_key(v)));
+            }
+            Object::Class(_) => self.dirty_pending_claims(),
+            _ => {}
+        }
+    }
+
+    fn dirty_pending_claims(&mut self) {
+        let keys: Vec<ObjectKey> = self
+            .cache
+            .of_kind(Kind::PersistentVolumeClaim)
+            .filter(|o| matches!(o, Object::Pvc(c) if c.phase() == PvcPhase::Pending))
+            .map(Object::key)
+            .collect();
+        self.dirty.extend(keys);
+    }
+
+    fn completed(&mut self, op: OpId, result: ApiResult) {
+        let Some(p) = self.pending.remove(&op) else {
+            return;
+        };
+        self.writing.remove(&p.key);
+        match result {
+            ApiResult::Ok(Some(o)) => {
+                if let Object::Pv(pv) = &o {
+                    self.update_index(pv);
+                }
+                self.cache.apply(o);
+            }
+            ApiResult::Ok(None) | ApiResult::NotFound => {
+                if let Some(Object::Pv(pv)) = self.cache.remove(&p.key) {
+                    self.index.remove(pv.name());
+                }
+            }
+            ApiResult::Conflict | ApiResult::AlreadyExists | ApiResult::Failed(_) => {}
+        }
+        // A direct read of a volume's claim (A6.2): remember when it is really gone.
+        if let Some(pv_name) = &p.verifying {
+            let found = match self.cache.get(&p.key) {
+                Some(Object::Pvc(c)) => Some(c.metadata.uid.clone()),
+                _ => None,
+            };
+            if let Some(pv) = self.volume(pv_name)
+                && let Some(r) = &pv.spec.claim_ref
+                && found.as_deref() != Some(r.uid.as_str())
+            {
+                self.missing_claim.insert(pv_name.clone(), r.uid.clone());
+            }
+        }
+        self.dirty.insert(p.key);
+        self.dirty.extend(p.requeue);
+    }
+
+    fn call(&mut self, call: ApiCall, requeue: Vec<ObjectKey>) {
+        let key = call.key();
+        let op = self.ops.next();
+        self.writing.insert(key.clone(), op);
+        let verifying = match (&call, requeue.first()) {
+            (ApiCall::Get(_), Some(pv)) => Some(pv.name.clone()),
+            _ => None,
+        };
+        self.pending.insert(
+            op,
+            Pending {
+                key,
+                requeue,
+                verifying,
+            },
+        );
+        self.queue.push_back(Effect::Api { op, call });
+    }
+
+    fn event(&mut self, e: Event) {
+        let last = (e.reason.clone(), e.message.clone());
+        if self.last_event.get(&e.object) == Some(&last) {
+            return;
+        }
+        self.last_event.insert(e.object.clone(), last);
+        self.queue.push_back(Effect::Event(e));
+    }
+
+    fn claim(&self, namespace: &str, name: &str) -> Option<PersistentVolumeClaim> {
+        match self.cache.get(&pvc_key(namespace, name)) {
+            Some(Object::Pvc(c)) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    fn volume(&self, name: &str) -> Option<PersistentVolume> {
+        match self.cache.get(&pv_key(name)) {
+            Some(Object::Pv(v)) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    fn class(&self, name: &str) -> Option<StorageClass> {
+        match self
+            .cache
+            .get(&ObjectKey::new(Kind::StorageClass, "", name))
+        {
+            Some(Object::Class(c)) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    /// A3.9: delayed binding when the claim's class exists and says WaitForFirstConsumer.
+    fn delay_binding(&self, claim: &PersistentVolumeClaim) -> bool {
+        let class = claim.class();
+        !class.is_empty()
+            && self
+                .class(class)
+                .is_some_and(|c| c.binding_mode() == BindingMode::WaitForFirstConsumer)
+    }
+
+    /// The default StorageClass: the newest one marked default (ties by name).
+    fn default_class(&self) -> Option<StorageClass> {
+        self.cache
+            .of_kind(Kind::StorageClass)
+            .filter_map(|o| match o {
+                Object::Class(c) if c.is_default() => Some(c.clone()),
+                _ => None,
+            })
+            .max_by(|a, b| {
+                a.metadata
+                    .creation_timestamp
+                    .cmp(&b.metadata.creation_timestamp)
+                    .then_with(|| b.metadata.name.cmp(&a.metadata.name))
+            })
+    }
+
+    /// The best volume for `claim`: a volume pre-bound to it wins at once
+    /// (A3.4); otherwise, unless binding is delayed, the index's best match.
+    pub fn find_match(&self, claim: &PersistentVolumeClaim, delay: bool) -> Option<String> {
+        let request = claim.request().map_or(0, |q| q.bytes());
+        for name in self
+            .index
+            .claimed_by(&claim.metadata.namespace, &claim.metadata.name)
+        {
+            let Some(pv) = self.volume(name) else {
+                continue;
+            };
+            if bound_to_claim(&pv, claim)
+                && pv.capacity().map_or(0, |q| q.bytes()) >= request
+                && pv.volume_mode() == claim.volume_mode()
+                && !pv.metadata.deleting()
+            {
+                return Some(name.clone());
+            }
+        }
+        if delay {
+            return None;
+        }
+        self.index.best_unclaimed(claim)
+    }
+
+    // ---- syncClaim (A4, A5) ----
+
+    fn sync_claim(&mut self, key: &ObjectKey) {
+        let Some(Object::Pvc(claim)) = self.cache.get(key).cloned() else {
+            return;
+        };
+        if claim.metadata.has_annotation(names::ANN_BIND_COMPLETED) {
+            self.sync_bound_claim(&claim);
+        } else {
+            self.sync_unbound_claim(&claim);
+        }
+    }
+
+    fn sync_unbound_claim(&mut self, claim: &PersistentVolumeClaim) {
+        let ckey = claim_key(claim);
+        let volume_name = claim.volume_name().to_string();
+        if volume_name.is_empty() {
+            let delay = self.delay_binding(claim);
+            if let Some(pv) = self.find_match(claim, delay) {
+                let pv = self.volume(&pv).expect("indexed volumes are cached");
+                self.bind(claim, &pv);
+                return;
+            }
+            self.waiting.insert(ckey.clone());
+            if claim.has_no_class()
+                && let Some(default) = self.default_class()
+            {
+                let mut c = claim.clone();
+                c.spec.storage_class_name = Some(default.metadata.name.clone());
+                self.call(ApiCall::Update(Object::Pvc(c)), vec![]);
+                return;
+            }
+            if delay && !claim.metadata.has_annotation(names::ANN_SELECTED_NODE) {
+                let waiting: Vec<String> = self
+                    .cache
+                    .of_kind(Kind::Pod)
+                    .filter_map(|o| match o {
+                        Object::Pod(p)
+                            if p.metadata.namespace == claim.metadata.namespace
+                                && p.node().is_none()
+                                && !p.terminated()
+                                && p.claims().any(|c| c == claim.metadata.name) =>
+                        {
+                            Some(p.metadata.name.clone())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let e = match waiting.len() {
+                    0 => Event::normal(
+                        ckey,
+                        reason::WAIT_FOR_FIRST_CONSUMER,
+                        "waiting for first consumer to be created before binding",
+                    ),
+                    1 => Event::normal(
+                        ckey,
+                        reason::WAIT_FOR_POD_SCHEDULED,
+                        format!("waiting for pod {} to be scheduled", waiting[0]),
+                    ),
+                    _ => Event::normal(
+                        ckey,
+                        reason::WAIT_FOR_POD_SCHEDULED,
+                        format!("waiting for pods {} to be scheduled", waiting.join(",")),
+                    ),
+                };
+                self.event(e);
+                return;
+            }
+            if !claim.class().is_empty() {
+                self.provision_claim(claim);
+                return;
+            }
+            self.event(Event::normal(
+                ckey,
+                reason::FAILED_BINDING,
+                "no persistent volumes available for this claim and no storage class is set",
+            ));
+            self.set_claim_phase(claim, PvcPhase::Pending, None);
+            return;
+        }
+        match self.volume(&volume_name) {
+            None => self.set_claim_phase(claim, PvcPhase::Pending, None),
+            Some(pv) if pv.spec.claim_ref.is_none() => match volume_mismatch(&pv, claim) {
+                Some(why) => {
+                    self.event(Event::warning(
+                        ckey,
+                        reason::VOLUME_MISMATCH,
+                        format!("Cannot bind to requested volume {volume_name:?}: {why}"),
+                    ));
+                    self.set_claim_phase(claim, PvcPhase::Pending, None);
+                }
+                None => self.bind(claim, &pv),
+            },
+            Some(pv) if bound_to_claim(&pv, claim) => self.bind(claim, &pv),
+            Some(_) => {
+                self.event(Event::warning(
+                    ckey,
+                    reason::FAILED_BINDING,
+                    format!("volume {volume_name:?} already bound to a different claim."),
+                ));
+                self.set_claim_phase(claim, PvcPhase::Pending, None);
+            }
+        }
+    }
+
+    fn sync_bound_claim(&mut self, claim: &PersistentVolumeClaim) {
+        let ckey = claim_key(claim);
+        let volume_name = claim.volume_name().to_string();
+        if volume_name.is_empty() {
+            self.set_claim_phase(claim, PvcPhase::Lost, None);
+            self.event(Event::warning(
+                ckey,
+                reason::CLAIM_LOST,
+                "Bound claim has lost reference to PersistentVolume. Data on the volume is lost!",
+            ));
+            return;
+        }
+        let Some(pv) = self.volume(&volume_name) else {
+            self.set_claim_phase(claim, PvcPhase::Lost, None);
+            self.event(Event::warning(
+                ckey,
+                reason::CLAIM_LOST,
+                "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
+            ));
+            return;
+        };
+        match &pv.spec.claim_ref {
+            None => self.bind(claim, &pv),
+            Some(r) if r.uid == claim.metadata.uid && r.name == claim.metadata.name => {
+                self.bind(claim, &pv)
+            }
+            Some(_) => {
+                self.set_claim_phase(claim, PvcPhase::Lost, None);
+                self.event(Event::warning(
+                    ckey,
+                    reason::CLAIM_MISBOUND,
+                    "Two claims are bound to the same volume, this one is bound incorrectly",
+                ));
+            }
+        }
+    }
+
+    /// A9.3: hand the claim to its class's provisioner by annotation.
+    fn provision_claim(&mut self, claim: &PersistentVolumeClaim) {
+        let ckey = claim_key(claim);
+        let Some(class) = self.class(claim.class()) else {
+            self.event(Event::warning(
+                ckey,
+                reason::PROVISIONING_FAILED,
+                format!("storageclass.storage.k8s.io {:?} not found", claim.class()),
+            ));
+            return;
+        };
+        let provisioner = class.provisioner.clone();
+        if provisioner == names::NO_PROVISIONER || provisioner.starts_with("kubernetes.io/") {
+            self.event(Event::warning(
+                ckey,
+                reason::PROVISIONING_FAILED,
+                format!("no volume plugin matched name: {provisioner}"),
+            ));
+            return;
+        }
+        let annotated = claim.metadata.annotation(names::ANN_STORAGE_PROVISIONER)
+            == Some(&provisioner)
+            && claim
+                .metadata
+                .annotation(names::ANN_BETA_STORAGE_PROVISIONER)
+                == Some(&provisioner);
+        if !annotated {
+            let mut c = claim.clone();
+            c.metadata
+                .annotations
+                .insert(names::ANN_STORAGE_PROVISIONER.into(), provisioner.clone());
+            c.metadata.annotations.insert(
+                names::ANN_BETA_STORAGE_PROVISIONER.into(),
+                provisioner.clone(),
+            );
+            self.call(ApiCall::Update(Object::Pvc(c)), vec![]);
+        }
+        self.event(Event::normal(
+            ckey,
+            reason::EXTERNAL_PROVISIONING,
+            format!(
+                "Waiting for a volume to be created either by the external provisioner '{provisioner}' or manually by the system administrator. If volume creation is delayed, please verify that the provisioner is running and correctly registered."
+            ),
+        ));
+    }
+
+    /// The next of the four bind writes (A7.1) that is not done yet.
+    fn bind(&mut self, claim: &PersistentVolumeClaim, pv: &PersistentVolume) {
+        let requeue = vec![claim_key(claim), pv_key(pv.name())];
+        let full = pv.spec.claim_ref.as_ref().is_some_and(|r| {
+            r.name == claim.metadata.name
+                && r.namespace == claim.metadata.namespace
+                && r.uid == claim.metadata.uid
+        });
+        if !full {
+            let mut v = pv.clone();
+            if v.spec.claim_ref.is_none() {
+                v.metadata
+                    .annotations
+                    .insert(names::ANN_BOUND_BY_CONTROLLER.into(), "yes".into());
+            }
+            v.spec.claim_ref = Some(ObjectReference {
+                kind: "PersistentVolumeClaim".into(),
+                api_version: "v1".into(),
+                namespace: claim.metadata.namespace.clone(),
+                name: claim.metadata.name.clone(),
+                uid: claim.metadata.uid.clone(),
+                resource_version: claim.metadata.resource_version.clone(),
+            });
+            self.call(ApiCall::Update(Object::Pv(v)), requeue);
+            return;
+        }
+        if pv.phase() != PvPhase::Bound {
+            let mut v = pv.clone();
+            v.status.phase = Some(PvPhase::Bound);
+            v.status.message.clear();
+            v.status.reason.clear();
+            self.call(ApiCall::UpdateStatus(Object::Pv(v)), requeue);
+            return;
+        }
+        if claim.volume_name() != pv.name()
+            || !claim.metadata.has_annotation(names::ANN_BIND_COMPLETED)
+        {
+            let mut c = claim.clone();
+            if c.volume_name() != pv.name() {
+                c.spec.volume_name = Some(pv.name().to_string());
+                c.metadata
+                    .annotations
+                    .insert(names::ANN_BOUND_BY_CONTROLLER.into(), "yes".into());
+            }
+            c.metadata
+                .annotations
+                .insert(names::ANN_BIND_COMPLETED.into(), "yes".into());
+            self.call(ApiCall::Update(Object::Pvc(c)), requeue);
+            return;
+        }
+        self.set_claim_phase(claim, PvcPhase::Bound, Some(pv));
+    }
+
+    /// Sets a claim's phase (A7.2): into Bound it takes the volume's modes and
+    /// capacity (or the pre-resize capacity); Pending and Lost clear them.
+    fn set_claim_phase(
+        &mut self,
+        claim: &PersistentVolumeClaim,
+        phase: PvcPhase,
+        pv: Option<&PersistentVolume>,
+    ) {
+        let mut c = claim.clone();
+        c.status.phase = Some(phase.clone());
+        match (phase, pv) {
+            (PvcPhase::Bound, Some(pv)) => {
+                c.status.access_modes = pv.spec.access_modes.clone();
+                if claim.phase() != PvcPhase::Bound || c.status.capacity.is_empty() {
+                    let capacity = pv
+                        .metadata
+                        .annotation(names::ANN_PRE_RESIZE_CAPACITY)
+                        .and_then(|q| Quantity::parse(q).ok())
+                        .or_else(|| pv.capacity());
+                    if let Some(q) = capacity {
+                        c.status.capacity.insert("storage".into(), q);
+                    }
+                }
+            }
+            _ => {
+                c.status.access_modes.clear();
+                c.status.capacity.clear();
+            }
+        }
+        if c.status != claim.status {
+            self.call(ApiCall::UpdateStatus(Object::Pvc(c)), vec![]);
+        }
+    }
+
+    fn set_volume_phase(&mut self, pv: &PersistentVolume, phase: PvPhase, message: &str) {
+        if pv.phase() == phase && pv.status.message == message {
+            return;
+        }
+        let mut v = pv.clone();
+        v.status.phase = Some(phase);
+        v.status.message = message.to_string();
+        self.call(ApiCall::UpdateStatus(Object::Pv(v)), vec![]);
+    }
+}
+
+fn claim_key(c: &PersistentVolumeClaim) -> ObjectKey {
+    pvc_key(&c.metadata.namespace, &c.metadata.name)
+}
+
+/// Why a volume named by a claim does not satisfy it (A3.10), if it does not.
+pub fn volume_mismatch(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Option<String> {
+    if pv.metadata.deleting() {
+        return Some("volume is being deleted".into());
+    }
+    let request = claim.request().map_or(0, |q| q.bytes());
+    if pv.capacity().map_or(0, |q| q.bytes()) < request {
+        return Some("requested PV is too small".into());
+    }
+    if pv.class() != claim.class() {
+        return Some("storageClassName does not match".into());
+    }
+    if pv.volume_mode() != claim.volume_mode() {
+        return Some("incompatible volumeMode".into());
+    }
+    if !claim
+        .spec
+        .access_modes
+        .iter()
+        .all(|m| pv.spec.access_modes.contains(m))
+    {
+        return Some("incompatible accessMode".into());
+    }
+    None
+}
+crate::impl_machine!(Binder);

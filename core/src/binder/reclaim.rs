@@ -1,0 +1,147 @@
+//! syncVolume (A6) and reclaim (A8): what happens to a volume as its claim
+//! comes and goes.
+
+use super::*;
+
+impl Binder {
+    pub(super) fn sync_volume(&mut self, key: &ObjectKey) {
+        let Some(Object::Pv(pv)) = self.cache.get(key).cloned() else {
+            return;
+        };
+        let Some(r) = pv.spec.claim_ref.clone() else {
+            self.missing_claim.remove(pv.name());
+            self.set_volume_phase(&pv, PvPhase::Available, "");
+            return;
+        };
+        if r.uid.is_empty() {
+            // Pre-bound by the user, not completed yet (A6.1).
+            self.set_volume_phase(&pv, PvPhase::Available, "");
+            return;
+        }
+        let claim = self
+            .claim(&r.namespace, &r.name)
+            .filter(|c| c.metadata.uid == r.uid);
+        let Some(claim) = claim else {
+            let phase = pv.phase();
+            if phase != PvPhase::Released && phase != PvPhase::Failed {
+                if self.missing_claim.get(pv.name()) != Some(&r.uid) {
+                    // A6.2: the watch may be late; read the claim before releasing.
+                    self.call(
+                        ApiCall::Get(pvc_key(&r.namespace, &r.name)),
+                        vec![pv_key(pv.name())],
+                    );
+                    return;
+                }
+                self.set_volume_phase(&pv, PvPhase::Released, "");
+                return;
+            }
+            self.reclaim(&pv);
+            return;
+        };
+        self.missing_claim.remove(pv.name());
+        let volume_name = claim.volume_name();
+        if volume_name.is_empty() {
+            if pv.volume_mode() != claim.volume_mode() {
+                let msg = format!(
+                    "Cannot bind PersistentVolume to requested PersistentVolumeClaim {:?} due to incompatible volumeMode.",
+                    claim.metadata.name
+                );
+                self.event(Event::warning(
+                    pv_key(pv.name()),
+                    reason::VOLUME_MISMATCH,
+                    msg.clone(),
+                ));
+                self.event(Event::warning(
+                    claim_key(&claim),
+                    reason::VOLUME_MISMATCH,
+                    msg,
+                ));
+                return;
+            }
+            self.dirty.insert(claim_key(&claim));
+            return;
+        }
+        if volume_name == pv.name() {
+            self.set_volume_phase(&pv, PvPhase::Bound, "");
+            return;
+        }
+        // The claim is bound to another volume (A6.7).
+        if pv.metadata.has_annotation(names::ANN_PROVISIONED_BY)
+            && pv.reclaim_policy() == ReclaimPolicy::Delete
+        {
+            if pv.phase() != PvPhase::Released && pv.phase() != PvPhase::Failed {
+                self.set_volume_phase(&pv, PvPhase::Released, "");
+            } else {
+                self.reclaim(&pv);
+            }
+            return;
+        }
+        self.unbind(&pv);
+    }
+
+    /// A7.4: a controller-bound volume loses claimRef and annotation; a
+    /// user-pre-bound one keeps claimRef and loses only the UID. Then Available.
+    fn unbind(&mut self, pv: &PersistentVolume) {
+        let mut v = pv.clone();
+        if v.metadata
+            .annotations
+            .remove(names::ANN_BOUND_BY_CONTROLLER)
+            .is_some()
+        {
+            v.spec.claim_ref = None;
+        } else if let Some(r) = v.spec.claim_ref.as_mut() {
+            r.uid.clear();
+        }
+        if v != *pv {
+            self.call(ApiCall::Update(Object::Pv(v)), vec![pv_key(pv.name())]);
+        } else {
+            self.set_volume_phase(pv, PvPhase::Available, "");
+        }
+    }
+
+    /// A8: what a Released (or Failed) volume's reclaim policy asks for.
+    fn reclaim(&mut self, pv: &PersistentVolume) {
+        let key = pv_key(pv.name());
+        if pv.metadata.has_annotation(names::ANN_MIGRATED_TO) {
+            return;
+        }
+        match pv.reclaim_policy() {
+            ReclaimPolicy::Retain => {}
+            ReclaimPolicy::Delete => {
+                let external = pv
+                    .metadata
+                    .annotation(names::ANN_PROVISIONED_BY)
+                    .is_some_and(|p| !p.starts_with("kubernetes.io/"))
+                    || pv.spec.csi.is_some();
+                if external {
+                    // The external provisioner deletes it (A8.4).
+                    return;
+                }
+                let msg = format!(
+                    "error getting deleter volume plugin for volume {:?}: no volume plugin matched",
+                    pv.name()
+                );
+                self.event(Event::warning(
+                    key,
+                    reason::VOLUME_FAILED_DELETE,
+                    msg.clone(),
+                ));
+                self.set_volume_phase(pv, PvPhase::Failed, &msg);
+            }
+            ReclaimPolicy::Recycle => {
+                let msg = "No recycler plugin found for the volume!";
+                self.event(Event::warning(key, reason::VOLUME_FAILED_RECYCLE, msg));
+                self.set_volume_phase(pv, PvPhase::Failed, msg);
+            }
+            ReclaimPolicy::Other(_) => {
+                let msg = "Volume has unrecognized PersistentVolumeReclaimPolicy";
+                self.event(Event::warning(
+                    key,
+                    reason::VOLUME_UNKNOWN_RECLAIM_POLICY,
+                    msg,
+                ));
+                self.set_volume_phase(pv, PvPhase::Failed, msg);
+            }
+        }
+    }
+}

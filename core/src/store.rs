@@ -1,0 +1,219 @@
+//! An API server's object store, pure: resourceVersion on every write,
+//! optimistic-concurrency conflicts, status writes apart from spec writes,
+//! finalizer-aware deletion, and the watch events each write produces. Used
+//! by the tests, the simulator and the lab (a real cluster has the real API
+//! server).
+
+use std::collections::BTreeMap;
+
+use crate::Tick;
+use crate::control::{ApiCall, ApiResult, Watch};
+use crate::model::{Object, ObjectKey};
+
+/// Objects by key, with a global resourceVersion counter.
+#[derive(Debug, Clone, Default)]
+pub struct Store {
+    objects: BTreeMap<ObjectKey, Object>,
+    version: u64,
+    uids: u64,
+}
+
+/// A tick as an RFC 3339 timestamp (ticks are milliseconds since 1970).
+pub fn timestamp(now: Tick) -> String {
+    let secs = now / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `into` with the status of `from` (for spec writes), or the reverse.
+fn merge(spec_from: &Object, status_from: &Object) -> Object {
+    let mut out = spec_from.clone();
+    match (&mut out, status_from) {
+        (Object::Pv(a), Object::Pv(b)) => a.status = b.status.clone(),
+        (Object::Pvc(a), Object::Pvc(b)) => a.status = b.status.clone(),
+        (Object::Va(a), Object::Va(b)) => a.status = b.status.clone(),
+        (Object::Node(a), Object::Node(b)) => a.status = b.status.clone(),
+        (Object::Pod(a), Object::Pod(b)) => a.status = b.status.clone(),
+        _ => {}
+    }
+    out
+}
+
+impl Store {
+    pub fn new() -> Store {
+        Store::default()
+    }
+
+    pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
+        self.objects.get(key)
+    }
+
+    pub fn objects(&self) -> impl Iterator<Item = &Object> {
+        self.objects.values()
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn stamp(&mut self, o: &mut Object) {
+        self.version += 1;
+        o.meta_mut().resource_version = self.version.to_string();
+    }
+
+    /// Carries out one API call at `now`; returns the answer and the watch
+    /// events it produced, in order.
+    pub fn apply(&mut self, now: Tick, call: &ApiCall) -> (ApiResult, Vec<Watch>) {
+        match call {
+            ApiCall::Get(key) => match self.objects.get(key) {
+                Some(o) => (ApiResult::Ok(Some(o.clone())), vec![]),
+                None => (ApiResult::NotFound, vec![]),
+            },
+            ApiCall::Create(o) => {
+                let key = o.key();
+                if self.objects.contains_key(&key) {
+                    return (ApiResult::AlreadyExists, vec![]);
+                }
+                let mut o = o.clone();
+                let meta = o.meta_mut();
+                if meta.uid.is_empty() {
+                    self.uids += 1;
+                    meta.uid = format!("uid-{}", self.uids);
+                }
+                meta.creation_timestamp
+                    .get_or_insert_with(|| timestamp(now));
+                meta.deletion_timestamp = None;
+                self.stamp(&mut o);
+                self.objects.insert(key, o.clone());
+                (ApiResult::Ok(Some(o.clone())), vec![Watch::Applied(o)])
+            }
+            ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
+                let key = o.key();
+                let Some(current) = self.objects.get(&key).cloned() else {
+                    return (ApiResult::NotFound, vec![]);
+                };
+                let rv = &o.meta().resource_version;
+                if !rv.is_empty() && *rv != current.meta().resource_version {
+                    return (ApiResult::Conflict, vec![]);
+                }
+                let mut next = if matches!(call, ApiCall::Update(_)) {
+                    let mut n = merge(o, &current);
+                    // Spec writes cannot clear what only the server sets.
+                    n.meta_mut().uid = current.meta().uid.clone();
+                    n.meta_mut().creation_timestamp = current.meta().creation_timestamp.clone();
+                    n.meta_mut().deletion_timestamp = current.meta().deletion_timestamp.clone();
+                    n
+                } else {
+                    merge(&current, o)
+                };
+                if next == current {
+                    return (ApiResult::Ok(Some(current)), vec![]);
+                }
+                if next.meta().deleting() && next.meta().finalizers.is_empty() {
+                    self.objects.remove(&key);
+                    self.stamp(&mut next);
+                    return (ApiResult::Ok(None), vec![Watch::Deleted(next)]);
+                }
+                self.stamp(&mut next);
+                self.objects.insert(key, next.clone());
+                (
+                    ApiResult::Ok(Some(next.clone())),
+                    vec![Watch::Applied(next)],
+                )
+            }
+            ApiCall::Delete(key) => {
+                let Some(mut o) = self.objects.get(key).cloned() else {
+                    return (ApiResult::NotFound, vec![]);
+                };
+                if o.meta().finalizers.is_empty() {
+                    self.objects.remove(key);
+                    self.stamp(&mut o);
+                    return (ApiResult::Ok(None), vec![Watch::Deleted(o)]);
+                }
+                if o.meta().deleting() {
+                    return (ApiResult::Ok(Some(o)), vec![]);
+                }
+                o.meta_mut().deletion_timestamp = Some(timestamp(now));
+                self.stamp(&mut o);
+                self.objects.insert(key.clone(), o.clone());
+                (ApiResult::Ok(Some(o.clone())), vec![Watch::Applied(o)])
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+
+    #[test]
+    fn writes_conflict_on_a_stale_version_and_status_is_separate() {
+        let mut s = Store::new();
+        let (r, w) = s.apply(0, &ApiCall::Create(Object::Pv(PersistentVolume::new("pv"))));
+        let ApiResult::Ok(Some(Object::Pv(created))) = r else {
+            panic!()
+        };
+        assert_eq!(w.len(), 1);
+        assert!(!created.metadata.uid.is_empty());
+        let mut a = created.clone();
+        a.status.phase = Some(PvPhase::Available);
+        a.spec.mount_options = vec!["ignored-by-status-write".into()];
+        let (r, _) = s.apply(1, &ApiCall::UpdateStatus(Object::Pv(a.clone())));
+        let ApiResult::Ok(Some(Object::Pv(after))) = r else {
+            panic!()
+        };
+        assert_eq!(after.phase(), PvPhase::Available);
+        assert!(
+            after.spec.mount_options.is_empty(),
+            "a status write leaves the spec alone"
+        );
+        let (r, w) = s.apply(2, &ApiCall::UpdateStatus(Object::Pv(a)));
+        assert_eq!(r, ApiResult::Conflict);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn delete_waits_for_finalizers() {
+        let mut s = Store::new();
+        let mut pv = PersistentVolume::new("pv");
+        pv.metadata.finalizers.push("f".into());
+        s.apply(0, &ApiCall::Create(Object::Pv(pv)));
+        let key = ObjectKey::new(Kind::PersistentVolume, "", "pv");
+        let (r, _) = s.apply(5000, &ApiCall::Delete(key.clone()));
+        let ApiResult::Ok(Some(Object::Pv(marked))) = r else {
+            panic!()
+        };
+        assert_eq!(
+            marked.metadata.deletion_timestamp.as_deref(),
+            Some("1970-01-01T00:00:05Z")
+        );
+        let mut cleared = marked.clone();
+        cleared.metadata.finalizers.clear();
+        let (r, w) = s.apply(6000, &ApiCall::Update(Object::Pv(cleared)));
+        assert_eq!(r, ApiResult::Ok(None));
+        assert!(matches!(&w[..], [Watch::Deleted(_)]));
+        assert!(s.get(&key).is_none());
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00Z");
+        assert_eq!(timestamp(1_763_683_200_000), "2025-11-21T00:00:00Z");
+    }
+}
