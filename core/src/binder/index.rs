@@ -70,17 +70,17 @@ impl MatchIndex {
 
     /// Forgets volume `name`.
     pub fn remove(&mut self, name: &str) {
-        if let Some(e) = self.entries.remove(name) {
-            if let Some(classes) = self.groups.get_mut(&e.modes) {
-                if let Some(set) = classes.get_mut(&e.class) {
-                    set.remove(&(e.capacity, name.to_string()));
-                    if set.is_empty() {
-                        classes.remove(&e.class);
-                    }
+        if let Some(e) = self.entries.remove(name)
+            && let Some(classes) = self.groups.get_mut(&e.modes)
+        {
+            if let Some(set) = classes.get_mut(&e.class) {
+                set.remove(&(e.capacity, name.to_string()));
+                if set.is_empty() {
+                    classes.remove(&e.class);
                 }
-                if classes.is_empty() {
-                    self.groups.remove(&e.modes);
-                }
+            }
+            if classes.is_empty() {
+                self.groups.remove(&e.modes);
             }
         }
         if let Some(k) = self.claim_of.remove(name)

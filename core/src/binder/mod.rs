@@ -250,7 +250,7 @@ impl Binder {
 
     fn call(&mut self, call: ApiCall, requeue: Vec<ObjectKey>) {
         let key = call.key();
-        let op = self.ops.next();
+        let op = self.ops.issue();
         self.writing.insert(key.clone(), op);
         let verifying = match (&call, requeue.first()) {
             (ApiCall::Get(_), Some(pv)) => Some(pv.name.clone()),

@@ -189,7 +189,7 @@ pub struct Ops {
 }
 
 impl Ops {
-    pub fn next(&mut self) -> OpId {
+    pub fn issue(&mut self) -> OpId {
         self.next += 1;
         OpId(self.next)
     }
