@@ -40,6 +40,7 @@ pub mod driver;
 pub mod model;
 pub mod mountinfo;
 pub mod path;
+pub mod provision;
 pub mod status;
 pub mod store;
 

@@ -11,6 +11,7 @@
 
 pub mod backoff;
 pub mod cache;
+pub mod csi_map;
 pub mod rig;
 
 use serde::{Deserialize, Serialize};

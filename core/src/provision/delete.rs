@@ -1,0 +1,139 @@
+//! B5: finalizers on owned volumes, and deletion of Released volumes whose
+//! policy is Delete.
+
+use super::*;
+
+impl Provisioner {
+    /// B5.1: volumes this provisioner owns.
+    fn owns(&self, pv: &PersistentVolume) -> bool {
+        match pv.metadata.annotation(names::ANN_PROVISIONED_BY) {
+            Some(p) => p == self.config.driver,
+            None => {
+                pv.metadata.annotation(names::ANN_MIGRATED_TO) == Some(self.config.driver.as_str())
+                    || pv
+                        .spec
+                        .csi
+                        .as_ref()
+                        .is_some_and(|c| c.driver == self.config.driver)
+            }
+        }
+    }
+
+    pub(super) fn sync_volume(&mut self, key: &ObjectKey) {
+        let Some(pv) = self.volume(&key.name) else {
+            return;
+        };
+        let name = pv.name().to_string();
+        if !self.owns(&pv) || self.busy.contains(&name) || self.backoff.waiting(&name, self.now) {
+            return;
+        }
+        let policy = pv.reclaim_policy();
+        let has = pv
+            .metadata
+            .has_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+        // B5.2: finalizer maintenance.
+        if !pv.metadata.deleting()
+            && pv.phase() == PvPhase::Bound
+            && policy == ReclaimPolicy::Delete
+            && !has
+        {
+            let mut v = pv.clone();
+            v.metadata
+                .add_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+            self.issue(Call::Finalizer { pv: name }, |op| Effect::Api {
+                op,
+                call: ApiCall::Update(Object::Pv(v)),
+            });
+            return;
+        }
+        if has && policy != ReclaimPolicy::Delete {
+            let mut v = pv.clone();
+            v.metadata
+                .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+            self.issue(Call::Finalizer { pv: name }, |op| Effect::Api {
+                op,
+                call: ApiCall::Update(Object::Pv(v)),
+            });
+            return;
+        }
+        // The PV object was deleted after DeleteVolume: drop our finalizer.
+        if pv.metadata.deleting()
+            && has
+            && pv.phase() == PvPhase::Released
+            && self.deleted.contains(&name)
+        {
+            let mut v = pv.clone();
+            v.metadata
+                .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+            self.issue(Call::Finalizer { pv: name }, |op| Effect::Api {
+                op,
+                call: ApiCall::Update(Object::Pv(v)),
+            });
+            return;
+        }
+        // B5.3
+        let should_delete = pv.phase() == PvPhase::Released
+            && policy == ReclaimPolicy::Delete
+            && !(pv.metadata.deleting() && !has)
+            && !self.deleted.contains(&name);
+        if !should_delete {
+            return;
+        }
+        // B5.4: never while attached.
+        let attached = self
+            .cache
+            .of_kind(Kind::VolumeAttachment)
+            .find_map(|o| match o {
+                Object::Va(va) if va.pv_name() == name => Some(va.spec.node_name.clone()),
+                _ => None,
+            });
+        if let Some(node) = attached {
+            self.queue.push_back(Effect::Event(Event::warning(
+                key.clone(),
+                reason::VOLUME_FAILED_DELETE,
+                format!("persistentvolume {name} is still attached to node {node}"),
+            )));
+            self.backoff.fail(name, self.now);
+            return;
+        }
+        let Some(handle) = pv.spec.csi.as_ref().map(|c| c.volume_handle.clone()) else {
+            return;
+        };
+        let call = Request::DeleteVolume(driver::DeleteVolume {
+            volume_id: handle,
+            secrets: driver::Secrets::default(),
+        });
+        self.issue(Call::Delete { pv: name }, |op| Effect::Csi {
+            op,
+            node: None,
+            call,
+        });
+    }
+
+    pub(super) fn deleted_volume(&mut self, name: &str, result: CsiResult) {
+        let key = ObjectKey::new(Kind::PersistentVolume, "", name);
+        match result {
+            Ok(_) => {
+                self.backoff.succeed(&name.to_string());
+                self.deleted.insert(name.to_string());
+                self.issue(
+                    Call::DeletePvObject {
+                        pv: name.to_string(),
+                    },
+                    |op| Effect::Api {
+                        op,
+                        call: ApiCall::Delete(key),
+                    },
+                );
+            }
+            Err(e) => {
+                self.queue.push_back(Effect::Event(Event::warning(
+                    key,
+                    reason::VOLUME_FAILED_DELETE,
+                    format!("rpc error: code = {} desc = {}", e.code, e.message),
+                )));
+                self.backoff.fail(name.to_string(), self.now);
+            }
+        }
+    }
+}

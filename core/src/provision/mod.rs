@@ -1,0 +1,512 @@
+//! The provisioner: kubernetes-csi's external-provisioner as a sans-IO
+//! machine (SEMANTICS.md B). It creates volumes for claims annotated for its
+//! driver and PV objects for them, and deletes Released volumes whose policy
+//! is Delete.
+//!
+//! Guarantees:
+//! * A claim is provisioned under the deterministic name `pvc-<uid>`, for
+//!   both CreateVolume and the PV, so a retry never makes a second volume.
+//! * A CreateVolume that may still be running (timeouts, UNAVAILABLE,
+//!   ABORTED, CANCELLED) is retried with the same request until it settles,
+//!   even if the claim is deleted meanwhile, so no volume leaks (B4.5).
+//! * A volume is never deleted while a VolumeAttachment references its PV.
+//! * Failures back off per claim or volume, 1 s doubling to 5 min.
+
+mod delete;
+mod request;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::control::csi_map::DriverModes;
+use crate::control::{
+    ApiCall, ApiResult, Backoff, Cache, CsiResult, Effect, Event, Input, Ops, Watch,
+};
+use crate::driver::{self, Request, Response};
+use crate::model::names::{self, reason};
+use crate::model::*;
+use crate::{Code, OpId, Status, Tick};
+
+/// How the provisioner runs.
+#[derive(Debug, Clone)]
+pub struct ProvisionerConfig {
+    /// The driver name (the provisioner name claims are annotated with).
+    pub driver: String,
+    pub modes: DriverModes,
+    /// The driver has VOLUME_ACCESSIBILITY_CONSTRAINTS.
+    pub topology: bool,
+    /// Filesystem when the class names none (`--default-fstype`).
+    pub default_fs_type: String,
+    pub retry_start: Tick,
+    pub retry_max: Tick,
+}
+
+impl ProvisionerConfig {
+    pub fn new(driver: &str) -> ProvisionerConfig {
+        ProvisionerConfig {
+            driver: driver.into(),
+            modes: DriverModes::default(),
+            topology: false,
+            default_fs_type: String::new(),
+            retry_start: 1_000,
+            retry_max: 300_000,
+        }
+    }
+}
+
+/// B4.1: what a failed CreateVolume means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// The call may still be running: retry the same request, even without the claim.
+    InBackground,
+    /// Give up on the selected node: drop the annotation so the scheduler picks again.
+    Reschedule,
+    /// The call failed for good this time; retry with backoff.
+    Finished,
+}
+
+/// B4.2: classify a CreateVolume failure.
+pub fn classify(code: Code, topology: bool, has_selected_node: bool) -> FailureClass {
+    match code {
+        Code::DeadlineExceeded | Code::Unavailable | Code::Cancelled | Code::Aborted => {
+            FailureClass::InBackground
+        }
+        Code::ResourceExhausted if topology && has_selected_node => FailureClass::Reschedule,
+        _ => FailureClass::Finished,
+    }
+}
+
+/// A claim being provisioned.
+#[derive(Debug, Clone)]
+struct Provisioning {
+    claim: ObjectKey,
+    uid: String,
+    request: driver::CreateVolume,
+    class: StorageClass,
+    /// Retry even if the claim is gone.
+    background: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Call {
+    Create { uid: String },
+    SavePv { uid: String },
+    DropSelectedNode { uid: String },
+    Delete { pv: String },
+    DeletePvObject { pv: String },
+    Finalizer { pv: String },
+}
+
+/// The external provisioner. See the module documentation.
+#[derive(Debug)]
+pub struct Provisioner {
+    config: ProvisionerConfig,
+    cache: Cache,
+    dirty: BTreeSet<ObjectKey>,
+    provisioning: BTreeMap<String, Provisioning>,
+    /// Claim UIDs and PV names with an operation in flight.
+    busy: BTreeSet<String>,
+    calls: BTreeMap<OpId, Call>,
+    backoff: Backoff<String>,
+    /// Volumes whose storage DeleteVolume removed; their PV objects go next.
+    deleted: BTreeSet<String>,
+    queue: VecDeque<Effect>,
+    ops: Ops,
+    now: Tick,
+}
+
+impl Provisioner {
+    pub fn new(config: ProvisionerConfig) -> Provisioner {
+        let backoff = Backoff::new(config.retry_start, config.retry_max);
+        Provisioner {
+            config,
+            cache: Cache::default(),
+            dirty: BTreeSet::new(),
+            provisioning: BTreeMap::new(),
+            busy: BTreeSet::new(),
+            calls: BTreeMap::new(),
+            backoff,
+            deleted: BTreeSet::new(),
+            queue: VecDeque::new(),
+            ops: Ops::default(),
+            now: 0,
+        }
+    }
+
+    pub fn handle(&mut self, now: Tick, input: Input) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Watch(Watch::Applied(o)) => {
+                self.dirty_for(&o);
+                self.cache.apply(o);
+            }
+            Input::Watch(Watch::Deleted(o)) => {
+                self.dirty_for(&o);
+                self.cache.remove(&o.key());
+            }
+            Input::ApiDone { op, result } => self.api_done(op, result),
+            Input::CsiDone { op, result } => self.csi_done(op, result),
+        }
+    }
+
+    pub fn poll(&mut self) -> Option<Effect> {
+        while self.queue.is_empty() {
+            let key = self.dirty.pop_first()?;
+            match key.kind {
+                Kind::PersistentVolumeClaim => self.sync_claim(&key),
+                Kind::PersistentVolume => self.sync_volume(&key),
+                _ => {}
+            }
+        }
+        self.queue.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        self.backoff.next_after(self.now)
+    }
+
+    pub fn handle_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
+        for key in self.backoff.due(self.now) {
+            if let Some(p) = self.provisioning.get(&key) {
+                self.dirty.insert(p.claim.clone());
+            } else {
+                self.dirty
+                    .insert(ObjectKey::new(Kind::PersistentVolume, "", &key));
+            }
+        }
+    }
+
+    fn dirty_for(&mut self, o: &Object) {
+        match o {
+            Object::Pvc(_) | Object::Pv(_) => {
+                self.dirty.insert(o.key());
+            }
+            Object::Va(va) => {
+                self.dirty
+                    .insert(ObjectKey::new(Kind::PersistentVolume, "", va.pv_name()));
+            }
+            Object::Class(_) => {
+                let claims: Vec<ObjectKey> = self
+                    .cache
+                    .of_kind(Kind::PersistentVolumeClaim)
+                    .map(Object::key)
+                    .collect();
+                self.dirty.extend(claims);
+            }
+            _ => {}
+        }
+    }
+
+    fn issue(&mut self, call: Call, effect: impl FnOnce(OpId) -> Effect) {
+        let op = self.ops.issue();
+        let key = match &call {
+            Call::Create { uid } | Call::SavePv { uid } | Call::DropSelectedNode { uid } => {
+                uid.clone()
+            }
+            Call::Delete { pv } | Call::DeletePvObject { pv } | Call::Finalizer { pv } => {
+                pv.clone()
+            }
+        };
+        self.busy.insert(key);
+        self.calls.insert(op, call);
+        self.queue.push_back(effect(op));
+    }
+
+    fn event(&mut self, e: Event) {
+        self.queue.push_back(Effect::Event(e));
+    }
+
+    fn claim(&self, key: &ObjectKey) -> Option<PersistentVolumeClaim> {
+        match self.cache.get(key) {
+            Some(Object::Pvc(c)) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    fn volume(&self, name: &str) -> Option<PersistentVolume> {
+        match self
+            .cache
+            .get(&ObjectKey::new(Kind::PersistentVolume, "", name))
+        {
+            Some(Object::Pv(v)) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    fn class(&self, name: &str) -> Option<StorageClass> {
+        match self
+            .cache
+            .get(&ObjectKey::new(Kind::StorageClass, "", name))
+        {
+            Some(Object::Class(c)) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    /// B1.2: the claim's storage-provisioner annotation, GA key first.
+    fn annotated_for_us(&self, c: &PersistentVolumeClaim) -> bool {
+        let ann = c
+            .metadata
+            .annotation(names::ANN_STORAGE_PROVISIONER)
+            .or_else(|| c.metadata.annotation(names::ANN_BETA_STORAGE_PROVISIONER));
+        ann == Some(self.config.driver.as_str())
+            || c.metadata.annotation(names::ANN_MIGRATED_TO) == Some(self.config.driver.as_str())
+    }
+
+    fn sync_claim(&mut self, key: &ObjectKey) {
+        let claim = self.claim(key);
+        let uid = match &claim {
+            Some(c) => c.metadata.uid.clone(),
+            None => match self.provisioning.values().find(|p| &p.claim == key) {
+                Some(p) => p.uid.clone(),
+                None => return,
+            },
+        };
+        if self.busy.contains(&uid) || self.backoff.waiting(&uid, self.now) {
+            return;
+        }
+        if let Some(p) = self.provisioning.get(&uid).cloned() {
+            // Already asked the driver: carry on with the same request (B4.5).
+            if claim.is_some() || p.background {
+                self.call_create(p);
+            } else {
+                self.provisioning.remove(&uid);
+            }
+            return;
+        }
+        let Some(claim) = claim else { return };
+        if !claim.volume_name().is_empty()
+            || claim.metadata.deleting()
+            || !self.annotated_for_us(&claim)
+        {
+            return;
+        }
+        let pv_name = format!("pvc-{uid}");
+        if self.volume(&pv_name).is_some() {
+            return;
+        }
+        let Some(class) = self.class(claim.class()) else {
+            self.event(Event::warning(
+                key.clone(),
+                reason::PROVISIONING_FAILED,
+                format!("storageclass.storage.k8s.io {:?} not found", claim.class()),
+            ));
+            self.backoff.fail(uid, self.now);
+            return;
+        };
+        if class.provisioner != self.config.driver {
+            return;
+        }
+        let selected = claim
+            .metadata
+            .annotation(names::ANN_SELECTED_NODE)
+            .unwrap_or("");
+        if class.binding_mode() == BindingMode::WaitForFirstConsumer && selected.is_empty() {
+            return;
+        }
+        let request = match self.build_request(&claim, &class) {
+            Ok(r) => r,
+            Err(msg) => {
+                self.event(Event::warning(
+                    key.clone(),
+                    reason::PROVISIONING_FAILED,
+                    msg,
+                ));
+                self.backoff.fail(uid, self.now);
+                return;
+            }
+        };
+        self.event(Event::normal(
+            key.clone(),
+            reason::PROVISIONING,
+            format!(
+                "External provisioner is provisioning volume for claim \"{}\"",
+                claim.metadata.key()
+            ),
+        ));
+        let p = Provisioning {
+            claim: key.clone(),
+            uid: uid.clone(),
+            request,
+            class,
+            background: false,
+        };
+        self.provisioning.insert(uid, p.clone());
+        self.call_create(p);
+    }
+
+    fn call_create(&mut self, p: Provisioning) {
+        let call = Request::CreateVolume(p.request.clone());
+        self.issue(Call::Create { uid: p.uid }, |op| Effect::Csi {
+            op,
+            node: None,
+            call,
+        });
+    }
+
+    fn csi_done(&mut self, op: OpId, result: CsiResult) {
+        let Some(call) = self.calls.remove(&op) else {
+            return;
+        };
+        match call {
+            Call::Create { uid } => {
+                self.busy.remove(&uid);
+                self.created(&uid, result);
+            }
+            Call::Delete { pv } => {
+                self.busy.remove(&pv);
+                self.deleted_volume(&pv, result);
+            }
+            other => debug_assert!(false, "{other:?} is not a CSI call"),
+        }
+    }
+
+    fn created(&mut self, uid: &str, result: CsiResult) {
+        let Some(p) = self.provisioning.get(uid).cloned() else {
+            return;
+        };
+        let claim = self.claim(&p.claim);
+        match result {
+            Ok(Response::Volume(v)) => {
+                let requested = p.request.capacity.required_bytes;
+                if v.capacity_bytes != 0 && v.capacity_bytes < requested {
+                    // B3.2: too small; the volume is deleted and provisioning retried.
+                    self.event(Event::warning(
+                        p.claim.clone(),
+                        reason::PROVISIONING_FAILED,
+                        format!(
+                            "created volume {} is {} bytes, smaller than the {requested} requested; deleting it",
+                            v.volume_id, v.capacity_bytes
+                        ),
+                    ));
+                    self.backoff.fail(uid.to_string(), self.now);
+                    return;
+                }
+                let pv = self.build_pv(&p, claim.as_ref(), &v);
+                self.issue(
+                    Call::SavePv {
+                        uid: uid.to_string(),
+                    },
+                    |op| Effect::Api {
+                        op,
+                        call: ApiCall::Create(Object::Pv(pv)),
+                    },
+                );
+            }
+            Ok(other) => {
+                self.event(Event::warning(
+                    p.claim.clone(),
+                    reason::PROVISIONING_FAILED,
+                    format!("unexpected answer {other:?}"),
+                ));
+                self.backoff.fail(uid.to_string(), self.now);
+            }
+            Err(e) => self.create_failed(&p, claim.as_ref(), e),
+        }
+    }
+
+    fn create_failed(
+        &mut self,
+        p: &Provisioning,
+        claim: Option<&PersistentVolumeClaim>,
+        e: Status,
+    ) {
+        let selected = claim.is_some_and(|c| c.metadata.has_annotation(names::ANN_SELECTED_NODE));
+        let class = classify(e.code, self.config.topology, selected);
+        let msg = if e.code == Code::InvalidArgument {
+            "Volume provisioning failed with infeasible error. Retries will be delayed.".to_string()
+        } else {
+            format!(
+                "failed to provision volume with StorageClass {:?}: rpc error: code = {} desc = {}",
+                p.class.metadata.name, e.code, e.message
+            )
+        };
+        self.event(Event::warning(
+            p.claim.clone(),
+            reason::PROVISIONING_FAILED,
+            msg,
+        ));
+        match class {
+            FailureClass::InBackground => {
+                if let Some(q) = self.provisioning.get_mut(&p.uid) {
+                    q.background = true;
+                }
+            }
+            FailureClass::Reschedule => {
+                self.provisioning.remove(&p.uid);
+                if let Some(c) = claim {
+                    let mut c = c.clone();
+                    c.metadata.annotations.remove(names::ANN_SELECTED_NODE);
+                    self.issue(Call::DropSelectedNode { uid: p.uid.clone() }, |op| {
+                        Effect::Api {
+                            op,
+                            call: ApiCall::Update(Object::Pvc(c)),
+                        }
+                    });
+                }
+                return;
+            }
+            FailureClass::Finished => {
+                // Next attempt starts from the claim again (its class may have changed).
+                self.provisioning.remove(&p.uid);
+            }
+        }
+        self.backoff.fail(p.uid.clone(), self.now);
+    }
+
+    fn api_done(&mut self, op: OpId, result: ApiResult) {
+        let Some(call) = self.calls.remove(&op) else {
+            return;
+        };
+        if let ApiResult::Ok(Some(o)) = &result {
+            self.cache.apply(o.clone());
+        }
+        match call {
+            Call::SavePv { uid } => {
+                self.busy.remove(&uid);
+                let Some(p) = self.provisioning.get(&uid).cloned() else {
+                    return;
+                };
+                match result {
+                    ApiResult::Ok(_) | ApiResult::AlreadyExists => {
+                        self.provisioning.remove(&uid);
+                        self.backoff.succeed(&uid);
+                        self.event(Event::normal(
+                            p.claim.clone(),
+                            reason::PROVISIONING_SUCCEEDED,
+                            format!("Successfully provisioned volume pvc-{uid}"),
+                        ));
+                    }
+                    _ => {
+                        // B3.4: keep saving the PV until it is stored.
+                        if let Some(q) = self.provisioning.get_mut(&uid) {
+                            q.background = true;
+                        }
+                        self.backoff.fail(uid, self.now);
+                    }
+                }
+            }
+            Call::DropSelectedNode { uid } => {
+                self.busy.remove(&uid);
+                if !matches!(result, ApiResult::Ok(_)) {
+                    self.backoff.fail(uid, self.now);
+                }
+            }
+            Call::DeletePvObject { pv } | Call::Finalizer { pv } => {
+                self.busy.remove(&pv);
+                if matches!(result, ApiResult::Ok(None) | ApiResult::NotFound) {
+                    self.cache
+                        .remove(&ObjectKey::new(Kind::PersistentVolume, "", &pv));
+                    self.deleted.remove(&pv);
+                }
+                self.dirty
+                    .insert(ObjectKey::new(Kind::PersistentVolume, "", &pv));
+            }
+            other => debug_assert!(false, "{other:?} is not an API call"),
+        }
+    }
+}
+
+crate::impl_machine!(Provisioner);

@@ -1,0 +1,256 @@
+//! B2 and B3: the CreateVolume request for a claim, and the PV for a volume.
+
+use super::*;
+use crate::control::csi_map;
+use crate::driver::{Capability, CapacityRange, Secrets, Topology, TopologyRequirement};
+
+/// The `csi.storage.k8s.io/` parameters external-provisioner knows (B2.6).
+const KNOWN_PREFIXED: [&str; 17] = [
+    "fstype",
+    "secret-name",
+    "secret-namespace",
+    "provisioner-secret-name",
+    "provisioner-secret-namespace",
+    "controller-publish-secret-name",
+    "controller-publish-secret-namespace",
+    "node-stage-secret-name",
+    "node-stage-secret-namespace",
+    "node-publish-secret-name",
+    "node-publish-secret-namespace",
+    "controller-expand-secret-name",
+    "controller-expand-secret-namespace",
+    "node-expand-secret-name",
+    "node-expand-secret-namespace",
+    "controller-modify-secret-name",
+    "controller-modify-secret-namespace",
+];
+const PREFIX: &str = "csi.storage.k8s.io/";
+
+impl Provisioner {
+    pub(super) fn build_request(
+        &self,
+        claim: &PersistentVolumeClaim,
+        class: &StorageClass,
+    ) -> Result<driver::CreateVolume, String> {
+        if claim.spec.selector.is_some() {
+            return Err("claim Selector is not supported".into());
+        }
+        let mut parameters = BTreeMap::new();
+        let mut fs_type = String::new();
+        for (k, v) in &class.parameters {
+            if let Some(short) = k.strip_prefix(PREFIX) {
+                if !KNOWN_PREFIXED.contains(&short) {
+                    return Err(format!(
+                        "invalid parameter: {k:?} is not a known {PREFIX} parameter"
+                    ));
+                }
+                if short == "fstype" {
+                    fs_type = v.clone();
+                }
+            } else {
+                parameters.insert(k.clone(), v.clone());
+            }
+        }
+        if let Some(legacy) = class.parameters.get("fstype") {
+            if !fs_type.is_empty() {
+                return Err(format!("fstype and {PREFIX}fstype cannot both be set"));
+            }
+            fs_type = legacy.clone();
+        }
+        if fs_type.is_empty() {
+            fs_type = self.config.default_fs_type.clone();
+        }
+        let modes = csi_map::access_modes(&claim.spec.access_modes, self.config.modes)?;
+        if modes.is_empty() {
+            return Err("the claim has no access modes".into());
+        }
+        let access_type =
+            csi_map::access_type(&claim.volume_mode(), &fs_type, &class.mount_options);
+        let capabilities = modes
+            .into_iter()
+            .map(|m| Capability {
+                access_type: access_type.clone(),
+                access_mode: m,
+            })
+            .collect();
+        let content_source = match &claim.spec.data_source {
+            None => None,
+            Some(ds) if ds.kind == "PersistentVolumeClaim" => {
+                let src = self.claim(&ObjectKey::new(
+                    Kind::PersistentVolumeClaim,
+                    &claim.metadata.namespace,
+                    &ds.name,
+                ));
+                let handle = src
+                    .and_then(|c| self.volume(c.volume_name()))
+                    .and_then(|v| v.spec.csi.map(|c| c.volume_handle))
+                    .ok_or_else(|| {
+                        format!(
+                            "data source claim {:?} is not bound to a CSI volume",
+                            ds.name
+                        )
+                    })?;
+                Some(driver::ContentSource::Volume(handle))
+            }
+            Some(ds) => {
+                return Err(format!(
+                    "data source {} {:?} is not supported",
+                    ds.kind, ds.name
+                ));
+            }
+        };
+        let accessibility = self.accessibility(claim)?;
+        Ok(driver::CreateVolume {
+            name: format!("pvc-{}", claim.metadata.uid),
+            capacity: CapacityRange {
+                required_bytes: claim.request().map_or(0, |q| q.bytes()),
+                limit_bytes: 0,
+            },
+            capabilities,
+            parameters,
+            mutable_parameters: BTreeMap::new(),
+            secrets: Secrets::default(),
+            content_source,
+            accessibility,
+        })
+    }
+
+    /// With topology and a selected node: that node's segment, from the node's
+    /// labels for the topology keys its CSINode entry lists.
+    fn accessibility(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<Option<TopologyRequirement>, String> {
+        if !self.config.topology {
+            return Ok(None);
+        }
+        let Some(node) = claim.metadata.annotation(names::ANN_SELECTED_NODE) else {
+            return Ok(None);
+        };
+        let keys = match self.cache.get(&ObjectKey::new(Kind::CsiNode, "", node)) {
+            Some(Object::CsiNode(n)) => n
+                .driver(&self.config.driver)
+                .map(|d| d.topology_keys.clone()),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            format!(
+                "node {node:?} has no CSINode entry for driver {}",
+                self.config.driver
+            )
+        })?;
+        let labels = match self.cache.get(&ObjectKey::new(Kind::Node, "", node)) {
+            Some(Object::Node(n)) => n.metadata.labels.clone(),
+            _ => return Err(format!("selected node {node:?} not found")),
+        };
+        let segment: Topology = keys
+            .iter()
+            .filter_map(|k| labels.get(k).map(|v| (k.clone(), v.clone())))
+            .collect();
+        if segment.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(TopologyRequirement {
+            requisite: vec![segment.clone()],
+            preferred: vec![segment],
+        }))
+    }
+
+    /// B3.1 and B3.3: the PV for a created volume.
+    pub(super) fn build_pv(
+        &self,
+        p: &Provisioning,
+        claim: Option<&PersistentVolumeClaim>,
+        v: &driver::Volume,
+    ) -> PersistentVolume {
+        let requested = p.request.capacity.required_bytes;
+        let mut pv = PersistentVolume::new(&p.request.name);
+        let capacity = if v.capacity_bytes == 0 {
+            requested
+        } else {
+            v.capacity_bytes
+        };
+        pv.spec
+            .capacity
+            .insert("storage".into(), Quantity::from_bytes(capacity));
+        let (modes, mode, namespace, name, class) = match claim {
+            Some(c) => (
+                c.spec.access_modes.clone(),
+                c.spec.volume_mode.clone(),
+                c.metadata.namespace.clone(),
+                c.metadata.name.clone(),
+                c.class().to_string(),
+            ),
+            None => {
+                let (ns, n) = (p.claim.namespace.clone(), p.claim.name.clone());
+                (
+                    vec![AccessMode::ReadWriteOnce],
+                    None,
+                    ns,
+                    n,
+                    p.class.metadata.name.clone(),
+                )
+            }
+        };
+        pv.spec.access_modes = modes;
+        pv.spec.volume_mode = mode;
+        pv.spec.mount_options = p.class.mount_options.clone();
+        pv.spec.persistent_volume_reclaim_policy = Some(p.class.reclaim_policy());
+        pv.spec.storage_class_name = Some(class);
+        let fs_type = match p.request.capabilities.first().map(|c| &c.access_type) {
+            Some(driver::AccessType::Mount { fs_type, .. }) => fs_type.clone(),
+            _ => String::new(),
+        };
+        let mut attributes = v.volume_context.clone();
+        attributes.insert(
+            names::ATTR_PROVISIONER_IDENTITY.into(),
+            format!("volplane-{}", self.config.driver),
+        );
+        pv.spec.csi = Some(CsiSource {
+            driver: self.config.driver.clone(),
+            volume_handle: v.volume_id.clone(),
+            fs_type,
+            volume_attributes: attributes,
+            ..Default::default()
+        });
+        if !v.accessible_topology.is_empty() && self.config.topology {
+            pv.spec.node_affinity = Some(VolumeNodeAffinity {
+                required: Some(NodeSelector {
+                    node_selector_terms: v
+                        .accessible_topology
+                        .iter()
+                        .map(|t| NodeSelectorTerm {
+                            match_expressions: t
+                                .iter()
+                                .map(|(k, v)| NodeSelectorRequirement {
+                                    key: k.clone(),
+                                    operator: "In".into(),
+                                    values: vec![v.clone()],
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                }),
+            });
+        }
+        pv.spec.claim_ref = Some(ObjectReference {
+            kind: "PersistentVolumeClaim".into(),
+            api_version: "v1".into(),
+            namespace,
+            name,
+            uid: p.uid.clone(),
+            resource_version: String::new(),
+        });
+        let ann = &mut pv.metadata.annotations;
+        ann.insert(
+            names::ANN_PROVISIONED_BY.into(),
+            p.class.provisioner.clone(),
+        );
+        ann.insert(names::ANN_DELETION_SECRET_NAME.into(), String::new());
+        ann.insert(names::ANN_DELETION_SECRET_NAMESPACE.into(), String::new());
+        pv.metadata
+            .finalizers
+            .push(names::FINALIZER_EXTERNAL_PROVISIONER.into());
+        pv
+    }
+}

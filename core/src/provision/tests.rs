@@ -1,0 +1,365 @@
+//! Scenario tests of the provisioner, named after the SEMANTICS.md rules.
+
+use super::*;
+use crate::control::rig::Rig;
+
+const DRIVER: &str = "volplane.csi.io";
+
+fn rig() -> Rig<Provisioner> {
+    let mut r = Rig::new(Provisioner::new(ProvisionerConfig::new(DRIVER)));
+    r.answer_csi(|call| match call {
+        Request::CreateVolume(c) => Ok(Response::Volume(driver::Volume {
+            volume_id: format!("vol-{}", c.name),
+            capacity_bytes: c.capacity.required_bytes,
+            volume_context: [("kind".to_string(), "block".to_string())].into(),
+            accessible_topology: vec![],
+            content_source: None,
+        })),
+        Request::DeleteVolume(_) => Ok(Response::Empty),
+        other => Err(Status::unimplemented(other.method())),
+    });
+    r
+}
+
+fn class(r: &mut Rig<Provisioner>, params: &[(&str, &str)]) {
+    let mut sc = StorageClass::new("fast", DRIVER);
+    sc.parameters = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    sc.mount_options = vec!["noatime".into()];
+    r.create(Object::Class(sc));
+}
+
+fn claim(name: &str) -> PersistentVolumeClaim {
+    let mut c = PersistentVolumeClaim::new("default", name);
+    c.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+    c.spec.access_modes = vec![AccessMode::ReadWriteOnce];
+    c.spec.storage_class_name = Some("fast".into());
+    c.metadata
+        .annotations
+        .insert(names::ANN_STORAGE_PROVISIONER.into(), DRIVER.into());
+    c
+}
+
+fn creates(r: &Rig<Provisioner>) -> Vec<&driver::CreateVolume> {
+    r.csi_calls
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Request::CreateVolume(c) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pv(r: &Rig<Provisioner>, name: &str) -> Option<PersistentVolume> {
+    match r.get(Kind::PersistentVolume, "", name) {
+        Some(Object::Pv(v)) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+#[test]
+fn b2_b3_an_annotated_claim_gets_a_volume_and_a_pv_named_pvc_uid() {
+    let mut r = rig();
+    class(
+        &mut r,
+        &[
+            ("kind", "block"),
+            ("csi.storage.k8s.io/fstype", "ext4"),
+            ("csi.storage.k8s.io/node-stage-secret-name", "s"),
+        ],
+    );
+    let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
+        unreachable!()
+    };
+    let name = format!("pvc-{}", c.metadata.uid);
+    let calls = creates(&r);
+    assert_eq!(calls.len(), 1);
+    let req = calls[0];
+    assert_eq!(req.name, name, "B2.1");
+    assert_eq!(req.capacity.required_bytes, 1 << 30, "B2.2");
+    assert_eq!(
+        req.parameters,
+        [("kind".to_string(), "block".to_string())].into(),
+        "B2.6: prefixed parameters stripped"
+    );
+    assert_eq!(req.capabilities.len(), 1);
+    assert_eq!(
+        req.capabilities[0].access_mode,
+        driver::AccessMode::SingleNodeWriter
+    );
+    assert!(
+        matches!(&req.capabilities[0].access_type, driver::AccessType::Mount { fs_type, mount_flags, .. } if fs_type == "ext4" && mount_flags == &["noatime".to_string()])
+    );
+
+    let v = pv(&r, &name).expect("B3: the PV is created");
+    let csi = v.spec.csi.as_ref().unwrap();
+    assert_eq!(csi.volume_handle, format!("vol-{name}"));
+    assert_eq!(csi.fs_type, "ext4");
+    assert!(
+        csi.volume_attributes
+            .contains_key(names::ATTR_PROVISIONER_IDENTITY)
+    );
+    assert_eq!(v.capacity().unwrap().bytes(), 1 << 30);
+    assert_eq!(v.spec.claim_ref.as_ref().unwrap().uid, c.metadata.uid);
+    assert_eq!(
+        v.metadata.annotation(names::ANN_PROVISIONED_BY),
+        Some(DRIVER)
+    );
+    assert!(
+        v.metadata
+            .has_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER),
+        "B3.3"
+    );
+    assert_eq!(
+        v.reclaim_policy(),
+        ReclaimPolicy::Delete,
+        "the class default"
+    );
+    assert_eq!(v.class(), "fast");
+    assert_eq!(v.status.phase, None, "B3.3: the binder sets the phase");
+    assert_eq!(
+        r.reasons(),
+        vec![reason::PROVISIONING, reason::PROVISIONING_SUCCEEDED]
+    );
+    assert_eq!(
+        r.events[0].message,
+        "External provisioner is provisioning volume for claim \"default/data\""
+    );
+
+    r.machine
+        .handle(r.now, Input::Watch(Watch::Applied(Object::Pvc(c))));
+    r.run();
+    assert_eq!(
+        creates(&r).len(),
+        1,
+        "B1.5: an existing PV stops provisioning"
+    );
+}
+
+#[test]
+fn b1_2_b1_3_only_annotated_claims_and_waiting_claims_with_a_node() {
+    let mut r = rig();
+    class(&mut r, &[]);
+    let mut other = claim("other");
+    other
+        .metadata
+        .annotations
+        .insert(names::ANN_STORAGE_PROVISIONER.into(), "someone.else".into());
+    r.create(Object::Pvc(other));
+    assert!(creates(&r).is_empty());
+
+    let mut sc = StorageClass::new("late", DRIVER);
+    sc.volume_binding_mode = Some(BindingMode::WaitForFirstConsumer);
+    r.create(Object::Class(sc));
+    let mut c = claim("late");
+    c.spec.storage_class_name = Some("late".into());
+    let Object::Pvc(c) = r.create(Object::Pvc(c)) else {
+        unreachable!()
+    };
+    assert!(creates(&r).is_empty(), "B1.3: no selected node yet");
+    let mut c = c;
+    c.metadata
+        .annotations
+        .insert(names::ANN_SELECTED_NODE.into(), "node-a".into());
+    r.user(ApiCall::Update(Object::Pvc(c)));
+    assert_eq!(creates(&r).len(), 1);
+}
+
+#[test]
+fn b2_6_an_unknown_prefixed_parameter_is_a_final_error() {
+    let mut r = rig();
+    class(&mut r, &[("csi.storage.k8s.io/fsgroup", "x")]);
+    r.create(Object::Pvc(claim("data")));
+    assert!(creates(&r).is_empty());
+    assert_eq!(r.reasons(), vec![reason::PROVISIONING_FAILED]);
+    assert!(r.events[0].message.contains("csi.storage.k8s.io/fsgroup"));
+}
+
+#[test]
+fn b1_7_a_claim_selector_is_not_supported() {
+    let mut r = rig();
+    class(&mut r, &[]);
+    let mut c = claim("data");
+    c.spec.selector = Some(LabelSelector::default());
+    r.create(Object::Pvc(c));
+    assert!(creates(&r).is_empty());
+    assert_eq!(r.events[0].message, "claim Selector is not supported");
+}
+
+#[test]
+fn b4_5_a_timed_out_create_keeps_going_after_the_claim_is_deleted() {
+    let mut r = rig();
+    class(&mut r, &[]);
+    let mut first = true;
+    r.answer_csi(move |call| match call {
+        Request::CreateVolume(c) if first => {
+            first = false;
+            let _ = c;
+            Err(Status::new(
+                Code::DeadlineExceeded,
+                "context deadline exceeded",
+            ))
+        }
+        Request::CreateVolume(c) => Ok(Response::Volume(driver::Volume {
+            volume_id: format!("vol-{}", c.name),
+            capacity_bytes: c.capacity.required_bytes,
+            volume_context: Default::default(),
+            accessible_topology: vec![],
+            content_source: None,
+        })),
+        _ => Ok(Response::Empty),
+    });
+    let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
+        unreachable!()
+    };
+    assert!(r.reasons().contains(&reason::PROVISIONING_FAILED));
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::PersistentVolumeClaim,
+        "default",
+        "data",
+    )));
+    r.advance(2_000);
+    let calls = creates(&r);
+    assert_eq!(calls.len(), 2, "retried with the same request");
+    assert_eq!(calls[0], calls[1]);
+    assert!(
+        pv(&r, &format!("pvc-{}", c.metadata.uid)).is_some(),
+        "the volume is recorded, not leaked"
+    );
+}
+
+#[test]
+fn b4_4_resource_exhausted_on_the_selected_node_reschedules() {
+    let mut config = ProvisionerConfig::new(DRIVER);
+    config.topology = true;
+    let mut r = Rig::new(Provisioner::new(config));
+    r.answer_csi(|_| Err(Status::new(Code::ResourceExhausted, "no space in zone")));
+    let mut sc = StorageClass::new("fast", DRIVER);
+    sc.volume_binding_mode = Some(BindingMode::WaitForFirstConsumer);
+    r.create(Object::Class(sc));
+    let mut node = Node::new("node-a");
+    node.metadata
+        .labels
+        .insert("topology.volplane.io/zone".into(), "z1".into());
+    r.create(Object::Node(node));
+    let mut csinode = CsiNode::new("node-a");
+    csinode.spec.drivers.push(CsiNodeDriver {
+        name: DRIVER.into(),
+        node_id: "node-a".into(),
+        topology_keys: vec!["topology.volplane.io/zone".into()],
+        allocatable: None,
+    });
+    r.create(Object::CsiNode(csinode));
+    let mut c = claim("data");
+    c.metadata
+        .annotations
+        .insert(names::ANN_SELECTED_NODE.into(), "node-a".into());
+    r.create(Object::Pvc(c));
+    let calls = creates(&r);
+    assert_eq!(
+        calls[0].accessibility.as_ref().unwrap().requisite[0]["topology.volplane.io/zone"],
+        "z1"
+    );
+    let Some(Object::Pvc(after)) = r.get(Kind::PersistentVolumeClaim, "default", "data") else {
+        panic!()
+    };
+    assert!(
+        !after.metadata.has_annotation(names::ANN_SELECTED_NODE),
+        "selected-node dropped"
+    );
+}
+
+fn released(r: &mut Rig<Provisioner>, policy: ReclaimPolicy) -> PersistentVolume {
+    let mut v = PersistentVolume::new("pvc-1");
+    v.spec.persistent_volume_reclaim_policy = Some(policy);
+    v.spec.csi = Some(CsiSource {
+        driver: DRIVER.into(),
+        volume_handle: "vol-1".into(),
+        ..Default::default()
+    });
+    v.metadata
+        .annotations
+        .insert(names::ANN_PROVISIONED_BY.into(), DRIVER.into());
+    v.metadata
+        .finalizers
+        .push(names::FINALIZER_EXTERNAL_PROVISIONER.into());
+    v.status.phase = Some(PvPhase::Released);
+    let Object::Pv(v) = r.create(Object::Pv(v)) else {
+        unreachable!()
+    };
+    v
+}
+
+#[test]
+fn b5_a_released_delete_volume_is_deleted_then_its_pv() {
+    let mut r = rig();
+    released(&mut r, ReclaimPolicy::Delete);
+    assert!(
+        matches!(&r.csi_calls[..], [(None, Request::DeleteVolume(d))] if d.volume_id == "vol-1")
+    );
+    assert!(
+        pv(&r, "pvc-1").is_none(),
+        "B5.5: PV object deleted and finalizer removed"
+    );
+}
+
+#[test]
+fn b5_4_a_volume_still_attached_is_not_deleted() {
+    let mut r = rig();
+    r.create(Object::Va(VolumeAttachment::new(
+        "csi-x", DRIVER, "node-a", "pvc-1",
+    )));
+    released(&mut r, ReclaimPolicy::Delete);
+    assert!(r.csi_calls.is_empty());
+    assert_eq!(r.events[0].reason, reason::VOLUME_FAILED_DELETE);
+    assert_eq!(
+        r.events[0].message,
+        "persistentvolume pvc-1 is still attached to node node-a"
+    );
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::VolumeAttachment,
+        "",
+        "csi-x",
+    )));
+    r.advance(2_000);
+    assert_eq!(r.csi_calls.len(), 1, "deleted once detached");
+}
+
+#[test]
+fn b5_2_retain_volumes_lose_the_finalizer_and_are_never_deleted() {
+    let mut r = rig();
+    released(&mut r, ReclaimPolicy::Retain);
+    assert!(r.csi_calls.is_empty());
+    let v = pv(&r, "pvc-1").unwrap();
+    assert!(
+        !v.metadata
+            .has_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER)
+    );
+}
+
+#[test]
+fn b5_5_a_failed_delete_is_reported_and_retried_with_backoff() {
+    let mut r = rig();
+    let mut fail = true;
+    r.answer_csi(move |_| {
+        if fail {
+            fail = false;
+            Err(Status::internal("backend down"))
+        } else {
+            Ok(Response::Empty)
+        }
+    });
+    released(&mut r, ReclaimPolicy::Delete);
+    assert_eq!(r.reasons(), vec![reason::VOLUME_FAILED_DELETE]);
+    assert!(pv(&r, "pvc-1").is_some());
+    r.advance(500);
+    assert_eq!(r.csi_calls.len(), 1, "waits out the backoff");
+    r.advance(1_000);
+    assert_eq!(r.csi_calls.len(), 2);
+    assert!(pv(&r, "pvc-1").is_none());
+}
