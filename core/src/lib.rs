@@ -34,6 +34,7 @@
 //! * Invariants are functions over a machine's state, written once and used
 //!   by unit tests, properties, the simulator and the fuzzers alike.
 
+pub mod attach;
 pub mod binder;
 pub mod control;
 pub mod driver;

@@ -1,0 +1,239 @@
+//! The external-attacher half (C2): VolumeAttachments of this driver become
+//! ControllerPublish/ControllerUnpublish calls and status.
+
+use super::*;
+use crate::control::csi_map;
+use crate::driver::{ControllerPublish, ControllerUnpublish, Request, Response, Secrets};
+
+impl Attach {
+    fn node_id(&self, node: &str) -> Option<String> {
+        match self.cache.get(&ObjectKey::new(Kind::CsiNode, "", node)) {
+            Some(Object::CsiNode(n)) => n.driver(&self.config.driver).map(|d| d.node_id.clone()),
+            _ => None,
+        }
+    }
+
+    fn set_status(&mut self, va: &VolumeAttachment, f: impl FnOnce(&mut VolumeAttachmentStatus)) {
+        let mut v = va.clone();
+        f(&mut v.status);
+        if v.status != va.status {
+            self.api(
+                va.metadata.name.clone(),
+                ApiCall::UpdateStatus(Object::Va(v)),
+            );
+        }
+    }
+
+    fn attach_error(&mut self, va: &VolumeAttachment, message: String) {
+        self.backoff.fail(va.metadata.name.clone(), self.now);
+        let time = crate::store::timestamp(self.now);
+        self.set_status(va, |s| {
+            s.attached = false;
+            s.attach_error = Some(VolumeError { time, message });
+        });
+    }
+
+    pub(super) fn attacher_pass(&mut self) {
+        let finalizer = names::attacher_finalizer(&self.config.driver);
+        for va in self.vas() {
+            let name = va.metadata.name.clone();
+            if !self.ready(&name) {
+                continue;
+            }
+            if va.metadata.deleting() {
+                self.detach(&va, &finalizer);
+            } else if !va.status.attached {
+                self.attach(&va, &finalizer);
+            }
+        }
+        // C2.7: a deleting PV keeps our finalizer while a VolumeAttachment references it.
+        let referenced: BTreeSet<String> =
+            self.vas().iter().map(|v| v.pv_name().to_string()).collect();
+        let pvs: Vec<PersistentVolume> = self
+            .cache
+            .of_kind(Kind::PersistentVolume)
+            .filter_map(|o| match o {
+                Object::Pv(v) if v.metadata.deleting() && v.metadata.has_finalizer(&finalizer) => {
+                    Some(v.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        for pv in pvs {
+            if !referenced.contains(pv.name()) && self.ready(pv.name()) {
+                let mut v = pv.clone();
+                v.metadata.remove_finalizer(&finalizer);
+                self.api(pv.name().to_string(), ApiCall::Update(Object::Pv(v)));
+            }
+        }
+    }
+
+    fn attach(&mut self, va: &VolumeAttachment, finalizer: &str) {
+        if self.config.trivial {
+            self.set_status(va, |s| {
+                s.attached = true;
+                s.attach_error = None;
+            });
+            return;
+        }
+        let Some(pv) = self.pv(va.pv_name()) else {
+            return self.attach_error(va, format!("PersistentVolume {:?} not found", va.pv_name()));
+        };
+        if pv.metadata.deleting() {
+            return self.attach_error(
+                va,
+                format!("PersistentVolume {:?} is marked for deletion", pv.name()),
+            );
+        }
+        if !pv.metadata.has_finalizer(finalizer) {
+            if self.ready(pv.name()) {
+                let mut v = pv.clone();
+                v.metadata.add_finalizer(finalizer);
+                self.api(pv.name().to_string(), ApiCall::Update(Object::Pv(v)));
+            }
+            return;
+        }
+        let Some(node_id) = self.node_id(&va.spec.node_name) else {
+            return self.attach_error(
+                va,
+                format!(
+                    "CSINode {} does not contain driver {}",
+                    va.spec.node_name, self.config.driver
+                ),
+            );
+        };
+        if !va.metadata.has_finalizer(finalizer)
+            || va.metadata.annotation(names::ANN_VA_NODE_ID) != Some(node_id.as_str())
+        {
+            let mut v = va.clone();
+            v.metadata.add_finalizer(finalizer);
+            v.metadata
+                .annotations
+                .insert(names::ANN_VA_NODE_ID.into(), node_id);
+            self.api(va.metadata.name.clone(), ApiCall::Update(Object::Va(v)));
+            return;
+        }
+        let Some(csi) = pv.spec.csi.clone() else {
+            return self.attach_error(
+                va,
+                format!("PersistentVolume {:?} is not a CSI volume", pv.name()),
+            );
+        };
+        let capability = match csi_map::pv_capability(&pv, self.config.modes) {
+            Ok(c) => c,
+            Err(e) => return self.attach_error(va, e),
+        };
+        let call = Request::ControllerPublish(ControllerPublish {
+            volume_id: csi.volume_handle,
+            node_id,
+            capability,
+            readonly: csi.read_only && self.config.publish_readonly,
+            volume_context: csi.volume_attributes,
+            secrets: Secrets::default(),
+        });
+        let op = self.ops.issue();
+        self.busy.insert(va.metadata.name.clone());
+        self.calls.insert(
+            op,
+            Call::Publish {
+                va: va.metadata.name.clone(),
+            },
+        );
+        self.queue.push_back(Effect::Csi {
+            op,
+            node: None,
+            call,
+        });
+    }
+
+    fn detach(&mut self, va: &VolumeAttachment, finalizer: &str) {
+        if !va.metadata.has_finalizer(finalizer) {
+            return;
+        }
+        let node_id = self.node_id(&va.spec.node_name).or_else(|| {
+            va.metadata
+                .annotation(names::ANN_VA_NODE_ID)
+                .map(str::to_string)
+        });
+        let handle = self
+            .pv(va.pv_name())
+            .and_then(|pv| pv.spec.csi.map(|c| c.volume_handle));
+        let (Some(node_id), Some(handle)) = (node_id, handle) else {
+            // Nothing to unpublish from: the volume or the node is unknown.
+            let mut v = va.clone();
+            v.metadata.remove_finalizer(finalizer);
+            self.api(va.metadata.name.clone(), ApiCall::Update(Object::Va(v)));
+            return;
+        };
+        let call = Request::ControllerUnpublish(ControllerUnpublish {
+            volume_id: handle,
+            node_id: Some(node_id),
+            secrets: Secrets::default(),
+        });
+        let op = self.ops.issue();
+        self.busy.insert(va.metadata.name.clone());
+        self.calls.insert(
+            op,
+            Call::Unpublish {
+                va: va.metadata.name.clone(),
+            },
+        );
+        self.queue.push_back(Effect::Csi {
+            op,
+            node: None,
+            call,
+        });
+    }
+
+    pub(super) fn csi_done(&mut self, op: OpId, result: CsiResult) {
+        let Some(call) = self.calls.remove(&op) else {
+            return;
+        };
+        let (name, publish) = match call {
+            Call::Publish { va } => (va, true),
+            Call::Unpublish { va } => (va, false),
+            Call::Api { .. } => return,
+        };
+        self.busy.remove(&name);
+        let va = match self
+            .cache
+            .get(&ObjectKey::new(Kind::VolumeAttachment, "", &name))
+        {
+            Some(Object::Va(v)) => v.clone(),
+            _ => return,
+        };
+        let finalizer = names::attacher_finalizer(&self.config.driver);
+        match (publish, result) {
+            (true, Ok(Response::Published { publish_context })) => {
+                self.backoff.succeed(&name);
+                self.set_status(&va, |s| {
+                    s.attached = true;
+                    s.attachment_metadata = publish_context;
+                    s.attach_error = None;
+                });
+            }
+            (true, Ok(other)) => self.attach_error(&va, format!("unexpected answer {other:?}")),
+            (true, Err(e)) => self.attach_error(
+                &va,
+                format!("rpc error: code = {} desc = {}", e.code, e.message),
+            ),
+            (false, Ok(_)) => {
+                self.backoff.succeed(&name);
+                let mut v = va.clone();
+                v.metadata.remove_finalizer(&finalizer);
+                v.status.attached = false;
+                self.api(name, ApiCall::Update(Object::Va(v)));
+            }
+            (false, Err(e)) => {
+                self.backoff.fail(name, self.now);
+                let time = crate::store::timestamp(self.now);
+                self.set_status(&va, |s| {
+                    s.detach_error = Some(VolumeError {
+                        time,
+                        message: format!("rpc error: code = {} desc = {}", e.code, e.message),
+                    });
+                });
+            }
+        }
+    }
+}

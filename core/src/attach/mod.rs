@@ -1,0 +1,487 @@
+//! Attach and detach: the attach/detach controller and external-attacher as
+//! one sans-IO machine (SEMANTICS.md C).
+//!
+//! The controller half turns scheduled pods into VolumeAttachments, applies
+//! the multi-attach rule, waits for unmount before detaching (forcing only
+//! after the timeout on an unhealthy or out-of-service node) and keeps
+//! `node.status.volumesAttached` in step. The attacher half carries
+//! VolumeAttachments out with ControllerPublish/ControllerUnpublish and
+//! reports in their status.
+//!
+//! Guarantees:
+//! * A volume whose access modes contain neither RWX nor ROX is never
+//!   attached to a second node (C3.3, C3.4).
+//! * Nothing is detached while the node reports it in `volumesInUse`, unless
+//!   forced after `max_wait_for_unmount` on a not-Ready node, or the node has
+//!   the out-of-service taint (C3.6).
+//! * A volume leaves `volumesAttached` before its detach starts (C3.7).
+
+mod attacher;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::control::csi_map::DriverModes;
+use crate::control::{
+    ApiCall, ApiResult, Backoff, Cache, CsiResult, Effect, Event, Input, Ops, Watch,
+};
+use crate::model::names::{self, reason};
+use crate::model::*;
+use crate::{OpId, Tick};
+
+/// How the attach machine runs.
+#[derive(Debug, Clone)]
+pub struct AttachConfig {
+    /// The CSI driver whose volumes and VolumeAttachments this machine handles.
+    pub driver: String,
+    pub modes: DriverModes,
+    /// The driver has PUBLISH_READONLY.
+    pub publish_readonly: bool,
+    /// The driver has no PUBLISH_UNPUBLISH_VOLUME: attach is bookkeeping only (C2.9).
+    pub trivial: bool,
+    /// How long to wait for unmount on an unhealthy node before forcing (C3.6).
+    pub max_wait_for_unmount: Tick,
+    pub retry_start: Tick,
+    pub retry_max: Tick,
+}
+
+impl AttachConfig {
+    pub fn new(driver: &str) -> AttachConfig {
+        AttachConfig {
+            driver: driver.into(),
+            modes: DriverModes::default(),
+            publish_readonly: true,
+            trivial: false,
+            max_wait_for_unmount: 6 * 60 * 1000,
+            retry_start: 1_000,
+            retry_max: 300_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Call {
+    /// An API write; `key` is the lock it holds.
+    Api {
+        key: String,
+    },
+    Publish {
+        va: String,
+    },
+    Unpublish {
+        va: String,
+    },
+}
+
+/// The attach/detach controller and external-attacher. See the module docs.
+#[derive(Debug)]
+pub struct Attach {
+    config: AttachConfig,
+    cache: Cache,
+    busy: BTreeSet<String>,
+    calls: BTreeMap<OpId, Call>,
+    /// (pod key, pv) pairs already told about multi-attach.
+    multi_attach_told: BTreeSet<(String, String)>,
+    /// VolumeAttachment → when its detach was first wanted.
+    detach_wanted: BTreeMap<String, Tick>,
+    backoff: Backoff<String>,
+    queue: VecDeque<Effect>,
+    ops: Ops,
+    now: Tick,
+    dirty: bool,
+}
+
+/// One desired attachment.
+#[derive(Debug, Clone)]
+struct Desired {
+    pv: PersistentVolume,
+    node: String,
+    pods: Vec<Pod>,
+}
+
+impl Attach {
+    pub fn new(config: AttachConfig) -> Attach {
+        let backoff = Backoff::new(config.retry_start, config.retry_max);
+        Attach {
+            config,
+            cache: Cache::default(),
+            busy: BTreeSet::new(),
+            calls: BTreeMap::new(),
+            multi_attach_told: BTreeSet::new(),
+            detach_wanted: BTreeMap::new(),
+            backoff,
+            queue: VecDeque::new(),
+            ops: Ops::default(),
+            now: 0,
+            dirty: false,
+        }
+    }
+
+    pub fn handle(&mut self, now: Tick, input: Input) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Watch(Watch::Applied(o)) => {
+                self.cache.apply(o);
+            }
+            Input::Watch(Watch::Deleted(o)) => {
+                self.cache.remove(&o.key());
+            }
+            Input::ApiDone { op, result } => {
+                if let Some(Call::Api { key }) = self.calls.remove(&op) {
+                    self.busy.remove(&key);
+                    match result {
+                        ApiResult::Ok(Some(o)) => {
+                            self.cache.apply(o);
+                        }
+                        ApiResult::Ok(None) | ApiResult::NotFound => {}
+                        _ => {
+                            self.backoff.fail(key, self.now);
+                        }
+                    }
+                }
+            }
+            Input::CsiDone { op, result } => self.csi_done(op, result),
+        }
+        self.dirty = true;
+    }
+
+    pub fn poll(&mut self) -> Option<Effect> {
+        if self.queue.is_empty() && self.dirty {
+            self.dirty = false;
+            self.reconcile();
+        }
+        self.queue.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        let force = self
+            .detach_wanted
+            .values()
+            .map(|t| t + self.config.max_wait_for_unmount)
+            .filter(|t| *t > self.now)
+            .min();
+        [self.backoff.next_after(self.now), force]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
+        self.dirty = true;
+    }
+
+    fn api(&mut self, key: String, call: ApiCall) {
+        let op = self.ops.issue();
+        self.busy.insert(key.clone());
+        self.calls.insert(op, Call::Api { key });
+        self.queue.push_back(Effect::Api { op, call });
+    }
+
+    fn ready(&self, key: &str) -> bool {
+        !self.busy.contains(key) && !self.backoff.waiting(&key.to_string(), self.now)
+    }
+
+    fn get<T>(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        f: impl Fn(&Object) -> Option<&T>,
+    ) -> Option<T>
+    where
+        T: Clone,
+    {
+        self.cache
+            .get(&ObjectKey::new(kind, ns, name))
+            .and_then(f)
+            .cloned()
+    }
+
+    fn pv(&self, name: &str) -> Option<PersistentVolume> {
+        self.get(Kind::PersistentVolume, "", name, |o| match o {
+            Object::Pv(v) => Some(v),
+            _ => None,
+        })
+    }
+
+    fn node(&self, name: &str) -> Option<Node> {
+        self.get(Kind::Node, "", name, |o| match o {
+            Object::Node(n) => Some(n),
+            _ => None,
+        })
+    }
+
+    fn vas(&self) -> Vec<VolumeAttachment> {
+        self.cache
+            .of_kind(Kind::VolumeAttachment)
+            .filter_map(|o| match o {
+                Object::Va(v) if v.spec.attacher == self.config.driver => Some(v.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// C1.8: attach required unless the CSIDriver says attachRequired=false.
+    fn attach_required(&self) -> bool {
+        self.get(Kind::CsiDriver, "", &self.config.driver, |o| match o {
+            Object::CsiDriver(d) => Some(d),
+            _ => None,
+        })
+        .is_none_or(|d| d.attach_required())
+    }
+
+    /// Scheduled, live pods' claims → (pv, node) with the pods that want it.
+    fn desired(&self) -> BTreeMap<(String, String), Desired> {
+        let mut out: BTreeMap<(String, String), Desired> = BTreeMap::new();
+        for o in self.cache.of_kind(Kind::Pod) {
+            let Object::Pod(pod) = o else { continue };
+            let Some(node) = pod.node() else { continue };
+            if pod.terminated() || pod.metadata.deleting() {
+                continue;
+            }
+            for claim in pod.claims() {
+                let Some(Object::Pvc(c)) = self.cache.get(&ObjectKey::new(
+                    Kind::PersistentVolumeClaim,
+                    &pod.metadata.namespace,
+                    claim,
+                )) else {
+                    continue;
+                };
+                let Some(pv) = self.pv(c.volume_name()) else {
+                    continue;
+                };
+                if pv
+                    .spec
+                    .csi
+                    .as_ref()
+                    .is_none_or(|s| s.driver != self.config.driver)
+                {
+                    continue;
+                }
+                out.entry((pv.name().to_string(), node.to_string()))
+                    .or_insert_with(|| Desired {
+                        pv: pv.clone(),
+                        node: node.to_string(),
+                        pods: vec![],
+                    })
+                    .pods
+                    .push(pod.clone());
+            }
+        }
+        out
+    }
+
+    fn reconcile(&mut self) {
+        if !self.attach_required() {
+            self.attacher_pass();
+            return;
+        }
+        let desired = self.desired();
+        let vas = self.vas();
+        self.detach_pass(&desired, &vas);
+        self.attach_pass(&desired, &vas);
+        self.node_status_pass(&desired, &vas);
+        self.attacher_pass();
+    }
+
+    /// C3.6, C3.7: detach what is no longer wanted, once it is safe.
+    fn detach_pass(
+        &mut self,
+        desired: &BTreeMap<(String, String), Desired>,
+        vas: &[VolumeAttachment],
+    ) {
+        let wanted: BTreeSet<String> = vas
+            .iter()
+            .filter(|va| {
+                desired.contains_key(&(va.pv_name().to_string(), va.spec.node_name.clone()))
+            })
+            .map(|va| va.metadata.name.clone())
+            .collect();
+        self.detach_wanted.retain(|name, _| !wanted.contains(name));
+        for va in vas {
+            let name = va.metadata.name.clone();
+            if wanted.contains(&name) || va.metadata.deleting() || !self.ready(&name) {
+                continue;
+            }
+            let since = *self.detach_wanted.entry(name.clone()).or_insert(self.now);
+            let node = self.node(&va.spec.node_name);
+            let unique = self.pv(va.pv_name()).and_then(|pv| {
+                pv.spec
+                    .csi
+                    .map(|c| names::unique_volume_name(&c.driver, &c.volume_handle))
+            });
+            let in_use = match (&node, &unique) {
+                (Some(n), Some(u)) => n.status.volumes_in_use.contains(u),
+                _ => false,
+            };
+            let force = node.as_ref().is_some_and(|n| {
+                n.out_of_service()
+                    || (!n.ready() && self.now >= since + self.config.max_wait_for_unmount)
+            });
+            if in_use && !force {
+                continue;
+            }
+            // Out of volumesAttached first; the detach waits for that write.
+            if let (Some(n), Some(u)) = (&node, &unique)
+                && n.status.volumes_attached.iter().any(|a| &a.name == u)
+            {
+                if self.ready(&n.metadata.name) {
+                    let mut n = n.clone();
+                    n.status.volumes_attached.retain(|a| &a.name != u);
+                    self.api(
+                        n.metadata.name.clone(),
+                        ApiCall::UpdateStatus(Object::Node(n)),
+                    );
+                }
+                continue;
+            }
+            self.detach_wanted.remove(&name);
+            self.api(
+                name.clone(),
+                ApiCall::Delete(ObjectKey::new(Kind::VolumeAttachment, "", &name)),
+            );
+        }
+    }
+
+    /// C1.1, C3.3, C3.4: create the VolumeAttachments scheduled pods need.
+    fn attach_pass(
+        &mut self,
+        desired: &BTreeMap<(String, String), Desired>,
+        vas: &[VolumeAttachment],
+    ) {
+        for d in desired.values() {
+            let Some(csi) = d.pv.spec.csi.clone() else {
+                continue;
+            };
+            let name =
+                names::volume_attachment_name(&csi.volume_handle, &self.config.driver, &d.node);
+            if vas.iter().any(|v| v.metadata.name == name) || !self.ready(&name) {
+                continue;
+            }
+            let elsewhere: Vec<&VolumeAttachment> = vas
+                .iter()
+                .filter(|v| v.pv_name() == d.pv.name() && v.spec.node_name != d.node)
+                .collect();
+            if !elsewhere.is_empty() && !multi_attach_allowed(&d.pv) {
+                self.tell_multi_attach(d, &elsewhere, desired);
+                continue;
+            }
+            let va = VolumeAttachment::new(&name, &self.config.driver, &d.node, d.pv.name());
+            self.api(name, ApiCall::Create(Object::Va(va)));
+        }
+    }
+
+    fn tell_multi_attach(
+        &mut self,
+        d: &Desired,
+        elsewhere: &[&VolumeAttachment],
+        desired: &BTreeMap<(String, String), Desired>,
+    ) {
+        let users: Vec<&Pod> = elsewhere
+            .iter()
+            .filter_map(|va| desired.get(&(d.pv.name().to_string(), va.spec.node_name.clone())))
+            .flat_map(|o| o.pods.iter())
+            .collect();
+        for pod in &d.pods {
+            let told = (pod.metadata.key(), d.pv.name().to_string());
+            if !self.multi_attach_told.insert(told) {
+                continue;
+            }
+            let same: Vec<&str> = users
+                .iter()
+                .filter(|p| p.metadata.namespace == pod.metadata.namespace)
+                .map(|p| p.metadata.name.as_str())
+                .collect();
+            let others = users.len() - same.len();
+            let msg = if users.is_empty() {
+                format!(
+                    "Multi-Attach error for volume {:?} Volume is already exclusively attached to one node and can't be attached to another",
+                    d.pv.name()
+                )
+            } else {
+                let mut m = format!(
+                    "Multi-Attach error for volume {:?} Volume is already used by pod(s) {}",
+                    d.pv.name(),
+                    same.join(", ")
+                );
+                if others > 0 {
+                    m.push_str(&format!(" and {others} pod(s) in different namespaces"));
+                }
+                m
+            };
+            let key = ObjectKey::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name);
+            self.queue.push_back(Effect::Event(Event::warning(
+                key,
+                reason::FAILED_ATTACH_VOLUME,
+                msg,
+            )));
+        }
+    }
+
+    /// C3.8: `node.status.volumesAttached` lists what is attached there.
+    fn node_status_pass(
+        &mut self,
+        desired: &BTreeMap<(String, String), Desired>,
+        vas: &[VolumeAttachment],
+    ) {
+        let mut per_node: BTreeMap<String, BTreeSet<AttachedVolume>> = BTreeMap::new();
+        for va in vas {
+            if !va.status.attached || va.metadata.deleting() {
+                continue;
+            }
+            if !desired.contains_key(&(va.pv_name().to_string(), va.spec.node_name.clone())) {
+                continue;
+            }
+            let Some(csi) = self.pv(va.pv_name()).and_then(|pv| pv.spec.csi) else {
+                continue;
+            };
+            per_node
+                .entry(va.spec.node_name.clone())
+                .or_default()
+                .insert(AttachedVolume {
+                    name: names::unique_volume_name(&csi.driver, &csi.volume_handle),
+                    device_path: va.metadata.name.clone(),
+                });
+        }
+        let nodes: Vec<Node> = self
+            .cache
+            .of_kind(Kind::Node)
+            .filter_map(|o| match o {
+                Object::Node(n) => Some(n.clone()),
+                _ => None,
+            })
+            .collect();
+        for n in nodes {
+            let ours = per_node.remove(&n.metadata.name).unwrap_or_default();
+            // Additions only here: removals happen in the detach pass, before the detach.
+            if ours.iter().all(|a| n.status.volumes_attached.contains(a))
+                || !self.ready(&n.metadata.name)
+            {
+                continue;
+            }
+            let mut merged: BTreeSet<AttachedVolume> =
+                n.status.volumes_attached.iter().cloned().collect();
+            merged.extend(ours);
+            let mut n2 = n.clone();
+            n2.status.volumes_attached = merged.into_iter().collect();
+            self.api(
+                n.metadata.name.clone(),
+                ApiCall::UpdateStatus(Object::Node(n2)),
+            );
+        }
+    }
+}
+
+/// C3.3: volumes without RWX or ROX (RWO/RWOP only) attach to one node.
+pub fn multi_attach_allowed(pv: &PersistentVolume) -> bool {
+    pv.spec.access_modes.is_empty()
+        || pv
+            .spec
+            .access_modes
+            .iter()
+            .any(|m| matches!(m, AccessMode::ReadWriteMany | AccessMode::ReadOnlyMany))
+}
+
+crate::impl_machine!(Attach);

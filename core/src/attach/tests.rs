@@ -1,0 +1,275 @@
+//! Scenario tests of attach/detach, named after the SEMANTICS.md rules.
+
+use super::*;
+use crate::Status;
+use crate::control::rig::Rig;
+use crate::driver::{Request, Response};
+
+const DRIVER: &str = "volplane.csi.io";
+
+fn rig(modes: &[AccessMode]) -> Rig<Attach> {
+    let mut r = Rig::new(Attach::new(AttachConfig::new(DRIVER)));
+    r.answer_csi(|call| match call {
+        Request::ControllerPublish(p) => Ok(Response::Published {
+            publish_context: [("device".to_string(), format!("/dev/loop-{}", p.node_id))].into(),
+        }),
+        Request::ControllerUnpublish(_) => Ok(Response::Empty),
+        other => Err(Status::unimplemented(other.method())),
+    });
+    for n in ["node-a", "node-b"] {
+        r.create(Object::Node(Node::new(n)));
+        let mut c = CsiNode::new(n);
+        c.spec.drivers.push(CsiNodeDriver {
+            name: DRIVER.into(),
+            node_id: format!("id-{n}"),
+            topology_keys: vec![],
+            allocatable: None,
+        });
+        r.create(Object::CsiNode(c));
+    }
+    let mut pv = PersistentVolume::new("pv-1");
+    pv.spec.access_modes = modes.to_vec();
+    pv.spec.csi = Some(CsiSource {
+        driver: DRIVER.into(),
+        volume_handle: "vol-1".into(),
+        ..Default::default()
+    });
+    r.create(Object::Pv(pv));
+    let mut c = PersistentVolumeClaim::new("default", "data");
+    c.spec.volume_name = Some("pv-1".into());
+    r.create(Object::Pvc(c));
+    r
+}
+
+fn pod(name: &str, node: &str) -> Object {
+    let mut p = Pod::new("default", name);
+    p.spec.node_name = Some(node.into());
+    p.spec.volumes.push(PodVolume {
+        name: "d".into(),
+        persistent_volume_claim: Some(PvcSource {
+            claim_name: "data".into(),
+            read_only: false,
+        }),
+    });
+    Object::Pod(p)
+}
+
+fn va_name(node: &str) -> String {
+    names::volume_attachment_name("vol-1", DRIVER, node)
+}
+
+fn va(r: &Rig<Attach>, node: &str) -> Option<VolumeAttachment> {
+    match r.get(Kind::VolumeAttachment, "", &va_name(node)) {
+        Some(Object::Va(v)) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+fn node(r: &Rig<Attach>, n: &str) -> Node {
+    match r.get(Kind::Node, "", n) {
+        Some(Object::Node(n)) => n.clone(),
+        _ => panic!(),
+    }
+}
+
+const UNIQUE: &str = "kubernetes.io/csi/volplane.csi.io^vol-1";
+
+#[test]
+fn c1_c2_a_scheduled_pod_gets_an_attachment_carried_out_by_the_attacher() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    r.create(pod("web-0", "node-a"));
+    let va = va(&r, "node-a").expect("C1.1: VolumeAttachment csi-<sha256>");
+    assert_eq!(va.spec.attacher, DRIVER);
+    assert_eq!(va.pv_name(), "pv-1");
+    assert!(va.status.attached);
+    assert_eq!(
+        va.status.attachment_metadata["device"],
+        "/dev/loop-id-node-a"
+    );
+    assert!(
+        va.metadata
+            .has_finalizer("external-attacher/volplane-csi-io"),
+        "C2.2"
+    );
+    assert_eq!(
+        va.metadata.annotation(names::ANN_VA_NODE_ID),
+        Some("id-node-a")
+    );
+    let Some(Object::Pv(pv)) = r.get(Kind::PersistentVolume, "", "pv-1") else {
+        panic!()
+    };
+    assert!(
+        pv.metadata
+            .has_finalizer("external-attacher/volplane-csi-io"),
+        "C2.3: finalizer on the PV too"
+    );
+    assert!(
+        matches!(&r.csi_calls[..], [(None, Request::ControllerPublish(p))] if p.node_id == "id-node-a" && p.volume_id == "vol-1")
+    );
+    assert_eq!(
+        node(&r, "node-a").status.volumes_attached,
+        vec![AttachedVolume {
+            name: UNIQUE.into(),
+            device_path: va_name("node-a")
+        }]
+    );
+}
+
+#[test]
+fn c3_4_an_rwo_volume_is_refused_on_a_second_node_with_one_event_per_pod() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    r.create(pod("web-0", "node-a"));
+    r.create(pod("web-1", "node-b"));
+    r.machine.handle(
+        r.now,
+        Input::Watch(Watch::Applied(
+            r.store
+                .get(&ObjectKey::new(Kind::Pod, "default", "web-1"))
+                .unwrap()
+                .clone(),
+        )),
+    );
+    r.run();
+    assert!(va(&r, "node-b").is_none());
+    let multi: Vec<&Event> = r
+        .events
+        .iter()
+        .filter(|e| e.reason == reason::FAILED_ATTACH_VOLUME)
+        .collect();
+    assert_eq!(multi.len(), 1, "once per pod");
+    assert_eq!(multi[0].object.name, "web-1");
+    assert_eq!(
+        multi[0].message,
+        "Multi-Attach error for volume \"pv-1\" Volume is already used by pod(s) web-0"
+    );
+}
+
+#[test]
+fn c3_3_an_rwx_volume_attaches_to_both_nodes() {
+    let mut r = rig(&[AccessMode::ReadWriteMany]);
+    r.create(pod("web-0", "node-a"));
+    r.create(pod("web-1", "node-b"));
+    assert!(va(&r, "node-a").is_some() && va(&r, "node-b").is_some());
+}
+
+#[test]
+fn c3_6_c3_7_detach_waits_for_unmount_and_leaves_volumes_attached_first() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    r.create(pod("web-0", "node-a"));
+    let mut n = node(&r, "node-a");
+    n.status.volumes_in_use = vec![UNIQUE.into()];
+    r.user(ApiCall::UpdateStatus(Object::Node(n)));
+    r.writes.clear();
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-0",
+    )));
+    assert!(va(&r, "node-a").is_some(), "still mounted: no detach");
+    assert!(r.writes.is_empty(), "{:?}", r.writes);
+    let mut n = node(&r, "node-a");
+    n.status.volumes_in_use.clear();
+    r.user(ApiCall::UpdateStatus(Object::Node(n)));
+    assert!(va(&r, "node-a").is_none(), "detached and gone");
+    let order: Vec<(&str, Kind)> = r.writes.iter().map(|w| (w.verb(), w.key().kind)).collect();
+    assert_eq!(
+        order[0],
+        ("update status", Kind::Node),
+        "out of volumesAttached first"
+    );
+    assert_eq!(order[1], ("delete", Kind::VolumeAttachment));
+    assert!(node(&r, "node-a").status.volumes_attached.is_empty());
+    assert!(
+        r.csi_calls
+            .iter()
+            .any(|(_, c)| matches!(c, Request::ControllerUnpublish(_)))
+    );
+}
+
+#[test]
+fn c3_6_detach_is_forced_after_the_timeout_on_a_not_ready_node() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    r.create(pod("web-0", "node-a"));
+    let mut n = node(&r, "node-a");
+    n.status.volumes_in_use = vec![UNIQUE.into()];
+    n.status.conditions[0].status = "False".into();
+    r.user(ApiCall::UpdateStatus(Object::Node(n)));
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-0",
+    )));
+    r.advance(5 * 60 * 1000);
+    assert!(va(&r, "node-a").is_some(), "not before six minutes");
+    r.advance(61 * 1000);
+    assert!(va(&r, "node-a").is_none(), "forced after six minutes");
+}
+
+#[test]
+fn c3_6_an_out_of_service_node_is_detached_at_once() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    r.create(pod("web-0", "node-a"));
+    let mut n = node(&r, "node-a");
+    n.status.volumes_in_use = vec![UNIQUE.into()];
+    r.user(ApiCall::UpdateStatus(Object::Node(n)));
+    let mut n = node(&r, "node-a");
+    n.spec.taints.push(Taint {
+        key: OUT_OF_SERVICE_TAINT.into(),
+        value: "nodeshutdown".into(),
+        effect: "NoExecute".into(),
+    });
+    r.user(ApiCall::Update(Object::Node(n)));
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-0",
+    )));
+    assert!(va(&r, "node-a").is_none());
+}
+
+#[test]
+fn c1_8_attach_required_false_means_no_volume_attachment() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    r.create(Object::CsiDriver(CsiDriver {
+        metadata: ObjectMeta::named(DRIVER),
+        spec: CsiDriverSpec {
+            attach_required: Some(false),
+            ..Default::default()
+        },
+        ..Default::default()
+    }));
+    r.create(pod("web-0", "node-a"));
+    assert!(va(&r, "node-a").is_none());
+    assert!(r.csi_calls.is_empty());
+}
+
+#[test]
+fn c2_4_a_failed_publish_is_reported_in_status_and_retried() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    let mut fail = true;
+    r.answer_csi(move |_| {
+        if fail {
+            fail = false;
+            Err(Status::internal("array offline"))
+        } else {
+            Ok(Response::Published {
+                publish_context: Default::default(),
+            })
+        }
+    });
+    r.create(pod("web-0", "node-a"));
+    let v = va(&r, "node-a").unwrap();
+    assert!(!v.status.attached);
+    assert!(
+        v.status
+            .attach_error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("array offline")
+    );
+    r.advance(1_500);
+    let v = va(&r, "node-a").unwrap();
+    assert!(v.status.attached);
+    assert!(v.status.attach_error.is_none());
+}
