@@ -38,6 +38,7 @@ pub mod attach;
 pub mod binder;
 pub mod control;
 pub mod driver;
+pub mod kubelet;
 pub mod model;
 pub mod mountinfo;
 pub mod path;

@@ -1,0 +1,356 @@
+//! The kubelet's volume manager for one node, with the CSI volume plugin
+//! (SEMANTICS.md D), as a sans-IO machine.
+//!
+//! Desired state is the pods bound to this node and their claims; actual
+//! state is what was staged and published. Each pass of the reconciler
+//! (D1.1) first unpublishes what no pod wants any more, then makes desired
+//! volumes ready — report in use, wait for attach, stage once per volume,
+//! publish once per pod, expand when the PV outgrew the claim — and last
+//! unstages volumes no pod uses.
+//!
+//! Guarantees:
+//! * NodeStage once per volume at kubelet's global mount path; NodePublish
+//!   per pod at kubelet's pod path (D3.1, D3.2).
+//! * No NodeUnstage while any publish of that volume remains on this node.
+//! * One operation per volume at a time.
+//! * A call that timed out leaves its volume "uncertain": it is retried or
+//!   cleaned up, never forgotten (D2.3). After a restart,
+//!   [`Kubelet::reconstruct`] takes what is mounted on the node as uncertain.
+
+mod reconcile;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::control::csi_map::DriverModes;
+use crate::control::{ApiCall, ApiResult, Backoff, Cache, CsiResult, Effect, Input, Ops, Watch};
+use crate::model::*;
+use crate::{Code, OpId, Tick};
+
+/// How a node's kubelet runs.
+#[derive(Debug, Clone)]
+pub struct KubeletConfig {
+    pub node: String,
+    pub driver: String,
+    /// The kubelet root directory (`/var/lib/kubelet`).
+    pub root: String,
+    /// The driver has STAGE_UNSTAGE_VOLUME.
+    pub stage_unstage: bool,
+    /// The driver has node EXPAND_VOLUME.
+    pub node_expand: bool,
+    pub modes: DriverModes,
+    pub retry_start: Tick,
+    pub retry_max: Tick,
+}
+
+impl KubeletConfig {
+    pub fn new(node: &str, driver: &str, root: &str) -> KubeletConfig {
+        KubeletConfig {
+            node: node.into(),
+            driver: driver.into(),
+            root: root.into(),
+            stage_unstage: true,
+            node_expand: true,
+            modes: DriverModes::default(),
+            retry_start: 500,
+            retry_max: 120_000,
+        }
+    }
+}
+
+/// How sure the kubelet is about a stage or publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Certainty {
+    /// The call succeeded.
+    Done,
+    /// The call timed out, or the state was reconstructed: it may or may not
+    /// have happened. Retried when wanted, cleaned up when not.
+    Uncertain,
+}
+
+/// A staged volume (global mount).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub handle: String,
+    pub staging_path: String,
+    pub state: Certainty,
+}
+
+/// A volume published to a pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodMount {
+    pub handle: String,
+    pub pod: String,
+    pub target: String,
+    pub state: Certainty,
+}
+
+/// What the kubelet believes is on the node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActualState {
+    /// By PV name.
+    pub devices: BTreeMap<String, Device>,
+    /// By (pod UID, PV name).
+    pub mounts: BTreeMap<(String, String), PodMount>,
+}
+
+/// What a restarted kubelet finds on its node (D3.10).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// (PV name, volume handle) of global mounts found.
+    pub staged: Vec<(String, String)>,
+    /// (pod UID, PV name, volume handle) of pod mounts found.
+    pub published: Vec<(String, String, String)>,
+}
+
+#[derive(Debug, Clone)]
+enum Call {
+    Stage {
+        pv: String,
+    },
+    Unstage {
+        pv: String,
+    },
+    Publish {
+        pv: String,
+        pod: String,
+    },
+    Unpublish {
+        pv: String,
+        pod: String,
+    },
+    Expand {
+        pv: String,
+        claim: ObjectKey,
+        bytes: u64,
+    },
+    Api {
+        key: String,
+    },
+}
+
+/// One node's volume manager. See the module documentation.
+#[derive(Debug)]
+pub struct Kubelet {
+    config: KubeletConfig,
+    cache: Cache,
+    actual: ActualState,
+    busy: BTreeSet<String>,
+    calls: BTreeMap<OpId, Call>,
+    backoff: Backoff<String>,
+    last_event: BTreeMap<ObjectKey, String>,
+    queue: VecDeque<Effect>,
+    ops: Ops,
+    now: Tick,
+    dirty: bool,
+}
+
+impl Kubelet {
+    pub fn new(config: KubeletConfig) -> Kubelet {
+        let backoff = Backoff::new(config.retry_start, config.retry_max);
+        Kubelet {
+            config,
+            cache: Cache::default(),
+            actual: ActualState::default(),
+            busy: BTreeSet::new(),
+            calls: BTreeMap::new(),
+            backoff,
+            last_event: BTreeMap::new(),
+            queue: VecDeque::new(),
+            ops: Ops::default(),
+            now: 0,
+            dirty: false,
+        }
+    }
+
+    pub fn actual(&self) -> &ActualState {
+        &self.actual
+    }
+
+    pub fn config(&self) -> &KubeletConfig {
+        &self.config
+    }
+
+    /// Takes what a restarted kubelet finds mounted as uncertain actual state (D3.10).
+    pub fn reconstruct(&mut self, observed: Observed) {
+        for (pv, handle) in observed.staged {
+            let staging_path =
+                crate::model::names::staging_path(&self.config.root, &self.config.driver, &handle);
+            self.actual.devices.insert(
+                pv,
+                Device {
+                    handle,
+                    staging_path,
+                    state: Certainty::Uncertain,
+                },
+            );
+        }
+        for (pod, pv, handle) in observed.published {
+            let target = crate::model::names::publish_path(&self.config.root, &pod, &pv);
+            self.actual.mounts.insert(
+                (pod.clone(), pv),
+                PodMount {
+                    handle,
+                    pod,
+                    target,
+                    state: Certainty::Uncertain,
+                },
+            );
+        }
+        self.dirty = true;
+    }
+
+    pub fn handle(&mut self, now: Tick, input: Input) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Watch(Watch::Applied(o)) => {
+                if self.relevant(&o) {
+                    self.cache.apply(o);
+                }
+            }
+            Input::Watch(Watch::Deleted(o)) => {
+                self.cache.remove(&o.key());
+            }
+            Input::ApiDone { op, result } => {
+                if let Some(Call::Api { key }) = self.calls.remove(&op) {
+                    self.busy.remove(&key);
+                    match result {
+                        ApiResult::Ok(Some(o)) => {
+                            self.cache.apply(o);
+                        }
+                        ApiResult::Ok(None) => {}
+                        _ => {
+                            self.backoff.fail(key, self.now);
+                        }
+                    }
+                }
+            }
+            Input::CsiDone { op, result } => self.csi_done(op, result),
+        }
+        self.dirty = true;
+    }
+
+    /// Pods of other nodes are not this kubelet's business.
+    fn relevant(&self, o: &Object) -> bool {
+        match o {
+            Object::Pod(p) => p.node() == Some(self.config.node.as_str()),
+            Object::Node(n) => n.metadata.name == self.config.node,
+            _ => true,
+        }
+    }
+
+    pub fn poll(&mut self) -> Option<Effect> {
+        if self.queue.is_empty() && self.dirty {
+            self.dirty = false;
+            self.reconcile();
+        }
+        self.queue.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        self.backoff.next_after(self.now)
+    }
+
+    pub fn handle_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
+        self.dirty = true;
+    }
+
+    fn csi_done(&mut self, op: OpId, result: CsiResult) {
+        let Some(call) = self.calls.remove(&op) else {
+            return;
+        };
+        let uncertain = matches!(&result, Err(e) if matches!(e.code, Code::DeadlineExceeded | Code::Unavailable | Code::Cancelled | Code::Aborted));
+        match call {
+            Call::Stage { pv } => {
+                self.busy.remove(&pv);
+                match result {
+                    Ok(_) => {
+                        self.backoff.succeed(&pv);
+                        if let Some(d) = self.actual.devices.get_mut(&pv) {
+                            d.state = Certainty::Done;
+                        }
+                    }
+                    Err(e) => {
+                        if !uncertain {
+                            // Refused before anything happened: nothing to clean up.
+                            if self
+                                .actual
+                                .devices
+                                .get(&pv)
+                                .is_some_and(|d| d.state == Certainty::Uncertain)
+                            {
+                                self.actual.devices.remove(&pv);
+                            }
+                        }
+                        self.failed_mount(&pv, "MountVolume.MountDevice", &e);
+                    }
+                }
+            }
+            Call::Unstage { pv } => {
+                self.busy.remove(&pv);
+                match result {
+                    Ok(_) => {
+                        self.backoff.succeed(&pv);
+                        self.actual.devices.remove(&pv);
+                    }
+                    Err(_) => {
+                        if let Some(d) = self.actual.devices.get_mut(&pv) {
+                            d.state = Certainty::Uncertain;
+                        }
+                        self.backoff.fail(pv, self.now);
+                    }
+                }
+            }
+            Call::Publish { pv, pod } => {
+                self.busy.remove(&pv);
+                let key = (pod.clone(), pv.clone());
+                match result {
+                    Ok(_) => {
+                        self.backoff.succeed(&pv);
+                        if let Some(m) = self.actual.mounts.get_mut(&key) {
+                            m.state = Certainty::Done;
+                        }
+                    }
+                    Err(e) => {
+                        if !uncertain {
+                            self.actual.mounts.remove(&key);
+                        }
+                        self.failed_mount(&pv, "MountVolume.SetUp", &e);
+                    }
+                }
+            }
+            Call::Unpublish { pv, pod } => {
+                self.busy.remove(&pv);
+                match result {
+                    Ok(_) => {
+                        self.backoff.succeed(&pv);
+                        self.actual.mounts.remove(&(pod, pv));
+                    }
+                    Err(_) => {
+                        if let Some(m) = self.actual.mounts.get_mut(&(pod, pv.clone())) {
+                            m.state = Certainty::Uncertain;
+                        }
+                        self.backoff.fail(pv, self.now);
+                    }
+                }
+            }
+            Call::Expand { pv, claim, bytes } => {
+                self.busy.remove(&pv);
+                match result {
+                    Ok(_) => {
+                        self.backoff.succeed(&pv);
+                        self.expanded(&claim, bytes);
+                    }
+                    Err(e) => self.failed_mount(&pv, "MountVolume.NodeExpandVolume", &e),
+                }
+            }
+            Call::Api { .. } => {}
+        }
+    }
+}
+
+crate::impl_machine!(Kubelet);

@@ -1,0 +1,483 @@
+//! The reconciler's passes (D1.1, D2, D3).
+
+use super::*;
+use crate::control::csi_map;
+use crate::control::{Effect, Event};
+use crate::driver::{self, Request};
+use crate::model::names::{self, reason};
+
+/// A pod's use of a volume that should be published.
+#[derive(Debug, Clone)]
+struct Want {
+    pod: Pod,
+    claim: PersistentVolumeClaim,
+    pv: PersistentVolume,
+    readonly: bool,
+}
+
+impl Kubelet {
+    fn want(&self) -> BTreeMap<(String, String), Want> {
+        let mut out = BTreeMap::new();
+        for o in self.cache.of_kind(Kind::Pod) {
+            let Object::Pod(pod) = o else { continue };
+            if pod.terminated()
+                || pod.metadata.deleting()
+                || pod.node() != Some(self.config.node.as_str())
+            {
+                continue;
+            }
+            for v in &pod.spec.volumes {
+                let Some(src) = &v.persistent_volume_claim else {
+                    continue;
+                };
+                let key = ObjectKey::new(
+                    Kind::PersistentVolumeClaim,
+                    &pod.metadata.namespace,
+                    &src.claim_name,
+                );
+                let Some(Object::Pvc(claim)) = self.cache.get(&key) else {
+                    continue;
+                };
+                let Some(Object::Pv(pv)) = self.cache.get(&ObjectKey::new(
+                    Kind::PersistentVolume,
+                    "",
+                    claim.volume_name(),
+                )) else {
+                    continue;
+                };
+                if pv
+                    .spec
+                    .csi
+                    .as_ref()
+                    .is_none_or(|c| c.driver != self.config.driver)
+                {
+                    continue;
+                }
+                let readonly = src.read_only || pv.spec.csi.as_ref().is_some_and(|c| c.read_only);
+                out.insert(
+                    (pod.metadata.uid.clone(), pv.name().to_string()),
+                    Want {
+                        pod: pod.clone(),
+                        claim: claim.clone(),
+                        pv: pv.clone(),
+                        readonly,
+                    },
+                );
+            }
+        }
+        out
+    }
+
+    fn node(&self) -> Option<Node> {
+        match self
+            .cache
+            .get(&ObjectKey::new(Kind::Node, "", &self.config.node))
+        {
+            Some(Object::Node(n)) => Some(n.clone()),
+            _ => None,
+        }
+    }
+
+    fn csi_driver(&self) -> Option<CsiDriver> {
+        match self
+            .cache
+            .get(&ObjectKey::new(Kind::CsiDriver, "", &self.config.driver))
+        {
+            Some(Object::CsiDriver(d)) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    fn ready(&self, pv: &str) -> bool {
+        !self.busy.contains(pv) && !self.backoff.waiting(&pv.to_string(), self.now)
+    }
+
+    fn csi(&mut self, call: Call, request: Request) {
+        let op = self.ops.issue();
+        let key = match &call {
+            Call::Stage { pv }
+            | Call::Unstage { pv }
+            | Call::Publish { pv, .. }
+            | Call::Unpublish { pv, .. }
+            | Call::Expand { pv, .. } => pv.clone(),
+            Call::Api { key } => key.clone(),
+        };
+        self.busy.insert(key);
+        self.calls.insert(op, call);
+        self.queue.push_back(Effect::Csi {
+            op,
+            node: Some(self.config.node.clone()),
+            call: request,
+        });
+    }
+
+    fn api(&mut self, key: String, call: ApiCall) {
+        let op = self.ops.issue();
+        self.busy.insert(key.clone());
+        self.calls.insert(op, Call::Api { key });
+        self.queue.push_back(Effect::Api { op, call });
+    }
+
+    /// A FailedMount warning on the pods using `pv`, and a backoff.
+    pub(super) fn failed_mount(&mut self, pv: &str, what: &str, e: &crate::Status) {
+        self.backoff.fail(pv.to_string(), self.now);
+        let msg = format!(
+            "{what} failed for volume {pv:?} : rpc error: code = {} desc = {}",
+            e.code, e.message
+        );
+        let pods: Vec<ObjectKey> = self
+            .want()
+            .values()
+            .filter(|w| w.pv.name() == pv)
+            .map(|w| ObjectKey::new(Kind::Pod, &w.pod.metadata.namespace, &w.pod.metadata.name))
+            .collect();
+        for key in pods {
+            if self.last_event.get(&key) != Some(&msg) {
+                self.last_event.insert(key.clone(), msg.clone());
+                self.queue.push_back(Effect::Event(Event::warning(
+                    key,
+                    reason::FAILED_MOUNT,
+                    msg.clone(),
+                )));
+            }
+        }
+    }
+
+    /// After NodeExpand: the claim's status capacity catches up with the PV (last step of resize).
+    pub(super) fn expanded(&mut self, claim: &ObjectKey, bytes: u64) {
+        let Some(Object::Pvc(c)) = self.cache.get(claim).cloned() else {
+            return;
+        };
+        let mut c2 = c.clone();
+        c2.status
+            .capacity
+            .insert("storage".into(), Quantity::from_bytes(bytes));
+        c2.status
+            .conditions
+            .retain(|x| x.type_ != "FileSystemResizePending" && x.type_ != "Resizing");
+        self.queue.push_back(Effect::Event(Event::normal(
+            claim.clone(),
+            reason::FILE_SYSTEM_RESIZE_SUCCESSFUL,
+            format!(
+                "MountVolume.NodeExpandVolume succeeded for volume {:?} {}",
+                c.volume_name(),
+                self.config.node
+            ),
+        )));
+        self.api(
+            format!("claim:{}", claim),
+            ApiCall::UpdateStatus(Object::Pvc(c2)),
+        );
+    }
+
+    pub(super) fn reconcile(&mut self) {
+        let want = self.want();
+        self.unpublish_pass(&want);
+        let node = self.node();
+        let attach_required = self.csi_driver().is_none_or(|d| d.attach_required());
+        let mut in_use: BTreeSet<String> = BTreeSet::new();
+        for w in want.values() {
+            if let Some(c) = &w.pv.spec.csi {
+                in_use.insert(names::unique_volume_name(&c.driver, &c.volume_handle));
+            }
+        }
+        for (pv, d) in &self.actual.devices {
+            let _ = pv;
+            in_use.insert(names::unique_volume_name(&self.config.driver, &d.handle));
+        }
+        for m in self.actual.mounts.values() {
+            in_use.insert(names::unique_volume_name(&self.config.driver, &m.handle));
+        }
+        self.report_in_use(node.as_ref(), &in_use);
+        for ((pod_uid, pv_name), w) in &want {
+            self.mount_pass(node.as_ref(), attach_required, pod_uid, pv_name, w, &want);
+        }
+        self.unstage_pass(&want);
+    }
+
+    /// D1.1 step one: unpublish pods' volumes no pod wants any more (D2.4, D3.8).
+    fn unpublish_pass(&mut self, want: &BTreeMap<(String, String), Want>) {
+        let gone: Vec<((String, String), PodMount)> = self
+            .actual
+            .mounts
+            .iter()
+            .filter(|(k, _)| !want.contains_key(k))
+            .map(|(k, m)| (k.clone(), m.clone()))
+            .collect();
+        for ((pod, pv), m) in gone {
+            if !self.ready(&pv) {
+                continue;
+            }
+            let request = Request::NodeUnpublish(driver::NodeUnpublish {
+                volume_id: m.handle.clone(),
+                target_path: m.target.clone(),
+            });
+            self.csi(Call::Unpublish { pv, pod }, request);
+        }
+    }
+
+    /// D1.2: volumes are reported in use before the kubelet waits for attach,
+    /// and stay reported until unstaged.
+    fn report_in_use(&mut self, node: Option<&Node>, in_use: &BTreeSet<String>) {
+        let Some(node) = node else { return };
+        let prefix = format!("kubernetes.io/csi/{}^", self.config.driver);
+        let mut next: BTreeSet<String> = node
+            .status
+            .volumes_in_use
+            .iter()
+            .filter(|v| !v.starts_with(&prefix))
+            .cloned()
+            .collect();
+        next.extend(in_use.iter().cloned());
+        let have: BTreeSet<String> = node.status.volumes_in_use.iter().cloned().collect();
+        let key = format!("node:{}", self.config.node);
+        if next != have && !self.busy.contains(&key) && !self.backoff.waiting(&key, self.now) {
+            let mut n = node.clone();
+            n.status.volumes_in_use = next.into_iter().collect();
+            self.api(key, ApiCall::UpdateStatus(Object::Node(n)));
+        }
+    }
+
+    fn mount_pass(
+        &mut self,
+        node: Option<&Node>,
+        attach_required: bool,
+        pod_uid: &str,
+        pv_name: &str,
+        w: &Want,
+        want: &BTreeMap<(String, String), Want>,
+    ) {
+        if !self.ready(pv_name) {
+            return;
+        }
+        let Some(csi) = w.pv.spec.csi.clone() else {
+            return;
+        };
+        let unique = names::unique_volume_name(&csi.driver, &csi.volume_handle);
+        // D2.1: the ReadWriteOncePod guard.
+        if w.pv.spec.access_modes == [AccessMode::ReadWriteOncePod] {
+            let other = self
+                .actual
+                .mounts
+                .keys()
+                .chain(
+                    want.keys()
+                        .filter(|(p, v)| v == pv_name && p.as_str() < pod_uid),
+                )
+                .any(|(p, v)| v == pv_name && p != pod_uid);
+            if other
+                && !self
+                    .actual
+                    .mounts
+                    .contains_key(&(pod_uid.to_string(), pv_name.to_string()))
+            {
+                let key =
+                    ObjectKey::new(Kind::Pod, &w.pod.metadata.namespace, &w.pod.metadata.name);
+                let msg = "volume uses the ReadWriteOncePod access mode and is already in use by another pod".to_string();
+                if self.last_event.get(&key) != Some(&msg) {
+                    self.last_event.insert(key.clone(), msg.clone());
+                    self.queue.push_back(Effect::Event(Event::warning(
+                        key,
+                        reason::FAILED_MOUNT,
+                        msg,
+                    )));
+                }
+                return;
+            }
+        }
+        let Some(node) = node else { return };
+        if !node.status.volumes_in_use.contains(&unique) {
+            return;
+        }
+        let mut publish_context = BTreeMap::new();
+        if attach_required {
+            if !node
+                .status
+                .volumes_attached
+                .iter()
+                .any(|a| a.name == unique)
+            {
+                return;
+            }
+            let va = names::volume_attachment_name(
+                &csi.volume_handle,
+                &self.config.driver,
+                &self.config.node,
+            );
+            match self
+                .cache
+                .get(&ObjectKey::new(Kind::VolumeAttachment, "", &va))
+            {
+                Some(Object::Va(v)) if v.status.attached => {
+                    publish_context = v.status.attachment_metadata.clone()
+                }
+                _ => return,
+            }
+        }
+        let capability = match csi_map::pv_capability(&w.pv, self.config.modes) {
+            Ok(c) => c,
+            Err(e) => {
+                self.failed_mount(pv_name, "MountVolume.SetUp", &crate::Status::invalid(e));
+                return;
+            }
+        };
+        let staging =
+            names::staging_path(&self.config.root, &self.config.driver, &csi.volume_handle);
+        if self.config.stage_unstage
+            && self
+                .actual
+                .devices
+                .get(pv_name)
+                .is_none_or(|d| d.state != Certainty::Done)
+        {
+            self.actual
+                .devices
+                .entry(pv_name.to_string())
+                .or_insert(Device {
+                    handle: csi.volume_handle.clone(),
+                    staging_path: staging.clone(),
+                    state: Certainty::Uncertain,
+                });
+            let request = Request::NodeStage(driver::NodeStage {
+                volume_id: csi.volume_handle.clone(),
+                publish_context,
+                staging_target_path: staging,
+                capability,
+                volume_context: csi.volume_attributes.clone(),
+                secrets: driver::Secrets::default(),
+            });
+            self.csi(
+                Call::Stage {
+                    pv: pv_name.to_string(),
+                },
+                request,
+            );
+            return;
+        }
+        let key = (pod_uid.to_string(), pv_name.to_string());
+        let target = names::publish_path(&self.config.root, pod_uid, pv_name);
+        if self
+            .actual
+            .mounts
+            .get(&key)
+            .is_none_or(|m| m.state != Certainty::Done)
+        {
+            self.actual.mounts.entry(key).or_insert(PodMount {
+                handle: csi.volume_handle.clone(),
+                pod: pod_uid.to_string(),
+                target: target.clone(),
+                state: Certainty::Uncertain,
+            });
+            let mut volume_context = csi.volume_attributes.clone();
+            if self.csi_driver().is_some_and(|d| d.pod_info_on_mount()) {
+                let p = &w.pod;
+                volume_context.insert(
+                    "csi.storage.k8s.io/pod.name".into(),
+                    p.metadata.name.clone(),
+                );
+                volume_context.insert(
+                    "csi.storage.k8s.io/pod.namespace".into(),
+                    p.metadata.namespace.clone(),
+                );
+                volume_context.insert("csi.storage.k8s.io/pod.uid".into(), p.metadata.uid.clone());
+                volume_context.insert(
+                    "csi.storage.k8s.io/serviceAccount.name".into(),
+                    p.spec
+                        .service_account_name
+                        .clone()
+                        .unwrap_or_else(|| "default".into()),
+                );
+                volume_context.insert("csi.storage.k8s.io/ephemeral".into(), "false".into());
+            }
+            let request = Request::NodePublish(driver::NodePublish {
+                volume_id: csi.volume_handle.clone(),
+                publish_context,
+                staging_target_path: if self.config.stage_unstage {
+                    staging
+                } else {
+                    String::new()
+                },
+                target_path: target,
+                capability,
+                readonly: w.readonly,
+                volume_context,
+                secrets: driver::Secrets::default(),
+            });
+            self.csi(
+                Call::Publish {
+                    pv: pv_name.to_string(),
+                    pod: pod_uid.to_string(),
+                },
+                request,
+            );
+            return;
+        }
+        // D3.11: the PV outgrew the claim and the resizer asked the node to finish.
+        let pv_bytes = w.pv.capacity().map_or(0, |q| q.bytes());
+        let claim_bytes = w.claim.status_capacity().map_or(0, |q| q.bytes());
+        let claim_key = ObjectKey::new(
+            Kind::PersistentVolumeClaim,
+            &w.claim.metadata.namespace,
+            &w.claim.metadata.name,
+        );
+        if pv_bytes > claim_bytes
+            && w.claim.condition("FileSystemResizePending").is_some()
+            && !self.busy.contains(&format!("claim:{claim_key}"))
+        {
+            if !self.config.node_expand {
+                self.expanded(&claim_key, pv_bytes);
+                return;
+            }
+            let request = Request::NodeExpand(driver::NodeExpand {
+                volume_id: csi.volume_handle.clone(),
+                volume_path: names::publish_path(&self.config.root, pod_uid, pv_name),
+                capacity: driver::CapacityRange {
+                    required_bytes: pv_bytes,
+                    limit_bytes: 0,
+                },
+                staging_target_path: if self.config.stage_unstage {
+                    names::staging_path(&self.config.root, &self.config.driver, &csi.volume_handle)
+                } else {
+                    String::new()
+                },
+                capability: Some(capability),
+                secrets: driver::Secrets::default(),
+            });
+            self.csi(
+                Call::Expand {
+                    pv: pv_name.to_string(),
+                    claim: claim_key,
+                    bytes: pv_bytes,
+                },
+                request,
+            );
+        }
+    }
+
+    /// D1.1 last step: unstage volumes with no publish left and no pod wanting them (D1.3, D3.9).
+    fn unstage_pass(&mut self, want: &BTreeMap<(String, String), Want>) {
+        let wanted: BTreeSet<&str> = want.values().map(|w| w.pv.name()).collect();
+        let idle: Vec<(String, Device)> = self
+            .actual
+            .devices
+            .iter()
+            .filter(|(pv, _)| !wanted.contains(pv.as_str()))
+            .filter(|(pv, _)| !self.actual.mounts.keys().any(|(_, v)| v == *pv))
+            .map(|(pv, d)| (pv.clone(), d.clone()))
+            .collect();
+        for (pv, d) in idle {
+            if !self.ready(&pv) {
+                continue;
+            }
+            if !self.config.stage_unstage {
+                self.actual.devices.remove(&pv);
+                continue;
+            }
+            let request = Request::NodeUnstage(driver::NodeUnstage {
+                volume_id: d.handle.clone(),
+                staging_target_path: d.staging_path.clone(),
+            });
+            self.csi(Call::Unstage { pv }, request);
+        }
+    }
+}

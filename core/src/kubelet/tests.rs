@@ -1,0 +1,304 @@
+//! Scenario tests of the kubelet volume manager, named after SEMANTICS.md D.
+
+use super::*;
+use crate::control::rig::Rig;
+use crate::driver::{Request, Response};
+use crate::model::names;
+use crate::{Code, Status};
+
+const DRIVER: &str = "volplane.csi.io";
+const ROOT: &str = "/var/lib/kubelet";
+const UNIQUE: &str = "kubernetes.io/csi/volplane.csi.io^vol-1";
+
+fn ok(call: &Request) -> crate::control::CsiResult {
+    let _ = call;
+    Ok(Response::Empty)
+}
+
+/// A node with the volume attached, a PV, a bound claim.
+fn rig(modes: &[AccessMode], attached: bool) -> Rig<Kubelet> {
+    let mut r = Rig::new(Kubelet::new(KubeletConfig::new("node-a", DRIVER, ROOT)));
+    r.answer_csi(ok);
+    let mut n = Node::new("node-a");
+    if attached {
+        n.status.volumes_attached.push(AttachedVolume {
+            name: UNIQUE.into(),
+            device_path: "x".into(),
+        });
+    }
+    r.create(Object::Node(n));
+    let mut va = VolumeAttachment::new(
+        &names::volume_attachment_name("vol-1", DRIVER, "node-a"),
+        DRIVER,
+        "node-a",
+        "pv-1",
+    );
+    va.status.attached = attached;
+    va.status
+        .attachment_metadata
+        .insert("device".into(), "/dev/loop7".into());
+    r.create(Object::Va(va));
+    let mut pv = PersistentVolume::new("pv-1");
+    pv.spec.access_modes = modes.to_vec();
+    pv.spec
+        .capacity
+        .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+    pv.spec.csi = Some(CsiSource {
+        driver: DRIVER.into(),
+        volume_handle: "vol-1".into(),
+        fs_type: "ext4".into(),
+        ..Default::default()
+    });
+    r.create(Object::Pv(pv));
+    let mut c = PersistentVolumeClaim::new("default", "data");
+    c.spec.volume_name = Some("pv-1".into());
+    c.status
+        .capacity
+        .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+    r.create(Object::Pvc(c));
+    r
+}
+
+fn pod(r: &mut Rig<Kubelet>, name: &str) -> String {
+    let mut p = Pod::new("default", name);
+    p.spec.node_name = Some("node-a".into());
+    p.spec.volumes.push(PodVolume {
+        name: "d".into(),
+        persistent_volume_claim: Some(PvcSource {
+            claim_name: "data".into(),
+            read_only: false,
+        }),
+    });
+    let Object::Pod(p) = r.create(Object::Pod(p)) else {
+        unreachable!()
+    };
+    p.metadata.uid
+}
+
+fn calls(r: &Rig<Kubelet>) -> Vec<String> {
+    r.csi_calls
+        .iter()
+        .map(|(node, c)| {
+            assert_eq!(
+                node.as_deref(),
+                Some("node-a"),
+                "node calls go to this node's plugin"
+            );
+            format!("{} {}", c.method(), c.path().unwrap_or(""))
+        })
+        .collect()
+}
+
+fn staging() -> String {
+    names::staging_path(ROOT, DRIVER, "vol-1")
+}
+
+fn target(uid: &str) -> String {
+    format!("{ROOT}/pods/{uid}/volumes/kubernetes.io~csi/pv-1/mount")
+}
+
+fn node(r: &Rig<Kubelet>) -> Node {
+    match r.get(Kind::Node, "", "node-a") {
+        Some(Object::Node(n)) => n.clone(),
+        _ => panic!(),
+    }
+}
+
+#[test]
+fn d2_2_d3_1_d3_2_stage_once_per_volume_and_publish_per_pod_at_kubelets_paths() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    let a = pod(&mut r, "web-0");
+    let b = pod(&mut r, "web-1");
+    assert_eq!(
+        calls(&r),
+        vec![
+            format!("NodeStageVolume {}", staging()),
+            format!("NodePublishVolume {}", target(&a)),
+            format!("NodePublishVolume {}", target(&b)),
+        ]
+    );
+    assert!(staging().contains(&names::sha256_hex(b"vol-1")));
+    let Request::NodeStage(s) = &r.csi_calls[0].1 else {
+        panic!()
+    };
+    assert_eq!(
+        s.publish_context["device"], "/dev/loop7",
+        "D3.5: publish_context from the VolumeAttachment"
+    );
+    assert!(
+        matches!(&s.capability.access_type, crate::driver::AccessType::Mount { fs_type, .. } if fs_type == "ext4")
+    );
+    assert_eq!(node(&r).status.volumes_in_use, vec![UNIQUE.to_string()]);
+}
+
+#[test]
+fn d1_2_nothing_is_staged_before_the_node_status_says_attached() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], false);
+    pod(&mut r, "web-0");
+    assert!(r.csi_calls.is_empty());
+    assert_eq!(
+        node(&r).status.volumes_in_use,
+        vec![UNIQUE.to_string()],
+        "reported in use while waiting"
+    );
+    let mut n = node(&r);
+    n.status.volumes_attached.push(AttachedVolume {
+        name: UNIQUE.into(),
+        device_path: "x".into(),
+    });
+    r.user(ApiCall::UpdateStatus(Object::Node(n)));
+    let va = names::volume_attachment_name("vol-1", DRIVER, "node-a");
+    let Some(Object::Va(mut v)) = r.get(Kind::VolumeAttachment, "", &va).cloned() else {
+        panic!()
+    };
+    v.status.attached = true;
+    r.user(ApiCall::UpdateStatus(Object::Va(v)));
+    assert_eq!(calls(&r).len(), 2, "stage and publish once attached");
+}
+
+#[test]
+fn d1_3_unstage_only_after_the_last_unpublish_then_stop_reporting_in_use() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    let a = pod(&mut r, "web-0");
+    let b = pod(&mut r, "web-1");
+    r.csi_calls.clear();
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-0",
+    )));
+    assert_eq!(
+        calls(&r),
+        vec![format!("NodeUnpublishVolume {}", target(&a))]
+    );
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-1",
+    )));
+    assert_eq!(
+        calls(&r),
+        vec![
+            format!("NodeUnpublishVolume {}", target(&a)),
+            format!("NodeUnpublishVolume {}", target(&b)),
+            format!("NodeUnstageVolume {}", staging()),
+        ]
+    );
+    assert!(node(&r).status.volumes_in_use.is_empty());
+    assert_eq!(r.machine.actual(), &ActualState::default());
+}
+
+#[test]
+fn d2_3_a_timed_out_stage_is_uncertain_and_cleaned_up_when_the_pod_goes() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    r.answer_csi(|c| match c {
+        Request::NodeStage(_) => Err(Status::new(
+            Code::DeadlineExceeded,
+            "context deadline exceeded",
+        )),
+        _ => Ok(Response::Empty),
+    });
+    pod(&mut r, "web-0");
+    assert_eq!(
+        r.machine.actual().devices["pv-1"].state,
+        Certainty::Uncertain
+    );
+    assert_eq!(r.reasons(), vec![crate::model::names::reason::FAILED_MOUNT]);
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-0",
+    )));
+    r.advance(1_000);
+    assert_eq!(
+        calls(&r).last().unwrap(),
+        &format!("NodeUnstageVolume {}", staging()),
+        "uncertain is cleaned up"
+    );
+    assert!(r.machine.actual().devices.is_empty());
+}
+
+#[test]
+fn d2_1_a_readwriteoncepod_volume_refuses_a_second_pod() {
+    let mut r = rig(&[AccessMode::ReadWriteOncePod], true);
+    pod(&mut r, "web-0");
+    pod(&mut r, "web-1");
+    let publishes = calls(&r)
+        .iter()
+        .filter(|c| c.starts_with("NodePublishVolume"))
+        .count();
+    assert_eq!(publishes, 1);
+    let e = r
+        .events
+        .iter()
+        .find(|e| e.object.name == "web-1")
+        .expect("an event on the second pod");
+    assert_eq!(
+        e.message,
+        "volume uses the ReadWriteOncePod access mode and is already in use by another pod"
+    );
+}
+
+#[test]
+fn d3_10_a_restarted_kubelet_cleans_up_what_no_pod_wants() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    r.machine.reconstruct(Observed {
+        staged: vec![("pv-1".into(), "vol-1".into())],
+        published: vec![("gone-pod".into(), "pv-1".into(), "vol-1".into())],
+    });
+    r.run();
+    assert_eq!(
+        calls(&r),
+        vec![
+            format!("NodeUnpublishVolume {}", target("gone-pod")),
+            format!("NodeUnstageVolume {}", staging())
+        ]
+    );
+}
+
+#[test]
+fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    let a = pod(&mut r, "web-0");
+    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
+        panic!()
+    };
+    pv.spec
+        .capacity
+        .insert("storage".into(), Quantity::parse("2Gi").unwrap());
+    r.user(ApiCall::Update(Object::Pv(pv)));
+    assert!(
+        !calls(&r).iter().any(|c| c.starts_with("NodeExpandVolume")),
+        "only when the resizer asks"
+    );
+    let Some(Object::Pvc(mut c)) = r
+        .get(Kind::PersistentVolumeClaim, "default", "data")
+        .cloned()
+    else {
+        panic!()
+    };
+    c.status.conditions.push(PvcCondition {
+        type_: "FileSystemResizePending".into(),
+        status: "True".into(),
+        ..Default::default()
+    });
+    r.user(ApiCall::UpdateStatus(Object::Pvc(c)));
+    assert_eq!(
+        calls(&r).last().unwrap(),
+        &format!("NodeExpandVolume {}", target(&a))
+    );
+    let Request::NodeExpand(e) = &r.csi_calls.last().unwrap().1 else {
+        panic!()
+    };
+    assert_eq!(e.capacity.required_bytes, 2 << 30);
+    assert_eq!(e.staging_target_path, staging());
+    let Some(Object::Pvc(c)) = r.get(Kind::PersistentVolumeClaim, "default", "data") else {
+        panic!()
+    };
+    assert_eq!(c.status_capacity().unwrap().bytes(), 2 << 30);
+    assert!(c.condition("FileSystemResizePending").is_none());
+    assert!(
+        r.reasons()
+            .contains(&crate::model::names::reason::FILE_SYSTEM_RESIZE_SUCCESSFUL)
+    );
+}
