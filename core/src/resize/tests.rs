@@ -1,0 +1,153 @@
+//! Scenario tests of the resizer.
+
+use super::*;
+use crate::Status;
+use crate::control::rig::Rig;
+
+const DRIVER: &str = "volplane.csi.io";
+
+fn rig(node_required: bool, allow: bool) -> Rig<Resizer> {
+    let mut r = Rig::new(Resizer::new(ResizeConfig::new(DRIVER)));
+    r.answer_csi(move |c| match c {
+        Request::ControllerExpand(e) => Ok(Response::ControllerExpanded {
+            capacity_bytes: e.capacity.required_bytes,
+            node_expansion_required: node_required,
+        }),
+        other => Err(Status::unimplemented(other.method())),
+    });
+    let mut sc = StorageClass::new("fast", DRIVER);
+    sc.allow_volume_expansion = Some(allow);
+    r.create(Object::Class(sc));
+    let mut pv = PersistentVolume::new("pv-1");
+    pv.spec.access_modes = vec![AccessMode::ReadWriteOnce];
+    pv.spec
+        .capacity
+        .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+    pv.spec.csi = Some(CsiSource {
+        driver: DRIVER.into(),
+        volume_handle: "vol-1".into(),
+        ..Default::default()
+    });
+    pv.spec.claim_ref = Some(ObjectReference {
+        namespace: "default".into(),
+        name: "data".into(),
+        ..Default::default()
+    });
+    r.create(Object::Pv(pv));
+    let mut c = PersistentVolumeClaim::new("default", "data");
+    c.spec.storage_class_name = Some("fast".into());
+    c.spec.volume_name = Some("pv-1".into());
+    c.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+    c.status.phase = Some(PvcPhase::Bound);
+    c.status
+        .capacity
+        .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+    r.create(Object::Pvc(c));
+    r
+}
+
+fn grow(r: &mut Rig<Resizer>, to: &str) {
+    let Some(Object::Pvc(mut c)) = r
+        .get(Kind::PersistentVolumeClaim, "default", "data")
+        .cloned()
+    else {
+        panic!()
+    };
+    c.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::parse(to).unwrap());
+    r.user(ApiCall::Update(Object::Pvc(c)));
+}
+
+fn claim(r: &Rig<Resizer>) -> PersistentVolumeClaim {
+    match r.get(Kind::PersistentVolumeClaim, "default", "data") {
+        Some(Object::Pvc(c)) => c.clone(),
+        _ => panic!(),
+    }
+}
+
+fn pv_bytes(r: &Rig<Resizer>) -> u64 {
+    match r.get(Kind::PersistentVolume, "", "pv-1") {
+        Some(Object::Pv(v)) => v.capacity().unwrap().bytes(),
+        _ => panic!(),
+    }
+}
+
+#[test]
+fn controller_then_pv_then_node_pending_when_the_driver_needs_the_node() {
+    let mut r = rig(true, true);
+    grow(&mut r, "2Gi");
+    assert!(
+        matches!(&r.csi_calls[..], [(None, Request::ControllerExpand(e))] if e.capacity.required_bytes == 2 << 30 && e.volume_id == "vol-1")
+    );
+    assert_eq!(pv_bytes(&r), 2 << 30);
+    let c = claim(&r);
+    assert!(c.condition(FS_RESIZE_PENDING).is_some());
+    assert_eq!(
+        c.status_capacity().unwrap().bytes(),
+        1 << 30,
+        "the claim's capacity waits for the node"
+    );
+    assert_eq!(
+        r.reasons(),
+        vec![reason::RESIZING, reason::FILE_SYSTEM_RESIZE_REQUIRED]
+    );
+}
+
+#[test]
+fn without_a_node_step_the_claim_capacity_is_written_last() {
+    let mut r = rig(false, true);
+    grow(&mut r, "3Gi");
+    let c = claim(&r);
+    assert_eq!(c.status_capacity().unwrap().bytes(), 3 << 30);
+    assert!(c.condition(RESIZING).is_none());
+    let order: Vec<(&str, Kind)> = r.writes.iter().map(|w| (w.verb(), w.key().kind)).collect();
+    assert_eq!(
+        order.last().unwrap(),
+        &("update status", Kind::PersistentVolumeClaim)
+    );
+    assert_eq!(
+        order[order.len() - 2],
+        ("update", Kind::PersistentVolume),
+        "PV capacity before the claim's"
+    );
+    assert_eq!(
+        r.reasons().last().unwrap(),
+        &reason::VOLUME_RESIZE_SUCCESSFUL
+    );
+}
+
+#[test]
+fn a_failed_expansion_is_reported_retried_and_keeps_the_old_size() {
+    let mut r = rig(false, true);
+    let mut fail = true;
+    r.answer_csi(move |c| match c {
+        Request::ControllerExpand(_) if fail => {
+            fail = false;
+            Err(Status::new(crate::Code::OutOfRange, "pool full"))
+        }
+        Request::ControllerExpand(e) => Ok(Response::ControllerExpanded {
+            capacity_bytes: e.capacity.required_bytes,
+            node_expansion_required: false,
+        }),
+        _ => Ok(Response::Empty),
+    });
+    grow(&mut r, "2Gi");
+    assert_eq!(claim(&r).status_capacity().unwrap().bytes(), 1 << 30);
+    assert_eq!(pv_bytes(&r), 1 << 30);
+    assert!(r.reasons().contains(&reason::VOLUME_RESIZE_FAILED));
+    r.advance(1_500);
+    assert_eq!(claim(&r).status_capacity().unwrap().bytes(), 2 << 30);
+}
+
+#[test]
+fn a_class_without_allow_volume_expansion_is_refused() {
+    let mut r = rig(false, false);
+    grow(&mut r, "2Gi");
+    assert!(r.csi_calls.is_empty());
+    assert_eq!(r.reasons(), vec![reason::VOLUME_RESIZE_FAILED]);
+}
