@@ -43,6 +43,7 @@ pub mod model;
 pub mod mountinfo;
 pub mod path;
 pub mod provision;
+pub mod registration;
 pub mod resize;
 pub mod status;
 pub mod store;

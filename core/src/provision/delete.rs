@@ -74,7 +74,7 @@ impl Provisioner {
         // B5.3
         let should_delete = pv.phase() == PvPhase::Released
             && policy == ReclaimPolicy::Delete
-            && !(pv.metadata.deleting() && !has)
+            && (!pv.metadata.deleting() || has)
             && !self.deleted.contains(&name);
         if !should_delete {
             return;

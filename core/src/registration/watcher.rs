@@ -1,0 +1,615 @@
+//! The kubelet's plugin watcher and CSI plugin handler (E5.4–E5.7): a
+//! registration socket appears → GetInfo → validation → NodeGetInfo → the
+//! node's `csi.volume.kubernetes.io/nodeid` annotation and topology labels →
+//! the CSINode entry → NotifyRegistrationStatus. The socket disappears →
+//! the entry and the annotation key go.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::{CSI_PLUGIN, PluginInfo, highest_v1};
+use crate::control::{ApiCall, ApiResult, Cache, CsiResult, Watch};
+use crate::driver::Response;
+use crate::model::names;
+use crate::model::*;
+use crate::{OpId, Tick};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatcherInput {
+    SocketAdded(String),
+    SocketRemoved(String),
+    InfoDone {
+        op: OpId,
+        result: Result<PluginInfo, String>,
+    },
+    NodeInfoDone {
+        op: OpId,
+        result: CsiResult,
+    },
+    NotifyDone {
+        op: OpId,
+    },
+    Watch(Watch),
+    ApiDone {
+        op: OpId,
+        result: ApiResult,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatcherEffect {
+    /// Dial the registration socket and call GetInfo.
+    GetInfo {
+        op: OpId,
+        socket: String,
+    },
+    /// Call NodeGetInfo on the plugin's CSI endpoint.
+    NodeGetInfo {
+        op: OpId,
+        endpoint: String,
+    },
+    Notify {
+        op: OpId,
+        socket: String,
+        registered: bool,
+        error: String,
+    },
+    Api {
+        op: OpId,
+        call: ApiCall,
+    },
+}
+
+/// A driver registered on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    pub socket: String,
+    pub endpoint: String,
+    pub version: (u64, u64, u64),
+    pub node_id: String,
+    pub topology: BTreeMap<String, String>,
+    pub max_volumes: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Info {
+        socket: String,
+    },
+    NodeInfo {
+        socket: String,
+        info: PluginInfo,
+        version: (u64, u64, u64),
+    },
+    /// Writing the node, then the CSINode, for a registration.
+    Write {
+        socket: String,
+        driver: String,
+    },
+    /// Removing a driver's entry and annotation.
+    Remove,
+    Notify,
+}
+
+/// One node's plugin watcher. See the module documentation.
+#[derive(Debug)]
+pub struct PluginWatcher {
+    node: String,
+    cache: Cache,
+    plugins: BTreeMap<String, Registered>,
+    /// Registrations whose node and CSINode writes are under way.
+    pending: BTreeMap<String, Registered>,
+    removing: BTreeMap<String, ()>,
+    steps: BTreeMap<OpId, Step>,
+    writing: bool,
+    queue: VecDeque<WatcherEffect>,
+    next_op: u64,
+    now: Tick,
+}
+
+impl PluginWatcher {
+    pub fn new(node: &str) -> PluginWatcher {
+        PluginWatcher {
+            node: node.into(),
+            cache: Cache::default(),
+            plugins: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            removing: BTreeMap::new(),
+            steps: BTreeMap::new(),
+            writing: false,
+            queue: VecDeque::new(),
+            next_op: 0,
+            now: 0,
+        }
+    }
+
+    pub fn registered(&self) -> &BTreeMap<String, Registered> {
+        &self.plugins
+    }
+
+    fn op(&mut self, step: Step) -> OpId {
+        self.next_op += 1;
+        let op = OpId(self.next_op);
+        self.steps.insert(op, step);
+        op
+    }
+
+    fn notify(&mut self, socket: &str, registered: bool, error: String) {
+        let op = self.op(Step::Notify);
+        self.queue.push_back(WatcherEffect::Notify {
+            op,
+            socket: socket.to_string(),
+            registered,
+            error,
+        });
+    }
+
+    pub fn handle(&mut self, now: Tick, input: WatcherInput) {
+        self.now = self.now.max(now);
+        match input {
+            WatcherInput::SocketAdded(socket) => {
+                let op = self.op(Step::Info {
+                    socket: socket.clone(),
+                });
+                self.queue.push_back(WatcherEffect::GetInfo { op, socket });
+            }
+            WatcherInput::SocketRemoved(socket) => {
+                let found: Vec<String> = self
+                    .plugins
+                    .iter()
+                    .filter(|(_, p)| p.socket == socket)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for driver in found {
+                    self.plugins.remove(&driver);
+                    self.removing.insert(driver, ());
+                }
+            }
+            WatcherInput::InfoDone { op, result } => {
+                let Some(Step::Info { socket }) = self.steps.remove(&op) else {
+                    return;
+                };
+                match result.and_then(|info| self.validate(&info).map(|v| (info, v))) {
+                    Ok((info, version)) => {
+                        let endpoint = info.endpoint.clone();
+                        let op = self.op(Step::NodeInfo {
+                            socket,
+                            info,
+                            version,
+                        });
+                        self.queue
+                            .push_back(WatcherEffect::NodeGetInfo { op, endpoint });
+                    }
+                    Err(e) => self.notify(&socket, false, e),
+                }
+            }
+            WatcherInput::NodeInfoDone { op, result } => {
+                let Some(Step::NodeInfo {
+                    socket,
+                    info,
+                    version,
+                }) = self.steps.remove(&op)
+                else {
+                    return;
+                };
+                match result {
+                    Ok(Response::NodeInfo {
+                        node_id,
+                        max_volumes_per_node,
+                        accessible_topology,
+                    }) if !node_id.is_empty() => {
+                        self.pending.insert(
+                            info.name.clone(),
+                            Registered {
+                                socket,
+                                endpoint: info.endpoint,
+                                version,
+                                node_id,
+                                topology: accessible_topology.unwrap_or_default(),
+                                max_volumes: max_volumes_per_node,
+                            },
+                        );
+                    }
+                    Ok(Response::NodeInfo { .. }) => self.notify(
+                        &socket,
+                        false,
+                        "error registering CSI driver: node ID is empty".into(),
+                    ),
+                    Ok(other) => {
+                        self.notify(&socket, false, format!("NodeGetInfo answered {other:?}"))
+                    }
+                    Err(e) => self.notify(
+                        &socket,
+                        false,
+                        format!(
+                            "error during CSI NodeGetInfo call: rpc error: code = {} desc = {}",
+                            e.code, e.message
+                        ),
+                    ),
+                }
+            }
+            WatcherInput::NotifyDone { op } => {
+                self.steps.remove(&op);
+            }
+            WatcherInput::Watch(Watch::Applied(o)) => {
+                self.cache.apply(o);
+            }
+            WatcherInput::Watch(Watch::Deleted(o)) => {
+                self.cache.remove(&o.key());
+            }
+            WatcherInput::ApiDone { op, result } => self.written(op, result),
+        }
+    }
+
+    /// E5.4, E5.5: the handler's checks.
+    fn validate(&self, info: &PluginInfo) -> Result<(u64, u64, u64), String> {
+        if info.type_ != CSI_PLUGIN {
+            return Err(format!(
+                "no handler registered for plugin type: {}",
+                info.type_
+            ));
+        }
+        if info.supported_versions.is_empty() {
+            return Err(format!(
+                "RegisterPlugin error -- no versions specified for plugin {}",
+                info.name
+            ));
+        }
+        let version = highest_v1(&info.supported_versions).ok_or_else(|| {
+            format!(
+                "RegisterPlugin error -- none of the versions specified {:?} are supported by this kubelet",
+                info.supported_versions
+            )
+        })?;
+        if let Some(old) = self.plugins.get(&info.name)
+            && old.version >= version
+        {
+            return Err(format!(
+                "RegisterPlugin error -- plugin {} already registered with a higher or equal version",
+                info.name
+            ));
+        }
+        Ok(version)
+    }
+
+    pub fn poll(&mut self) -> Option<WatcherEffect> {
+        if self.queue.is_empty() && !self.writing {
+            self.next_write();
+        }
+        self.queue.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        None
+    }
+
+    pub fn handle_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
+    }
+
+    fn node(&self) -> Option<Node> {
+        match self.cache.get(&ObjectKey::new(Kind::Node, "", &self.node)) {
+            Some(Object::Node(n)) => Some(n.clone()),
+            _ => None,
+        }
+    }
+
+    fn csinode(&self) -> Option<CsiNode> {
+        match self
+            .cache
+            .get(&ObjectKey::new(Kind::CsiNode, "", &self.node))
+        {
+            Some(Object::CsiNode(n)) => Some(n.clone()),
+            _ => None,
+        }
+    }
+
+    fn write(&mut self, step: Step, call: ApiCall) {
+        let op = self.op(step);
+        self.writing = true;
+        self.queue.push_back(WatcherEffect::Api { op, call });
+    }
+
+    /// The next node or CSINode write a registration or removal needs; when a
+    /// registration needs none, it is notified.
+    fn next_write(&mut self) {
+        let Some(node) = self.node() else { return };
+        if let Some((driver, reg)) = self
+            .pending
+            .iter()
+            .next()
+            .map(|(d, r)| (d.clone(), r.clone()))
+        {
+            let step = Step::Write {
+                socket: reg.socket.clone(),
+                driver: driver.clone(),
+            };
+            // E5.6: the nodeid annotation (merged) and topology labels.
+            let mut n = node.clone();
+            let mut ids = node_ids(&n);
+            ids.insert(driver.clone(), reg.node_id.clone());
+            n.metadata.annotations.insert(
+                names::ANN_NODE_ID.into(),
+                serde_json::to_string(&ids).expect("map serialises"),
+            );
+            for (k, v) in &reg.topology {
+                match n.metadata.labels.get(k) {
+                    Some(old) if old != v => {
+                        self.pending.remove(&driver);
+                        let msg = format!(
+                            "error registering CSI driver: node label {k} is {old:?}, topology wants {v:?}"
+                        );
+                        self.notify(&reg.socket, false, msg);
+                        return;
+                    }
+                    _ => {
+                        n.metadata.labels.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            if n != node {
+                self.write(step, ApiCall::Update(Object::Node(n)));
+                return;
+            }
+            // E5.7: the CSINode entry.
+            let mut keys: Vec<String> = reg.topology.keys().cloned().collect();
+            keys.sort();
+            let entry = CsiNodeDriver {
+                name: driver.clone(),
+                node_id: reg.node_id.clone(),
+                topology_keys: keys,
+                allocatable: (reg.max_volumes > 0).then(|| VolumeNodeResources {
+                    count: Some(reg.max_volumes.min(i32::MAX as u64) as i32),
+                }),
+            };
+            match self.csinode() {
+                None => {
+                    let mut c = CsiNode::new(&self.node);
+                    c.metadata.owner_references.push(OwnerReference {
+                        api_version: "v1".into(),
+                        kind: "Node".into(),
+                        name: self.node.clone(),
+                        uid: node.metadata.uid.clone(),
+                    });
+                    c.spec.drivers.push(entry);
+                    self.write(step, ApiCall::Create(Object::CsiNode(c)));
+                }
+                Some(c) if c.driver(&driver) != Some(&entry) => {
+                    let mut c2 = c.clone();
+                    c2.spec.drivers.retain(|d| d.name != driver);
+                    c2.spec.drivers.push(entry);
+                    self.write(step, ApiCall::Update(Object::CsiNode(c2)));
+                }
+                Some(_) => {
+                    self.pending.remove(&driver);
+                    self.plugins.insert(driver, reg.clone());
+                    self.notify(&reg.socket, true, String::new());
+                }
+            }
+            return;
+        }
+        if let Some(driver) = self.removing.keys().next().cloned() {
+            let step = Step::Remove;
+            let mut n = node.clone();
+            let mut ids = node_ids(&n);
+            ids.remove(&driver);
+            if ids.is_empty() {
+                n.metadata.annotations.remove(names::ANN_NODE_ID);
+            } else {
+                n.metadata.annotations.insert(
+                    names::ANN_NODE_ID.into(),
+                    serde_json::to_string(&ids).expect("map serialises"),
+                );
+            }
+            if n != node {
+                self.write(step, ApiCall::Update(Object::Node(n)));
+                return;
+            }
+            if let Some(c) = self.csinode()
+                && c.driver(&driver).is_some()
+            {
+                let mut c2 = c.clone();
+                c2.spec.drivers.retain(|d| d.name != driver);
+                self.write(step, ApiCall::Update(Object::CsiNode(c2)));
+                return;
+            }
+            self.removing.remove(&driver);
+        }
+    }
+
+    fn written(&mut self, op: OpId, result: ApiResult) {
+        let Some(step) = self.steps.remove(&op) else {
+            return;
+        };
+        self.writing = false;
+        match result {
+            ApiResult::Ok(Some(o)) => {
+                self.cache.apply(o);
+            }
+            ApiResult::Ok(None) | ApiResult::Conflict => {}
+            ApiResult::NotFound | ApiResult::AlreadyExists | ApiResult::Failed(_) => {
+                if let Step::Write { socket, driver } = step
+                    && let ApiResult::Failed(e) = result
+                {
+                    self.pending.remove(&driver);
+                    self.notify(&socket, false, format!("error updating node objects: {e}"));
+                }
+            }
+        }
+    }
+}
+
+/// The node's `csi.volume.kubernetes.io/nodeid` annotation as a map.
+pub fn node_ids(node: &Node) -> BTreeMap<String, String> {
+    node.metadata
+        .annotation(names::ANN_NODE_ID)
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    /// Drives the watcher against a store, answering GetInfo and NodeGetInfo.
+    fn drive(
+        w: &mut PluginWatcher,
+        store: &mut Store,
+        info: &PluginInfo,
+        node_id: &str,
+    ) -> Vec<(bool, String)> {
+        let mut notified = Vec::new();
+        while let Some(e) = w.poll() {
+            match e {
+                WatcherEffect::GetInfo { op, .. } => w.handle(
+                    0,
+                    WatcherInput::InfoDone {
+                        op,
+                        result: Ok(info.clone()),
+                    },
+                ),
+                WatcherEffect::NodeGetInfo { op, .. } => w.handle(
+                    0,
+                    WatcherInput::NodeInfoDone {
+                        op,
+                        result: Ok(Response::NodeInfo {
+                            node_id: node_id.into(),
+                            max_volumes_per_node: 5,
+                            accessible_topology: Some(
+                                [("topology.volplane.io/zone".to_string(), "z1".to_string())]
+                                    .into(),
+                            ),
+                        }),
+                    },
+                ),
+                WatcherEffect::Notify {
+                    op,
+                    registered,
+                    error,
+                    ..
+                } => {
+                    notified.push((registered, error));
+                    w.handle(0, WatcherInput::NotifyDone { op });
+                }
+                WatcherEffect::Api { op, call } => {
+                    let (result, watches) = store.apply(0, &call);
+                    w.handle(0, WatcherInput::ApiDone { op, result });
+                    for x in watches {
+                        w.handle(0, WatcherInput::Watch(x));
+                    }
+                }
+            }
+        }
+        notified
+    }
+
+    fn info(name: &str, versions: &[&str]) -> PluginInfo {
+        PluginInfo {
+            type_: CSI_PLUGIN.into(),
+            name: name.into(),
+            endpoint: format!("/var/lib/kubelet/plugins/{name}/csi.sock"),
+            supported_versions: versions.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn setup() -> (PluginWatcher, Store) {
+        let mut store = Store::new();
+        let mut w = PluginWatcher::new("node-a");
+        let mut n = Node::new("node-a");
+        n.metadata
+            .annotations
+            .insert(names::ANN_NODE_ID.into(), r#"{"other.csi.io":"x"}"#.into());
+        let (_, watches) = store.apply(0, &ApiCall::Create(Object::Node(n)));
+        for x in watches {
+            w.handle(0, WatcherInput::Watch(x));
+        }
+        (w, store)
+    }
+
+    #[test]
+    fn e5_6_e5_7_registration_writes_the_annotation_labels_and_csinode_then_notifies() {
+        let (mut w, mut store) = setup();
+        w.handle(
+            0,
+            WatcherInput::SocketAdded(
+                "/var/lib/kubelet/plugins_registry/volplane.csi.io-reg.sock".into(),
+            ),
+        );
+        let notified = drive(
+            &mut w,
+            &mut store,
+            &info("volplane.csi.io", &["1.0.0"]),
+            "node-a-id",
+        );
+        assert_eq!(notified, vec![(true, String::new())]);
+        let Some(Object::Node(n)) = store.get(&ObjectKey::new(Kind::Node, "", "node-a")) else {
+            panic!()
+        };
+        assert_eq!(
+            n.metadata.annotation(names::ANN_NODE_ID),
+            Some(r#"{"other.csi.io":"x","volplane.csi.io":"node-a-id"}"#)
+        );
+        assert_eq!(n.metadata.labels["topology.volplane.io/zone"], "z1");
+        let Some(Object::CsiNode(c)) = store.get(&ObjectKey::new(Kind::CsiNode, "", "node-a"))
+        else {
+            panic!()
+        };
+        let d = c.driver("volplane.csi.io").unwrap();
+        assert_eq!(d.node_id, "node-a-id");
+        assert_eq!(
+            d.topology_keys,
+            vec!["topology.volplane.io/zone".to_string()]
+        );
+        assert_eq!(d.allocatable.as_ref().unwrap().count, Some(5));
+        assert_eq!(c.metadata.owner_references[0].kind, "Node");
+
+        // Deregistration: the socket goes, so do the entry and the key.
+        w.handle(
+            0,
+            WatcherInput::SocketRemoved(
+                "/var/lib/kubelet/plugins_registry/volplane.csi.io-reg.sock".into(),
+            ),
+        );
+        drive(&mut w, &mut store, &info("x", &[]), "");
+        let Some(Object::Node(n)) = store.get(&ObjectKey::new(Kind::Node, "", "node-a")) else {
+            panic!()
+        };
+        assert_eq!(
+            n.metadata.annotation(names::ANN_NODE_ID),
+            Some(r#"{"other.csi.io":"x"}"#)
+        );
+        let Some(Object::CsiNode(c)) = store.get(&ObjectKey::new(Kind::CsiNode, "", "node-a"))
+        else {
+            panic!()
+        };
+        assert!(c.driver("volplane.csi.io").is_none());
+        assert!(w.registered().is_empty());
+    }
+
+    #[test]
+    fn e5_5_bad_versions_types_and_downgrades_are_refused() {
+        let (mut w, mut store) = setup();
+        w.handle(0, WatcherInput::SocketAdded("s1".into()));
+        let n = drive(&mut w, &mut store, &info("d", &["0.3.0"]), "id");
+        assert!(!n[0].0 && n[0].1.contains("none of the versions"), "{n:?}");
+        w.handle(0, WatcherInput::SocketAdded("s2".into()));
+        let mut dev = info("d", &["1.0.0"]);
+        dev.type_ = "DevicePlugin".into();
+        let n = drive(&mut w, &mut store, &dev, "id");
+        assert_eq!(
+            n[0].1,
+            "no handler registered for plugin type: DevicePlugin"
+        );
+        w.handle(0, WatcherInput::SocketAdded("s3".into()));
+        assert!(drive(&mut w, &mut store, &info("d", &["1.2.0"]), "id")[0].0);
+        w.handle(0, WatcherInput::SocketAdded("s4".into()));
+        let n = drive(&mut w, &mut store, &info("d", &["1.1.0"]), "id");
+        assert!(
+            !n[0].0 && n[0].1.contains("higher or equal version"),
+            "{n:?}"
+        );
+        w.handle(0, WatcherInput::SocketAdded("s5".into()));
+        let n = drive(&mut w, &mut store, &info("e", &["1.0.0"]), "");
+        assert_eq!(n[0].1, "error registering CSI driver: node ID is empty");
+    }
+}
