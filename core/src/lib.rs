@@ -36,6 +36,7 @@
 
 pub mod attach;
 pub mod binder;
+pub mod cluster;
 pub mod control;
 pub mod driver;
 pub mod kubelet;

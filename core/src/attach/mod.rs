@@ -85,6 +85,9 @@ pub struct Attach {
     multi_attach_told: BTreeSet<(String, String)>,
     /// VolumeAttachment → when its detach was first wanted.
     detach_wanted: BTreeMap<String, Tick>,
+    /// VolumeAttachments created but not yet seen back: name → (PV, node).
+    /// Counted by the multi-attach rule, like the controller's actual state.
+    creating: BTreeMap<String, (String, String)>,
     backoff: Backoff<String>,
     queue: VecDeque<Effect>,
     ops: Ops,
@@ -110,6 +113,7 @@ impl Attach {
             calls: BTreeMap::new(),
             multi_attach_told: BTreeSet::new(),
             detach_wanted: BTreeMap::new(),
+            creating: BTreeMap::new(),
             backoff,
             queue: VecDeque::new(),
             ops: Ops::default(),
@@ -122,6 +126,7 @@ impl Attach {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => {
+                self.creating.remove(&o.meta().name);
                 self.cache.apply(o);
             }
             Input::Watch(Watch::Deleted(o)) => {
@@ -132,10 +137,12 @@ impl Attach {
                     self.busy.remove(&key);
                     match result {
                         ApiResult::Ok(Some(o)) => {
+                            self.creating.remove(&o.meta().name);
                             self.cache.apply(o);
                         }
                         ApiResult::Ok(None) | ApiResult::NotFound => {}
                         _ => {
+                            self.creating.remove(&key);
                             self.backoff.fail(key, self.now);
                         }
                     }
@@ -360,15 +367,24 @@ impl Attach {
             if vas.iter().any(|v| v.metadata.name == name) || !self.ready(&name) {
                 continue;
             }
-            let elsewhere: Vec<&VolumeAttachment> = vas
+            let mut elsewhere: Vec<String> = vas
                 .iter()
                 .filter(|v| v.pv_name() == d.pv.name() && v.spec.node_name != d.node)
+                .map(|v| v.spec.node_name.clone())
                 .collect();
+            elsewhere.extend(
+                self.creating
+                    .values()
+                    .filter(|(pv, node)| pv == d.pv.name() && *node != d.node)
+                    .map(|(_, node)| node.clone()),
+            );
             if !elsewhere.is_empty() && !multi_attach_allowed(&d.pv) {
                 self.tell_multi_attach(d, &elsewhere, desired);
                 continue;
             }
             let va = VolumeAttachment::new(&name, &self.config.driver, &d.node, d.pv.name());
+            self.creating
+                .insert(name.clone(), (d.pv.name().to_string(), d.node.clone()));
             self.api(name, ApiCall::Create(Object::Va(va)));
         }
     }
@@ -376,12 +392,12 @@ impl Attach {
     fn tell_multi_attach(
         &mut self,
         d: &Desired,
-        elsewhere: &[&VolumeAttachment],
+        elsewhere: &[String],
         desired: &BTreeMap<(String, String), Desired>,
     ) {
         let users: Vec<&Pod> = elsewhere
             .iter()
-            .filter_map(|va| desired.get(&(d.pv.name().to_string(), va.spec.node_name.clone())))
+            .filter_map(|node| desired.get(&(d.pv.name().to_string(), node.clone())))
             .flat_map(|o| o.pods.iter())
             .collect();
         for pod in &d.pods {
