@@ -2,8 +2,8 @@
 //! clients, and offloads blocking host work to tokio's blocking pool.
 //!
 //! Everything runtime-neutral (validation, the driver machine, the pump, the
-//! backend trait) lives in `volplane-proto`; this crate holds only the
-//! transport, spawning and signals.
+//! backend trait, socket housekeeping) lives in `volplane-proto`; this crate
+//! holds only the transport, spawning and signals. `volplane-smol` reads alike.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,10 +16,9 @@ use volplane_host::Host;
 use volplane_proto::csi::controller_server::ControllerServer;
 use volplane_proto::csi::identity_server::IdentityServer;
 use volplane_proto::csi::node_server::NodeServer;
-use volplane_proto::endpoint::{self, EndpointError};
-use volplane_proto::service::{
-    Backend, Blocking, CsiService, NodeHost, Pump, PumpConfig, PumpError,
-};
+use volplane_proto::endpoint;
+pub use volplane_proto::service::ServeError;
+use volplane_proto::service::{Backend, Blocking, PumpConfig, finish, prepare};
 
 /// tokio's blocking pool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -29,23 +28,6 @@ impl Blocking for TokioBlocking {
     fn spawn(&self, job: Box<dyn FnOnce() + Send>) {
         tokio::task::spawn_blocking(job);
     }
-}
-
-/// Why serving stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error(transparent)]
-    Endpoint(#[from] EndpointError),
-    #[error(transparent)]
-    Pump(#[from] PumpError),
-    #[error("listen on {path}: {source}")]
-    Listen {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("gRPC server: {0}")]
-    Transport(#[from] tonic::transport::Error),
 }
 
 /// Serves Identity (always), Controller (when `config.controller`) and Node
@@ -59,33 +41,22 @@ pub async fn serve<B: Backend>(
     pump_config: PumpConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let path = endpoint::socket_path(endpoint)?;
-    endpoint::prepare_socket(&path)?;
-    let node_host = NodeHost::new(Arc::new(host), Arc::new(TokioBlocking));
-    let (controller, node) = (config.controller, config.node);
-    let (pump, handle) = Pump::new(config, Arc::new(backend), node_host, pump_config).await?;
-    let pump = tokio::spawn(pump.run());
-    let listener = UnixListener::bind(&path).map_err(|source| ServeError::Listen {
-        path: path.display().to_string(),
+    let p = prepare(endpoint, config, backend, host, pump_config, Arc::new(TokioBlocking)).await?;
+    let pump = tokio::spawn(p.pump.run());
+    let listener = UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
+        path: p.path.display().to_string(),
         source,
     })?;
-    tracing::info!(endpoint, "serving CSI");
-    let svc = CsiService::new(handle);
-    let result = Server::builder()
+    let svc = p.service;
+    let served = Server::builder()
         .add_service(IdentityServer::new(svc.clone()))
-        .add_optional_service(controller.then(|| ControllerServer::new(svc.clone())))
-        .add_optional_service(node.then(|| NodeServer::new(svc.clone())))
+        .add_optional_service(p.controller.then(|| ControllerServer::new(svc.clone())))
+        .add_optional_service(p.node.then(|| NodeServer::new(svc.clone())))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
-        .await;
+        .await
+        .map_err(|e| ServeError::Transport(e.to_string()));
     drop(svc);
-    endpoint::remove_socket(&path);
-    result?;
-    match pump.await {
-        Ok(r) => r?,
-        Err(e) => tracing::error!("the driver pump panicked: {e}"),
-    }
-    tracing::info!(endpoint, "stopped");
-    Ok(())
+    finish(&p.path, served, async move { pump.await.expect("the driver pump panicked") }).await
 }
 
 /// Completes at SIGTERM or SIGINT.

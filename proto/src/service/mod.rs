@@ -9,11 +9,13 @@ mod backend;
 mod grpc;
 mod node_host;
 mod pump;
+mod serve;
 
 pub use backend::{Backend, CapacityInfo, execute};
 pub use grpc::CsiService;
 pub use node_host::{NodeHost, host_status};
 pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
+pub use serve::{Prepared, ServeError, finish, prepare};
 
 use std::future::Future;
 use std::pin::Pin;
