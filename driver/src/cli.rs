@@ -40,22 +40,14 @@ pub fn run() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("volplane: cannot start the tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let result = match cli.command {
+        // serve picks its own runtime (--runtime tokio|smol).
+        Command::Serve(args) => crate::serve::run(args).map_err(|e| e.to_string()),
+        Command::Bench(args) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(crate::bench::run(args)).map_err(|e| e.to_string()),
+            Err(e) => Err(format!("cannot start the tokio runtime: {e}")),
+        },
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Serve(args) => crate::serve::run(args).await.map_err(|e| e.to_string()),
-            Command::Bench(args) => crate::bench::run(args).await.map_err(|e| e.to_string()),
-        }
-    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

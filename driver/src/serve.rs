@@ -51,6 +51,16 @@ pub struct ServeArgs {
     /// Driver name (GetPluginInfo).
     #[arg(long, default_value = DRIVER_NAME)]
     pub driver_name: String,
+    /// The async runtime to serve on.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
+    pub runtime: RuntimeKind,
+}
+
+/// Which async runtime runs the adapters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    Tokio,
+    Smol,
 }
 
 /// Why `serve` could not run.
@@ -59,7 +69,7 @@ pub enum ServeError {
     #[error("{0}")]
     Setup(String),
     #[error(transparent)]
-    Serve(#[from] volplane_tokio::ServeError),
+    Serve(#[from] volplane_proto::service::ServeError),
 }
 
 fn hostname() -> String {
@@ -104,20 +114,14 @@ pub fn driver_config(args: &ServeArgs) -> DriverConfig {
     config
 }
 
-pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
+/// Runs the reference driver on the runtime `args.runtime` names.
+pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     absolute("state-dir", &args.state_dir)?;
     absolute("kubelet-dir", &args.kubelet_dir)?;
-    let volumes_dir = args
-        .volumes_dir
-        .clone()
-        .unwrap_or_else(|| args.state_dir.join("volumes"));
+    let volumes_dir = args.volumes_dir.clone().unwrap_or_else(|| args.state_dir.join("volumes"));
     absolute("volumes-dir", &volumes_dir)?;
     let endpoint = args.endpoint.clone().unwrap_or_else(|| {
-        format!(
-            "unix://{}/plugins/{}/csi.sock",
-            args.kubelet_dir.display(),
-            args.driver_name
-        )
+        format!("unix://{}/plugins/{}/csi.sock", args.kubelet_dir.display(), args.driver_name)
     });
     let config = driver_config(&args);
     let host = Host::new([&args.kubelet_dir, &volumes_dir])
@@ -131,9 +135,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let pump = PumpConfig {
         state_file: Some(StateFile::new(args.state_dir.join(state_name))),
-        crash_after: std::env::var("VOLPLANE_CRASH_AFTER")
-            .ok()
-            .filter(|s| !s.is_empty()),
+        crash_after: std::env::var("VOLPLANE_CRASH_AFTER").ok().filter(|s| !s.is_empty()),
     };
     tracing::info!(
         driver = %config.name,
@@ -141,19 +143,25 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         node = %config.node_id,
         controller = config.controller,
         node_service = config.node,
+        runtime = ?args.runtime,
         kubelet_dir = %args.kubelet_dir.display(),
         volumes_dir = %volumes_dir.display(),
         "starting"
     );
     let backend = Reference::new(volumes_dir, args.zone.clone());
-    volplane_tokio::serve(
-        &endpoint,
-        config,
-        backend,
-        host,
-        pump,
-        volplane_tokio::termination(),
-    )
-    .await?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    match args.runtime {
+        RuntimeKind::Tokio => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| ServeError::Setup(format!("cannot start the tokio runtime: {e}")))?;
+            rt.block_on(volplane_tokio::serve(&endpoint, config, backend, host, pump, volplane_tokio::termination()))?;
+        }
+        RuntimeKind::Smol => {
+            let rt = volplane_smol::Runtime::new(threads);
+            rt.block_on(volplane_smol::serve(&rt, &endpoint, config, backend, host, pump, volplane_smol::termination()))?;
+        }
+    }
     Ok(())
 }

@@ -6,10 +6,11 @@ mod common;
 use common::*;
 use volplane_proto::csi;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole() {
+both_runtimes!(concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole, concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole_on);
+
+async fn concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole_on(rt: Runtime) {
     require_root!();
-    let d = Driver::start();
+    let d = Driver::start(rt);
     let csi = d.client().await;
     let mut c = csi.controller.clone();
     let vol = c

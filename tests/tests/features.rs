@@ -89,10 +89,11 @@ fn fs_bytes(path: &str) -> u64 {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn online_expansion_grows_the_image_then_the_filesystem() {
+both_runtimes!(online_expansion_grows_the_image_then_the_filesystem, online_expansion_grows_the_image_then_the_filesystem_on);
+
+async fn online_expansion_grows_the_image_then_the_filesystem_on(rt: Runtime) {
     require_root!();
-    let d = Driver::start();
+    let d = Driver::start(rt);
     let mut csi = d.client().await;
     let cap = capability(Mode::SingleNodeWriter, false);
     let a = create_and_attach(&d, &mut csi, "pvc-grow", cap.clone(), 32 << 20).await;
@@ -213,10 +214,11 @@ async fn online_expansion_grows_the_image_then_the_filesystem() {
     assert_eq!(d.leftovers(), Vec::<String>::new());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn raw_block_publishes_the_device_and_read_only_publishes_refuse_writes() {
+both_runtimes!(raw_block_publishes_the_device_and_read_only_publishes_refuse_writes, raw_block_publishes_the_device_and_read_only_publishes_refuse_writes_on);
+
+async fn raw_block_publishes_the_device_and_read_only_publishes_refuse_writes_on(rt: Runtime) {
     require_root!();
-    let d = Driver::start();
+    let d = Driver::start(rt);
     let mut csi = d.client().await;
 
     // Raw block: the target is the device itself.
@@ -327,10 +329,11 @@ async fn raw_block_publishes_the_device_and_read_only_publishes_refuse_writes() 
     assert_eq!(d.leftovers(), Vec::<String>::new());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_device_holding_a_filesystem_is_never_reformatted() {
+both_runtimes!(a_device_holding_a_filesystem_is_never_reformatted, a_device_holding_a_filesystem_is_never_reformatted_on);
+
+async fn a_device_holding_a_filesystem_is_never_reformatted_on(rt: Runtime) {
     require_root!();
-    let d = Driver::start();
+    let d = Driver::start(rt);
     let mut csi = d.client().await;
     let cap = capability(Mode::SingleNodeWriter, false);
     let a = create_and_attach(&d, &mut csi, "pvc-xfs", cap.clone(), 32 << 20).await;

@@ -19,9 +19,10 @@ fn invalid<T: std::fmt::Debug>(r: Result<T, tonic::Status>, field: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hostile_requests_are_invalid_argument_and_touch_nothing() {
-    let d = Driver::start();
+both_runtimes!(hostile_requests_are_invalid_argument_and_touch_nothing, hostile_requests_are_invalid_argument_and_touch_nothing_on);
+
+async fn hostile_requests_are_invalid_argument_and_touch_nothing_on(rt: Runtime) {
+    let d = Driver::start(rt);
     let csi = d.client().await;
     let (mut c, mut n) = (csi.controller.clone(), csi.node.clone());
     let outside = d.root().join("outside");
@@ -192,9 +193,10 @@ async fn hostile_requests_are_invalid_argument_and_touch_nothing() {
     assert!(listed.entries.is_empty(), "{listed:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stale_socket_is_replaced_and_identity_answers() {
-    let mut d = Driver::start();
+both_runtimes!(a_stale_socket_is_replaced_and_identity_answers, a_stale_socket_is_replaced_and_identity_answers_on);
+
+async fn a_stale_socket_is_replaced_and_identity_answers_on(rt: Runtime) {
+    let mut d = Driver::start(rt);
     d.kill();
     assert!(
         d.root().join("csi.sock").exists(),
@@ -230,4 +232,22 @@ async fn a_stale_socket_is_replaced_and_identity_answers() {
     );
     assert!(d.stop().success());
     assert!(!d.root().join("csi.sock").exists());
+}
+
+/// The smol build starts no tokio runtime: no tokio worker thread exists in
+/// a `volplane serve --runtime smol` process while it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_smol_driver_runs_no_tokio_runtime() {
+    let mut d = Driver::start(Runtime::Smol);
+    let mut csi = d.client().await;
+    csi.identity.probe(csi::ProbeRequest {}).await.unwrap();
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", d.pid()))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|s| s.trim().to_string())
+        .collect();
+    assert!(threads.iter().any(|t| t.starts_with("volplane-smol")), "{threads:?}");
+    assert!(!threads.iter().any(|t| t.starts_with("tokio")), "a tokio thread runs: {threads:?}");
+    assert!(d.stop().success());
 }

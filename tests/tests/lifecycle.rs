@@ -236,10 +236,11 @@ fn stage_request(v: &Volume) -> csi::NodeStageVolumeRequest {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lifecycle_as_kubelet_drives_it_leaves_nothing_behind() {
+both_runtimes!(lifecycle_as_kubelet_drives_it_leaves_nothing_behind, lifecycle_as_kubelet_drives_it_leaves_nothing_behind_on);
+
+async fn lifecycle_as_kubelet_drives_it_leaves_nothing_behind_on(rt: Runtime) {
     require_root!();
-    let mut d = Driver::start();
+    let mut d = Driver::start(rt);
     let mut csi = d.client().await;
     let mut v = Volume::default();
     for &step in LIFECYCLE {
@@ -253,10 +254,11 @@ async fn lifecycle_as_kubelet_drives_it_leaves_nothing_behind() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage() {
+both_runtimes!(lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage, lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage_on);
+
+async fn lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage_on(rt: Runtime) {
     require_root!();
-    let mut d = Driver::start();
+    let mut d = Driver::start(rt);
     let mut csi = d.client().await;
     let mut v = Volume::default();
     let mut crashed_mid_stage = false;

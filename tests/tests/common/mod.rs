@@ -46,11 +46,46 @@ macro_rules! require_root {
     };
 }
 
+/// The runtime a driver process serves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    Tokio,
+    Smol,
+}
+
+impl Runtime {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Runtime::Tokio => "tokio",
+            Runtime::Smol => "smol",
+        }
+    }
+}
+
+/// Runs one async test body against a driver on each runtime:
+/// `both_runtimes!(name, body)` makes `name::tokio` and `name::smol`.
+#[macro_export]
+macro_rules! both_runtimes {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tokio() {
+                super::$body(super::common::Runtime::Tokio).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn smol() {
+                super::$body(super::common::Runtime::Smol).await
+            }
+        }
+    };
+}
+
 /// A driver process and its directories.
 pub struct Driver {
     pub root: tempfile::TempDir,
     child: Option<Child>,
     pub endpoint: String,
+    pub runtime: Runtime,
 }
 
 impl Driver {
@@ -66,26 +101,24 @@ impl Driver {
         self.root().join("state")
     }
 
-    /// Starts `volplane serve` in a fresh temporary root.
-    pub fn start() -> Driver {
-        let root = tempfile::Builder::new()
-            .prefix("volplane-test-")
-            .tempdir()
-            .unwrap();
+    /// Starts `volplane serve --runtime <runtime>` in a fresh temporary root.
+    pub fn start(runtime: Runtime) -> Driver {
+        let root = tempfile::Builder::new().prefix("volplane-test-").tempdir().unwrap();
         let endpoint = format!("unix://{}/csi.sock", root.path().display());
-        let mut d = Driver {
-            root,
-            child: None,
-            endpoint,
-        };
+        let mut d = Driver { root, child: None, endpoint, runtime };
         d.spawn(None);
         d
+    }
+
+    /// The process id of the running driver.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("driver is running").id()
     }
 
     /// (Re)starts the process; `crash_after` sets VOLPLANE_CRASH_AFTER.
     pub fn spawn(&mut self, crash_after: Option<&str>) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_volplane-under-test"));
-        cmd.args(["serve", "--endpoint", &self.endpoint, "--node-id", NODE])
+        cmd.args(["serve", "--runtime", self.runtime.flag(), "--endpoint", &self.endpoint, "--node-id", NODE])
             .arg("--state-dir")
             .arg(self.state())
             .arg("--kubelet-dir")

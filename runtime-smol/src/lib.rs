@@ -1,0 +1,152 @@
+//! volplane on smol: serves the CSI services on a unix socket and connects
+//! CSI clients with hyper 1's HTTP/2 on smol's executor, timer and I/O, with
+//! no tokio runtime (tonic is used without its transport). Blocking host
+//! work runs on smol's blocking pool.
+//!
+//! Everything runtime-neutral lives in `volplane-proto`; this crate holds
+//! only what differs from `volplane-tokio`: the executor, the transport, the
+//! signals. The two read alike.
+
+mod client;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use async_executor::Executor;
+use futures::FutureExt;
+use smol_hyper::rt::{FuturesIo, SmolTimer};
+use volplane_core::driver::DriverConfig;
+use volplane_host::Host;
+use volplane_proto::csi::controller_server::ControllerServer;
+use volplane_proto::csi::identity_server::IdentityServer;
+use volplane_proto::csi::node_server::NodeServer;
+pub use volplane_proto::service::ServeError;
+use volplane_proto::service::{Backend, Blocking, PumpConfig, finish, prepare};
+
+pub use client::{Channel, ConnectError, connect};
+
+/// smol's blocking pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SmolBlocking;
+
+impl Blocking for SmolBlocking {
+    fn spawn(&self, job: Box<dyn FnOnce() + Send>) {
+        smol::unblock(job).detach();
+    }
+}
+
+/// A multi-threaded smol executor.
+#[derive(Clone)]
+pub struct Runtime {
+    ex: Arc<Executor<'static>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").finish()
+    }
+}
+
+impl Runtime {
+    /// An executor run by `threads` worker threads (plus the caller of `block_on`).
+    pub fn new(threads: usize) -> Runtime {
+        let ex = Arc::new(Executor::new());
+        for i in 0..threads.max(1) {
+            let ex = ex.clone();
+            std::thread::Builder::new()
+                .name(format!("volplane-smol-{i}"))
+                .spawn(move || smol::block_on(ex.run(std::future::pending::<()>())))
+                .expect("spawn a smol worker thread");
+        }
+        Runtime { ex }
+    }
+
+    /// Runs `f` to completion, helping the executor meanwhile.
+    pub fn block_on<T>(&self, f: impl Future<Output = T>) -> T {
+        smol::block_on(self.ex.run(f))
+    }
+
+    pub fn spawn<T: Send + 'static>(&self, f: impl Future<Output = T> + Send + 'static) -> smol::Task<T> {
+        self.ex.spawn(f)
+    }
+}
+
+/// hyper's executor: spawns on the runtime.
+#[derive(Clone)]
+struct Spawner(Arc<Executor<'static>>);
+
+impl<F> hyper::rt::Executor<F> for Spawner
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, f: F) {
+        self.0.spawn(f).detach();
+    }
+}
+
+/// Serves Identity (always), Controller (when `config.controller`) and Node
+/// (when `config.node`) on `endpoint` until `shutdown` completes; removes a
+/// stale socket first and its own socket at the end.
+pub async fn serve<B: Backend>(
+    rt: &Runtime,
+    endpoint: &str,
+    config: DriverConfig,
+    backend: B,
+    host: Host,
+    pump_config: PumpConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let p = prepare(endpoint, config, backend, host, pump_config, Arc::new(SmolBlocking)).await?;
+    let pump = rt.spawn(p.pump.run());
+    let listener = smol::net::unix::UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
+        path: p.path.display().to_string(),
+        source,
+    })?;
+    let mut routes = tonic::service::Routes::new(IdentityServer::new(p.service.clone()));
+    if p.controller {
+        routes = routes.add_service(ControllerServer::new(p.service.clone()));
+    }
+    if p.node {
+        routes = routes.add_service(NodeServer::new(p.service.clone()));
+    }
+    drop(p.service);
+    let service = hyper_util::service::TowerToHyperService::new(routes);
+    let mut connections: Vec<smol::Task<()>> = Vec::new();
+    let mut shutdown = std::pin::pin!(shutdown.fuse());
+    let served = loop {
+        let accepted = futures::select_biased! {
+            _ = shutdown => break Ok(()),
+            a = listener.accept().fuse() => a,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => break Err(ServeError::Transport(format!("accept on {}: {e}", p.path.display()))),
+        };
+        connections.retain(|t| !t.is_finished());
+        let (service, spawner) = (service.clone(), Spawner(rt.ex.clone()));
+        connections.push(rt.spawn(async move {
+            let conn = hyper::server::conn::http2::Builder::new(spawner)
+                .timer(SmolTimer::new())
+                .serve_connection(FuturesIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!("connection ended: {e}");
+            }
+        }));
+    };
+    // Dropping the connection tasks cancels them; the pump then drains.
+    drop(connections);
+    drop(service);
+    finish(&p.path, served, pump).await
+}
+
+/// Completes at SIGTERM or SIGINT.
+pub async fn termination() {
+    use async_signal::{Signal, Signals};
+    use futures::StreamExt;
+    let mut signals = Signals::new([Signal::Term, Signal::Int]).expect("install SIGTERM/SIGINT handlers");
+    match signals.next().await {
+        Some(Ok(Signal::Term)) => tracing::info!("SIGTERM: shutting down"),
+        _ => tracing::info!("SIGINT: shutting down"),
+    }
+}
