@@ -41,12 +41,9 @@ pub fn run() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        // serve picks its own runtime (--runtime tokio|smol).
+        // Each picks its own runtime (--runtime tokio|smol).
         Command::Serve(args) => crate::serve::run(args).map_err(|e| e.to_string()),
-        Command::Bench(args) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-            Ok(rt) => rt.block_on(crate::bench::run(args)).map_err(|e| e.to_string()),
-            Err(e) => Err(format!("cannot start the tokio runtime: {e}")),
-        },
+        Command::Bench(args) => crate::bench::run(args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -118,10 +118,17 @@ pub fn driver_config(args: &ServeArgs) -> DriverConfig {
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     absolute("state-dir", &args.state_dir)?;
     absolute("kubelet-dir", &args.kubelet_dir)?;
-    let volumes_dir = args.volumes_dir.clone().unwrap_or_else(|| args.state_dir.join("volumes"));
+    let volumes_dir = args
+        .volumes_dir
+        .clone()
+        .unwrap_or_else(|| args.state_dir.join("volumes"));
     absolute("volumes-dir", &volumes_dir)?;
     let endpoint = args.endpoint.clone().unwrap_or_else(|| {
-        format!("unix://{}/plugins/{}/csi.sock", args.kubelet_dir.display(), args.driver_name)
+        format!(
+            "unix://{}/plugins/{}/csi.sock",
+            args.kubelet_dir.display(),
+            args.driver_name
+        )
     });
     let config = driver_config(&args);
     let host = Host::new([&args.kubelet_dir, &volumes_dir])
@@ -135,7 +142,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let pump = PumpConfig {
         state_file: Some(StateFile::new(args.state_dir.join(state_name))),
-        crash_after: std::env::var("VOLPLANE_CRASH_AFTER").ok().filter(|s| !s.is_empty()),
+        crash_after: std::env::var("VOLPLANE_CRASH_AFTER")
+            .ok()
+            .filter(|s| !s.is_empty()),
     };
     tracing::info!(
         driver = %config.name,
@@ -156,11 +165,26 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                 .enable_all()
                 .build()
                 .map_err(|e| ServeError::Setup(format!("cannot start the tokio runtime: {e}")))?;
-            rt.block_on(volplane_tokio::serve(&endpoint, config, backend, host, pump, volplane_tokio::termination()))?;
+            rt.block_on(volplane_tokio::serve(
+                &endpoint,
+                config,
+                backend,
+                host,
+                pump,
+                volplane_tokio::termination(),
+            ))?;
         }
         RuntimeKind::Smol => {
             let rt = volplane_smol::Runtime::new(threads);
-            rt.block_on(volplane_smol::serve(&rt, &endpoint, config, backend, host, pump, volplane_smol::termination()))?;
+            rt.block_on(volplane_smol::serve(
+                &rt,
+                &endpoint,
+                config,
+                backend,
+                host,
+                pump,
+                volplane_smol::termination(),
+            ))?;
         }
     }
     Ok(())

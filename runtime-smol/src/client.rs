@@ -52,7 +52,9 @@ where
 /// Connects to `unix:///path/csi.sock`.
 pub async fn connect(endpoint: &str) -> Result<Channel, ConnectError> {
     let path = endpoint::socket_path(endpoint).map_err(ConnectError::Endpoint)?;
-    let stream = smol::net::unix::UnixStream::connect(&path).await.map_err(ConnectError::Io)?;
+    let stream = smol::net::unix::UnixStream::connect(&path)
+        .await
+        .map_err(ConnectError::Io)?;
     let (tx, conn) = hyper::client::conn::http2::Builder::new(GlobalSpawn)
         .timer(SmolTimer::new())
         .handshake(FuturesIo::new(stream))

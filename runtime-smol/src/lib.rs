@@ -66,7 +66,10 @@ impl Runtime {
         smol::block_on(self.ex.run(f))
     }
 
-    pub fn spawn<T: Send + 'static>(&self, f: impl Future<Output = T> + Send + 'static) -> smol::Task<T> {
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        f: impl Future<Output = T> + Send + 'static,
+    ) -> smol::Task<T> {
         self.ex.spawn(f)
     }
 }
@@ -97,12 +100,21 @@ pub async fn serve<B: Backend>(
     pump_config: PumpConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let p = prepare(endpoint, config, backend, host, pump_config, Arc::new(SmolBlocking)).await?;
+    let p = prepare(
+        endpoint,
+        config,
+        backend,
+        host,
+        pump_config,
+        Arc::new(SmolBlocking),
+    )
+    .await?;
     let pump = rt.spawn(p.pump.run());
-    let listener = smol::net::unix::UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
-        path: p.path.display().to_string(),
-        source,
-    })?;
+    let listener =
+        smol::net::unix::UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
+            path: p.path.display().to_string(),
+            source,
+        })?;
     let mut routes = tonic::service::Routes::new(IdentityServer::new(p.service.clone()));
     if p.controller {
         routes = routes.add_service(ControllerServer::new(p.service.clone()));
@@ -121,7 +133,12 @@ pub async fn serve<B: Backend>(
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
-            Err(e) => break Err(ServeError::Transport(format!("accept on {}: {e}", p.path.display()))),
+            Err(e) => {
+                break Err(ServeError::Transport(format!(
+                    "accept on {}: {e}",
+                    p.path.display()
+                )));
+            }
         };
         connections.retain(|t| !t.is_finished());
         let (service, spawner) = (service.clone(), Spawner(rt.ex.clone()));
@@ -144,7 +161,8 @@ pub async fn serve<B: Backend>(
 pub async fn termination() {
     use async_signal::{Signal, Signals};
     use futures::StreamExt;
-    let mut signals = Signals::new([Signal::Term, Signal::Int]).expect("install SIGTERM/SIGINT handlers");
+    let mut signals =
+        Signals::new([Signal::Term, Signal::Int]).expect("install SIGTERM/SIGINT handlers");
     match signals.next().await {
         Some(Ok(Signal::Term)) => tracing::info!("SIGTERM: shutting down"),
         _ => tracing::info!("SIGINT: shutting down"),

@@ -41,7 +41,15 @@ pub async fn serve<B: Backend>(
     pump_config: PumpConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let p = prepare(endpoint, config, backend, host, pump_config, Arc::new(TokioBlocking)).await?;
+    let p = prepare(
+        endpoint,
+        config,
+        backend,
+        host,
+        pump_config,
+        Arc::new(TokioBlocking),
+    )
+    .await?;
     let pump = tokio::spawn(p.pump.run());
     let listener = UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
         path: p.path.display().to_string(),
@@ -56,7 +64,10 @@ pub async fn serve<B: Backend>(
         .await
         .map_err(|e| ServeError::Transport(e.to_string()));
     drop(svc);
-    finish(&p.path, served, async move { pump.await.expect("the driver pump panicked") }).await
+    finish(&p.path, served, async move {
+        pump.await.expect("the driver pump panicked")
+    })
+    .await
 }
 
 /// Completes at SIGTERM or SIGINT.

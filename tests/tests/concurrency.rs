@@ -6,7 +6,10 @@ mod common;
 use common::*;
 use volplane_proto::csi;
 
-both_runtimes!(concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole, concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole_on);
+both_runtimes!(
+    concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole,
+    concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole_on
+);
 
 async fn concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole_on(rt: Runtime) {
     require_root!();

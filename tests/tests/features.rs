@@ -89,7 +89,10 @@ fn fs_bytes(path: &str) -> u64 {
         .unwrap()
 }
 
-both_runtimes!(online_expansion_grows_the_image_then_the_filesystem, online_expansion_grows_the_image_then_the_filesystem_on);
+both_runtimes!(
+    online_expansion_grows_the_image_then_the_filesystem,
+    online_expansion_grows_the_image_then_the_filesystem_on
+);
 
 async fn online_expansion_grows_the_image_then_the_filesystem_on(rt: Runtime) {
     require_root!();
@@ -214,7 +217,10 @@ async fn online_expansion_grows_the_image_then_the_filesystem_on(rt: Runtime) {
     assert_eq!(d.leftovers(), Vec::<String>::new());
 }
 
-both_runtimes!(raw_block_publishes_the_device_and_read_only_publishes_refuse_writes, raw_block_publishes_the_device_and_read_only_publishes_refuse_writes_on);
+both_runtimes!(
+    raw_block_publishes_the_device_and_read_only_publishes_refuse_writes,
+    raw_block_publishes_the_device_and_read_only_publishes_refuse_writes_on
+);
 
 async fn raw_block_publishes_the_device_and_read_only_publishes_refuse_writes_on(rt: Runtime) {
     require_root!();
@@ -329,7 +335,10 @@ async fn raw_block_publishes_the_device_and_read_only_publishes_refuse_writes_on
     assert_eq!(d.leftovers(), Vec::<String>::new());
 }
 
-both_runtimes!(a_device_holding_a_filesystem_is_never_reformatted, a_device_holding_a_filesystem_is_never_reformatted_on);
+both_runtimes!(
+    a_device_holding_a_filesystem_is_never_reformatted,
+    a_device_holding_a_filesystem_is_never_reformatted_on
+);
 
 async fn a_device_holding_a_filesystem_is_never_reformatted_on(rt: Runtime) {
     require_root!();

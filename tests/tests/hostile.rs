@@ -19,7 +19,10 @@ fn invalid<T: std::fmt::Debug>(r: Result<T, tonic::Status>, field: &str) {
     );
 }
 
-both_runtimes!(hostile_requests_are_invalid_argument_and_touch_nothing, hostile_requests_are_invalid_argument_and_touch_nothing_on);
+both_runtimes!(
+    hostile_requests_are_invalid_argument_and_touch_nothing,
+    hostile_requests_are_invalid_argument_and_touch_nothing_on
+);
 
 async fn hostile_requests_are_invalid_argument_and_touch_nothing_on(rt: Runtime) {
     let d = Driver::start(rt);
@@ -193,7 +196,10 @@ async fn hostile_requests_are_invalid_argument_and_touch_nothing_on(rt: Runtime)
     assert!(listed.entries.is_empty(), "{listed:?}");
 }
 
-both_runtimes!(a_stale_socket_is_replaced_and_identity_answers, a_stale_socket_is_replaced_and_identity_answers_on);
+both_runtimes!(
+    a_stale_socket_is_replaced_and_identity_answers,
+    a_stale_socket_is_replaced_and_identity_answers_on
+);
 
 async fn a_stale_socket_is_replaced_and_identity_answers_on(rt: Runtime) {
     let mut d = Driver::start(rt);
@@ -247,7 +253,13 @@ async fn the_smol_driver_runs_no_tokio_runtime() {
         .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
         .map(|s| s.trim().to_string())
         .collect();
-    assert!(threads.iter().any(|t| t.starts_with("volplane-smol")), "{threads:?}");
-    assert!(!threads.iter().any(|t| t.starts_with("tokio")), "a tokio thread runs: {threads:?}");
+    assert!(
+        threads.iter().any(|t| t.starts_with("volplane-smol")),
+        "{threads:?}"
+    );
+    assert!(
+        !threads.iter().any(|t| t.starts_with("tokio")),
+        "a tokio thread runs: {threads:?}"
+    );
     assert!(d.stop().success());
 }

@@ -236,7 +236,10 @@ fn stage_request(v: &Volume) -> csi::NodeStageVolumeRequest {
     }
 }
 
-both_runtimes!(lifecycle_as_kubelet_drives_it_leaves_nothing_behind, lifecycle_as_kubelet_drives_it_leaves_nothing_behind_on);
+both_runtimes!(
+    lifecycle_as_kubelet_drives_it_leaves_nothing_behind,
+    lifecycle_as_kubelet_drives_it_leaves_nothing_behind_on
+);
 
 async fn lifecycle_as_kubelet_drives_it_leaves_nothing_behind_on(rt: Runtime) {
     require_root!();
@@ -254,9 +257,14 @@ async fn lifecycle_as_kubelet_drives_it_leaves_nothing_behind_on(rt: Runtime) {
     );
 }
 
-both_runtimes!(lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage, lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage_on);
+both_runtimes!(
+    lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage,
+    lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage_on
+);
 
-async fn lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage_on(rt: Runtime) {
+async fn lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_a_stage_on(
+    rt: Runtime,
+) {
     require_root!();
     let mut d = Driver::start(rt);
     let mut csi = d.client().await;

@@ -44,7 +44,9 @@ pub struct Prepared<B> {
 
 impl<B> std::fmt::Debug for Prepared<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared").field("path", &self.path).finish()
+        f.debug_struct("Prepared")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -61,7 +63,13 @@ pub async fn prepare<B: Backend>(
     let path = endpoint::socket_path(endpoint)?;
     endpoint::prepare_socket(&path)?;
     let (controller, node) = (config.controller, config.node);
-    let (pump, handle) = Pump::new(config, Arc::new(backend), NodeHost::new(Arc::new(host), pool), pump_config).await?;
+    let (pump, handle) = Pump::new(
+        config,
+        Arc::new(backend),
+        NodeHost::new(Arc::new(host), pool),
+        pump_config,
+    )
+    .await?;
     tracing::info!(endpoint, "serving CSI");
     Ok(Prepared {
         path,

@@ -103,9 +103,17 @@ impl Driver {
 
     /// Starts `volplane serve --runtime <runtime>` in a fresh temporary root.
     pub fn start(runtime: Runtime) -> Driver {
-        let root = tempfile::Builder::new().prefix("volplane-test-").tempdir().unwrap();
+        let root = tempfile::Builder::new()
+            .prefix("volplane-test-")
+            .tempdir()
+            .unwrap();
         let endpoint = format!("unix://{}/csi.sock", root.path().display());
-        let mut d = Driver { root, child: None, endpoint, runtime };
+        let mut d = Driver {
+            root,
+            child: None,
+            endpoint,
+            runtime,
+        };
         d.spawn(None);
         d
     }
@@ -118,16 +126,24 @@ impl Driver {
     /// (Re)starts the process; `crash_after` sets VOLPLANE_CRASH_AFTER.
     pub fn spawn(&mut self, crash_after: Option<&str>) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_volplane-under-test"));
-        cmd.args(["serve", "--runtime", self.runtime.flag(), "--endpoint", &self.endpoint, "--node-id", NODE])
-            .arg("--state-dir")
-            .arg(self.state())
-            .arg("--kubelet-dir")
-            .arg(self.kubelet())
-            .env(
-                "VOLPLANE_LOG",
-                std::env::var("VOLPLANE_TEST_LOG").unwrap_or_else(|_| "error".into()),
-            )
-            .stdout(Stdio::null());
+        cmd.args([
+            "serve",
+            "--runtime",
+            self.runtime.flag(),
+            "--endpoint",
+            &self.endpoint,
+            "--node-id",
+            NODE,
+        ])
+        .arg("--state-dir")
+        .arg(self.state())
+        .arg("--kubelet-dir")
+        .arg(self.kubelet())
+        .env(
+            "VOLPLANE_LOG",
+            std::env::var("VOLPLANE_TEST_LOG").unwrap_or_else(|_| "error".into()),
+        )
+        .stdout(Stdio::null());
         if let Some(kind) = crash_after {
             cmd.env("VOLPLANE_CRASH_AFTER", kind);
         } else {

@@ -1,58 +1,75 @@
-//! `volplane bench`: a CSI client that measures any CSI driver.
-//!
-//! Phases, each at every client count given: Probe round trips; NodePublish +
-//! NodeUnpublish cycles with real bind mounts (one volume, staged once, a
-//! target per client); CreateVolume + DeleteVolume cycles. Prints operations
-//! per second with median and p99 latency.
+//! The bench's phases, generic over the client transport (tokio's or smol's).
 
-use std::path::PathBuf;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use sha2::{Digest, Sha256};
-use tonic::transport::Channel;
 use volplane_proto::csi;
 use volplane_proto::csi::controller_client::ControllerClient;
 use volplane_proto::csi::identity_client::IdentityClient;
 use volplane_proto::csi::node_client::NodeClient;
 
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// The driver's endpoint, e.g. unix:///var/lib/kubelet/plugins/volplane.csi.io/csi.sock
-    #[arg(long)]
-    pub endpoint: String,
-    /// Client counts to measure at, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,16")]
-    pub clients: Vec<usize>,
-    /// Seconds per measurement.
-    #[arg(long, default_value_t = 3.0)]
-    pub seconds: f64,
-    /// The kubelet directory the driver accepts paths under.
-    #[arg(long, default_value = "/var/lib/kubelet")]
-    pub kubelet_dir: PathBuf,
-    /// StorageClass parameters for the bench volumes (key=value, repeatable).
-    #[arg(long = "parameter", default_value = "kind=dir")]
-    pub parameters: Vec<String>,
+use super::{BenchArgs, BenchError, Spawner};
+
+/// What a gRPC transport must be for the bench's clients.
+pub trait Transport:
+    tonic::client::GrpcService<
+        tonic::body::Body,
+        Error: Into<tonic::codegen::StdError>,
+        ResponseBody: tonic::codegen::Body<
+            Data = tonic::codegen::Bytes,
+            Error: Into<tonic::codegen::StdError> + Send,
+        > + Send
+                          + 'static,
+        Future: Send,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
 }
 
-/// Why the bench could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error("connect to {endpoint}: {source}")]
-    Connect {
-        endpoint: String,
-        #[source]
-        source: tonic::transport::Error,
-    },
-    #[error("{rpc}: {code:?}: {message}")]
-    Rpc {
-        rpc: &'static str,
-        code: tonic::Code,
-        message: String,
-    },
-    #[error("{0}")]
-    Usage(String),
+impl<T> Transport for T where
+    T: tonic::client::GrpcService<
+            tonic::body::Body,
+            Error: Into<tonic::codegen::StdError>,
+            ResponseBody: tonic::codegen::Body<
+                Data = tonic::codegen::Bytes,
+                Error: Into<tonic::codegen::StdError> + Send,
+            > + Send
+                              + 'static,
+            Future: Send,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// CSI clients on one connection.
+#[derive(Clone)]
+pub struct Csi<T> {
+    identity: IdentityClient<T>,
+    controller: ControllerClient<T>,
+    node: NodeClient<T>,
+}
+
+impl<T: Transport> Csi<T> {
+    pub fn new(ch: T, origin: Option<http::Uri>) -> Csi<T> {
+        match origin {
+            None => Csi {
+                identity: IdentityClient::new(ch.clone()),
+                controller: ControllerClient::new(ch.clone()),
+                node: NodeClient::new(ch),
+            },
+            Some(o) => Csi {
+                identity: IdentityClient::with_origin(ch.clone(), o.clone()),
+                controller: ControllerClient::with_origin(ch.clone(), o.clone()),
+                node: NodeClient::with_origin(ch, o),
+            },
+        }
+    }
 }
 
 fn rpc_err(rpc: &'static str) -> impl Fn(tonic::Status) -> BenchError {
@@ -90,7 +107,7 @@ impl std::fmt::Display for Figures {
 }
 
 /// Runs `op(client, iteration)` from `clients` concurrent loops for `seconds`.
-pub async fn measure<F, Fut>(clients: usize, seconds: f64, op: F) -> Figures
+pub async fn measure<F, Fut>(spawn: &Spawner, clients: usize, seconds: f64, op: F) -> Figures
 where
     F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<(), tonic::Status>> + Send,
@@ -101,7 +118,7 @@ where
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let op = op.clone();
-            tokio::spawn(async move {
+            spawn(Box::pin(async move {
                 let mut lat = Vec::new();
                 let mut errors = 0;
                 let mut i = 0;
@@ -119,16 +136,15 @@ where
                     i += 1;
                 }
                 (lat, errors)
-            })
+            }))
         })
         .collect();
     let mut all = Vec::new();
     let mut errors = 0;
     for t in tasks {
-        if let Ok((lat, e)) = t.await {
-            all.extend(lat);
-            errors += e;
-        }
+        let (lat, e) = t.await;
+        all.extend(lat);
+        errors += e;
     }
     let elapsed = start.elapsed().as_secs_f64();
     all.sort();
@@ -159,22 +175,23 @@ fn mount_capability() -> csi::VolumeCapability {
     }
 }
 
-struct Driver {
-    identity: IdentityClient<Channel>,
-    controller: ControllerClient<Channel>,
-    node: NodeClient<Channel>,
+/// What the bench learned about the driver.
+struct Driver<T> {
+    csi: Csi<T>,
     name: String,
     node_id: String,
     stages: bool,
     publishes: bool,
 }
 
-async fn discover(channel: Channel) -> Result<Driver, BenchError> {
+async fn discover<T: Transport>(csi: Csi<T>) -> Result<Driver<T>, BenchError> {
     use csi::controller_service_capability::rpc::Type as C;
     use csi::node_service_capability::rpc::Type as N;
-    let mut identity = IdentityClient::new(channel.clone());
-    let mut controller = ControllerClient::new(channel.clone());
-    let mut node = NodeClient::new(channel);
+    let (mut identity, mut controller, mut node) = (
+        csi.identity.clone(),
+        csi.controller.clone(),
+        csi.node.clone(),
+    );
     let info = identity
         .get_plugin_info(csi::GetPluginInfoRequest {})
         .await
@@ -203,13 +220,11 @@ async fn discover(channel: Channel) -> Result<Driver, BenchError> {
         .iter()
         .any(|c| matches!(&c.r#type, Some(csi::controller_service_capability::Type::Rpc(r)) if r.r#type == C::PublishUnpublishVolume as i32));
     println!(
-        "volplane bench: driver {} {} on node {node_id}",
+        "driver {} {} on node {node_id}",
         info.name, info.vendor_version
     );
     Ok(Driver {
-        identity,
-        controller,
-        node,
+        csi,
         name: info.name,
         node_id,
         stages,
@@ -242,12 +257,12 @@ impl BenchVolume {
 
 /// Creates, publishes and stages a volume as kubelet would, with kubelet's paths.
 async fn prepare(
-    d: &Driver,
+    d: &Driver<impl Transport>,
     args: &BenchArgs,
     parameters: &std::collections::HashMap<String, String>,
     name: &str,
 ) -> Result<BenchVolume, BenchError> {
-    let (mut controller, mut node) = (d.controller.clone(), d.node.clone());
+    let (mut controller, mut node) = (d.csi.controller.clone(), d.csi.node.clone());
     let volume = controller
         .create_volume(csi::CreateVolumeRequest {
             name: name.to_string(),
@@ -314,8 +329,8 @@ async fn prepare(
 
 /// Undoes [`prepare`]: unpublish (in case a cycle failed half-way), unstage,
 /// controller-unpublish, delete.
-async fn release(d: &Driver, v: &BenchVolume) -> Result<(), BenchError> {
-    let (mut controller, mut node) = (d.controller.clone(), d.node.clone());
+async fn release(d: &Driver<impl Transport>, v: &BenchVolume) -> Result<(), BenchError> {
+    let (mut controller, mut node) = (d.csi.controller.clone(), d.csi.node.clone());
     node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
         volume_id: v.volume_id.clone(),
         target_path: v.target.clone(),
@@ -353,53 +368,45 @@ async fn release(d: &Driver, v: &BenchVolume) -> Result<(), BenchError> {
     Ok(())
 }
 
-pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
-    if args.clients.is_empty() || args.clients.contains(&0) {
-        return Err(BenchError::Usage(
-            "--clients needs positive counts, e.g. 1,16".into(),
-        ));
-    }
-    let parameters: std::collections::HashMap<String, String> = args
-        .parameters
-        .iter()
-        .map(|p| {
-            p.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| BenchError::Usage(format!("--parameter {p:?} is not key=value")))
-        })
-        .collect::<Result<_, _>>()?;
-    let channel = volplane_tokio::connect(&args.endpoint)
-        .await
-        .map_err(|source| BenchError::Connect {
-            endpoint: args.endpoint.clone(),
-            source,
-        })?;
-    let d = discover(channel).await?;
-    let tag = format!("volplane-bench-{}", std::process::id());
+/// The figures of one endpoint: (phase, figures at each client count).
+pub type Report = Vec<(&'static str, Vec<Figures>)>;
 
-    println!("Probe round trips:");
+/// Measures one endpoint.
+async fn bench_one<T: Transport>(
+    args: &BenchArgs,
+    csi: Csi<T>,
+    spawn: &Spawner,
+    parameters: &HashMap<String, String>,
+) -> Result<Report, BenchError> {
+    let d = discover(csi).await?;
+    let tag = format!("volplane-bench-{}", std::process::id());
+    let mut report: Report = Vec::new();
+
+    let mut probe = Vec::new();
     for &c in &args.clients {
-        let identity = d.identity.clone();
-        let f = measure(c, args.seconds, move |_, _| {
+        let identity = d.csi.identity.clone();
+        let f = measure(spawn, c, args.seconds, move |_, _| {
             let mut identity = identity.clone();
             async move { identity.probe(csi::ProbeRequest {}).await.map(|_| ()) }
         })
         .await;
-        println!("  {f}");
+        println!("  Probe                      {f}");
+        probe.push(f);
     }
+    report.push(("Probe", probe));
 
     // A volume per client (CSI lets a driver refuse concurrent operations on
     // one volume), each staged once and published to its client's target.
     let max = args.clients.iter().copied().max().unwrap_or(1);
     let mut volumes = Vec::new();
     for i in 0..max {
-        volumes.push(prepare(&d, &args, &parameters, &format!("{tag}-{i}")).await?);
+        volumes.push(prepare(&d, args, parameters, &format!("{tag}-{i}")).await?);
     }
-    println!("NodePublishVolume + NodeUnpublishVolume cycles (bind mounts, a volume per client):");
     let volumes = Arc::new(volumes);
+    let mut cycles = Vec::new();
     for &c in &args.clients {
-        let (node, volumes) = (d.node.clone(), volumes.clone());
-        let f = measure(c, args.seconds, move |client, _| {
+        let (node, volumes) = (d.csi.node.clone(), volumes.clone());
+        let f = measure(spawn, c, args.seconds, move |client, _| {
             let mut node = node.clone();
             let v = &volumes[client];
             let publish = v.publish_request();
@@ -413,17 +420,20 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
             }
         })
         .await;
-        println!("  {f}");
+        println!("  NodePublish+NodeUnpublish  {f}");
+        cycles.push(f);
     }
+    report.push(("NodePublish+NodeUnpublish", cycles));
     for v in volumes.iter() {
         release(&d, v).await?;
     }
     let _ = std::fs::remove_dir_all(args.kubelet_dir.join("pods").join(&tag));
 
-    println!("CreateVolume + DeleteVolume cycles:");
+    let mut creates = Vec::new();
     for &c in &args.clients {
-        let (controller, tag, parameters) = (d.controller.clone(), tag.clone(), parameters.clone());
-        let f = measure(c, args.seconds, move |client, i| {
+        let (controller, tag, parameters) =
+            (d.csi.controller.clone(), tag.clone(), parameters.clone());
+        let f = measure(spawn, c, args.seconds, move |client, i| {
             let mut controller = controller.clone();
             let create = csi::CreateVolumeRequest {
                 name: format!("{tag}-{c}-{client}-{i}"),
@@ -448,7 +458,53 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
             }
         })
         .await;
-        println!("  {f}");
+        println!("  CreateVolume+DeleteVolume  {f}");
+        creates.push(f);
+    }
+    report.push(("CreateVolume+DeleteVolume", creates));
+    Ok(report)
+}
+
+/// Measures every endpoint in turn, then prints them side by side.
+pub async fn bench_all<T: Transport>(
+    args: &BenchArgs,
+    targets: Vec<(String, Csi<T>)>,
+    spawn: Spawner,
+) -> Result<(), BenchError> {
+    let parameters: HashMap<String, String> = args
+        .parameters
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| BenchError::Usage(format!("--parameter {p:?} is not key=value")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut reports = Vec::new();
+    for (endpoint, csi) in targets {
+        println!("volplane bench: {endpoint}");
+        reports.push((endpoint, bench_one(args, csi, &spawn, &parameters).await?));
+    }
+    if reports.len() > 1 {
+        println!("\nside by side (ops/s; median / p99 ms):");
+        let (_, first) = &reports[0];
+        for (phase_index, (phase, figures)) in first.iter().enumerate() {
+            for (client_index, f) in figures.iter().enumerate() {
+                let mut line = format!("  {phase:<26} {:>3} client(s)", f.clients);
+                for (_, r) in &reports {
+                    let g = &r[phase_index].1[client_index];
+                    line.push_str(&format!(
+                        "  | {:>9.0}/s {:>7.3} / {:>7.3}",
+                        g.per_second,
+                        g.median.as_secs_f64() * 1e3,
+                        g.p99.as_secs_f64() * 1e3
+                    ));
+                }
+                println!("{line}");
+            }
+        }
+        let names: Vec<&str> = reports.iter().map(|(e, _)| e.as_str()).collect();
+        println!("  columns: {}", names.join("  |  "));
     }
     Ok(())
 }

@@ -1,0 +1,120 @@
+//! `volplane bench`: a CSI client that measures any CSI driver.
+//!
+//! Phases, each at every client count given: Probe round trips;
+//! NodePublish + NodeUnpublish cycles with real bind mounts (a volume per
+//! client, staged once, as kubelet would); CreateVolume + DeleteVolume
+//! cycles. Prints operations per second with median and p99 latency. Given
+//! several endpoints (say, the same driver served on tokio and on smol), it
+//! measures each in turn and prints them side by side. The client itself runs
+//! on tokio or smol (`--runtime`).
+
+mod phases;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use futures::future::BoxFuture;
+
+use crate::serve::RuntimeKind;
+pub use phases::Figures;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The driver's endpoint (repeatable: each is measured, side by side),
+    /// e.g. unix:///var/lib/kubelet/plugins/volplane.csi.io/csi.sock
+    #[arg(long = "endpoint", required = true)]
+    pub endpoints: Vec<String>,
+    /// Client counts to measure at, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub clients: Vec<usize>,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// The kubelet directory the driver accepts paths under.
+    #[arg(long, default_value = "/var/lib/kubelet")]
+    pub kubelet_dir: PathBuf,
+    /// StorageClass parameters for the bench volumes (key=value, repeatable).
+    #[arg(long = "parameter", default_value = "kind=dir")]
+    pub parameters: Vec<String>,
+    /// The runtime the bench client runs on.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
+    pub runtime: RuntimeKind,
+}
+
+/// Why the bench could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("connect to {endpoint}: {reason}")]
+    Connect { endpoint: String, reason: String },
+    #[error("{rpc}: {code:?}: {message}")]
+    Rpc {
+        rpc: &'static str,
+        code: tonic::Code,
+        message: String,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// How the bench spawns its concurrent clients on the chosen runtime.
+pub type Spawner = Arc<
+    dyn Fn(BoxFuture<'static, (Vec<Duration>, usize)>) -> BoxFuture<'static, (Vec<Duration>, usize)>
+        + Send
+        + Sync,
+>;
+
+/// Runs the bench on the runtime `args.runtime` names.
+pub fn run(args: BenchArgs) -> Result<(), BenchError> {
+    if args.clients.is_empty() || args.clients.contains(&0) {
+        return Err(BenchError::Usage(
+            "--clients needs positive counts, e.g. 1,16".into(),
+        ));
+    }
+    let origin = http::Uri::from_static("http://localhost");
+    match args.runtime {
+        RuntimeKind::Tokio => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| BenchError::Usage(format!("cannot start the tokio runtime: {e}")))?;
+            let spawn: Spawner =
+                Arc::new(|f| Box::pin(async move { tokio::spawn(f).await.unwrap_or_default() }));
+            rt.block_on(async {
+                let mut targets = Vec::new();
+                for e in &args.endpoints {
+                    let ch =
+                        volplane_tokio::connect(e)
+                            .await
+                            .map_err(|err| BenchError::Connect {
+                                endpoint: e.clone(),
+                                reason: err.to_string(),
+                            })?;
+                    targets.push((e.clone(), phases::Csi::new(ch, None)));
+                }
+                phases::bench_all(&args, targets, spawn).await
+            })
+        }
+        RuntimeKind::Smol => {
+            let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+            let rt = volplane_smol::Runtime::new(threads);
+            let rt2 = rt.clone();
+            let spawn: Spawner = Arc::new(move |f| Box::pin(rt2.spawn(f)));
+            rt.block_on(async {
+                let mut targets = Vec::new();
+                for e in &args.endpoints {
+                    let ch =
+                        volplane_smol::connect(e)
+                            .await
+                            .map_err(|err| BenchError::Connect {
+                                endpoint: e.clone(),
+                                reason: err.to_string(),
+                            })?;
+                    targets.push((e.clone(), phases::Csi::new(ch, Some(origin.clone()))));
+                }
+                phases::bench_all(&args, targets, spawn).await
+            })
+        }
+    }
+}
