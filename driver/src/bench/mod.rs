@@ -79,8 +79,11 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
                 .enable_all()
                 .build()
                 .map_err(|e| BenchError::Usage(format!("cannot start the tokio runtime: {e}")))?;
-            let spawn: Spawner =
-                Arc::new(|f| Box::pin(async move { tokio::spawn(f).await.unwrap_or_default() }));
+            // Spawn at once; the returned future only waits for the task.
+            let spawn: Spawner = Arc::new(|f| {
+                let task = tokio::spawn(f);
+                Box::pin(async move { task.await.unwrap_or_default() })
+            });
             rt.block_on(async {
                 let mut targets = Vec::new();
                 for e in &args.endpoints {
