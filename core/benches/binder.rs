@@ -20,6 +20,18 @@ const MODES: [&[AccessMode]; 4] = [
 ];
 const CLASSES: [&str; 3] = ["", "gold", "silver"];
 
+/// Volume `i` of the bench's mix, from a random number.
+fn volume(i: usize, r: u64) -> Object {
+    let mut v = PersistentVolume::new(&format!("pv-{i:06}"));
+    v.spec
+        .capacity
+        .insert("storage".into(), Quantity::from_bytes(((r % 64) + 1) << 30));
+    v.spec.access_modes = MODES[(r >> 8) as usize % MODES.len()].to_vec();
+    v.spec.storage_class_name = Some(CLASSES[(r >> 16) as usize % CLASSES.len()].into());
+    v.status.phase = Some(PvPhase::Available);
+    Object::Pv(v)
+}
+
 fn main() {
     let n: usize = std::env::args()
         .skip(1)
@@ -36,15 +48,10 @@ fn main() {
     };
     let t0 = Instant::now();
     for i in 0..n {
-        let r = next();
-        let mut v = PersistentVolume::new(&format!("pv-{i:06}"));
-        v.spec
-            .capacity
-            .insert("storage".into(), Quantity::from_bytes(((r % 64) + 1) << 30));
-        v.spec.access_modes = MODES[(r >> 8) as usize % MODES.len()].to_vec();
-        v.spec.storage_class_name = Some(CLASSES[(r >> 16) as usize % CLASSES.len()].into());
-        v.status.phase = Some(PvPhase::Available);
-        let (_, w) = store.apply(0, &volplane_core::control::ApiCall::Create(Object::Pv(v)));
+        let (_, w) = store.apply(
+            0,
+            &volplane_core::control::ApiCall::Create(volume(i, next())),
+        );
         for w in w {
             binder.handle(0, Input::Watch(w));
         }
@@ -123,15 +130,10 @@ fn main() {
     let mut fresh = Binder::new();
     let mut store2 = Store::new();
     for i in 0..n {
-        let r = next();
-        let mut v = PersistentVolume::new(&format!("pv-{i:06}"));
-        v.spec
-            .capacity
-            .insert("storage".into(), Quantity::from_bytes(((r % 64) + 1) << 30));
-        v.spec.access_modes = MODES[(r >> 8) as usize % MODES.len()].to_vec();
-        v.spec.storage_class_name = Some(CLASSES[(r >> 16) as usize % CLASSES.len()].into());
-        v.status.phase = Some(PvPhase::Available);
-        let (_, w) = store2.apply(0, &volplane_core::control::ApiCall::Create(Object::Pv(v)));
+        let (_, w) = store2.apply(
+            0,
+            &volplane_core::control::ApiCall::Create(volume(i, next())),
+        );
         for w in w {
             if let Watch::Applied(o) = w {
                 fresh.handle(0, Input::Watch(Watch::Applied(o)));
