@@ -43,6 +43,7 @@ pub mod kubelet;
 pub mod model;
 pub mod mountinfo;
 pub mod path;
+pub mod plant;
 pub mod provision;
 pub mod registration;
 pub mod resize;

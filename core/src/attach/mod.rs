@@ -44,6 +44,8 @@ pub struct AttachConfig {
     pub max_wait_for_unmount: Tick,
     pub retry_start: Tick,
     pub retry_max: Tick,
+    /// Simulation only: a planted mistake.
+    pub plant: Option<crate::plant::Plant>,
 }
 
 impl AttachConfig {
@@ -56,6 +58,7 @@ impl AttachConfig {
             max_wait_for_unmount: 6 * 60 * 1000,
             retry_start: 1_000,
             retry_max: 300_000,
+            plant: None,
         }
     }
 }
@@ -75,7 +78,7 @@ enum Call {
 }
 
 /// The attach/detach controller and external-attacher. See the module docs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Attach {
     config: AttachConfig,
     cache: Cache,
@@ -327,7 +330,8 @@ impl Attach {
                 n.out_of_service()
                     || (!n.ready() && self.now >= since + self.config.max_wait_for_unmount)
             });
-            if in_use && !force {
+            let careless = self.config.plant == Some(crate::plant::Plant::DetachWithoutWaitingForUnmount);
+            if in_use && !force && !careless {
                 continue;
             }
             // Out of volumesAttached first; the detach waits for that write.

@@ -38,7 +38,7 @@ struct Pending {
 }
 
 /// The PV controller. See the module documentation.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Binder {
     cache: Cache,
     index: MatchIndex,
@@ -53,6 +53,7 @@ pub struct Binder {
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
+    plant: Option<crate::plant::Plant>,
 }
 
 fn pv_key(name: &str) -> ObjectKey {
@@ -75,6 +76,14 @@ pub fn bound_to_claim(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> b
 impl Binder {
     pub fn new() -> Binder {
         Binder::default()
+    }
+
+    /// Simulation only: a binder with a planted mistake.
+    pub fn with_plant(plant: Option<crate::plant::Plant>) -> Binder {
+        Binder {
+            plant,
+            ..Binder::default()
+        }
     }
 
     pub fn cache(&self) -> &Cache {
@@ -346,6 +355,22 @@ impl Binder {
         }
         if delay {
             return None;
+        }
+        if self.plant == Some(crate::plant::Plant::BindClaimedVolume) {
+            // Planted mistake: any big-enough volume of the class, claimed or not.
+            let taken = self.cache.of_kind(Kind::PersistentVolume).find_map(|o| match o {
+                Object::Pv(pv)
+                    if pv.class() == claim.class()
+                        && pv.capacity().map_or(0, |q| q.bytes()) >= request
+                        && pv.spec.claim_ref.as_ref().is_some_and(|r| r.name != claim.metadata.name) =>
+                {
+                    Some(pv.name().to_string())
+                }
+                _ => None,
+            });
+            if taken.is_some() {
+                return taken;
+            }
         }
         self.index.best_unclaimed(claim)
     }

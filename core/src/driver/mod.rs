@@ -79,6 +79,8 @@ pub struct DriverConfig {
     /// Drop staged and published records whose mounts are gone when the
     /// adapter reports the node's mounts (after a reboot).
     pub reconcile_mounts: bool,
+    /// Simulation only: a planted mistake.
+    pub plant: Option<crate::plant::Plant>,
 }
 
 impl DriverConfig {
@@ -127,6 +129,7 @@ impl DriverConfig {
             content_sources: false,
             default_volume_bytes: 1 << 30,
             reconcile_mounts: true,
+            plant: None,
         }
     }
 
@@ -175,7 +178,7 @@ enum Decision {
 }
 
 /// The driver machine. See the module documentation for its contract.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Driver {
     config: DriverConfig,
     state: DriverState,
@@ -189,7 +192,20 @@ pub struct Driver {
 impl Driver {
     /// A machine over a (possibly restored) state. Every plan that was in
     /// flight when the state was persisted is carried out again.
-    pub fn new(config: DriverConfig, state: DriverState) -> Driver {
+    pub fn new(config: DriverConfig, mut state: DriverState) -> Driver {
+        if config.plant == Some(crate::plant::Plant::ForgetInFlightOnRestart) {
+            state.in_flight.clear();
+            for v in state.volumes.values_mut() {
+                v.published.retain(|_, p| p.certain);
+            }
+            for nv in state.node.values_mut() {
+                nv.targets.retain(|_, t| t.certain);
+                if nv.stage.as_ref().is_some_and(|s| !s.certain) {
+                    nv.stage = None;
+                }
+            }
+            state.node.retain(|_, nv| nv.stage.is_some() || !nv.targets.is_empty());
+        }
         let mut d = Driver {
             config,
             state,

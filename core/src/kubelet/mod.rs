@@ -44,6 +44,8 @@ pub struct KubeletConfig {
     pub modes: DriverModes,
     pub retry_start: Tick,
     pub retry_max: Tick,
+    /// Simulation only: a planted mistake.
+    pub plant: Option<crate::plant::Plant>,
 }
 
 impl KubeletConfig {
@@ -57,6 +59,7 @@ impl KubeletConfig {
             modes: DriverModes::default(),
             retry_start: 500,
             retry_max: 120_000,
+            plant: None,
         }
     }
 }
@@ -133,7 +136,7 @@ enum Call {
 }
 
 /// One node's volume manager. See the module documentation.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Kubelet {
     config: KubeletConfig,
     cache: Cache,
@@ -328,7 +331,10 @@ impl Kubelet {
                 match result {
                     Ok(_) => {
                         self.backoff.succeed(&pv);
-                        self.actual.mounts.remove(&(pod, pv));
+                        self.actual.mounts.remove(&(pod, pv.clone()));
+                        if self.config.plant == Some(crate::plant::Plant::UnstageAfterFirstUnpublish) {
+                            self.unstage_now(&pv);
+                        }
                     }
                     Err(_) => {
                         if let Some(m) = self.actual.mounts.get_mut(&(pod, pv.clone())) {

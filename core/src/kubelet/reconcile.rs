@@ -454,6 +454,16 @@ impl Kubelet {
         }
     }
 
+    /// Planted mistake: unstage at once, whatever is still published.
+    pub(super) fn unstage_now(&mut self, pv: &str) {
+        let Some(d) = self.actual.devices.get(pv).cloned() else { return };
+        let request = Request::NodeUnstage(driver::NodeUnstage {
+            volume_id: d.handle.clone(),
+            staging_target_path: d.staging_path.clone(),
+        });
+        self.csi(Call::Unstage { pv: pv.to_string() }, request);
+    }
+
     /// D1.1 last step: unstage volumes with no publish left and no pod wanting them (D1.3, D3.9).
     fn unstage_pass(&mut self, want: &BTreeMap<(String, String), Want>) {
         let wanted: BTreeSet<&str> = want.values().map(|w| w.pv.name()).collect();

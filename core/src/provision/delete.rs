@@ -72,8 +72,9 @@ impl Provisioner {
             return;
         }
         // B5.3
+        let careless = self.config.plant == Some(crate::plant::Plant::DeleteReleasedRetain);
         let should_delete = pv.phase() == PvPhase::Released
-            && policy == ReclaimPolicy::Delete
+            && (policy == ReclaimPolicy::Delete || careless)
             && (!pv.metadata.deleting() || has)
             && !self.deleted.contains(&name);
         if !should_delete {

@@ -40,6 +40,8 @@ pub struct ProvisionerConfig {
     pub default_fs_type: String,
     pub retry_start: Tick,
     pub retry_max: Tick,
+    /// Simulation only: a planted mistake.
+    pub plant: Option<crate::plant::Plant>,
 }
 
 impl ProvisionerConfig {
@@ -51,6 +53,7 @@ impl ProvisionerConfig {
             default_fs_type: String::new(),
             retry_start: 1_000,
             retry_max: 300_000,
+            plant: None,
         }
     }
 }
@@ -99,7 +102,7 @@ enum Call {
 }
 
 /// The external provisioner. See the module documentation.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Provisioner {
     config: ProvisionerConfig,
     cache: Cache,

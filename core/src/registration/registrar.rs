@@ -87,7 +87,7 @@ pub enum Phase {
 }
 
 /// The registrar. See the module documentation.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Registrar {
     config: RegistrarConfig,
     phase: Phase,

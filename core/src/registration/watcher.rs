@@ -91,7 +91,7 @@ enum Step {
 }
 
 /// One node's plugin watcher. See the module documentation.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PluginWatcher {
     node: String,
     cache: Cache,

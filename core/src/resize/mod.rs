@@ -55,7 +55,7 @@ enum Call {
 }
 
 /// The external resizer. See the module documentation.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Resizer {
     config: ResizeConfig,
     cache: Cache,
