@@ -36,7 +36,6 @@
 
 pub mod attach;
 pub mod binder;
-pub mod cluster;
 pub mod control;
 pub mod driver;
 pub mod kubelet;
@@ -47,6 +46,7 @@ pub mod plant;
 pub mod provision;
 pub mod registration;
 pub mod resize;
+pub mod sim;
 pub mod status;
 pub mod store;
 

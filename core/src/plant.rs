@@ -46,9 +46,13 @@ impl Plant {
     pub fn describe(self) -> &'static str {
         match self {
             Plant::UnstageAfterFirstUnpublish => "kubelet unstages after the first pod's unpublish",
-            Plant::DetachWithoutWaitingForUnmount => "attach/detach detaches without waiting for unmount",
+            Plant::DetachWithoutWaitingForUnmount => {
+                "attach/detach detaches without waiting for unmount"
+            }
             Plant::DeleteReleasedRetain => "provisioner deletes Released volumes under Retain",
-            Plant::ForgetInFlightOnRestart => "driver forgets in-flight operations and unconfirmed records on restart",
+            Plant::ForgetInFlightOnRestart => {
+                "driver forgets in-flight operations and unconfirmed records on restart"
+            }
             Plant::BindClaimedVolume => "binder binds volumes another claim holds",
         }
     }

@@ -96,6 +96,8 @@ pub struct Attach {
     ops: Ops,
     now: Tick,
     dirty: bool,
+    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    unsynced: bool,
 }
 
 /// One desired attachment.
@@ -122,6 +124,7 @@ impl Attach {
             ops: Ops::default(),
             now: 0,
             dirty: false,
+            unsynced: false,
         }
     }
 
@@ -152,11 +155,15 @@ impl Attach {
                 }
             }
             Input::CsiDone { op, result } => self.csi_done(op, result),
+            Input::Synced => self.unsynced = false,
         }
         self.dirty = true;
     }
 
     pub fn poll(&mut self) -> Option<Effect> {
+        if self.unsynced {
+            return None;
+        }
         if self.queue.is_empty() && self.dirty {
             self.dirty = false;
             self.reconcile();
@@ -330,7 +337,8 @@ impl Attach {
                 n.out_of_service()
                     || (!n.ready() && self.now >= since + self.config.max_wait_for_unmount)
             });
-            let careless = self.config.plant == Some(crate::plant::Plant::DetachWithoutWaitingForUnmount);
+            let careless =
+                self.config.plant == Some(crate::plant::Plant::DetachWithoutWaitingForUnmount);
             if in_use && !force && !careless {
                 continue;
             }

@@ -54,6 +54,8 @@ pub struct Binder {
     ops: Ops,
     now: Tick,
     plant: Option<crate::plant::Plant>,
+    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    unsynced: bool,
 }
 
 fn pv_key(name: &str) -> ObjectKey {
@@ -101,6 +103,7 @@ impl Binder {
             Input::Watch(Watch::Deleted(o)) => self.forget(&o),
             Input::ApiDone { op, result } => self.completed(op, result),
             Input::CsiDone { .. } => {}
+            Input::Synced => self.unsynced = false,
         }
     }
 
@@ -125,6 +128,9 @@ impl Binder {
     }
 
     pub fn poll(&mut self) -> Option<Effect> {
+        if self.unsynced {
+            return None;
+        }
         while self.queue.is_empty() {
             let key = self
                 .dirty
@@ -358,16 +364,23 @@ impl Binder {
         }
         if self.plant == Some(crate::plant::Plant::BindClaimedVolume) {
             // Planted mistake: any big-enough volume of the class, claimed or not.
-            let taken = self.cache.of_kind(Kind::PersistentVolume).find_map(|o| match o {
-                Object::Pv(pv)
-                    if pv.class() == claim.class()
-                        && pv.capacity().map_or(0, |q| q.bytes()) >= request
-                        && pv.spec.claim_ref.as_ref().is_some_and(|r| r.name != claim.metadata.name) =>
-                {
-                    Some(pv.name().to_string())
-                }
-                _ => None,
-            });
+            let taken = self
+                .cache
+                .of_kind(Kind::PersistentVolume)
+                .find_map(|o| match o {
+                    Object::Pv(pv)
+                        if pv.class() == claim.class()
+                            && pv.capacity().map_or(0, |q| q.bytes()) >= request
+                            && pv
+                                .spec
+                                .claim_ref
+                                .as_ref()
+                                .is_some_and(|r| r.name != claim.metadata.name) =>
+                    {
+                        Some(pv.name().to_string())
+                    }
+                    _ => None,
+                });
             if taken.is_some() {
                 return taken;
             }

@@ -150,8 +150,18 @@ pub enum Effect {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     Watch(Watch),
-    ApiDone { op: OpId, result: ApiResult },
-    CsiDone { op: OpId, result: CsiResult },
+    /// The initial list of every watched kind has been delivered: a machine
+    /// that was told to [`Machine::await_sync`] starts acting now (as
+    /// Kubernetes controllers wait for their informers' caches to sync).
+    Synced,
+    ApiDone {
+        op: OpId,
+        result: ApiResult,
+    },
+    CsiDone {
+        op: OpId,
+        result: CsiResult,
+    },
 }
 
 /// The shared face of every control-plane machine (see the crate docs).
@@ -160,6 +170,9 @@ pub trait Machine {
     fn poll(&mut self) -> Option<Effect>;
     fn poll_timeout(&self) -> Option<crate::Tick>;
     fn handle_timeout(&mut self, now: crate::Tick);
+    /// Do nothing until [`Input::Synced`] arrives (a restarted process
+    /// re-listing its watches must not act on a partial cache).
+    fn await_sync(&mut self);
 }
 
 /// Implements [`Machine`] by the inherent methods of the same names.
@@ -178,6 +191,9 @@ macro_rules! impl_machine {
             }
             fn handle_timeout(&mut self, now: $crate::Tick) {
                 <$t>::handle_timeout(self, now)
+            }
+            fn await_sync(&mut self) {
+                self.unsynced = true;
             }
         }
     };

@@ -204,7 +204,9 @@ impl Driver {
                     nv.stage = None;
                 }
             }
-            state.node.retain(|_, nv| nv.stage.is_some() || !nv.targets.is_empty());
+            state
+                .node
+                .retain(|_, nv| nv.stage.is_some() || !nv.targets.is_empty());
         }
         let mut d = Driver {
             config,

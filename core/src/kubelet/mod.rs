@@ -149,6 +149,8 @@ pub struct Kubelet {
     ops: Ops,
     now: Tick,
     dirty: bool,
+    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    unsynced: bool,
 }
 
 impl Kubelet {
@@ -166,6 +168,7 @@ impl Kubelet {
             ops: Ops::default(),
             now: 0,
             dirty: false,
+            unsynced: false,
         }
     }
 
@@ -232,6 +235,7 @@ impl Kubelet {
                 }
             }
             Input::CsiDone { op, result } => self.csi_done(op, result),
+            Input::Synced => self.unsynced = false,
         }
         self.dirty = true;
     }
@@ -246,6 +250,9 @@ impl Kubelet {
     }
 
     pub fn poll(&mut self) -> Option<Effect> {
+        if self.unsynced {
+            return None;
+        }
         if self.queue.is_empty() && self.dirty {
             self.dirty = false;
             self.reconcile();
@@ -332,7 +339,9 @@ impl Kubelet {
                     Ok(_) => {
                         self.backoff.succeed(&pv);
                         self.actual.mounts.remove(&(pod, pv.clone()));
-                        if self.config.plant == Some(crate::plant::Plant::UnstageAfterFirstUnpublish) {
+                        if self.config.plant
+                            == Some(crate::plant::Plant::UnstageAfterFirstUnpublish)
+                        {
                             self.unstage_now(&pv);
                         }
                     }

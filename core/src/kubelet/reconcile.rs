@@ -456,7 +456,9 @@ impl Kubelet {
 
     /// Planted mistake: unstage at once, whatever is still published.
     pub(super) fn unstage_now(&mut self, pv: &str) {
-        let Some(d) = self.actual.devices.get(pv).cloned() else { return };
+        let Some(d) = self.actual.devices.get(pv).cloned() else {
+            return;
+        };
         let request = Request::NodeUnstage(driver::NodeUnstage {
             volume_id: d.handle.clone(),
             staging_target_path: d.staging_path.clone(),

@@ -114,9 +114,13 @@ pub struct Provisioner {
     backoff: Backoff<String>,
     /// Volumes whose storage DeleteVolume removed; their PV objects go next.
     deleted: BTreeSet<String>,
+    /// Claim UIDs waiting out a backoff → the claim to sync when it ends.
+    retry: BTreeMap<String, ObjectKey>,
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
+    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    unsynced: bool,
 }
 
 impl Provisioner {
@@ -131,9 +135,11 @@ impl Provisioner {
             calls: BTreeMap::new(),
             backoff,
             deleted: BTreeSet::new(),
+            retry: BTreeMap::new(),
             queue: VecDeque::new(),
             ops: Ops::default(),
             now: 0,
+            unsynced: false,
         }
     }
 
@@ -150,10 +156,14 @@ impl Provisioner {
             }
             Input::ApiDone { op, result } => self.api_done(op, result),
             Input::CsiDone { op, result } => self.csi_done(op, result),
+            Input::Synced => self.unsynced = false,
         }
     }
 
     pub fn poll(&mut self) -> Option<Effect> {
+        if self.unsynced {
+            return None;
+        }
         while self.queue.is_empty() {
             let key = self.dirty.pop_first()?;
             match key.kind {
@@ -174,6 +184,8 @@ impl Provisioner {
         for key in self.backoff.due(self.now) {
             if let Some(p) = self.provisioning.get(&key) {
                 self.dirty.insert(p.claim.clone());
+            } else if let Some(claim) = self.retry.get(&key) {
+                self.dirty.insert(claim.clone());
             } else {
                 self.dirty
                     .insert(ObjectKey::new(Kind::PersistentVolume, "", &key));
@@ -270,6 +282,7 @@ impl Provisioner {
         if self.busy.contains(&uid) || self.backoff.waiting(&uid, self.now) {
             return;
         }
+        self.retry.insert(uid.clone(), key.clone());
         if let Some(p) = self.provisioning.get(&uid).cloned() {
             // Already asked the driver: carry on with the same request (B4.5).
             if claim.is_some() || p.background {
@@ -476,6 +489,7 @@ impl Provisioner {
                     ApiResult::Ok(_) | ApiResult::AlreadyExists => {
                         self.provisioning.remove(&uid);
                         self.backoff.succeed(&uid);
+                        self.retry.remove(&uid);
                         self.event(Event::normal(
                             p.claim.clone(),
                             reason::PROVISIONING_SUCCEEDED,

@@ -69,6 +69,8 @@ pub struct Resizer {
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
+    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    unsynced: bool,
 }
 
 fn with_condition(c: &PersistentVolumeClaim, type_: &str, reason: &str) -> PersistentVolumeClaim {
@@ -98,6 +100,7 @@ impl Resizer {
             queue: VecDeque::new(),
             ops: Ops::default(),
             now: 0,
+            unsynced: false,
         }
     }
 
@@ -127,6 +130,7 @@ impl Resizer {
                 }
             }
             Input::CsiDone { op, result } => self.expand_done(op, result),
+            Input::Synced => self.unsynced = false,
         }
     }
 
@@ -149,6 +153,9 @@ impl Resizer {
     }
 
     pub fn poll(&mut self) -> Option<Effect> {
+        if self.unsynced {
+            return None;
+        }
         while self.queue.is_empty() {
             let key = self.dirty.pop_first()?;
             self.sync(&key);

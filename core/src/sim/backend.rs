@@ -1,0 +1,293 @@
+//! The simulated CSI driver: the real driver machine (a controller instance
+//! and one node instance per node) over an in-memory storage backend that
+//! keeps what really exists — volumes and whether they hold data,
+//! attachments, mounts — so that the checks judge what happened, not what
+//! the machines believe.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::control::{CsiCall, CsiResult};
+use crate::driver::{self, Driver, DriverConfig, DriverState, Outcome, Plan, Request};
+use crate::mountinfo::MountEntry;
+use crate::plant::Plant;
+use crate::{Code, Status, Tick};
+
+use super::{DRIVER, ROOT};
+
+/// What exists in the simulated storage and on the simulated nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Storage {
+    /// Volume handle → holds data (a pod wrote to it).
+    pub volumes: BTreeMap<String, bool>,
+    /// (handle, node) attached.
+    pub attached: BTreeSet<(String, String)>,
+    /// node → mounted paths → handle.
+    pub mounts: BTreeMap<String, BTreeMap<String, String>>,
+    /// Handles DeleteVolume removed, with whether they held data.
+    pub deleted: Vec<(String, bool)>,
+}
+
+impl Storage {
+    /// Carries out a plan for real (in memory) on `node` (None: the controller).
+    fn carry_out(&mut self, node: Option<&str>, plan: &Plan) -> Outcome {
+        fn mounts<'a>(s: &'a mut Storage, node: Option<&str>) -> &'a mut BTreeMap<String, String> {
+            s.mounts.entry(node.unwrap_or("").to_string()).or_default()
+        }
+        match plan {
+            Plan::CreateVolume(p) => {
+                let id = format!("vol-{}", p.name);
+                self.volumes.entry(id.clone()).or_insert(false);
+                Outcome::Created(driver::Volume {
+                    volume_id: id,
+                    capacity_bytes: p.suggested_bytes,
+                    volume_context: Default::default(),
+                    accessible_topology: vec![],
+                    content_source: None,
+                })
+            }
+            Plan::DeleteVolume { volume, .. } => {
+                if let Some(data) = self.volumes.remove(&volume.volume_id) {
+                    self.deleted.push((volume.volume_id.clone(), data));
+                }
+                Outcome::Done
+            }
+            Plan::ControllerPublish {
+                volume, node_id, ..
+            } => {
+                self.attached
+                    .insert((volume.volume_id.clone(), node_id.clone()));
+                Outcome::Published {
+                    publish_context: [(
+                        "device".to_string(),
+                        format!("/dev/sim/{node_id}/{}", volume.volume_id),
+                    )]
+                    .into(),
+                }
+            }
+            Plan::ControllerUnpublish {
+                volume, node_ids, ..
+            } => {
+                for n in node_ids {
+                    self.attached.remove(&(volume.volume_id.clone(), n.clone()));
+                }
+                Outcome::Done
+            }
+            Plan::ControllerExpand { capacity, .. } => Outcome::ControllerExpanded {
+                capacity_bytes: capacity.required_bytes,
+                node_expansion_required: true,
+            },
+            Plan::ControllerModify { .. } => Outcome::Done,
+            Plan::GetCapacity { .. } => Outcome::Capacity {
+                available_bytes: 1 << 40,
+                maximum_volume_size: None,
+                minimum_volume_size: None,
+            },
+            Plan::Stage(p) => {
+                mounts(self, node).insert(p.staging_path.clone(), p.volume_id.clone());
+                Outcome::Done
+            }
+            Plan::Unstage(p) => {
+                mounts(self, node).remove(&p.staging_path);
+                Outcome::Done
+            }
+            Plan::Publish(p) => {
+                mounts(self, node).insert(p.target_path.clone(), p.volume_id.clone());
+                // A pod now uses the volume: it holds data from here on.
+                if let Some(data) = self.volumes.get_mut(&p.volume_id) {
+                    *data = true;
+                }
+                Outcome::Done
+            }
+            Plan::Unpublish(p) => {
+                mounts(self, node).remove(&p.target_path);
+                Outcome::Done
+            }
+            Plan::NodeExpand { required_bytes, .. } => Outcome::NodeExpanded {
+                capacity_bytes: *required_bytes,
+            },
+            Plan::VolumeStats { .. } => Outcome::Stats {
+                usage: Default::default(),
+                condition: None,
+            },
+        }
+    }
+
+    /// Mounts of `handle` on `node`.
+    pub fn mounts_of(&self, node: &str, handle: &str) -> Vec<&str> {
+        self.mounts
+            .get(node)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, h)| *h == handle)
+                    .map(|(p, _)| p.as_str())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// How a CSI call went wrong, if it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallFault {
+    /// Refused with a code the spec allows for the RPC, nothing done.
+    Error(Code),
+    /// Done, but the caller sees DEADLINE_EXCEEDED.
+    TimeoutAfterEffect,
+    /// The driver process died right after carrying out the plan, before
+    /// recording its completion; it restarts from its persisted state.
+    CrashAfterEffect,
+}
+
+/// Codes a plugin may answer each RPC with (CSI spec error tables), for
+/// injected refusals that change nothing.
+pub fn allowed_errors(call: &CsiCall) -> &'static [Code] {
+    match call {
+        Request::CreateVolume(_) => &[
+            Code::ResourceExhausted,
+            Code::Aborted,
+            Code::Unavailable,
+            Code::Internal,
+        ],
+        Request::DeleteVolume(_) => &[
+            Code::FailedPrecondition,
+            Code::Aborted,
+            Code::Unavailable,
+            Code::Internal,
+        ],
+        Request::ControllerPublish(_) => &[
+            Code::ResourceExhausted,
+            Code::Aborted,
+            Code::Unavailable,
+            Code::Internal,
+        ],
+        Request::ControllerUnpublish(_) => &[Code::Aborted, Code::Unavailable, Code::Internal],
+        Request::ControllerExpand(_) => &[
+            Code::ResourceExhausted,
+            Code::Aborted,
+            Code::Unavailable,
+            Code::Internal,
+        ],
+        Request::NodeStage(_) | Request::NodePublish(_) => {
+            &[Code::Aborted, Code::Unavailable, Code::Internal]
+        }
+        Request::NodeUnstage(_) | Request::NodeUnpublish(_) => {
+            &[Code::Aborted, Code::Unavailable, Code::Internal]
+        }
+        Request::NodeExpand(_) => &[Code::Aborted, Code::Unavailable, Code::Internal],
+        _ => &[Code::Unavailable],
+    }
+}
+
+/// One driver process: the machine, and the state it last persisted.
+#[derive(Debug, Clone)]
+pub struct DriverProcess {
+    pub machine: Driver,
+    persisted: DriverState,
+}
+
+fn config(node: &str, controller: bool, plant: Option<Plant>) -> DriverConfig {
+    let mut c = DriverConfig::new(DRIVER, "sim", node);
+    c.controller = controller;
+    c.node = !controller;
+    c.path_roots = vec![ROOT.into()];
+    c.plant = plant;
+    c
+}
+
+impl DriverProcess {
+    pub fn new(node: &str, controller: bool, plant: Option<Plant>) -> DriverProcess {
+        DriverProcess {
+            machine: Driver::new(config(node, controller, plant), DriverState::default()),
+            persisted: DriverState::default(),
+        }
+    }
+
+    /// Restarts from the persisted state (finishing what was in flight, unless
+    /// the planted mistake forgets it).
+    fn restart(&mut self, storage: &mut Storage, node: Option<&str>, now: Tick) {
+        let c = self.machine.config().clone();
+        self.machine = Driver::new(c, self.persisted.clone());
+        self.drain(storage, node, now, None);
+    }
+
+    /// The node rebooted: its mounts are gone, and the driver starts again
+    /// and reconciles with the (empty) mount table.
+    pub fn reboot(&mut self, storage: &mut Storage, node: &str, now: Tick) {
+        storage.mounts.remove(node);
+        self.restart(storage, Some(node), now);
+        self.machine
+            .handle(now, driver::Input::Mounts(Vec::<MountEntry>::new()));
+        self.drain(storage, Some(node), now, None);
+    }
+
+    /// Drains effects: persists, carries out plans at once, collects the reply.
+    /// With `crash`, the process dies after the first plan is carried out.
+    fn drain(
+        &mut self,
+        storage: &mut Storage,
+        node: Option<&str>,
+        now: Tick,
+        crash: Option<()>,
+    ) -> Option<CsiResult> {
+        let mut answer = None;
+        let mut crash = crash;
+        while let Some(e) = self.machine.poll() {
+            match e {
+                driver::Effect::Persist => self.persisted = self.machine.state().clone(),
+                driver::Effect::Execute { op, plan } => {
+                    let out = storage.carry_out(node, &plan);
+                    if crash.take().is_some() {
+                        self.restart(storage, node, now);
+                        return Some(Err(Status::new(
+                            Code::Unavailable,
+                            "the driver crashed (injected)",
+                        )));
+                    }
+                    self.machine.handle(
+                        now,
+                        driver::Input::Done {
+                            op,
+                            result: Ok(out),
+                        },
+                    );
+                }
+                driver::Effect::Reply { result, .. } => answer = Some(result),
+            }
+        }
+        answer
+    }
+
+    /// Carries out one CSI call, with an optional fault.
+    pub fn call(
+        &mut self,
+        storage: &mut Storage,
+        node: Option<&str>,
+        now: Tick,
+        call: CsiCall,
+        fault: Option<CallFault>,
+    ) -> CsiResult {
+        if let Some(CallFault::Error(code)) = fault {
+            return Err(Status::new(code, format!("injected {}", code.name())));
+        }
+        self.machine.handle(
+            now,
+            driver::Input::Request {
+                rpc: 1,
+                request: call,
+            },
+        );
+        let crash = (fault == Some(CallFault::CrashAfterEffect)).then_some(());
+        let answer = self
+            .drain(storage, node, now, crash)
+            .unwrap_or_else(|| Err(Status::internal("the driver gave no answer")));
+        match fault {
+            Some(CallFault::TimeoutAfterEffect) => Err(Status::new(
+                Code::DeadlineExceeded,
+                "context deadline exceeded (injected)",
+            )),
+            _ => answer,
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The safety invariants, checked after every step (and on every CSI call,
+//! against what really exists in the simulated storage), and the liveness
+//! checks run once faults stop. Written once, used by the simulator, the
+//! tests and the fuzz targets.
+
+use std::collections::BTreeMap;
+
+use super::backend::Storage;
+use super::{ROOT, Sim};
+use crate::control::CsiCall;
+use crate::driver::Request;
+use crate::kubelet::Observed;
+use crate::model::*;
+use crate::store::Store;
+
+/// An invariant that failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub step: u64,
+    /// Which invariant: shrinking keeps a run only while the same one fails.
+    pub kind: &'static str,
+    pub what: String,
+}
+
+fn is_target(path: &str) -> bool {
+    path.contains("/pods/")
+}
+
+/// The PV whose CSI handle is `handle`.
+fn pv_of<'a>(store: &'a Store, handle: &str) -> Option<&'a PersistentVolume> {
+    store.objects().find_map(|o| match o {
+        Object::Pv(pv)
+            if pv
+                .spec
+                .csi
+                .as_ref()
+                .is_some_and(|c| c.volume_handle == handle) =>
+        {
+            Some(pv)
+        }
+        _ => None,
+    })
+}
+
+/// What a restarted kubelet finds mounted on its node.
+pub fn observed_mounts(storage: &Storage, store: &Store, node: &str) -> Observed {
+    let mut o = Observed::default();
+    for (path, handle) in storage.mounts.get(node).into_iter().flatten() {
+        let Some(pv) = pv_of(store, handle) else {
+            continue;
+        };
+        if is_target(path) {
+            // <root>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount
+            let uid = path
+                .trim_start_matches(&format!("{ROOT}/pods/"))
+                .split('/')
+                .next()
+                .unwrap_or("");
+            o.published
+                .push((uid.to_string(), pv.name().to_string(), handle.clone()));
+        } else {
+            o.staged.push((pv.name().to_string(), handle.clone()));
+        }
+    }
+    o
+}
+
+impl Sim {
+    pub(super) fn violate(&mut self, kind: &'static str, what: String) {
+        if !self.violations.iter().any(|v| v.what == what) {
+            self.violations.push(Violation {
+                step: self.stats.steps,
+                kind,
+                what,
+            });
+        }
+    }
+
+    /// Safety on a CSI call, judged by what exists when it is made.
+    pub(super) fn check_call(&mut self, who: &str, node: Option<&str>, call: &CsiCall) {
+        self.stats.checks += 1;
+        let s = &self.storage;
+        let mut bad = None;
+        match call {
+            Request::NodeUnstage(r) => {
+                let node = node.unwrap_or("");
+                if s.mounts_of(node, &r.volume_id).iter().any(|p| is_target(p)) {
+                    bad = Some((
+                        "unstage while published",
+                        format!(
+                            "{who} unstages {} on {node} while a pod still has it published",
+                            r.volume_id
+                        ),
+                    ));
+                }
+            }
+            Request::ControllerUnpublish(r) => {
+                for (n, mounts) in &s.mounts {
+                    if r.node_id.as_ref().is_none_or(|x| x == n)
+                        && mounts.values().any(|h| *h == r.volume_id)
+                    {
+                        bad = Some((
+                            "detach while staged",
+                            format!(
+                                "{who} detaches {} from {n} while it is staged or published there",
+                                r.volume_id
+                            ),
+                        ));
+                    }
+                }
+            }
+            Request::ControllerPublish(r) => {
+                let single = pv_of(&self.store, &r.volume_id)
+                    .is_some_and(|pv| !crate::attach::multi_attach_allowed(pv));
+                let elsewhere: Vec<&String> = s
+                    .attached
+                    .iter()
+                    .filter(|(h, n)| *h == r.volume_id && *n != r.node_id)
+                    .map(|(_, n)| n)
+                    .collect();
+                if single && !elsewhere.is_empty() {
+                    bad = Some((
+                        "single-node volume on two nodes",
+                        format!(
+                            "{who} attaches single-node volume {} to {} while it is attached to {elsewhere:?}",
+                            r.volume_id, r.node_id
+                        ),
+                    ));
+                }
+            }
+            Request::DeleteVolume(r) => {
+                if s.attached.iter().any(|(h, _)| *h == r.volume_id) {
+                    bad = Some((
+                        "delete while in use",
+                        format!("{who} deletes {} while it is attached", r.volume_id),
+                    ));
+                } else if s
+                    .mounts
+                    .values()
+                    .any(|m| m.values().any(|h| *h == r.volume_id))
+                {
+                    bad = Some((
+                        "delete while in use",
+                        format!(
+                            "{who} deletes {} while it is staged or published",
+                            r.volume_id
+                        ),
+                    ));
+                } else if let Some(pv) = pv_of(&self.store, &r.volume_id) {
+                    let claim_deleted_with_delete = pv
+                        .spec
+                        .claim_ref
+                        .as_ref()
+                        .and_then(|c| self.deleted_claims.get(&c.uid))
+                        .is_some_and(|p| *p == Some(ReclaimPolicy::Delete));
+                    if pv.reclaim_policy() == ReclaimPolicy::Retain {
+                        bad = Some((
+                            "Retain deleted",
+                            format!(
+                                "{who} deletes {} although its PV {} says Retain",
+                                r.volume_id,
+                                pv.name()
+                            ),
+                        ));
+                    } else if s.volumes.get(&r.volume_id) == Some(&true)
+                        && !claim_deleted_with_delete
+                    {
+                        bad = Some((
+                            "data lost",
+                            format!(
+                                "{who} deletes {}, which holds data, although its claim was not deleted under Delete",
+                                r.volume_id
+                            ),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let Some((kind, what)) = bad {
+            self.violate(kind, what);
+        }
+    }
+
+    /// Safety over the whole world, after every step.
+    pub(super) fn check_world(&mut self) {
+        self.stats.checks += 1;
+        let mut found = Vec::new();
+        // PV↔PVC binding is one-to-one.
+        let mut holder: BTreeMap<String, String> = BTreeMap::new();
+        for o in self.store.objects() {
+            if let Object::Pvc(c) = o
+                && c.phase() == PvcPhase::Bound
+                && let Some(other) = holder.insert(c.volume_name().to_string(), c.metadata.key())
+            {
+                found.push((
+                    "binding not one-to-one",
+                    format!(
+                        "claims {other} and {} are both bound to {}",
+                        c.metadata.key(),
+                        c.volume_name()
+                    ),
+                ));
+            }
+        }
+        // A single-node volume is attached (and wanted) on one node at most.
+        let mut nodes_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (h, n) in &self.storage.attached {
+            nodes_of.entry(h).or_default().push(n);
+        }
+        for o in self.store.objects() {
+            if let Object::Va(va) = o
+                && let Some(Object::Pv(pv)) =
+                    self.store
+                        .get(&ObjectKey::new(Kind::PersistentVolume, "", va.pv_name()))
+                && let Some(csi) = &pv.spec.csi
+                && !nodes_of
+                    .get(csi.volume_handle.as_str())
+                    .is_some_and(|v| v.contains(&va.spec.node_name.as_str()))
+            {
+                nodes_of
+                    .entry(csi.volume_handle.as_str())
+                    .or_default()
+                    .push(&va.spec.node_name);
+            }
+        }
+        for (h, nodes) in nodes_of {
+            if nodes.len() > 1
+                && pv_of(&self.store, h).is_some_and(|pv| !crate::attach::multi_attach_allowed(pv))
+            {
+                found.push((
+                    "single-node volume on two nodes",
+                    format!(
+                        "single-node volume {h} is attached to {}",
+                        nodes.join(" and ")
+                    ),
+                ));
+            }
+        }
+        for (kind, what) in found {
+            self.violate(kind, what);
+        }
+    }
+
+    /// Liveness, once faults have stopped and the cluster went quiet: every
+    /// running pod's volumes are published on its node; every claim deleted
+    /// under Delete has its storage gone; no attachment, stage or mount is
+    /// left that no pod needs.
+    pub fn check_converged(&mut self) {
+        let mut found = Vec::new();
+        let mut needed: BTreeMap<(String, String), bool> = BTreeMap::new(); // (node, handle) → any target needed
+        let mut targets = Vec::new();
+        for o in self.store.objects() {
+            let Object::Pod(pod) = o else { continue };
+            let Some(node) = pod.node() else { continue };
+            if pod.terminated() {
+                continue;
+            }
+            for claim in pod.claims() {
+                let Some(Object::Pvc(c)) = self.store.get(&ObjectKey::new(
+                    Kind::PersistentVolumeClaim,
+                    &pod.metadata.namespace,
+                    claim,
+                )) else {
+                    continue;
+                };
+                let Some(Object::Pv(pv)) =
+                    self.store
+                        .get(&ObjectKey::new(Kind::PersistentVolume, "", c.volume_name()))
+                else {
+                    let class_exists = self
+                        .store
+                        .get(&ObjectKey::new(Kind::StorageClass, "", c.class()))
+                        .is_some();
+                    if class_exists && !c.metadata.deleting() {
+                        found.push(format!(
+                            "pod {} waits for claim {} that never got a volume",
+                            pod.metadata.key(),
+                            c.metadata.key()
+                        ));
+                    }
+                    continue;
+                };
+                let Some(csi) = &pv.spec.csi else { continue };
+                needed.insert((node.to_string(), csi.volume_handle.clone()), true);
+                targets.push((
+                    node.to_string(),
+                    crate::model::names::publish_path(ROOT, &pod.metadata.uid, pv.name()),
+                    csi.volume_handle.clone(),
+                    pod.metadata.key(),
+                ));
+            }
+        }
+        for (node, path, handle, pod) in &targets {
+            let mounted = self.storage.mounts.get(node).and_then(|m| m.get(path));
+            if mounted != Some(handle) {
+                found.push(format!(
+                    "pod {pod} runs on {node} but {handle} is not published at {path}"
+                ));
+            }
+        }
+        for (node, mounts) in &self.storage.mounts {
+            for (path, handle) in mounts {
+                let wanted = if is_target(path) {
+                    targets
+                        .iter()
+                        .any(|(n, p, h, _)| n == node && p == path && h == handle)
+                } else {
+                    needed.contains_key(&(node.clone(), handle.clone()))
+                };
+                if !wanted {
+                    found.push(format!("orphan mount of {handle} at {path} on {node}"));
+                }
+            }
+        }
+        for (handle, node) in &self.storage.attached {
+            if !needed.contains_key(&(node.clone(), handle.clone())) {
+                found.push(format!("orphan attachment of {handle} to {node}"));
+            }
+        }
+        for (uid, policy) in &self.deleted_claims {
+            if *policy != Some(ReclaimPolicy::Delete) {
+                continue;
+            }
+            let handle = format!("vol-pvc-{uid}");
+            if self.storage.volumes.contains_key(&handle) {
+                found.push(format!(
+                    "the storage of deleted claim {uid} (Delete) still exists: {handle}"
+                ));
+            }
+        }
+        for what in found {
+            self.violate("not converged", format!("not converged: {what}"));
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Exhaustive mode: every interleaving of what can happen next — each
+//! pending delivery, each allowed fault, each next user action — from a
+//! starting state, depth-first to a depth bound, with states hashed so each
+//! is explored once. A branch cut at the bound, or with nothing left to do,
+//! is finished without faults in one fixed order and checked for
+//! convergence, so liveness mistakes are found too.
+
+use std::collections::HashSet;
+
+use super::workload::Action;
+use super::{Choice, Sim};
+
+/// Bounds of an exhaustive search.
+#[derive(Debug, Clone, Copy)]
+pub struct ExploreLimits {
+    /// Moves from the starting state.
+    pub depth: usize,
+    /// Faults (failed or timed-out calls, crashes, restarts, reboots) per branch.
+    pub max_faults: usize,
+    /// Stop after this many distinct states.
+    pub max_states: u64,
+    /// Steps allowed to finish a branch without faults.
+    pub finish_steps: u64,
+}
+
+/// One move of the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Move {
+    /// The next user action of the script.
+    Act,
+    Choice(Choice),
+}
+
+/// What the search found.
+#[derive(Debug, Clone, Default)]
+pub struct Explored {
+    pub states: u64,
+    pub deepest: usize,
+    pub branches_finished: u64,
+    /// The moves to the first violation, its trace and what failed.
+    pub counterexample: Option<(Vec<Move>, Vec<String>, String)>,
+    /// The search stopped at `max_states` before covering the bound.
+    pub truncated: bool,
+}
+
+struct Node {
+    sim: Sim,
+    pos: usize,
+    faults: usize,
+    path: Vec<Move>,
+}
+
+/// The trace lines up to and including `step`.
+pub fn upto(trace: &[String], step: u64) -> Vec<String> {
+    trace
+        .iter()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_none_or(|n| n <= step)
+        })
+        .cloned()
+        .collect()
+}
+
+fn is_fault(c: &Choice) -> bool {
+    matches!(
+        c,
+        Choice::Deliver { fault: Some(_), .. } | Choice::Restart { .. } | Choice::Reboot { .. }
+    )
+}
+
+/// The moves from a state, in the order depth-first search tries them:
+/// faulted deliveries first (crashes, then timeouts, then refusals), then
+/// plain deliveries, restarts and reboots, the next user action, and the
+/// clock last — so the first branches put faults early and let user actions
+/// overtake retries, where mistakes hide.
+fn order(sim: &Sim, can_act: bool, faults_left: bool) -> Vec<Move> {
+    let choices = sim.choices(faults_left);
+    let rank = |c: &Choice| match c {
+        Choice::Deliver {
+            fault: Some(super::backend::CallFault::CrashAfterEffect),
+            ..
+        } => 0,
+        Choice::Deliver {
+            fault: Some(super::backend::CallFault::TimeoutAfterEffect),
+            ..
+        } => 1,
+        Choice::Deliver { fault: Some(_), .. } => 2,
+        Choice::Deliver { fault: None, .. } => 3,
+        Choice::Restart { .. } | Choice::Reboot { .. } => 4,
+        Choice::Timers => 6,
+    };
+    let mut moves: Vec<(u8, Move)> = choices
+        .into_iter()
+        .map(|c| (rank(&c), Move::Choice(c)))
+        .collect();
+    if can_act {
+        moves.push((5, Move::Act));
+    }
+    moves.sort_by_key(|(r, _)| *r);
+    moves.into_iter().map(|(_, m)| m).collect()
+}
+
+/// Finishes a branch: remaining script actions, then fault-free first-choice
+/// steps until quiet; then the convergence check.
+fn finish(mut sim: Sim, script: &[Action], pos: usize, limits: &ExploreLimits) -> Sim {
+    sim.faults_on = false;
+    for a in &script[pos..] {
+        sim.act(a);
+    }
+    let mut steps = 0;
+    while steps < limits.finish_steps {
+        let Some(c) = sim.choices(false).first().copied() else {
+            break;
+        };
+        sim.apply(c);
+        steps += 1;
+    }
+    if sim.violations.is_empty() {
+        sim.check_converged();
+    }
+    sim
+}
+
+/// Explores from `start`, with `script` the user actions still to come.
+pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explored {
+    let mut out = Explored::default();
+    let mut seen: HashSet<(u64, usize, usize)> = HashSet::new();
+    let mut start = start.clone();
+    start.trace.clear();
+    start.faults_on = false;
+    let mut stack = vec![Node {
+        sim: start,
+        pos: 0,
+        faults: 0,
+        path: Vec::new(),
+    }];
+    while let Some(node) = stack.pop() {
+        if !seen.insert((node.sim.state_hash(), node.pos, node.faults)) {
+            continue;
+        }
+        out.states += 1;
+        out.deepest = out.deepest.max(node.path.len());
+        if out.states >= limits.max_states {
+            out.truncated = true;
+            break;
+        }
+        let moves = order(
+            &node.sim,
+            node.pos < script.len(),
+            node.faults < limits.max_faults,
+        );
+        if moves.is_empty() || node.path.len() >= limits.depth {
+            out.branches_finished += 1;
+            let done = finish(node.sim.clone(), script, node.pos, &limits);
+            if let Some(v) = done.violations.first() {
+                out.counterexample =
+                    Some((node.path.clone(), upto(&done.trace, v.step), v.what.clone()));
+                return out;
+            }
+            continue;
+        }
+        // Push in reverse so the first move is explored first.
+        for m in moves.into_iter().rev() {
+            let mut sim = node.sim.clone();
+            let (mut pos, mut faults) = (node.pos, node.faults);
+            match m {
+                Move::Act => {
+                    sim.act(&script[pos]);
+                    pos += 1;
+                }
+                Move::Choice(c) => {
+                    if is_fault(&c) {
+                        faults += 1;
+                    }
+                    sim.apply(c);
+                }
+            }
+            let mut path = node.path.clone();
+            path.push(m);
+            if let Some(v) = sim.violations.first() {
+                out.counterexample = Some((path, upto(&sim.trace, v.step), v.what.clone()));
+                return out;
+            }
+            stack.push(Node {
+                sim,
+                pos,
+                faults,
+                path,
+            });
+        }
+    }
+    out
+}
+
+/// Iterative deepening: the search at depths 4, 8, 16… up to `limits.depth`,
+/// so the counterexample found is among the shortest.
+pub fn explore_shortest(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explored {
+    let mut depth = 4;
+    let mut total = 0;
+    loop {
+        let d = depth.min(limits.depth);
+        let mut found = explore(start, script, ExploreLimits { depth: d, ..limits });
+        total += found.states;
+        if found.counterexample.is_some() || d >= limits.depth {
+            found.states = total;
+            return found;
+        }
+        depth *= 2;
+    }
+}

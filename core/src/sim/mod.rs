@@ -1,0 +1,674 @@
+//! The deterministic simulator: a whole cluster from the core's machines on
+//! one object store — binder, provisioner, attach/detach, resizer, a kubelet
+//! per node — and the CSI driver machine over a simulated storage backend.
+//!
+//! A seeded scheduler chooses what happens next among everything pending: a
+//! watch event for a machine (late, never reordered per machine), an API or
+//! CSI completion, a timer, a fault. Faults: a CSI call refused with a code
+//! the spec allows for it; a call that times out although its effect
+//! happened; a driver that crashes after acting and restarts from its
+//! persisted state; a controller or kubelet that restarts and loses its
+//! memory; a node that reboots and loses its mounts; an API write conflict; a
+//! duplicated watch event. Safety invariants ([`check`]) are checked after
+//! every step; liveness once faults stop. The same seed and workload give the
+//! same trace, byte for byte.
+
+pub mod backend;
+pub mod check;
+pub mod explore;
+pub mod shrink;
+#[cfg(test)]
+mod tests;
+pub mod workload;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::attach::{Attach, AttachConfig};
+use crate::binder::Binder;
+use crate::control::csi_map::DriverModes;
+use crate::control::{ApiCall, ApiResult, CsiCall, Effect, Event, Input, Machine, Watch};
+use crate::driver::Request;
+use crate::kubelet::{Kubelet, KubeletConfig};
+use crate::model::*;
+use crate::plant::Plant;
+use crate::provision::{Provisioner, ProvisionerConfig};
+use crate::resize::{ResizeConfig, Resizer};
+use crate::store::Store;
+use crate::{OpId, Tick};
+
+use backend::{CallFault, DriverProcess, Storage, allowed_errors};
+pub use check::Violation;
+
+/// The simulated driver's name.
+pub const DRIVER: &str = "sim.volplane.io";
+/// The simulated kubelet root.
+pub const ROOT: &str = "/var/lib/kubelet";
+
+/// A deterministic pseudo-random sequence (xorshift64*), seeded.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+    pub fn chance(&mut self, per_mille: u32) -> bool {
+        (self.next_u64() % 1000) < u64::from(per_mille)
+    }
+}
+
+/// Fault rates, per mille of opportunities.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    pub csi_error: u32,
+    pub csi_timeout: u32,
+    pub driver_crash: u32,
+    /// Per step: a controller or kubelet restarts.
+    pub restart: u32,
+    /// Per step: a node reboots.
+    pub reboot: u32,
+    pub api_conflict: u32,
+    pub duplicate_watch: u32,
+}
+
+impl Faults {
+    /// Every kind of fault at a rate derived from `rate` (0.0–1.0 of CSI calls).
+    pub fn at(rate: f64) -> Faults {
+        let r = (rate.clamp(0.0, 1.0) * 1000.0) as u32;
+        Faults {
+            csi_error: r,
+            csi_timeout: r / 2,
+            driver_crash: r / 4,
+            restart: r / 20,
+            reboot: r / 40,
+            api_conflict: r / 2,
+            duplicate_watch: r / 2,
+        }
+    }
+}
+
+/// How a simulation runs.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub nodes: usize,
+    pub seed: u64,
+    pub faults: Faults,
+    pub plant: Option<Plant>,
+}
+
+impl SimConfig {
+    pub fn new(nodes: usize, seed: u64) -> SimConfig {
+        SimConfig {
+            nodes,
+            seed,
+            faults: Faults::default(),
+            plant: None,
+        }
+    }
+}
+
+/// A control-plane machine in the simulation.
+#[derive(Debug, Clone)]
+pub enum Actor {
+    Binder(Binder),
+    Provisioner(Provisioner),
+    Attach(Attach),
+    Resizer(Resizer),
+    Kubelet(Box<Kubelet>),
+}
+
+fn modes() -> DriverModes {
+    DriverModes {
+        single_node_multi_writer: true,
+    }
+}
+
+impl Actor {
+    fn machine(&mut self) -> &mut dyn Machine {
+        match self {
+            Actor::Binder(m) => m,
+            Actor::Provisioner(m) => m,
+            Actor::Attach(m) => m,
+            Actor::Resizer(m) => m,
+            Actor::Kubelet(m) => m.as_mut(),
+        }
+    }
+
+    fn machine_ref(&self) -> &dyn Machine {
+        match self {
+            Actor::Binder(m) => m,
+            Actor::Provisioner(m) => m,
+            Actor::Attach(m) => m,
+            Actor::Resizer(m) => m,
+            Actor::Kubelet(m) => m.as_ref(),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Actor::Binder(_) => "binder".into(),
+            Actor::Provisioner(_) => "provisioner".into(),
+            Actor::Attach(_) => "attach".into(),
+            Actor::Resizer(_) => "resizer".into(),
+            Actor::Kubelet(k) => format!("kubelet/{}", k.config().node),
+        }
+    }
+
+    /// The same machine, as a fresh process would start it.
+    fn fresh(&self, plant: Option<Plant>) -> Actor {
+        match self {
+            Actor::Binder(_) => Actor::Binder(Binder::with_plant(plant)),
+            Actor::Provisioner(_) => {
+                let mut c = ProvisionerConfig::new(DRIVER);
+                c.modes = modes();
+                c.plant = plant;
+                Actor::Provisioner(Provisioner::new(c))
+            }
+            Actor::Attach(_) => {
+                let mut c = AttachConfig::new(DRIVER);
+                c.modes = modes();
+                c.plant = plant;
+                Actor::Attach(Attach::new(c))
+            }
+            Actor::Resizer(_) => {
+                let mut c = ResizeConfig::new(DRIVER);
+                c.modes = modes();
+                Actor::Resizer(Resizer::new(c))
+            }
+            Actor::Kubelet(k) => {
+                let mut c = KubeletConfig::new(&k.config().node, DRIVER, ROOT);
+                c.modes = modes();
+                c.plant = plant;
+                Actor::Kubelet(Box::new(Kubelet::new(c)))
+            }
+        }
+    }
+}
+
+/// Something waiting to be delivered to an actor.
+#[derive(Debug, Clone)]
+enum Delivery {
+    Input(Input),
+    /// A CSI call to carry out against the driver, then answer.
+    Csi {
+        op: OpId,
+        node: Option<String>,
+        call: CsiCall,
+    },
+}
+
+/// One thing the scheduler may make happen next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Choice {
+    /// Deliver the next item of actor `i`'s inbox (a CSI call with `fault`).
+    Deliver {
+        actor: usize,
+        fault: Option<CallFault>,
+    },
+    /// Advance the clock to the next timer.
+    Timers,
+    /// Actor `i` restarts and loses its memory.
+    Restart { actor: usize },
+    /// Node `i` reboots and loses its mounts (its kubelet restarts too).
+    Reboot { node: usize },
+}
+
+/// What a run saw, for the summary.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub steps: u64,
+    pub checks: u64,
+    pub faults: BTreeMap<&'static str, u64>,
+    /// "PV phase", "PVC phase", "CSI call"… → values seen.
+    pub seen: BTreeMap<&'static str, BTreeSet<String>>,
+}
+
+/// A simulated cluster. See the module documentation.
+#[derive(Debug, Clone)]
+pub struct Sim {
+    pub config: SimConfig,
+    pub store: Store,
+    pub actors: Vec<Actor>,
+    inbox: Vec<VecDeque<Delivery>>,
+    pub controller: DriverProcess,
+    pub nodes: BTreeMap<String, DriverProcess>,
+    pub storage: Storage,
+    rng: Rng,
+    pub now: Tick,
+    pub trace: Vec<String>,
+    pub events: Vec<Event>,
+    pub violations: Vec<Violation>,
+    pub stats: Stats,
+    /// Claims the user deleted: uid → the reclaim policy of their PV then.
+    pub deleted_claims: BTreeMap<String, Option<ReclaimPolicy>>,
+    /// Faults are injected only while this is set.
+    pub faults_on: bool,
+}
+
+impl Sim {
+    pub fn new(config: SimConfig) -> Sim {
+        let plant = config.plant;
+        let placeholder = Actor::Binder(Binder::new());
+        let mut actors = vec![
+            placeholder.fresh(plant),
+            Actor::Provisioner(Provisioner::new(ProvisionerConfig::new(DRIVER))).fresh(plant),
+            Actor::Attach(Attach::new(AttachConfig::new(DRIVER))).fresh(plant),
+            Actor::Resizer(Resizer::new(ResizeConfig::new(DRIVER))).fresh(plant),
+        ];
+        let mut nodes = BTreeMap::new();
+        for i in 0..config.nodes {
+            let name = format!("node-{i}");
+            actors.push(
+                Actor::Kubelet(Box::new(Kubelet::new(KubeletConfig::new(
+                    &name, DRIVER, ROOT,
+                ))))
+                .fresh(plant),
+            );
+            nodes.insert(name.clone(), DriverProcess::new(&name, false, plant));
+        }
+        let inbox = actors.iter().map(|_| VecDeque::new()).collect();
+        let mut s = Sim {
+            rng: Rng::new(config.seed),
+            controller: DriverProcess::new("controller", true, plant),
+            config,
+            store: Store::new(),
+            actors,
+            inbox,
+            nodes,
+            storage: Storage::default(),
+            now: 0,
+            trace: Vec::new(),
+            events: Vec::new(),
+            violations: Vec::new(),
+            stats: Stats::default(),
+            deleted_claims: BTreeMap::new(),
+            faults_on: true,
+        };
+        let names: Vec<String> = s.nodes.keys().cloned().collect();
+        for name in names {
+            s.user(ApiCall::Create(Object::Node(Node::new(&name))));
+            let mut csinode = CsiNode::new(&name);
+            csinode.spec.drivers.push(CsiNodeDriver {
+                name: DRIVER.into(),
+                node_id: name.clone(),
+                topology_keys: vec![],
+                allocatable: None,
+            });
+            s.user(ApiCall::Create(Object::CsiNode(csinode)));
+        }
+        s
+    }
+
+    /// A user's (or the scheduler's) write, applied now.
+    pub fn user(&mut self, call: ApiCall) -> ApiResult {
+        if let ApiCall::Delete(key) = &call
+            && key.kind == Kind::PersistentVolumeClaim
+            && let Some(Object::Pvc(c)) = self.store.get(key)
+        {
+            let policy =
+                match self
+                    .store
+                    .get(&ObjectKey::new(Kind::PersistentVolume, "", c.volume_name()))
+                {
+                    Some(Object::Pv(pv)) => Some(pv.reclaim_policy()),
+                    _ => None,
+                };
+            self.deleted_claims.insert(c.metadata.uid.clone(), policy);
+        }
+        self.trace.push(format!(
+            "{:>6} t={} user {} {}",
+            self.stats.steps,
+            self.now,
+            call.verb(),
+            call.key()
+        ));
+        let (result, watches) = self.store.apply(self.now, &call);
+        self.broadcast(watches);
+        self.drain_all();
+        result
+    }
+
+    fn broadcast(&mut self, watches: Vec<Watch>) {
+        for w in watches {
+            if let Watch::Applied(o) = &w {
+                self.observe(o);
+            }
+            for inbox in &mut self.inbox {
+                inbox.push_back(Delivery::Input(Input::Watch(w.clone())));
+            }
+        }
+    }
+
+    fn observe(&mut self, o: &Object) {
+        let (k, v) = match o {
+            Object::Pv(pv) => ("PV phase", pv.phase().to_string()),
+            Object::Pvc(c) => ("PVC phase", c.phase().to_string()),
+            Object::Va(va) => (
+                "VolumeAttachment",
+                if va.status.attached {
+                    "attached".into()
+                } else {
+                    "not attached".into()
+                },
+            ),
+            _ => return,
+        };
+        self.stats.seen.entry(k).or_default().insert(v);
+    }
+
+    fn fault(&mut self, kind: &'static str) {
+        *self.stats.faults.entry(kind).or_default() += 1;
+    }
+
+    /// Emits every actor's pending effects into the world.
+    fn drain_all(&mut self) {
+        for a in 0..self.actors.len() {
+            while let Some(e) = self.actors[a].machine().poll() {
+                match e {
+                    Effect::Event(e) => self.events.push(e),
+                    Effect::Api { op, call } => {
+                        let conflict = self.faults_on
+                            && !matches!(
+                                call,
+                                ApiCall::Create(_) | ApiCall::Get(_) | ApiCall::Delete(_)
+                            )
+                            && self.rng.chance(self.config.faults.api_conflict);
+                        let (result, watches) = if conflict {
+                            self.fault("api conflict");
+                            (ApiResult::Conflict, vec![])
+                        } else {
+                            self.store.apply(self.now, &call)
+                        };
+                        self.inbox[a].push_back(Delivery::Input(Input::ApiDone { op, result }));
+                        self.broadcast(watches);
+                    }
+                    Effect::Csi { op, node, call } => {
+                        self.inbox[a].push_back(Delivery::Csi { op, node, call })
+                    }
+                }
+            }
+        }
+    }
+
+    /// Everything the scheduler could do next (faults limited by `allow_faults`).
+    pub fn choices(&self, allow_faults: bool) -> Vec<Choice> {
+        let mut out = Vec::new();
+        for (a, q) in self.inbox.iter().enumerate() {
+            let Some(head) = q.front() else { continue };
+            out.push(Choice::Deliver {
+                actor: a,
+                fault: None,
+            });
+            if allow_faults && let Delivery::Csi { call, .. } = head {
+                let mutating = !matches!(
+                    call,
+                    Request::NodeGetInfo | Request::Probe | Request::GetCapacity(_)
+                );
+                if mutating {
+                    out.push(Choice::Deliver {
+                        actor: a,
+                        fault: Some(CallFault::Error(allowed_errors(call)[0])),
+                    });
+                    out.push(Choice::Deliver {
+                        actor: a,
+                        fault: Some(CallFault::TimeoutAfterEffect),
+                    });
+                    out.push(Choice::Deliver {
+                        actor: a,
+                        fault: Some(CallFault::CrashAfterEffect),
+                    });
+                }
+            }
+        }
+        if out.is_empty() && self.next_timer().is_some() {
+            out.push(Choice::Timers);
+        }
+        if allow_faults && !out.is_empty() {
+            for a in 0..self.actors.len() {
+                out.push(Choice::Restart { actor: a });
+            }
+            for n in 0..self.nodes.len() {
+                out.push(Choice::Reboot { node: n });
+            }
+        }
+        out
+    }
+
+    fn next_timer(&self) -> Option<Tick> {
+        self.actors
+            .iter()
+            .filter_map(|a| a.machine_ref().poll_timeout())
+            .filter(|t| *t > self.now)
+            .min()
+    }
+
+    /// Makes `choice` happen, then checks the safety invariants.
+    pub fn apply(&mut self, choice: Choice) {
+        self.stats.steps += 1;
+        let step = self.stats.steps;
+        match choice {
+            Choice::Timers => {
+                let Some(t) = self.next_timer() else { return };
+                self.now = t;
+                self.trace.push(format!("{step:>6} t={} timers", self.now));
+                for a in &mut self.actors {
+                    a.machine().handle_timeout(t);
+                }
+            }
+            Choice::Deliver { actor, fault } => self.deliver(actor, fault),
+            Choice::Restart { actor } => {
+                self.fault("machine restart");
+                let name = self.actors[actor].name();
+                self.trace.push(format!(
+                    "{step:>6} t={} {name} RESTARTS (memory lost)",
+                    self.now
+                ));
+                self.restart(actor);
+            }
+            Choice::Reboot { node } => {
+                self.fault("node reboot");
+                let name = format!("node-{node}");
+                self.trace.push(format!(
+                    "{step:>6} t={} {name} REBOOTS (mounts lost)",
+                    self.now
+                ));
+                let now = self.now;
+                if let Some(d) = self.nodes.get_mut(&name) {
+                    d.reboot(&mut self.storage, &name, now);
+                }
+                if let Some(a) = self
+                    .actors
+                    .iter()
+                    .position(|a| a.name() == format!("kubelet/{name}"))
+                {
+                    self.restart(a);
+                }
+            }
+        }
+        self.drain_all();
+        self.check_world();
+    }
+
+    /// An actor restarts: a fresh machine that waits for its caches to sync,
+    /// a fresh watch (everything listed again, then `Synced`), and nothing it
+    /// was waiting for ever arrives.
+    fn restart(&mut self, actor: usize) {
+        self.actors[actor] = self.actors[actor].fresh(self.config.plant);
+        self.actors[actor].machine().await_sync();
+        self.inbox[actor].clear();
+        if let Actor::Kubelet(k) = &mut self.actors[actor] {
+            let observed =
+                check::observed_mounts(&self.storage, &self.store, &k.config().node.clone());
+            k.reconstruct(observed);
+        }
+        let objects: Vec<Object> = self.store.objects().cloned().collect();
+        for o in objects {
+            self.inbox[actor].push_back(Delivery::Input(Input::Watch(Watch::Applied(o))));
+        }
+        self.inbox[actor].push_back(Delivery::Input(Input::Synced));
+    }
+
+    fn deliver(&mut self, a: usize, fault: Option<CallFault>) {
+        let Some(d) = self.inbox[a].pop_front() else {
+            return;
+        };
+        let step = self.stats.steps;
+        self.now += 1;
+        let name = self.actors[a].name();
+        match d {
+            Delivery::Input(input) => {
+                if self.faults_on
+                    && matches!(input, Input::Watch(_))
+                    && self.rng.chance(self.config.faults.duplicate_watch)
+                {
+                    self.fault("duplicated watch event");
+                    self.inbox[a].push_front(Delivery::Input(input.clone()));
+                }
+                self.trace.push(format!(
+                    "{step:>6} t={} {name} <- {}",
+                    self.now,
+                    describe(&input)
+                ));
+                self.actors[a].machine().handle(self.now, input);
+            }
+            Delivery::Csi { op, node, call } => {
+                self.check_call(&name, node.as_deref(), &call);
+                if let Some(f) = fault {
+                    self.fault(match f {
+                        CallFault::Error(_) => "CSI error",
+                        CallFault::TimeoutAfterEffect => "CSI timeout after effect",
+                        CallFault::CrashAfterEffect => "driver crash after effect",
+                    });
+                }
+                let now = self.now;
+                let where_ = node.clone().unwrap_or_else(|| "controller".into());
+                let process = match &node {
+                    Some(n) => self.nodes.get_mut(n).expect("a driver per node"),
+                    None => &mut self.controller,
+                };
+                let result =
+                    process.call(&mut self.storage, node.as_deref(), now, call.clone(), fault);
+                let code = match &result {
+                    Ok(_) => "OK".to_string(),
+                    Err(e) => e.code.name().to_string(),
+                };
+                self.stats
+                    .seen
+                    .entry("CSI call")
+                    .or_default()
+                    .insert(call.method().to_string());
+                self.trace.push(format!(
+                    "{step:>6} t={} {name} -> {} {} {where_} = {code}",
+                    self.now,
+                    call.method(),
+                    call.volume().unwrap_or("")
+                ));
+                self.actors[a]
+                    .machine()
+                    .handle(self.now, Input::CsiDone { op, result });
+            }
+        }
+    }
+
+    /// One step chosen by the seed: a delivery (possibly faulted) or a timer,
+    /// and now and then a restart or a reboot. False when nothing is left.
+    pub fn step(&mut self) -> bool {
+        self.drain_all();
+        let choices = self.choices(false);
+        if choices.is_empty() {
+            return false;
+        }
+        let f = self.config.faults;
+        if self.faults_on && self.rng.chance(f.restart) {
+            let actor = self.rng.below(self.actors.len());
+            self.apply(Choice::Restart { actor });
+            return true;
+        }
+        if self.faults_on && !self.nodes.is_empty() && self.rng.chance(f.reboot) {
+            let node = self.rng.below(self.nodes.len());
+            self.apply(Choice::Reboot { node });
+            return true;
+        }
+        let mut choice = choices[self.rng.below(choices.len())];
+        if let Choice::Deliver { actor, .. } = choice
+            && self.faults_on
+            && let Some(Delivery::Csi { call, .. }) = self.inbox[actor].front()
+            && !matches!(
+                call,
+                Request::NodeGetInfo | Request::Probe | Request::GetCapacity(_)
+            )
+        {
+            let codes = allowed_errors(call);
+            let fault = if self.rng.chance(f.csi_error) {
+                Some(CallFault::Error(codes[self.rng.below(codes.len())]))
+            } else if self.rng.chance(f.csi_timeout) {
+                Some(CallFault::TimeoutAfterEffect)
+            } else if self.rng.chance(f.driver_crash) {
+                Some(CallFault::CrashAfterEffect)
+            } else {
+                None
+            };
+            choice = Choice::Deliver { actor, fault };
+        }
+        self.apply(choice);
+        true
+    }
+
+    /// Steps until nothing is pending or `max` steps; returns steps taken.
+    pub fn run(&mut self, max: u64) -> u64 {
+        let start = self.stats.steps;
+        while self.stats.steps - start < max && self.step() {}
+        self.stats.steps - start
+    }
+
+    /// A hash of everything that decides the future (for exhaustive search).
+    pub fn state_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let objects: Vec<String> = self.store.objects().map(|o| format!("{o:?}")).collect();
+        objects.hash(&mut h);
+        format!("{:?}", self.actors).hash(&mut h);
+        format!("{:?}", self.inbox).hash(&mut h);
+        self.storage.hash(&mut h);
+        format!(
+            "{:?}{:?}",
+            self.controller.machine.state(),
+            self.nodes
+                .values()
+                .map(|d| d.machine.state())
+                .collect::<Vec<_>>()
+        )
+        .hash(&mut h);
+        h.finish()
+    }
+}
+
+fn describe(i: &Input) -> String {
+    match i {
+        Input::Watch(Watch::Applied(o)) => {
+            format!("watch {} rv={}", o.key(), o.meta().resource_version)
+        }
+        Input::Watch(Watch::Deleted(o)) => format!("watch deleted {}", o.key()),
+        Input::ApiDone { op, result } => format!(
+            "api {op} {}",
+            match result {
+                ApiResult::Ok(_) => "ok",
+                ApiResult::Conflict => "conflict",
+                ApiResult::NotFound => "not found",
+                ApiResult::AlreadyExists => "already exists",
+                ApiResult::Failed(_) => "failed",
+            }
+        ),
+        Input::CsiDone { op, .. } => format!("csi {op} done"),
+        Input::Synced => "synced".into(),
+    }
+}

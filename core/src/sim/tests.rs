@@ -1,0 +1,473 @@
+//! The lifecycle across machines: a scenario that reads like the Kubernetes
+//! docs, and properties over random workloads with injected faults.
+
+use super::*;
+use crate::model::names;
+
+fn class(name: &str, policy: ReclaimPolicy) -> Object {
+    let mut sc = StorageClass::new(name, DRIVER);
+    sc.reclaim_policy = Some(policy);
+    sc.allow_volume_expansion = Some(true);
+    Object::Class(sc)
+}
+
+fn claim(name: &str, class: &str, mode: AccessMode) -> Object {
+    let mut c = PersistentVolumeClaim::new("default", name);
+    c.spec.storage_class_name = Some(class.into());
+    c.spec.access_modes = vec![mode];
+    c.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+    Object::Pvc(c)
+}
+
+fn pod(name: &str, claim: &str, node: &str) -> Object {
+    let mut p = Pod::new("default", name);
+    p.spec.node_name = Some(node.into());
+    p.spec.volumes.push(PodVolume {
+        name: "data".into(),
+        persistent_volume_claim: Some(PvcSource {
+            claim_name: claim.into(),
+            read_only: false,
+        }),
+    });
+    Object::Pod(p)
+}
+
+fn csi_calls(c: &Sim, node: &str) -> Vec<String> {
+    c.trace
+        .iter()
+        .filter(|l| l.contains(" -> ") && l.ends_with(&format!(" {node} = OK")))
+        .map(|l| {
+            l.split(" -> ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn the_story_provision_attach_stage_publish_and_back_with_delete() {
+    let mut c = Sim::new(SimConfig::new(2, 1));
+    c.user(ApiCall::Create(class("fast", ReclaimPolicy::Delete)));
+    c.user(ApiCall::Create(claim(
+        "data",
+        "fast",
+        AccessMode::ReadWriteOnce,
+    )));
+    c.run(10_000);
+    let Some(Object::Pvc(pvc)) = c
+        .store
+        .get(&ObjectKey::new(
+            Kind::PersistentVolumeClaim,
+            "default",
+            "data",
+        ))
+        .cloned()
+    else {
+        panic!()
+    };
+    assert_eq!(pvc.phase(), PvcPhase::Bound, "provisioned and bound");
+    assert_eq!(pvc.volume_name(), format!("pvc-{}", pvc.metadata.uid));
+
+    c.user(ApiCall::Create(pod("web-0", "data", "node-0")));
+    c.run(10_000);
+    c.user(ApiCall::Create(pod("web-1", "data", "node-0")));
+    c.run(10_000);
+    assert_eq!(
+        csi_calls(&c, "node-0"),
+        vec!["NodeStageVolume", "NodePublishVolume", "NodePublishVolume"]
+    );
+    let va = names::volume_attachment_name(&format!("vol-{}", pvc.volume_name()), DRIVER, "node-0");
+    assert!(
+        matches!(c.store.get(&ObjectKey::new(Kind::VolumeAttachment, "", &va)), Some(Object::Va(v)) if v.status.attached)
+    );
+
+    // RWO: a pod on another node is refused with the Multi-Attach event.
+    c.user(ApiCall::Create(pod("web-2", "data", "node-1")));
+    c.run(10_000);
+    assert!(csi_calls(&c, "node-1").is_empty());
+    assert!(
+        c.events
+            .iter()
+            .any(|e| e.reason == names::reason::FAILED_ATTACH_VOLUME
+                && e.message.contains("Multi-Attach"))
+    );
+    c.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-2",
+    )));
+
+    for p in ["web-0", "web-1"] {
+        c.user(ApiCall::Delete(ObjectKey::new(Kind::Pod, "default", p)));
+    }
+    c.run(10_000);
+    assert_eq!(
+        csi_calls(&c, "node-0"),
+        vec![
+            "NodeStageVolume",
+            "NodePublishVolume",
+            "NodePublishVolume",
+            "NodeUnpublishVolume",
+            "NodeUnpublishVolume",
+            "NodeUnstageVolume"
+        ]
+    );
+    assert!(
+        c.store
+            .get(&ObjectKey::new(Kind::VolumeAttachment, "", &va))
+            .is_none(),
+        "detached"
+    );
+
+    c.user(ApiCall::Delete(ObjectKey::new(
+        Kind::PersistentVolumeClaim,
+        "default",
+        "data",
+    )));
+    c.run(10_000);
+    assert!(
+        c.store
+            .get(&ObjectKey::new(
+                Kind::PersistentVolume,
+                "",
+                pvc.volume_name()
+            ))
+            .is_none(),
+        "Delete: the PV is gone"
+    );
+    assert!(
+        c.controller.machine.state().volumes.is_empty(),
+        "and so is the volume"
+    );
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
+#[test]
+fn retain_leaves_the_volume_released_and_its_storage_kept() {
+    let mut c = Sim::new(SimConfig::new(1, 2));
+    c.user(ApiCall::Create(class("keep", ReclaimPolicy::Retain)));
+    c.user(ApiCall::Create(claim(
+        "data",
+        "keep",
+        AccessMode::ReadWriteOnce,
+    )));
+    c.run(10_000);
+    c.user(ApiCall::Delete(ObjectKey::new(
+        Kind::PersistentVolumeClaim,
+        "default",
+        "data",
+    )));
+    c.run(10_000);
+    let pvs: Vec<&PersistentVolume> = c
+        .store
+        .objects()
+        .filter_map(|o| if let Object::Pv(v) = o { Some(v) } else { None })
+        .collect();
+    assert_eq!(pvs.len(), 1);
+    assert_eq!(pvs[0].phase(), PvPhase::Released);
+    assert_eq!(c.controller.machine.state().volumes.len(), 1);
+    assert!(c.storage.deleted.is_empty());
+}
+
+#[test]
+fn expansion_goes_controller_then_node_then_claim() {
+    let mut c = Sim::new(SimConfig::new(1, 3));
+    c.user(ApiCall::Create(class("fast", ReclaimPolicy::Delete)));
+    c.user(ApiCall::Create(claim(
+        "data",
+        "fast",
+        AccessMode::ReadWriteOnce,
+    )));
+    c.user(ApiCall::Create(pod("web-0", "data", "node-0")));
+    c.run(10_000);
+    let key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", "data");
+    let Some(Object::Pvc(mut pvc)) = c.store.get(&key).cloned() else {
+        panic!()
+    };
+    pvc.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::parse("3Gi").unwrap());
+    c.user(ApiCall::Update(Object::Pvc(pvc)));
+    c.run(10_000);
+    let Some(Object::Pvc(pvc)) = c.store.get(&key).cloned() else {
+        panic!()
+    };
+    assert_eq!(pvc.status_capacity().unwrap().bytes(), 3 << 30);
+    let ctl = c
+        .trace
+        .iter()
+        .position(|l| l.contains("ControllerExpandVolume"))
+        .expect("controller expand");
+    let node = c
+        .trace
+        .iter()
+        .position(|l| l.contains("NodeExpandVolume"))
+        .expect("node expand");
+    assert!(ctl < node);
+}
+
+#[test]
+fn two_pods_on_two_nodes_never_attach_an_rwo_volume_twice() {
+    for seed in 0..20 {
+        let mut c = Sim::new(SimConfig::new(2, seed));
+        c.user(ApiCall::Create(class("fast", ReclaimPolicy::Delete)));
+        c.user(ApiCall::Create(claim(
+            "data",
+            "fast",
+            AccessMode::ReadWriteOnce,
+        )));
+        c.run(10_000);
+        c.user(ApiCall::Create(pod("a", "data", "node-0")));
+        c.user(ApiCall::Create(pod("b", "data", "node-1")));
+        c.run(10_000);
+        assert!(c.violations.is_empty(), "seed {seed}: {:?}", c.violations);
+        let attached = c
+            .store
+            .objects()
+            .filter(|o| matches!(o, Object::Va(_)))
+            .count();
+        assert_eq!(attached, 1, "seed {seed}");
+    }
+}
+
+use super::explore::{ExploreLimits, explore, explore_shortest};
+use super::shrink::shrink;
+use super::workload::{Action, generate, play, small_configuration};
+use crate::plant::Plant;
+
+fn faulty(seed: u64, rate: f64, plant: Option<Plant>) -> SimConfig {
+    let mut c = SimConfig::new(2, seed);
+    c.faults = Faults::at(rate);
+    c.plant = plant;
+    c
+}
+
+#[test]
+fn generated_workloads_stay_safe_and_converge_under_faults() {
+    for seed in 0..25 {
+        let actions = generate(seed, 2, 4, 40);
+        let sim = play(faulty(seed, 0.1, None), &actions, 100_000);
+        assert!(
+            sim.violations.is_empty(),
+            "seed {seed}: {:?}",
+            sim.violations
+        );
+    }
+}
+
+#[test]
+fn generated_workloads_exercise_every_fault_and_the_whole_lifecycle() {
+    let mut faults = std::collections::BTreeMap::new();
+    let mut calls = std::collections::BTreeSet::new();
+    for seed in 0..25 {
+        let sim = play(faulty(seed, 0.1, None), &generate(seed, 2, 4, 40), 100_000);
+        for (k, v) in &sim.stats.faults {
+            *faults.entry(*k).or_insert(0) += v;
+        }
+        calls.extend(sim.stats.seen.get("CSI call").cloned().unwrap_or_default());
+    }
+    for f in [
+        "CSI error",
+        "CSI timeout after effect",
+        "driver crash after effect",
+        "machine restart",
+        "node reboot",
+        "api conflict",
+        "duplicated watch event",
+    ] {
+        assert!(
+            faults.get(f).copied().unwrap_or(0) > 0,
+            "{f} never injected: {faults:?}"
+        );
+    }
+    for c in [
+        "CreateVolume",
+        "ControllerPublishVolume",
+        "NodeStageVolume",
+        "NodePublishVolume",
+        "NodeUnpublishVolume",
+        "NodeUnstageVolume",
+        "ControllerUnpublishVolume",
+        "DeleteVolume",
+        "ControllerExpandVolume",
+    ] {
+        assert!(calls.contains(c), "{c} never happened: {calls:?}");
+    }
+}
+
+#[test]
+fn the_same_seed_and_workload_give_the_same_trace_byte_for_byte() {
+    for seed in [1, 7, 42] {
+        let actions = generate(seed, 2, 4, 30);
+        let a = play(faulty(seed, 0.1, None), &actions, 50_000);
+        let b = play(faulty(seed, 0.1, None), &actions, 50_000);
+        assert_eq!(a.trace.join("\n"), b.trace.join("\n"));
+    }
+}
+
+/// Random search: the first seed (of 60) whose generated workload fails.
+fn random_search(plant: Plant) -> Option<(u64, Vec<Action>, u64)> {
+    for seed in 0..60 {
+        let actions = generate(seed, 2, 4, 40);
+        let sim = play(faulty(seed, 0.1, Some(plant)), &actions, 100_000);
+        if let Some(v) = sim.violations.first() {
+            return Some((seed, actions, v.step));
+        }
+    }
+    None
+}
+
+#[test]
+fn random_search_finds_every_planted_bug_and_shrinks_it() {
+    for plant in Plant::ALL {
+        let (seed, actions, steps) = random_search(plant)
+            .unwrap_or_else(|| panic!("{} not found by random search", plant.name()));
+        let config = faulty(seed, 0.1, Some(plant));
+        let shrunk = shrink(&config, &actions, 100_000).expect("still fails");
+        assert!(shrunk.actions.len() <= actions.len());
+        assert!(!shrunk.trace.is_empty());
+        eprintln!(
+            "{}: seed {seed}, found at step {steps}, shrunk {} -> {} actions, {} trace lines: {}",
+            plant.name(),
+            actions.len(),
+            shrunk.actions.len(),
+            shrunk.trace.len(),
+            shrunk.violation
+        );
+    }
+}
+
+#[test]
+fn exhaustive_search_finds_every_planted_bug() {
+    let limits = ExploreLimits {
+        depth: 40,
+        max_faults: 2,
+        max_states: 20_000,
+        finish_steps: 20_000,
+    };
+    for plant in Plant::ALL {
+        let (start, script) = small_configuration(Some(plant));
+        assert!(
+            start.violations.is_empty(),
+            "{}: the prefix already fails",
+            plant.name()
+        );
+        let found = explore_shortest(&start, &script, limits);
+        let (moves, trace, what) = found.counterexample.unwrap_or_else(|| {
+            panic!(
+                "{} not found: {} states, depth {}",
+                plant.name(),
+                found.states,
+                found.deepest
+            )
+        });
+        eprintln!(
+            "{}: {} states, counterexample of {} moves ({} trace lines): {what}",
+            plant.name(),
+            found.states,
+            moves.len(),
+            trace.len()
+        );
+    }
+}
+
+#[test]
+#[ignore]
+fn debug_seed() {
+    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
+    let actions = generate(seed, 2, 4, 40);
+    let s = shrink(&faulty(seed, 0.1, None), &actions, 100_000).unwrap();
+    for a in &s.actions {
+        eprintln!("ACTION {a}");
+    }
+    for l in &s.trace {
+        eprintln!("{l}");
+    }
+    eprintln!("VIOLATION {}", s.violation);
+}
+
+#[test]
+#[ignore]
+fn debug_tail() {
+    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
+    let actions = generate(seed, 2, 4, 40);
+    let sim = play(faulty(seed, 0.1, None), &actions, 100_000);
+    for l in sim.trace.iter().rev().take(15).rev() {
+        eprintln!("{l}");
+    }
+    eprintln!(
+        "timers: {:?}",
+        sim.actors
+            .iter()
+            .map(|a| (a.name(), a.machine_ref().poll_timeout()))
+            .collect::<Vec<_>>()
+    );
+    eprintln!("now {} {:?}", sim.now, sim.violations);
+    eprintln!(
+        "HASPV {}",
+        format!("{:?}", sim.actors[1]).contains("name: \"pvc-uid-8\"")
+    );
+    eprintln!(
+        "STOREPV {:?}",
+        sim.store
+            .get(&ObjectKey::new(Kind::PersistentVolume, "", "pvc-uid-8"))
+            .is_some()
+    );
+    eprintln!("DBG ---- clone");
+    let mut p = sim.actors[1].clone();
+    p.machine().handle_timeout(5000);
+    eprintln!(
+        "POLL {:?}",
+        p.machine()
+            .poll()
+            .map(|e| format!("{e:?}").chars().take(200).collect::<String>())
+    );
+    for e in sim.events.iter().filter(|e| e.object.name == "c0") {
+        eprintln!("EVENT {e}");
+    }
+    let dbg = format!("{:?}", sim.actors[1]);
+    if let Some(i) = dbg.find("name: \"c0\"") {
+        eprintln!(
+            "CACHED {}",
+            &dbg[i.saturating_sub(50)..(i + 700).min(dbg.len())]
+        );
+    }
+    for f in [
+        "busy:",
+        "provisioning:",
+        "retry:",
+        "dirty:",
+        "calls:",
+        "unsynced:",
+    ] {
+        if let Some(i) = dbg.find(f) {
+            eprintln!("{}", &dbg[i..(i + 300).min(dbg.len())]);
+        }
+    }
+}
+
+#[test]
+fn exhaustive_search_finds_nothing_without_a_planted_bug() {
+    let (start, script) = small_configuration(None);
+    let limits = ExploreLimits {
+        depth: 12,
+        max_faults: 2,
+        max_states: 300,
+        finish_steps: 20_000,
+    };
+    let found = explore(&start, &script, limits);
+    assert!(
+        found.counterexample.is_none(),
+        "{:?}",
+        found.counterexample.map(|c| c.2)
+    );
+    assert!(found.states >= 300 || !found.truncated);
+}

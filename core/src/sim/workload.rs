@@ -1,0 +1,314 @@
+//! Workloads: what users do to the simulated cluster — generated from a
+//! seed, or loaded from manifests — and playing one to the end.
+
+use super::{Rng, Sim, SimConfig};
+use crate::control::ApiCall;
+use crate::model::*;
+
+/// One user action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Class {
+        name: String,
+        policy: ReclaimPolicy,
+    },
+    Claim {
+        name: String,
+        class: String,
+        mode: AccessMode,
+    },
+    /// Schedule a pod using `claim` on node `node` (a single-node claim's pods
+    /// follow its first pod, as a scheduler would place them).
+    Pod {
+        name: String,
+        claim: String,
+        node: usize,
+    },
+    DeletePod {
+        name: String,
+    },
+    /// Delete a claim (skipped while a pod uses it, as pvc-protection would hold it).
+    DeleteClaim {
+        name: String,
+    },
+    /// Grow a claim by 1 GiB.
+    Resize {
+        claim: String,
+    },
+    /// Let the cluster run this many steps.
+    Run {
+        steps: u32,
+    },
+    /// Create an object from a manifest.
+    Apply(Box<Object>),
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Class { name, policy } => {
+                write!(f, "create StorageClass {name} (reclaim {policy})")
+            }
+            Action::Claim { name, class, mode } => {
+                write!(f, "create PVC {name} (class {class}, {})", mode.short())
+            }
+            Action::Pod { name, claim, node } => {
+                write!(f, "create Pod {name} using {claim} on node-{node}")
+            }
+            Action::DeletePod { name } => write!(f, "delete Pod {name}"),
+            Action::DeleteClaim { name } => write!(f, "delete PVC {name}"),
+            Action::Resize { claim } => write!(f, "grow PVC {claim} by 1Gi"),
+            Action::Run { steps } => write!(f, "run {steps} steps"),
+            Action::Apply(o) => write!(f, "apply {}", o.key()),
+        }
+    }
+}
+
+/// A generated workload: two classes (Delete, Retain), then claims (RWO, RWX,
+/// RWOP) and pods across nodes created and deleted, expansions, and runs of
+/// steps in between.
+pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action> {
+    let mut rng = Rng::new(seed ^ 0x57a7e);
+    let claims = pods.div_ceil(2).max(1);
+    let mut out = vec![
+        Action::Class {
+            name: "delete".into(),
+            policy: ReclaimPolicy::Delete,
+        },
+        Action::Class {
+            name: "retain".into(),
+            policy: ReclaimPolicy::Retain,
+        },
+    ];
+    for _ in 0..len {
+        let c = format!("c{}", rng.below(claims));
+        let p = format!("p{}", rng.below(pods.max(1)));
+        out.push(match rng.below(10) {
+            0 | 1 => Action::Claim {
+                name: c,
+                class: if rng.chance(500) { "delete" } else { "retain" }.into(),
+                mode: [
+                    AccessMode::ReadWriteOnce,
+                    AccessMode::ReadWriteMany,
+                    AccessMode::ReadWriteOncePod,
+                ][rng.below(3)]
+                .clone(),
+            },
+            2..=4 => Action::Pod {
+                name: p,
+                claim: c,
+                node: rng.below(nodes.max(1)),
+            },
+            5 => Action::DeletePod { name: p },
+            6 => Action::DeleteClaim { name: c },
+            7 => Action::Resize { claim: c },
+            _ => Action::Run {
+                steps: rng.below(60) as u32,
+            },
+        });
+    }
+    out
+}
+
+/// A workload from manifests: every object created in order, pods without a
+/// node spread across nodes, with some steps between objects.
+pub fn from_manifests(text: &str, nodes: usize) -> Result<Vec<Action>, ManifestError> {
+    let (objects, _) = parse_manifests(text)?;
+    let mut out = Vec::new();
+    let mut next = 0;
+    for mut o in objects {
+        if let Object::Pod(p) = &mut o
+            && p.node().is_none()
+        {
+            p.spec.node_name = Some(format!("node-{}", next % nodes.max(1)));
+            next += 1;
+        }
+        out.push(Action::Apply(Box::new(o)));
+        out.push(Action::Run { steps: 20 });
+    }
+    Ok(out)
+}
+
+fn claim_of(sim: &Sim, name: &str) -> Option<PersistentVolumeClaim> {
+    match sim.store.get(&ObjectKey::new(
+        Kind::PersistentVolumeClaim,
+        "default",
+        name,
+    )) {
+        Some(Object::Pvc(c)) => Some(c.clone()),
+        _ => None,
+    }
+}
+
+fn pods_using(sim: &Sim, claim: &str) -> Vec<Pod> {
+    sim.store
+        .objects()
+        .filter_map(|o| match o {
+            Object::Pod(p) if p.claims().any(|c| c == claim) => Some(p.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Sim {
+    /// Carries out one user action.
+    pub fn act(&mut self, a: &Action) {
+        match a {
+            Action::Class { name, policy } => {
+                let mut sc = StorageClass::new(name, super::DRIVER);
+                sc.reclaim_policy = Some(policy.clone());
+                sc.allow_volume_expansion = Some(true);
+                self.user(ApiCall::Create(Object::Class(sc)));
+            }
+            Action::Claim { name, class, mode } => {
+                let mut c = PersistentVolumeClaim::new("default", name);
+                c.spec.storage_class_name = Some(class.clone());
+                c.spec.access_modes = vec![mode.clone()];
+                c.spec
+                    .resources
+                    .requests
+                    .insert("storage".into(), Quantity::from_bytes(1 << 30));
+                self.user(ApiCall::Create(Object::Pvc(c)));
+            }
+            Action::Pod { name, claim, node } => {
+                // The scheduler places no pod whose claim does not exist.
+                let Some(c) = claim_of(self, claim) else {
+                    return;
+                };
+                let users = pods_using(self, claim);
+                let mode = c.spec.access_modes.first().cloned();
+                let single = matches!(
+                    mode,
+                    Some(AccessMode::ReadWriteOnce | AccessMode::ReadWriteOncePod)
+                );
+                if mode == Some(AccessMode::ReadWriteOncePod) && !users.is_empty() {
+                    return; // the scheduler would not place a second RWOP pod
+                }
+                let node = match users.first().and_then(|p| p.node().map(str::to_string)) {
+                    Some(n) if single => n,
+                    _ => format!("node-{node}"),
+                };
+                let mut p = Pod::new("default", name);
+                p.spec.node_name = Some(node);
+                p.spec.volumes.push(PodVolume {
+                    name: "data".into(),
+                    persistent_volume_claim: Some(PvcSource {
+                        claim_name: claim.clone(),
+                        read_only: false,
+                    }),
+                });
+                self.user(ApiCall::Create(Object::Pod(p)));
+            }
+            Action::DeletePod { name } => {
+                self.user(ApiCall::Delete(ObjectKey::new(Kind::Pod, "default", name)));
+            }
+            Action::DeleteClaim { name } => {
+                if pods_using(self, name).is_empty() {
+                    self.user(ApiCall::Delete(ObjectKey::new(
+                        Kind::PersistentVolumeClaim,
+                        "default",
+                        name,
+                    )));
+                }
+            }
+            Action::Resize { claim } => {
+                // The API server only lets bound claims grow.
+                if let Some(mut c) = claim_of(self, claim).filter(|c| c.phase() == PvcPhase::Bound)
+                {
+                    let q = c.request().map_or(1 << 30, |q| q.bytes()) + (1 << 30);
+                    c.spec
+                        .resources
+                        .requests
+                        .insert("storage".into(), Quantity::from_bytes(q));
+                    self.user(ApiCall::Update(Object::Pvc(c)));
+                }
+            }
+            Action::Run { steps } => {
+                self.run(u64::from(*steps));
+            }
+            Action::Apply(o) => {
+                self.user(ApiCall::Create((**o).clone()));
+            }
+        }
+    }
+}
+
+/// Plays `actions` with faults on, then stops the faults, lets the cluster
+/// settle (at most `settle` steps) and checks that it converged.
+pub fn play(config: SimConfig, actions: &[Action], settle: u64) -> Sim {
+    let mut sim = Sim::new(config);
+    for a in actions {
+        sim.act(a);
+        if !sim.violations.is_empty() {
+            return sim;
+        }
+    }
+    sim.faults_on = false;
+    sim.run(settle);
+    if sim.violations.is_empty() {
+        sim.check_converged();
+    }
+    sim
+}
+
+/// The small configuration of exhaustive mode: two nodes, a claim under
+/// Delete used by two pods on one node and a claim under Retain, settled;
+/// then the script to explore — a third pod comes and goes, the first pod
+/// goes, a new claim arrives, the Retain claim is deleted, the last pod goes.
+pub fn small_configuration(plant: Option<crate::plant::Plant>) -> (Sim, Vec<Action>) {
+    let mut config = SimConfig::new(2, 0);
+    config.plant = plant;
+    let mut sim = Sim::new(config);
+    let prefix = [
+        Action::Class {
+            name: "delete".into(),
+            policy: ReclaimPolicy::Delete,
+        },
+        Action::Class {
+            name: "retain".into(),
+            policy: ReclaimPolicy::Retain,
+        },
+        Action::Claim {
+            name: "c0".into(),
+            class: "delete".into(),
+            mode: AccessMode::ReadWriteOnce,
+        },
+        Action::Claim {
+            name: "c1".into(),
+            class: "retain".into(),
+            mode: AccessMode::ReadWriteOnce,
+        },
+        Action::Pod {
+            name: "p0".into(),
+            claim: "c0".into(),
+            node: 0,
+        },
+        Action::Pod {
+            name: "p1".into(),
+            claim: "c0".into(),
+            node: 0,
+        },
+    ];
+    sim.faults_on = false;
+    for a in &prefix {
+        sim.act(a);
+    }
+    sim.run(10_000);
+    let script = vec![
+        Action::Pod {
+            name: "p2".into(),
+            claim: "c0".into(),
+            node: 0,
+        },
+        Action::DeletePod { name: "p2".into() },
+        Action::DeletePod { name: "p0".into() },
+        Action::Claim {
+            name: "c2".into(),
+            class: "delete".into(),
+            mode: AccessMode::ReadWriteOnce,
+        },
+        Action::DeleteClaim { name: "c1".into() },
+        Action::DeletePod { name: "p1".into() },
+    ];
+    (sim, script)
+}
