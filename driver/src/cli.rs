@@ -18,6 +18,8 @@ enum Command {
     Serve(crate::serve::ServeArgs),
     /// Measure a CSI driver: Probe, NodePublish+NodeUnpublish, CreateVolume+DeleteVolume.
     Bench(crate::bench::BenchArgs),
+    /// Simulate a whole cluster's storage lifecycle under faults and check it.
+    Sim(crate::sim::SimArgs),
 }
 
 /// Parses the command line and runs it.
@@ -44,6 +46,7 @@ pub fn run() -> ExitCode {
         // Each picks its own runtime (--runtime tokio|smol).
         Command::Serve(args) => crate::serve::run(args).map_err(|e| e.to_string()),
         Command::Bench(args) => crate::bench::run(args).map_err(|e| e.to_string()),
+        Command::Sim(args) => return ExitCode::from(crate::sim::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

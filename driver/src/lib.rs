@@ -8,3 +8,4 @@ pub mod bench;
 pub mod cli;
 pub mod reference;
 pub mod serve;
+pub mod sim;

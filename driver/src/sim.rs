@@ -1,0 +1,184 @@
+//! `volplane sim`: the deterministic simulator and model checker.
+
+use std::time::Instant;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use volplane_core::plant::Plant;
+use volplane_core::sim::explore::{ExploreLimits, Move, explore};
+use volplane_core::sim::shrink::shrink;
+use volplane_core::sim::workload::{generate, play, small_configuration};
+use volplane_core::sim::{Faults, SimConfig, Stats};
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// The first seed; runs use seed, seed+1, …
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// How many seeds to run (random mode).
+    #[arg(long, default_value_t = 20)]
+    pub runs: u64,
+    /// Most steps per run, including the settling after faults stop.
+    #[arg(long, default_value_t = 100_000)]
+    pub steps: u64,
+    /// User actions per generated workload.
+    #[arg(long, default_value_t = 40)]
+    pub actions: usize,
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    #[arg(long, default_value_t = 4)]
+    pub pods: usize,
+    /// Fault rate, 0.0–1.0 (of CSI calls; restarts, reboots and conflicts scale with it).
+    #[arg(long, default_value_t = 0.1)]
+    pub faults: f64,
+    /// Plant a known bug (see --list-plants).
+    #[arg(long)]
+    pub plant: Option<String>,
+    /// Explore every interleaving of the small configuration instead.
+    #[arg(long)]
+    pub exhaustive: bool,
+    /// Depth bound of --exhaustive.
+    #[arg(long, default_value_t = 12)]
+    pub depth: usize,
+    /// Most distinct states --exhaustive visits.
+    #[arg(long, default_value_t = 50_000)]
+    pub max_states: u64,
+    /// List the bugs --plant knows and exit.
+    #[arg(long)]
+    pub list_plants: bool,
+}
+
+fn add(total: &mut Stats, s: &Stats) {
+    total.steps += s.steps;
+    total.checks += s.checks;
+    for (k, v) in &s.faults {
+        *total.faults.entry(k).or_default() += v;
+    }
+    for (k, v) in &s.seen {
+        total.seen.entry(k).or_default().extend(v.iter().cloned());
+    }
+}
+
+fn summary(total: &Stats, secs: f64) {
+    println!(
+        "{} steps in {secs:.2}s ({:.0} steps/s), {} invariant checks",
+        total.steps,
+        total.steps as f64 / secs.max(1e-9),
+        total.checks
+    );
+    let faults: Vec<String> = total.faults.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    println!("faults injected: {}", if faults.is_empty() { "none".into() } else { faults.join(", ") });
+    for (k, v) in &total.seen {
+        println!("{k} reached: {}", v.iter().cloned().collect::<Vec<_>>().join(", "));
+    }
+}
+
+/// Runs the simulator; the process exit code: 0 nothing failed, 1 an invariant failed, 2 bad arguments.
+pub fn run(args: SimArgs) -> u8 {
+    if args.list_plants {
+        for p in Plant::ALL {
+            println!("{:<38} {}", p.name(), p.describe());
+        }
+        return 0;
+    }
+    let plant = match args.plant.as_deref().map(|p| (p, Plant::parse(p))) {
+        None => None,
+        Some((_, Some(p))) => Some(p),
+        Some((name, None)) => {
+            eprintln!("volplane sim: unknown --plant {name:?}; --list-plants shows them");
+            return 2;
+        }
+    };
+    if !(0.0..=1.0).contains(&args.faults) || args.nodes == 0 {
+        eprintln!("volplane sim: --faults takes 0.0–1.0 and --nodes at least 1");
+        return 2;
+    }
+    if args.exhaustive {
+        return exhaustive(&args, plant);
+    }
+    let start = Instant::now();
+    let bar = ProgressBar::new(args.runs);
+    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs {msg}").expect("a valid template"));
+    let mut total = Stats::default();
+    for seed in args.seed..args.seed + args.runs {
+        let mut config = SimConfig::new(args.nodes, seed);
+        config.faults = Faults::at(args.faults);
+        config.plant = plant;
+        let actions = generate(seed, args.nodes, args.pods, args.actions);
+        let sim = play(config.clone(), &actions, args.steps);
+        add(&mut total, &sim.stats);
+        bar.inc(1);
+        bar.set_message(format!("{} steps", total.steps));
+        if let Some(v) = sim.violations.first() {
+            bar.finish_and_clear();
+            println!("invariant failed with seed {seed} at step {}: {}", v.step, v.what);
+            println!("shrinking…");
+            if let Some(s) = shrink(&config, &actions, args.steps) {
+                println!("shrunk to {} of {} actions ({} runs tried):", s.actions.len(), actions.len(), s.tries);
+                for a in &s.actions {
+                    println!("  {a}");
+                }
+                println!("trace ({} steps to the failure):", s.trace.len());
+                for l in &s.trace {
+                    println!("  {l}");
+                }
+                println!("violated: {}", s.violation);
+            }
+            println!("replay: volplane sim --seed {seed} --runs 1 --actions {} --nodes {} --pods {} --faults {}{}",
+                args.actions, args.nodes, args.pods, args.faults,
+                plant.map(|p| format!(" --plant {}", p.name())).unwrap_or_default());
+            summary(&total, start.elapsed().as_secs_f64());
+            return 1;
+        }
+    }
+    bar.finish_and_clear();
+    println!("{} runs, no invariant failed", args.runs);
+    summary(&total, start.elapsed().as_secs_f64());
+    0
+}
+
+fn exhaustive(args: &SimArgs, plant: Option<Plant>) -> u8 {
+    let (start, script) = small_configuration(plant);
+    let limits = ExploreLimits {
+        depth: args.depth,
+        max_faults: 2,
+        max_states: args.max_states,
+        finish_steps: args.steps,
+    };
+    println!(
+        "exploring the small configuration (2 nodes, 2 claims, 3 pods, at most 2 faults) to depth {}…",
+        args.depth
+    );
+    let t = Instant::now();
+    let found = explore(&start, &script, limits);
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{} states explored in {secs:.2}s ({:.0} states/s), deepest {} moves, {} branches finished{}",
+        found.states,
+        found.states as f64 / secs.max(1e-9),
+        found.deepest,
+        found.branches_finished,
+        if found.truncated { " (stopped at --max-states)" } else { "" }
+    );
+    match found.counterexample {
+        None => {
+            println!("no invariant failed");
+            0
+        }
+        Some((moves, trace, what)) => {
+            println!("invariant failed after {} moves:", moves.len());
+            for m in &moves {
+                match m {
+                    Move::Act => println!("  next user action"),
+                    Move::Choice(c) => println!("  {c:?}"),
+                }
+            }
+            println!("trace:");
+            for l in &trace {
+                println!("  {l}");
+            }
+            println!("violated: {what}");
+            1
+        }
+    }
+}
