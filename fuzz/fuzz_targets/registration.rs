@@ -1,0 +1,65 @@
+//! Arbitrary plugin infos and node answers through the kubelet's plugin
+//! watcher: no panic, and a driver is registered only with a 1.x version and
+//! a node id.
+#![no_main]
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use volplane_core::control::ApiCall;
+use volplane_core::driver::Response;
+use volplane_core::model::{Node, Object};
+use volplane_core::registration::PluginInfo;
+use volplane_core::registration::watcher::{PluginWatcher, WatcherEffect, WatcherInput};
+use volplane_core::store::Store;
+
+#[derive(Debug, Arbitrary)]
+struct Plugin {
+    socket: u8,
+    type_: String,
+    name: String,
+    versions: Vec<String>,
+    node_id: String,
+    max: u64,
+    remove: bool,
+}
+
+fuzz_target!(|plugins: Vec<Plugin>| {
+    let mut store = Store::new();
+    let mut w = PluginWatcher::new("n");
+    let (_, ws) = store.apply(0, &ApiCall::Create(Object::Node(Node::new("n"))));
+    for x in ws {
+        w.handle(0, WatcherInput::Watch(x));
+    }
+    for p in plugins.iter().take(16) {
+        let socket = format!("/reg/{}", p.socket % 4);
+        if p.remove {
+            w.handle(0, WatcherInput::SocketRemoved(socket.clone()));
+        } else {
+            w.handle(0, WatcherInput::SocketAdded(socket.clone()));
+        }
+        for _ in 0..64 {
+            let Some(e) = w.poll() else { break };
+            match e {
+                WatcherEffect::GetInfo { op, .. } => w.handle(0, WatcherInput::InfoDone {
+                    op,
+                    result: Ok(PluginInfo { type_: p.type_.clone(), name: p.name.clone(), endpoint: "/csi.sock".into(), supported_versions: p.versions.clone() }),
+                }),
+                WatcherEffect::NodeGetInfo { op, .. } => w.handle(0, WatcherInput::NodeInfoDone {
+                    op,
+                    result: Ok(Response::NodeInfo { node_id: p.node_id.clone(), max_volumes_per_node: p.max, accessible_topology: None }),
+                }),
+                WatcherEffect::Notify { op, .. } => w.handle(0, WatcherInput::NotifyDone { op }),
+                WatcherEffect::Api { op, call } => {
+                    let (result, ws) = store.apply(0, &call);
+                    w.handle(0, WatcherInput::ApiDone { op, result });
+                    for x in ws {
+                        w.handle(0, WatcherInput::Watch(x));
+                    }
+                }
+            }
+        }
+        for (name, r) in w.registered() {
+            assert!(!r.node_id.is_empty(), "{name} registered without a node id");
+            assert_eq!(r.version.0, 1, "{name} registered with version {:?}", r.version);
+        }
+    }
+});
