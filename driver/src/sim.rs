@@ -66,10 +66,24 @@ fn summary(total: &Stats, secs: f64) {
         total.steps as f64 / secs.max(1e-9),
         total.checks
     );
-    let faults: Vec<String> = total.faults.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-    println!("faults injected: {}", if faults.is_empty() { "none".into() } else { faults.join(", ") });
+    let faults: Vec<String> = total
+        .faults
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    println!(
+        "faults injected: {}",
+        if faults.is_empty() {
+            "none".into()
+        } else {
+            faults.join(", ")
+        }
+    );
     for (k, v) in &total.seen {
-        println!("{k} reached: {}", v.iter().cloned().collect::<Vec<_>>().join(", "));
+        println!(
+            "{k} reached: {}",
+            v.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
     }
 }
 
@@ -98,7 +112,9 @@ pub fn run(args: SimArgs) -> u8 {
     }
     let start = Instant::now();
     let bar = ProgressBar::new(args.runs);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs {msg}").expect("a valid template"));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs {msg}").expect("a valid template"),
+    );
     let mut total = Stats::default();
     for seed in args.seed..args.seed + args.runs {
         let mut config = SimConfig::new(args.nodes, seed);
@@ -111,10 +127,18 @@ pub fn run(args: SimArgs) -> u8 {
         bar.set_message(format!("{} steps", total.steps));
         if let Some(v) = sim.violations.first() {
             bar.finish_and_clear();
-            println!("invariant failed with seed {seed} at step {}: {}", v.step, v.what);
+            println!(
+                "invariant failed with seed {seed} at step {}: {}",
+                v.step, v.what
+            );
             println!("shrinking…");
             if let Some(s) = shrink(&config, &actions, args.steps) {
-                println!("shrunk to {} of {} actions ({} runs tried):", s.actions.len(), actions.len(), s.tries);
+                println!(
+                    "shrunk to {} of {} actions ({} runs tried):",
+                    s.actions.len(),
+                    actions.len(),
+                    s.tries
+                );
                 for a in &s.actions {
                     println!("  {a}");
                 }
@@ -124,9 +148,16 @@ pub fn run(args: SimArgs) -> u8 {
                 }
                 println!("violated: {}", s.violation);
             }
-            println!("replay: volplane sim --seed {seed} --runs 1 --actions {} --nodes {} --pods {} --faults {}{}",
-                args.actions, args.nodes, args.pods, args.faults,
-                plant.map(|p| format!(" --plant {}", p.name())).unwrap_or_default());
+            println!(
+                "replay: volplane sim --seed {seed} --runs 1 --actions {} --nodes {} --pods {} --faults {}{}",
+                args.actions,
+                args.nodes,
+                args.pods,
+                args.faults,
+                plant
+                    .map(|p| format!(" --plant {}", p.name()))
+                    .unwrap_or_default()
+            );
             summary(&total, start.elapsed().as_secs_f64());
             return 1;
         }
@@ -158,7 +189,11 @@ fn exhaustive(args: &SimArgs, plant: Option<Plant>) -> u8 {
         found.states as f64 / secs.max(1e-9),
         found.deepest,
         found.branches_finished,
-        if found.truncated { " (stopped at --max-states)" } else { "" }
+        if found.truncated {
+            " (stopped at --max-states)"
+        } else {
+            ""
+        }
     );
     match found.counterexample {
         None => {
