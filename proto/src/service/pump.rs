@@ -1,24 +1,25 @@
-//! The pump: one task that owns the driver machine, feeds it requests and
-//! completions, persists its state when it asks, and carries out its plans
-//! concurrently through the backend.
+//! The pump: one task that owns the driver machine (through
+//! `volplane_sync::core::PumpCore`), feeds it requests and completions,
+//! persists its state when it asks, and carries out its plans concurrently
+//! through the backend. Its mailbox and reply slots come from
+//! `volplane-sync`, where loom checks them.
 
-use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::channel::oneshot;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::{Future, FutureExt};
-use volplane_core::driver::{
-    Driver, DriverState, Effect, Input, Outcome, Request, Response, RpcId,
-};
-use volplane_core::{OpId, Status};
+use volplane_core::driver::{Driver, DriverState, Input, Outcome, Request, Response};
+use volplane_core::{Code, OpId, Status};
 use volplane_host::state_file::StateFile;
+use volplane_sync::core::{Answer, PumpCore, Work};
+use volplane_sync::mailbox;
+use volplane_sync::reply::{self, ReplySender};
 
 use super::{Backend, NodeHost, execute, unblock};
 
-type Reply = oneshot::Sender<Result<Response, Status>>;
+type Reply = ReplySender<Answer>;
 type Running = Pin<Box<dyn Future<Output = (OpId, Result<Outcome, Status>)> + Send>>;
 
 /// Why the pump stopped.
@@ -47,37 +48,28 @@ pub struct PumpConfig {
 /// A handle request handlers use to reach the pump.
 #[derive(Debug, Clone)]
 pub struct PumpHandle {
-    tx: async_channel::Sender<(Request, Reply)>,
+    tx: mailbox::Sender<(Request, Reply)>,
 }
 
 impl PumpHandle {
     /// Sends a request to the driver machine and waits for its answer.
     pub async fn call(&self, request: Request) -> Result<Response, Status> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send((request, tx)).await.map_err(|_| {
-            Status::new(
-                volplane_core::Code::Unavailable,
-                "the driver is shutting down",
-            )
-        })?;
-        rx.await.map_err(|_| {
-            Status::new(
-                volplane_core::Code::Unavailable,
-                "the driver stopped before answering",
-            )
-        })?
+        let (tx, rx) = reply::slot();
+        self.tx
+            .send((request, tx))
+            .map_err(|_| Status::new(Code::Unavailable, "the driver is shutting down"))?;
+        rx.await
+            .ok_or_else(|| Status::new(Code::Unavailable, "the driver stopped before answering"))?
     }
 }
 
 /// Owns the machine; run it with [`Pump::run`] on any executor.
 pub struct Pump<B> {
-    driver: Driver,
+    core: PumpCore,
     backend: Arc<B>,
     host: NodeHost,
     config: PumpConfig,
-    rx: async_channel::Receiver<(Request, Reply)>,
-    waiting: BTreeMap<RpcId, Reply>,
-    next_rpc: RpcId,
+    rx: mailbox::Receiver<(Request, Reply)>,
     running: FuturesUnordered<Running>,
     closed: bool,
     epoch: Instant,
@@ -86,7 +78,7 @@ pub struct Pump<B> {
 impl<B> std::fmt::Debug for Pump<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pump")
-            .field("waiting", &self.waiting.len())
+            .field("waiting", &self.core.waiting())
             .finish()
     }
 }
@@ -104,6 +96,12 @@ pub fn load_state(file: Option<&StateFile>) -> Result<DriverState, PumpError> {
         None => Ok(DriverState::default()),
         Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| restore(e.to_string())),
     }
+}
+
+enum Event {
+    Request((Request, Reply)),
+    Done((OpId, Result<Outcome, Status>)),
+    Closed,
 }
 
 impl<B: Backend> Pump<B> {
@@ -128,16 +126,14 @@ impl<B: Backend> Pump<B> {
         if let Ok(mounts) = host.run(|h| h.mountinfo()).await {
             driver.handle(0, Input::Mounts(mounts));
         }
-        let (tx, rx) = async_channel::bounded(1024);
+        let (tx, rx) = mailbox::channel();
         Ok((
             Pump {
-                driver,
+                core: PumpCore::new(driver),
                 backend,
                 host,
                 config,
                 rx,
-                waiting: BTreeMap::new(),
-                next_rpc: 0,
                 running: FuturesUnordered::new(),
                 closed: false,
                 epoch: Instant::now(),
@@ -161,21 +157,21 @@ impl<B: Backend> Pump<B> {
                 }
             } else if self.running.is_empty() {
                 match self.rx.recv().await {
-                    Ok(req) => Event::Request(req),
-                    Err(_) => return Ok(()),
+                    Some(req) => Event::Request(req),
+                    None => return Ok(()),
                 }
             } else {
                 futures::select_biased! {
                     done = self.running.select_next_some() => Event::Done(done),
                     req = self.rx.recv().fuse() => match req {
-                        Ok(req) => Event::Request(req),
-                        Err(_) => Event::Closed,
+                        Some(req) => Event::Request(req),
+                        None => Event::Closed,
                     },
                 }
             };
             self.feed(event);
             // Take everything else that is ready before persisting once.
-            while let Ok(req) = self.rx.try_recv() {
+            while let Some(req) = self.rx.try_recv() {
                 self.feed(Event::Request(req));
             }
             while let Some(Some(done)) = self.running.next().now_or_never() {
@@ -187,34 +183,27 @@ impl<B: Backend> Pump<B> {
     fn feed(&mut self, event: Event) {
         let now = self.now();
         match event {
-            Event::Request((request, reply)) => {
-                let rpc = self.next_rpc;
-                self.next_rpc += 1;
-                self.waiting.insert(rpc, reply);
-                self.driver.handle(now, Input::Request { rpc, request });
-            }
-            Event::Done((op, result)) => self.driver.handle(now, Input::Done { op, result }),
+            Event::Request((request, reply)) => self.core.accept(now, request, reply),
+            Event::Done((op, result)) => self.core.complete(now, op, result),
             Event::Closed => self.closed = true,
         }
     }
 
     async fn drain(&mut self) -> Result<(), PumpError> {
-        while let Some(effect) = self.driver.poll() {
-            match effect {
-                Effect::Persist => self.persist().await?,
-                Effect::Reply { rpc, result } => {
-                    if let Some(tx) = self.waiting.remove(&rpc) {
-                        let _ = tx.send(result);
-                    }
-                }
-                Effect::Execute { op, plan } => {
+        while let Some(work) = self.core.work() {
+            match work {
+                Work::Persist => self.persist().await?,
+                Work::Execute { op, plan } => {
                     let backend = self.backend.clone();
                     let host = self.host.clone();
                     let crash = self.config.crash_after.as_deref() == Some(plan.kind());
                     self.running.push(Box::pin(async move {
                         let result = execute(&*backend, &host, &plan).await;
                         if crash {
-                            eprintln!("volplane: crashing on purpose after {} ({op}), as VOLPLANE_CRASH_AFTER asked", plan.kind());
+                            eprintln!(
+                                "volplane: crashing on purpose after {} ({op}), as VOLPLANE_CRASH_AFTER asked",
+                                plan.kind()
+                            );
                             std::process::abort();
                         }
                         (op, result)
@@ -230,7 +219,7 @@ impl<B: Backend> Pump<B> {
             return Ok(());
         };
         let bytes =
-            serde_json::to_vec_pretty(self.driver.state()).expect("driver state serialises");
+            serde_json::to_vec_pretty(self.core.driver().state()).expect("driver state serialises");
         let path = file.path().display().to_string();
         unblock(&**self.host.pool(), move || file.store(&bytes))
             .await
@@ -239,10 +228,4 @@ impl<B: Backend> Pump<B> {
                 reason: e.to_string(),
             })
     }
-}
-
-enum Event {
-    Request((Request, Reply)),
-    Done((OpId, Result<Outcome, Status>)),
-    Closed,
 }
