@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use volplane_core::plant::Plant;
 use volplane_core::sim::explore::{ExploreLimits, Move, explore};
 use volplane_core::sim::shrink::shrink;
-use volplane_core::sim::workload::{generate, play, small_configuration};
+use volplane_core::sim::workload::{Action, from_manifests, generate, play, small_configuration};
 use volplane_core::sim::{Faults, SimConfig, Stats};
 
 #[derive(Debug, Args)]
@@ -46,6 +46,9 @@ pub struct SimArgs {
     /// List the bugs --plant knows and exit.
     #[arg(long)]
     pub list_plants: bool,
+    /// Play the objects of these manifests (YAML or JSON) instead of a generated workload.
+    #[arg(long)]
+    pub manifest: Option<std::path::PathBuf>,
 }
 
 fn add(total: &mut Stats, s: &Stats) {
@@ -110,6 +113,19 @@ pub fn run(args: SimArgs) -> u8 {
     if args.exhaustive {
         return exhaustive(&args, plant);
     }
+    let manifest: Option<Vec<Action>> = match &args.manifest {
+        None => None,
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| from_manifests(&t, args.nodes).map_err(|e| e.to_string()))
+        {
+            Ok(a) => Some(a),
+            Err(e) => {
+                eprintln!("volplane sim: {}: {e}", path.display());
+                return 2;
+            }
+        },
+    };
     let start = Instant::now();
     let bar = ProgressBar::new(args.runs);
     bar.set_style(
@@ -120,7 +136,9 @@ pub fn run(args: SimArgs) -> u8 {
         let mut config = SimConfig::new(args.nodes, seed);
         config.faults = Faults::at(args.faults);
         config.plant = plant;
-        let actions = generate(seed, args.nodes, args.pods, args.actions);
+        let actions = manifest
+            .clone()
+            .unwrap_or_else(|| generate(seed, args.nodes, args.pods, args.actions));
         let sim = play(config.clone(), &actions, args.steps);
         add(&mut total, &sim.stats);
         bar.inc(1);

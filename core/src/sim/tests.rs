@@ -471,3 +471,48 @@ fn exhaustive_search_finds_nothing_without_a_planted_bug() {
     );
     assert!(found.states >= 300 || !found.truncated);
 }
+
+#[test]
+fn a_workload_from_manifests_plays_and_converges() {
+    let text = "
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast}
+provisioner: sim.volplane.io
+reclaimPolicy: Delete
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: fast
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, namespace: default}
+spec:
+  volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: default}
+spec:
+  volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]
+";
+    let actions = super::workload::from_manifests(text, 2).unwrap();
+    let sim = play(faulty(3, 0.1, None), &actions, 100_000);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let published = sim
+        .storage
+        .mounts
+        .values()
+        .flat_map(|m| m.keys())
+        .filter(|p| p.contains("/pods/"))
+        .count();
+    assert_eq!(
+        published, 2,
+        "both pods (spread over both nodes) have the RWX volume published"
+    );
+}
