@@ -88,6 +88,9 @@ pub struct Attach {
     multi_attach_told: BTreeSet<(String, String)>,
     /// VolumeAttachment → when its detach was first wanted.
     detach_wanted: BTreeMap<String, Tick>,
+    /// VolumeAttachments this machine asked to delete (the detach is under
+    /// way, whatever its cache still shows): never reported attached again.
+    detaching: BTreeSet<String>,
     /// VolumeAttachments created but not yet seen back: name → (PV, node).
     /// Counted by the multi-attach rule, like the controller's actual state.
     creating: BTreeMap<String, (String, String)>,
@@ -119,6 +122,7 @@ impl Attach {
             multi_attach_told: BTreeSet::new(),
             detach_wanted: BTreeMap::new(),
             creating: BTreeMap::new(),
+            detaching: BTreeSet::new(),
             backoff,
             queue: VecDeque::new(),
             ops: Ops::default(),
@@ -136,6 +140,7 @@ impl Attach {
                 self.cache.apply(o);
             }
             Input::Watch(Watch::Deleted(o)) => {
+                self.detaching.remove(&o.meta().name);
                 self.cache.remove(&o.key());
             }
             Input::ApiDone { op, result } => {
@@ -178,7 +183,7 @@ impl Attach {
             .map(|t| t + self.config.max_wait_for_unmount)
             .filter(|t| *t > self.now)
             .min();
-        [self.backoff.next_after(self.now), force]
+        [self.backoff.next_timer(), force]
             .into_iter()
             .flatten()
             .min()
@@ -186,6 +191,7 @@ impl Attach {
 
     pub fn handle_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
+        self.backoff.fire_due(self.now);
         self.dirty = true;
     }
 
@@ -357,6 +363,7 @@ impl Attach {
                 continue;
             }
             self.detach_wanted.remove(&name);
+            self.detaching.insert(name.clone());
             self.api(
                 name.clone(),
                 ApiCall::Delete(ObjectKey::new(Kind::VolumeAttachment, "", &name)),
@@ -456,7 +463,10 @@ impl Attach {
     ) {
         let mut per_node: BTreeMap<String, BTreeSet<AttachedVolume>> = BTreeMap::new();
         for va in vas {
-            if !va.status.attached || va.metadata.deleting() {
+            if !va.status.attached
+                || va.metadata.deleting()
+                || self.detaching.contains(&va.metadata.name)
+            {
                 continue;
             }
             if !desired.contains_key(&(va.pv_name().to_string(), va.spec.node_name.clone())) {

@@ -4,13 +4,27 @@ use std::collections::BTreeMap;
 
 use crate::Tick;
 
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    failures: u32,
+    retry_at: Tick,
+    /// The retry time passed and the machine was told ([`Backoff::fire_due`]).
+    fired: bool,
+}
+
 /// Per-key exponential backoff (1 s doubling to 5 min by default, as the
 /// sidecars' rate limiters do).
+///
+/// The contract with a machine's timers: `poll_timeout` returns
+/// [`Backoff::next_timer`] — possibly already past, in which case the adapter
+/// calls `handle_timeout` at once — and `handle_timeout` takes
+/// [`Backoff::fire_due`], so a deadline is reported until it has fired, and
+/// fires exactly once.
 #[derive(Debug, Clone)]
 pub struct Backoff<K: Ord> {
     start: Tick,
     max: Tick,
-    entries: BTreeMap<K, (u32, Tick)>,
+    entries: BTreeMap<K, Entry>,
 }
 
 impl<K: Ord + Clone> Backoff<K> {
@@ -24,10 +38,17 @@ impl<K: Ord + Clone> Backoff<K> {
 
     /// Records a failure of `key` at `now`; returns when to retry.
     pub fn fail(&mut self, key: K, now: Tick) -> Tick {
-        let (n, _) = self.entries.get(&key).copied().unwrap_or((0, 0));
+        let n = self.entries.get(&key).map_or(0, |e| e.failures);
         let delay = self.start.saturating_mul(1u64 << n.min(30)).min(self.max);
         let at = now + delay;
-        self.entries.insert(key, (n + 1, at));
+        self.entries.insert(
+            key,
+            Entry {
+                failures: n + 1,
+                retry_at: at,
+                fired: false,
+            },
+        );
         at
     }
 
@@ -38,30 +59,33 @@ impl<K: Ord + Clone> Backoff<K> {
 
     /// True when `key` must still wait at `now`.
     pub fn waiting(&self, key: &K, now: Tick) -> bool {
-        self.entries.get(key).is_some_and(|(_, at)| *at > now)
+        self.entries.get(key).is_some_and(|e| e.retry_at > now)
     }
 
     /// Failures recorded for `key` since its last success.
     pub fn failures(&self, key: &K) -> u32 {
-        self.entries.get(key).map_or(0, |(n, _)| *n)
+        self.entries.get(key).map_or(0, |e| e.failures)
     }
 
-    /// The earliest retry time still in the future of `now`.
-    pub fn next_after(&self, now: Tick) -> Option<Tick> {
+    /// The earliest retry time that has not fired yet (it may be past).
+    pub fn next_timer(&self) -> Option<Tick> {
         self.entries
             .values()
-            .map(|(_, at)| *at)
-            .filter(|at| *at > now)
+            .filter(|e| !e.fired)
+            .map(|e| e.retry_at)
             .min()
     }
 
-    /// Keys whose wait ended at or before `now` (and are still recorded).
-    pub fn due(&self, now: Tick) -> Vec<K> {
-        self.entries
-            .iter()
-            .filter(|(_, (_, at))| *at <= now)
-            .map(|(k, _)| k.clone())
-            .collect()
+    /// Keys whose retry time has come by `now` and had not fired; marks them fired.
+    pub fn fire_due(&mut self, now: Tick) -> Vec<K> {
+        let mut out = Vec::new();
+        for (k, e) in self.entries.iter_mut() {
+            if !e.fired && e.retry_at <= now {
+                e.fired = true;
+                out.push(k.clone());
+            }
+        }
+        out
     }
 }
 
@@ -82,5 +106,19 @@ mod tests {
         assert!(b.waiting(&"a", 10));
         b.succeed(&"a");
         assert!(!b.waiting(&"a", 10));
+    }
+
+    #[test]
+    fn an_overdue_timer_is_reported_until_it_fires_once() {
+        let mut b = Backoff::new(1000, 300_000);
+        b.fail("a", 0);
+        assert_eq!(b.next_timer(), Some(1000));
+        assert_eq!(
+            b.fire_due(5000),
+            vec!["a"],
+            "overdue: fires when the machine is next told the time"
+        );
+        assert_eq!(b.next_timer(), None);
+        assert!(b.fire_due(6000).is_empty(), "fires once");
     }
 }

@@ -261,11 +261,12 @@ impl Kubelet {
     }
 
     pub fn poll_timeout(&self) -> Option<Tick> {
-        self.backoff.next_after(self.now)
+        self.backoff.next_timer()
     }
 
     pub fn handle_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
+        self.backoff.fire_due(self.now);
         self.dirty = true;
     }
 

@@ -308,7 +308,8 @@ impl Kubelet {
                 .cache
                 .get(&ObjectKey::new(Kind::VolumeAttachment, "", &va))
             {
-                Some(Object::Va(v)) if v.status.attached => {
+                // A VolumeAttachment being deleted is being detached: not usable.
+                Some(Object::Va(v)) if v.status.attached && !v.metadata.deleting() => {
                     publish_context = v.status.attachment_metadata.clone()
                 }
                 _ => return,

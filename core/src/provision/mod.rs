@@ -176,12 +176,12 @@ impl Provisioner {
     }
 
     pub fn poll_timeout(&self) -> Option<Tick> {
-        self.backoff.next_after(self.now)
+        self.backoff.next_timer()
     }
 
     pub fn handle_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
-        for key in self.backoff.due(self.now) {
+        for key in self.backoff.fire_due(self.now) {
             if let Some(p) = self.provisioning.get(&key) {
                 self.dirty.insert(p.claim.clone());
             } else if let Some(claim) = self.retry.get(&key) {

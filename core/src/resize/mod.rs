@@ -164,12 +164,12 @@ impl Resizer {
     }
 
     pub fn poll_timeout(&self) -> Option<Tick> {
-        self.backoff.next_after(self.now)
+        self.backoff.next_timer()
     }
 
     pub fn handle_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
-        for k in self.backoff.due(self.now) {
+        for k in self.backoff.fire_due(self.now) {
             self.dirty.insert(k);
         }
     }

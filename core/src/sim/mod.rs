@@ -369,8 +369,19 @@ impl Sim {
         *self.stats.faults.entry(kind).or_default() += 1;
     }
 
-    /// Emits every actor's pending effects into the world.
+    /// Emits every actor's pending effects into the world (after telling
+    /// any actor whose timer is overdue, as a runtime's pump would).
     fn drain_all(&mut self) {
+        for a in 0..self.actors.len() {
+            let now = self.now;
+            if self.actors[a]
+                .machine_ref()
+                .poll_timeout()
+                .is_some_and(|t| t <= now)
+            {
+                self.actors[a].machine().handle_timeout(now);
+            }
+        }
         for a in 0..self.actors.len() {
             while let Some(e) = self.actors[a].machine().poll() {
                 match e {
