@@ -6,71 +6,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use volplane_proto::csi;
-use volplane_proto::csi::controller_client::ControllerClient;
-use volplane_proto::csi::identity_client::IdentityClient;
-use volplane_proto::csi::node_client::NodeClient;
 
 use super::{BenchArgs, BenchError, Spawner};
 
-/// What a gRPC transport must be for the bench's clients.
-pub trait Transport:
-    tonic::client::GrpcService<
-        tonic::body::Body,
-        Error: Into<tonic::codegen::StdError>,
-        ResponseBody: tonic::codegen::Body<
-            Data = tonic::codegen::Bytes,
-            Error: Into<tonic::codegen::StdError> + Send,
-        > + Send
-                          + 'static,
-        Future: Send,
-    > + Clone
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<T> Transport for T where
-    T: tonic::client::GrpcService<
-            tonic::body::Body,
-            Error: Into<tonic::codegen::StdError>,
-            ResponseBody: tonic::codegen::Body<
-                Data = tonic::codegen::Bytes,
-                Error: Into<tonic::codegen::StdError> + Send,
-            > + Send
-                              + 'static,
-            Future: Send,
-        > + Clone
-        + Send
-        + Sync
-        + 'static
-{
-}
-
-/// CSI clients on one connection.
-#[derive(Clone)]
-pub struct Csi<T> {
-    identity: IdentityClient<T>,
-    controller: ControllerClient<T>,
-    node: NodeClient<T>,
-}
-
-impl<T: Transport> Csi<T> {
-    pub fn new(ch: T, origin: Option<http::Uri>) -> Csi<T> {
-        match origin {
-            None => Csi {
-                identity: IdentityClient::new(ch.clone()),
-                controller: ControllerClient::new(ch.clone()),
-                node: NodeClient::new(ch),
-            },
-            Some(o) => Csi {
-                identity: IdentityClient::with_origin(ch.clone(), o.clone()),
-                controller: ControllerClient::with_origin(ch.clone(), o.clone()),
-                node: NodeClient::with_origin(ch, o),
-            },
-        }
-    }
-}
+pub use volplane_proto::client::{CsiClient as Csi, Transport};
 
 fn rpc_err(rpc: &'static str) -> impl Fn(tonic::Status) -> BenchError {
     move |s| BenchError::Rpc {
