@@ -20,6 +20,8 @@ enum Command {
     Bench(crate::bench::BenchArgs),
     /// Simulate a whole cluster's storage lifecycle under faults and check it.
     Sim(crate::sim::SimArgs),
+    /// A whole cluster's storage lifecycle on this machine, for real (root).
+    Lab(crate::lab::cli::LabArgs),
 }
 
 /// Parses the command line and runs it.
@@ -47,6 +49,7 @@ pub fn run() -> ExitCode {
         Command::Serve(args) => crate::serve::run(args).map_err(|e| e.to_string()),
         Command::Bench(args) => crate::bench::run(args).map_err(|e| e.to_string()),
         Command::Sim(args) => return ExitCode::from(crate::sim::run(args)),
+        Command::Lab(args) => crate::lab::cli::run(args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

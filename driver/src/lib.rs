@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod lab;
 pub mod reference;
 pub mod serve;
 pub mod sim;

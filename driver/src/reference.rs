@@ -261,9 +261,12 @@ impl Backend for Reference {
         host: &NodeHost,
         volume: &Volume,
         node_id: &str,
+        still_published: &[String],
         _secrets: &Secrets,
     ) -> Result<(), Status> {
-        if context_kind(&volume.volume_context) == Kind::Dir {
+        // Every node of this machine shares the one loop device: it goes
+        // only with the last publication.
+        if context_kind(&volume.volume_context) == Kind::Dir || !still_published.is_empty() {
             return Ok(());
         }
         let image = self.image(&volume.volume_id);

@@ -299,6 +299,61 @@ impl<T: Transport> CsiClient<T> {
                         .map(|t| t.segments.into_iter().collect()),
                 })
             }
+            Request::ControllerGetCapabilities => {
+                use core::ControllerCapability as C;
+                use csi::controller_service_capability::{Type, rpc::Type as T};
+                let r = self
+                    .controller
+                    .controller_get_capabilities(csi::ControllerGetCapabilitiesRequest {})
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                // Capabilities this side does not know are left out.
+                let caps = r.capabilities.into_iter().filter_map(|c| {
+                    let Some(Type::Rpc(rpc)) = c.r#type else {
+                        return None;
+                    };
+                    Some(match T::try_from(rpc.r#type).ok()? {
+                        T::CreateDeleteVolume => C::CreateDeleteVolume,
+                        T::PublishUnpublishVolume => C::PublishUnpublishVolume,
+                        T::ListVolumes => C::ListVolumes,
+                        T::GetCapacity => C::GetCapacity,
+                        T::PublishReadonly => C::PublishReadonly,
+                        T::ExpandVolume => C::ExpandVolume,
+                        T::ListVolumesPublishedNodes => C::ListVolumesPublishedNodes,
+                        T::VolumeCondition => C::VolumeCondition,
+                        T::GetVolume => C::GetVolume,
+                        T::SingleNodeMultiWriter => C::SingleNodeMultiWriter,
+                        T::ModifyVolume => C::ModifyVolume,
+                        _ => return None,
+                    })
+                });
+                Ok(Response::ControllerCapabilities(caps.collect()))
+            }
+            Request::NodeGetCapabilities => {
+                use core::NodeCapability as N;
+                use csi::node_service_capability::{Type, rpc::Type as T};
+                let r = self
+                    .node
+                    .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                let caps = r.capabilities.into_iter().filter_map(|c| {
+                    let Some(Type::Rpc(rpc)) = c.r#type else {
+                        return None;
+                    };
+                    Some(match T::try_from(rpc.r#type).ok()? {
+                        T::StageUnstageVolume => N::StageUnstageVolume,
+                        T::GetVolumeStats => N::GetVolumeStats,
+                        T::ExpandVolume => N::ExpandVolume,
+                        T::VolumeCondition => N::VolumeCondition,
+                        T::SingleNodeMultiWriter => N::SingleNodeMultiWriter,
+                        _ => return None,
+                    })
+                });
+                Ok(Response::NodeCapabilities(caps.collect()))
+            }
             other => Err(Status::new(
                 Code::Unimplemented,
                 format!("the machines' client does not send {}", other.method()),

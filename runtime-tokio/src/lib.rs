@@ -87,3 +87,22 @@ pub async fn connect(endpoint: &str) -> Result<Channel, tonic::transport::Error>
     let uri = path.unwrap_or_else(|_| endpoint.to_string());
     Endpoint::from_shared(uri)?.connect().await
 }
+
+/// Serves the kubelet plugin-registration API (node-driver-registrar's side)
+/// on the unix socket `path` until `shutdown` completes. The caller creates
+/// the listener's directory and removes the socket afterwards.
+pub async fn serve_registration<R>(
+    listener: UnixListener,
+    service: R,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError>
+where
+    R: volplane_proto::registration::registration_server::Registration,
+{
+    use volplane_proto::registration::registration_server::RegistrationServer;
+    Server::builder()
+        .add_service(RegistrationServer::new(service))
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .await
+        .map_err(|e| ServeError::Transport(e.to_string()))
+}

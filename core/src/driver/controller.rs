@@ -306,6 +306,12 @@ impl Driver {
             key: r.volume_id,
             plan: Plan::ControllerUnpublish {
                 volume: record.volume.clone(),
+                still_published: record
+                    .published
+                    .keys()
+                    .filter(|n| !nodes.contains(n))
+                    .cloned()
+                    .collect(),
                 node_ids: nodes,
                 secrets: r.secrets,
             },

@@ -77,6 +77,10 @@ pub enum Plan {
     ControllerUnpublish {
         volume: Volume,
         node_ids: Vec<String>,
+        /// Nodes the volume stays published to (a backend whose nodes
+        /// share one device keeps it for them).
+        #[serde(default)]
+        still_published: Vec<String>,
         #[serde(skip)]
         secrets: Secrets,
     },

@@ -2,6 +2,7 @@
 //! Kubernetes' field names, so that real manifests (YAML or JSON) load and
 //! round-trip. Unknown fields are ignored; unknown enum values are kept.
 
+pub mod deployment;
 pub mod enums;
 pub mod meta;
 pub mod names;
@@ -9,6 +10,7 @@ pub mod quantity;
 pub mod storage;
 pub mod workload;
 
+pub use deployment::Deployment;
 pub use enums::*;
 pub use meta::*;
 pub use quantity::{Quantity, QuantityError};

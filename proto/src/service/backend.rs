@@ -62,11 +62,14 @@ pub trait Backend: Send + Sync + 'static {
         secrets: &Secrets,
     ) -> impl Future<Output = Result<Attributes, Status>> + Send;
 
+    /// Unpublishes from `node_id`; the volume stays published to
+    /// `still_published`.
     fn controller_unpublish(
         &self,
         host: &NodeHost,
         volume: &Volume,
         node_id: &str,
+        still_published: &[String],
         secrets: &Secrets,
     ) -> impl Future<Output = Result<(), Status>> + Send;
 
@@ -191,11 +194,14 @@ pub async fn execute<B: Backend>(
         Plan::ControllerUnpublish {
             volume,
             node_ids,
+            still_published,
             secrets,
         } => {
-            for node in node_ids {
+            for (i, node) in node_ids.iter().enumerate() {
+                let mut others = still_published.clone();
+                others.extend(node_ids[i + 1..].iter().cloned());
                 backend
-                    .controller_unpublish(host, volume, node, secrets)
+                    .controller_unpublish(host, volume, node, &others, secrets)
                     .await?;
             }
             Ok(Outcome::Done)

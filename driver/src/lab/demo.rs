@@ -1,0 +1,238 @@
+//! `volplane lab demo`: the whole story, with the example manifests kept in
+//! `examples/lab/`. Each step says what Kubernetes would do, then waits until
+//! the cluster did it.
+
+use std::time::Duration;
+
+use super::world::World;
+use super::{Lab, LabError};
+
+pub const STORAGE: &str = include_str!("../../../examples/lab/storage.yaml");
+pub const WEB: &str = include_str!("../../../examples/lab/web.yaml");
+pub const SOLO: &str = include_str!("../../../examples/lab/solo.yaml");
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// Filesystem size at `path`, in bytes.
+pub fn fs_size(path: &str) -> Option<u64> {
+    let s = rustix::fs::statvfs(path).ok()?;
+    Some(s.f_blocks * s.f_frsize)
+}
+
+fn pv_of(w: &World, claim: &str) -> String {
+    w.claim(claim)
+        .map(|c| c.volume_name().to_string())
+        .unwrap_or_default()
+}
+
+async fn step(lab: &Lab, title: &str) {
+    lab.settle(Duration::from_millis(300), Duration::from_secs(5))
+        .await;
+    lab.shared.say(String::new());
+    lab.shared.say(format!("==> {title}"));
+}
+
+async fn scale(lab: &Lab, replicas: u32) -> Result<(), LabError> {
+    let said = lab.with(|w, t| w.scale(t, "web", replicas))?;
+    lab.shared.say(said);
+    Ok(())
+}
+
+async fn running(lab: &Lab, pod: &str) -> Result<(), LabError> {
+    lab.wait_for(&format!("pod {pod} to run"), WAIT, |w| w.running(pod))
+        .await
+}
+
+async fn gone(lab: &Lab, pod: &str) -> Result<(), LabError> {
+    lab.wait_for(&format!("pod {pod} to go"), WAIT, |w| w.pod(pod).is_none())
+        .await
+}
+
+/// Whether this process may grow a mounted ext4 filesystem
+/// (CAP_SYS_RESOURCE, bit 24 of the effective set).
+pub fn can_grow_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))?
+                .trim()
+                .to_string();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << 24) != 0)
+}
+
+async fn grown(lab: &Lab) -> Result<(), LabError> {
+    lab.wait_for("the claim's capacity to reach 128Mi", WAIT, |w| {
+        w.claim("shared")
+            .and_then(|c| c.status_capacity())
+            .is_some_and(|q| q.bytes() >= 128 << 20)
+    })
+    .await
+}
+
+fn say_growth(lab: &Lab, target: Option<&str>, before: Option<u64>, after: Option<u64>) {
+    if let (Some(t), Some(b), Some(a)) = (target, before, after) {
+        lab.shared.say(format!(
+            "filesystem seen by web-0 at {t}: {} MiB -> {} MiB",
+            b >> 20,
+            a >> 20
+        ));
+    }
+}
+
+/// Plays the story on a lab of at least two nodes.
+pub async fn play(lab: &Lab) -> Result<(), LabError> {
+    step(
+        lab,
+        "kubectl apply -f examples/lab/storage.yaml: claims are provisioned and bound",
+    )
+    .await;
+    for line in lab.with(|w, t| w.apply(t, STORAGE))? {
+        lab.shared.say(line);
+    }
+    for claim in ["shared", "single"] {
+        lab.wait_for(&format!("claim {claim} to bind"), WAIT, |w| {
+            w.claim(claim)
+                .is_some_and(|c| c.phase() == volplane_core::model::PvcPhase::Bound)
+        })
+        .await?;
+    }
+
+    step(
+        lab,
+        "deployment/web, 1 replica: node-a attaches, stages once and publishes",
+    )
+    .await;
+    for line in lab.with(|w, t| w.apply(t, WEB))? {
+        lab.shared.say(line);
+    }
+    running(lab, "web-0").await?;
+
+    step(
+        lab,
+        "scale to 2: the second pod on node-a only publishes, and reads the first pod's note",
+    )
+    .await;
+    scale(lab, 2).await?;
+    running(lab, "web-1").await?;
+
+    step(
+        lab,
+        "scale to 3: web-2 lands on node-b, which attaches, stages and publishes (RWX)",
+    )
+    .await;
+    scale(lab, 3).await?;
+    running(lab, "web-2").await?;
+
+    step(
+        lab,
+        "two pods on two nodes want the ReadWriteOnce claim: the second is refused",
+    )
+    .await;
+    for line in lab.with(|w, t| w.apply(t, SOLO))? {
+        lab.shared.say(line);
+    }
+    running(lab, "solo-a").await?;
+    let single = lab.with(|w, _| pv_of(w, "single"));
+    lab.wait_for("the Multi-Attach event", WAIT, |w| {
+        w.has_event("FailedAttachVolume", "Multi-Attach error")
+    })
+    .await?;
+    for pod in ["solo-b", "solo-a"] {
+        lab.shared
+            .say(lab.with(|w, t| w.delete(t, &format!("pod/{pod}")))?);
+        gone(lab, pod).await?;
+    }
+    lab.wait_for("the RWO volume to detach", WAIT, |w| {
+        w.attached_to(&single).is_empty()
+    })
+    .await?;
+
+    step(
+        lab,
+        "scale to 1: node-b's last pod unstages and detaches; web-1 only unpublishes",
+    )
+    .await;
+    scale(lab, 1).await?;
+    gone(lab, "web-2").await?;
+    gone(lab, "web-1").await?;
+    let shared = lab.with(|w, _| pv_of(w, "shared"));
+    lab.wait_for("node-b to detach", WAIT, |w| {
+        !w.attached_to(&shared).contains(&"node-b".to_string())
+    })
+    .await?;
+
+    if can_grow_mounted() {
+        step(
+            lab,
+            "resize pvc/shared to 128Mi: controller, then node expansion; the filesystem grows",
+        )
+        .await;
+        let target = lab.with(|w, _| w.targets("web-0").into_iter().next());
+        let before = target.as_deref().and_then(fs_size);
+        lab.shared
+            .say(lab.with(|w, t| w.resize(t, "shared", "128Mi"))?);
+        grown(lab).await?;
+        let after = target.as_deref().and_then(fs_size);
+        say_growth(lab, target.as_deref(), before, after);
+    } else {
+        step(lab, "resize pvc/shared to 128Mi, offline: this machine lacks CAP_SYS_RESOURCE, so ext4 cannot grow while mounted").await;
+        let target = lab.with(|w, _| w.targets("web-0").into_iter().next());
+        let before = target.as_deref().and_then(fs_size);
+        scale(lab, 0).await?;
+        gone(lab, "web-0").await?;
+        lab.wait_for("the shared volume to detach", WAIT, |w| {
+            w.attached_to(&shared).is_empty()
+        })
+        .await?;
+        lab.shared
+            .say(lab.with(|w, t| w.resize(t, "shared", "128Mi"))?);
+        lab.wait_for("ControllerExpandVolume to grow the PV", WAIT, |w| {
+            w.pv(&shared)
+                .and_then(|pv| pv.capacity())
+                .is_some_and(|q| q.bytes() >= 128 << 20)
+        })
+        .await?;
+        step(lab, "scale to 1: NodeStageVolume grows the filesystem, NodeExpandVolume completes the resize").await;
+        scale(lab, 1).await?;
+        running(lab, "web-0").await?;
+        grown(lab).await?;
+        let target = lab.with(|w, _| w.targets("web-0").into_iter().next());
+        let after = target.as_deref().and_then(fs_size);
+        say_growth(lab, target.as_deref(), before, after);
+    }
+
+    step(lab, "scale to 0: node-a unpublishes, unstages and detaches").await;
+    scale(lab, 0).await?;
+    gone(lab, "web-0").await?;
+    lab.wait_for("the shared volume to detach", WAIT, |w| {
+        w.attached_to(&shared).is_empty()
+    })
+    .await?;
+
+    step(
+        lab,
+        "delete the claims: Delete removes the volume, Retain leaves it Released",
+    )
+    .await;
+    for claim in ["shared", "single"] {
+        lab.shared
+            .say(lab.with(|w, t| w.delete(t, &format!("pvc/{claim}")))?);
+    }
+    lab.wait_for("the Delete volume to go", WAIT, |w| w.pv(&shared).is_none())
+        .await?;
+    lab.wait_for("the Retain volume to be Released", WAIT, |w| {
+        w.pv(&single)
+            .is_some_and(|pv| pv.phase() == volplane_core::model::PvPhase::Released)
+    })
+    .await?;
+    step(lab, "volplane lab status").await;
+    let status = lab.with(|w, _| w.status());
+    for line in status.lines() {
+        lab.shared.say(line.to_string());
+    }
+    Ok(())
+}

@@ -1,0 +1,513 @@
+//! The lab's engine on tokio: owns the [`World`] behind a lock, fires its
+//! timers, runs its jobs (CSI calls over real sockets, registration RPCs,
+//! pods' containers), supervises the driver processes, and prints what
+//! happens.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, broadcast, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use volplane_core::control::{CsiCall, CsiResult};
+use volplane_core::driver::{ControllerCapability, Response};
+use volplane_core::{Code, Status, Tick};
+use volplane_proto::client::CsiClient;
+
+use super::processes::{CONTROLLER, Processes};
+use super::registration::{RegistrarSetup, carry_out, run_registrar, watch_registry};
+use super::world::{Job, World};
+use super::{Layout, cleanup, node_names};
+
+/// Why the lab could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("{0}")]
+    Setup(String),
+    #[error("{0}")]
+    Command(#[from] super::world::CommandError),
+    #[error("timed out after {secs} s waiting for {what}")]
+    Timeout { what: String, secs: u64 },
+}
+
+/// How a lab starts.
+#[derive(Debug, Clone)]
+pub struct LabConfig {
+    pub root: PathBuf,
+    pub nodes: usize,
+    /// The runtime the drivers serve on (`tokio` or `smol`).
+    pub runtime: String,
+    /// Registrars listen outside the registry and symlink their socket in.
+    pub via_symlink: bool,
+    /// (node, plan kind): that node's driver crashes after its first such
+    /// plan (VOLPLANE_CRASH_AFTER), then is restarted.
+    pub crash: Option<(String, String)>,
+    /// The `volplane` binary to run drivers with.
+    pub exe: PathBuf,
+    pub driver: String,
+    /// Print every line on stdout as it happens.
+    pub echo: bool,
+}
+
+impl LabConfig {
+    pub fn new(root: impl Into<PathBuf>, nodes: usize) -> LabConfig {
+        LabConfig {
+            root: root.into(),
+            nodes,
+            runtime: "tokio".into(),
+            via_symlink: false,
+            crash: None,
+            exe: std::env::current_exe().unwrap_or_else(|_| "volplane".into()),
+            driver: crate::serve::DRIVER_NAME.into(),
+            echo: false,
+        }
+    }
+}
+
+/// What the engine's tasks share.
+#[derive(Debug)]
+pub struct Shared {
+    world: Mutex<World>,
+    wake: Notify,
+    start: Instant,
+    lines: broadcast::Sender<String>,
+    log: Mutex<Option<File>>,
+    clients: Mutex<HashMap<String, CsiClient<Channel>>>,
+    in_flight: AtomicUsize,
+    activity: Mutex<Instant>,
+    echo: bool,
+}
+
+impl Shared {
+    /// Milliseconds since the lab started: the machines' clock.
+    pub fn now(&self) -> Tick {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// How long until the machines' tick `t`.
+    pub fn until(&self, t: Tick) -> Duration {
+        Duration::from_millis(t.saturating_sub(self.now()))
+    }
+
+    fn touch(&self) {
+        *self.activity.lock().expect("activity") = Instant::now();
+    }
+
+    /// Prints a line for the user (and the lab's log).
+    pub fn say(&self, line: String) {
+        let line = format!("{:>8.3}s  {line}", self.start.elapsed().as_secs_f64());
+        if let Some(f) = self.log.lock().expect("log").as_mut() {
+            let _ = writeln!(f, "{line}");
+        }
+        if self.echo {
+            println!("{line}");
+        }
+        let _ = self.lines.send(line);
+        self.touch();
+    }
+
+    /// Runs `f` on the world, then lets the engine carry out what it decided.
+    pub fn with<R>(&self, f: impl FnOnce(&mut World, Tick) -> R) -> R {
+        let r = f(&mut self.world.lock().expect("world"), self.now());
+        self.touch();
+        self.wake.notify_one();
+        r
+    }
+
+    async fn client(&self, endpoint: &str) -> Result<CsiClient<Channel>, Status> {
+        if let Some(c) = self.clients.lock().expect("clients").get(endpoint) {
+            return Ok(c.clone());
+        }
+        let ch = volplane_tokio::connect(endpoint)
+            .await
+            .map_err(|e| Status::new(Code::Unavailable, format!("dial {endpoint}: {e}")))?;
+        let c = CsiClient::new(ch, None);
+        self.clients
+            .lock()
+            .expect("clients")
+            .insert(endpoint.into(), c.clone());
+        Ok(c)
+    }
+
+    /// One CSI call on `plugin`'s `endpoint`, printed and recorded.
+    pub async fn csi(&self, plugin: &str, endpoint: &str, call: &CsiCall) -> CsiResult {
+        let t = Instant::now();
+        let result = match self.client(endpoint).await {
+            Ok(mut c) => match tokio::time::timeout(Duration::from_secs(60), c.call(call)).await {
+                Ok(r) => r,
+                Err(_) => Err(Status::new(
+                    Code::DeadlineExceeded,
+                    "no answer within 60 s".to_string(),
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        if matches!(&result, Err(s) if s.code == Code::Unavailable) {
+            self.clients.lock().expect("clients").remove(endpoint);
+        }
+        let outcome = match &result {
+            Ok(_) => "OK".to_string(),
+            Err(s) => format!("{}: {}", s.code.name(), s.message),
+        };
+        self.say(format!(
+            "{plugin:<8} {} {}{} -> {outcome} ({} ms)",
+            call.method(),
+            call.volume().unwrap_or(""),
+            call.path().map(|p| format!(" {p}")).unwrap_or_default(),
+            t.elapsed().as_millis()
+        ));
+        self.world
+            .lock()
+            .expect("world")
+            .record(plugin, call, &result);
+        result
+    }
+}
+
+/// A running lab. See the module documentation.
+#[derive(Debug)]
+pub struct Lab {
+    pub shared: Arc<Shared>,
+    pub layout: Layout,
+    procs: Arc<Mutex<Processes>>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Lab {
+    /// Starts the drivers, the machines and registration; returns once every
+    /// node's driver is registered and its kubelet started.
+    pub async fn start(config: LabConfig) -> Result<Lab, LabError> {
+        let layout = Layout::new(&config.root, &config.driver);
+        let mut early = cleanup::prepare(&layout)?;
+        let nodes = node_names(config.nodes.max(1));
+        let log = File::create(layout.log_file()).ok();
+        let mut procs = Processes::new(layout.clone(), config.exe.clone());
+        procs.start_controller(&config.runtime, &nodes)?;
+        let endpoint = layout.controller_endpoint();
+        wait_for_socket(
+            &layout.controller_dir().join("csi.sock"),
+            &mut procs,
+            CONTROLLER,
+        )
+        .await?;
+        let ch = volplane_tokio::connect(&endpoint).await.map_err(|e| {
+            LabError::Setup(format!(
+                "cannot dial the controller driver at {endpoint}: {e}"
+            ))
+        })?;
+        let mut client = CsiClient::new(ch, None);
+        let mut discovery = Vec::new();
+        for call in [CsiCall::GetPluginInfo, CsiCall::ControllerGetCapabilities] {
+            let r = client.call(&call).await;
+            early.push(format!(
+                "{CONTROLLER:<8} {} -> {}",
+                call.method(),
+                match &r {
+                    Ok(resp) => format!("OK {resp:?}"),
+                    Err(s) => format!("{}: {}", s.code.name(), s.message),
+                }
+            ));
+            discovery.push((call, r));
+        }
+        let multi_writer = discovery.iter().any(|(_, r)| {
+            matches!(r, Ok(Response::ControllerCapabilities(c))
+                if c.contains(&ControllerCapability::SingleNodeMultiWriter))
+        });
+        let mut world = World::new(layout.clone(), &config.driver, &nodes, multi_writer);
+        for (call, r) in &discovery {
+            world.record(CONTROLLER, call, r);
+        }
+        let (lines, _) = broadcast::channel(4096);
+        let shared = Arc::new(Shared {
+            world: Mutex::new(world),
+            wake: Notify::new(),
+            start: Instant::now(),
+            lines,
+            log: Mutex::new(log),
+            clients: Mutex::default(),
+            in_flight: AtomicUsize::new(0),
+            activity: Mutex::new(Instant::now()),
+            echo: config.echo,
+        });
+        for line in early {
+            shared.say(line);
+        }
+        let (stop, _) = watch::channel(false);
+        let procs = Arc::new(Mutex::new(procs));
+        let mut tasks = vec![
+            tokio::spawn(engine(shared.clone(), stop.subscribe())),
+            tokio::spawn(supervise(shared.clone(), procs.clone(), stop.subscribe())),
+        ];
+        for n in &nodes {
+            let crash = config
+                .crash
+                .as_ref()
+                .filter(|(node, _)| node == n)
+                .map(|(_, kind)| kind.clone());
+            procs
+                .lock()
+                .expect("processes")
+                .start_node(&config.runtime, n, crash)?;
+            let setup = RegistrarSetup {
+                node: n.clone(),
+                csi_socket: layout.csi_socket(n),
+                registry: layout.registry_dir(n),
+                via_symlink: config.via_symlink.then(|| layout.registrar_dir(n)),
+            };
+            tasks.push(tokio::spawn(run_registrar(
+                shared.clone(),
+                setup,
+                stop.subscribe(),
+            )));
+            tasks.push(tokio::spawn(watch_registry(
+                shared.clone(),
+                n.clone(),
+                layout.registry_dir(n),
+                stop.subscribe(),
+            )));
+        }
+        let lab = Lab {
+            shared,
+            layout,
+            procs,
+            stop,
+            tasks,
+        };
+        if let Err(e) = lab
+            .wait_for(
+                "every node's driver to register",
+                Duration::from_secs(60),
+                World::ready,
+            )
+            .await
+        {
+            lab.down().await;
+            return Err(e);
+        }
+        Ok(lab)
+    }
+
+    /// Every line the lab prints from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.shared.lines.subscribe()
+    }
+
+    pub fn with<R>(&self, f: impl FnOnce(&mut World, Tick) -> R) -> R {
+        self.shared.with(f)
+    }
+
+    /// Waits until nothing is in flight and nothing happened for `quiet`
+    /// (at most `max`).
+    pub async fn settle(&self, quiet: Duration, max: Duration) {
+        let end = Instant::now() + max;
+        while Instant::now() < end {
+            let idle = self.shared.in_flight.load(Ordering::SeqCst) == 0
+                && self.shared.activity.lock().expect("activity").elapsed() >= quiet;
+            if idle {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until `done` holds of the world.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&World) -> bool,
+    ) -> Result<(), LabError> {
+        let end = Instant::now() + timeout;
+        loop {
+            if done(&self.shared.world.lock().expect("world")) {
+                return Ok(());
+            }
+            if Instant::now() >= end {
+                return Err(LabError::Timeout {
+                    what: what.into(),
+                    secs: timeout.as_secs(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Kills a driver as a crash would; the lab restarts it.
+    pub fn kill_driver(&self, role: &str) {
+        self.procs.lock().expect("processes").kill(role);
+    }
+
+    pub fn driver_pid(&self, role: &str) -> Option<u32> {
+        self.procs.lock().expect("processes").pid(role)
+    }
+
+    pub fn driver_restarts(&self, role: &str) -> u32 {
+        self.procs.lock().expect("processes").restarts(role)
+    }
+
+    /// Stops everything and leaves nothing behind: no process, mount, loop
+    /// device or directory of this lab.
+    pub async fn down(self) -> Vec<String> {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        let procs = self.procs.clone();
+        let layout = self.layout.clone();
+        tokio::task::spawn_blocking(move || {
+            procs.lock().expect("processes").stop_all();
+            cleanup::down(&layout)
+        })
+        .await
+        .unwrap_or_else(|e| vec![format!("cleanup panicked: {e}")])
+    }
+}
+
+async fn wait_for_socket(
+    socket: &std::path::Path,
+    procs: &mut Processes,
+    role: &str,
+) -> Result<(), LabError> {
+    let end = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        if Instant::now() > end {
+            return Err(LabError::Setup(format!(
+                "the {role} driver did not create {} within 20 s (see its driver.log)",
+                socket.display()
+            )));
+        }
+        if !procs.supervise().is_empty() && procs.restarts(role) > 3 {
+            return Err(LabError::Setup(format!(
+                "the {role} driver keeps exiting (see its driver.log)"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// The engine loop: pump the world, start its jobs, sleep until a job
+/// finishes, a command arrives or a timer is due.
+async fn engine(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let (jobs, lines, next) = {
+            let mut w = shared.world.lock().expect("world");
+            w.pump(shared.now());
+            (w.take_jobs(), w.take_lines(), w.next_timeout())
+        };
+        for line in lines {
+            shared.say(line);
+        }
+        for job in jobs {
+            shared.in_flight.fetch_add(1, Ordering::SeqCst);
+            let s = shared.clone();
+            tokio::spawn(async move {
+                run_job(&s, job).await;
+                s.in_flight.fetch_sub(1, Ordering::SeqCst);
+                s.touch();
+                s.wake.notify_one();
+            });
+        }
+        let sleep = next.map_or(Duration::from_secs(1), |t| shared.until(t));
+        tokio::select! {
+            _ = shared.wake.notified() => {}
+            _ = tokio::time::sleep(sleep.min(Duration::from_secs(1))) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+async fn run_job(shared: &Arc<Shared>, job: Job) {
+    match job {
+        Job::Csi {
+            plugin,
+            endpoint,
+            call,
+            reply,
+        } => {
+            let result = match endpoint {
+                Ok(e) => shared.csi(&plugin, &e, &call).await,
+                Err(s) => {
+                    shared.say(format!(
+                        "{plugin:<8} {} {}: {}",
+                        call.method(),
+                        call.volume().unwrap_or(""),
+                        s.message
+                    ));
+                    Err(s)
+                }
+            };
+            shared.with(|w, t| w.csi_done(t, reply, result));
+        }
+        Job::Registration { node, effect } => carry_out(shared.clone(), node, effect).await,
+        Job::Container { pod, node, targets } => {
+            let lines = tokio::task::spawn_blocking(move || container(&pod, &node, &targets))
+                .await
+                .unwrap_or_default();
+            for l in lines {
+                shared.say(l);
+            }
+        }
+    }
+}
+
+/// A pod's "container": reads the notes earlier pods left on each volume,
+/// then leaves its own.
+fn container(pod: &str, node: &str, targets: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in targets {
+        let dir = std::path::Path::new(t);
+        if !dir.is_dir() {
+            out.push(format!(
+                "{node:<8} pod {pod}: {t} is a raw block device; left alone"
+            ));
+            continue;
+        }
+        let mut notes: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        notes.retain(|p| p.extension().is_some_and(|e| e == "txt"));
+        notes.sort();
+        for n in notes {
+            let text = std::fs::read_to_string(&n).unwrap_or_default();
+            out.push(format!(
+                "{node:<8} pod {pod} reads {}: {}",
+                n.file_name().unwrap_or_default().to_string_lossy(),
+                text.trim()
+            ));
+        }
+        let note = dir.join(format!("{pod}.txt"));
+        let written = File::create(&note).and_then(|mut f| {
+            writeln!(f, "written by pod {pod} on {node}")?;
+            f.sync_all()
+        });
+        out.push(match written {
+            Ok(()) => format!("{node:<8} pod {pod} wrote {}", note.display()),
+            Err(e) => format!("{node:<8} pod {pod} cannot write {}: {e}", note.display()),
+        });
+    }
+    out
+}
+
+async fn supervise(
+    shared: Arc<Shared>,
+    procs: Arc<Mutex<Processes>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = stop.changed() => return,
+        }
+        let said = procs.lock().expect("processes").supervise();
+        for l in said {
+            shared.say(l);
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! `lab status`: the store's objects as `kubectl get` prints them.
+
+use std::fmt::Write;
+
+use volplane_core::model::*;
+use volplane_core::store::Store;
+
+/// Columns padded to their widest cell, two spaces apart.
+fn table(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+    let _ = writeln!(out, "{title}");
+    if rows.is_empty() {
+        let _ = writeln!(out, "  (none)\n");
+        return;
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::from("  ");
+        for (i, c) in cells.iter().enumerate() {
+            let _ = write!(s, "{c:<w$}  ", w = widths[i]);
+        }
+        s.trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(header.to_vec()));
+    for r in &rows {
+        let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
+    }
+    out.push('\n');
+}
+
+fn modes(m: &[AccessMode]) -> String {
+    m.iter()
+        .map(|m| m.short().to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn or_none(s: &str) -> String {
+    if s.is_empty() {
+        "<none>".into()
+    } else {
+        s.into()
+    }
+}
+
+/// Renders every kind the lab plays with.
+pub fn render(store: &Store) -> String {
+    let mut classes = Vec::new();
+    let mut pvs = Vec::new();
+    let mut pvcs = Vec::new();
+    let mut pods = Vec::new();
+    let mut vas = Vec::new();
+    let mut csinodes = Vec::new();
+    for o in store.objects() {
+        match o {
+            Object::Class(c) => classes.push(vec![
+                c.metadata.name.clone(),
+                c.provisioner.clone(),
+                c.reclaim_policy().to_string(),
+                c.binding_mode().to_string(),
+                c.allow_volume_expansion.unwrap_or(false).to_string(),
+            ]),
+            Object::Pv(pv) => pvs.push(vec![
+                pv.metadata.name.clone(),
+                pv.capacity().map(|q| q.to_string()).unwrap_or_default(),
+                modes(&pv.spec.access_modes),
+                pv.reclaim_policy().to_string(),
+                pv.phase().to_string(),
+                pv.spec
+                    .claim_ref
+                    .as_ref()
+                    .map(|r| format!("{}/{}", r.namespace, r.name))
+                    .unwrap_or_default(),
+                pv.class().to_string(),
+            ]),
+            Object::Pvc(c) => pvcs.push(vec![
+                c.metadata.name.clone(),
+                c.phase().to_string(),
+                c.volume_name().to_string(),
+                c.status_capacity()
+                    .map(|q| q.to_string())
+                    .unwrap_or_default(),
+                modes(&c.status.access_modes),
+                c.class().to_string(),
+            ]),
+            Object::Pod(p) => pods.push(vec![
+                p.metadata.name.clone(),
+                if p.metadata.deletion_timestamp.is_some() {
+                    "Terminating".into()
+                } else {
+                    p.status
+                        .phase
+                        .as_ref()
+                        .map_or("Pending".to_string(), |ph| ph.to_string())
+                },
+                p.node().unwrap_or("<none>").to_string(),
+                or_none(&p.claims().collect::<Vec<_>>().join(",")),
+            ]),
+            Object::Va(va) => vas.push(vec![
+                va.metadata.name.clone(),
+                va.spec.attacher.clone(),
+                va.pv_name().to_string(),
+                va.spec.node_name.clone(),
+                va.status.attached.to_string(),
+            ]),
+            Object::CsiNode(n) => csinodes.push(vec![
+                n.metadata.name.clone(),
+                n.spec.drivers.len().to_string(),
+                or_none(
+                    &n.spec
+                        .drivers
+                        .iter()
+                        .map(|d| format!("{}={}", d.name, d.node_id))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+            ]),
+            Object::Node(_) | Object::CsiDriver(_) => {}
+        }
+    }
+    let mut out = String::new();
+    table(
+        &mut out,
+        "STORAGECLASSES",
+        &[
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+        ],
+        classes,
+    );
+    table(
+        &mut out,
+        "PERSISTENTVOLUMECLAIMS",
+        &[
+            "NAME",
+            "STATUS",
+            "VOLUME",
+            "CAPACITY",
+            "ACCESS MODES",
+            "STORAGECLASS",
+        ],
+        pvcs,
+    );
+    table(
+        &mut out,
+        "PERSISTENTVOLUMES",
+        &[
+            "NAME",
+            "CAPACITY",
+            "ACCESS MODES",
+            "RECLAIM POLICY",
+            "STATUS",
+            "CLAIM",
+            "STORAGECLASS",
+        ],
+        pvs,
+    );
+    table(
+        &mut out,
+        "PODS",
+        &["NAME", "STATUS", "NODE", "CLAIMS"],
+        pods,
+    );
+    table(
+        &mut out,
+        "VOLUMEATTACHMENTS",
+        &["NAME", "ATTACHER", "PV", "NODE", "ATTACHED"],
+        vas,
+    );
+    table(
+        &mut out,
+        "CSINODES",
+        &["NAME", "DRIVERS", "NODE IDS"],
+        csinodes,
+    );
+    out.trim_end().to_string()
+}

@@ -1,0 +1,759 @@
+//! The lab's cluster, synchronous: the object store, the control-plane
+//! machines, one kubelet and plugin watcher per node, and the user's
+//! commands. It carries out API writes itself (the store is in memory) and
+//! hands everything that talks to a process — CSI calls, registration RPCs,
+//! the pods' "containers" — to the engine as [`Job`]s, whose outcomes come
+//! back through [`World::csi_done`] and [`World::watcher_done`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use volplane_core::Tick;
+use volplane_core::attach::{Attach, AttachConfig};
+use volplane_core::binder::Binder;
+use volplane_core::control::csi_map::DriverModes;
+use volplane_core::control::{
+    ApiCall, ApiResult, CsiCall, CsiResult, Effect, Event, Input, Machine, Watch,
+};
+use volplane_core::driver::{NodeCapability, Response};
+use volplane_core::kubelet::{Certainty, Kubelet, KubeletConfig};
+use volplane_core::model::deployment::{DEPLOYMENT_LABEL, place};
+use volplane_core::model::*;
+use volplane_core::provision::{Provisioner, ProvisionerConfig};
+use volplane_core::registration::watcher::{PluginWatcher, WatcherEffect, WatcherInput};
+use volplane_core::resize::{ResizeConfig, Resizer};
+use volplane_core::store::Store;
+use volplane_core::{OpId, Status};
+
+use super::Layout;
+use super::status;
+
+/// Who gets a CSI call's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// A control-plane machine (index into the controllers).
+    Controller(usize, OpId),
+    Kubelet(String, OpId),
+    /// NodeGetCapabilities after registration: then the node's kubelet starts.
+    NodeCapabilities(String),
+}
+
+/// Work for the engine.
+#[derive(Debug, Clone)]
+pub enum Job {
+    Csi {
+        /// "controller" or the node's name.
+        plugin: String,
+        endpoint: Result<String, Status>,
+        call: CsiCall,
+        reply: Reply,
+    },
+    Registration {
+        node: String,
+        effect: WatcherEffect,
+    },
+    /// A pod's volumes are all published: its "container" reads what the
+    /// previous pods wrote and writes its own file.
+    Container {
+        pod: String,
+        node: String,
+        targets: Vec<String>,
+    },
+}
+
+/// One CSI call as the lab saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiRecord {
+    pub plugin: String,
+    pub method: String,
+    pub volume: String,
+    pub code: String,
+}
+
+/// Why a user's command was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Manifest(#[from] ManifestError),
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The lab's cluster. See the module documentation.
+pub struct World {
+    pub store: Store,
+    layout: Layout,
+    driver: String,
+    nodes: Vec<String>,
+    controllers: Vec<(&'static str, Box<dyn Machine + Send>)>,
+    kubelets: BTreeMap<String, Kubelet>,
+    watchers: BTreeMap<String, PluginWatcher>,
+    deployments: BTreeMap<String, Deployment>,
+    /// Pods whose container was started.
+    started: BTreeSet<String>,
+    asking_caps: BTreeSet<String>,
+    /// When a failed NodeGetCapabilities may be asked again.
+    caps_retry: BTreeMap<String, Tick>,
+    pub events: Vec<Event>,
+    pub csi_log: Vec<CsiRecord>,
+    jobs: Vec<Job>,
+    lines: Vec<String>,
+    scheduled: u32,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("nodes", &self.nodes)
+            .field("objects", &self.store.objects().count())
+            .finish_non_exhaustive()
+    }
+}
+
+fn modes(multi_writer: bool) -> DriverModes {
+    DriverModes {
+        single_node_multi_writer: multi_writer,
+    }
+}
+
+impl World {
+    /// A cluster with `nodes`, whose controller driver advertised `multi_writer`.
+    pub fn new(layout: Layout, driver: &str, nodes: &[String], multi_writer: bool) -> World {
+        let m = modes(multi_writer);
+        let mut p = ProvisionerConfig::new(driver);
+        p.modes = m;
+        let mut a = AttachConfig::new(driver);
+        a.modes = m;
+        let mut r = ResizeConfig::new(driver);
+        r.modes = m;
+        let controllers: Vec<(&'static str, Box<dyn Machine + Send>)> = vec![
+            ("persistentvolume-controller", Box::new(Binder::new())),
+            ("external-provisioner", Box::new(Provisioner::new(p))),
+            ("attachdetach-controller", Box::new(Attach::new(a))),
+            ("external-resizer", Box::new(Resizer::new(r))),
+        ];
+        let mut w = World {
+            store: Store::new(),
+            layout,
+            driver: driver.into(),
+            nodes: nodes.to_vec(),
+            controllers,
+            kubelets: BTreeMap::new(),
+            watchers: nodes
+                .iter()
+                .map(|n| (n.clone(), PluginWatcher::new(n)))
+                .collect(),
+            deployments: BTreeMap::new(),
+            started: BTreeSet::new(),
+            asking_caps: BTreeSet::new(),
+            caps_retry: BTreeMap::new(),
+            events: Vec::new(),
+            csi_log: Vec::new(),
+            jobs: Vec::new(),
+            lines: Vec::new(),
+            scheduled: 0,
+        };
+        for n in nodes {
+            let mut node = Node::new(n);
+            node.status.conditions.push(NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+            });
+            w.write(0, ApiCall::Create(Object::Node(node)));
+        }
+        w
+    }
+
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+
+    /// Lines for the user since the last call.
+    pub fn take_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.lines)
+    }
+
+    /// Work for the engine since the last call.
+    pub fn take_jobs(&mut self) -> Vec<Job> {
+        std::mem::take(&mut self.jobs)
+    }
+
+    fn say(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    /// Applies a write to the store and delivers its watch events to every
+    /// machine at once.
+    fn write(&mut self, now: Tick, call: ApiCall) -> ApiResult {
+        let (result, watches) = self.store.apply(now, &call);
+        for w in watches {
+            self.broadcast(now, w);
+        }
+        result
+    }
+
+    fn broadcast(&mut self, now: Tick, w: Watch) {
+        for (_, m) in &mut self.controllers {
+            m.handle(now, Input::Watch(w.clone()));
+        }
+        for k in self.kubelets.values_mut() {
+            k.handle(now, Input::Watch(w.clone()));
+        }
+        for pw in self.watchers.values_mut() {
+            pw.handle(now, WatcherInput::Watch(w.clone()));
+        }
+    }
+
+    /// The earliest timer of any machine.
+    pub fn next_timeout(&self) -> Option<Tick> {
+        let c = self
+            .controllers
+            .iter()
+            .filter_map(|(_, m)| m.poll_timeout());
+        let k = self.kubelets.values().filter_map(|k| k.poll_timeout());
+        let w = self.watchers.values().filter_map(|w| w.poll_timeout());
+        let r = self.caps_retry.values().copied();
+        c.chain(k).chain(w).chain(r).min()
+    }
+
+    /// Fires due timers and carries out every machine's effects until none
+    /// is left; then starts the pods whose volumes are ready.
+    pub fn pump(&mut self, now: Tick) {
+        for (_, m) in &mut self.controllers {
+            if m.poll_timeout().is_some_and(|t| t <= now) {
+                m.handle_timeout(now);
+            }
+        }
+        for k in self.kubelets.values_mut() {
+            if k.poll_timeout().is_some_and(|t| t <= now) {
+                k.handle_timeout(now);
+            }
+        }
+        for w in self.watchers.values_mut() {
+            if w.poll_timeout().is_some_and(|t| t <= now) {
+                w.handle_timeout(now);
+            }
+        }
+        loop {
+            let mut progress = false;
+            for i in 0..self.controllers.len() {
+                while let Some(e) = self.controllers[i].1.poll() {
+                    progress = true;
+                    self.effect(now, Some(i), None, e);
+                }
+            }
+            let nodes: Vec<String> = self.kubelets.keys().cloned().collect();
+            for n in &nodes {
+                while let Some(e) = self.kubelets.get_mut(n).and_then(Kubelet::poll) {
+                    progress = true;
+                    self.effect(now, None, Some(n), e);
+                }
+            }
+            let nodes: Vec<String> = self.watchers.keys().cloned().collect();
+            for n in nodes {
+                while let Some(e) = self.watchers.get_mut(&n).and_then(PluginWatcher::poll) {
+                    progress = true;
+                    self.watcher_effect(now, &n, e);
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        self.start_kubelets(now);
+        self.start_pods(now);
+    }
+
+    fn effect(&mut self, now: Tick, controller: Option<usize>, node: Option<&String>, e: Effect) {
+        match e {
+            Effect::Event(ev) => {
+                self.say(format!("event   {ev}"));
+                self.events.push(ev);
+            }
+            Effect::Api { op, call } => {
+                let result = self.write(now, call);
+                let done = Input::ApiDone { op, result };
+                match (controller, node) {
+                    (Some(i), _) => self.controllers[i].1.handle(now, done),
+                    (None, Some(n)) => {
+                        if let Some(k) = self.kubelets.get_mut(n) {
+                            k.handle(now, done)
+                        }
+                    }
+                    (None, None) => {}
+                }
+            }
+            Effect::Csi {
+                op,
+                node: target,
+                call,
+            } => {
+                let reply = match (controller, node) {
+                    (Some(i), _) => Reply::Controller(i, op),
+                    (None, Some(n)) => Reply::Kubelet(n.clone(), op),
+                    (None, None) => return,
+                };
+                let (plugin, endpoint) = match &target {
+                    None => (
+                        "controller".to_string(),
+                        Ok(self.layout.controller_endpoint()),
+                    ),
+                    Some(n) => (n.clone(), self.node_endpoint(n)),
+                };
+                self.jobs.push(Job::Csi {
+                    plugin,
+                    endpoint,
+                    call,
+                    reply,
+                });
+            }
+        }
+    }
+
+    /// The CSI endpoint the node's kubelet registered for the driver.
+    fn node_endpoint(&self, node: &str) -> Result<String, Status> {
+        self.watchers
+            .get(node)
+            .and_then(|w| w.registered().get(&self.driver))
+            .map(|r| r.endpoint.clone())
+            .ok_or_else(|| {
+                Status::new(
+                    volplane_core::Code::Unavailable,
+                    format!(
+                        "driver name {} not found in the list of registered CSI drivers",
+                        self.driver
+                    ),
+                )
+            })
+    }
+
+    fn watcher_effect(&mut self, now: Tick, node: &str, e: WatcherEffect) {
+        match e {
+            WatcherEffect::Api { op, call } => {
+                let result = self.write(now, call);
+                if let Some(w) = self.watchers.get_mut(node) {
+                    w.handle(now, WatcherInput::ApiDone { op, result });
+                }
+            }
+            effect => self.jobs.push(Job::Registration {
+                node: node.into(),
+                effect,
+            }),
+        }
+    }
+
+    /// A registration socket appeared in, or left, a node's registry.
+    pub fn registry_changed(&mut self, now: Tick, node: &str, socket: &str, added: bool) {
+        self.say(format!(
+            "{node:<8} plugin watcher: {} {socket}",
+            if added { "found" } else { "lost" }
+        ));
+        if let Some(w) = self.watchers.get_mut(node) {
+            w.handle(
+                now,
+                if added {
+                    WatcherInput::SocketAdded(socket.into())
+                } else {
+                    WatcherInput::SocketRemoved(socket.into())
+                },
+            );
+        }
+    }
+
+    /// A registration RPC finished.
+    pub fn watcher_done(&mut self, now: Tick, node: &str, input: WatcherInput) {
+        if let Some(w) = self.watchers.get_mut(node) {
+            w.handle(now, input);
+        }
+    }
+
+    pub fn registered(&self, node: &str) -> bool {
+        self.watchers
+            .get(node)
+            .is_some_and(|w| w.registered().contains_key(&self.driver))
+    }
+
+    /// Every node has a kubelet (its driver registered and answered
+    /// NodeGetCapabilities).
+    pub fn ready(&self) -> bool {
+        self.nodes.iter().all(|n| self.kubelets.contains_key(n))
+    }
+
+    fn start_kubelets(&mut self, now: Tick) {
+        let waiting: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| {
+                !self.kubelets.contains_key(*n)
+                    && !self.asking_caps.contains(*n)
+                    && self.caps_retry.get(*n).is_none_or(|t| *t <= now)
+                    && self.registered(n)
+            })
+            .cloned()
+            .collect();
+        for n in waiting {
+            self.asking_caps.insert(n.clone());
+            let endpoint = self.node_endpoint(&n);
+            self.jobs.push(Job::Csi {
+                plugin: n.clone(),
+                endpoint,
+                call: CsiCall::NodeGetCapabilities,
+                reply: Reply::NodeCapabilities(n),
+            });
+        }
+    }
+
+    /// Records a CSI call's outcome for `lab status` and the tests.
+    pub fn record(&mut self, plugin: &str, call: &CsiCall, result: &CsiResult) {
+        self.csi_log.push(CsiRecord {
+            plugin: plugin.into(),
+            method: call.method().into(),
+            volume: call.volume().unwrap_or("").into(),
+            code: match &result {
+                Ok(_) => "OK".into(),
+                Err(s) => s.code.name().into(),
+            },
+        });
+    }
+
+    /// A CSI call finished (and was recorded).
+    pub fn csi_done(&mut self, now: Tick, reply: Reply, result: CsiResult) {
+        match reply {
+            Reply::Controller(i, op) => self.controllers[i]
+                .1
+                .handle(now, Input::CsiDone { op, result }),
+            Reply::Kubelet(n, op) => {
+                if let Some(k) = self.kubelets.get_mut(&n) {
+                    k.handle(now, Input::CsiDone { op, result });
+                }
+            }
+            Reply::NodeCapabilities(n) => {
+                self.asking_caps.remove(&n);
+                let caps = match result {
+                    Ok(Response::NodeCapabilities(c)) => c,
+                    _ => {
+                        self.say(format!(
+                            "{n:<8} kubelet: NodeGetCapabilities failed; asking again in 1 s"
+                        ));
+                        self.caps_retry.insert(n, now + 1_000);
+                        return;
+                    }
+                };
+                let mut c = KubeletConfig::new(&n, &self.driver, &self.layout.kubelet_dir(&n));
+                c.stage_unstage = caps.contains(&NodeCapability::StageUnstageVolume);
+                c.node_expand = caps.contains(&NodeCapability::ExpandVolume);
+                c.modes = modes(caps.contains(&NodeCapability::SingleNodeMultiWriter));
+                let mut k = Kubelet::new(c);
+                Machine::await_sync(&mut k);
+                for o in self.store.objects() {
+                    k.handle(now, Input::Watch(Watch::Applied(o.clone())));
+                }
+                k.handle(now, Input::Synced);
+                self.say(format!("{n:<8} kubelet: volume manager started"));
+                self.kubelets.insert(n, k);
+            }
+        }
+    }
+
+    /// Pods on a node whose volumes are all published become Running and
+    /// their container starts.
+    fn start_pods(&mut self, now: Tick) {
+        let pods: Vec<Pod> = self
+            .store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Pod(p) if p.metadata.deletion_timestamp.is_none() => Some(p.clone()),
+                _ => None,
+            })
+            .filter(|p| !self.started.contains(&p.metadata.uid))
+            .collect();
+        for mut pod in pods {
+            let Some(node) = pod.node().map(str::to_string) else {
+                continue;
+            };
+            let Some(k) = self.kubelets.get(&node) else {
+                continue;
+            };
+            let mut targets = Vec::new();
+            let mut ready = true;
+            for claim in pod.claims() {
+                let key =
+                    ObjectKey::new(Kind::PersistentVolumeClaim, &pod.metadata.namespace, claim);
+                let pv = match self.store.get(&key) {
+                    Some(Object::Pvc(c)) if !c.volume_name().is_empty() => c.volume_name(),
+                    _ => {
+                        ready = false;
+                        break;
+                    }
+                };
+                match k
+                    .actual()
+                    .mounts
+                    .get(&(pod.metadata.uid.clone(), pv.to_string()))
+                {
+                    Some(m) if m.state == Certainty::Done => targets.push(m.target.clone()),
+                    _ => {
+                        ready = false;
+                        break;
+                    }
+                }
+            }
+            if !ready {
+                continue;
+            }
+            let key = Object::Pod(pod.clone()).key();
+            self.started.insert(pod.metadata.uid.clone());
+            pod.status.phase = Some(PodPhase::Running);
+            self.write(now, ApiCall::UpdateStatus(Object::Pod(pod.clone())));
+            self.say(format!("{node:<8} pod {key} Running"));
+            self.jobs.push(Job::Container {
+                pod: pod.metadata.name.clone(),
+                node,
+                targets,
+            });
+        }
+    }
+
+    /// `lab apply`: creates each object, or updates it when it exists.
+    /// Deployments become pods.
+    pub fn apply(&mut self, now: Tick, text: &str) -> Result<Vec<String>, CommandError> {
+        let (objects, unknown) = parse_manifests(text)?;
+        let mut deployments = Vec::new();
+        for u in &unknown {
+            if u.kind != "Deployment" {
+                return Err(CommandError::Refused(format!(
+                    "kind {:?} is not supported by the lab (StorageClass, PersistentVolumeClaim, \
+                     PersistentVolume, Pod, Deployment)",
+                    u.kind
+                )));
+            }
+            deployments.push(Deployment::from_unknown(u).map_err(CommandError::Refused)?);
+        }
+        let mut done = Vec::new();
+        for mut o in objects {
+            let namespaced = matches!(o, Object::Pvc(_) | Object::Pod(_));
+            if namespaced && o.meta().namespace.is_empty() {
+                o.meta_mut().namespace = "default".into();
+            }
+            if let Object::Pod(p) = &mut o
+                && p.node().is_none()
+            {
+                let node = place(self.scheduled, &self.nodes)
+                    .unwrap_or_default()
+                    .to_string();
+                self.scheduled += 1;
+                p.spec.node_name = Some(node);
+            }
+            let key = o.key();
+            let call = match self.store.get(&key) {
+                Some(existing) => {
+                    o.meta_mut().resource_version = existing.meta().resource_version.clone();
+                    o.meta_mut().uid = existing.meta().uid.clone();
+                    ApiCall::Update(o)
+                }
+                None => ApiCall::Create(o),
+            };
+            let verb = if matches!(call, ApiCall::Create(_)) {
+                "created"
+            } else {
+                "configured"
+            };
+            match self.write(now, call) {
+                ApiResult::Ok(_) => done.push(format!("{key} {verb}")),
+                other => {
+                    return Err(CommandError::Refused(format!("{key}: {other:?}")));
+                }
+            }
+        }
+        for d in deployments {
+            let name = d.metadata.name.clone();
+            let replicas = d.replicas();
+            let verb = if self.deployments.contains_key(&name) {
+                "configured"
+            } else {
+                "created"
+            };
+            self.deployments.insert(name.clone(), d);
+            self.scale(now, &name, replicas)?;
+            done.push(format!("deployment/{name} {verb}"));
+        }
+        Ok(done)
+    }
+
+    /// `lab scale deployment/NAME --replicas N`: creates replicas
+    /// `0..N` that are missing and deletes those at `N` and above, highest
+    /// first.
+    pub fn scale(&mut self, now: Tick, name: &str, replicas: u32) -> Result<String, CommandError> {
+        let Some(d) = self.deployments.get_mut(name) else {
+            return Err(CommandError::Refused(format!(
+                "deployments.apps \"{name}\" not found"
+            )));
+        };
+        d.spec.replicas = Some(replicas);
+        let d = d.clone();
+        let existing: BTreeMap<u32, ObjectKey> = self
+            .store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Pod(p)
+                    if p.metadata.labels.get(DEPLOYMENT_LABEL) == Some(&d.metadata.name) =>
+                {
+                    let index = p.metadata.name.rsplit('-').next()?.parse().ok()?;
+                    Some((index, o.key()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (index, key) in existing.iter().rev() {
+            if *index >= replicas {
+                self.write(now, ApiCall::Delete(key.clone()));
+            }
+        }
+        for index in 0..replicas {
+            if !existing.contains_key(&index) {
+                let Some(node) = place(index, &self.nodes).map(str::to_string) else {
+                    return Err(CommandError::Refused("the lab has no nodes".into()));
+                };
+                self.write(now, ApiCall::Create(Object::Pod(d.pod(index, &node))));
+            }
+        }
+        Ok(format!("deployment.apps/{name} scaled to {replicas}"))
+    }
+
+    /// `lab resize pvc/NAME SIZE`.
+    pub fn resize(&mut self, now: Tick, claim: &str, size: &str) -> Result<String, CommandError> {
+        let q = Quantity::parse(size)
+            .map_err(|e| CommandError::Refused(format!("size {size:?}: {e}")))?;
+        let key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", claim);
+        let Some(Object::Pvc(mut c)) = self.store.get(&key).cloned() else {
+            return Err(CommandError::Refused(format!(
+                "persistentvolumeclaims \"{claim}\" not found"
+            )));
+        };
+        c.spec.resources.requests.insert("storage".into(), q);
+        match self.write(now, ApiCall::Update(Object::Pvc(c))) {
+            ApiResult::Ok(_) => Ok(format!("persistentvolumeclaim/{claim} resized to {size}")),
+            other => Err(CommandError::Refused(format!("{key}: {other:?}"))),
+        }
+    }
+
+    /// `lab delete KIND/NAME`.
+    pub fn delete(&mut self, now: Tick, what: &str) -> Result<String, CommandError> {
+        let (kind, name) = what.split_once('/').ok_or_else(|| {
+            CommandError::Refused(format!("{what:?}: expected KIND/NAME, as pvc/data"))
+        })?;
+        let (kind, ns) = match kind.to_ascii_lowercase().as_str() {
+            "pvc" | "persistentvolumeclaim" | "persistentvolumeclaims" => {
+                (Kind::PersistentVolumeClaim, "default")
+            }
+            "pv" | "persistentvolume" | "persistentvolumes" => (Kind::PersistentVolume, ""),
+            "pod" | "pods" => (Kind::Pod, "default"),
+            "sc" | "storageclass" | "storageclasses" => (Kind::StorageClass, ""),
+            "deployment" | "deployments" | "deploy" => {
+                self.scale(now, name, 0)?;
+                self.deployments.remove(name);
+                return Ok(format!("deployment.apps \"{name}\" deleted"));
+            }
+            other => {
+                return Err(CommandError::Refused(format!(
+                    "the lab cannot delete kind {other:?} (pvc, pv, pod, sc, deployment)"
+                )));
+            }
+        };
+        let key = ObjectKey::new(kind, ns, name);
+        match self.write(now, ApiCall::Delete(key.clone())) {
+            ApiResult::Ok(_) => Ok(format!("{key} deleted")),
+            ApiResult::NotFound => Err(CommandError::Refused(format!("{key} not found"))),
+            other => Err(CommandError::Refused(format!("{key}: {other:?}"))),
+        }
+    }
+
+    /// `lab status`: the objects and their phases, as `kubectl get` prints them.
+    pub fn status(&self) -> String {
+        status::render(&self.store)
+    }
+
+    /// The CSI methods called on `plugin`, in order, without the discovery calls.
+    pub fn calls_on(&self, plugin: &str) -> Vec<String> {
+        self.csi_log
+            .iter()
+            .filter(|r| r.plugin == plugin && r.code == "OK")
+            .map(|r| r.method.clone())
+            .collect()
+    }
+}
+
+/// Queries the demo and the tests read the world with.
+impl World {
+    pub fn claim(&self, name: &str) -> Option<&PersistentVolumeClaim> {
+        match self.store.get(&ObjectKey::new(
+            Kind::PersistentVolumeClaim,
+            "default",
+            name,
+        )) {
+            Some(Object::Pvc(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn pv(&self, name: &str) -> Option<&PersistentVolume> {
+        match self
+            .store
+            .get(&ObjectKey::new(Kind::PersistentVolume, "", name))
+        {
+            Some(Object::Pv(pv)) => Some(pv),
+            _ => None,
+        }
+    }
+
+    pub fn pod(&self, name: &str) -> Option<&Pod> {
+        match self.store.get(&ObjectKey::new(Kind::Pod, "default", name)) {
+            Some(Object::Pod(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    pub fn running(&self, pod: &str) -> bool {
+        self.pod(pod)
+            .is_some_and(|p| p.status.phase == Some(PodPhase::Running))
+    }
+
+    /// Nodes the PV is attached to (VolumeAttachments that say attached).
+    pub fn attached_to(&self, pv: &str) -> Vec<String> {
+        self.store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Va(va) if va.pv_name() == pv => Some(va.spec.node_name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The pod's published volume targets on its node.
+    pub fn targets(&self, pod: &str) -> Vec<String> {
+        let Some(p) = self.pod(pod) else {
+            return Vec::new();
+        };
+        let Some(k) = p.node().and_then(|n| self.kubelets.get(n)) else {
+            return Vec::new();
+        };
+        k.actual()
+            .mounts
+            .values()
+            .filter(|m| m.pod == p.metadata.uid)
+            .map(|m| m.target.clone())
+            .collect()
+    }
+
+    /// Volumes staged on a node's kubelet.
+    pub fn staged_on(&self, node: &str) -> usize {
+        self.kubelets
+            .get(node)
+            .map_or(0, |k| k.actual().devices.len())
+    }
+
+    pub fn has_event(&self, reason: &str, containing: &str) -> bool {
+        self.events
+            .iter()
+            .any(|e| e.reason == reason && e.message.contains(containing))
+    }
+}
