@@ -13,7 +13,7 @@ use volplane_host::Host;
 use super::processes::signal;
 use super::{LabError, Layout};
 
-/// The running lab daemon's pid file.
+/// The pid file of the process running the lab.
 pub fn daemon_pid_file(layout: &Layout) -> std::path::PathBuf {
     layout.root.join("lab.pid")
 }
@@ -53,7 +53,7 @@ fn daemon_pid(layout: &Layout) -> Option<u32> {
 /// dead one left; creates the root. Returns what it did.
 pub fn prepare(layout: &Layout) -> Result<Vec<String>, LabError> {
     let root = &layout.root;
-    if let Some(pid) = daemon_pid(layout).filter(|p| alive(*p) && *p != std::process::id()) {
+    if let Some(pid) = daemon_pid(layout).filter(|p| alive(*p)) {
         return Err(LabError::Setup(format!(
             "a lab is already running at {} (pid {pid}); use it, or stop it with `volplane lab \
              down --root {}`",

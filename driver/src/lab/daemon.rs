@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 
-use super::cleanup::daemon_pid_file;
 use super::{Lab, LabConfig, LabError, Layout};
 
 /// A client's command.
@@ -30,7 +29,6 @@ const END: char = '\0';
 pub async fn serve(config: LabConfig) -> Result<(), LabError> {
     let lab = Lab::start(config).await?;
     let layout = lab.layout.clone();
-    let _ = std::fs::write(daemon_pid_file(&layout), std::process::id().to_string());
     let socket = layout.control_socket();
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)
@@ -85,7 +83,8 @@ async fn client(lab: std::sync::Arc<Lab>, stream: tokio::net::UnixStream) {
                 Request::Resize { claim, size } => w.resize(t, &claim, &size),
                 Request::Status => unreachable!("answered above"),
             });
-            if r.is_ok() {
+            if let Ok(text) = &r {
+                let _ = write.write_all(format!("{text}\n").as_bytes()).await;
                 let settle = lab.settle(Duration::from_secs(2), Duration::from_secs(120));
                 tokio::pin!(settle);
                 loop {
@@ -99,13 +98,14 @@ async fn client(lab: std::sync::Arc<Lab>, stream: tokio::net::UnixStream) {
                     }
                 }
             }
-            r.map_err(|e| e.to_string())
+            r.map(|_| String::new()).map_err(|e| e.to_string())
         }
     };
     while let Ok(l) = lines.try_recv() {
         let _ = write.write_all(format!("{l}\n").as_bytes()).await;
     }
     let end = match result {
+        Ok(text) if text.is_empty() => format!("{END}OK\n"),
         Ok(text) => format!("{text}\n{END}OK\n"),
         Err(e) => format!("{END}ERR {e}\n"),
     };

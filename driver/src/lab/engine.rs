@@ -185,6 +185,10 @@ impl Lab {
     pub async fn start(config: LabConfig) -> Result<Lab, LabError> {
         let layout = Layout::new(&config.root, &config.driver);
         let mut early = cleanup::prepare(&layout)?;
+        let _ = std::fs::write(
+            cleanup::daemon_pid_file(&layout),
+            std::process::id().to_string(),
+        );
         let nodes = node_names(config.nodes.max(1));
         let log = File::create(layout.log_file()).ok();
         let mut procs = Processes::new(layout.clone(), config.exe.clone());
