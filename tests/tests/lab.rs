@@ -314,3 +314,32 @@ async fn lab_up_refuses_a_running_lab_and_recovers_a_killed_one() {
     bound.unwrap();
     assert_clean(&root);
 }
+
+#[test]
+fn without_root_the_demo_says_so_and_touches_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("lab");
+    let mut cmd = if common::is_root() {
+        // Drop to nobody to see what a user without root sees.
+        if Command::new("setpriv").arg("--help").output().is_err() {
+            eprintln!("skipped: running as root and setpriv is not installed");
+            return;
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", EXE]);
+        c
+    } else {
+        Command::new(EXE)
+    };
+    let out = cmd
+        .args(["lab", "--root"])
+        .arg(&root)
+        .arg("demo")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("must run as root"), "{err}");
+    assert!(err.contains("nothing was touched"), "{err}");
+    assert!(!root.exists());
+}
