@@ -505,7 +505,10 @@ impl World {
             self.started.insert(pod.metadata.uid.clone());
             pod.status.phase = Some(PodPhase::Running);
             self.write(now, ApiCall::UpdateStatus(Object::Pod(pod.clone())));
-            self.say(format!("{node:<8} pod {key} Running"));
+            self.say(format!(
+                "{node:<8} pod {}/{} Running",
+                key.namespace, key.name
+            ));
             self.jobs.push(Job::Container {
                 pod: pod.metadata.name.clone(),
                 node,
