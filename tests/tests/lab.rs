@@ -41,8 +41,13 @@ fn assert_clean(root: &Path) {
     let loops = Command::new("losetup").arg("-a").output().unwrap();
     let loops = String::from_utf8_lossy(&loops.stdout);
     assert!(!loops.contains(&r), "loop devices left: {loops}");
-    let procs = Command::new("pgrep").args(["-f", &r]).output().unwrap();
-    assert!(procs.stdout.is_empty(), "processes left: {:?}", procs);
+    let procs: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&r))
+        .collect();
+    assert!(procs.is_empty(), "processes left: {procs:?}");
     assert!(!root.exists(), "{r} was not removed");
 }
 
@@ -290,8 +295,8 @@ async fn lab_up_refuses_a_running_lab_and_recovers_a_killed_one() {
         .trim()
         .parse()
         .unwrap();
-    Command::new("kill")
-        .args(["-9", &pid.to_string()])
+    Command::new("sh")
+        .args(["-c", &format!("kill -9 {pid}")])
         .status()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
