@@ -39,6 +39,7 @@ pub mod binder;
 pub mod control;
 pub mod driver;
 pub mod kubelet;
+pub mod lab;
 pub mod model;
 pub mod mountinfo;
 pub mod path;

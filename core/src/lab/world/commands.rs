@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use volplane_core::Tick;
-use volplane_core::control::{ApiCall, ApiResult};
-use volplane_core::model::deployment::{DEPLOYMENT_LABEL, place};
-use volplane_core::model::*;
+use crate::Tick;
+use crate::control::{ApiCall, ApiResult};
+use crate::model::deployment::{DEPLOYMENT_LABEL, place};
+use crate::model::*;
 
 use super::{CommandError, World};
 

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use volplane_core::model::*;
-use volplane_core::store::Store;
+use crate::model::*;
+use crate::store::Store;
 
 /// Columns padded to their widest cell, two spaces apart.
 fn table(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {

@@ -7,26 +7,28 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use volplane_core::Tick;
-use volplane_core::attach::{Attach, AttachConfig};
-use volplane_core::binder::Binder;
-use volplane_core::control::csi_map::DriverModes;
-use volplane_core::control::{
+use crate::Tick;
+use crate::attach::{Attach, AttachConfig};
+use crate::binder::Binder;
+use crate::control::csi_map::DriverModes;
+use crate::control::{
     ApiCall, ApiResult, CsiCall, CsiResult, Effect, Event, Input, Machine, Watch,
 };
-use volplane_core::driver::{NodeCapability, Response};
-use volplane_core::kubelet::{Certainty, Kubelet, KubeletConfig};
-use volplane_core::model::*;
-use volplane_core::provision::{Provisioner, ProvisionerConfig};
-use volplane_core::registration::watcher::{PluginWatcher, WatcherEffect, WatcherInput};
-use volplane_core::resize::{ResizeConfig, Resizer};
-use volplane_core::store::Store;
-use volplane_core::{OpId, Status};
+use crate::driver::{NodeCapability, Response};
+use crate::kubelet::{Certainty, Kubelet, KubeletConfig};
+use crate::model::*;
+use crate::provision::{Provisioner, ProvisionerConfig};
+use crate::registration::watcher::{PluginWatcher, WatcherEffect, WatcherInput};
+use crate::resize::{ResizeConfig, Resizer};
+use crate::store::Store;
+use crate::{OpId, Status};
 
 use super::Layout;
 use super::status;
 
 mod commands;
+#[cfg(test)]
+mod tests;
 
 /// Who gets a CSI call's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -318,7 +320,7 @@ impl World {
             .map(|r| r.endpoint.clone())
             .ok_or_else(|| {
                 Status::new(
-                    volplane_core::Code::Unavailable,
+                    crate::Code::Unavailable,
                     format!(
                         "driver name {} not found in the list of registered CSI drivers",
                         self.driver
