@@ -395,6 +395,7 @@ impl World {
             .collect();
         for n in waiting {
             self.asking_caps.insert(n.clone());
+            self.caps_retry.remove(&n);
             let endpoint = self.node_endpoint(&n);
             self.jobs.push(Job::Csi {
                 plugin: n.clone(),
@@ -520,11 +521,21 @@ impl World {
     }
 
     /// `lab status`: the objects and their phases, as `kubectl get` prints them.
+    /// Ends with the last ten events, as `kubectl get events` shows them.
     pub fn status(&self) -> String {
-        status::render(&self.store)
+        let mut out = status::render(&self.store);
+        out.push_str("\n\nEVENTS (last 10)\n");
+        if self.events.is_empty() {
+            out.push_str("  (none)");
+        }
+        let from = self.events.len().saturating_sub(10);
+        for e in &self.events[from..] {
+            out.push_str(&format!("  {e}\n"));
+        }
+        out.trim_end().to_string()
     }
 
-    /// The CSI methods called on `plugin`, in order, without the discovery calls.
+    /// The CSI methods `plugin` answered OK, in order.
     pub fn calls_on(&self, plugin: &str) -> Vec<String> {
         self.csi_log
             .iter()

@@ -186,6 +186,12 @@ fn a_deployment_on_a_rwx_claim_stages_once_per_node_and_publishes_per_pod() {
     assert_eq!(c.world.calls_on("node-a")[5..], ["NodeUnpublishVolume"]);
     let pv = c.world.claim("shared").unwrap().volume_name().to_string();
     assert_eq!(c.world.attached_to(&pv), ["node-a"]);
+    let status = c.world.status();
+    assert!(
+        status.contains("web-0  Running  node-a  shared"),
+        "{status}"
+    );
+    assert!(status.contains("ProvisioningSucceeded"), "{status}");
 }
 
 #[test]
