@@ -299,20 +299,15 @@ impl Binder {
     }
 
     fn volume(&self, name: &str) -> Option<PersistentVolume> {
-        match self.cache.get(&pv_key(name)) {
-            Some(Object::Pv(v)) => Some(v.clone()),
-            _ => None,
-        }
+        self.cache
+            .get(&pv_key(name))
+            .and_then(Object::as_pv)
+            .cloned()
     }
 
     fn class(&self, name: &str) -> Option<StorageClass> {
-        match self
-            .cache
-            .get(&ObjectKey::new(Kind::StorageClass, "", name))
-        {
-            Some(Object::Class(c)) => Some(c.clone()),
-            _ => None,
-        }
+        let key = ObjectKey::new(Kind::StorageClass, "", name);
+        self.cache.get(&key).and_then(Object::as_class).cloned()
     }
 
     /// A3.9: delayed binding when the claim's class exists and says WaitForFirstConsumer.

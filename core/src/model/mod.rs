@@ -101,6 +101,34 @@ impl Object {
         }
     }
 
+    pub fn as_pv(&self) -> Option<&PersistentVolume> {
+        match self {
+            Object::Pv(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    pub fn as_pvc(&self) -> Option<&PersistentVolumeClaim> {
+        match self {
+            Object::Pvc(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    pub fn as_class(&self) -> Option<&StorageClass> {
+        match self {
+            Object::Class(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    pub fn as_pod(&self) -> Option<&Pod> {
+        match self {
+            Object::Pod(o) => Some(o),
+            _ => None,
+        }
+    }
+
     /// `Kind/namespace/name`: unique across kinds.
     pub fn key(&self) -> ObjectKey {
         ObjectKey {

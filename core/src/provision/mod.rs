@@ -241,23 +241,13 @@ impl Provisioner {
     }
 
     fn volume(&self, name: &str) -> Option<PersistentVolume> {
-        match self
-            .cache
-            .get(&ObjectKey::new(Kind::PersistentVolume, "", name))
-        {
-            Some(Object::Pv(v)) => Some(v.clone()),
-            _ => None,
-        }
+        let key = ObjectKey::new(Kind::PersistentVolume, "", name);
+        self.cache.get(&key).and_then(Object::as_pv).cloned()
     }
 
     fn class(&self, name: &str) -> Option<StorageClass> {
-        match self
-            .cache
-            .get(&ObjectKey::new(Kind::StorageClass, "", name))
-        {
-            Some(Object::Class(c)) => Some(c.clone()),
-            _ => None,
-        }
+        let key = ObjectKey::new(Kind::StorageClass, "", name);
+        self.cache.get(&key).and_then(Object::as_class).cloned()
     }
 
     /// B1.2: the claim's storage-provisioner annotation, GA key first.

@@ -56,10 +56,9 @@ fn creates(r: &Rig<Provisioner>) -> Vec<&driver::CreateVolume> {
 }
 
 fn pv(r: &Rig<Provisioner>, name: &str) -> Option<PersistentVolume> {
-    match r.get(Kind::PersistentVolume, "", name) {
-        Some(Object::Pv(v)) => Some(v.clone()),
-        _ => None,
-    }
+    r.get(Kind::PersistentVolume, "", name)
+        .and_then(Object::as_pv)
+        .cloned()
 }
 
 #[test]

@@ -14,7 +14,7 @@ use super::processes::signal;
 use super::{LabError, Layout};
 
 /// The pid file of the process running the lab.
-pub fn daemon_pid_file(layout: &Layout) -> std::path::PathBuf {
+pub fn lab_pid_file(layout: &Layout) -> std::path::PathBuf {
     layout.root.join("lab.pid")
 }
 
@@ -42,7 +42,7 @@ fn pids(layout: &Layout) -> Vec<(u32, String)> {
 }
 
 fn daemon_pid(layout: &Layout) -> Option<u32> {
-    std::fs::read_to_string(daemon_pid_file(layout))
+    std::fs::read_to_string(lab_pid_file(layout))
         .ok()?
         .trim()
         .parse()

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 
-use super::daemon::{self, Request};
+use super::daemon;
+use super::world::Command as Request;
 use super::{Lab, LabConfig, LabError, Layout, cleanup, demo, require_root};
 use crate::serve::{DRIVER_NAME, RuntimeKind};
 

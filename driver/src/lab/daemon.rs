@@ -6,22 +6,11 @@ use std::io::{BufRead, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 
+use super::world::Command;
 use super::{Lab, LabConfig, LabError, Layout};
-
-/// A client's command.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "cmd", rename_all = "snake_case")]
-pub enum Request {
-    Apply { text: String },
-    Delete { what: String },
-    Scale { name: String, replicas: u32 },
-    Resize { claim: String, size: String },
-    Status,
-}
 
 const END: char = '\0';
 
@@ -71,49 +60,54 @@ async fn client(lab: std::sync::Arc<Lab>, stream: tokio::net::UnixStream) {
     {
         return;
     }
+    let command = match serde_json::from_str::<Command>(&line) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = write
+                .write_all(format!("{END}ERR bad request {:?}: {e}\n", line.trim()).as_bytes())
+                .await;
+            return;
+        }
+    };
+    let writes = command.writes();
     let mut lines = lab.subscribe();
-    let result = match serde_json::from_str::<Request>(&line) {
-        Err(e) => Err(format!("bad request: {e}")),
-        Ok(Request::Status) => Ok(lab.with(|w, _| w.status())),
-        Ok(req) => {
-            let r = lab.with(|w, t| match req {
-                Request::Apply { text } => w.apply(t, &text).map(|v| v.join("\n")),
-                Request::Delete { what } => w.delete(t, &what),
-                Request::Scale { name, replicas } => w.scale(t, &name, replicas),
-                Request::Resize { claim, size } => w.resize(t, &claim, &size),
-                Request::Status => unreachable!("answered above"),
-            });
-            if let Ok(text) = &r {
-                let _ = write.write_all(format!("{text}\n").as_bytes()).await;
-                let settle = lab.settle(Duration::from_secs(2), Duration::from_secs(120));
-                tokio::pin!(settle);
-                loop {
-                    tokio::select! {
-                        _ = &mut settle => break,
-                        Ok(l) = lines.recv() => {
-                            if write.write_all(format!("{l}\n").as_bytes()).await.is_err() {
-                                return;
-                            }
-                        }
+    let text = match lab.with(|w, t| w.command(t, command)) {
+        Ok(text) => text,
+        Err(e) => {
+            let _ = write.write_all(format!("{END}ERR {e}\n").as_bytes()).await;
+            return;
+        }
+    };
+    if write
+        .write_all(format!("{text}\n").as_bytes())
+        .await
+        .is_err()
+    {
+        return;
+    }
+    if writes {
+        // Show what the command set off until the cluster is quiet.
+        let settle = lab.settle(Duration::from_secs(2), Duration::from_secs(120));
+        tokio::pin!(settle);
+        loop {
+            tokio::select! {
+                _ = &mut settle => break,
+                Ok(l) = lines.recv() => {
+                    if write.write_all(format!("{l}\n").as_bytes()).await.is_err() {
+                        return;
                     }
                 }
             }
-            r.map(|_| String::new()).map_err(|e| e.to_string())
         }
-    };
-    while let Ok(l) = lines.try_recv() {
-        let _ = write.write_all(format!("{l}\n").as_bytes()).await;
+        while let Ok(l) = lines.try_recv() {
+            let _ = write.write_all(format!("{l}\n").as_bytes()).await;
+        }
     }
-    let end = match result {
-        Ok(text) if text.is_empty() => format!("{END}OK\n"),
-        Ok(text) => format!("{text}\n{END}OK\n"),
-        Err(e) => format!("{END}ERR {e}\n"),
-    };
-    let _ = write.write_all(end.as_bytes()).await;
+    let _ = write.write_all(format!("{END}OK\n").as_bytes()).await;
 }
 
 /// Sends `request` to the lab at `layout.root`, printing what it says.
-pub fn send(layout: &Layout, request: &Request) -> Result<(), LabError> {
+pub fn send(layout: &Layout, request: &Command) -> Result<(), LabError> {
     let socket = layout.control_socket();
     let mut stream = UnixStream::connect(&socket).map_err(|e| {
         LabError::Setup(format!(
@@ -127,6 +121,7 @@ pub fn send(layout: &Layout, request: &Request) -> Result<(), LabError> {
     stream
         .write_all(format!("{json}\n").as_bytes())
         .map_err(|e| LabError::Setup(format!("{}: {e}", socket.display())))?;
+    let mut out = std::io::stdout().lock();
     for line in std::io::BufReader::new(stream).lines() {
         let line = line.map_err(|e| LabError::Setup(format!("{}: {e}", socket.display())))?;
         if let Some(end) = line.strip_prefix(END) {
@@ -135,7 +130,10 @@ pub fn send(layout: &Layout, request: &Request) -> Result<(), LabError> {
                 None => Ok(()),
             };
         }
-        println!("{line}");
+        if writeln!(out, "{line}").is_err() {
+            // The reader went away (as `| head` does); the command still ran.
+            return Ok(());
+        }
     }
     Err(LabError::Setup(
         "the lab closed the connection before answering".into(),

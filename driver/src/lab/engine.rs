@@ -31,7 +31,10 @@ pub enum LabError {
     Setup(String),
     #[error("{0}")]
     Command(#[from] super::world::CommandError),
-    #[error("timed out after {secs} s waiting for {what}")]
+    #[error(
+        "timed out after {secs} s waiting for {what}; the events and CSI calls above (and \
+         lab.log, and each driver's driver.log under the lab root) say what it is stuck on"
+    )]
     Timeout { what: String, secs: u64 },
 }
 
@@ -184,22 +187,43 @@ impl Lab {
     /// node's driver is registered and its kubelet started.
     pub async fn start(config: LabConfig) -> Result<Lab, LabError> {
         let layout = Layout::new(&config.root, &config.driver);
-        let mut early = cleanup::prepare(&layout)?;
+        let early = cleanup::prepare(&layout)?;
         let _ = std::fs::write(
-            cleanup::daemon_pid_file(&layout),
+            cleanup::lab_pid_file(&layout),
             std::process::id().to_string(),
         );
+        let procs = Arc::new(Mutex::new(Processes::new(
+            layout.clone(),
+            config.exe.clone(),
+        )));
+        match Lab::boot(config, layout.clone(), procs.clone(), early).await {
+            Ok(lab) => Ok(lab),
+            Err(e) => {
+                // Stop what did start; the root keeps the logs until the next
+                // `lab up` or `lab down` cleans it.
+                let _ = tokio::task::spawn_blocking(move || {
+                    procs.lock().expect("processes").stop_all()
+                })
+                .await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn boot(
+        config: LabConfig,
+        layout: Layout,
+        procs: Arc<Mutex<Processes>>,
+        mut early: Vec<String>,
+    ) -> Result<Lab, LabError> {
         let nodes = node_names(config.nodes.max(1));
         let log = File::create(layout.log_file()).ok();
-        let mut procs = Processes::new(layout.clone(), config.exe.clone());
-        procs.start_controller(&config.runtime, &nodes)?;
+        procs
+            .lock()
+            .expect("processes")
+            .start_controller(&config.runtime, &nodes)?;
         let endpoint = layout.controller_endpoint();
-        wait_for_socket(
-            &layout.controller_dir().join("csi.sock"),
-            &mut procs,
-            CONTROLLER,
-        )
-        .await?;
+        wait_for_controller(&layout, &procs).await?;
         let ch = volplane_tokio::connect(&endpoint).await.map_err(|e| {
             LabError::Setup(format!(
                 "cannot dial the controller driver at {endpoint}: {e}"
@@ -243,7 +267,6 @@ impl Lab {
             shared.say(line);
         }
         let (stop, _) = watch::channel(false);
-        let procs = Arc::new(Mutex::new(procs));
         let mut tasks = vec![
             tokio::spawn(engine(shared.clone(), stop.subscribe())),
             tokio::spawn(supervise(shared.clone(), procs.clone(), stop.subscribe())),
@@ -347,10 +370,6 @@ impl Lab {
         self.procs.lock().expect("processes").kill(role);
     }
 
-    pub fn driver_pid(&self, role: &str) -> Option<u32> {
-        self.procs.lock().expect("processes").pid(role)
-    }
-
     pub fn driver_restarts(&self, role: &str) -> u32 {
         self.procs.lock().expect("processes").restarts(role)
     }
@@ -373,22 +392,29 @@ impl Lab {
     }
 }
 
-async fn wait_for_socket(
-    socket: &std::path::Path,
-    procs: &mut Processes,
-    role: &str,
-) -> Result<(), LabError> {
+/// Waits for the controller driver's socket, or says why it did not come.
+async fn wait_for_controller(layout: &Layout, procs: &Mutex<Processes>) -> Result<(), LabError> {
+    let role = CONTROLLER;
+    let socket = layout.controller_dir().join("csi.sock");
+    let log = layout.controller_dir().join("driver.log");
     let end = Instant::now() + Duration::from_secs(20);
     while !socket.exists() {
         if Instant::now() > end {
             return Err(LabError::Setup(format!(
-                "the {role} driver did not create {} within 20 s (see its driver.log)",
-                socket.display()
+                "the {role} driver did not create {} within 20 s; its log is {}",
+                socket.display(),
+                log.display()
             )));
         }
-        if !procs.supervise().is_empty() && procs.restarts(role) > 3 {
+        let restarts = {
+            let mut p = procs.lock().expect("processes");
+            p.supervise();
+            p.restarts(role)
+        };
+        if restarts > 3 {
             return Err(LabError::Setup(format!(
-                "the {role} driver keeps exiting (see its driver.log)"
+                "the {role} driver exited {restarts} times while starting; its log is {}",
+                log.display()
             )));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -190,10 +190,6 @@ impl Processes {
         said
     }
 
-    pub fn pid(&self, role: &str) -> Option<u32> {
-        self.drivers.get(role)?.child.as_ref().map(Child::id)
-    }
-
     pub fn restarts(&self, role: &str) -> u32 {
         self.drivers.get(role).map_or(0, |d| d.restarts)
     }

@@ -8,9 +8,40 @@ use crate::control::{ApiCall, ApiResult};
 use crate::model::deployment::{DEPLOYMENT_LABEL, place};
 use crate::model::*;
 
+use serde::{Deserialize, Serialize};
+
 use super::{CommandError, World};
 
+/// A user's command, as `volplane lab` sends it to a running lab.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Command {
+    Apply { text: String },
+    Delete { what: String },
+    Scale { name: String, replicas: u32 },
+    Resize { claim: String, size: String },
+    Status,
+}
+
+impl Command {
+    /// Whether the command changes the cluster (and so is worth waiting for).
+    pub fn writes(&self) -> bool {
+        !matches!(self, Command::Status)
+    }
+}
+
 impl World {
+    /// Carries out `command`; returns what to tell the user.
+    pub fn command(&mut self, now: Tick, command: Command) -> Result<String, CommandError> {
+        match command {
+            Command::Apply { text } => self.apply(now, &text).map(|done| done.join("\n")),
+            Command::Delete { what } => self.delete(now, &what),
+            Command::Scale { name, replicas } => self.scale(now, &name, replicas),
+            Command::Resize { claim, size } => self.resize(now, &claim, &size),
+            Command::Status => Ok(self.status()),
+        }
+    }
+
     /// `lab apply`: creates each object, or updates it when it exists.
     /// Deployments become pods.
     pub fn apply(&mut self, now: Tick, text: &str) -> Result<Vec<String>, CommandError> {
@@ -169,31 +200,18 @@ impl World {
 /// Queries the demo and the tests read the world with.
 impl World {
     pub fn claim(&self, name: &str) -> Option<&PersistentVolumeClaim> {
-        match self.store.get(&ObjectKey::new(
-            Kind::PersistentVolumeClaim,
-            "default",
-            name,
-        )) {
-            Some(Object::Pvc(c)) => Some(c),
-            _ => None,
-        }
+        let key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", name);
+        self.store.get(&key).and_then(Object::as_pvc)
     }
 
     pub fn pv(&self, name: &str) -> Option<&PersistentVolume> {
-        match self
-            .store
-            .get(&ObjectKey::new(Kind::PersistentVolume, "", name))
-        {
-            Some(Object::Pv(pv)) => Some(pv),
-            _ => None,
-        }
+        let key = ObjectKey::new(Kind::PersistentVolume, "", name);
+        self.store.get(&key).and_then(Object::as_pv)
     }
 
     pub fn pod(&self, name: &str) -> Option<&Pod> {
-        match self.store.get(&ObjectKey::new(Kind::Pod, "default", name)) {
-            Some(Object::Pod(p)) => Some(p),
-            _ => None,
-        }
+        let key = ObjectKey::new(Kind::Pod, "default", name);
+        self.store.get(&key).and_then(Object::as_pod)
     }
 
     pub fn running(&self, pod: &str) -> bool {
@@ -201,7 +219,8 @@ impl World {
             .is_some_and(|p| p.status.phase == Some(PodPhase::Running))
     }
 
-    /// Nodes the PV is attached to (VolumeAttachments that say attached).
+    /// Nodes with a VolumeAttachment for the PV (attached, or being
+    /// attached or detached).
     pub fn attached_to(&self, pv: &str) -> Vec<String> {
         self.store
             .objects()

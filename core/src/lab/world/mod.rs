@@ -27,6 +27,7 @@ use super::Layout;
 use super::status;
 
 mod commands;
+pub use commands::Command;
 #[cfg(test)]
 mod tests;
 
@@ -164,10 +165,6 @@ impl World {
             w.write(0, ApiCall::Create(Object::Node(node)));
         }
         w
-    }
-
-    pub fn nodes(&self) -> &[String] {
-        &self.nodes
     }
 
     /// Lines for the user since the last call.
