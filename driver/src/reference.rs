@@ -11,15 +11,17 @@
 //! Volume ids are `vol-` and 20 hex digits of SHA-256 of the CreateVolume
 //! name, so the same name always maps to the same storage.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use volplane_core::driver::{
-    AccessType, Attributes, Capability, CapacityRange, CreatePlan, Secrets, StagePlan, Topology,
-    Volume,
+    Attributes, Capability, CapacityRange, CreatePlan, Secrets, Topology, Volume,
 };
 use volplane_core::{Code, Status};
-use volplane_proto::service::{Backend, CapacityInfo, NodeHost, host_status};
+use volplane_host::loopdev;
+use volplane_proto::service::{
+    Backend, CapacityInfo, DEVICE_KEY, NodeHost, NodeSource, host_status,
+};
 
 /// The topology key the reference driver reports.
 pub const ZONE_KEY: &str = "topology.volplane.io/zone";
@@ -151,37 +153,11 @@ impl Backend for Reference {
             Kind::Block => (self.image(&id), "block"),
             Kind::Dir => (self.dir(&id), "dir"),
         };
-        let target = path.clone();
         let capacity = host
             .run(move |h| -> volplane_host::Result<u64> {
-                let path = h.confine(&target)?;
                 match kind {
-                    Kind::Dir => {
-                        h.create_dir(&path)?;
-                        Ok(size)
-                    }
-                    Kind::Block => {
-                        if let Ok(m) = std::fs::metadata(&path) {
-                            return Ok(m.len());
-                        }
-                        let tmp = path.with_extension("img.tmp");
-                        let f = std::fs::File::create(&tmp).map_err(|e| {
-                            volplane_host::HostError::Io {
-                                op: "create image",
-                                path: tmp.display().to_string(),
-                                source: e,
-                            }
-                        })?;
-                        f.set_len(size)
-                            .and_then(|_| f.sync_all())
-                            .and_then(|_| std::fs::rename(&tmp, &path))
-                            .map_err(|e| volplane_host::HostError::Io {
-                                op: "size image",
-                                path: path.display().to_string(),
-                                source: e,
-                            })?;
-                        Ok(size)
-                    }
+                    Kind::Dir => h.create_dir(&path).map(|_| size),
+                    Kind::Block => h.create_image(&path, size),
                 }
             })
             .await
@@ -189,11 +165,7 @@ impl Backend for Reference {
         Ok(Volume {
             volume_id: id,
             capacity_bytes: capacity,
-            volume_context: [
-                (KIND.to_string(), kind_name.to_string()),
-                ("path".to_string(), path.display().to_string()),
-            ]
-            .into(),
+            volume_context: [(KIND.to_string(), kind_name.to_string())].into(),
             accessible_topology: vec![self.topology()],
             content_source: None,
         })
@@ -208,23 +180,13 @@ impl Backend for Reference {
         let id = volume.volume_id.clone();
         let (image, dir) = (self.image(&id), self.dir(&id));
         host.run(move |h| {
-            if let Some(dev) = volplane_host::loopdev::find(&image) {
+            if let Some(dev) = h.loop_device_of(&image)? {
                 return Err(volplane_host::HostError::Refused(format!(
                     "volume {id} is still attached as {}; ControllerUnpublishVolume it first",
-                    dev.display()
+                    dev.path().display()
                 )));
             }
-            match std::fs::remove_file(h.confine(&image)?) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(volplane_host::HostError::Io {
-                        op: "remove",
-                        path: image.display().to_string(),
-                        source: e,
-                    });
-                }
-            }
+            h.remove(&image)?;
             h.remove_tree(&dir)
         })
         .await
@@ -253,7 +215,7 @@ impl Backend for Reference {
                     e,
                 )
             })?;
-        Ok([("device".to_string(), dev.display().to_string())].into())
+        Ok([(DEVICE_KEY.to_string(), dev.display().to_string())].into())
     }
 
     async fn controller_unpublish(
@@ -293,20 +255,8 @@ impl Backend for Reference {
         let image = self.image(&volume.volume_id);
         let grown = host
             .run(move |h| -> volplane_host::Result<u64> {
-                let path = h.confine(&image)?;
-                let io = |e| volplane_host::HostError::Io {
-                    op: "grow image",
-                    path: path.display().to_string(),
-                    source: e,
-                };
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(io)?;
-                if f.metadata().map_err(io)?.len() < size {
-                    f.set_len(size).and_then(|_| f.sync_all()).map_err(io)?;
-                }
-                if let Some(dev) = volplane_host::loopdev::find(&path) {
+                h.grow_image(&image, size)?;
+                if let Some(dev) = h.loop_device_of(&image)? {
                     h.loop_refresh(&dev)?;
                 }
                 Ok(size)
@@ -340,50 +290,65 @@ impl Backend for Reference {
         })
     }
 
-    async fn node_stage(&self, host: &NodeHost, plan: &StagePlan) -> Result<(), Status> {
-        if context_kind(&plan.volume_context) == Kind::Block {
-            return host.stage_device(plan).await;
-        }
-        if let AccessType::Block = plan.capability.access_type {
-            return Err(Status::failed_precondition(
-                "a dir volume cannot be staged for raw block access",
-            ));
-        }
-        let source = plan.volume_context.get("path").ok_or_else(|| {
-            Status::not_found(format!(
-                "volume {} has no path in its volume_context",
-                plan.volume_id
-            ))
-        })?;
-        let source = PathBuf::from(source);
-        if !source.is_dir() {
-            return Err(Status::not_found(format!(
-                "volume {}: {} does not exist",
-                plan.volume_id,
-                source.display()
-            )));
-        }
-        host.bind(
-            source,
-            &plan.staging_path,
-            plan.capability.access_mode.read_only(),
-        )
-        .await
-    }
-
-    async fn node_expand(
+    /// The volume's own storage, found from its id alone: a block volume's
+    /// loop device is the one the kernel says is backed by its image in the
+    /// volumes directory (a `publish_context` device naming anything else is
+    /// refused); a dir volume's directory is the one in the volumes
+    /// directory. Nothing a caller names is used unchecked.
+    async fn node_source(
         &self,
         host: &NodeHost,
+        volume_id: &str,
         publish_context: &Attributes,
-        volume_context: &Attributes,
-        mount_point: &str,
-        block: bool,
-    ) -> Result<u64, Status> {
-        if context_kind(volume_context) == Kind::Dir {
-            return Ok(0);
+        _volume_context: &Attributes,
+    ) -> Result<NodeSource, Status> {
+        if !is_volume_id(volume_id) {
+            return Err(Status::not_found(format!(
+                "volume {volume_id:?} was not made by this driver (its volume ids are \"vol-\" and 20 hex digits)"
+            )));
         }
-        host.expand(publish_context, mount_point, block).await
+        let id = volume_id.to_string();
+        let (image, dir) = (self.image(&id), self.dir(&id));
+        let hint = publish_context.get(DEVICE_KEY).cloned();
+        host.run(move |h| -> volplane_host::Result<NodeSource> {
+            if let Some(img) = h.open_existing(&image)? {
+                let Some(dev) = h.loop_device_of(&image)? else {
+                    return Err(volplane_host::HostError::Refused(format!(
+                        "volume {id} is not attached on this node: no loop device is backed by its image; ControllerPublishVolume attaches it"
+                    )));
+                };
+                if let Some(hint) = hint
+                    && Path::new(&hint) != dev.path()
+                {
+                    let named = h.device(&hint).ok();
+                    if !named.is_some_and(|d| loopdev::backs(&d, &img).unwrap_or(false)) {
+                        return Err(volplane_host::HostError::Refused(format!(
+                            "publish_context.device {hint:?} does not hold volume {id} (its image is attached as {})",
+                            dev.path().display()
+                        )));
+                    }
+                }
+                return Ok(NodeSource::Device(dev.path().to_path_buf()));
+            }
+            match h.open_existing(&dir)? {
+                Some(d) if d.stat()?.is_dir() => Ok(NodeSource::Directory(dir)),
+                _ => Err(volplane_host::HostError::NotFound(format!(
+                    "volume {id} does not exist on this node"
+                ))),
+            }
+        })
+        .await
+        .map_err(|e| host_status(&format!("volume {volume_id}"), e))
     }
+}
+
+/// True for ids this driver makes: `vol-` and 20 lowercase hex digits.
+fn is_volume_id(id: &str) -> bool {
+    id.strip_prefix("vol-").is_some_and(|h| {
+        h.len() == 20
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 #[cfg(test)]
@@ -396,6 +361,9 @@ mod tests {
         assert_ne!(volume_id("pvc-1"), volume_id("pvc-2"));
         assert!(volume_id("../../etc").starts_with("vol-"));
         assert!(!volume_id("../../etc").contains('/'));
+        assert!(is_volume_id(&volume_id("x")));
+        assert!(!is_volume_id("vol-../../etc/passwd"));
+        assert!(!is_volume_id("vol-0123456789ABCDEF0123"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::process::Command;
 
 use volplane_core::driver::VolumeUsage;
 
+use crate::mounts::Device;
 use crate::{Host, HostError, Result};
 
 /// What `format_if_empty` found or did.
@@ -39,19 +40,6 @@ fn check(cmd: &mut Command) -> Result<()> {
     }
 }
 
-fn block_device(device: &Path) -> Result<()> {
-    use std::os::unix::fs::FileTypeExt;
-    let meta = std::fs::metadata(device).map_err(|e| HostError::io("inspect", device, e))?;
-    if meta.file_type().is_block_device() {
-        Ok(())
-    } else {
-        Err(HostError::Refused(format!(
-            "{} is not a block device",
-            device.display()
-        )))
-    }
-}
-
 /// True when the tools to make `fs_type` are installed.
 pub fn supported(fs_type: &str) -> bool {
     let tool = format!("mkfs.{fs_type}");
@@ -66,9 +54,8 @@ pub fn supported(fs_type: &str) -> bool {
 impl Host {
     /// The filesystem (or other signature) on `device`, if any, from a
     /// low-level `blkid` probe. Any probe failure is an error, never "empty".
-    pub fn probe(&self, device: impl AsRef<Path>) -> Result<Option<String>> {
-        let device = device.as_ref();
-        block_device(device)?;
+    pub fn probe(&self, device: &Device) -> Result<Option<String>> {
+        let device = device.path();
         let out = run(Command::new("blkid")
             .args(["-p", "-o", "export"])
             .arg(device))?;
@@ -96,11 +83,11 @@ impl Host {
     /// Formats `device` with `fs_type` only when a probe finds nothing on it.
     /// A device that holds a filesystem (or a partition table, or anything
     /// blkid recognises) is never formatted.
-    pub fn format_if_empty(&self, device: impl AsRef<Path>, fs_type: &str) -> Result<Formatted> {
-        let device = device.as_ref();
-        if let Some(existing) = self.probe(device)? {
+    pub fn format_if_empty(&self, dev: &Device, fs_type: &str) -> Result<Formatted> {
+        if let Some(existing) = self.probe(dev)? {
             return Ok(Formatted::Existing(existing));
         }
+        let device = dev.path();
         match fs_type {
             "ext4" | "ext3" | "ext2" => check(
                 Command::new(format!("mkfs.{fs_type}"))
@@ -120,10 +107,10 @@ impl Host {
 
     /// Grows the filesystem on `device`, mounted at `mount_point`, to fill
     /// the device (online).
-    pub fn grow(&self, device: impl AsRef<Path>, mount_point: impl AsRef<Path>) -> Result<()> {
-        let device = device.as_ref();
+    pub fn grow(&self, dev: &Device, mount_point: impl AsRef<Path>) -> Result<()> {
+        let device = dev.path();
         let mount_point = self.confine(mount_point)?;
-        match self.probe(device)?.as_deref() {
+        match self.probe(dev)?.as_deref() {
             Some("ext4" | "ext3" | "ext2") => match check(Command::new("resize2fs").arg(device)) {
                 Err(HostError::Command { stderr, .. }) if stderr.contains("Permission denied") => {
                     Err(HostError::Refused(format!(
@@ -147,9 +134,8 @@ impl Host {
     }
 
     /// Size in bytes of the ext2/3/4 filesystem on `device`, if it is one.
-    pub fn ext_size(&self, device: impl AsRef<Path>) -> Result<Option<u64>> {
-        let device = device.as_ref();
-        block_device(device)?;
+    pub fn ext_size(&self, dev: &Device) -> Result<Option<u64>> {
+        let device = dev.path();
         let out = run(Command::new("dumpe2fs").arg("-h").arg(device))?;
         if !out.status.success() {
             return Ok(None);
@@ -168,12 +154,12 @@ impl Host {
     /// Grows an unmounted ext2/3/4 filesystem to fill its device when the
     /// device is bigger (after a volume expansion); returns whether it grew.
     /// Checks the filesystem first, as resize2fs requires.
-    pub fn grow_unmounted(&self, device: impl AsRef<Path>) -> Result<bool> {
-        let device = device.as_ref();
-        let Some(fs) = self.ext_size(device)? else {
+    pub fn grow_unmounted(&self, dev: &Device) -> Result<bool> {
+        let Some(fs) = self.ext_size(dev)? else {
             return Ok(false);
         };
-        if fs >= crate::loopdev::size(device)? {
+        let device = dev.path();
+        if fs >= crate::loopdev::device_size(dev)? {
             return Ok(false);
         }
         let out = run(Command::new("e2fsck").args(["-f", "-p"]).arg(device))?;
@@ -188,10 +174,11 @@ impl Host {
         Ok(true)
     }
 
-    /// Usage of the filesystem holding `path` (read-only, so not confined).
+    /// Usage of the filesystem holding `path` (resolved beneath a root).
     pub fn usage(&self, path: impl AsRef<Path>) -> Result<VolumeUsage> {
-        let path = path.as_ref();
-        let s = rustix::fs::statvfs(path).map_err(|e| HostError::io("statvfs", path, e.into()))?;
+        let opened = self.open(path)?;
+        let s = rustix::fs::fstatvfs(opened.fd())
+            .map_err(|e| HostError::io("statvfs", opened.path(), e.into()))?;
         let frag = s.f_frsize.max(1);
         Ok(VolumeUsage {
             total_bytes: s.f_blocks * frag,

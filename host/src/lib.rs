@@ -1,23 +1,35 @@
 //! Linux host operations for volplane, synchronous: mounts, bind mounts,
-//! read-only remounts, unmounts, mountinfo, loop devices, safe formatting,
+//! read-only remounts, unmounts, mount checks, loop devices, safe formatting,
 //! filesystem growth and statistics, and crash-safe state files.
 //!
-//! Every path-taking operation goes through [`Host::confine`] first: a path
-//! outside the roots the host was created with is an error and is never
-//! mounted, created or removed. Confinement is checked on the real
-//! filesystem (symlinks resolved), not only lexically.
+//! Every path-taking operation resolves its path beneath one of the roots
+//! the host was created with, by file descriptor ([`beneath`]): a path
+//! outside the roots, or one that passes through a symbolic link, is refused
+//! and is never mounted, created or removed. A mount point the host is not
+//! told is the caller's own is never mounted over or unmounted.
 //!
 //! Nothing here formats a device that already holds a filesystem.
 
+mod beneath;
+mod files;
 mod fs;
 pub mod loopdev;
 mod mounts;
 pub mod state_file;
 
+use std::ffi::OsStr;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
+use rustix::fs::{AtFlags, OFlags};
+use rustix::io::Errno;
+
+pub use beneath::Stat;
 pub use fs::Formatted;
+pub use mounts::{Device, Identity};
+
+use beneath::Root;
 
 /// What went wrong on the host.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +51,12 @@ pub enum HostError {
     },
     #[error("{0}")]
     Refused(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    NoSpace(String),
+    #[error("{0}")]
+    OutOfRange(String),
 }
 
 impl HostError {
@@ -50,152 +68,265 @@ impl HostError {
         }
     }
 
+    /// An errno from resolving or creating `path`, worded for a person:
+    /// a symlink or an escape is a refusal, a missing path is NotFound.
+    pub(crate) fn resolve(op: &'static str, path: &Path, e: Errno) -> HostError {
+        match e {
+            Errno::LOOP => HostError::Refused(format!(
+                "{} passes through a symbolic link; volplane follows no links below its directories",
+                path.display()
+            )),
+            Errno::XDEV => HostError::Refused(format!(
+                "{} resolves outside the directories volplane may touch",
+                path.display()
+            )),
+            Errno::NOTDIR => HostError::Refused(format!(
+                "{}: a component of the path is not a directory",
+                path.display()
+            )),
+            Errno::NOENT => HostError::NotFound(format!("{} does not exist", path.display())),
+            e => HostError::io(op, path, e.into()),
+        }
+    }
+
     /// True for errors that mean "the caller asked for something it may not".
     pub fn is_refusal(&self) -> bool {
         matches!(self, HostError::OutsideRoots { .. } | HostError::Refused(_))
+    }
+
+    /// True when a directory could not be removed because it holds files.
+    pub fn is_not_empty(&self) -> bool {
+        matches!(self, HostError::Io { source, .. } if source.raw_os_error() == Some(libc::ENOTEMPTY))
+    }
+
+    /// True when the path (or device) asked for does not exist.
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            HostError::NotFound(_) => true,
+            HostError::Io { source, .. } => source.kind() == io::ErrorKind::NotFound,
+            _ => false,
+        }
     }
 }
 
 pub type Result<T> = std::result::Result<T, HostError>;
 
+/// A file or directory resolved beneath a root and held open (O_PATH).
+#[derive(Debug)]
+pub struct Opened {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Opened {
+    /// The path it was resolved from, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// statx of what is held.
+    pub fn stat(&self) -> Result<Stat> {
+        beneath::stat(self.fd.as_fd(), &self.path)
+    }
+
+    /// `/proc/self/fd/N` of what is held, for syscalls that take a path.
+    pub fn proc_path(&self) -> String {
+        beneath::proc_path(self.fd.as_fd())
+    }
+
+    /// Opens what is held again for I/O (`/proc/self/fd/N` names exactly
+    /// this file, not whatever the path names now).
+    pub fn reopen(&self, flags: OFlags) -> Result<std::fs::File> {
+        rustix::fs::open(
+            self.proc_path(),
+            flags | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map(std::fs::File::from)
+        .map_err(|e| HostError::io("open", &self.path, e.into()))
+    }
+}
+
 /// Host operations confined to a set of root directories.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Host {
-    roots: Vec<PathBuf>,
+    roots: Vec<Root>,
 }
 
 impl Host {
-    /// A host confined to `roots`. Each root is created if missing and
-    /// resolved (symlinks followed) once, here.
+    /// A host confined to `roots`. Each root is created if missing, resolved
+    /// (symlinks followed) and opened once, here.
     pub fn new<I, P>(roots: I) -> Result<Host>
     where
         I: IntoIterator<Item = P>,
         P: AsRef<Path>,
     {
-        let mut out = Vec::new();
-        for root in roots {
-            let root = root.as_ref();
-            if !root.is_absolute() {
-                return Err(HostError::Refused(format!(
-                    "root {} is not an absolute path",
-                    root.display()
-                )));
-            }
-            std::fs::create_dir_all(root).map_err(|e| HostError::io("create root", root, e))?;
-            out.push(
-                root.canonicalize()
-                    .map_err(|e| HostError::io("resolve root", root, e))?,
-            );
-        }
-        Ok(Host { roots: out })
+        let roots = roots
+            .into_iter()
+            .map(|r| Root::open(r.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Host { roots })
     }
 
-    pub fn roots(&self) -> &[PathBuf] {
-        &self.roots
+    /// The roots, resolved.
+    pub fn roots(&self) -> Vec<&Path> {
+        self.roots.iter().map(|r| r.resolved.as_path()).collect()
     }
 
-    /// Checks that `path` lies strictly below one of the roots, with symlinks
-    /// in its existing part resolved, and returns it. `..` is refused outright.
-    pub fn confine(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
-        let path = path.as_ref();
-        let refuse = || HostError::OutsideRoots {
+    fn refuse(&self, path: &Path) -> HostError {
+        HostError::OutsideRoots {
             path: path.display().to_string(),
             roots: self
                 .roots
                 .iter()
-                .map(|r| r.display().to_string())
+                .map(|r| r.configured.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-        };
-        if !path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir)) {
-            return Err(refuse());
         }
-        // Resolve the deepest existing ancestor; the rest is appended as is.
-        let mut existing = path.to_path_buf();
-        let mut rest = Vec::new();
-        let resolved = loop {
-            match existing.canonicalize() {
-                Ok(r) => break r,
-                Err(_) => {
-                    let Some(name) = existing.file_name().map(|n| n.to_os_string()) else {
-                        return Err(refuse());
-                    };
-                    rest.push(name);
-                    if !existing.pop() {
-                        return Err(refuse());
-                    }
-                }
-            }
-        };
-        let full = rest.iter().rev().fold(resolved, |p, n| p.join(n));
-        if self
-            .roots
+    }
+
+    /// The root `path` lies strictly below (lexically: absolute, no `.` or
+    /// `..`), and its components below that root.
+    fn locate<'p>(&self, path: &'p Path) -> Result<(&Root, Vec<&'p OsStr>)> {
+        if !path.is_absolute() {
+            return Err(self.refuse(path));
+        }
+        self.roots
             .iter()
-            .any(|root| full.starts_with(root) && full != *root)
-        {
-            Ok(full)
+            .filter_map(|r| r.below(path).map(|parts| (r, parts)))
+            .min_by_key(|(_, parts)| parts.len())
+            .ok_or_else(|| self.refuse(path))
+    }
+
+    /// Checks that `path` lies strictly below one of the roots and returns
+    /// it with the root shown resolved.
+    pub fn confine(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
+        let path = path.as_ref();
+        let (root, parts) = self.locate(path)?;
+        Ok(parts.iter().fold(root.resolved.clone(), |p, c| p.join(c)))
+    }
+
+    /// Opens an existing `path` (O_PATH) beneath its root; the last
+    /// component may be anything but a symlink.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<Opened> {
+        let path = path.as_ref();
+        let (root, parts) = self.locate(path)?;
+        let fd = beneath::open_below(root.fd.as_fd(), &parts, OFlags::PATH)
+            .map_err(|e| HostError::resolve("open", path, e))?;
+        Ok(Opened {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens `path`, or `None` when it does not exist.
+    pub fn open_existing(&self, path: impl AsRef<Path>) -> Result<Option<Opened>> {
+        match self.open(path) {
+            Ok(o) => Ok(Some(o)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The parent directory of `path` (opened, created if `create`) and
+    /// the last component's name.
+    pub(crate) fn parent(&self, path: &Path, create: bool) -> Result<(Opened, std::ffi::OsString)> {
+        let (root, parts) = self.locate(path)?;
+        let (inner, name) = beneath::split_last(&parts);
+        let shown = path.parent().unwrap_or(path).to_path_buf();
+        let fd = if create {
+            beneath::create_dirs(root.fd.as_fd(), &inner)
         } else {
-            Err(refuse())
+            beneath::open_below(root.fd.as_fd(), &inner, OFlags::PATH | OFlags::DIRECTORY)
         }
+        .map_err(|e| HostError::resolve("open", &shown, e))?;
+        Ok((Opened { fd, path: shown }, name))
     }
 
-    /// Creates directory `path` and its missing parents (inside the roots).
-    pub fn create_dir(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
-        let path = self.confine(path)?;
-        std::fs::create_dir_all(&path).map_err(|e| HostError::io("create directory", &path, e))?;
-        Ok(path)
+    /// Creates directory `path` and its missing parents (beneath the roots).
+    pub fn create_dir(&self, path: impl AsRef<Path>) -> Result<Opened> {
+        let path = path.as_ref();
+        let (root, parts) = self.locate(path)?;
+        let fd = beneath::create_dirs(root.fd.as_fd(), &parts)
+            .map_err(|e| HostError::resolve("create directory", path, e))?;
+        Ok(Opened {
+            fd,
+            path: path.to_path_buf(),
+        })
     }
 
-    /// Creates an empty regular file (a raw-block publish target), and its parents.
-    pub fn create_file(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
-        let path = self.confine(path)?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| HostError::io("create directory", parent, e))?;
+    /// Creates an empty regular file (a raw-block publish target) and its
+    /// parents; an existing regular file is opened instead.
+    pub fn create_file(&self, path: impl AsRef<Path>) -> Result<Opened> {
+        let path = path.as_ref();
+        let (parent, name) = self.parent(path, true)?;
+        match rustix::fs::openat(
+            parent.fd(),
+            &name,
+            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            rustix::fs::Mode::from_raw_mode(0o640),
+        ) {
+            Ok(_) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(HostError::resolve("create file", path, e)),
         }
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| HostError::io("create file", &path, e))?;
-        Ok(path)
+        let fd = beneath::open_below(parent.fd(), &[name.as_os_str()], OFlags::PATH)
+            .map_err(|e| HostError::resolve("open", path, e))?;
+        let opened = Opened {
+            fd,
+            path: path.to_path_buf(),
+        };
+        let st = opened.stat()?;
+        if st.kind != rustix::fs::FileType::RegularFile && !st.mount_root {
+            return Err(HostError::Refused(format!(
+                "{} exists and is not a regular file",
+                path.display()
+            )));
+        }
+        Ok(opened)
     }
 
     /// Removes an empty directory or a file at `path`; a missing path is fine.
     /// Refuses while something is mounted there.
     pub fn remove(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = self.confine(path)?;
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(HostError::io("inspect", &path, e)),
+        let path = path.as_ref();
+        let (parent, name) = match self.parent(path, false) {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
         };
-        if self.is_mount_point(&path)? {
+        let Some(target) = self.open_existing(path)? else {
+            return Ok(());
+        };
+        let st = target.stat()?;
+        if st.mount_root {
             return Err(HostError::Refused(format!(
                 "{} is still a mount point; unmount it before removing it",
                 path.display()
             )));
         }
-        let r = if meta.is_dir() {
-            std::fs::remove_dir(&path)
+        let flags = if st.kind == rustix::fs::FileType::Directory {
+            AtFlags::REMOVEDIR
         } else {
-            std::fs::remove_file(&path)
+            AtFlags::empty()
         };
-        match r {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(HostError::io("remove", &path, e)),
+        match rustix::fs::unlinkat(parent.fd(), &name, flags) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(HostError::io("remove", path, e.into())),
         }
     }
 
     /// Removes a directory tree at `path` (backing storage of a volume).
     /// Refuses when anything below it is mounted.
     pub fn remove_tree(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = self.confine(path)?;
-        let prefix = format!("{}/", path.display());
+        let path = path.as_ref();
+        let shown = self.confine(path)?;
+        let prefix = format!("{}/", shown.display());
         if let Some(m) = self.mountinfo()?.into_iter().find(|m| {
-            m.mount_point == path.display().to_string() || m.mount_point.starts_with(&prefix)
+            m.mount_point == shown.display().to_string() || m.mount_point.starts_with(&prefix)
         }) {
             return Err(HostError::Refused(format!(
                 "{} is still mounted at {}; unmount it before deleting",
@@ -203,10 +334,17 @@ impl Host {
                 m.mount_point
             )));
         }
-        match std::fs::remove_dir_all(&path) {
+        let (parent, name) = match self.parent(path, false) {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        // The parent is held by descriptor; std's remove_dir_all never
+        // follows a symlink below the directory it was given.
+        match std::fs::remove_dir_all(beneath::proc_child(parent.fd(), &name)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(HostError::io("remove", &path, e)),
+            Err(e) => Err(HostError::io("remove", path, e)),
         }
     }
 }
@@ -230,19 +368,56 @@ mod tests {
         assert!(host.confine("/etc/passwd").is_err());
         assert!(host.confine("relative").is_err());
         std::os::unix::fs::symlink("/etc", root.join("escape")).unwrap();
-        let e = host.confine(root.join("escape/passwd")).unwrap_err();
+        let e = host.open(root.join("escape/passwd")).unwrap_err();
         assert!(e.is_refusal(), "{e}");
         assert!(host.remove(root.join("escape/passwd")).is_err());
+        assert!(host.create_dir(root.join("escape/x")).is_err());
+        assert!(!std::path::Path::new("/etc/x").exists());
         assert!(std::path::Path::new("/etc/passwd").exists());
+    }
+
+    #[test]
+    fn links_are_never_followed_even_inside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new([dir.path()]).unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        std::os::unix::fs::symlink("real", dir.path().join("link")).unwrap();
+        std::os::unix::fs::symlink("missing", dir.path().join("dangling")).unwrap();
+        for p in ["link", "link/x", "dangling"] {
+            let e = host.open(dir.path().join(p)).unwrap_err();
+            assert!(e.is_refusal(), "{p}: {e}");
+        }
+        let e = host.create_file(dir.path().join("dangling")).unwrap_err();
+        assert!(e.is_refusal(), "{e}");
+        assert!(
+            !dir.path().join("missing").exists(),
+            "a dangling link was followed"
+        );
+        host.remove(dir.path().join("link")).unwrap_err();
+        assert!(dir.path().join("real").is_dir());
+    }
+
+    #[test]
+    fn a_symlinked_root_is_resolved_once_and_named_either_way() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        let link = dir.path().join("kubelet");
+        std::os::unix::fs::symlink(dir.path().join("real"), &link).unwrap();
+        let host = Host::new([&link]).unwrap();
+        host.create_dir(link.join("pods/a")).unwrap();
+        assert!(dir.path().join("real/pods/a").is_dir());
+        assert!(host.open(dir.path().join("real/pods/a")).is_ok());
     }
 
     #[test]
     fn create_and_remove_stay_inside() {
         let dir = tempfile::tempdir().unwrap();
         let host = Host::new([dir.path()]).unwrap();
-        let d = host.create_dir(dir.path().join("x/y")).unwrap();
+        let d = dir.path().join("x/y");
+        host.create_dir(&d).unwrap();
         assert!(d.is_dir());
-        let f = host.create_file(dir.path().join("x/file")).unwrap();
+        let f = dir.path().join("x/file");
+        host.create_file(&f).unwrap();
         assert!(f.is_file());
         host.remove(&f).unwrap();
         host.remove(&f).unwrap();
@@ -251,5 +426,28 @@ mod tests {
         host.create_dir(dir.path().join("t/u/v")).unwrap();
         host.remove_tree(dir.path().join("t")).unwrap();
         assert!(!dir.path().join("t").exists());
+    }
+
+    #[test]
+    fn images_fit_or_are_refused_and_leave_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new([dir.path()]).unwrap();
+        let img = dir.path().join("v.img");
+        assert_eq!(host.create_image(&img, 1 << 20).unwrap(), 1 << 20);
+        assert_eq!(
+            host.create_image(&img, 4 << 20).unwrap(),
+            1 << 20,
+            "an existing image is kept"
+        );
+        host.grow_image(&img, 2 << 20).unwrap();
+        assert_eq!(std::fs::metadata(&img).unwrap().len(), 2 << 20);
+        let huge = dir.path().join("huge.img");
+        let e = host.create_image(&huge, u64::MAX / 2).unwrap_err();
+        assert!(matches!(e, HostError::OutOfRange(_)), "{e}");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("v.img")]);
     }
 }

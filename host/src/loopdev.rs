@@ -4,15 +4,11 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use crate::{Host, HostError, Result};
+use rustix::fs::OFlags;
 
-const LOOP_SET_FD: libc::c_ulong = 0x4C00;
-const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
-const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
-const LOOP_SET_CAPACITY: libc::c_ulong = 0x4C07;
-const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
-const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+use crate::mounts::Device;
+use crate::{Host, HostError, Opened, Result};
+
 const LO_NAME_SIZE: usize = 64;
 
 #[repr(C)]
@@ -71,24 +67,66 @@ fn open_rw(path: &Path) -> Result<File> {
         .map_err(|e| HostError::io("open", path, e))
 }
 
-fn ioctl(
-    file: &File,
-    path: &Path,
-    op: &'static str,
-    request: libc::c_ulong,
-    arg: libc::c_ulong,
-) -> Result<libc::c_int> {
-    // SAFETY: every request used here takes an integer or a pointer to a
-    // properly sized, live #[repr(C)] value, as the kernel's loop ABI defines.
-    let r = unsafe { libc::ioctl(file.as_raw_fd(), request as _, arg) };
+/// The ioctls used here, each with the argument the kernel's ABI gives it,
+/// so no caller can pass an integer the kernel would treat as a pointer.
+enum Request<'a> {
+    SetFd(&'a File),
+    ClearFd,
+    SetStatus(&'a LoopInfo64),
+    GetStatus(&'a mut LoopInfo64),
+    SetCapacity,
+    Configure(&'a LoopConfig),
+    GetFree,
+    Size(&'a mut u64),
+}
+
+impl Request<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Request::SetFd(_) => "LOOP_SET_FD",
+            Request::ClearFd => "LOOP_CLR_FD",
+            Request::SetStatus(_) => "LOOP_SET_STATUS64",
+            Request::GetStatus(_) => "LOOP_GET_STATUS64",
+            Request::SetCapacity => "LOOP_SET_CAPACITY",
+            Request::Configure(_) => "LOOP_CONFIGURE",
+            Request::GetFree => "LOOP_CTL_GET_FREE",
+            Request::Size(_) => "BLKGETSIZE64",
+        }
+    }
+}
+
+fn ioctl(file: &File, path: &Path, request: Request<'_>) -> Result<libc::c_int> {
+    let name = request.name();
+    let (code, arg): (libc::c_ulong, libc::c_ulong) = match request {
+        Request::SetFd(f) => (0x4C00, f.as_raw_fd() as libc::c_ulong),
+        Request::ClearFd => (0x4C01, 0),
+        Request::SetStatus(i) => (0x4C04, i as *const LoopInfo64 as libc::c_ulong),
+        Request::GetStatus(i) => (0x4C05, i as *mut LoopInfo64 as libc::c_ulong),
+        Request::SetCapacity => (0x4C07, 0),
+        Request::Configure(c) => (0x4C0A, c as *const LoopConfig as libc::c_ulong),
+        Request::GetFree => (0x4C82, 0),
+        Request::Size(n) => (0x8008_1272, n as *mut u64 as libc::c_ulong),
+    };
+    // SAFETY: each request carries the argument its ioctl takes: an integer,
+    // or a pointer to a live, properly sized #[repr(C)] value borrowed for
+    // the duration of the call (mutably when the kernel writes it).
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), code as _, arg) };
     if r < 0 {
-        Err(HostError::io(op, path, std::io::Error::last_os_error()))
+        Err(HostError::io(name, path, std::io::Error::last_os_error()))
     } else {
         Ok(r)
     }
 }
 
-/// The loop device currently backed by `file`, if any (read from sysfs).
+fn errno(e: &HostError) -> Option<i32> {
+    match e {
+        HostError::Io { source, .. } => source.raw_os_error(),
+        _ => None,
+    }
+}
+
+/// The loop device currently backed by `file`, if any (read from sysfs;
+/// `file` is the resolved path).
 pub fn find(file: &Path) -> Option<PathBuf> {
     let file = file.canonicalize().ok()?;
     let want = file.as_os_str().as_encoded_bytes();
@@ -107,18 +145,20 @@ pub fn find(file: &Path) -> Option<PathBuf> {
     found.first().map(|n| PathBuf::from(format!("/dev/{n}")))
 }
 
-/// Size in bytes of block device `device`.
-pub fn size(device: &Path) -> Result<u64> {
-    let f = File::open(device).map_err(|e| HostError::io("open", device, e))?;
+fn size_of(f: &File, shown: &Path) -> Result<u64> {
     let mut bytes: u64 = 0;
-    ioctl(
-        &f,
-        device,
-        "BLKGETSIZE64",
-        BLKGETSIZE64,
-        &mut bytes as *mut u64 as libc::c_ulong,
-    )?;
+    ioctl(f, shown, Request::Size(&mut bytes))?;
     Ok(bytes)
+}
+
+/// Size in bytes of block device `device`.
+pub fn device_size(device: &Device) -> Result<u64> {
+    size_of(&device.reopen(OFlags::RDONLY)?, device.path())
+}
+
+/// Size in bytes of the block device held as `file` (a raw-block target).
+pub fn opened_size(file: &Opened) -> Result<u64> {
+    size_of(&file.reopen(OFlags::RDONLY)?, file.path())
 }
 
 fn is_loop_device(device: &Path) -> bool {
@@ -128,26 +168,53 @@ fn is_loop_device(device: &Path) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// True when loop device `device` is backed by exactly the file `image`
+/// holds (same device and inode, as the kernel reports them).
+pub fn backs(device: &Device, image: &Opened) -> Result<bool> {
+    if !is_loop_device(device.path()) {
+        return Ok(false);
+    }
+    let f = device.reopen(OFlags::RDONLY)?;
+    let mut info = info_for(Path::new(""));
+    match ioctl(&f, device.path(), Request::GetStatus(&mut info)) {
+        Ok(_) => {}
+        Err(e) if errno(&e) == Some(libc::ENXIO) => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    let st = image.stat()?;
+    Ok(info.lo_device == st.dev && info.lo_inode == st.ino)
+}
+
 impl Host {
-    /// Attaches `file` (inside the roots) to a free loop device and returns
+    /// The loop device backed by the image at `image` (beneath a root), if
+    /// one is: found through sysfs and proved by the kernel's own record of
+    /// its backing file.
+    pub fn loop_device_of(&self, image: impl AsRef<Path>) -> Result<Option<Device>> {
+        let image = image.as_ref();
+        let Some(opened) = self.open_existing(image)? else {
+            return Ok(None);
+        };
+        let Some(dev) = find(&self.confine(image)?) else {
+            return Ok(None);
+        };
+        let dev = self.device(dev)?;
+        Ok(backs(&dev, &opened)?.then_some(dev))
+    }
+
+    /// Attaches `file` (beneath a root) to a free loop device and returns
     /// the device; if a loop device already backs `file`, returns that one.
     pub fn loop_attach(&self, file: impl AsRef<Path>) -> Result<PathBuf> {
+        let opened = self.open(file.as_ref())?;
         let file = self.confine(file)?;
-        if let Some(dev) = find(&file) {
-            return Ok(dev);
+        if let Some(dev) = self.loop_device_of(opened.path())? {
+            return Ok(dev.path().to_path_buf());
         }
-        let backing = open_rw(&file)?;
+        let backing = opened.reopen(OFlags::RDWR)?;
         let control_path = Path::new("/dev/loop-control");
         let control = open_rw(control_path)?;
         let mut last = None;
         for _ in 0..16 {
-            let n = ioctl(
-                &control,
-                control_path,
-                "LOOP_CTL_GET_FREE",
-                LOOP_CTL_GET_FREE,
-                0,
-            )?;
+            let n = ioctl(&control, control_path, Request::GetFree)?;
             let dev = PathBuf::from(format!("/dev/loop{n}"));
             let loopf = open_rw(&dev)?;
             let config = LoopConfig {
@@ -156,50 +223,25 @@ impl Host {
                 info: info_for(&file),
                 reserved: [0; 8],
             };
-            match ioctl(
-                &loopf,
-                &dev,
-                "LOOP_CONFIGURE",
-                LOOP_CONFIGURE,
-                &config as *const LoopConfig as libc::c_ulong,
-            ) {
+            match ioctl(&loopf, &dev, Request::Configure(&config)) {
                 Ok(_) => return Ok(dev),
-                Err(HostError::Io { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
-                    last = Some(source);
+                Err(e) if errno(&e) == Some(libc::EBUSY) => {
+                    last = Some(e);
                     continue;
                 }
-                Err(HostError::Io { source, .. })
-                    if matches!(
-                        source.raw_os_error(),
-                        Some(libc::EINVAL) | Some(libc::ENOTTY)
-                    ) =>
-                {
+                Err(e) if matches!(errno(&e), Some(libc::EINVAL) | Some(libc::ENOTTY)) => {
                     // Kernels before 5.8: LOOP_SET_FD, then LOOP_SET_STATUS64.
-                    match ioctl(
-                        &loopf,
-                        &dev,
-                        "LOOP_SET_FD",
-                        LOOP_SET_FD,
-                        backing.as_raw_fd() as libc::c_ulong,
-                    ) {
+                    match ioctl(&loopf, &dev, Request::SetFd(&backing)) {
                         Ok(_) => {}
-                        Err(HostError::Io { source, .. })
-                            if source.raw_os_error() == Some(libc::EBUSY) =>
-                        {
-                            last = Some(source);
+                        Err(e) if errno(&e) == Some(libc::EBUSY) => {
+                            last = Some(e);
                             continue;
                         }
                         Err(e) => return Err(e),
                     }
                     let info = info_for(&file);
-                    if let Err(e) = ioctl(
-                        &loopf,
-                        &dev,
-                        "LOOP_SET_STATUS64",
-                        LOOP_SET_STATUS64,
-                        &info as *const LoopInfo64 as libc::c_ulong,
-                    ) {
-                        let _ = ioctl(&loopf, &dev, "LOOP_CLR_FD", LOOP_CLR_FD, 0);
+                    if let Err(e) = ioctl(&loopf, &dev, Request::SetStatus(&info)) {
+                        let _ = ioctl(&loopf, &dev, Request::ClearFd);
                         return Err(e);
                     }
                     return Ok(dev);
@@ -207,49 +249,47 @@ impl Host {
                 Err(e) => return Err(e),
             }
         }
-        Err(HostError::io(
-            "attach loop device for",
-            &file,
-            last.unwrap_or_else(|| std::io::Error::other("no free loop device")),
-        ))
+        Err(last.unwrap_or_else(|| {
+            HostError::io(
+                "attach loop device for",
+                &file,
+                std::io::Error::other("no free loop device"),
+            )
+        }))
     }
 
     /// Detaches the loop device backed by `file`, if any. Refuses while the
     /// device is mounted anywhere.
     pub fn loop_detach(&self, file: impl AsRef<Path>) -> Result<()> {
-        let file = self.confine(file)?;
-        let Some(dev) = find(&file) else {
+        let Some(dev) = self.loop_device_of(file.as_ref())? else {
             return Ok(());
         };
-        let name = dev.display().to_string();
+        let name = dev.path().display().to_string();
         if let Some(m) = self.mountinfo()?.into_iter().find(|m| m.source == name) {
             return Err(HostError::Refused(format!(
                 "{name} (backing {}) is still mounted at {}; unmount it before detaching",
-                file.display(),
+                file.as_ref().display(),
                 m.mount_point
             )));
         }
-        let f = open_rw(&dev)?;
-        match ioctl(&f, &dev, "LOOP_CLR_FD", LOOP_CLR_FD, 0) {
+        let f = dev.reopen(OFlags::RDWR)?;
+        match ioctl(&f, dev.path(), Request::ClearFd) {
             Ok(_) => Ok(()),
-            Err(HostError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENXIO) => {
-                Ok(())
-            }
+            Err(e) if errno(&e) == Some(libc::ENXIO) => Ok(()),
             Err(e) => Err(e),
         }
     }
 
     /// Makes loop device `device` see the current size of its backing file.
-    pub fn loop_refresh(&self, device: impl AsRef<Path>) -> Result<()> {
-        let device = device.as_ref();
-        if !is_loop_device(device) {
+    pub fn loop_refresh(&self, device: &Device) -> Result<()> {
+        if !is_loop_device(device.path()) {
             return Err(HostError::Refused(format!(
                 "{} is not a loop device",
-                device.display()
+                device.path().display()
             )));
         }
-        let f = open_rw(device)?;
-        ioctl(&f, device, "LOOP_SET_CAPACITY", LOOP_SET_CAPACITY, 0).map(|_| ())
+        let f = device.reopen(OFlags::RDWR)?;
+        ioctl(&f, device.path(), Request::SetCapacity).map(|_| ())
     }
 }
 
@@ -278,15 +318,17 @@ mod tests {
         File::create(&img).unwrap().set_len(8 << 20).unwrap();
         let dev = host.loop_attach(&img).unwrap();
         assert_eq!(host.loop_attach(&img).unwrap(), dev, "attach is idempotent");
-        assert_eq!(size(&dev).unwrap(), 8 << 20);
+        let device = host.device(&dev).unwrap();
+        assert!(backs(&device, &host.open(&img).unwrap()).unwrap());
+        assert_eq!(device_size(&device).unwrap(), 8 << 20);
         OpenOptions::new()
             .write(true)
             .open(&img)
             .unwrap()
             .set_len(16 << 20)
             .unwrap();
-        host.loop_refresh(&dev).unwrap();
-        assert_eq!(size(&dev).unwrap(), 16 << 20);
+        host.loop_refresh(&device).unwrap();
+        assert_eq!(device_size(&device).unwrap(), 16 << 20);
         host.loop_detach(&img).unwrap();
         assert_eq!(find(&img), None);
         host.loop_detach(&img).unwrap();

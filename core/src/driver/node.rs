@@ -14,9 +14,73 @@ fn refused_before_acting(e: &Status) -> bool {
     )
 }
 
+/// True when one path is the other or lies below it.
+fn overlaps(a: &str, b: &str) -> bool {
+    path::is_under(a, b) || path::is_under(b, a)
+}
+
+/// Which of a volume's own records a new use of a path may coincide with.
+#[derive(Clone, Copy)]
+enum Use<'a> {
+    /// A stage: only the volume's own stage record (checked apart).
+    Stage,
+    /// A publish at this target: only the volume's own record of it.
+    Target(&'a str),
+}
+
 impl Driver {
     fn node_path(&self, field: &str, value: &str) -> Result<String, Status> {
         path::confined(field, value, &self.config.path_roots)
+    }
+
+    /// A queried volume path: one this driver never recorded (relative, or
+    /// outside its roots included) is simply not found.
+    fn queried_path(&self, volume_id: &str, value: &str) -> Result<String, Status> {
+        if value.is_empty() {
+            return Err(Status::invalid("volume_path is required"));
+        }
+        path::confined("volume_path", value, &self.config.path_roots).map_err(|_| {
+            Status::not_found(format!(
+                "volume {volume_id} is neither staged nor published at {value:?}"
+            ))
+        })
+    }
+
+    /// Refuses a path that coincides with, or nests in or around, a path
+    /// recorded for another volume (or for another use of this one): each
+    /// staging and target path belongs to one volume, so one volume's
+    /// unstage or unpublish can never unmount another's mounts.
+    fn check_owner(
+        &self,
+        field: &str,
+        path: &str,
+        volume_id: &str,
+        new: Use<'_>,
+    ) -> Result<(), Status> {
+        for (id, nv) in &self.state.node {
+            let own = id == volume_id;
+            let stage = nv
+                .stage
+                .iter()
+                .map(|s| ("staging path", s.staging_path.as_str()));
+            let targets = nv.targets.keys().map(|t| ("target", t.as_str()));
+            for (what, p) in stage.chain(targets) {
+                let allowed = own
+                    && match new {
+                        Use::Stage => what == "staging path",
+                        Use::Target(t) => what == "target" && p == t,
+                    };
+                if !allowed && overlaps(p, path) {
+                    let whose = if own { "this volume" } else { "volume " };
+                    let id = if own { "" } else { id.as_str() };
+                    return Err(Status::failed_precondition(format!(
+                        "{field} {path} is in use: it {} the {what} {p} of {whose}{id}; a path belongs to one volume",
+                        if p == path { "is" } else { "nests with" }
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn node_stage(&mut self, r: NodeStage) -> Decision {
@@ -31,6 +95,10 @@ impl Driver {
         };
         if let Err(e) = self.check_capability("volume_capability", &r.capability) {
             return reject(Status::failed_precondition(e.message));
+        }
+        if let Err(e) = self.check_owner("staging_target_path", &staging, &r.volume_id, Use::Stage)
+        {
+            return reject(e);
         }
         let nv = self.state.node.entry(r.volume_id.clone()).or_default();
         if let Some(s) = &nv.stage {
@@ -167,6 +235,10 @@ impl Driver {
             )));
         }
         if let Err(e) = self.check_capability("volume_capability", &r.capability) {
+            return reject(e);
+        }
+        if let Err(e) = self.check_owner("target_path", &target, &r.volume_id, Use::Target(&target))
+        {
             return reject(e);
         }
         if self.config.stages() {
@@ -330,7 +402,7 @@ impl Driver {
     }
 
     pub(super) fn node_volume_stats(&mut self, r: NodeVolumeStats) -> Decision {
-        let path = match self.node_path("volume_path", &r.volume_path) {
+        let path = match self.queried_path(&r.volume_id, &r.volume_path) {
             Ok(p) => p,
             Err(e) => return reject(e),
         };
@@ -351,7 +423,7 @@ impl Driver {
     }
 
     pub(super) fn node_expand(&mut self, r: NodeExpand) -> Decision {
-        let path = match self.node_path("volume_path", &r.volume_path) {
+        let path = match self.queried_path(&r.volume_id, &r.volume_path) {
             Ok(p) => p,
             Err(e) => return reject(e),
         };

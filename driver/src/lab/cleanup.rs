@@ -117,7 +117,7 @@ pub fn down(layout: &Layout) -> Vec<String> {
             return said;
         }
     };
-    let canonical = host.roots()[0].clone();
+    let canonical = host.roots()[0].to_path_buf();
     // Unmount deepest first, until nothing under the root is mounted.
     for _ in 0..8 {
         let mut mounts: Vec<String> = host
@@ -133,7 +133,7 @@ pub fn down(layout: &Layout) -> Vec<String> {
         mounts.sort_by_key(|p| std::cmp::Reverse(p.len()));
         mounts.dedup();
         for m in mounts {
-            match host.unmount(&m) {
+            match host.unmount(&m, None) {
                 Ok(()) => said.push(format!("unmounted {m}")),
                 Err(e) => said.push(format!("cannot unmount {m}: {e}")),
             }

@@ -135,6 +135,26 @@ pub fn path(field: &str, value: String) -> Result<String, Status> {
     path::absolute(field, &value)
 }
 
+/// A path the caller asks about (NodeGetVolumeStats, NodeExpandVolume):
+/// required and bounded here; one the driver never recorded, relative ones
+/// included, is the driver's NOT_FOUND, not a malformed request.
+pub fn queried_path(field: &str, value: String) -> Result<String, Status> {
+    if value.is_empty() {
+        return Err(Status::invalid(format!("{field} is required")));
+    }
+    if value.len() > path::MAX_PATH {
+        return Err(invalid(
+            field,
+            format!(
+                "is {} bytes long; the limit is {}",
+                value.len(),
+                path::MAX_PATH
+            ),
+        ));
+    }
+    Ok(value)
+}
+
 /// An optional absolute path: empty stays empty.
 pub fn optional_path(field: &str, value: String) -> Result<String, Status> {
     if value.is_empty() {

@@ -229,7 +229,7 @@ impl IntoRequest for csi::NodeGetVolumeStatsRequest {
     fn into_request(self) -> Result<Request, Status> {
         Ok(Request::NodeVolumeStats(core::NodeVolumeStats {
             volume_id: f::id("volume_id", self.volume_id)?,
-            volume_path: f::path("volume_path", self.volume_path)?,
+            volume_path: f::queried_path("volume_path", self.volume_path)?,
             staging_target_path: f::optional_path("staging_target_path", self.staging_target_path)?,
         }))
     }
@@ -239,7 +239,7 @@ impl IntoRequest for csi::NodeExpandVolumeRequest {
     fn into_request(self) -> Result<Request, Status> {
         Ok(Request::NodeExpand(core::NodeExpand {
             volume_id: f::id("volume_id", self.volume_id)?,
-            volume_path: f::path("volume_path", self.volume_path)?,
+            volume_path: f::queried_path("volume_path", self.volume_path)?,
             capacity: f::capacity("capacity_range", self.capacity_range)?,
             staging_target_path: f::optional_path("staging_target_path", self.staging_target_path)?,
             capability: f::optional_capability("volume_capability", self.volume_capability)?,

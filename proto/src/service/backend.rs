@@ -8,7 +8,7 @@ use volplane_core::driver::{
     StagePlan, Topology, Volume, VolumeCondition, VolumeUsage,
 };
 
-use super::NodeHost;
+use super::{NodeHost, NodeSource};
 
 /// Free capacity, for GetCapacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,9 +29,12 @@ pub struct CapacityInfo {
 /// again whatever plan was in flight, so a method may be called for work that
 /// already (partly) happened, and must then finish it and succeed.
 ///
-/// Node methods default to [`NodeHost`]'s behaviour for devices: stage
-/// formats `publish_context["device"]` if empty and mounts it; publish
-/// bind-mounts; unpublish unmounts and removes the target.
+/// Node methods default to [`NodeHost`]'s behaviour on the device or
+/// directory [`Backend::node_source`] proves holds the volume: stage formats
+/// a device only if empty and mounts it (or binds a directory); publish
+/// bind-mounts; unpublish unmounts and removes the target. The default
+/// `node_source` refuses, so a backend stages nothing until it says where
+/// its volumes are.
 pub trait Backend: Send + Sync + 'static {
     /// Creates storage for `plan.name` (the same volume when called again for
     /// the same name) with a size admitted by `plan.capacity`, or
@@ -110,48 +113,127 @@ pub trait Backend: Send + Sync + 'static {
         topology: Option<&Topology>,
     ) -> impl Future<Output = Result<CapacityInfo, Status>> + Send;
 
+    /// Where volume `volume_id`'s data is on this node: the device or
+    /// directory the node side may format, mount and bind, and nothing else.
+    ///
+    /// This is where a backend **proves the volume is its own**: the
+    /// contexts come from the caller and are hints at most (a device named
+    /// in `publish_context` must be checked to hold this volume, a
+    /// directory must come from the backend's own records or layout).
+    /// Answer NOT_FOUND for a volume this backend does not hold here, and
+    /// FAILED_PRECONDITION when it is not attached to this node yet.
+    ///
+    /// The default refuses, so a backend that does not override it never
+    /// mounts anything a caller names.
+    fn node_source(
+        &self,
+        _host: &NodeHost,
+        volume_id: &str,
+        _publish_context: &Attributes,
+        _volume_context: &Attributes,
+    ) -> impl Future<Output = Result<NodeSource, Status>> + Send {
+        let msg = format!(
+            "volume {volume_id}: this driver's backend does not say which device or directory holds its volumes (Backend::node_source), so it stages and publishes nothing"
+        );
+        async move { Err(Status::failed_precondition(msg)) }
+    }
+
+    /// Stages the volume: formats its device if empty and mounts it, or
+    /// binds its directory, at the staging path ([`NodeHost::stage`]).
     fn node_stage(
         &self,
         host: &NodeHost,
         plan: &StagePlan,
     ) -> impl Future<Output = Result<(), Status>> + Send {
-        host.stage_device(plan)
+        async move {
+            let source = self
+                .node_source(
+                    host,
+                    &plan.volume_id,
+                    &plan.publish_context,
+                    &plan.volume_context,
+                )
+                .await?;
+            host.stage(plan, source).await
+        }
     }
 
+    /// Unmounts the staging path (only a mount of this volume's source).
     fn node_unstage(
         &self,
         host: &NodeHost,
         plan: &StagePlan,
     ) -> impl Future<Output = Result<(), Status>> + Send {
-        host.unstage(plan)
+        async move {
+            let source = self
+                .node_source(
+                    host,
+                    &plan.volume_id,
+                    &plan.publish_context,
+                    &plan.volume_context,
+                )
+                .await
+                .ok();
+            host.unstage(plan, source).await
+        }
     }
 
+    /// Publishes the staged volume (or its device, for raw block) at the
+    /// target ([`NodeHost::publish`]).
     fn node_publish(
         &self,
         host: &NodeHost,
         plan: &PublishPlan,
     ) -> impl Future<Output = Result<(), Status>> + Send {
-        host.publish(plan)
+        async move {
+            let source = self
+                .node_source(
+                    host,
+                    &plan.volume_id,
+                    &plan.publish_context,
+                    &plan.volume_context,
+                )
+                .await?;
+            host.publish(plan, source).await
+        }
     }
 
+    /// Unmounts the target (only a mount of this volume) and removes it.
     fn node_unpublish(
         &self,
         host: &NodeHost,
         plan: &PublishPlan,
     ) -> impl Future<Output = Result<(), Status>> + Send {
-        host.unpublish(plan)
+        async move {
+            let source = self
+                .node_source(
+                    host,
+                    &plan.volume_id,
+                    &plan.publish_context,
+                    &plan.volume_context,
+                )
+                .await
+                .ok();
+            host.unpublish(plan, source).await
+        }
     }
 
     /// Grows the filesystem (or nothing, for raw block); returns the size.
     fn node_expand(
         &self,
         host: &NodeHost,
+        volume_id: &str,
         publish_context: &Attributes,
-        _volume_context: &Attributes,
+        volume_context: &Attributes,
         mount_point: &str,
         block: bool,
     ) -> impl Future<Output = Result<u64, Status>> + Send {
-        host.expand(publish_context, mount_point, block)
+        async move {
+            let source = self
+                .node_source(host, volume_id, publish_context, volume_context)
+                .await?;
+            host.expand(source, mount_point, block).await
+        }
     }
 
     fn volume_stats(
@@ -245,6 +327,7 @@ pub async fn execute<B: Backend>(
         Plan::Publish(p) => backend.node_publish(host, p).await.map(|_| Outcome::Done),
         Plan::Unpublish(p) => backend.node_unpublish(host, p).await.map(|_| Outcome::Done),
         Plan::NodeExpand {
+            volume_id,
             volume_path,
             staging_path,
             capability,
@@ -261,7 +344,14 @@ pub async fn execute<B: Backend>(
                 staging_path
             };
             backend
-                .node_expand(host, publish_context, volume_context, mount_point, block)
+                .node_expand(
+                    host,
+                    volume_id,
+                    publish_context,
+                    volume_context,
+                    mount_point,
+                    block,
+                )
                 .await
                 .map(|capacity_bytes| Outcome::NodeExpanded { capacity_bytes })
         }

@@ -13,7 +13,7 @@ mod serve;
 
 pub use backend::{Backend, CapacityInfo, execute};
 pub use grpc::CsiService;
-pub use node_host::{NodeHost, host_status};
+pub use node_host::{DEVICE_KEY, NodeHost, NodeSource, host_status};
 pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
 pub use serve::{Prepared, ServeError, finish, prepare};
 

@@ -1,17 +1,22 @@
 //! The default node-side behaviour, on `volplane-host`: format-if-empty and
-//! mount a device at the staging path, bind-mount it into workload targets,
-//! unmount and clean up, grow filesystems, report usage.
+//! mount a volume's proven device (or bind its directory) at the staging
+//! path, bind-mount it into workload targets, unmount and clean up, grow
+//! filesystems, report usage. Paths are resolved beneath the host's roots
+//! by descriptor; nothing is mounted over, or unmounted from, a path whose
+//! mount is not the volume's own.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use volplane_core::driver::{AccessType, Attributes, PublishPlan, StagePlan, VolumeUsage};
+use volplane_core::driver::{AccessType, PublishPlan, StagePlan, VolumeUsage};
 use volplane_core::{Code, Status};
-use volplane_host::{Formatted, Host, HostError};
+use volplane_host::{Formatted, Host, HostError, Identity};
 
 use super::{Blocking, unblock};
 
-/// The publish-context key holding the device path for NodeStage.
+/// The publish-context key a controller's publish context may name the
+/// device under. It is only a hint: a backend proves which device holds a
+/// volume ([`Backend::node_source`](super::Backend::node_source)).
 pub const DEVICE_KEY: &str = "device";
 /// Filesystem made when the capability names none.
 pub const DEFAULT_FS: &str = "ext4";
@@ -21,6 +26,9 @@ pub fn host_status(what: &str, e: HostError) -> Status {
     let code = match &e {
         HostError::OutsideRoots { .. } => Code::InvalidArgument,
         HostError::Refused(_) => Code::FailedPrecondition,
+        HostError::NotFound(_) => Code::NotFound,
+        HostError::NoSpace(_) => Code::ResourceExhausted,
+        HostError::OutOfRange(_) => Code::OutOfRange,
         _ => Code::Internal,
     };
     Status::new(code, format!("{what}: {e}"))
@@ -41,20 +49,104 @@ impl std::fmt::Debug for NodeHost {
     }
 }
 
-/// The device in a publish context: an absolute path under /dev.
-fn device(context: &Attributes) -> Result<PathBuf, Status> {
-    let d = context.get(DEVICE_KEY).ok_or_else(|| {
-        Status::failed_precondition(format!(
-            "publish_context has no {DEVICE_KEY:?}: ControllerPublishVolume must attach the volume first"
-        ))
-    })?;
-    let p = volplane_core::path::absolute("publish_context.device", d)?;
-    if !volplane_core::path::is_under(&p, "/dev") {
-        return Err(Status::invalid(format!(
-            "publish_context.device {d:?} is not a device under /dev"
-        )));
+/// Where a volume's data is on this node, as the backend proved it: the
+/// node side mounts, formats or binds nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeSource {
+    /// A block device holding the volume (formatted if empty, then mounted;
+    /// or published as is for raw block access).
+    Device(PathBuf),
+    /// A directory beneath one of the host's roots holding the volume
+    /// (bind-mounted).
+    Directory(PathBuf),
+}
+
+impl NodeSource {
+    fn shown(&self) -> String {
+        match self {
+            NodeSource::Device(p) | NodeSource::Directory(p) => p.display().to_string(),
+        }
     }
-    Ok(PathBuf::from(p))
+}
+
+/// The source opened and checked on the host.
+enum Held {
+    Device(volplane_host::Device),
+    Directory(volplane_host::Opened),
+}
+
+impl Held {
+    fn open(h: &Host, source: &NodeSource) -> volplane_host::Result<Held> {
+        Ok(match source {
+            NodeSource::Device(p) => Held::Device(h.device(p)?),
+            NodeSource::Directory(p) => {
+                let dir = h.open(p)?;
+                if !dir.stat()?.is_dir() {
+                    return Err(HostError::Refused(format!(
+                        "{} is not a directory",
+                        p.display()
+                    )));
+                }
+                Held::Directory(dir)
+            }
+        })
+    }
+
+    fn identity(&self) -> volplane_host::Result<Identity> {
+        match self {
+            Held::Device(d) => Ok(d.identity()),
+            Held::Directory(d) => Ok(Identity::of(&d.stat()?)),
+        }
+    }
+}
+
+fn fs_of(fs_type: &str) -> String {
+    if fs_type.is_empty() {
+        DEFAULT_FS.to_string()
+    } else {
+        fs_type.to_string()
+    }
+}
+
+/// Formats `dev` if it holds nothing, refuses a different filesystem, grows
+/// one that is smaller than its device; then mounts it at `target`.
+fn mount_device(
+    h: &Host,
+    dev: &volplane_host::Device,
+    target: &Path,
+    fs: &str,
+    flags: &[String],
+    readonly: bool,
+) -> volplane_host::Result<()> {
+    // Every check on the target before anything is written to the device.
+    if let Some(t) = h.open_existing(target)? {
+        let st = t.stat()?;
+        if st.mount_root {
+            if dev.identity().matches(&st) {
+                return Ok(());
+            }
+            return Err(HostError::Refused(format!(
+                "{} is already a mount point of something that is not this volume; volplane never mounts over it",
+                target.display()
+            )));
+        }
+    }
+    match h.format_if_empty(dev, fs)? {
+        Formatted::Existing(found) if found != fs => {
+            return Err(HostError::Refused(format!(
+                "{} holds a {found} filesystem, not the {fs} asked for; it was left untouched",
+                dev.path().display()
+            )));
+        }
+        Formatted::Existing(_) => {
+            // Grown while unstaged (or online growth was refused): fill the device now.
+            if h.grow_unmounted(dev)? {
+                tracing::info!(device = %dev.path().display(), "grew the filesystem to fill its device before mounting");
+            }
+        }
+        Formatted::Created(_) => {}
+    }
+    h.mount(dev, target, fs, flags, readonly)
 }
 
 impl NodeHost {
@@ -80,113 +172,156 @@ impl NodeHost {
         unblock(&*self.pool, move || f(&host)).await
     }
 
-    /// Stages a device from `publish_context["device"]`: for mount access,
-    /// formats it only if it holds no filesystem, then mounts it at the
-    /// staging path; for raw block access there is nothing to do on the node.
-    pub async fn stage_device(&self, plan: &StagePlan) -> Result<(), Status> {
-        let AccessType::Mount {
-            fs_type,
-            mount_flags,
-            ..
-        } = &plan.capability.access_type
-        else {
-            return Ok(());
-        };
-        let dev = device(&plan.publish_context)?;
-        let fs = if fs_type.is_empty() {
-            DEFAULT_FS.to_string()
-        } else {
-            fs_type.clone()
-        };
-        let flags = mount_flags.clone();
+    /// Stages `source` at the staging path: for mount access, a device is
+    /// formatted only if it holds no filesystem and mounted, a directory is
+    /// bind-mounted; for raw block access a device needs nothing on the node.
+    pub async fn stage(&self, plan: &StagePlan, source: NodeSource) -> Result<(), Status> {
+        let what = format!(
+            "stage volume {} ({}) at {}",
+            plan.volume_id,
+            source.shown(),
+            plan.staging_path
+        );
         let staging = PathBuf::from(&plan.staging_path);
+        let access = plan.capability.access_type.clone();
         let readonly = plan.capability.access_mode.read_only();
-        let what = format!("stage {} at {}", dev.display(), staging.display());
         self.run(move |h| {
-            if h.mount_at(&staging)?.is_none() {
-                match h.format_if_empty(&dev, &fs)? {
-                    Formatted::Existing(found) if found != fs => {
-                        return Err(HostError::Refused(format!(
-                            "{} holds a {found} filesystem, not the {fs} asked for; it was left untouched",
-                            dev.display()
-                        )));
-                    }
-                    Formatted::Existing(_) => {
-                        // Grown while unstaged (or online growth was refused): fill the device now.
-                        if h.grow_unmounted(&dev)? {
-                            tracing::info!(device = %dev.display(), "grew the filesystem to fill its device before mounting");
-                        }
-                    }
-                    Formatted::Created(_) => {}
+            let held = Held::open(h, &source)?;
+            match (access, held) {
+                (AccessType::Block, Held::Device(_)) => Ok(()),
+                (AccessType::Block, Held::Directory(_)) => Err(HostError::Refused(
+                    "a directory volume cannot be staged for raw block access".into(),
+                )),
+                (
+                    AccessType::Mount {
+                        fs_type,
+                        mount_flags,
+                        ..
+                    },
+                    Held::Device(dev),
+                ) => mount_device(h, &dev, &staging, &fs_of(&fs_type), &mount_flags, readonly),
+                (AccessType::Mount { .. }, Held::Directory(dir)) => {
+                    h.bind(&dir, &staging, readonly)
                 }
             }
-            h.mount(&dev, &staging, &fs, &flags, readonly)
         })
         .await
         .map_err(|e| host_status(&what, e))
     }
 
-    /// Unmounts the staging path (the CO removes the directory it created).
-    pub async fn unstage(&self, plan: &StagePlan) -> Result<(), Status> {
+    /// Unmounts the staging path, as long as what is mounted there comes
+    /// from `source` (when the backend could still say what that is).
+    pub async fn unstage(
+        &self,
+        plan: &StagePlan,
+        source: Option<NodeSource>,
+    ) -> Result<(), Status> {
         let staging = PathBuf::from(&plan.staging_path);
-        let what = format!("unstage {}", staging.display());
-        self.run(move |h| h.unmount(&staging))
-            .await
-            .map_err(|e| host_status(&what, e))
-    }
-
-    /// Bind-mounts the staging path (mount access) or the device (raw block)
-    /// at the target, read-only when asked.
-    pub async fn publish(&self, plan: &PublishPlan) -> Result<(), Status> {
-        let source = if plan.capability.access_type.is_block() {
-            device(&plan.publish_context)?
-        } else if plan.staging_path.is_empty() {
-            return Err(Status::failed_precondition(
-                "NodePublishVolume without a staging_target_path: this backend publishes from the staging path",
-            ));
-        } else {
-            PathBuf::from(&plan.staging_path)
-        };
-        self.bind(source, &plan.target_path, plan.readonly).await
-    }
-
-    /// Bind-mounts `source` at `target`.
-    pub async fn bind(&self, source: PathBuf, target: &str, readonly: bool) -> Result<(), Status> {
-        let target = PathBuf::from(target);
-        let what = format!("publish {} at {}", source.display(), target.display());
-        self.run(move |h| h.bind(&source, &target, readonly))
-            .await
-            .map_err(|e| host_status(&what, e))
-    }
-
-    /// Unmounts the target and removes it.
-    pub async fn unpublish(&self, plan: &PublishPlan) -> Result<(), Status> {
-        let target = PathBuf::from(&plan.target_path);
-        let what = format!("unpublish {}", target.display());
+        let what = format!(
+            "unstage volume {} from {}",
+            plan.volume_id,
+            staging.display()
+        );
         self.run(move |h| {
-            h.unmount(&target)?;
-            h.remove(&target)
+            let expected = expected(h, source.as_ref())?;
+            h.unmount(&staging, expected)
         })
         .await
         .map_err(|e| host_status(&what, e))
     }
 
-    /// Grows the filesystem on the publish context's device (mounted at
-    /// `mount_point`) to fill the device; returns the device size.
+    /// Publishes at the target: bind-mounts the staging path (mount access;
+    /// it must hold this volume's mount), or the device itself (raw block);
+    /// a driver that does not stage mounts `source` at the target directly.
+    pub async fn publish(&self, plan: &PublishPlan, source: NodeSource) -> Result<(), Status> {
+        let what = format!("publish volume {} at {}", plan.volume_id, plan.target_path);
+        let target = PathBuf::from(&plan.target_path);
+        let staging = (!plan.staging_path.is_empty()).then(|| PathBuf::from(&plan.staging_path));
+        let access = plan.capability.access_type.clone();
+        let readonly = plan.readonly;
+        self.run(move |h| {
+            let held = Held::open(h, &source)?;
+            match (access, held, staging) {
+                (AccessType::Block, Held::Device(dev), _) => h.bind_device(&dev, &target, readonly),
+                (AccessType::Block, Held::Directory(_), _) => Err(HostError::Refused(
+                    "a directory volume cannot be published for raw block access".into(),
+                )),
+                (AccessType::Mount { .. }, held, Some(staging)) => {
+                    let stage = h.open(&staging)?;
+                    let st = stage.stat()?;
+                    if !st.mount_root || !held.identity()?.matches(&st) {
+                        return Err(HostError::Refused(format!(
+                            "{} does not hold this volume's mount; NodeStageVolume it first",
+                            staging.display()
+                        )));
+                    }
+                    h.bind(&stage, &target, readonly)
+                }
+                (
+                    AccessType::Mount {
+                        fs_type,
+                        mount_flags,
+                        ..
+                    },
+                    Held::Device(dev),
+                    None,
+                ) => mount_device(h, &dev, &target, &fs_of(&fs_type), &mount_flags, readonly),
+                (AccessType::Mount { .. }, Held::Directory(dir), None) => {
+                    h.bind(&dir, &target, readonly)
+                }
+            }
+        })
+        .await
+        .map_err(|e| host_status(&what, e))
+    }
+
+    /// Unmounts the target (as long as what is mounted there comes from
+    /// `source`, when known) and removes it. A target that still holds files
+    /// once unmounted is not the driver's to delete: it is left, and logged.
+    pub async fn unpublish(
+        &self,
+        plan: &PublishPlan,
+        source: Option<NodeSource>,
+    ) -> Result<(), Status> {
+        let target = PathBuf::from(&plan.target_path);
+        let what = format!(
+            "unpublish volume {} from {}",
+            plan.volume_id,
+            target.display()
+        );
+        self.run(move |h| {
+            let expected = expected(h, source.as_ref())?;
+            h.unmount(&target, expected)?;
+            match h.remove(&target) {
+                Err(e) if e.is_not_empty() => {
+                    tracing::warn!(target = %target.display(), "left the target in place: it holds files that are not the volume's");
+                    Ok(())
+                }
+                r => r,
+            }
+        })
+        .await
+        .map_err(|e| host_status(&what, e))
+    }
+
+    /// Grows the filesystem on `source` (mounted at `mount_point`) to fill
+    /// its device; returns the device size. A directory has nothing to grow.
     pub async fn expand(
         &self,
-        publish_context: &Attributes,
+        source: NodeSource,
         mount_point: &str,
         block: bool,
     ) -> Result<u64, Status> {
-        let dev = device(publish_context)?;
         let mount_point = PathBuf::from(mount_point);
-        let what = format!("expand {} at {}", dev.display(), mount_point.display());
-        self.run(move |h| {
-            if !block {
-                h.grow(&dev, &mount_point)?;
+        let what = format!("expand {} at {}", source.shown(), mount_point.display());
+        self.run(move |h| match Held::open(h, &source)? {
+            Held::Directory(_) => Ok(0),
+            Held::Device(dev) => {
+                if !block {
+                    h.grow(&dev, &mount_point)?;
+                }
+                volplane_host::loopdev::device_size(&dev)
             }
-            volplane_host::loopdev::size(&dev)
         })
         .await
         .map_err(|e| host_status(&what, e))
@@ -198,7 +333,7 @@ impl NodeHost {
         let what = format!("stats of {}", path.display());
         self.run(move |h| {
             if block {
-                let size = volplane_host::loopdev::size(Path::new(&h.confine(&path)?))?;
+                let size = volplane_host::loopdev::opened_size(&h.open(&path)?)?;
                 return Ok(VolumeUsage {
                     total_bytes: size,
                     ..Default::default()
@@ -208,5 +343,17 @@ impl NodeHost {
         })
         .await
         .map_err(|e| host_status(&what, e))
+    }
+}
+
+/// The identity mounts of `source` have, when the source can be opened.
+fn expected(h: &Host, source: Option<&NodeSource>) -> volplane_host::Result<Option<Identity>> {
+    let Some(source) = source else {
+        return Ok(None);
+    };
+    match Held::open(h, source) {
+        Ok(held) => held.identity().map(Some),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
     }
 }

@@ -123,7 +123,7 @@ impl<B: Backend> Pump<B> {
                 "finishing operations that were in flight at the last stop"
             );
         }
-        if let Ok(mounts) = host.run(|h| h.mountinfo()).await {
+        if let Ok(mounts) = host.run(|h| h.mounts_as_configured()).await {
             driver.handle(0, Input::Mounts(mounts));
         }
         let (tx, rx) = mailbox::channel();

@@ -724,3 +724,5 @@ mod properties {
         checker(40).quickcheck(idempotent as fn(Vec<Step>, Step) -> bool);
     }
 }
+
+mod ownership;

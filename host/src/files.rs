@@ -1,0 +1,105 @@
+//! Volume image files: created sparse and whole (or not at all), grown.
+
+use std::path::Path;
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::{Host, HostError, Result};
+
+impl Host {
+    /// Refuses `size` bytes on the filesystem holding directory `dir`
+    /// before anything is written: bigger than the whole filesystem is out
+    /// of range, bigger than what is free is no space.
+    fn check_fits(&self, dir: &crate::Opened, size: u64) -> Result<()> {
+        let s = rustix::fs::fstatvfs(dir.fd())
+            .map_err(|e| HostError::io("statvfs", dir.path(), e.into()))?;
+        let frag = s.f_frsize.max(1);
+        let (total, free) = (
+            s.f_blocks.saturating_mul(frag),
+            s.f_bavail.saturating_mul(frag),
+        );
+        if size > total {
+            return Err(HostError::OutOfRange(format!(
+                "{size} bytes is more than the whole filesystem of {} holds ({total} bytes)",
+                dir.path().display()
+            )));
+        }
+        if size > free {
+            return Err(HostError::NoSpace(format!(
+                "{size} bytes do not fit in {}: {free} bytes are free",
+                dir.path().display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Creates a sparse image of `size` bytes at `path` (beneath a root),
+    /// unless one is there already; returns the image's size. The image
+    /// appears whole or not at all: it is made unnamed (O_TMPFILE), sized,
+    /// synced, and only then linked in, so a failure or a crash leaves
+    /// nothing behind.
+    pub fn create_image(&self, path: impl AsRef<Path>, size: u64) -> Result<u64> {
+        let path = path.as_ref();
+        if let Some(existing) = self.open_existing(path)? {
+            let st = existing.stat()?;
+            if st.kind != rustix::fs::FileType::RegularFile {
+                return Err(HostError::Refused(format!(
+                    "{} exists and is not an image file",
+                    path.display()
+                )));
+            }
+            let f = existing.reopen(OFlags::RDONLY)?;
+            return f
+                .metadata()
+                .map(|m| m.len())
+                .map_err(|e| HostError::io("inspect", path, e));
+        }
+        let (dir, name) = self.parent(path, true)?;
+        self.check_fits(&dir, size)?;
+        let io = |op, e: Errno| HostError::io(op, path, e.into());
+        let fd = rustix::fs::openat(
+            dir.fd(),
+            ".",
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| io("create image", e))?;
+        let f = std::fs::File::from(fd);
+        f.set_len(size)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| HostError::io("size image", path, e))?;
+        let unnamed = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f));
+        match rustix::fs::linkat(
+            rustix::fs::CWD,
+            unnamed.as_str(),
+            dir.fd(),
+            &name,
+            AtFlags::SYMLINK_FOLLOW,
+        ) {
+            Ok(()) => {}
+            // Another create of the same volume won the race: use its image.
+            Err(Errno::EXIST) => return self.create_image(path, size),
+            Err(e) => return Err(io("link image", e)),
+        }
+        rustix::fs::fsync(dir.reopen(OFlags::RDONLY | OFlags::DIRECTORY)?)
+            .map_err(|e| io("sync directory of", e))?;
+        Ok(size)
+    }
+
+    /// Grows the image at `path` to `size` bytes (never shrinks it), after
+    /// checking the filesystem has room for the growth.
+    pub fn grow_image(&self, path: impl AsRef<Path>, size: u64) -> Result<()> {
+        let path = path.as_ref();
+        let image = self.open(path)?;
+        let f = image.reopen(OFlags::RDWR)?;
+        let io = |e| HostError::io("grow image", path, e);
+        let len = f.metadata().map_err(io)?.len();
+        if len >= size {
+            return Ok(());
+        }
+        let (dir, _) = self.parent(path, false)?;
+        self.check_fits(&dir, size - len)?;
+        f.set_len(size).and_then(|_| f.sync_all()).map_err(io)
+    }
+}
