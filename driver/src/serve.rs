@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use volplane_core::driver::{DriverConfig, PluginCapability};
 use volplane_host::Host;
-use volplane_host::state_file::StateFile;
+use volplane_host::state_file::{StateFile, StateLock};
 use volplane_proto::service::PumpConfig;
 
 use crate::reference::{Reference, ZONE_KEY};
@@ -131,6 +131,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         )
     });
     let config = driver_config(&args);
+    let lock = StateLock::acquire(&args.state_dir)
+        .map_err(|e| ServeError::Setup(format!("cannot use --state-dir: {e}")))?;
+    if volumes_dir.starts_with(&args.kubelet_dir) || args.kubelet_dir.starts_with(&volumes_dir) {
+        return Err(ServeError::Setup(format!(
+            "--volumes-dir {} and --kubelet-dir {} must not lie one inside the other: a request path could then name a volume's storage",
+            volumes_dir.display(),
+            args.kubelet_dir.display()
+        )));
+    }
     let host = Host::new([&args.kubelet_dir, &volumes_dir])
         .map_err(|e| ServeError::Setup(format!("cannot use the configured directories: {e}")))?;
     let state_name = if config.controller && config.node {
@@ -187,5 +196,6 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             ))?;
         }
     }
+    drop(lock);
     Ok(())
 }

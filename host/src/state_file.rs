@@ -49,9 +49,78 @@ impl StateFile {
     }
 }
 
+/// An exclusive lock on a state directory, held for the life of the
+/// process: two drivers on one state would each undo the other's work.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+/// The lock file's name inside the state directory.
+pub const LOCK_FILE: &str = "volplane.lock";
+
+impl StateLock {
+    /// Takes the lock on `dir` (created if missing) without waiting; a
+    /// directory locked by a live process is refused, naming its pid.
+    pub fn acquire(dir: &Path) -> Result<StateLock> {
+        use rustix::fs::{FlockOperation, flock};
+        std::fs::create_dir_all(dir)
+            .map_err(|e| HostError::io("create state directory", dir, e))?;
+        let path = dir.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| HostError::io("open", &path, e))?;
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = holder.trim();
+                return Err(HostError::Refused(format!(
+                    "another volplane process{} holds the state directory {}; two drivers on one state would undo each other's work: stop it, or give this one its own --state-dir",
+                    if holder.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (pid {holder})")
+                    },
+                    dir.display()
+                )));
+            }
+            Err(e) => return Err(HostError::io("lock", &path, e.into())),
+        }
+        file.set_len(0)
+            .and_then(|_| writeln!(file, "{}", std::process::id()))
+            .map_err(|e| HostError::io("write", &path, e))?;
+        Ok(StateLock { _file: file, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_directory_is_locked_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = StateLock::acquire(dir.path()).unwrap();
+        let e = StateLock::acquire(dir.path()).unwrap_err();
+        assert!(e.is_refusal(), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
+        drop(lock);
+        StateLock::acquire(dir.path()).unwrap();
+    }
 
     #[test]
     fn store_replaces_and_load_reads_back() {

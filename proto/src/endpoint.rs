@@ -13,6 +13,10 @@ pub enum EndpointError {
     NotUnix(String),
     #[error("{0} exists and is not a socket; refusing to remove it (is --endpoint right?)")]
     NotASocket(PathBuf),
+    #[error(
+        "a live process already serves {0}; refusing to take its socket (stop it first, or choose another --endpoint)"
+    )]
+    InUse(PathBuf),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -35,7 +39,9 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf, EndpointError> {
 }
 
 /// Prepares to listen at `path`: creates its directory and removes a stale
-/// socket left by an earlier run. Anything else at `path` is left alone.
+/// socket left by an earlier run (one nobody accepts connections on). A
+/// socket a live process serves, and anything that is not a socket, are
+/// left alone and refused.
 pub fn prepare_socket(path: &Path) -> Result<(), EndpointError> {
     let io = |source| EndpointError::Io {
         path: path.to_path_buf(),
@@ -46,6 +52,9 @@ pub fn prepare_socket(path: &Path) -> Result<(), EndpointError> {
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(EndpointError::InUse(path.to_path_buf()));
+            }
             tracing::info!(socket = %path.display(), "removing stale socket");
             std::fs::remove_file(path).map_err(io)
         }
@@ -90,7 +99,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("d/csi.sock");
         prepare_socket(&sock).unwrap();
-        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let live = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert!(matches!(
+            prepare_socket(&sock),
+            Err(EndpointError::InUse(_))
+        ));
+        assert!(sock.exists(), "a live socket is never removed");
+        drop(live);
         prepare_socket(&sock).unwrap();
         assert!(!sock.exists());
         let file = dir.path().join("file");

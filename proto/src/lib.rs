@@ -17,6 +17,7 @@ pub mod registration {
     tonic::include_proto!("pluginregistration");
 }
 
+pub mod authority;
 pub mod client;
 pub mod convert;
 pub mod endpoint;

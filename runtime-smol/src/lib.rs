@@ -8,6 +8,7 @@
 //! signals. The two read alike.
 
 mod client;
+mod fixed;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -145,7 +146,7 @@ pub async fn serve<B: Backend>(
         connections.push(rt.spawn(async move {
             let conn = hyper::server::conn::http2::Builder::new(spawner)
                 .timer(SmolTimer::new())
-                .serve_connection(FuturesIo::new(stream), service);
+                .serve_connection(FuturesIo::new(fixed::FixedStream::new(stream)), service);
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }

@@ -5,11 +5,13 @@
 //! backend trait, socket housekeeping) lives in `volplane-proto`; this crate
 //! holds only the transport, spawning and signals. `volplane-smol` reads alike.
 
+mod fixed;
+
 use std::future::Future;
 use std::sync::Arc;
 
+pub use fixed::FixedStream;
 use tokio::net::UnixListener;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::{Channel, Endpoint, Server};
 use volplane_core::driver::DriverConfig;
 use volplane_host::Host;
@@ -60,7 +62,7 @@ pub async fn serve<B: Backend>(
         .add_service(IdentityServer::new(svc.clone()))
         .add_optional_service(p.controller.then(|| ControllerServer::new(svc.clone())))
         .add_optional_service(p.node.then(|| NodeServer::new(svc.clone())))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(fixed::incoming(listener), shutdown)
         .await
         .map_err(|e| ServeError::Transport(e.to_string()));
     drop(svc);
@@ -102,7 +104,7 @@ where
     use volplane_proto::registration::registration_server::RegistrationServer;
     Server::builder()
         .add_service(RegistrationServer::new(service))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(fixed::incoming(listener), shutdown)
         .await
         .map_err(|e| ServeError::Transport(e.to_string()))
 }

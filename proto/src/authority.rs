@@ -1,0 +1,469 @@
+//! Serving gRPC clients that send a unix socket path as `:authority`.
+//!
+//! grpc C-core (Python's grpcio, Ruby, PHP …), grpc-java and some kubelet
+//! versions (calling a registration socket's GetInfo) send the socket path,
+//! or another string that is not a URI authority, in the HTTP/2
+//! `:authority` pseudo-header. h2, under tonic and hyper, answers such a
+//! request with RST_STREAM(PROTOCOL_ERROR) before any service sees it
+//! (hyperium/h2#487, hyperium/tonic#1876). grpc-go servers accept them.
+//!
+//! [`AuthorityFix`] sits between the socket and h2, on the bytes the client
+//! sends. It passes every frame through unchanged except header blocks,
+//! which it decodes with its own HPACK decoder (tracking the client's
+//! dynamic table) and encodes again as literals that never use h2's dynamic
+//! table — with an unparsable `:authority` replaced by `localhost`, as
+//! grpc-go's own clients send. It is sans-IO: the runtimes' stream wrappers
+//! feed it what they read and hand on what it produced.
+
+use std::io;
+use std::task::{Context, Poll};
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const FRAME_HEADER: usize = 9;
+const HEADERS: u8 = 0x1;
+const CONTINUATION: u8 = 0x9;
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
+/// Every HTTP/2 peer accepts frames of this size (SETTINGS_MAX_FRAME_SIZE's
+/// smallest value).
+const MAX_FRAME: usize = 16_384;
+/// What the `:authority` of a request that had an unusable one becomes.
+pub const REPLACEMENT: &str = "localhost";
+
+/// A header block being gathered from HEADERS and CONTINUATION frames.
+struct Block {
+    stream: u32,
+    end_stream: bool,
+    priority: Option<[u8; 5]>,
+    fragment: Vec<u8>,
+    /// The frames as they came, to hand on untouched if decoding fails.
+    raw: Vec<u8>,
+}
+
+/// The client-to-server byte stream of one HTTP/2 connection, rewritten so
+/// that h2 accepts any `:authority`. See the module documentation.
+pub struct AuthorityFix {
+    decoder: loona_hpack::Decoder<'static>,
+    preface_left: usize,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    block: Option<Block>,
+    /// Set when the stream is not HTTP/2 as expected: everything is handed
+    /// on untouched, and h2 gives the client the error it deserves.
+    passthrough: bool,
+    rewritten: u64,
+}
+
+impl std::fmt::Debug for AuthorityFix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorityFix")
+            .field("passthrough", &self.passthrough)
+            .field("rewritten", &self.rewritten)
+            .finish()
+    }
+}
+
+impl Default for AuthorityFix {
+    fn default() -> Self {
+        AuthorityFix::new()
+    }
+}
+
+fn usable_authority(value: &[u8]) -> bool {
+    http::uri::Authority::try_from(value).is_ok()
+}
+
+/// HPACK integer with an `n`-bit prefix whose high bits are `first`.
+fn put_int(out: &mut Vec<u8>, first: u8, n: u32, mut value: usize) {
+    let max = (1usize << n) - 1;
+    if value < max {
+        out.push(first | value as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    value -= max;
+    while value >= 128 {
+        out.push((value % 128) as u8 | 0x80);
+        value /= 128;
+    }
+    out.push(value as u8);
+}
+
+/// A header as "literal without indexing, new name", strings not Huffman
+/// coded: it leaves the receiver's dynamic table as it is.
+fn put_literal(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.push(0x00);
+    put_int(out, 0, 7, name.len());
+    out.extend_from_slice(name);
+    put_int(out, 0, 7, value.len());
+    out.extend_from_slice(value);
+}
+
+fn frame_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+    out.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
+    out.push(kind);
+    out.push(flags);
+    out.extend_from_slice(&stream.to_be_bytes());
+}
+
+impl AuthorityFix {
+    pub fn new() -> AuthorityFix {
+        let mut decoder = loona_hpack::Decoder::new();
+        decoder.set_max_allowed_table_size(4096);
+        AuthorityFix {
+            decoder,
+            preface_left: PREFACE.len(),
+            input: Vec::new(),
+            output: Vec::new(),
+            block: None,
+            passthrough: false,
+            rewritten: 0,
+        }
+    }
+
+    /// How many requests had their `:authority` replaced.
+    pub fn rewritten(&self) -> u64 {
+        self.rewritten
+    }
+
+    /// Takes bytes the client sent.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.passthrough {
+            self.output.extend_from_slice(bytes);
+            return;
+        }
+        self.input.extend_from_slice(bytes);
+        self.process();
+    }
+
+    /// The client closed its side: whatever is left is handed on as it is.
+    pub fn finish(&mut self) {
+        if let Some(b) = self.block.take() {
+            self.output.extend_from_slice(&b.raw);
+        }
+        self.output.append(&mut self.input);
+    }
+
+    /// Bytes ready for h2.
+    pub fn ready(&self) -> &[u8] {
+        &self.output
+    }
+
+    /// Drops the first `n` ready bytes (h2 took them).
+    pub fn consume(&mut self, n: usize) {
+        self.output.drain(..n);
+    }
+
+    fn give_up(&mut self) {
+        self.passthrough = true;
+        if let Some(b) = self.block.take() {
+            self.output.extend_from_slice(&b.raw);
+        }
+        self.output.append(&mut self.input);
+    }
+
+    fn process(&mut self) {
+        if self.preface_left > 0 {
+            let seen = PREFACE.len() - self.preface_left;
+            let n = self.preface_left.min(self.input.len());
+            if self.input[..n] != PREFACE[seen..seen + n] {
+                return self.give_up();
+            }
+            self.output.extend(self.input.drain(..n));
+            self.preface_left -= n;
+            if self.preface_left > 0 {
+                return;
+            }
+        }
+        let mut at = 0;
+        while self.input.len() - at >= FRAME_HEADER {
+            let h = &self.input[at..at + FRAME_HEADER];
+            let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+            if self.input.len() - at < FRAME_HEADER + len {
+                break;
+            }
+            let frame = at..at + FRAME_HEADER + len;
+            at = frame.end;
+            let frame = self.input[frame].to_vec();
+            if !self.frame(&frame) {
+                self.input.drain(..at);
+                return self.give_up();
+            }
+        }
+        self.input.drain(..at);
+    }
+
+    /// One whole frame; false when it is not what HTTP/2 allows here.
+    fn frame(&mut self, frame: &[u8]) -> bool {
+        let (kind, flags) = (frame[3], frame[4]);
+        let stream = u32::from_be_bytes([frame[5], frame[6], frame[7], frame[8]]) & 0x7fff_ffff;
+        let payload = &frame[FRAME_HEADER..];
+        match (kind, self.block.as_mut()) {
+            (HEADERS, None) => {
+                let Some((priority, fragment)) = split_headers(flags, payload) else {
+                    return false;
+                };
+                self.block = Some(Block {
+                    stream,
+                    end_stream: flags & END_STREAM != 0,
+                    priority,
+                    fragment: fragment.to_vec(),
+                    raw: frame.to_vec(),
+                });
+            }
+            (CONTINUATION, Some(b)) if b.stream == stream => {
+                b.fragment.extend_from_slice(payload);
+                b.raw.extend_from_slice(frame);
+            }
+            (HEADERS | CONTINUATION, _) | (_, Some(_)) => return false,
+            _ => {
+                self.output.extend_from_slice(frame);
+                return true;
+            }
+        }
+        if flags & END_HEADERS != 0 {
+            let b = self.block.take().expect("a block is open");
+            return self.emit(b);
+        }
+        true
+    }
+
+    /// Decodes a whole header block and hands it on re-encoded.
+    fn emit(&mut self, b: Block) -> bool {
+        let mut encoded = Vec::with_capacity(b.fragment.len() * 2);
+        let mut fixed = false;
+        let decoded = self.decoder.decode_with_cb(&b.fragment, |name, value| {
+            if &*name == b":authority" && !usable_authority(&value) {
+                fixed = true;
+                put_literal(&mut encoded, &name, REPLACEMENT.as_bytes());
+            } else {
+                put_literal(&mut encoded, &name, &value);
+            }
+        });
+        if decoded.is_err() {
+            self.block = Some(b);
+            return false;
+        }
+        if fixed {
+            self.rewritten += 1;
+        }
+        let mut first = true;
+        let mut rest = &encoded[..];
+        loop {
+            let room = MAX_FRAME - if first && b.priority.is_some() { 5 } else { 0 };
+            let (chunk, tail) = rest.split_at(rest.len().min(room));
+            let last = tail.is_empty();
+            let mut flags = if last { END_HEADERS } else { 0 };
+            if first {
+                flags |= if b.end_stream { END_STREAM } else { 0 };
+                flags |= if b.priority.is_some() { PRIORITY } else { 0 };
+                let extra = if b.priority.is_some() { 5 } else { 0 };
+                frame_header(
+                    &mut self.output,
+                    chunk.len() + extra,
+                    HEADERS,
+                    flags,
+                    b.stream,
+                );
+                if let Some(p) = b.priority {
+                    self.output.extend_from_slice(&p);
+                }
+            } else {
+                frame_header(&mut self.output, chunk.len(), CONTINUATION, flags, b.stream);
+            }
+            self.output.extend_from_slice(chunk);
+            if last {
+                return true;
+            }
+            first = false;
+            rest = tail;
+        }
+    }
+
+    /// For a stream wrapper's `poll_read`: fills `dst` with ready bytes,
+    /// reading from the socket with `read` (into `scratch`) while none are.
+    pub fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        dst: &mut [u8],
+        scratch: &mut [u8],
+        mut read: impl FnMut(&mut Context<'_>, &mut [u8]) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            if !self.output.is_empty() || dst.is_empty() {
+                let n = self.output.len().min(dst.len());
+                dst[..n].copy_from_slice(&self.output[..n]);
+                self.consume(n);
+                return Poll::Ready(Ok(n));
+            }
+            match read(cx, scratch) {
+                Poll::Ready(Ok(0)) => {
+                    self.finish();
+                    if self.output.is_empty() {
+                        return Poll::Ready(Ok(0));
+                    }
+                }
+                Poll::Ready(Ok(n)) => self.feed(&scratch[..n]),
+                other => return other,
+            }
+        }
+    }
+}
+
+/// The priority fields and the header block fragment of a HEADERS payload,
+/// padding removed.
+fn split_headers(flags: u8, payload: &[u8]) -> Option<(Option<[u8; 5]>, &[u8])> {
+    let mut p = payload;
+    let mut pad = 0;
+    if flags & PADDED != 0 {
+        pad = *p.first()? as usize;
+        p = &p[1..];
+    }
+    let mut priority = None;
+    if flags & PRIORITY != 0 {
+        priority = Some(p.get(..5)?.try_into().ok()?);
+        p = &p[5..];
+    }
+    let end = p.len().checked_sub(pad)?;
+    Some((priority, &p[..end]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(headers: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut e = loona_hpack::Encoder::new();
+        e.encode(headers.iter().copied())
+    }
+
+    fn headers_frame(stream: u32, flags: u8, block: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        frame_header(&mut f, block.len(), HEADERS, flags, stream);
+        f.extend_from_slice(block);
+        f
+    }
+
+    /// Decodes what the fix produced as h2 would: frames, then HPACK.
+    fn h2_view(bytes: &[u8]) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+        assert!(bytes.starts_with(PREFACE));
+        let mut d = loona_hpack::Decoder::new();
+        let mut at = PREFACE.len();
+        let mut blocks = Vec::new();
+        let mut frag = Vec::new();
+        while at < bytes.len() {
+            let len = u32::from_be_bytes([0, bytes[at], bytes[at + 1], bytes[at + 2]]) as usize;
+            let (kind, flags) = (bytes[at + 3], bytes[at + 4]);
+            let payload = &bytes[at + 9..at + 9 + len];
+            if kind == HEADERS || kind == CONTINUATION {
+                let (_, f) = if kind == HEADERS {
+                    split_headers(flags, payload).unwrap()
+                } else {
+                    (None, payload)
+                };
+                frag.extend_from_slice(f);
+                if flags & END_HEADERS != 0 {
+                    blocks.push(d.decode(&frag).unwrap());
+                    frag.clear();
+                }
+            }
+            at += 9 + len;
+        }
+        blocks
+    }
+
+    #[test]
+    fn a_socket_path_authority_becomes_localhost_and_the_rest_is_kept() {
+        let mut client = loona_hpack::Encoder::new();
+        let block = client.encode([
+            (&b":method"[..], &b"POST"[..]),
+            (b":authority", b"/var/lib/kubelet/plugins/x/csi.sock"),
+            (b":path", b"/csi.v1.Identity/Probe"),
+            (b"te", b"trailers"),
+        ]);
+        // The second request refers to the client's dynamic table.
+        let again = client.encode([
+            (&b":method"[..], &b"POST"[..]),
+            (b":authority", b"/var/lib/kubelet/plugins/x/csi.sock"),
+            (b":path", b"/csi.v1.Identity/Probe"),
+        ]);
+        let mut wire = PREFACE.to_vec();
+        wire.extend(headers_frame(1, END_HEADERS, &block));
+        let mut data = Vec::new();
+        frame_header(&mut data, 5, 0x0, END_STREAM, 1);
+        data.extend_from_slice(&[0, 0, 0, 0, 0]);
+        wire.extend(&data);
+        wire.extend(headers_frame(3, END_HEADERS | END_STREAM, &again));
+        let mut fix = AuthorityFix::new();
+        // Byte by byte: frames split anywhere are reassembled.
+        for b in &wire {
+            fix.feed(std::slice::from_ref(b));
+        }
+        let out = fix.ready().to_vec();
+        assert_eq!(fix.rewritten(), 2);
+        let blocks = h2_view(&out);
+        assert_eq!(blocks.len(), 2);
+        for b in &blocks {
+            assert!(
+                b.contains(&(b":authority".to_vec(), b"localhost".to_vec())),
+                "{b:?}"
+            );
+            assert!(b.contains(&(b":path".to_vec(), b"/csi.v1.Identity/Probe".to_vec())));
+        }
+        assert!(blocks[0].contains(&(b"te".to_vec(), b"trailers".to_vec())));
+        assert!(
+            out.windows(data.len()).any(|w| w == data),
+            "DATA passes untouched"
+        );
+    }
+
+    #[test]
+    fn a_usable_authority_is_kept() {
+        let block = encode(&[(b":authority", b"localhost:50051"), (b":path", b"/x")]);
+        let mut wire = PREFACE.to_vec();
+        wire.extend(headers_frame(1, END_HEADERS | PADDED, &{
+            let mut p = vec![3];
+            p.extend(&block);
+            p.extend([0, 0, 0]);
+            p
+        }));
+        let mut fix = AuthorityFix::new();
+        fix.feed(&wire);
+        assert_eq!(fix.rewritten(), 0);
+        let blocks = h2_view(fix.ready());
+        assert_eq!(
+            blocks[0][0],
+            (b":authority".to_vec(), b"localhost:50051".to_vec())
+        );
+    }
+
+    #[test]
+    fn big_blocks_are_split_into_continuations() {
+        let big = vec![b'a'; 40_000];
+        let block = encode(&[(b":authority", b"/s.sock"), (b"x-big", &big)]);
+        let mut wire = PREFACE.to_vec();
+        wire.extend(headers_frame(1, END_HEADERS, &block));
+        let mut fix = AuthorityFix::new();
+        fix.feed(&wire);
+        let blocks = h2_view(fix.ready());
+        assert_eq!(blocks[0][1].1.len(), 40_000);
+    }
+
+    #[test]
+    fn what_is_not_http2_passes_untouched() {
+        let mut fix = AuthorityFix::new();
+        fix.feed(b"GET / HTTP/1.1\r\n\r\n");
+        assert_eq!(fix.ready(), b"GET / HTTP/1.1\r\n\r\n");
+        let mut fix = AuthorityFix::new();
+        let mut wire = PREFACE.to_vec();
+        wire.extend(headers_frame(1, END_HEADERS, &[0xff, 0xff, 0xff, 0xff]));
+        fix.feed(&wire);
+        assert_eq!(
+            fix.ready(),
+            &wire[..],
+            "a block we cannot decode goes to h2 as it came"
+        );
+    }
+}
