@@ -27,7 +27,7 @@ use rustix::io::Errno;
 
 pub use beneath::Stat;
 pub use fs::Formatted;
-pub use mounts::{Device, Identity};
+pub use mounts::{Device, Identity, check_target};
 
 use beneath::Root;
 

@@ -309,6 +309,10 @@ mod tests {
     #[test]
     fn attach_refresh_detach_when_root() {
         if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
+            assert!(
+                std::env::var_os("VOLPLANE_REQUIRE_ALL").is_none_or(|v| v != "1"),
+                "attach_refresh_detach_when_root needs root and /dev/loop-control (VOLPLANE_REQUIRE_ALL=1)"
+            );
             eprintln!("skipping attach_refresh_detach_when_root: needs root and /dev/loop-control");
             return;
         }

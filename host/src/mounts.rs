@@ -119,7 +119,7 @@ fn check_empty_dir(target: &Opened) -> Result<()> {
 /// Checks a mount target before anything is mounted there: `Ok(true)` when
 /// `source` is already mounted there (nothing to do), `Ok(false)` when it is
 /// free, refused when something else is mounted there or it holds files.
-fn check_target(target: &Opened, source: Identity) -> Result<bool> {
+pub fn check_target(target: &Opened, source: Identity) -> Result<bool> {
     let st = target.stat()?;
     if st.mount_root {
         if source.matches(&st) {

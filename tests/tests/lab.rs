@@ -25,8 +25,9 @@ fn config(root: &Path, nodes: usize) -> LabConfig {
 macro_rules! need_root {
     () => {
         if !common::is_root() {
-            eprintln!(
-                "skipped: the lab mounts filesystems and attaches loop devices (run as root)"
+            common::skip(
+                module_path!(),
+                "the lab mounts filesystems and attaches loop devices (run as root)",
             );
             return;
         }
@@ -327,7 +328,10 @@ fn without_root_the_demo_says_so_and_touches_nothing() {
     let mut cmd = if common::is_root() {
         // Drop to nobody to see what a user without root sees.
         if Command::new("setpriv").arg("--help").output().is_err() {
-            eprintln!("skipped: running as root and setpriv is not installed");
+            common::skip(
+                module_path!(),
+                "running as root and setpriv is not installed",
+            );
             return;
         }
         let mut c = Command::new("setpriv");

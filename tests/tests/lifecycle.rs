@@ -12,6 +12,7 @@ use volplane_proto::csi;
 /// What the lifecycle learns as it goes.
 #[derive(Default)]
 struct Volume {
+    name: String,
     id: String,
     context: HashMap<String, String>,
     publish_context: HashMap<String, String>,
@@ -58,6 +59,28 @@ const LIFECYCLE: &[Step] = &[
     Delete,
 ];
 
+impl Volume {
+    fn named(name: &str) -> Volume {
+        Volume {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// True when something is mounted exactly at `path` (symlinks in it resolved,
+/// as the mount table shows them).
+fn mounted(path: &str) -> bool {
+    let Ok(real) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    volplane_core::mountinfo::parse(&text)
+        .unwrap()
+        .iter()
+        .any(|m| std::path::Path::new(&m.mount_point) == real)
+}
+
 const CONTENT: &[u8] = b"written through one pod, read through another\n";
 
 async fn run(d: &Driver, csi: &mut Csi, v: &mut Volume, step: Step) {
@@ -65,9 +88,10 @@ async fn run(d: &Driver, csi: &mut Csi, v: &mut Volume, step: Step) {
         Create => {
             let vol = retry(|| {
                 let mut c = csi.controller.clone();
+                let v = &*v;
                 async move {
                     c.create_volume(csi::CreateVolumeRequest {
-                        name: "pvc-lifecycle".into(),
+                        name: v.name.clone(),
                         capacity_range: Some(csi::CapacityRange {
                             required_bytes: 64 << 20,
                             limit_bytes: 0,
@@ -89,7 +113,7 @@ async fn run(d: &Driver, csi: &mut Csi, v: &mut Volume, step: Step) {
             v.context = vol.volume_context;
             v.staging = d.staging(&v.id);
             v.targets = (0..3)
-                .map(|i| d.target(&format!("pod-{i}"), "pvc-lifecycle"))
+                .map(|i| d.target(&format!("pod-{i}"), &v.name))
                 .collect();
         }
         ControllerPublish => {
@@ -168,9 +192,8 @@ async fn run(d: &Driver, csi: &mut Csi, v: &mut Volume, step: Step) {
             );
         }
         CheckStillStaged => {
-            let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
             assert!(
-                mounts.contains(&v.staging),
+                mounted(&v.staging),
                 "unpublishing some pods must not unstage"
             );
         }
@@ -185,8 +208,7 @@ async fn run(d: &Driver, csi: &mut Csi, v: &mut Volume, step: Step) {
             })
             .await
             .expect("NodeUnstageVolume");
-            let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-            assert!(!mounts.contains(&v.staging), "unstaged");
+            assert!(!mounted(&v.staging), "unstaged");
         }
         ReadStaged => {
             assert_eq!(
@@ -245,7 +267,7 @@ async fn lifecycle_as_kubelet_drives_it_leaves_nothing_behind_on(rt: Runtime) {
     require_root!();
     let mut d = Driver::start(rt);
     let mut csi = d.client().await;
-    let mut v = Volume::default();
+    let mut v = Volume::named("pvc-lifecycle");
     for &step in LIFECYCLE {
         run(&d, &mut csi, &mut v, step).await;
     }
@@ -268,7 +290,7 @@ async fn lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_
     require_root!();
     let mut d = Driver::start(rt);
     let mut csi = d.client().await;
-    let mut v = Volume::default();
+    let mut v = Volume::named("pvc-lifecycle");
     let mut crashed_mid_stage = false;
     for (i, &step) in LIFECYCLE.iter().enumerate() {
         if matches!(step, Stage) && !crashed_mid_stage {
@@ -290,5 +312,30 @@ async fn lifecycle_survives_a_kill_between_every_two_steps_and_in_the_middle_of_
         }
     }
     assert!(crashed_mid_stage);
+    assert_eq!(d.leftovers(), Vec::<String>::new());
+}
+
+both_runtimes!(
+    two_volumes_with_symlinked_roots_survive_a_kill_between_every_two_steps,
+    two_volumes_with_symlinked_roots_survive_a_kill_between_every_two_steps_on
+);
+
+/// `--kubelet-dir` and `--state-dir` are symlinks: the records the driver
+/// keeps (named as kubelet names paths) must still match the mount table
+/// (which shows them resolved) after every restart, or mounts and loop
+/// devices leak and DeleteVolume is refused forever.
+async fn two_volumes_with_symlinked_roots_survive_a_kill_between_every_two_steps_on(rt: Runtime) {
+    require_root!();
+    let mut d = Driver::start_symlinked(rt);
+    let mut csi = d.client().await;
+    let mut vols = [Volume::named("pvc-a"), Volume::named("pvc-b")];
+    for &step in LIFECYCLE {
+        for v in vols.iter_mut() {
+            run(&d, &mut csi, v, step).await;
+            d.restart();
+            csi = d.client().await;
+        }
+    }
+    assert_ne!(vols[0].id, vols[1].id);
     assert_eq!(d.leftovers(), Vec::<String>::new());
 }

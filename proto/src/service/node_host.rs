@@ -119,17 +119,10 @@ fn mount_device(
     readonly: bool,
 ) -> volplane_host::Result<()> {
     // Every check on the target before anything is written to the device.
-    if let Some(t) = h.open_existing(target)? {
-        let st = t.stat()?;
-        if st.mount_root {
-            if dev.identity().matches(&st) {
-                return Ok(());
-            }
-            return Err(HostError::Refused(format!(
-                "{} is already a mount point of something that is not this volume; volplane never mounts over it",
-                target.display()
-            )));
-        }
+    if let Some(t) = h.open_existing(target)?
+        && volplane_host::check_target(&t, dev.identity())?
+    {
+        return Ok(());
     }
     match h.format_if_empty(dev, fs)? {
         Formatted::Existing(found) if found != fs => {

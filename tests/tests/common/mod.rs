@@ -32,15 +32,27 @@ fn rustix_is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Returns early from a test that needs root, saying why.
+/// True when a skipped test must fail instead (`.ci/run` sets
+/// VOLPLANE_REQUIRE_ALL=1: CI runs as root and has every peer installed).
+pub fn skips_fail() -> bool {
+    std::env::var_os("VOLPLANE_REQUIRE_ALL").is_some_and(|v| v == "1")
+}
+
+/// Skips a test, saying why, or fails it under VOLPLANE_REQUIRE_ALL=1.
+pub fn skip(test: &str, why: &str) {
+    if skips_fail() {
+        panic!("{test} cannot run: {why} (VOLPLANE_REQUIRE_ALL=1 makes this a failure)");
+    }
+    eprintln!("skipping {test}: {why}");
+}
+
+/// Returns early from a test that needs root, saying why (and fails it
+/// instead under VOLPLANE_REQUIRE_ALL=1).
 #[macro_export]
 macro_rules! require_root {
     () => {
         if !common::is_root() {
-            eprintln!(
-                "skipping {}: needs root (mount(2), loop devices)",
-                module_path!()
-            );
+            common::skip(module_path!(), "needs root (mount(2), loop devices)");
             return;
         }
     };
@@ -103,10 +115,27 @@ impl Driver {
 
     /// Starts `volplane serve --runtime <runtime>` in a fresh temporary root.
     pub fn start(runtime: Runtime) -> Driver {
+        Driver::start_in(runtime, false)
+    }
+
+    /// The same with `--kubelet-dir` and `--state-dir` given as symlinks to
+    /// the real directories (`real-kubelet`, `real-state`).
+    pub fn start_symlinked(runtime: Runtime) -> Driver {
+        Driver::start_in(runtime, true)
+    }
+
+    fn start_in(runtime: Runtime, symlinked: bool) -> Driver {
         let root = tempfile::Builder::new()
             .prefix("volplane-test-")
             .tempdir()
             .unwrap();
+        if symlinked {
+            for d in ["kubelet", "state"] {
+                let real = root.path().join(format!("real-{d}"));
+                std::fs::create_dir(&real).unwrap();
+                std::os::unix::fs::symlink(&real, root.path().join(d)).unwrap();
+            }
+        }
         let endpoint = format!("unix://{}/csi.sock", root.path().display());
         let mut d = Driver {
             root,
@@ -125,25 +154,7 @@ impl Driver {
 
     /// (Re)starts the process; `crash_after` sets VOLPLANE_CRASH_AFTER.
     pub fn spawn(&mut self, crash_after: Option<&str>) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volplane-under-test"));
-        cmd.args([
-            "serve",
-            "--runtime",
-            self.runtime.flag(),
-            "--endpoint",
-            &self.endpoint,
-            "--node-id",
-            NODE,
-        ])
-        .arg("--state-dir")
-        .arg(self.state())
-        .arg("--kubelet-dir")
-        .arg(self.kubelet())
-        .env(
-            "VOLPLANE_LOG",
-            std::env::var("VOLPLANE_TEST_LOG").unwrap_or_else(|_| "error".into()),
-        )
-        .stdout(Stdio::null());
+        let mut cmd = self.serve_command(&self.state(), &self.endpoint);
         if let Some(kind) = crash_after {
             cmd.env("VOLPLANE_CRASH_AFTER", kind);
         } else {
@@ -160,6 +171,31 @@ impl Driver {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// `volplane serve` as this driver runs it, with another state
+    /// directory or endpoint if asked.
+    pub fn serve_command(&self, state: &Path, endpoint: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volplane-under-test"));
+        cmd.args([
+            "serve",
+            "--runtime",
+            self.runtime.flag(),
+            "--endpoint",
+            endpoint,
+            "--node-id",
+            NODE,
+        ])
+        .arg("--state-dir")
+        .arg(state)
+        .arg("--kubelet-dir")
+        .arg(self.kubelet())
+        .env(
+            "VOLPLANE_LOG",
+            std::env::var("VOLPLANE_TEST_LOG").unwrap_or_else(|_| "error".into()),
+        )
+        .stdout(Stdio::null());
+        cmd
     }
 
     /// SIGKILL, as a crash would.
