@@ -119,11 +119,11 @@ fn mount_device(
     readonly: bool,
 ) -> volplane_host::Result<()> {
     // Every check on the target before anything is written to the device.
-    if let Some(t) = h.open_existing(target)?
-        && volplane_host::check_target(&t, dev.identity())?
-    {
+    let t = h.create_dir(target)?;
+    if volplane_host::check_target(&t, dev.identity())? {
         return Ok(());
     }
+    drop(t);
     match h.format_if_empty(dev, fs)? {
         Formatted::Existing(found) if found != fs => {
             return Err(HostError::Refused(format!(
