@@ -7,56 +7,6 @@ use common::*;
 use volplane_proto::csi;
 use volplane_proto::csi::volume_capability::access_mode::Mode;
 
-struct Attached {
-    id: String,
-    context: std::collections::HashMap<String, String>,
-    publish_context: std::collections::HashMap<String, String>,
-}
-
-async fn create_and_attach(
-    d: &Driver,
-    csi: &mut Csi,
-    name: &str,
-    cap: csi::VolumeCapability,
-    bytes: i64,
-) -> Attached {
-    let v = csi
-        .controller
-        .create_volume(csi::CreateVolumeRequest {
-            name: name.into(),
-            capacity_range: Some(csi::CapacityRange {
-                required_bytes: bytes,
-                limit_bytes: 0,
-            }),
-            volume_capabilities: vec![cap.clone()],
-            parameters: params("block"),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
-    let p = csi
-        .controller
-        .controller_publish_volume(csi::ControllerPublishVolumeRequest {
-            volume_id: v.volume_id.clone(),
-            node_id: NODE.into(),
-            volume_capability: Some(cap),
-            volume_context: v.volume_context.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let _ = d;
-    Attached {
-        id: v.volume_id,
-        context: v.volume_context,
-        publish_context: p.publish_context,
-    }
-}
-
 async fn detach_and_delete(csi: &mut Csi, id: &str) {
     csi.controller
         .controller_unpublish_volume(csi::ControllerUnpublishVolumeRequest {
@@ -99,7 +49,7 @@ async fn online_expansion_grows_the_image_then_the_filesystem_on(rt: Runtime) {
     let d = Driver::start(rt);
     let mut csi = d.client().await;
     let cap = capability(Mode::SingleNodeWriter, false);
-    let a = create_and_attach(&d, &mut csi, "pvc-grow", cap.clone(), 32 << 20).await;
+    let a = create_and_attach(&mut csi, "pvc-grow", "block", cap.clone(), 32 << 20).await;
     let staging = d.staging(&a.id);
     csi.node
         .node_stage_volume(csi::NodeStageVolumeRequest {
@@ -229,7 +179,7 @@ async fn raw_block_publishes_the_device_and_read_only_publishes_refuse_writes_on
 
     // Raw block: the target is the device itself.
     let block = capability(Mode::SingleNodeWriter, true);
-    let a = create_and_attach(&d, &mut csi, "pvc-raw", block.clone(), 16 << 20).await;
+    let a = create_and_attach(&mut csi, "pvc-raw", "block", block.clone(), 16 << 20).await;
     let staging = d.staging(&a.id);
     let target = d.target("pod-raw", "pvc-raw");
     csi.node
@@ -281,7 +231,7 @@ async fn raw_block_publishes_the_device_and_read_only_publishes_refuse_writes_on
 
     // Read-only publish of a filesystem volume.
     let fs = capability(Mode::SingleNodeMultiWriter, false);
-    let b = create_and_attach(&d, &mut csi, "pvc-ro", fs.clone(), 16 << 20).await;
+    let b = create_and_attach(&mut csi, "pvc-ro", "block", fs.clone(), 16 << 20).await;
     let staging_b = d.staging(&b.id);
     let ro = d.target("pod-ro", "pvc-ro");
     csi.node
@@ -345,7 +295,7 @@ async fn a_device_holding_a_filesystem_is_never_reformatted_on(rt: Runtime) {
     let d = Driver::start(rt);
     let mut csi = d.client().await;
     let cap = capability(Mode::SingleNodeWriter, false);
-    let a = create_and_attach(&d, &mut csi, "pvc-xfs", cap.clone(), 32 << 20).await;
+    let a = create_and_attach(&mut csi, "pvc-xfs", "block", cap.clone(), 32 << 20).await;
     let dev = a.publish_context["device"].clone();
     // Someone put a different filesystem (with data) on the device.
     assert!(

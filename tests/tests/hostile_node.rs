@@ -105,55 +105,16 @@ fn refused<T: std::fmt::Debug>(
     e.message().to_string()
 }
 
-/// A volume created (and, for block, attached to this node).
-struct Vol {
-    id: String,
-    context: std::collections::HashMap<String, String>,
-    publish: std::collections::HashMap<String, String>,
-}
+type Vol = Attached;
 
 async fn volume(csi: &mut Csi, name: &str, kind: &str) -> Vol {
-    let v = csi
-        .controller
-        .create_volume(csi::CreateVolumeRequest {
-            name: name.into(),
-            capacity_range: Some(csi::CapacityRange {
-                required_bytes: 32 * MIB,
-                limit_bytes: 0,
-            }),
-            volume_capabilities: vec![writer()],
-            parameters: params(kind),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
-    let publish = csi
-        .controller
-        .controller_publish_volume(csi::ControllerPublishVolumeRequest {
-            volume_id: v.volume_id.clone(),
-            node_id: NODE.into(),
-            volume_capability: Some(writer()),
-            volume_context: v.volume_context.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .publish_context;
-    Vol {
-        id: v.volume_id,
-        context: v.volume_context,
-        publish,
-    }
+    create_and_attach(csi, name, kind, writer(), 32 * MIB).await
 }
 
 fn stage_req(v: &Vol, path: &str, cap: csi::VolumeCapability) -> csi::NodeStageVolumeRequest {
     csi::NodeStageVolumeRequest {
         volume_id: v.id.clone(),
-        publish_context: v.publish.clone(),
+        publish_context: v.publish_context.clone(),
         staging_target_path: path.into(),
         volume_capability: Some(cap),
         volume_context: v.context.clone(),
@@ -169,7 +130,7 @@ fn publish_req(
 ) -> csi::NodePublishVolumeRequest {
     csi::NodePublishVolumeRequest {
         volume_id: v.id.clone(),
-        publish_context: v.publish.clone(),
+        publish_context: v.publish_context.clone(),
         staging_target_path: staging.into(),
         target_path: target.into(),
         volume_capability: Some(cap),
@@ -335,7 +296,7 @@ async fn caller_supplied_devices_and_directories_are_not_trusted_on(rt: Runtime)
             ("path".into(), outside.display().to_string()),
         ]
         .into(),
-        publish: [("device".into(), foreign.dev.clone())].into(),
+        publish_context: [("device".into(), foreign.dev.clone())].into(),
     };
     let never_staging = d.staging(&never.id);
     let watched = [outside.clone(), d.state().join("volumes"), d.kubelet()];
@@ -352,7 +313,7 @@ async fn caller_supplied_devices_and_directories_are_not_trusted_on(rt: Runtime)
         ),
         ("/dev/null".to_string(), "a character device"),
     ] {
-        v.publish.insert("device".into(), dev);
+        v.publish_context.insert("device".into(), dev);
         refused(
             csi.node
                 .node_stage_volume(stage_req(&v, &staging, writer()))
@@ -428,7 +389,7 @@ async fn every_check_runs_before_any_effect_on(rt: Runtime) {
     let outside = d.root().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     let v = volume(&mut csi, "pvc-blank", "block").await;
-    let dev = v.publish["device"].clone();
+    let dev = v.publish_context["device"].clone();
     let plugins = d
         .kubelet()
         .join("plugins/kubernetes.io/csi/volplane.csi.io");

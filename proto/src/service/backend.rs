@@ -138,6 +138,16 @@ pub trait Backend: Send + Sync + 'static {
         async move { Err(Status::failed_precondition(msg)) }
     }
 
+    /// [`Backend::node_source`] for the volume a stage or publish plan is for.
+    fn plan_source<P: NodePlan>(
+        &self,
+        host: &NodeHost,
+        plan: &P,
+    ) -> impl Future<Output = Result<NodeSource, Status>> + Send {
+        let (id, publish_context, volume_context) = plan.contexts();
+        self.node_source(host, id, publish_context, volume_context)
+    }
+
     /// Stages the volume: formats its device if empty and mounts it, or
     /// binds its directory, at the staging path ([`NodeHost::stage`]).
     fn node_stage(
@@ -146,14 +156,7 @@ pub trait Backend: Send + Sync + 'static {
         plan: &StagePlan,
     ) -> impl Future<Output = Result<(), Status>> + Send {
         async move {
-            let source = self
-                .node_source(
-                    host,
-                    &plan.volume_id,
-                    &plan.publish_context,
-                    &plan.volume_context,
-                )
-                .await?;
+            let source = self.plan_source(host, plan).await?;
             host.stage(plan, source).await
         }
     }
@@ -165,15 +168,7 @@ pub trait Backend: Send + Sync + 'static {
         plan: &StagePlan,
     ) -> impl Future<Output = Result<(), Status>> + Send {
         async move {
-            let source = self
-                .node_source(
-                    host,
-                    &plan.volume_id,
-                    &plan.publish_context,
-                    &plan.volume_context,
-                )
-                .await
-                .ok();
+            let source = self.plan_source(host, plan).await.ok();
             host.unstage(plan, source).await
         }
     }
@@ -186,14 +181,7 @@ pub trait Backend: Send + Sync + 'static {
         plan: &PublishPlan,
     ) -> impl Future<Output = Result<(), Status>> + Send {
         async move {
-            let source = self
-                .node_source(
-                    host,
-                    &plan.volume_id,
-                    &plan.publish_context,
-                    &plan.volume_context,
-                )
-                .await?;
+            let source = self.plan_source(host, plan).await?;
             host.publish(plan, source).await
         }
     }
@@ -205,15 +193,7 @@ pub trait Backend: Send + Sync + 'static {
         plan: &PublishPlan,
     ) -> impl Future<Output = Result<(), Status>> + Send {
         async move {
-            let source = self
-                .node_source(
-                    host,
-                    &plan.volume_id,
-                    &plan.publish_context,
-                    &plan.volume_context,
-                )
-                .await
-                .ok();
+            let source = self.plan_source(host, plan).await.ok();
             host.unpublish(plan, source).await
         }
     }
@@ -248,6 +228,23 @@ pub trait Backend: Send + Sync + 'static {
                 Some(VolumeCondition::default()),
             ))
         }
+    }
+}
+
+/// A node plan's volume and the contexts its caller sent.
+pub trait NodePlan: Sync {
+    fn contexts(&self) -> (&str, &Attributes, &Attributes);
+}
+
+impl NodePlan for StagePlan {
+    fn contexts(&self) -> (&str, &Attributes, &Attributes) {
+        (&self.volume_id, &self.publish_context, &self.volume_context)
+    }
+}
+
+impl NodePlan for PublishPlan {
+    fn contexts(&self) -> (&str, &Attributes, &Attributes) {
+        (&self.volume_id, &self.publish_context, &self.volume_context)
     }
 }
 

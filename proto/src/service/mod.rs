@@ -11,7 +11,7 @@ mod node_host;
 mod pump;
 mod serve;
 
-pub use backend::{Backend, CapacityInfo, execute};
+pub use backend::{Backend, CapacityInfo, NodePlan, execute};
 pub use grpc::CsiService;
 pub use node_host::{DEVICE_KEY, NodeHost, NodeSource, host_status};
 pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};

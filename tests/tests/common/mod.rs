@@ -419,3 +419,54 @@ where
         }
     }
 }
+
+/// A volume created and attached to [`NODE`] (ControllerPublish).
+pub struct Attached {
+    pub id: String,
+    pub context: std::collections::HashMap<String, String>,
+    pub publish_context: std::collections::HashMap<String, String>,
+}
+
+/// CreateVolume of `kind` (`block` or `dir`), then ControllerPublish to [`NODE`].
+pub async fn create_and_attach(
+    csi: &mut Csi,
+    name: &str,
+    kind: &str,
+    cap: csi::VolumeCapability,
+    bytes: i64,
+) -> Attached {
+    let v = csi
+        .controller
+        .create_volume(csi::CreateVolumeRequest {
+            name: name.into(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: bytes,
+                limit_bytes: 0,
+            }),
+            volume_capabilities: vec![cap.clone()],
+            parameters: params(kind),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    let p = csi
+        .controller
+        .controller_publish_volume(csi::ControllerPublishVolumeRequest {
+            volume_id: v.volume_id.clone(),
+            node_id: NODE.into(),
+            volume_capability: Some(cap),
+            volume_context: v.volume_context.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    Attached {
+        id: v.volume_id,
+        context: v.volume_context,
+        publish_context: p.publish_context,
+    }
+}
