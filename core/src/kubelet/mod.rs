@@ -16,6 +16,11 @@
 //! * A call that timed out leaves its volume "uncertain": it is retried or
 //!   cleaned up, never forgotten (D2.3). After a restart,
 //!   [`Kubelet::reconstruct`] takes what is mounted on the node as uncertain.
+//! * Deliberately stricter than upstream: a final error on the *retry* of an
+//!   uncertain stage or publish keeps it uncertain (and the volume in use)
+//!   until an unstage or unpublish succeeds. Upstream's
+//!   `markDeviceErrorState` marks it unmounted, and the volume can then be
+//!   detached while the first, timed-out attempt left it staged.
 
 mod reconcile;
 #[cfg(test)]
@@ -111,8 +116,11 @@ pub struct Observed {
 
 #[derive(Debug, Clone)]
 enum Call {
+    /// `retry`: an uncertain stage was already recorded when this one was
+    /// sent (an earlier attempt timed out, or it was reconstructed).
     Stage {
         pv: String,
+        retry: bool,
     },
     Unstage {
         pv: String,
@@ -120,6 +128,7 @@ enum Call {
     Publish {
         pv: String,
         pod: String,
+        retry: bool,
     },
     Unpublish {
         pv: String,
@@ -276,7 +285,7 @@ impl Kubelet {
         };
         let uncertain = matches!(&result, Err(e) if matches!(e.code, Code::DeadlineExceeded | Code::Unavailable | Code::Cancelled | Code::Aborted));
         match call {
-            Call::Stage { pv } => {
+            Call::Stage { pv, retry } => {
                 self.busy.remove(&pv);
                 match result {
                     Ok(_) => {
@@ -286,16 +295,20 @@ impl Kubelet {
                         }
                     }
                     Err(e) => {
-                        if !uncertain {
-                            // Refused before anything happened: nothing to clean up.
-                            if self
+                        // A final error proves this attempt did nothing, not
+                        // that an earlier uncertain one did nothing: a retried
+                        // stage stays uncertain until an unstage succeeds.
+                        // (Upstream's markDeviceErrorState marks it unmounted,
+                        // so the volume can be detached while still staged.)
+                        if !uncertain
+                            && !retry
+                            && self
                                 .actual
                                 .devices
                                 .get(&pv)
                                 .is_some_and(|d| d.state == Certainty::Uncertain)
-                            {
-                                self.actual.devices.remove(&pv);
-                            }
+                        {
+                            self.actual.devices.remove(&pv);
                         }
                         self.failed_mount(&pv, "MountVolume.MountDevice", &e);
                     }
@@ -316,7 +329,7 @@ impl Kubelet {
                     }
                 }
             }
-            Call::Publish { pv, pod } => {
+            Call::Publish { pv, pod, retry } => {
                 self.busy.remove(&pv);
                 let key = (pod.clone(), pv.clone());
                 match result {
@@ -327,7 +340,9 @@ impl Kubelet {
                         }
                     }
                     Err(e) => {
-                        if !uncertain {
+                        // As for stages: only a first attempt's final error
+                        // forgets the mount.
+                        if !uncertain && !retry {
                             self.actual.mounts.remove(&key);
                         }
                         self.failed_mount(&pv, "MountVolume.SetUp", &e);

@@ -95,7 +95,7 @@ impl Kubelet {
     fn csi(&mut self, call: Call, request: Request) {
         let op = self.ops.issue();
         let key = match &call {
-            Call::Stage { pv }
+            Call::Stage { pv, .. }
             | Call::Unstage { pv }
             | Call::Publish { pv, .. }
             | Call::Unpublish { pv, .. }
@@ -331,6 +331,7 @@ impl Kubelet {
                 .get(pv_name)
                 .is_none_or(|d| d.state != Certainty::Done)
         {
+            let retry = self.actual.devices.contains_key(pv_name);
             self.actual
                 .devices
                 .entry(pv_name.to_string())
@@ -350,6 +351,7 @@ impl Kubelet {
             self.csi(
                 Call::Stage {
                     pv: pv_name.to_string(),
+                    retry,
                 },
                 request,
             );
@@ -363,6 +365,7 @@ impl Kubelet {
             .get(&key)
             .is_none_or(|m| m.state != Certainty::Done)
         {
+            let retry = self.actual.mounts.contains_key(&key);
             self.actual.mounts.entry(key).or_insert(PodMount {
                 handle: csi.volume_handle.clone(),
                 pod: pod_uid.to_string(),
@@ -408,6 +411,7 @@ impl Kubelet {
                 Call::Publish {
                     pv: pv_name.to_string(),
                     pod: pod_uid.to_string(),
+                    retry,
                 },
                 request,
             );

@@ -218,6 +218,56 @@ fn d2_3_a_timed_out_stage_is_uncertain_and_cleaned_up_when_the_pod_goes() {
     assert!(r.machine.actual().devices.is_empty());
 }
 
+/// Deliberately stricter than upstream (markDeviceErrorState): a stage that
+/// timed out may have happened, and a final error on its retry does not undo
+/// it, so the stage stays uncertain, the volume stays in use (no detach),
+/// and NodeUnstage runs when the pod goes. Found by `volplane sim --seed 4850
+/// --faults 0.3`.
+#[test]
+fn d2_3_a_final_error_on_a_retried_stage_keeps_it_uncertain_and_in_use() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    let tries = std::cell::Cell::new(0);
+    r.answer_csi(move |c| match c {
+        Request::NodeStage(_) => {
+            tries.set(tries.get() + 1);
+            Err(if tries.get() == 1 {
+                Status::new(Code::DeadlineExceeded, "context deadline exceeded")
+            } else {
+                Status::new(Code::Internal, "transient failure")
+            })
+        }
+        _ => Ok(Response::Empty),
+    });
+    pod(&mut r, "web-0");
+    r.advance(1_000);
+    assert!(
+        calls(&r)
+            .iter()
+            .filter(|c| c.starts_with("NodeStageVolume"))
+            .count()
+            >= 2,
+        "the stage was retried: {:?}",
+        calls(&r)
+    );
+    assert_eq!(
+        r.machine.actual().devices["pv-1"].state,
+        Certainty::Uncertain,
+        "a final error on a retry forgot a stage that may have happened"
+    );
+    assert_eq!(node(&r).status.volumes_in_use, vec![UNIQUE.to_string()]);
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-0",
+    )));
+    r.advance(1_000);
+    assert_eq!(
+        calls(&r).last().unwrap(),
+        &format!("NodeUnstageVolume {}", staging())
+    );
+    assert!(r.machine.actual().devices.is_empty());
+}
+
 #[test]
 fn d2_1_a_readwriteoncepod_volume_refuses_a_second_pod() {
     let mut r = rig(&[AccessMode::ReadWriteOncePod], true);
