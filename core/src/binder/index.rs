@@ -15,6 +15,8 @@ struct Entry {
     class: String,
     capacity: u64,
     volume_mode: VolumeMode,
+    /// volumeAttributesClassName, unset as "".
+    attributes_class: String,
     labels: BTreeMap<String, String>,
 }
 
@@ -56,6 +58,7 @@ impl MatchIndex {
                 class: pv.class().to_string(),
                 capacity: pv.capacity().map_or(0, |q| q.bytes()),
                 volume_mode: pv.volume_mode(),
+                attributes_class: pv.attributes_class().to_string(),
                 labels: pv.metadata.labels.clone(),
             };
             self.groups
@@ -109,7 +112,8 @@ impl MatchIndex {
     /// The best unclaimed volume for `claim` (A3.1–A3.8): groups whose mode
     /// set covers the claim's modes, fewest modes first; inside the first
     /// group that has one, the smallest volume of the claim's class that is
-    /// big enough, has the claim's volume mode and matches its selector.
+    /// big enough, has the claim's volume mode and volumeAttributesClassName
+    /// (unset = "") and matches its selector.
     pub fn best_unclaimed(&self, claim: &PersistentVolumeClaim) -> Option<String> {
         let want: ModeSet = claim.spec.access_modes.iter().cloned().collect();
         let request = claim.request().map_or(0, |q| q.bytes());
@@ -123,7 +127,7 @@ impl MatchIndex {
             };
             for (_, name) in set.range((request, String::new())..) {
                 let e = &self.entries[name];
-                if e.volume_mode != mode {
+                if e.volume_mode != mode || e.attributes_class != claim.attributes_class() {
                     continue;
                 }
                 if let Some(sel) = &claim.spec.selector

@@ -336,7 +336,9 @@ impl Binder {
     }
 
     /// The best volume for `claim`: a volume pre-bound to it wins at once
-    /// (A3.4); otherwise, unless binding is delayed, the index's best match.
+    /// (A3.4; still subject to capacity, volumeMode, volumeAttributesClassName
+    /// and deletion, as upstream's FindMatchingVolume); otherwise, unless
+    /// binding is delayed, the index's best match.
     pub fn find_match(&self, claim: &PersistentVolumeClaim, delay: bool) -> Option<String> {
         let request = claim.request().map_or(0, |q| q.bytes());
         for name in self
@@ -349,6 +351,7 @@ impl Binder {
             if bound_to_claim(&pv, claim)
                 && pv.capacity().map_or(0, |q| q.bytes()) >= request
                 && pv.volume_mode() == claim.volume_mode()
+                && pv.attributes_class() == claim.attributes_class()
                 && !pv.metadata.deleting()
             {
                 return Some(name.clone());
@@ -476,14 +479,32 @@ impl Binder {
                 }
                 None => self.bind(claim, &pv),
             },
-            Some(pv) if bound_to_claim(&pv, claim) => self.bind(claim, &pv),
+            Some(pv) if bound_to_claim(&pv, claim) => match prebind_mismatch(&pv, claim) {
+                Some(why) => {
+                    self.event(Event::warning(
+                        ckey,
+                        reason::VOLUME_MISMATCH,
+                        format!("Cannot bind to requested volume {volume_name:?}: {why}"),
+                    ));
+                    self.set_claim_phase(claim, PvcPhase::Pending, None);
+                }
+                None => self.bind(claim, &pv),
+            },
             Some(_) => {
                 self.event(Event::warning(
                     ckey,
                     reason::FAILED_BINDING,
                     format!("volume {volume_name:?} already bound to a different claim."),
                 ));
-                self.set_claim_phase(claim, PvcPhase::Pending, None);
+                // A4.9: a claim the controller bound is left as it is and
+                // retried at the next resync (upstream returns an error and
+                // writes nothing); a user's request goes back to Pending.
+                if !claim
+                    .metadata
+                    .has_annotation(names::ANN_BOUND_BY_CONTROLLER)
+                {
+                    self.set_claim_phase(claim, PvcPhase::Pending, None);
+                }
             }
         }
     }
@@ -673,6 +694,26 @@ fn claim_key(c: &PersistentVolumeClaim) -> ObjectKey {
     pvc_key(&c.metadata.namespace, &c.metadata.name)
 }
 
+/// Why a volume pre-bound to the claim (claimRef naming it, no UID yet)
+/// cannot complete the binding, if it cannot: too small, another volume
+/// mode, or being deleted (what A3.4 still checks of a pre-bound volume).
+pub fn prebind_mismatch(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Option<String> {
+    let completing = pv.spec.claim_ref.as_ref().is_some_and(|r| r.uid.is_empty());
+    if !completing {
+        return None;
+    }
+    if pv.metadata.deleting() {
+        return Some("volume is being deleted".into());
+    }
+    if pv.capacity().map_or(0, |q| q.bytes()) < claim.request().map_or(0, |q| q.bytes()) {
+        return Some("requested PV is too small".into());
+    }
+    if pv.volume_mode() != claim.volume_mode() {
+        return Some("incompatible volumeMode".into());
+    }
+    None
+}
+
 /// Why a volume named by a claim does not satisfy it (A3.10), if it does not.
 pub fn volume_mismatch(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Option<String> {
     if pv.metadata.deleting() {
@@ -684,6 +725,9 @@ pub fn volume_mismatch(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> 
     }
     if pv.class() != claim.class() {
         return Some("storageClassName does not match".into());
+    }
+    if pv.attributes_class() != claim.attributes_class() {
+        return Some("volumeAttributesClassName does not match".into());
     }
     if pv.volume_mode() != claim.volume_mode() {
         return Some("incompatible volumeMode".into());

@@ -99,6 +99,34 @@ impl Binder {
         }
     }
 
+    /// Pods (`namespace/name`, sorted) not yet terminated that use the claim
+    /// `pv`'s claimRef names, when that claim is gone from the cache
+    /// (upstream's isVolumeUsed, unless the claim name is taken again).
+    fn pods_using_claim_ref(&self, pv: &PersistentVolume) -> Vec<String> {
+        let Some(r) = &pv.spec.claim_ref else {
+            return Vec::new();
+        };
+        if self.claim(&r.namespace, &r.name).is_some() {
+            return Vec::new();
+        }
+        let mut pods: Vec<String> = self
+            .cache
+            .of_kind(Kind::Pod)
+            .filter_map(|o| match o {
+                Object::Pod(p)
+                    if p.metadata.namespace == r.namespace
+                        && !p.terminated()
+                        && p.claims().any(|c| c == r.name) =>
+                {
+                    Some(format!("{}/{}", p.metadata.namespace, p.metadata.name))
+                }
+                _ => None,
+            })
+            .collect();
+        pods.sort();
+        pods
+    }
+
     /// A8: what a Released (or Failed) volume's reclaim policy asks for.
     fn reclaim(&mut self, pv: &PersistentVolume) {
         let key = pv_key(pv.name());
@@ -129,6 +157,18 @@ impl Binder {
                 self.set_volume_phase(pv, PvPhase::Failed, &msg);
             }
             ReclaimPolicy::Recycle => {
+                // A8.6: a volume still used by pods of its old claim's name
+                // stays Released (upstream's recycleVolumeOperation checks
+                // this before it looks for a recycler).
+                let pods = self.pods_using_claim_ref(pv);
+                if !pods.is_empty() {
+                    self.event(Event::normal(
+                        key,
+                        reason::VOLUME_FAILED_RECYCLE,
+                        format!("Volume is used by pods: {}", pods.join(",")),
+                    ));
+                    return;
+                }
                 let msg = "No recycler plugin found for the volume!";
                 self.event(Event::warning(key, reason::VOLUME_FAILED_RECYCLE, msg));
                 self.set_volume_phase(pv, PvPhase::Failed, msg);

@@ -187,6 +187,14 @@ impl PersistentVolume {
             .unwrap_or("")
     }
 
+    /// `volumeAttributesClassName`, "" when unset.
+    pub fn attributes_class(&self) -> &str {
+        self.spec
+            .volume_attributes_class_name
+            .as_deref()
+            .unwrap_or("")
+    }
+
     /// `Filesystem` when unset (A1.10).
     pub fn volume_mode(&self) -> VolumeMode {
         self.spec
@@ -322,6 +330,14 @@ impl PersistentVolumeClaim {
     /// True when neither the field nor the beta annotation names a class.
     pub fn has_no_class(&self) -> bool {
         self.spec.storage_class_name.is_none() && !self.metadata.has_annotation(BETA_STORAGE_CLASS)
+    }
+
+    /// `volumeAttributesClassName`, "" when unset.
+    pub fn attributes_class(&self) -> &str {
+        self.spec
+            .volume_attributes_class_name
+            .as_deref()
+            .unwrap_or("")
     }
 
     pub fn volume_mode(&self) -> VolumeMode {

@@ -694,3 +694,5 @@ mod properties {
         checker().quickcheck(deterministic as fn(Vec<Step>) -> bool);
     }
 }
+
+mod upstream;
