@@ -44,6 +44,7 @@ pub mod model;
 pub mod mountinfo;
 pub mod path;
 pub mod plant;
+pub mod protection;
 pub mod provision;
 pub mod registration;
 pub mod resize;

@@ -16,6 +16,13 @@ pub struct Store {
     objects: BTreeMap<ObjectKey, Object>,
     version: u64,
     uids: u64,
+    /// The StorageObjectInUseProtection admission plugin (on by default in
+    /// Kubernetes): every created claim gets `kubernetes.io/pvc-protection`
+    /// and every created volume `kubernetes.io/pv-protection`, so that they
+    /// cannot go while in use even before the protection controllers saw
+    /// them. Off unless set: a store without the protection controllers
+    /// would never remove such objects.
+    pub admission: bool,
 }
 
 /// A tick as an RFC 3339 timestamp (ticks are milliseconds since 1970).
@@ -40,6 +47,21 @@ pub fn timestamp(now: Tick) -> String {
     )
 }
 
+/// StorageObjectInUseProtection: the protection finalizer of a new claim
+/// or volume.
+fn admit(o: &mut Object) {
+    use crate::model::names::{FINALIZER_PV_PROTECTION, FINALIZER_PVC_PROTECTION};
+    match o {
+        Object::Pvc(c) => {
+            c.metadata.add_finalizer(FINALIZER_PVC_PROTECTION);
+        }
+        Object::Pv(pv) => {
+            pv.metadata.add_finalizer(FINALIZER_PV_PROTECTION);
+        }
+        _ => {}
+    }
+}
+
 /// `into` with the status of `from` (for spec writes), or the reverse.
 fn merge(spec_from: &Object, status_from: &Object) -> Object {
     let mut out = spec_from.clone();
@@ -57,6 +79,15 @@ fn merge(spec_from: &Object, status_from: &Object) -> Object {
 impl Store {
     pub fn new() -> Store {
         Store::default()
+    }
+
+    /// A store with StorageObjectInUseProtection admission, as a cluster's
+    /// API server (see [`Store::admission`]).
+    pub fn with_admission() -> Store {
+        Store {
+            admission: true,
+            ..Store::default()
+        }
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
@@ -80,6 +111,16 @@ impl Store {
     /// events it produced, in order.
     pub fn apply(&mut self, now: Tick, call: &ApiCall) -> (ApiResult, Vec<Watch>) {
         match call {
+            ApiCall::List { kind, namespace } => (
+                ApiResult::Listed(
+                    self.objects
+                        .values()
+                        .filter(|o| o.kind() == *kind && o.meta().namespace == *namespace)
+                        .cloned()
+                        .collect(),
+                ),
+                vec![],
+            ),
             ApiCall::Get(key) => match self.objects.get(key) {
                 Some(o) => (ApiResult::Ok(Some(o.clone())), vec![]),
                 None => (ApiResult::NotFound, vec![]),
@@ -90,6 +131,9 @@ impl Store {
                     return (ApiResult::AlreadyExists, vec![]);
                 }
                 let mut o = o.clone();
+                if self.admission {
+                    admit(&mut o);
+                }
                 let meta = o.meta_mut();
                 if meta.uid.is_empty() {
                     self.uids += 1;

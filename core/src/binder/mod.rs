@@ -244,7 +244,10 @@ impl Binder {
                     self.index.remove(pv.name());
                 }
             }
-            ApiResult::Conflict | ApiResult::AlreadyExists | ApiResult::Failed(_) => {}
+            ApiResult::Conflict
+            | ApiResult::AlreadyExists
+            | ApiResult::Failed(_)
+            | ApiResult::Listed(_) => {}
         }
         // A direct read of a volume's claim (A6.2): remember when it is really gone.
         if let Some(pv_name) = &p.verifying {

@@ -16,7 +16,7 @@ pub mod rig;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Object, ObjectKey};
+use crate::model::{Kind, Object, ObjectKey};
 use crate::{OpId, Status};
 
 pub use backoff::Backoff;
@@ -42,6 +42,12 @@ pub enum ApiCall {
     Delete(ObjectKey),
     /// Reads one object, bypassing the watch cache (A6.2).
     Get(ObjectKey),
+    /// Lists the objects of one kind in a namespace, bypassing the watch
+    /// cache (what pvc-protection asks before it lets a claim go).
+    List {
+        kind: Kind,
+        namespace: String,
+    },
 }
 
 impl ApiCall {
@@ -49,6 +55,7 @@ impl ApiCall {
         match self {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => o.key(),
             ApiCall::Delete(k) | ApiCall::Get(k) => k.clone(),
+            ApiCall::List { kind, namespace } => ObjectKey::new(*kind, namespace, ""),
         }
     }
 
@@ -59,6 +66,7 @@ impl ApiCall {
             ApiCall::UpdateStatus(_) => "update status",
             ApiCall::Delete(_) => "delete",
             ApiCall::Get(_) => "get",
+            ApiCall::List { .. } => "list",
         }
     }
 }
@@ -68,6 +76,8 @@ impl ApiCall {
 pub enum ApiResult {
     /// The object as stored now (`None` after a delete that removed it).
     Ok(Option<Object>),
+    /// What a list found.
+    Listed(Vec<Object>),
     /// The resourceVersion precondition failed.
     Conflict,
     NotFound,

@@ -83,7 +83,7 @@ impl<M: Machine> Rig<M> {
             match e {
                 Effect::Event(ev) => self.events.push(ev),
                 Effect::Api { op, call } => {
-                    if !matches!(call, ApiCall::Get(_)) {
+                    if !matches!(call, ApiCall::Get(_) | ApiCall::List { .. }) {
                         self.writes.push(call.clone());
                     }
                     let (result, watches) = self.store.apply(self.now, &call);

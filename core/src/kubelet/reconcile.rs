@@ -238,6 +238,19 @@ impl Kubelet {
         }
     }
 
+    /// A FailedMount warning on `pod`, once per message.
+    fn warn_pod(&mut self, pod: &Pod, msg: String) {
+        let key = ObjectKey::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name);
+        if self.last_event.get(&key) != Some(&msg) {
+            self.last_event.insert(key.clone(), msg.clone());
+            self.queue.push_back(Effect::Event(Event::warning(
+                key,
+                reason::FAILED_MOUNT,
+                msg,
+            )));
+        }
+    }
+
     fn mount_pass(
         &mut self,
         node: Option<&Node>,
@@ -254,6 +267,21 @@ impl Kubelet {
             return;
         };
         let unique = names::unique_volume_name(&csi.driver, &csi.volume_handle);
+        // A pod that has not mounted its claim yet does not start while the
+        // claim is being deleted (upstream's desired-state populator), so
+        // pvc-protection's last look at the pods stays true.
+        let mounted = self
+            .actual
+            .mounts
+            .contains_key(&(pod_uid.to_string(), pv_name.to_string()));
+        if w.claim.metadata.deleting() && !mounted {
+            let msg = format!(
+                "can't start pod because PVC {}/{} is being deleted",
+                w.claim.metadata.namespace, w.claim.metadata.name
+            );
+            self.warn_pod(&w.pod, msg);
+            return;
+        }
         // D2.1: the ReadWriteOncePod guard.
         if w.pv.spec.access_modes == [AccessMode::ReadWriteOncePod] {
             let other = self
@@ -271,17 +299,11 @@ impl Kubelet {
                     .mounts
                     .contains_key(&(pod_uid.to_string(), pv_name.to_string()))
             {
-                let key =
-                    ObjectKey::new(Kind::Pod, &w.pod.metadata.namespace, &w.pod.metadata.name);
-                let msg = "volume uses the ReadWriteOncePod access mode and is already in use by another pod".to_string();
-                if self.last_event.get(&key) != Some(&msg) {
-                    self.last_event.insert(key.clone(), msg.clone());
-                    self.queue.push_back(Effect::Event(Event::warning(
-                        key,
-                        reason::FAILED_MOUNT,
-                        msg,
-                    )));
-                }
+                self.warn_pod(
+                    &w.pod,
+                    "volume uses the ReadWriteOncePod access mode and is already in use by another pod"
+                        .to_string(),
+                );
                 return;
             }
         }

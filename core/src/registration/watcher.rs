@@ -425,7 +425,7 @@ impl PluginWatcher {
             ApiResult::Ok(Some(o)) => {
                 self.cache.apply(o);
             }
-            ApiResult::Ok(None) | ApiResult::Conflict => {}
+            ApiResult::Ok(None) | ApiResult::Conflict | ApiResult::Listed(_) => {}
             ApiResult::NotFound | ApiResult::AlreadyExists | ApiResult::Failed(_) => {
                 if let Step::Write { socket, driver } = step
                     && let ApiResult::Failed(e) = result

@@ -242,6 +242,58 @@ impl Sim {
         }
     }
 
+    /// A claim is removed from the API only once no pod that has not
+    /// terminated uses it (pvc-protection). Pods created after its deletion
+    /// was asked for do not count: the kubelet never starts them.
+    pub(super) fn check_claim_removed(&mut self, c: &PersistentVolumeClaim) {
+        let asked = self.delete_asked_at.get(&c.metadata.uid).copied();
+        let users: Vec<String> = self
+            .store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Pod(p)
+                    if p.metadata.namespace == c.metadata.namespace
+                        && !p.terminated()
+                        && p.claims().any(|n| n == c.metadata.name)
+                        && asked.is_none_or(|a| {
+                            self.created_at.get(&p.metadata.uid).is_none_or(|t| *t < a)
+                        }) =>
+                {
+                    Some(p.metadata.key())
+                }
+                _ => None,
+            })
+            .collect();
+        if !users.is_empty() {
+            self.violate(
+                "claim removed while in use",
+                format!(
+                    "claim {} was removed while {} still use it",
+                    c.metadata.key(),
+                    users.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// A volume is removed from the API only once it is not Bound
+    /// (pv-protection).
+    pub(super) fn check_volume_removed(&mut self, pv: &PersistentVolume) {
+        if pv.phase() == PvPhase::Bound {
+            self.violate(
+                "volume removed while bound",
+                format!(
+                    "volume {} was removed while bound to {}",
+                    pv.name(),
+                    pv.spec
+                        .claim_ref
+                        .as_ref()
+                        .map_or_else(String::new, |r| format!("{}/{}", r.namespace, r.name))
+                ),
+            );
+        }
+    }
+
     /// Liveness, once faults have stopped and the cluster went quiet: every
     /// running pod's volumes are published on its node; every claim deleted
     /// under Delete has its storage gone; no attachment, stage or mount is
@@ -283,6 +335,17 @@ impl Sim {
                 };
                 let Some(csi) = &pv.spec.csi else { continue };
                 needed.insert((node.to_string(), csi.volume_handle.clone()), true);
+                let target = crate::model::names::publish_path(ROOT, &pod.metadata.uid, pv.name());
+                if c.metadata.deleting()
+                    && !self
+                        .storage
+                        .mounts
+                        .get(node)
+                        .is_some_and(|m| m.contains_key(&target))
+                {
+                    // The kubelet starts no pod on a claim being deleted.
+                    continue;
+                }
                 targets.push((
                     node.to_string(),
                     crate::model::names::publish_path(ROOT, &pod.metadata.uid, pv.name()),
@@ -318,8 +381,17 @@ impl Sim {
                 found.push(format!("orphan attachment of {handle} to {node}"));
             }
         }
+        let terminating: std::collections::BTreeSet<&str> = self
+            .store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Pvc(c) => Some(c.metadata.uid.as_str()),
+                _ => None,
+            })
+            .collect();
         for (uid, policy) in &self.deleted_claims {
-            if *policy != Some(ReclaimPolicy::Delete) {
+            // A claim still in the store is held by its pods (pvc-protection).
+            if *policy != Some(ReclaimPolicy::Delete) || terminating.contains(uid.as_str()) {
                 continue;
             }
             let handle = format!("vol-pvc-{uid}");

@@ -31,6 +31,7 @@ use crate::driver::Request;
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::model::*;
 use crate::plant::Plant;
+use crate::protection::{Guarded, Protection};
 use crate::provision::{Provisioner, ProvisionerConfig};
 use crate::resize::{ResizeConfig, Resizer};
 use crate::store::Store;
@@ -123,6 +124,8 @@ pub enum Actor {
     Provisioner(Provisioner),
     Attach(Attach),
     Resizer(Resizer),
+    /// pvc-protection or pv-protection.
+    Protection(Protection),
     Kubelet(Box<Kubelet>),
 }
 
@@ -139,6 +142,7 @@ impl Actor {
             Actor::Provisioner(m) => m,
             Actor::Attach(m) => m,
             Actor::Resizer(m) => m,
+            Actor::Protection(m) => m,
             Actor::Kubelet(m) => m.as_mut(),
         }
     }
@@ -149,7 +153,16 @@ impl Actor {
             Actor::Provisioner(m) => m,
             Actor::Attach(m) => m,
             Actor::Resizer(m) => m,
+            Actor::Protection(m) => m,
             Actor::Kubelet(m) => m.as_ref(),
+        }
+    }
+
+    /// True when this actor's informers watch objects of `kind`.
+    fn watches(&self, kind: Kind) -> bool {
+        match self {
+            Actor::Protection(p) => p.watches(kind),
+            _ => true,
         }
     }
 
@@ -159,6 +172,10 @@ impl Actor {
             Actor::Provisioner(_) => "provisioner".into(),
             Actor::Attach(_) => "attach".into(),
             Actor::Resizer(_) => "resizer".into(),
+            Actor::Protection(p) => match p.guarded() {
+                Guarded::Claims => "pvc-protection".into(),
+                Guarded::Volumes => "pv-protection".into(),
+            },
             Actor::Kubelet(k) => format!("kubelet/{}", k.config().node),
         }
     }
@@ -184,6 +201,7 @@ impl Actor {
                 c.modes = modes();
                 Actor::Resizer(Resizer::new(c))
             }
+            Actor::Protection(p) => Actor::Protection(Protection::new(p.guarded())),
             Actor::Kubelet(k) => {
                 let mut c = KubeletConfig::new(&k.config().node, DRIVER, ROOT);
                 c.modes = modes();
@@ -252,6 +270,10 @@ pub struct Sim {
     pub deleted_claims: BTreeMap<String, Option<ReclaimPolicy>>,
     /// Faults are injected only while this is set.
     pub faults_on: bool,
+    /// The store version when each object was created (by uid), and when
+    /// the user asked to delete each claim (by uid).
+    created_at: BTreeMap<String, u64>,
+    delete_asked_at: BTreeMap<String, u64>,
 }
 
 impl Sim {
@@ -263,6 +285,8 @@ impl Sim {
             Actor::Provisioner(Provisioner::new(ProvisionerConfig::new(DRIVER))).fresh(plant),
             Actor::Attach(Attach::new(AttachConfig::new(DRIVER))).fresh(plant),
             Actor::Resizer(Resizer::new(ResizeConfig::new(DRIVER))).fresh(plant),
+            Actor::Protection(Protection::claims()),
+            Actor::Protection(Protection::volumes()),
         ];
         let mut nodes = BTreeMap::new();
         for i in 0..config.nodes {
@@ -280,7 +304,7 @@ impl Sim {
             rng: Rng::new(config.seed),
             controller: DriverProcess::new("controller", true, plant),
             config,
-            store: Store::new(),
+            store: Store::with_admission(),
             actors,
             inbox,
             nodes,
@@ -292,6 +316,8 @@ impl Sim {
             stats: Stats::default(),
             deleted_claims: BTreeMap::new(),
             faults_on: true,
+            created_at: BTreeMap::new(),
+            delete_asked_at: BTreeMap::new(),
         };
         let names: Vec<String> = s.nodes.keys().cloned().collect();
         for name in names {
@@ -323,6 +349,9 @@ impl Sim {
                     _ => None,
                 };
             self.deleted_claims.insert(c.metadata.uid.clone(), policy);
+            self.delete_asked_at
+                .entry(c.metadata.uid.clone())
+                .or_insert(self.store.version());
         }
         self.trace.push(format!(
             "{:>6} t={} user {} {}",
@@ -332,6 +361,10 @@ impl Sim {
             call.key()
         ));
         let (result, watches) = self.store.apply(self.now, &call);
+        if let (ApiCall::Create(_), ApiResult::Ok(Some(o))) = (&call, &result) {
+            self.created_at
+                .insert(o.meta().uid.clone(), self.store.version());
+        }
         self.broadcast(watches);
         self.drain_all();
         result
@@ -339,11 +372,19 @@ impl Sim {
 
     fn broadcast(&mut self, watches: Vec<Watch>) {
         for w in watches {
-            if let Watch::Applied(o) = &w {
-                self.observe(o);
+            match &w {
+                Watch::Applied(o) => self.observe(o),
+                Watch::Deleted(Object::Pvc(c)) => self.check_claim_removed(c),
+                Watch::Deleted(Object::Pv(pv)) => self.check_volume_removed(pv),
+                Watch::Deleted(_) => {}
             }
-            for inbox in &mut self.inbox {
-                inbox.push_back(Delivery::Input(Input::Watch(w.clone())));
+            let kind = match &w {
+                Watch::Applied(o) | Watch::Deleted(o) => o.kind(),
+            };
+            for (inbox, actor) in self.inbox.iter_mut().zip(&self.actors) {
+                if actor.watches(kind) {
+                    inbox.push_back(Delivery::Input(Input::Watch(w.clone())));
+                }
             }
         }
     }
@@ -390,7 +431,10 @@ impl Sim {
                         let conflict = self.faults_on
                             && !matches!(
                                 call,
-                                ApiCall::Create(_) | ApiCall::Get(_) | ApiCall::Delete(_)
+                                ApiCall::Create(_)
+                                    | ApiCall::Get(_)
+                                    | ApiCall::List { .. }
+                                    | ApiCall::Delete(_)
                             )
                             && self.rng.chance(self.config.faults.api_conflict);
                         let (result, watches) = if conflict {
@@ -673,6 +717,7 @@ fn describe(i: &Input) -> String {
             "api {op} {}",
             match result {
                 ApiResult::Ok(_) => "ok",
+                ApiResult::Listed(_) => "listed",
                 ApiResult::Conflict => "conflict",
                 ApiResult::NotFound => "not found",
                 ApiResult::AlreadyExists => "already exists",

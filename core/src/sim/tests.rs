@@ -149,6 +149,48 @@ fn the_story_provision_attach_stage_publish_and_back_with_delete() {
     assert!(c.violations.is_empty(), "{:?}", c.violations);
 }
 
+/// pvc-protection and pv-protection in the whole cluster: a claim deleted
+/// while its pod runs stays Terminating (the pod keeps its volume); its
+/// volume, deleted by an administrator while bound, stays too; both go, and
+/// the storage with them, once the pod is gone.
+#[test]
+fn a1_8_a_claim_and_volume_in_use_stay_until_their_pod_goes() {
+    let mut c = Sim::new(SimConfig::new(1, 3));
+    c.user(ApiCall::Create(class("gone", ReclaimPolicy::Delete)));
+    c.user(ApiCall::Create(claim(
+        "data",
+        "gone",
+        AccessMode::ReadWriteOnce,
+    )));
+    c.user(ApiCall::Create(pod("web", "data", "node-0")));
+    c.run(10_000);
+    assert_eq!(csi_calls(&c, "node-0").len(), 2, "staged and published");
+    let pvc_key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", "data");
+    let Some(Object::Pvc(bound)) = c.store.get(&pvc_key).cloned() else {
+        panic!("no claim")
+    };
+    let pv_key = ObjectKey::new(Kind::PersistentVolume, "", bound.volume_name());
+    c.act(&Action::DeleteVolume {
+        claim: "data".into(),
+    });
+    c.user(ApiCall::Delete(pvc_key.clone()));
+    c.run(10_000);
+    let terminating = |c: &Sim, k: &ObjectKey| c.store.get(k).is_some_and(|o| o.meta().deleting());
+    assert!(terminating(&c, &pvc_key), "the claim in use went");
+    assert!(terminating(&c, &pv_key), "the bound volume went");
+    assert!(c.storage.deleted.is_empty());
+    c.user(ApiCall::Delete(ObjectKey::new(Kind::Pod, "default", "web")));
+    c.run(20_000);
+    assert!(c.store.get(&pvc_key).is_none());
+    assert!(c.store.get(&pv_key).is_none());
+    assert_eq!(
+        c.storage.deleted.len(),
+        1,
+        "the Delete volume's storage is gone"
+    );
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
 #[test]
 fn retain_leaves_the_volume_released_and_its_storage_kept() {
     let mut c = Sim::new(SimConfig::new(1, 2));

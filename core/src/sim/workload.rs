@@ -27,9 +27,15 @@ pub enum Action {
     DeletePod {
         name: String,
     },
-    /// Delete a claim (skipped while a pod uses it, as pvc-protection would hold it).
+    /// Delete a claim, also while pods use it (pvc-protection holds it).
     DeleteClaim {
         name: String,
+    },
+    /// Delete the volume a claim is bound to (an administrator's mistake:
+    /// pv-protection holds it while it is bound). Not generated at random:
+    /// the attacher then retries a refused attach for any new pod forever.
+    DeleteVolume {
+        claim: String,
     },
     /// Grow a claim by 1 GiB.
     Resize {
@@ -57,6 +63,7 @@ impl std::fmt::Display for Action {
             }
             Action::DeletePod { name } => write!(f, "delete Pod {name}"),
             Action::DeleteClaim { name } => write!(f, "delete PVC {name}"),
+            Action::DeleteVolume { claim } => write!(f, "delete the PV of PVC {claim}"),
             Action::Resize { claim } => write!(f, "grow PVC {claim} by 1Gi"),
             Action::Run { steps } => write!(f, "run {steps} steps"),
             Action::Apply(o) => write!(f, "apply {}", o.key()),
@@ -83,7 +90,7 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
     for _ in 0..len {
         let c = format!("c{}", rng.below(claims));
         let p = format!("p{}", rng.below(pods.max(1)));
-        out.push(match rng.below(10) {
+        out.push(match rng.below(12) {
             0 | 1 => Action::Claim {
                 name: c,
                 class: if rng.chance(500) { "delete" } else { "retain" }.into(),
@@ -99,9 +106,9 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
                 claim: c,
                 node: rng.below(nodes.max(1)),
             },
-            5 => Action::DeletePod { name: p },
-            6 => Action::DeleteClaim { name: c },
-            7 => Action::Resize { claim: c },
+            5 | 6 => Action::DeletePod { name: p },
+            7 => Action::DeleteClaim { name: c },
+            8 => Action::Resize { claim: c },
             _ => Action::Run {
                 steps: rng.below(60) as u32,
             },
@@ -171,8 +178,9 @@ impl Sim {
                 self.user(ApiCall::Create(Object::Pvc(c)));
             }
             Action::Pod { name, claim, node } => {
-                // The scheduler places no pod whose claim does not exist.
-                let Some(c) = claim_of(self, claim) else {
+                // The scheduler places no pod whose claim does not exist or
+                // is being deleted.
+                let Some(c) = claim_of(self, claim).filter(|c| !c.metadata.deleting()) else {
                     return;
                 };
                 let users = pods_using(self, claim);
@@ -203,11 +211,19 @@ impl Sim {
                 self.user(ApiCall::Delete(ObjectKey::new(Kind::Pod, "default", name)));
             }
             Action::DeleteClaim { name } => {
-                if pods_using(self, name).is_empty() {
+                // Even while pods use it: pvc-protection holds it Terminating.
+                self.user(ApiCall::Delete(ObjectKey::new(
+                    Kind::PersistentVolumeClaim,
+                    "default",
+                    name,
+                )));
+            }
+            Action::DeleteVolume { claim } => {
+                if let Some(c) = claim_of(self, claim).filter(|c| !c.volume_name().is_empty()) {
                     self.user(ApiCall::Delete(ObjectKey::new(
-                        Kind::PersistentVolumeClaim,
-                        "default",
-                        name,
+                        Kind::PersistentVolume,
+                        "",
+                        c.volume_name(),
                     )));
                 }
             }

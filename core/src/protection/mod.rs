@@ -1,0 +1,300 @@
+//! pvc-protection and pv-protection: kube-controller-manager's
+//! PVCProtectionController and PVProtectionController as one sans-IO machine
+//! that guards either claims or volumes.
+//!
+//! * Claims: the `kubernetes.io/pvc-protection` finalizer is on every claim;
+//!   it is removed only once the claim is being deleted and no pod of its
+//!   namespace that has not terminated uses it (pods not yet scheduled
+//!   count: the scheduler may still place them).
+//! * Volumes: the `kubernetes.io/pv-protection` finalizer is on every volume;
+//!   it is removed only once the volume is being deleted and is not Bound.
+//!
+//! Guarantees: a claim in use, or a bound volume, is never removed by the
+//! API server while this machine runs (the finalizer holds it Terminating).
+//! The StorageObjectInUseProtection admission plugin adds the finalizers at
+//! creation ([`crate::store::Store::admission`]); this machine adds them to
+//! objects that predate it. One write per object at a time; a failed write
+//! is retried with backoff.
+//!
+//! As upstream, a claim whose pods the cache says are gone is let go only
+//! after a live list of its namespace's pods (the watch may be behind a pod
+//! just created) finds none either. A pod created after that list is not
+//! seen: the kubelet refuses to start a pod whose claim is being deleted.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Input, Ops, Watch};
+use crate::model::names::{FINALIZER_PV_PROTECTION, FINALIZER_PVC_PROTECTION};
+use crate::model::*;
+use crate::{OpId, Tick};
+
+/// What a protection controller guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guarded {
+    /// PersistentVolumeClaims in use by pods (PVCProtectionController).
+    Claims,
+    /// Bound PersistentVolumes (PVProtectionController).
+    Volumes,
+}
+
+impl Guarded {
+    fn kind(self) -> Kind {
+        match self {
+            Guarded::Claims => Kind::PersistentVolumeClaim,
+            Guarded::Volumes => Kind::PersistentVolume,
+        }
+    }
+
+    fn finalizer(self) -> &'static str {
+        match self {
+            Guarded::Claims => FINALIZER_PVC_PROTECTION,
+            Guarded::Volumes => FINALIZER_PV_PROTECTION,
+        }
+    }
+}
+
+/// A protection controller. See the module documentation.
+#[derive(Debug, Clone)]
+pub struct Protection {
+    guarded: Guarded,
+    cache: Cache,
+    dirty: BTreeSet<ObjectKey>,
+    writing: BTreeMap<OpId, ObjectKey>,
+    /// Lists of pods in flight, by the claim they are for.
+    listing: BTreeMap<OpId, ObjectKey>,
+    backoff: Backoff<ObjectKey>,
+    queue: VecDeque<Effect>,
+    ops: Ops,
+    now: Tick,
+    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    unsynced: bool,
+}
+
+impl Protection {
+    pub fn new(guarded: Guarded) -> Protection {
+        Protection {
+            guarded,
+            cache: Cache::default(),
+            dirty: BTreeSet::new(),
+            writing: BTreeMap::new(),
+            listing: BTreeMap::new(),
+            backoff: Backoff::new(1_000, 300_000),
+            queue: VecDeque::new(),
+            ops: Ops::default(),
+            now: 0,
+            unsynced: false,
+        }
+    }
+
+    /// The pvc-protection controller.
+    pub fn claims() -> Protection {
+        Protection::new(Guarded::Claims)
+    }
+
+    /// The pv-protection controller.
+    pub fn volumes() -> Protection {
+        Protection::new(Guarded::Volumes)
+    }
+
+    pub fn guarded(&self) -> Guarded {
+        self.guarded
+    }
+
+    /// The kinds this controller's informers watch: claims and pods, or
+    /// volumes.
+    pub fn watches(&self, kind: Kind) -> bool {
+        match self.guarded {
+            Guarded::Claims => matches!(kind, Kind::PersistentVolumeClaim | Kind::Pod),
+            Guarded::Volumes => kind == Kind::PersistentVolume,
+        }
+    }
+
+    pub fn handle(&mut self, now: Tick, input: Input) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Watch(Watch::Applied(o)) => {
+                self.mark(&o);
+                self.cache.apply(o);
+            }
+            Input::Watch(Watch::Deleted(o)) => {
+                self.mark(&o);
+                self.cache.remove(&o.key());
+            }
+            Input::ApiDone { op, result } => {
+                if let Some(key) = self.listing.remove(&op) {
+                    return self.listed(key, result);
+                }
+                let Some(key) = self.writing.remove(&op) else {
+                    return;
+                };
+                match result {
+                    ApiResult::Ok(Some(o)) => {
+                        self.backoff.succeed(&key);
+                        self.cache.apply(o);
+                    }
+                    ApiResult::Ok(None) | ApiResult::NotFound => {
+                        self.backoff.succeed(&key);
+                        self.cache.remove(&key);
+                    }
+                    _ => {
+                        self.backoff.fail(key.clone(), self.now);
+                    }
+                }
+                self.dirty.insert(key);
+            }
+            Input::CsiDone { .. } => {}
+            Input::Synced => self.unsynced = false,
+        }
+    }
+
+    /// Marks what an object's change may unblock: the object itself, or the
+    /// claims a pod uses.
+    fn mark(&mut self, o: &Object) {
+        match o {
+            Object::Pod(p) if self.guarded == Guarded::Claims => {
+                for c in p.claims() {
+                    self.dirty.insert(ObjectKey::new(
+                        Kind::PersistentVolumeClaim,
+                        &p.metadata.namespace,
+                        c,
+                    ));
+                }
+            }
+            o if o.kind() == self.guarded.kind() => {
+                self.dirty.insert(o.key());
+            }
+            _ => {}
+        }
+    }
+
+    pub fn poll(&mut self) -> Option<Effect> {
+        if self.unsynced {
+            return None;
+        }
+        while self.queue.is_empty() {
+            let key = self.dirty.pop_first()?;
+            self.sync(&key);
+        }
+        self.queue.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        self.backoff.next_timer()
+    }
+
+    pub fn handle_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
+        for k in self.backoff.fire_due(self.now) {
+            self.dirty.insert(k);
+        }
+    }
+
+    fn busy(&self, key: &ObjectKey) -> bool {
+        self.writing
+            .values()
+            .chain(self.listing.values())
+            .any(|k| k == key)
+    }
+
+    fn sync(&mut self, key: &ObjectKey) {
+        if self.busy(key) || self.backoff.waiting(key, self.now) {
+            return;
+        }
+        let Some(o) = self.cache.get(key).cloned() else {
+            return;
+        };
+        let finalizer = self.guarded.finalizer();
+        let meta = o.meta();
+        let has = meta.has_finalizer(finalizer);
+        if !meta.deleting() && !has {
+            let mut next = o.clone();
+            next.meta_mut().add_finalizer(finalizer);
+            self.write(key, next);
+        } else if meta.deleting() && has && !self.in_use(&o) {
+            match o {
+                // Ask the API server, not only the cache, before letting go.
+                Object::Pvc(c) => {
+                    let op = self.ops.issue();
+                    self.listing.insert(op, key.clone());
+                    self.queue.push_back(Effect::Api {
+                        op,
+                        call: ApiCall::List {
+                            kind: Kind::Pod,
+                            namespace: c.metadata.namespace.clone(),
+                        },
+                    });
+                }
+                mut next => {
+                    next.meta_mut().remove_finalizer(finalizer);
+                    self.write(key, next);
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, key: &ObjectKey, next: Object) {
+        let op = self.ops.issue();
+        self.writing.insert(op, key.clone());
+        self.queue.push_back(Effect::Api {
+            op,
+            call: ApiCall::Update(next),
+        });
+    }
+
+    /// The live list of a claim's namespace's pods came back: let the claim
+    /// go only if none of them uses it either.
+    fn listed(&mut self, key: ObjectKey, result: ApiResult) {
+        let ApiResult::Listed(pods) = result else {
+            self.backoff.fail(key.clone(), self.now);
+            self.dirty.insert(key);
+            return;
+        };
+        for p in pods {
+            self.mark(&p);
+            self.cache.apply(p);
+        }
+        let Some(Object::Pvc(c)) = self.cache.get(&key).cloned() else {
+            return;
+        };
+        if c.metadata.deleting()
+            && c.metadata.has_finalizer(FINALIZER_PVC_PROTECTION)
+            && self.users(&c).is_empty()
+        {
+            let mut next = c;
+            next.metadata.remove_finalizer(FINALIZER_PVC_PROTECTION);
+            self.write(&key, Object::Pvc(next));
+        }
+    }
+
+    /// A claim a pod that has not terminated uses (upstream's podUsesPVC),
+    /// or a volume that is Bound (upstream's isBeingUsed).
+    fn in_use(&self, o: &Object) -> bool {
+        match o {
+            Object::Pvc(c) => !self.users(c).is_empty(),
+            Object::Pv(pv) => pv.phase() == PvPhase::Bound,
+            _ => false,
+        }
+    }
+
+    /// The pods (names, sorted) that keep claim `c` from going.
+    pub fn users(&self, c: &PersistentVolumeClaim) -> Vec<String> {
+        self.cache
+            .of_kind(Kind::Pod)
+            .filter_map(|o| match o {
+                Object::Pod(p)
+                    if p.metadata.namespace == c.metadata.namespace
+                        && !p.terminated()
+                        && p.claims().any(|n| n == c.metadata.name) =>
+                {
+                    Some(p.metadata.name.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+crate::impl_machine!(Protection);
