@@ -182,6 +182,13 @@ async fn a_node_driver_killed_mid_stage_is_restarted_and_the_pod_runs() {
         lab.with(|w, t| w.apply(t, demo::WEB))?;
         lab.wait_for("web-0 to run", WAIT, |w| w.running("web-0"))
             .await?;
+        // Its container writes the note once the volume is published.
+        lab.wait_for("web-0's note", WAIT, |w| {
+            w.targets("web-0")
+                .first()
+                .is_some_and(|t| Path::new(t).join("web-0.txt").exists())
+        })
+        .await?;
         Ok::<_, volplane::lab::LabError>(())
     }
     .await;

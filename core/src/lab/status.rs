@@ -69,7 +69,11 @@ pub fn render(store: &Store) -> String {
                 pv.capacity().map(|q| q.to_string()).unwrap_or_default(),
                 modes(&pv.spec.access_modes),
                 pv.reclaim_policy().to_string(),
-                pv.phase().to_string(),
+                if pv.metadata.deleting() {
+                    "Terminating".into()
+                } else {
+                    pv.phase().to_string()
+                },
                 pv.spec
                     .claim_ref
                     .as_ref()
@@ -79,7 +83,11 @@ pub fn render(store: &Store) -> String {
             ]),
             Object::Pvc(c) => pvcs.push(vec![
                 c.metadata.name.clone(),
-                c.phase().to_string(),
+                if c.metadata.deleting() {
+                    "Terminating".into()
+                } else {
+                    c.phase().to_string()
+                },
                 c.volume_name().to_string(),
                 c.status_capacity()
                     .map(|q| q.to_string())

@@ -205,25 +205,45 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
         say_growth(lab, target.as_deref(), before, after);
     }
 
-    step(lab, "scale to 0: node-a unpublishes, unstages and detaches").await;
+    step(
+        lab,
+        "delete pvc/shared while web-0 still uses it: pvc-protection keeps it Terminating",
+    )
+    .await;
+    lab.shared.say(lab.with(|w, t| w.delete(t, "pvc/shared"))?);
+    lab.wait_for("the claim to be Terminating", WAIT, |w| {
+        w.claim("shared").is_some_and(|c| c.metadata.deleting())
+    })
+    .await?;
+    let row = lab.with(|w, _| {
+        w.status()
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("shared ") && l.contains("Terminating"))
+            .map(str::to_string)
+    });
+    if let Some(row) = row {
+        lab.shared.say(format!("kubectl get pvc: {row}"));
+    }
+
+    step(
+        lab,
+        "scale to 0: node-a unpublishes, unstages and detaches; the claim goes, and Delete removes its volume",
+    )
+    .await;
     scale(lab, 0).await?;
     gone(lab, "web-0").await?;
     lab.wait_for("the shared volume to detach", WAIT, |w| {
         w.attached_to(&shared).is_empty()
     })
     .await?;
-
-    step(
-        lab,
-        "delete the claims: Delete removes the volume, Retain leaves it Released",
-    )
-    .await;
-    for claim in ["shared", "single"] {
-        lab.shared
-            .say(lab.with(|w, t| w.delete(t, &format!("pvc/{claim}")))?);
-    }
+    lab.wait_for("the claim to go", WAIT, |w| w.claim("shared").is_none())
+        .await?;
     lab.wait_for("the Delete volume to go", WAIT, |w| w.pv(&shared).is_none())
         .await?;
+
+    step(lab, "delete pvc/single: Retain leaves its volume Released").await;
+    lab.shared.say(lab.with(|w, t| w.delete(t, "pvc/single"))?);
     lab.wait_for("the Retain volume to be Released", WAIT, |w| {
         w.pv(&single)
             .is_some_and(|pv| pv.phase() == volplane_core::model::PvPhase::Released)

@@ -17,6 +17,7 @@ use crate::control::{
 use crate::driver::{NodeCapability, Response};
 use crate::kubelet::{Certainty, Kubelet, KubeletConfig};
 use crate::model::*;
+use crate::protection::Protection;
 use crate::provision::{Provisioner, ProvisionerConfig};
 use crate::registration::watcher::{PluginWatcher, WatcherEffect, WatcherInput};
 use crate::resize::{ResizeConfig, Resizer};
@@ -134,9 +135,11 @@ impl World {
             ("external-provisioner", Box::new(Provisioner::new(p))),
             ("attachdetach-controller", Box::new(Attach::new(a))),
             ("external-resizer", Box::new(Resizer::new(r))),
+            ("pvc-protection-controller", Box::new(Protection::claims())),
+            ("pv-protection-controller", Box::new(Protection::volumes())),
         ];
         let mut w = World {
-            store: Store::new(),
+            store: Store::with_admission(),
             layout,
             driver: driver.into(),
             nodes: nodes.to_vec(),

@@ -194,6 +194,51 @@ fn a_deployment_on_a_rwx_claim_stages_once_per_node_and_publishes_per_pod() {
     assert!(status.contains("ProvisioningSucceeded"), "{status}");
 }
 
+/// pvc-protection in the lab: a claim deleted while pods use it is shown
+/// Terminating and keeps its volume until the last pod goes.
+#[test]
+fn a_claim_deleted_in_use_stays_terminating_until_its_pods_go() {
+    let mut c = Cluster::new(1);
+    c.world.apply(c.now, STORAGE).unwrap();
+    c.settle();
+    c.world.scale(c.now, "web", 1).unwrap();
+    c.settle();
+    // As in the demo: the pod goes and comes back before the claim is deleted.
+    c.world.scale(c.now, "web", 0).unwrap();
+    c.settle();
+    c.world.scale(c.now, "web", 1).unwrap();
+    c.settle();
+    assert!(c.world.running("web-0"));
+    let pv = c.world.claim("shared").unwrap().volume_name().to_string();
+    c.world.delete(c.now, "pvc/shared").unwrap();
+    c.settle();
+    assert!(
+        c.world
+            .claim("shared")
+            .is_some_and(|cl| cl.metadata.deleting())
+    );
+    let status = c.world.status();
+    assert!(status.contains("shared  Terminating"), "{status}");
+    assert!(c.world.running("web-0"));
+    assert!(c.world.pv(&pv).is_some());
+    c.world.scale(c.now, "web", 0).unwrap();
+    // The provisioner retries DeleteVolume with backoff until the detach.
+    for _ in 0..20 {
+        c.now += 2_000;
+        c.settle();
+    }
+    assert!(
+        c.world.claim("shared").is_none(),
+        "the claim stayed after its pods"
+    );
+    assert!(c.world.pv(&pv).is_none(), "the Delete volume stayed");
+    let calls = c.world.calls_on("node-a");
+    assert_eq!(
+        calls[calls.len() - 2..],
+        ["NodeUnpublishVolume", "NodeUnstageVolume"]
+    );
+}
+
 #[test]
 fn commands_refuse_what_does_not_exist_with_kubectls_words() {
     let mut c = Cluster::new(1);
