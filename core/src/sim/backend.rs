@@ -142,6 +142,30 @@ pub enum CallFault {
 
 /// Codes a plugin may answer each RPC with (CSI spec error tables), for
 /// injected refusals that change nothing.
+/// How the machines tell errors apart: a retry that may have taken effect
+/// (the kubelet's "uncertain"), out of capacity (the provisioner's
+/// reschedule), a precondition, or final.
+fn error_class(code: Code) -> u8 {
+    match code {
+        Code::Aborted | Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => 0,
+        Code::ResourceExhausted => 1,
+        Code::FailedPrecondition => 2,
+        _ => 3,
+    }
+}
+
+/// One error code of each class `call` may fail with (what the exhaustive
+/// explorer branches over: a mistake on any error path is in its reach).
+pub fn error_classes(call: &CsiCall) -> Vec<Code> {
+    let mut out: Vec<Code> = Vec::new();
+    for &c in allowed_errors(call) {
+        if !out.iter().any(|o| error_class(*o) == error_class(c)) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 pub fn allowed_errors(call: &CsiCall) -> &'static [Code] {
     match call {
         Request::CreateVolume(_) => &[

@@ -37,7 +37,7 @@ use crate::resize::{ResizeConfig, Resizer};
 use crate::store::Store;
 use crate::{OpId, Tick};
 
-use backend::{CallFault, DriverProcess, Storage, allowed_errors};
+use backend::{CallFault, DriverProcess, Storage, allowed_errors, error_classes};
 pub use check::Violation;
 
 /// The simulated driver's name.
@@ -469,10 +469,12 @@ impl Sim {
                     Request::NodeGetInfo | Request::Probe | Request::GetCapacity(_)
                 );
                 if mutating {
-                    out.push(Choice::Deliver {
-                        actor: a,
-                        fault: Some(CallFault::Error(allowed_errors(call)[0])),
-                    });
+                    for code in error_classes(call) {
+                        out.push(Choice::Deliver {
+                            actor: a,
+                            fault: Some(CallFault::Error(code)),
+                        });
+                    }
                     out.push(Choice::Deliver {
                         actor: a,
                         fault: Some(CallFault::TimeoutAfterEffect),
