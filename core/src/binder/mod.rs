@@ -471,28 +471,24 @@ impl Binder {
         }
         match self.volume(&volume_name) {
             None => self.set_claim_phase(claim, PvcPhase::Pending, None),
-            Some(pv) if pv.spec.claim_ref.is_none() => match volume_mismatch(&pv, claim) {
-                Some(why) => {
-                    self.event(Event::warning(
-                        ckey,
-                        reason::VOLUME_MISMATCH,
-                        format!("Cannot bind to requested volume {volume_name:?}: {why}"),
-                    ));
-                    self.set_claim_phase(claim, PvcPhase::Pending, None);
+            Some(pv) if pv.spec.claim_ref.is_none() || bound_to_claim(&pv, claim) => {
+                let mismatch = if pv.spec.claim_ref.is_none() {
+                    volume_mismatch(&pv, claim)
+                } else {
+                    prebind_mismatch(&pv, claim)
+                };
+                match mismatch {
+                    Some(why) => {
+                        self.event(Event::warning(
+                            ckey,
+                            reason::VOLUME_MISMATCH,
+                            format!("Cannot bind to requested volume {volume_name:?}: {why}"),
+                        ));
+                        self.set_claim_phase(claim, PvcPhase::Pending, None);
+                    }
+                    None => self.bind(claim, &pv),
                 }
-                None => self.bind(claim, &pv),
-            },
-            Some(pv) if bound_to_claim(&pv, claim) => match prebind_mismatch(&pv, claim) {
-                Some(why) => {
-                    self.event(Event::warning(
-                        ckey,
-                        reason::VOLUME_MISMATCH,
-                        format!("Cannot bind to requested volume {volume_name:?}: {why}"),
-                    ));
-                    self.set_claim_phase(claim, PvcPhase::Pending, None);
-                }
-                None => self.bind(claim, &pv),
-            },
+            }
             Some(_) => {
                 self.event(Event::warning(
                     ckey,

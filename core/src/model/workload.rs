@@ -164,6 +164,19 @@ impl Pod {
         }
     }
 
+    /// A pod with one volume, `data`, from claim `claim` of its namespace.
+    pub fn using_claim(namespace: &str, name: &str, claim: &str) -> Pod {
+        let mut pod = Pod::new(namespace, name);
+        pod.spec.volumes.push(PodVolume {
+            name: "data".into(),
+            persistent_volume_claim: Some(PvcSource {
+                claim_name: claim.into(),
+                read_only: false,
+            }),
+        });
+        pod
+    }
+
     pub fn node(&self) -> Option<&str> {
         self.spec.node_name.as_deref().filter(|n| !n.is_empty())
     }

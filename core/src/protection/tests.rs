@@ -8,18 +8,6 @@ fn claim_rig() -> Rig<Protection> {
     Rig::new(Protection::claims())
 }
 
-fn pod_using(namespace: &str, name: &str, claim: &str) -> Pod {
-    let mut pod = Pod::new(namespace, name);
-    pod.spec.volumes.push(PodVolume {
-        name: "d".into(),
-        persistent_volume_claim: Some(PvcSource {
-            claim_name: claim.into(),
-            read_only: false,
-        }),
-    });
-    pod
-}
-
 fn delete(r: &mut Rig<Protection>, kind: Kind, namespace: &str, name: &str) {
     r.user(ApiCall::Delete(ObjectKey::new(kind, namespace, name)));
 }
@@ -45,11 +33,11 @@ fn a1_8_every_claim_gets_the_pvc_protection_finalizer() {
 fn a1_8_a_claim_in_use_stays_terminating_until_its_last_pod_goes() {
     let mut r = claim_rig();
     r.create(Object::Pvc(PersistentVolumeClaim::new("default", "data")));
-    r.create(Object::Pod(pod_using("default", "web-0", "data")));
-    let mut running = pod_using("default", "web-1", "data");
+    r.create(Object::Pod(Pod::using_claim("default", "web-0", "data")));
+    let mut running = Pod::using_claim("default", "web-1", "data");
     running.spec.node_name = Some("node-a".into());
     r.create(Object::Pod(running));
-    r.create(Object::Pod(pod_using("other", "elsewhere", "data")));
+    r.create(Object::Pod(Pod::using_claim("other", "elsewhere", "data")));
     delete(&mut r, Kind::PersistentVolumeClaim, "default", "data");
     let c = claim(&r, "data").expect("a claim in use was removed");
     assert!(c.metadata.deleting(), "Terminating");
@@ -75,7 +63,7 @@ fn a1_8_a_claim_in_use_stays_terminating_until_its_last_pod_goes() {
 fn a1_8_an_unscheduled_pod_holds_the_claim_too() {
     let mut r = claim_rig();
     r.store.admission = true;
-    r.create(Object::Pod(pod_using("default", "pending", "data")));
+    r.create(Object::Pod(Pod::using_claim("default", "pending", "data")));
     r.create(Object::Pvc(PersistentVolumeClaim::new("default", "data")));
     delete(&mut r, Kind::PersistentVolumeClaim, "default", "data");
     assert!(claim(&r, "data").is_some());
@@ -147,7 +135,7 @@ fn a1_8_a_pod_the_watch_has_not_delivered_yet_still_holds_the_claim() {
     // In the API server, not yet in the machine's cache.
     let (created, _) = r.store.apply(
         r.now,
-        &ApiCall::Create(Object::Pod(pod_using("default", "new", "data"))),
+        &ApiCall::Create(Object::Pod(Pod::using_claim("default", "new", "data"))),
     );
     assert!(matches!(created, ApiResult::Ok(Some(_))));
     delete(&mut r, Kind::PersistentVolumeClaim, "default", "data");

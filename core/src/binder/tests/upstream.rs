@@ -5,18 +5,6 @@
 use super::*;
 use crate::control::EventType;
 
-fn pod_using(name: &str, claim: &str) -> Pod {
-    let mut pod = Pod::new("default", name);
-    pod.spec.volumes.push(PodVolume {
-        name: "d".into(),
-        persistent_volume_claim: Some(PvcSource {
-            claim_name: claim.into(),
-            read_only: false,
-        }),
-    });
-    pod
-}
-
 /// syncUnboundClaim, volumeName set, volume claimed by someone else, claim
 /// annotated bound-by-controller: the event, and no write (retried later).
 #[test]
@@ -151,8 +139,8 @@ fn a8_6_recycle_waits_while_pods_still_use_the_claim() {
     r.create(Object::Pv(v));
     r.create(Object::Pvc(pvc("data", "1Gi", &[ReadWriteOnce])));
     assert_eq!(bound_to(&r, "data"), "v");
-    r.create(Object::Pod(pod_using("web", "data")));
-    r.create(Object::Pod(pod_using("api", "data")));
+    r.create(Object::Pod(Pod::using_claim("default", "web", "data")));
+    r.create(Object::Pod(Pod::using_claim("default", "api", "data")));
     r.user(ApiCall::Delete(ObjectKey::new(
         Kind::PersistentVolumeClaim,
         "default",
