@@ -152,8 +152,7 @@ pub(crate) fn create_dirs(
     dir: BorrowedFd<'_>,
     parts: &[&OsStr],
 ) -> std::result::Result<OwnedFd, Errno> {
-    let step = OFlags::PATH | OFlags::DIRECTORY;
-    if let Ok(fd) = open_below(dir, parts, step) {
+    if let Ok(fd) = open_below(dir, parts, OFlags::PATH | OFlags::DIRECTORY) {
         return Ok(fd);
     }
     let mut cur: Option<OwnedFd> = None;
@@ -163,7 +162,15 @@ pub(crate) fn create_dirs(
             Ok(()) | Err(Errno::EXIST) => {}
             Err(e) => return Err(e),
         }
-        cur = Some(open_below(at, &[p], step)?);
+        // Opened without O_DIRECTORY first, so that a symlink is reported
+        // as one (ELOOP), not as "not a directory".
+        let fd = open_below(at, &[p], OFlags::PATH)?;
+        if rustix::fs::FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode)
+            != rustix::fs::FileType::Directory
+        {
+            return Err(Errno::NOTDIR);
+        }
+        cur = Some(fd);
     }
     cur.ok_or(Errno::INVAL)
 }

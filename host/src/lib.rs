@@ -395,6 +395,9 @@ mod tests {
         );
         host.remove(dir.path().join("link")).unwrap_err();
         assert!(dir.path().join("real").is_dir());
+        let e = host.create_dir(dir.path().join("link/x")).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!dir.path().join("real/x").exists());
     }
 
     #[test]
