@@ -93,7 +93,15 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
         out.push(match rng.below(12) {
             0 | 1 => Action::Claim {
                 name: c,
-                class: if rng.chance(500) { "delete" } else { "retain" }.into(),
+                // Now and then a claim no volume can ever satisfy: no class
+                // (and no static volume), or a class that does not exist.
+                class: match rng.below(20) {
+                    0 => "",
+                    1 => "missing",
+                    2..=10 => "delete",
+                    _ => "retain",
+                }
+                .into(),
                 mode: [
                     AccessMode::ReadWriteOnce,
                     AccessMode::ReadWriteMany,
