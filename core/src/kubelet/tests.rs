@@ -218,6 +218,33 @@ fn d2_3_a_timed_out_stage_is_uncertain_and_cleaned_up_when_the_pod_goes() {
     assert!(r.machine.actual().devices.is_empty());
 }
 
+/// A first stage refused with a final error did nothing: it is forgotten,
+/// and nothing is unstaged when the pod goes.
+#[test]
+fn d2_3_a_first_stage_refused_with_a_final_error_is_forgotten() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    r.answer_csi(|c| match c {
+        Request::NodeStage(_) => Err(Status::new(Code::Internal, "refused")),
+        _ => Ok(Response::Empty),
+    });
+    pod(&mut r, "web-0");
+    assert!(
+        !r.machine.actual().devices.contains_key("pv-1"),
+        "a refused first stage stays recorded"
+    );
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-0",
+    )));
+    r.advance(1_000);
+    assert!(
+        !calls(&r).iter().any(|c| c.starts_with("NodeUnstageVolume")),
+        "{:?}",
+        calls(&r)
+    );
+}
+
 /// Deliberately stricter than upstream (markDeviceErrorState): a stage that
 /// timed out may have happened, and a final error on its retry does not undo
 /// it, so the stage stays uncertain, the volume stays in use (no detach),

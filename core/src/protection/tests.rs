@@ -146,3 +146,26 @@ fn a1_8_a_pod_the_watch_has_not_delivered_yet_still_holds_the_claim() {
     delete(&mut r, Kind::Pod, "default", "new");
     assert!(claim(&r, "data").is_none());
 }
+
+#[test]
+fn a1_8_one_write_per_object_at_a_time() {
+    let mut m = Protection::claims();
+    let c = PersistentVolumeClaim::new("default", "data");
+    m.handle(0, Input::Watch(Watch::Applied(Object::Pvc(c.clone()))));
+    let Some(Effect::Api { op, .. }) = m.poll() else {
+        panic!("no write")
+    };
+    // The watch delivers the claim again before the write's answer came.
+    m.handle(1, Input::Watch(Watch::Applied(Object::Pvc(c))));
+    assert!(m.poll().is_none(), "a second write while one is in flight");
+    let mut done = PersistentVolumeClaim::new("default", "data");
+    done.metadata.add_finalizer(FINALIZER_PVC_PROTECTION);
+    m.handle(
+        2,
+        Input::ApiDone {
+            op,
+            result: ApiResult::Ok(Some(Object::Pvc(done))),
+        },
+    );
+    assert!(m.poll().is_none(), "nothing left to write");
+}
