@@ -175,10 +175,14 @@ impl Host {
     }
 
     /// Usage of the filesystem holding `path` (resolved beneath a root).
+    /// A root itself may be asked about too (free space for GetCapacity).
     pub fn usage(&self, path: impl AsRef<Path>) -> Result<VolumeUsage> {
-        let opened = self.open(path)?;
-        let s = rustix::fs::fstatvfs(opened.fd())
-            .map_err(|e| HostError::io("statvfs", opened.path(), e.into()))?;
+        let path = path.as_ref();
+        let s = match self.root_fd(path) {
+            Some(fd) => rustix::fs::fstatvfs(fd),
+            None => rustix::fs::fstatvfs(self.open(path)?.fd()),
+        }
+        .map_err(|e| HostError::io("statvfs", path, e.into()))?;
         let frag = s.f_frsize.max(1);
         Ok(VolumeUsage {
             total_bytes: s.f_blocks * frag,

@@ -189,6 +189,14 @@ impl Host {
         }
     }
 
+    /// The descriptor of the root `path` names (as configured or resolved).
+    pub(crate) fn root_fd(&self, path: &Path) -> Option<BorrowedFd<'_>> {
+        self.roots
+            .iter()
+            .find(|r| r.configured == path || r.resolved == path)
+            .map(|r| r.fd.as_fd())
+    }
+
     /// The root `path` lies strictly below (lexically: absolute, no `.` or
     /// `..`), and its components below that root.
     fn locate<'p>(&self, path: &'p Path) -> Result<(&Root, Vec<&'p OsStr>)> {
@@ -447,6 +455,10 @@ mod tests {
         let huge = dir.path().join("huge.img");
         let e = host.create_image(&huge, u64::MAX / 2).unwrap_err();
         assert!(matches!(e, HostError::OutOfRange(_)), "{e}");
+        assert!(
+            host.usage(dir.path()).unwrap().total_bytes > 0,
+            "a root's own usage"
+        );
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())

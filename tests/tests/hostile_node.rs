@@ -573,6 +573,13 @@ async fn spec_codes_and_nothing_left_behind_on(rt: Runtime) {
         tonic::Code::OutOfRange,
         "an image bigger than its filesystem",
     );
+    let cap = csi
+        .controller
+        .get_capacity(csi::GetCapacityRequest::default())
+        .await
+        .expect("GetCapacity of the volumes dir")
+        .into_inner();
+    assert!(cap.available_capacity > 0, "{cap:?}");
     let left: Vec<_> = std::fs::read_dir(d.state().join("volumes"))
         .map(|r| r.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
