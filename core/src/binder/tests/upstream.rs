@@ -141,6 +141,11 @@ fn a8_6_recycle_waits_while_pods_still_use_the_claim() {
     assert_eq!(bound_to(&r, "data"), "v");
     r.create(Object::Pod(Pod::using_claim("default", "web", "data")));
     r.create(Object::Pod(Pod::using_claim("default", "api", "data")));
+    // Neither a pod of another namespace nor one that terminated counts.
+    r.create(Object::Pod(Pod::using_claim("other", "elsewhere", "data")));
+    let mut done = Pod::using_claim("default", "done", "data");
+    done.status.phase = Some(PodPhase::Succeeded);
+    r.create(Object::Pod(done));
     r.user(ApiCall::Delete(ObjectKey::new(
         Kind::PersistentVolumeClaim,
         "default",
@@ -161,4 +166,52 @@ fn a8_6_recycle_waits_while_pods_still_use_the_claim() {
     let v = volume(&r, "v");
     assert_eq!(v.phase(), PvPhase::Failed);
     assert_eq!(v.status.message, "No recycler plugin found for the volume!");
+}
+
+/// syncVolume, claim bound to another volume (A6.7): a dynamically
+/// provisioned volume under Delete is Released (and left to its
+/// provisioner), not unbound and offered again.
+#[test]
+fn a6_7_a_provisioned_delete_volume_whose_claim_moved_on_is_released() {
+    let mut r = rig();
+    let mut v = pv("v", "1Gi", &[ReadWriteOnce]);
+    v.spec.persistent_volume_reclaim_policy = Some(ReclaimPolicy::Delete);
+    v.metadata
+        .annotations
+        .insert(names::ANN_PROVISIONED_BY.into(), "volplane.csi.io".into());
+    r.create(Object::Pv(v));
+    r.create(Object::Pvc(pvc("data", "1Gi", &[ReadWriteOnce])));
+    assert_eq!(bound_to(&r, "data"), "v");
+    r.create(Object::Pv(pv("w", "1Gi", &[ReadWriteOnce])));
+    let mut c = claim(&r, "data");
+    c.spec.volume_name = Some("w".into());
+    r.user(ApiCall::Update(Object::Pvc(c)));
+    let v = volume(&r, "v");
+    assert_eq!(v.phase(), PvPhase::Released);
+    assert_eq!(
+        v.spec.claim_ref.map(|c| c.name),
+        Some("data".into()),
+        "unbound"
+    );
+    r.machine.resync();
+    r.run();
+    assert_eq!(
+        volume(&r, "v").phase(),
+        PvPhase::Released,
+        "stays for the provisioner"
+    );
+
+    // Retain is unbound and offered again, as a user's volume would be.
+    let mut r = rig();
+    let mut v = pv("v", "1Gi", &[ReadWriteOnce]);
+    v.metadata
+        .annotations
+        .insert(names::ANN_PROVISIONED_BY.into(), "volplane.csi.io".into());
+    r.create(Object::Pv(v));
+    r.create(Object::Pvc(pvc("data", "1Gi", &[ReadWriteOnce])));
+    r.create(Object::Pv(pv("w", "1Gi", &[ReadWriteOnce])));
+    let mut c = claim(&r, "data");
+    c.spec.volume_name = Some("w".into());
+    r.user(ApiCall::Update(Object::Pvc(c)));
+    assert_eq!(volume(&r, "v").phase(), PvPhase::Available);
 }
