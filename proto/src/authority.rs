@@ -8,12 +8,16 @@
 //! (hyperium/h2#487, hyperium/tonic#1876). grpc-go servers accept them.
 //!
 //! [`AuthorityFix`] sits between the socket and h2, on the bytes the client
-//! sends. It passes every frame through unchanged except header blocks,
-//! which it decodes with its own HPACK decoder (tracking the client's
-//! dynamic table) and encodes again as literals that never use h2's dynamic
-//! table — with an unparsable `:authority` replaced by `localhost`, as
-//! grpc-go's own clients send. It is sans-IO: the runtimes' stream wrappers
-//! feed it what they read and hand on what it produced.
+//! sends. It looks at the connection's first header block: when its
+//! `:authority` is one h2 accepts (grpc-go, tonic, most clients), the rest
+//! of the connection is handed on untouched, at the cost of that one decode.
+//! Otherwise every header block is decoded with its own HPACK decoder
+//! (tracking the client's dynamic table) and encoded again as literals that
+//! never use h2's dynamic table, with an unparsable `:authority` replaced by
+//! `localhost` (what grpc-go's own clients send); other frames pass through
+//! unchanged. A gRPC channel keeps one authority for its connection, so the
+//! first block decides. It is sans-IO: the runtimes' stream wrappers feed it
+//! what they read and hand on what it produced.
 
 use std::io;
 use std::task::{Context, Poll};
@@ -50,9 +54,13 @@ pub struct AuthorityFix {
     input: Vec<u8>,
     output: Vec<u8>,
     block: Option<Block>,
-    /// Set when the stream is not HTTP/2 as expected: everything is handed
-    /// on untouched, and h2 gives the client the error it deserves.
+    /// Set when the first header block needed nothing, or when the stream is
+    /// not HTTP/2 as expected: everything is handed on untouched (h2 then
+    /// gives a broken client the error it deserves).
     passthrough: bool,
+    /// Set once a header block needed its `:authority` replaced: every
+    /// block from then on is re-encoded.
+    rewriting: bool,
     rewritten: u64,
 }
 
@@ -119,6 +127,7 @@ impl AuthorityFix {
             output: Vec::new(),
             block: None,
             passthrough: false,
+            rewriting: false,
             rewritten: 0,
         }
     }
@@ -191,6 +200,11 @@ impl AuthorityFix {
                 self.input.drain(..at);
                 return self.give_up();
             }
+            if self.passthrough {
+                self.input.drain(..at);
+                self.output.append(&mut self.input);
+                return;
+            }
         }
         self.input.drain(..at);
     }
@@ -246,6 +260,13 @@ impl AuthorityFix {
             self.block = Some(b);
             return false;
         }
+        if !fixed && !self.rewriting {
+            // The first block needed nothing: neither does the connection.
+            self.output.extend_from_slice(&b.raw);
+            self.passthrough = true;
+            return true;
+        }
+        self.rewriting = true;
         if fixed {
             self.rewritten += 1;
         }
@@ -429,13 +450,20 @@ mod tests {
             p.extend([0, 0, 0]);
             p
         }));
+        // A later block is not looked at: the first one decided.
+        wire.extend(headers_frame(
+            3,
+            END_HEADERS,
+            &encode(&[(b":authority", b"/x.sock")]),
+        ));
         let mut fix = AuthorityFix::new();
-        fix.feed(&wire);
+        fix.feed(&wire[..40]);
+        fix.feed(&wire[40..]);
         assert_eq!(fix.rewritten(), 0);
-        let blocks = h2_view(fix.ready());
         assert_eq!(
-            blocks[0][0],
-            (b":authority".to_vec(), b"localhost:50051".to_vec())
+            fix.ready(),
+            &wire[..],
+            "a connection whose first authority is usable passes untouched"
         );
     }
 
