@@ -194,10 +194,6 @@ impl Stat {
     }
 }
 
-fn makedev(major: u32, minor: u32) -> u64 {
-    rustix::fs::makedev(major, minor)
-}
-
 /// statx of the file `fd` holds.
 pub(crate) fn stat(fd: BorrowedFd<'_>, shown: &Path) -> Result<Stat> {
     use rustix::fs::StatxAttributes;
@@ -215,9 +211,9 @@ pub(crate) fn stat(fd: BorrowedFd<'_>, shown: &Path) -> Result<Stat> {
         ));
     }
     Ok(Stat {
-        dev: makedev(s.stx_dev_major, s.stx_dev_minor),
+        dev: rustix::fs::makedev(s.stx_dev_major, s.stx_dev_minor),
         ino: s.stx_ino,
-        rdev: makedev(s.stx_rdev_major, s.stx_rdev_minor),
+        rdev: rustix::fs::makedev(s.stx_rdev_major, s.stx_rdev_minor),
         kind: rustix::fs::FileType::from_raw_mode(s.stx_mode as u32),
         mount_root: s.stx_attributes.contains(StatxAttributes::MOUNT_ROOT),
     })

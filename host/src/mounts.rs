@@ -160,14 +160,6 @@ impl Host {
         Ok(mounts)
     }
 
-    /// True when something is mounted exactly at `path` (one statx).
-    pub fn is_mount_point(&self, path: impl AsRef<Path>) -> Result<bool> {
-        Ok(match self.open_existing(path)? {
-            Some(o) => o.stat()?.mount_root,
-            None => false,
-        })
-    }
-
     /// Opens block device `path` (under /dev, not through a link at its
     /// last component). Whether it holds a volume is the caller's to prove.
     pub fn device(&self, path: impl AsRef<Path>) -> Result<Device> {

@@ -3,6 +3,7 @@
 //! one, never a torn write.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::{HostError, Result};
@@ -54,7 +55,6 @@ impl StateFile {
 #[derive(Debug)]
 pub struct StateLock {
     _file: std::fs::File,
-    path: PathBuf,
 }
 
 /// The lock file's name inside the state directory.
@@ -68,13 +68,21 @@ impl StateLock {
         std::fs::create_dir_all(dir)
             .map_err(|e| HostError::io("create state directory", dir, e))?;
         let path = dir.join(LOCK_FILE);
+        // Never through a symlink: the lock file is truncated once held.
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
-            .map_err(|e| HostError::io("open", &path, e))?;
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => HostError::Refused(format!(
+                    "{} is a symbolic link; remove it (volplane writes its lock file only in place)",
+                    path.display()
+                )),
+                _ => HostError::io("open", &path, e),
+            })?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {}
             Err(rustix::io::Errno::WOULDBLOCK) => {
@@ -95,11 +103,7 @@ impl StateLock {
         file.set_len(0)
             .and_then(|_| writeln!(file, "{}", std::process::id()))
             .map_err(|e| HostError::io("write", &path, e))?;
-        Ok(StateLock { _file: file, path })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(StateLock { _file: file })
     }
 }
 
@@ -120,6 +124,20 @@ mod tests {
         );
         drop(lock);
         StateLock::acquire(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_that_is_a_symlink_is_refused_and_its_target_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::os::unix::fs::symlink(&victim, state.join(LOCK_FILE)).unwrap();
+        let e = StateLock::acquire(&state).unwrap_err();
+        assert!(e.is_refusal(), "{e}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
     }
 
     #[test]

@@ -113,11 +113,7 @@ impl Binder {
             .cache
             .of_kind(Kind::Pod)
             .filter_map(|o| match o {
-                Object::Pod(p)
-                    if p.metadata.namespace == r.namespace
-                        && !p.terminated()
-                        && p.claims().any(|c| c == r.name) =>
-                {
+                Object::Pod(p) if p.uses_claim(&r.namespace, &r.name) => {
                     Some(format!("{}/{}", p.metadata.namespace, p.metadata.name))
                 }
                 _ => None,

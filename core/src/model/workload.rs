@@ -190,6 +190,14 @@ impl Pod {
         })
     }
 
+    /// True when this pod, not terminated, uses claim `namespace/name`
+    /// (upstream's podUsesPVC, as pvc-protection and Recycle count users).
+    pub fn uses_claim(&self, namespace: &str, name: &str) -> bool {
+        self.metadata.namespace == namespace
+            && !self.terminated()
+            && self.claims().any(|c| c == name)
+    }
+
     pub fn terminated(&self) -> bool {
         self.status.phase.as_ref().is_some_and(PodPhase::terminated)
     }

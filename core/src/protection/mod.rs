@@ -284,11 +284,7 @@ impl Protection {
         self.cache
             .of_kind(Kind::Pod)
             .filter_map(|o| match o {
-                Object::Pod(p)
-                    if p.metadata.namespace == c.metadata.namespace
-                        && !p.terminated()
-                        && p.claims().any(|n| n == c.metadata.name) =>
-                {
+                Object::Pod(p) if p.uses_claim(&c.metadata.namespace, &c.metadata.name) => {
                     Some(p.metadata.name.clone())
                 }
                 _ => None,

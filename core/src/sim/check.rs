@@ -252,9 +252,7 @@ impl Sim {
             .objects()
             .filter_map(|o| match o {
                 Object::Pod(p)
-                    if p.metadata.namespace == c.metadata.namespace
-                        && !p.terminated()
-                        && p.claims().any(|n| n == c.metadata.name)
+                    if p.uses_claim(&c.metadata.namespace, &c.metadata.name)
                         && asked.is_none_or(|a| {
                             self.created_at.get(&p.metadata.uid).is_none_or(|t| *t < a)
                         }) =>
