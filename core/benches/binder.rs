@@ -4,10 +4,12 @@
 //!
 //! `cargo bench -p volplane-core --bench binder [-- N]`
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use volplane_core::binder::Binder;
 use volplane_core::control::{ApiResult, Effect, Input, Watch};
+use volplane_core::machine::{self, Machine};
 use volplane_core::model::AccessMode::*;
 use volplane_core::model::*;
 use volplane_core::store::Store;
@@ -58,16 +60,15 @@ fn main() {
     }
     let settle = |binder: &mut Binder, store: &mut Store| -> usize {
         let mut writes = 0;
-        while let Some(e) = binder.poll() {
+        let mut carry = |_: &Binder, now, e, done: &mut VecDeque<Input>| {
             if let Effect::Api { op, call } = e {
                 writes += 1;
-                let (result, watches) = store.apply(0, &call);
-                binder.handle(0, Input::ApiDone { op, result });
-                for w in watches {
-                    binder.handle(0, Input::Watch(w));
-                }
+                let (result, watches) = store.apply(now, &call);
+                done.push_back(Input::ApiDone { op, result });
+                done.extend(watches.into_iter().map(Input::Watch));
             }
-        }
+        };
+        machine::drain(binder, 0, &mut carry);
         writes
     };
     settle(&mut binder, &mut store);

@@ -40,6 +40,7 @@ pub mod control;
 pub mod driver;
 pub mod kubelet;
 pub mod lab;
+pub mod machine;
 pub mod model;
 pub mod mountinfo;
 pub mod path;

@@ -6,6 +6,8 @@
 
 pub mod bench;
 pub mod cli;
+#[cfg(feature = "crash-hooks")]
+pub mod crash;
 pub mod lab;
 pub mod reference;
 pub mod serve;

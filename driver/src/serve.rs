@@ -7,7 +7,7 @@ use clap::Args;
 use volplane_core::driver::{DriverConfig, PluginCapability};
 use volplane_host::Host;
 use volplane_host::state_file::{StateFile, StateLock};
-use volplane_proto::service::PumpConfig;
+use volplane_proto::service::{Backend, PumpConfig};
 
 use crate::reference::{Reference, ZONE_KEY};
 
@@ -151,9 +151,6 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let pump = PumpConfig {
         state_file: Some(StateFile::new(args.state_dir.join(state_name))),
-        crash_after: std::env::var("VOLPLANE_CRASH_AFTER")
-            .ok()
-            .filter(|s| !s.is_empty()),
     };
     tracing::info!(
         driver = %config.name,
@@ -167,6 +164,42 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         "starting"
     );
     let backend = Reference::new(volumes_dir, args.zone.clone());
+    let crash_after = std::env::var("VOLPLANE_CRASH_AFTER")
+        .ok()
+        .filter(|s| !s.is_empty());
+    match crash_after {
+        #[cfg(feature = "crash-hooks")]
+        Some(kind) => serve_on(
+            &args,
+            &endpoint,
+            config,
+            crate::crash::CrashAfter::new(backend, kind),
+            host,
+            pump,
+        )?,
+        #[cfg(not(feature = "crash-hooks"))]
+        Some(kind) => {
+            tracing::warn!(
+                kind = %kind,
+                "VOLPLANE_CRASH_AFTER is a test knob this build does not have (feature crash-hooks); ignoring it"
+            );
+            serve_on(&args, &endpoint, config, backend, host, pump)?
+        }
+        None => serve_on(&args, &endpoint, config, backend, host, pump)?,
+    }
+    drop(lock);
+    Ok(())
+}
+
+/// Serves `backend` on the runtime `args.runtime` names until terminated.
+fn serve_on<B: Backend>(
+    args: &ServeArgs,
+    endpoint: &str,
+    config: DriverConfig,
+    backend: B,
+    host: Host,
+    pump: PumpConfig,
+) -> Result<(), ServeError> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     match args.runtime {
         RuntimeKind::Tokio => {
@@ -175,7 +208,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                 .build()
                 .map_err(|e| ServeError::Setup(format!("cannot start the tokio runtime: {e}")))?;
             rt.block_on(volplane_tokio::serve(
-                &endpoint,
+                endpoint,
                 config,
                 backend,
                 host,
@@ -187,7 +220,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             let rt = volplane_smol::Runtime::new(threads);
             rt.block_on(volplane_smol::serve(
                 &rt,
-                &endpoint,
+                endpoint,
                 config,
                 backend,
                 host,
@@ -196,6 +229,5 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             ))?;
         }
     }
-    drop(lock);
     Ok(())
 }

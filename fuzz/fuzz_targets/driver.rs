@@ -4,30 +4,71 @@
 #![no_main]
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use std::collections::VecDeque;
+
 use volplane_core::driver::*;
+use volplane_core::machine::{self, Machine};
 use volplane_core::{OpId, Status};
 
 #[derive(Debug, Arbitrary)]
 enum Op {
-    Create { v: u8, big: bool },
-    Delete { v: u8 },
-    ControllerPublish { v: u8, node: bool, multi: bool },
-    ControllerUnpublish { v: u8 },
-    Stage { v: u8, multi: bool, other_path: bool },
-    Unstage { v: u8 },
-    Publish { v: u8, pod: u8, multi: bool, ro: bool },
-    Unpublish { v: u8, pod: u8 },
-    Expand { v: u8 },
-    Complete { ok: bool },
+    Create {
+        v: u8,
+        big: bool,
+    },
+    Delete {
+        v: u8,
+    },
+    ControllerPublish {
+        v: u8,
+        node: bool,
+        multi: bool,
+    },
+    ControllerUnpublish {
+        v: u8,
+    },
+    Stage {
+        v: u8,
+        multi: bool,
+        other_path: bool,
+    },
+    Unstage {
+        v: u8,
+    },
+    Publish {
+        v: u8,
+        pod: u8,
+        multi: bool,
+        ro: bool,
+    },
+    Unpublish {
+        v: u8,
+        pod: u8,
+    },
+    Expand {
+        v: u8,
+    },
+    Complete {
+        ok: bool,
+    },
+    /// The next persist fails (a full or broken disk).
+    FailPersist,
     Restart,
 }
 
 fn cap(multi: bool) -> Capability {
-    Capability::mount(if multi { AccessMode::SingleNodeMultiWriter } else { AccessMode::SingleNodeWriter })
+    Capability::mount(if multi {
+        AccessMode::SingleNodeMultiWriter
+    } else {
+        AccessMode::SingleNodeWriter
+    })
 }
 
 fn staging(v: u8, other: bool) -> String {
-    format!("/var/lib/kubelet/plugins/x/{}{v}/globalmount", if other { "o" } else { "" })
+    format!(
+        "/var/lib/kubelet/plugins/x/{}{v}/globalmount",
+        if other { "o" } else { "" }
+    )
 }
 
 fn request(op: &Op) -> Option<Request> {
@@ -35,7 +76,10 @@ fn request(op: &Op) -> Option<Request> {
     Some(match op {
         Op::Create { v, big } => Request::CreateVolume(CreateVolume {
             name: format!("{}", v % 3),
-            capacity: CapacityRange { required_bytes: if *big { 2 << 30 } else { 1 << 30 }, limit_bytes: 0 },
+            capacity: CapacityRange {
+                required_bytes: if *big { 2 << 30 } else { 1 << 30 },
+                limit_bytes: 0,
+            },
             capabilities: vec![cap(false)],
             parameters: Default::default(),
             mutable_parameters: Default::default(),
@@ -43,7 +87,10 @@ fn request(op: &Op) -> Option<Request> {
             content_source: None,
             accessibility: None,
         }),
-        Op::Delete { v } => Request::DeleteVolume(DeleteVolume { volume_id: vol(v), secrets: Default::default() }),
+        Op::Delete { v } => Request::DeleteVolume(DeleteVolume {
+            volume_id: vol(v),
+            secrets: Default::default(),
+        }),
         Op::ControllerPublish { v, node, multi } => Request::ControllerPublish(ControllerPublish {
             volume_id: vol(v),
             node_id: if *node { "a" } else { "b" }.into(),
@@ -52,8 +99,16 @@ fn request(op: &Op) -> Option<Request> {
             volume_context: Default::default(),
             secrets: Default::default(),
         }),
-        Op::ControllerUnpublish { v } => Request::ControllerUnpublish(ControllerUnpublish { volume_id: vol(v), node_id: None, secrets: Default::default() }),
-        Op::Stage { v, multi, other_path } => Request::NodeStage(NodeStage {
+        Op::ControllerUnpublish { v } => Request::ControllerUnpublish(ControllerUnpublish {
+            volume_id: vol(v),
+            node_id: None,
+            secrets: Default::default(),
+        }),
+        Op::Stage {
+            v,
+            multi,
+            other_path,
+        } => Request::NodeStage(NodeStage {
             volume_id: vol(v),
             publish_context: Default::default(),
             staging_target_path: staging(v % 3, *other_path),
@@ -61,7 +116,10 @@ fn request(op: &Op) -> Option<Request> {
             volume_context: Default::default(),
             secrets: Default::default(),
         }),
-        Op::Unstage { v } => Request::NodeUnstage(NodeUnstage { volume_id: vol(v), staging_target_path: staging(v % 3, false) }),
+        Op::Unstage { v } => Request::NodeUnstage(NodeUnstage {
+            volume_id: vol(v),
+            staging_target_path: staging(v % 3, false),
+        }),
         Op::Publish { v, pod, multi, ro } => Request::NodePublish(NodePublish {
             volume_id: vol(v),
             publish_context: Default::default(),
@@ -72,14 +130,20 @@ fn request(op: &Op) -> Option<Request> {
             volume_context: Default::default(),
             secrets: Default::default(),
         }),
-        Op::Unpublish { v, pod } => Request::NodeUnpublish(NodeUnpublish { volume_id: vol(v), target_path: format!("/var/lib/kubelet/pods/{}/mount", pod % 3) }),
+        Op::Unpublish { v, pod } => Request::NodeUnpublish(NodeUnpublish {
+            volume_id: vol(v),
+            target_path: format!("/var/lib/kubelet/pods/{}/mount", pod % 3),
+        }),
         Op::Expand { v } => Request::ControllerExpand(ControllerExpand {
             volume_id: vol(v),
-            capacity: CapacityRange { required_bytes: 4 << 30, limit_bytes: 0 },
+            capacity: CapacityRange {
+                required_bytes: 4 << 30,
+                limit_bytes: 0,
+            },
             capability: None,
             secrets: Default::default(),
         }),
-        Op::Complete { .. } | Op::Restart => return None,
+        Op::Complete { .. } | Op::Restart | Op::FailPersist => return None,
     })
 }
 
@@ -92,7 +156,10 @@ fn outcome(plan: &Plan) -> Outcome {
             accessible_topology: vec![],
             content_source: None,
         }),
-        Plan::ControllerExpand { capacity, .. } => Outcome::ControllerExpanded { capacity_bytes: capacity.required_bytes, node_expansion_required: true },
+        Plan::ControllerExpand { capacity, .. } => Outcome::ControllerExpanded {
+            capacity_bytes: capacity.required_bytes,
+            node_expansion_required: true,
+        },
         _ => Outcome::Done,
     }
 }
@@ -102,38 +169,73 @@ fuzz_target!(|ops: Vec<Op>| {
     let mut d = Driver::new(config.clone(), DriverState::default());
     let mut persisted = DriverState::default();
     let mut pending: Vec<(OpId, Plan)> = Vec::new();
+    let mut fail_persist = false;
     for (i, op) in ops.iter().enumerate() {
+        let now = i as u64;
         match op {
             Op::Complete { ok } => {
                 if !pending.is_empty() {
                     let (id, plan) = pending.remove(0);
-                    let result = if *ok { Ok(outcome(&plan)) } else { Err(Status::internal("fuzz")) };
-                    d.handle(i as u64, Input::Done { op: id, result });
+                    let result = if *ok {
+                        Ok(outcome(&plan))
+                    } else {
+                        Err(Status::internal("fuzz"))
+                    };
+                    d.handle(now, Input::Done { op: id, result });
                 }
             }
             Op::Restart => {
                 d = Driver::new(config.clone(), persisted.clone());
                 pending.clear();
             }
-            op => d.handle(i as u64, Input::Request { rpc: i as u64, request: request(op).expect("a request") }),
+            Op::FailPersist => fail_persist = true,
+            op => d.handle(
+                now,
+                Input::Request {
+                    rpc: now,
+                    request: request(op).expect("a request"),
+                },
+            ),
         }
-        while let Some(e) = d.poll() {
-            match e {
-                Effect::Persist => persisted = d.state().clone(),
-                Effect::Execute { op, plan } => {
-                    match &plan {
-                        Plan::Unstage(p) => assert!(d.state().targets(&p.volume_id).is_empty(), "unstage with live targets"),
-                        Plan::Publish(p) => {
-                            let staged = d.state().node.get(&p.volume_id).and_then(|v| v.stage.as_ref());
-                            assert!(staged.is_some_and(|s| s.certain && s.staging_path == p.staging_path), "publish before stage");
-                        }
-                        _ => {}
-                    }
-                    pending.push((op, plan));
-                }
-                Effect::Reply { .. } => {}
+        let mut carry = |d: &Driver, _, e, done: &mut VecDeque<Input>| match e {
+            Effect::Persist { op } => {
+                let result = if std::mem::take(&mut fail_persist) {
+                    Err("fuzz: disk full".to_string())
+                } else {
+                    persisted = d.state().clone();
+                    Ok(())
+                };
+                done.push_back(Input::Persisted { op, result });
             }
-        }
+            Effect::Execute { op, plan } => {
+                match &plan {
+                    Plan::Unstage(p) => assert!(
+                        d.state().targets(&p.volume_id).is_empty(),
+                        "unstage with live targets"
+                    ),
+                    Plan::Publish(p) => {
+                        let staged = d
+                            .state()
+                            .node
+                            .get(&p.volume_id)
+                            .and_then(|v| v.stage.as_ref());
+                        assert!(
+                            staged.is_some_and(|s| s.certain && s.staging_path == p.staging_path),
+                            "publish before stage"
+                        );
+                    }
+                    _ => {}
+                }
+                // Write-ahead: a plan runs only once recorded durably.
+                assert!(
+                    persisted.in_flight.contains_key(&op),
+                    "a plan ran before it was persisted"
+                );
+                pending.push((op, plan));
+            }
+            Effect::Reply { .. } => {}
+        };
+        machine::drain(&mut d, now, &mut carry);
         if let Err(e) = check_invariants(d.state()) {
             panic!("invariant: {e}");
         }

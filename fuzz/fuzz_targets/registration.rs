@@ -2,10 +2,13 @@
 //! watcher: no panic, and a driver is registered only with a 1.x version and
 //! a node id.
 #![no_main]
+use std::collections::VecDeque;
+
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use volplane_core::control::ApiCall;
 use volplane_core::driver::Response;
+use volplane_core::machine::{self, Machine};
 use volplane_core::model::{Node, Object};
 use volplane_core::registration::PluginInfo;
 use volplane_core::registration::watcher::{PluginWatcher, WatcherEffect, WatcherInput};
@@ -36,30 +39,46 @@ fuzz_target!(|plugins: Vec<Plugin>| {
         } else {
             w.handle(0, WatcherInput::SocketAdded(socket.clone()));
         }
-        for _ in 0..64 {
-            let Some(e) = w.poll() else { break };
+        let mut carried = 0;
+        let mut carry = |_: &PluginWatcher, _, e, done: &mut VecDeque<WatcherInput>| {
+            carried += 1;
+            assert!(carried < 1_000, "the watcher does not settle");
             match e {
-                WatcherEffect::GetInfo { op, .. } => w.handle(0, WatcherInput::InfoDone {
+                WatcherEffect::GetInfo { op, .. } => done.push_back(WatcherInput::InfoDone {
                     op,
-                    result: Ok(PluginInfo { type_: p.type_.clone(), name: p.name.clone(), endpoint: "/csi.sock".into(), supported_versions: p.versions.clone() }),
+                    result: Ok(PluginInfo {
+                        type_: p.type_.clone(),
+                        name: p.name.clone(),
+                        endpoint: "/csi.sock".into(),
+                        supported_versions: p.versions.clone(),
+                    }),
                 }),
-                WatcherEffect::NodeGetInfo { op, .. } => w.handle(0, WatcherInput::NodeInfoDone {
-                    op,
-                    result: Ok(Response::NodeInfo { node_id: p.node_id.clone(), max_volumes_per_node: p.max, accessible_topology: None }),
-                }),
-                WatcherEffect::Notify { op, .. } => w.handle(0, WatcherInput::NotifyDone { op }),
+                WatcherEffect::NodeGetInfo { op, .. } => {
+                    done.push_back(WatcherInput::NodeInfoDone {
+                        op,
+                        result: Ok(Response::NodeInfo {
+                            node_id: p.node_id.clone(),
+                            max_volumes_per_node: p.max,
+                            accessible_topology: None,
+                        }),
+                    })
+                }
+                WatcherEffect::Notify { op, .. } => done.push_back(WatcherInput::NotifyDone { op }),
                 WatcherEffect::Api { op, call } => {
                     let (result, ws) = store.apply(0, &call);
-                    w.handle(0, WatcherInput::ApiDone { op, result });
-                    for x in ws {
-                        w.handle(0, WatcherInput::Watch(x));
-                    }
+                    done.push_back(WatcherInput::ApiDone { op, result });
+                    done.extend(ws.into_iter().map(WatcherInput::Watch));
                 }
             }
-        }
+        };
+        machine::drain(&mut w, 0, &mut carry);
         for (name, r) in w.registered() {
             assert!(!r.node_id.is_empty(), "{name} registered without a node id");
-            assert_eq!(r.version.0, 1, "{name} registered with version {:?}", r.version);
+            assert_eq!(
+                r.version.0, 1,
+                "{name} registered with version {:?}",
+                r.version
+            );
         }
     }
 });

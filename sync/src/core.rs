@@ -3,9 +3,10 @@
 //! must do beyond this (persist, carry out plans) comes out as
 //! [`Work`]; the runtime-neutral pump in `volplane-proto` does it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use volplane_core::driver::{Driver, Effect, Input, Outcome, Plan, Request, Response, RpcId};
+use volplane_core::machine::{self, Machine};
 use volplane_core::{OpId, Status, Tick};
 
 use crate::reply::ReplySender;
@@ -16,8 +17,9 @@ pub type Answer = Result<Response, Status>;
 /// What the pump must do for the machine, in this order.
 #[derive(Debug)]
 pub enum Work {
-    /// Persist the machine's state now, before what follows.
-    Persist,
+    /// Persist the machine's state as it is now, then hand the outcome to
+    /// [`PumpCore::persisted`]; the machine says nothing more until then.
+    Persist { op: OpId },
     /// Carry out `plan` and hand its outcome to [`PumpCore::complete`].
     Execute { op: OpId, plan: Plan },
 }
@@ -31,6 +33,7 @@ pub struct PumpCore {
 }
 
 impl PumpCore {
+    /// Owns `driver`.
     pub fn new(driver: Driver) -> PumpCore {
         PumpCore {
             driver,
@@ -39,12 +42,9 @@ impl PumpCore {
         }
     }
 
+    /// The machine, for reading its state.
     pub fn driver(&self) -> &Driver {
         &self.driver
-    }
-
-    pub fn driver_mut(&mut self) -> &mut Driver {
-        &mut self.driver
     }
 
     /// A request arrived with the slot its handler waits on.
@@ -60,20 +60,28 @@ impl PumpCore {
         self.driver.handle(now, Input::Done { op, result });
     }
 
-    /// The next thing to do; answers are sent to their handlers here, in
-    /// order, never before a `Persist` the machine asked for first.
-    pub fn work(&mut self) -> Option<Work> {
-        loop {
-            match self.driver.poll()? {
-                Effect::Persist => return Some(Work::Persist),
-                Effect::Execute { op, plan } => return Some(Work::Execute { op, plan }),
-                Effect::Reply { rpc, result } => {
-                    if let Some(tx) = self.waiting.remove(&rpc) {
-                        tx.send(result);
-                    }
+    /// A persist handed out by [`PumpCore::work`] completed (or failed: the
+    /// requests it covered are then answered `UNAVAILABLE`).
+    pub fn persisted(&mut self, now: Tick, op: OpId, result: Result<(), String>) {
+        self.driver.handle(now, Input::Persisted { op, result });
+    }
+
+    /// Drains the machine through the one loop: answers go to their
+    /// handlers here, in order; what the pump must do is returned in order.
+    pub fn work(&mut self, now: Tick) -> Vec<Work> {
+        let mut work = Vec::new();
+        let waiting = &mut self.waiting;
+        let mut carry = |_: &Driver, _, effect, _: &mut VecDeque<Input>| match effect {
+            Effect::Persist { op } => work.push(Work::Persist { op }),
+            Effect::Execute { op, plan } => work.push(Work::Execute { op, plan }),
+            Effect::Reply { rpc, result } => {
+                if let Some(tx) = waiting.remove(&rpc) {
+                    tx.send(result);
                 }
             }
-        }
+        };
+        machine::drain(&mut self.driver, now, &mut carry);
+        work
     }
 
     /// Handlers still waiting.

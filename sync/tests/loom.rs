@@ -10,12 +10,14 @@
 //! publish is live.
 #![cfg(volplane_loom)]
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use loom::future::block_on;
 use loom::thread;
 use volplane_core::Code;
 use volplane_core::driver::*;
+use volplane_core::machine::{self, Machine};
 use volplane_sync::core::{Answer, PumpCore, Work};
 use volplane_sync::mailbox;
 use volplane_sync::reply::{self, ReplySender};
@@ -92,20 +94,27 @@ fn pump(
             }
             let mut pending = Vec::new();
             loop {
-                while let Some(w) = core.work() {
-                    if let Work::Execute { op, plan } = w {
-                        if let Plan::Unstage(p) = &plan
-                            && !core.driver().state().targets(&p.volume_id).is_empty()
-                        {
-                            seen.problems
-                                .push("unstage planned while a publish is live".into());
+                let work = core.work(0);
+                let idle = work.is_empty();
+                for w in work {
+                    match w {
+                        Work::Persist { op } => core.persisted(0, op, Ok(())),
+                        Work::Execute { op, plan } => {
+                            if let Plan::Unstage(p) = &plan
+                                && !core.driver().state().targets(&p.volume_id).is_empty()
+                            {
+                                seen.problems
+                                    .push("unstage planned while a publish is live".into());
+                            }
+                            seen.plans.push(plan.kind());
+                            pending.push(op);
                         }
-                        seen.plans.push(plan.kind());
-                        pending.push(op);
                     }
                 }
-                let Some(op) = pending.pop() else { break };
-                core.complete(0, op, Ok(Outcome::Done));
+                if idle {
+                    let Some(op) = pending.pop() else { break };
+                    core.complete(0, op, Ok(Outcome::Done));
+                }
             }
         }
         assert_eq!(core.waiting(), 0, "a handler was left without an answer");
@@ -207,17 +216,15 @@ fn unstage_racing_an_unpublish_never_unstages_under_a_live_publish() {
                     request: req,
                 },
             );
-            while let Some(e) = d.poll() {
-                if let Effect::Execute { op, .. } = e {
-                    d.handle(
-                        0,
-                        Input::Done {
-                            op,
-                            result: Ok(Outcome::Done),
-                        },
-                    );
-                }
-            }
+            let mut carry = |_: &Driver, _, e, done: &mut VecDeque<Input>| match e {
+                Effect::Persist { op } => done.push_back(Input::Persisted { op, result: Ok(()) }),
+                Effect::Execute { op, .. } => done.push_back(Input::Done {
+                    op,
+                    result: Ok(Outcome::Done),
+                }),
+                Effect::Reply { .. } => {}
+            };
+            machine::drain(&mut d, 0, &mut carry);
         }
         let (tx, rx) = mailbox::channel();
         let tx2 = tx.clone();

@@ -65,9 +65,10 @@ impl AttachConfig {
 
 #[derive(Debug, Clone)]
 enum Call {
-    /// An API write; `key` is the lock it holds.
+    /// An API write; `key` is the lock it holds, `object` what it writes.
     Api {
         key: String,
+        object: ObjectKey,
     },
     Publish {
         va: String,
@@ -99,7 +100,7 @@ pub struct Attach {
     ops: Ops,
     now: Tick,
     dirty: bool,
-    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    /// Restarted and waiting for `Input::Synced`.
     unsynced: bool,
 }
 
@@ -132,7 +133,7 @@ impl Attach {
         }
     }
 
-    pub fn handle(&mut self, now: Tick, input: Input) {
+    fn on_input(&mut self, now: Tick, input: Input) {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => {
@@ -144,14 +145,20 @@ impl Attach {
                 self.cache.remove(&o.key());
             }
             Input::ApiDone { op, result } => {
-                if let Some(Call::Api { key }) = self.calls.remove(&op) {
+                if let Some(Call::Api { key, object }) = self.calls.remove(&op) {
                     self.busy.remove(&key);
                     match result {
                         ApiResult::Ok(Some(o)) => {
                             self.creating.remove(&o.meta().name);
                             self.cache.apply(o);
                         }
-                        ApiResult::Ok(None) | ApiResult::NotFound => {}
+                        // The write removed the object (its last finalizer
+                        // went), or it was gone: forget it now rather than
+                        // act on it again before its watch event arrives.
+                        ApiResult::Ok(None) | ApiResult::NotFound => {
+                            self.detaching.remove(&object.name);
+                            self.cache.remove(&object);
+                        }
                         _ => {
                             self.creating.remove(&key);
                             self.backoff.fail(key, self.now);
@@ -160,15 +167,12 @@ impl Attach {
                 }
             }
             Input::CsiDone { op, result } => self.csi_done(op, result),
-            Input::Synced => self.unsynced = false,
+            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
         }
         self.dirty = true;
     }
 
-    pub fn poll(&mut self) -> Option<Effect> {
-        if self.unsynced {
-            return None;
-        }
+    fn next_effect(&mut self) -> Option<Effect> {
         if self.queue.is_empty() && self.dirty {
             self.dirty = false;
             self.reconcile();
@@ -176,7 +180,7 @@ impl Attach {
         self.queue.pop_front()
     }
 
-    pub fn poll_timeout(&self) -> Option<Tick> {
+    fn deadline(&self) -> Option<Tick> {
         let force = self
             .detach_wanted
             .values()
@@ -189,7 +193,7 @@ impl Attach {
             .min()
     }
 
-    pub fn handle_timeout(&mut self, now: Tick) {
+    fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         self.backoff.fire_due(self.now);
         self.dirty = true;
@@ -198,7 +202,8 @@ impl Attach {
     fn api(&mut self, key: String, call: ApiCall) {
         let op = self.ops.issue();
         self.busy.insert(key.clone());
-        self.calls.insert(op, Call::Api { key });
+        let object = call.key();
+        self.calls.insert(op, Call::Api { key, object });
         self.queue.push_back(Effect::Api { op, call });
     }
 

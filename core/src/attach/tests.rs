@@ -4,6 +4,7 @@ use super::*;
 use crate::Status;
 use crate::control::rig::Rig;
 use crate::driver::{Request, Response};
+use crate::machine::Machine;
 
 const DRIVER: &str = "volplane.csi.io";
 

@@ -44,6 +44,12 @@ pub struct Binder {
     index: MatchIndex,
     dirty: BTreeSet<ObjectKey>,
     writing: BTreeMap<ObjectKey, OpId>,
+    /// Objects whose sync wanted to write an object already being written:
+    /// they sync again when that write completes (one write per object at
+    /// a time, whatever order completions and watch events arrive in).
+    deferred: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+    /// The object being synced now.
+    syncing: Option<ObjectKey>,
     pending: BTreeMap<OpId, Pending>,
     /// PV name → claim UID that a direct read found missing (A6.2).
     missing_claim: BTreeMap<String, String>,
@@ -54,7 +60,7 @@ pub struct Binder {
     ops: Ops,
     now: Tick,
     plant: Option<crate::plant::Plant>,
-    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    /// Restarted and waiting for `Input::Synced`.
     unsynced: bool,
 }
 
@@ -96,28 +102,29 @@ impl Binder {
         &self.index
     }
 
-    pub fn handle(&mut self, now: Tick, input: Input) {
+    fn on_input(&mut self, now: Tick, input: Input) {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => self.observe(o),
             Input::Watch(Watch::Deleted(o)) => self.forget(&o),
             Input::ApiDone { op, result } => self.completed(op, result),
             Input::CsiDone { .. } => {}
-            Input::Synced => self.unsynced = false,
+            Input::Resync => self.resync(),
+            Input::Synced | Input::Restarted | Input::Reconstruct(_) => {}
         }
     }
 
     /// The binder keeps no timers: Kubernetes' periodic resync is [`Binder::resync`].
-    pub fn poll_timeout(&self) -> Option<Tick> {
+    fn deadline(&self) -> Option<Tick> {
         None
     }
 
-    pub fn handle_timeout(&mut self, now: Tick) {
+    fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
     }
 
     /// Marks every claim and volume for another sync (A10.3).
-    pub fn resync(&mut self) {
+    fn resync(&mut self) {
         let keys: Vec<ObjectKey> = self
             .cache
             .values()
@@ -127,10 +134,7 @@ impl Binder {
         self.dirty.extend(keys);
     }
 
-    pub fn poll(&mut self) -> Option<Effect> {
-        if self.unsynced {
-            return None;
-        }
+    fn next_effect(&mut self) -> Option<Effect> {
         while self.queue.is_empty() {
             let key = self
                 .dirty
@@ -138,11 +142,13 @@ impl Binder {
                 .find(|k| !self.writing.contains_key(k))
                 .cloned()?;
             self.dirty.remove(&key);
+            self.syncing = Some(key.clone());
             match key.kind {
                 Kind::PersistentVolumeClaim => self.sync_claim(&key),
                 Kind::PersistentVolume => self.sync_volume(&key),
                 _ => {}
             }
+            self.syncing = None;
         }
         self.queue.pop_front()
     }
@@ -232,6 +238,9 @@ impl Binder {
             return;
         };
         self.writing.remove(&p.key);
+        if let Some(waiting) = self.deferred.remove(&p.key) {
+            self.dirty.extend(waiting);
+        }
         match result {
             ApiResult::Ok(Some(o)) => {
                 if let Object::Pv(pv) = &o {
@@ -268,6 +277,12 @@ impl Binder {
 
     fn call(&mut self, call: ApiCall, requeue: Vec<ObjectKey>) {
         let key = call.key();
+        if self.writing.contains_key(&key) {
+            let waiting = self.deferred.entry(key).or_default();
+            waiting.extend(requeue);
+            waiting.extend(self.syncing.clone());
+            return;
+        }
         let op = self.ops.issue();
         self.writing.insert(key.clone(), op);
         let verifying = match (&call, requeue.first()) {

@@ -3,17 +3,17 @@
 use std::collections::BTreeMap;
 
 use crate::Tick;
+use crate::machine::TimerTable;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     failures: u32,
     retry_at: Tick,
-    /// The retry time passed and the machine was told ([`Backoff::fire_due`]).
-    fired: bool,
 }
 
 /// Per-key exponential backoff (1 s doubling to 5 min by default, as the
-/// sidecars' rate limiters do).
+/// sidecars' rate limiters do): failure counts, with the retry deadlines in
+/// a [`TimerTable`].
 ///
 /// The contract with a machine's timers: `poll_timeout` returns
 /// [`Backoff::next_timer`] — possibly already past, in which case the adapter
@@ -25,14 +25,17 @@ pub struct Backoff<K: Ord> {
     start: Tick,
     max: Tick,
     entries: BTreeMap<K, Entry>,
+    timers: TimerTable<K>,
 }
 
 impl<K: Ord + Clone> Backoff<K> {
+    /// Delays start at `start` and double up to `max`.
     pub fn new(start: Tick, max: Tick) -> Backoff<K> {
         Backoff {
             start,
             max,
             entries: BTreeMap::new(),
+            timers: TimerTable::default(),
         }
     }
 
@@ -41,12 +44,12 @@ impl<K: Ord + Clone> Backoff<K> {
         let n = self.entries.get(&key).map_or(0, |e| e.failures);
         let delay = self.start.saturating_mul(1u64 << n.min(30)).min(self.max);
         let at = now + delay;
+        self.timers.set(key.clone(), at);
         self.entries.insert(
             key,
             Entry {
                 failures: n + 1,
                 retry_at: at,
-                fired: false,
             },
         );
         at
@@ -55,6 +58,7 @@ impl<K: Ord + Clone> Backoff<K> {
     /// Forgets `key` after a success.
     pub fn succeed(&mut self, key: &K) {
         self.entries.remove(key);
+        self.timers.stop(key);
     }
 
     /// True when `key` must still wait at `now`.
@@ -69,23 +73,12 @@ impl<K: Ord + Clone> Backoff<K> {
 
     /// The earliest retry time that has not fired yet (it may be past).
     pub fn next_timer(&self) -> Option<Tick> {
-        self.entries
-            .values()
-            .filter(|e| !e.fired)
-            .map(|e| e.retry_at)
-            .min()
+        self.timers.next()
     }
 
-    /// Keys whose retry time has come by `now` and had not fired; marks them fired.
+    /// Keys whose retry time has come by `now` and had not fired.
     pub fn fire_due(&mut self, now: Tick) -> Vec<K> {
-        let mut out = Vec::new();
-        for (k, e) in self.entries.iter_mut() {
-            if !e.fired && e.retry_at <= now {
-                e.fired = true;
-                out.push(k.clone());
-            }
-        }
-        out
+        self.timers.expire(now)
     }
 }
 

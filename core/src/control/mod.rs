@@ -2,8 +2,8 @@
 //! results, events, the object cache, per-key backoff.
 //!
 //! Every control-plane machine (binder, provision, attach, kubelet, resize,
-//! registration) follows the crate's one contract: `handle(now, input)`,
-//! `poll() -> Option<Effect>`, `poll_timeout()`, `handle_timeout(now)`. They
+//! protection) implements [`crate::machine::Machine`] with [`Input`] and
+//! [`Effect`] as its input and effect types. They
 //! are level-triggered: an input updates the machine's cache and marks keys
 //! dirty; `poll` re-syncs dirty keys and emits at most one write per object
 //! at a time, so a write's completion (or its failure) is seen before the
@@ -16,6 +16,7 @@ pub mod rig;
 
 use serde::{Deserialize, Serialize};
 
+use crate::machine::Machine;
 use crate::model::{Kind, Object, ObjectKey};
 use crate::{OpId, Status};
 
@@ -160,10 +161,21 @@ pub enum Effect {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     Watch(Watch),
+    /// The process (re)started with empty memory: its watches list every
+    /// object again, and the machine does nothing until [`Input::Synced`]
+    /// (a restarted controller must not act on a partial cache).
+    Restarted,
     /// The initial list of every watched kind has been delivered: a machine
-    /// that was told to [`Machine::await_sync`] starts acting now (as
-    /// Kubernetes controllers wait for their informers' caches to sync).
+    /// that was [`Input::Restarted`] starts acting now (as Kubernetes
+    /// controllers wait for their informers' caches to sync).
     Synced,
+    /// The periodic resync: look at every cached object again (the PV
+    /// controller's syncPeriod, A10.3). Machines that keep no such period
+    /// ignore it.
+    Resync,
+    /// What a restarted kubelet finds mounted on its node, taken as
+    /// uncertain actual state (D3.10). Only the kubelet reads it.
+    Reconstruct(crate::kubelet::Observed),
     ApiDone {
         op: OpId,
         result: ApiResult,
@@ -174,36 +186,40 @@ pub enum Input {
     },
 }
 
-/// The shared face of every control-plane machine (see the crate docs).
-pub trait Machine {
-    fn handle(&mut self, now: crate::Tick, input: Input);
-    fn poll(&mut self) -> Option<Effect>;
-    fn poll_timeout(&self) -> Option<crate::Tick>;
-    fn handle_timeout(&mut self, now: crate::Tick);
-    /// Do nothing until [`Input::Synced`] arrives (a restarted process
-    /// re-listing its watches must not act on a partial cache).
-    fn await_sync(&mut self);
-}
+/// A control-plane machine: any [`Machine`] told [`Input`]s that asks for
+/// [`Effect`]s (the binder, provisioner, attacher, resizer, kubelet and the
+/// protection controllers).
+pub trait ControlMachine: Machine<Input = Input, Effect = Effect> {}
+impl<M: Machine<Input = Input, Effect = Effect> + ?Sized> ControlMachine for M {}
 
-/// Implements [`Machine`] by the inherent methods of the same names.
+/// Implements [`crate::machine::Machine`] for a control-plane machine by
+/// its private methods `on_input`, `next_effect`, `deadline` and
+/// `on_timeout`, keeping the sync gate (`unsynced`) in one place.
 #[macro_export]
 macro_rules! impl_machine {
     ($t:ty) => {
-        impl $crate::control::Machine for $t {
+        impl $crate::machine::Machine for $t {
+            type Input = $crate::control::Input;
+            type Effect = $crate::control::Effect;
             fn handle(&mut self, now: $crate::Tick, input: $crate::control::Input) {
-                <$t>::handle(self, now, input)
+                match &input {
+                    $crate::control::Input::Restarted => self.unsynced = true,
+                    $crate::control::Input::Synced => self.unsynced = false,
+                    _ => {}
+                }
+                self.on_input(now, input)
             }
             fn poll(&mut self) -> Option<$crate::control::Effect> {
-                <$t>::poll(self)
+                if self.unsynced {
+                    return None;
+                }
+                self.next_effect()
             }
             fn poll_timeout(&self) -> Option<$crate::Tick> {
-                <$t>::poll_timeout(self)
+                self.deadline()
             }
             fn handle_timeout(&mut self, now: $crate::Tick) {
-                <$t>::handle_timeout(self, now)
-            }
-            fn await_sync(&mut self) {
-                self.unsynced = true;
+                self.on_timeout(now)
             }
         }
     };

@@ -6,8 +6,9 @@
 
 use std::collections::VecDeque;
 
-use super::{ApiCall, CsiCall, CsiResult, Effect, Event, Input, Machine, Watch};
+use super::{ApiCall, ControlMachine, CsiCall, CsiResult, Effect, Event, Input, Watch};
 use crate::Tick;
+use crate::machine;
 use crate::model::{Kind, Object, ObjectKey};
 use crate::store::Store;
 
@@ -26,7 +27,7 @@ pub struct Rig<M> {
     csi: Box<dyn FnMut(&CsiCall) -> CsiResult>,
 }
 
-impl<M: Machine> Rig<M> {
+impl<M: ControlMachine> Rig<M> {
     pub fn new(machine: M) -> Rig<M> {
         Rig {
             machine,
@@ -72,34 +73,48 @@ impl<M: Machine> Rig<M> {
         self.run();
     }
 
+    /// Tells the machine `input` and lets it react.
+    pub fn input(&mut self, input: Input) {
+        self.machine.handle(self.now, input);
+        self.run();
+    }
+
     /// Carries out effects until the machine has nothing more to do.
     pub fn run(&mut self) {
-        let mut queue = VecDeque::new();
-        for _ in 0..10_000 {
-            while let Some(e) = self.machine.poll() {
-                queue.push_back(e);
-            }
-            let Some(e) = queue.pop_front() else { return };
+        let Rig {
+            machine,
+            store,
+            now,
+            events,
+            writes,
+            csi_calls,
+            csi,
+        } = self;
+        let mut carried = 0;
+        let mut carry = |_: &M, now: Tick, e: Effect, done: &mut VecDeque<Input>| {
+            carried += 1;
+            assert!(
+                carried <= 10_000,
+                "the machine did not settle within 10000 effects"
+            );
             match e {
-                Effect::Event(ev) => self.events.push(ev),
+                Effect::Event(ev) => events.push(ev),
                 Effect::Api { op, call } => {
                     if !matches!(call, ApiCall::Get(_) | ApiCall::List { .. }) {
-                        self.writes.push(call.clone());
+                        writes.push(call.clone());
                     }
-                    let (result, watches) = self.store.apply(self.now, &call);
-                    self.machine.handle(self.now, Input::ApiDone { op, result });
-                    for w in watches {
-                        self.machine.handle(self.now, Input::Watch(w));
-                    }
+                    let (result, watches) = store.apply(now, &call);
+                    done.push_back(Input::ApiDone { op, result });
+                    done.extend(watches.into_iter().map(Input::Watch));
                 }
                 Effect::Csi { op, node, call } => {
-                    let result = (self.csi)(&call);
-                    self.csi_calls.push((node, call));
-                    self.machine.handle(self.now, Input::CsiDone { op, result });
+                    let result = csi(&call);
+                    csi_calls.push((node, call));
+                    done.push_back(Input::CsiDone { op, result });
                 }
             }
-        }
-        panic!("the machine did not settle within 10000 effects");
+        };
+        machine::drain(machine, *now, &mut carry);
     }
 
     /// Advances the clock by `ms`, firing the machine's timers on the way.
@@ -107,11 +122,9 @@ impl<M: Machine> Rig<M> {
         let end = self.now + ms;
         while let Some(t) = self.machine.poll_timeout().filter(|t| *t <= end) {
             self.now = self.now.max(t);
-            self.machine.handle_timeout(self.now);
             self.run();
         }
         self.now = end;
-        self.machine.handle_timeout(self.now);
         self.run();
     }
 

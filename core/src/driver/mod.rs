@@ -14,7 +14,11 @@
 //!   for volume …"), as the CSI specification allows.
 //! * **Write-ahead.** A plan is recorded in the state, and an
 //!   [`Effect::Persist`] is polled, before the plan's `Execute`; a reply is
-//!   polled only after the `Persist` that records its result.
+//!   polled only after the `Persist` that records its result has completed
+//!   ([`Input::Persisted`]). Nothing is polled while a persist is in flight;
+//!   requests handled meanwhile are covered by the next one (group commit).
+//!   A persist that fails fails the requests it covered with `UNAVAILABLE`
+//!   (their plans do not run), and the next request persists again.
 //! * **Restart.** [`Driver::new`] given a persisted state carries every
 //!   in-flight plan out again (plans are idempotent), so what was in flight
 //!   when the process died is finished.
@@ -155,13 +159,21 @@ pub enum Input {
     },
     /// The node's current mounts (read at start, after a possible reboot).
     Mounts(Vec<MountEntry>),
+    /// The [`Effect::Persist`] `op` completed: the state as it was when it
+    /// was polled is durable, or (`Err`) could not be written.
+    Persisted {
+        op: OpId,
+        result: Result<(), String>,
+    },
 }
 
 /// What the adapter must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    /// Persist [`Driver::state`] durably before carrying out what follows.
-    Persist,
+    /// Write [`Driver::state`] durably, then report [`Input::Persisted`].
+    /// Nothing more is polled until then: no plan runs before it is
+    /// recorded, and no answer leaves before what it acknowledges is durable.
+    Persist { op: OpId },
     /// Carry out `plan` and report `Input::Done { op, .. }`.
     Execute { op: OpId, plan: Plan },
     /// Answer request `rpc`.
@@ -185,7 +197,15 @@ pub struct Driver {
     queue: VecDeque<Effect>,
     /// Queries being answered: not part of the persisted state.
     queries: BTreeMap<OpId, RpcId>,
+    /// The state changed since it was last persisted.
     dirty: bool,
+    /// The persist in flight, and how many queued effects it covers.
+    persisting: Option<(OpId, usize)>,
+    /// Queued effects whose persist completed: they may leave.
+    releasable: usize,
+    /// The last persist failed: persist again only when something waits.
+    persist_failed: bool,
+    persists: u64,
     recovering: BTreeSet<OpId>,
 }
 
@@ -214,8 +234,16 @@ impl Driver {
             queue: VecDeque::new(),
             queries: BTreeMap::new(),
             dirty: false,
+            persisting: None,
+            releasable: 0,
+            persist_failed: false,
+            persists: 0,
             recovering: BTreeSet::new(),
         };
+        for f in d.state.in_flight.values_mut() {
+            // The requests that asked for these belonged to the last process.
+            f.rpc = None;
+        }
         for (op, f) in &d.state.in_flight {
             d.recovering.insert(*op);
             d.queue.push_back(Effect::Execute {
@@ -239,31 +267,59 @@ impl Driver {
         !self.recovering.is_empty()
     }
 
-    pub fn handle(&mut self, _now: Tick, input: Input) {
-        match input {
-            Input::Request { rpc, request } => {
-                let decision = self.decide(request);
-                self.settle(rpc, decision);
+    /// A persist completed: release what it covered, or fail it.
+    fn persisted(&mut self, op: OpId, result: Result<(), String>) {
+        let Some((awaited, covered)) = self.persisting else {
+            return;
+        };
+        if awaited != op {
+            return;
+        }
+        self.persisting = None;
+        let reason = match result {
+            Ok(()) => {
+                self.persist_failed = false;
+                self.releasable = covered;
+                return;
             }
-            Input::Done { op, result } => self.complete(op, result),
-            Input::Mounts(mounts) => self.reconcile(&mounts),
+            Err(reason) => reason,
+        };
+        // Nothing covered may be acknowledged: plans not yet run are
+        // dropped and their requests failed, answers become failures.
+        self.persist_failed = true;
+        self.dirty = true;
+        let status = Status::new(
+            crate::Code::Unavailable,
+            format!(
+                "the driver could not record this operation durably ({reason}); nothing was done or acknowledged, retry"
+            ),
+        );
+        let covered: Vec<Effect> = self.queue.drain(..covered).collect();
+        let mut released = VecDeque::new();
+        for effect in covered {
+            match effect {
+                Effect::Execute { op, .. }
+                    if !self.recovering.contains(&op) && self.state.in_flight.contains_key(&op) =>
+                {
+                    let flight = self.state.in_flight.remove(&op);
+                    if let Some(rpc) = flight.and_then(|f| f.rpc) {
+                        released.push_back(Effect::Reply {
+                            rpc,
+                            result: Err(status.clone()),
+                        });
+                    }
+                }
+                Effect::Reply { rpc, result: Ok(_) } => released.push_back(Effect::Reply {
+                    rpc,
+                    result: Err(status.clone()),
+                }),
+                other => released.push_back(other),
+            }
         }
+        self.releasable = released.len();
+        released.extend(self.queue.drain(..));
+        self.queue = released;
     }
-
-    pub fn poll(&mut self) -> Option<Effect> {
-        if self.dirty {
-            self.dirty = false;
-            return Some(Effect::Persist);
-        }
-        self.queue.pop_front()
-    }
-
-    /// The driver machine keeps no timers; the CO retries.
-    pub fn poll_timeout(&self) -> Option<Tick> {
-        None
-    }
-
-    pub fn handle_timeout(&mut self, _now: Tick) {}
 
     fn settle(&mut self, rpc: RpcId, decision: Decision) {
         match decision {
@@ -473,6 +529,51 @@ impl Driver {
             self.queue.push_back(Effect::Reply { rpc, result });
         }
     }
+}
+
+impl crate::machine::Machine for Driver {
+    type Input = Input;
+    type Effect = Effect;
+
+    fn handle(&mut self, _now: Tick, input: Input) {
+        match input {
+            Input::Request { rpc, request } => {
+                let decision = self.decide(request);
+                self.settle(rpc, decision);
+            }
+            Input::Done { op, result } => self.complete(op, result),
+            Input::Mounts(mounts) => self.reconcile(&mounts),
+            Input::Persisted { op, result } => self.persisted(op, result),
+        }
+    }
+
+    fn poll(&mut self) -> Option<Effect> {
+        if self.releasable > 0 {
+            self.releasable -= 1;
+            return self.queue.pop_front();
+        }
+        if self.persisting.is_some() {
+            return None;
+        }
+        if self.dirty && (!self.persist_failed || !self.queue.is_empty()) {
+            self.dirty = false;
+            self.persists += 1;
+            let op = OpId(self.persists);
+            self.persisting = Some((op, self.queue.len()));
+            return Some(Effect::Persist { op });
+        }
+        if self.dirty {
+            return None;
+        }
+        self.queue.pop_front()
+    }
+
+    /// The driver machine keeps no timers; the CO retries.
+    fn poll_timeout(&self) -> Option<Tick> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Tick) {}
 }
 
 /// The lock a request takes, if any.

@@ -158,7 +158,7 @@ pub struct Kubelet {
     ops: Ops,
     now: Tick,
     dirty: bool,
-    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    /// Restarted and waiting for `Input::Synced`.
     unsynced: bool,
 }
 
@@ -190,7 +190,7 @@ impl Kubelet {
     }
 
     /// Takes what a restarted kubelet finds mounted as uncertain actual state (D3.10).
-    pub fn reconstruct(&mut self, observed: Observed) {
+    fn reconstruct(&mut self, observed: Observed) {
         for (pv, handle) in observed.staged {
             let staging_path =
                 crate::model::names::staging_path(&self.config.root, &self.config.driver, &handle);
@@ -218,7 +218,7 @@ impl Kubelet {
         self.dirty = true;
     }
 
-    pub fn handle(&mut self, now: Tick, input: Input) {
+    fn on_input(&mut self, now: Tick, input: Input) {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => {
@@ -244,7 +244,8 @@ impl Kubelet {
                 }
             }
             Input::CsiDone { op, result } => self.csi_done(op, result),
-            Input::Synced => self.unsynced = false,
+            Input::Reconstruct(observed) => self.reconstruct(observed),
+            Input::Synced | Input::Restarted | Input::Resync => {}
         }
         self.dirty = true;
     }
@@ -258,10 +259,7 @@ impl Kubelet {
         }
     }
 
-    pub fn poll(&mut self) -> Option<Effect> {
-        if self.unsynced {
-            return None;
-        }
+    fn next_effect(&mut self) -> Option<Effect> {
         if self.queue.is_empty() && self.dirty {
             self.dirty = false;
             self.reconcile();
@@ -269,11 +267,11 @@ impl Kubelet {
         self.queue.pop_front()
     }
 
-    pub fn poll_timeout(&self) -> Option<Tick> {
+    fn deadline(&self) -> Option<Tick> {
         self.backoff.next_timer()
     }
 
-    pub fn handle_timeout(&mut self, now: Tick) {
+    fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         self.backoff.fire_due(self.now);
         self.dirty = true;

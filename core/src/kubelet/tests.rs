@@ -3,6 +3,7 @@
 use super::*;
 use crate::control::rig::Rig;
 use crate::driver::{Request, Response};
+use crate::machine::Machine;
 use crate::model::names;
 use crate::{Code, Status};
 
@@ -319,10 +320,13 @@ fn d2_1_a_readwriteoncepod_volume_refuses_a_second_pod() {
 #[test]
 fn d3_10_a_restarted_kubelet_cleans_up_what_no_pod_wants() {
     let mut r = rig(&[AccessMode::ReadWriteOnce], true);
-    r.machine.reconstruct(Observed {
-        staged: vec![("pv-1".into(), "vol-1".into())],
-        published: vec![("gone-pod".into(), "pv-1".into(), "vol-1".into())],
-    });
+    r.machine.handle(
+        r.now,
+        Input::Reconstruct(Observed {
+            staged: vec![("pv-1".into(), "vol-1".into())],
+            published: vec![("gone-pod".into(), "pv-1".into(), "vol-1".into())],
+        }),
+    );
     r.run();
     assert_eq!(
         calls(&r),

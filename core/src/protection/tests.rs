@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::control::rig::Rig;
+use crate::machine::Machine;
 use crate::model::names::{FINALIZER_PV_PROTECTION, FINALIZER_PVC_PROTECTION};
 
 fn claim_rig() -> Rig<Protection> {

@@ -119,7 +119,7 @@ pub struct Provisioner {
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
-    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    /// Restarted and waiting for `Input::Synced`.
     unsynced: bool,
 }
 
@@ -143,7 +143,7 @@ impl Provisioner {
         }
     }
 
-    pub fn handle(&mut self, now: Tick, input: Input) {
+    fn on_input(&mut self, now: Tick, input: Input) {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => {
@@ -156,14 +156,11 @@ impl Provisioner {
             }
             Input::ApiDone { op, result } => self.api_done(op, result),
             Input::CsiDone { op, result } => self.csi_done(op, result),
-            Input::Synced => self.unsynced = false,
+            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
         }
     }
 
-    pub fn poll(&mut self) -> Option<Effect> {
-        if self.unsynced {
-            return None;
-        }
+    fn next_effect(&mut self) -> Option<Effect> {
         while self.queue.is_empty() {
             let key = self.dirty.pop_first()?;
             match key.kind {
@@ -175,11 +172,11 @@ impl Provisioner {
         self.queue.pop_front()
     }
 
-    pub fn poll_timeout(&self) -> Option<Tick> {
+    fn deadline(&self) -> Option<Tick> {
         self.backoff.next_timer()
     }
 
-    pub fn handle_timeout(&mut self, now: Tick) {
+    fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         for key in self.backoff.fire_due(self.now) {
             if let Some(p) = self.provisioning.get(&key) {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::control::rig::Rig;
+use crate::machine::Machine;
 
 const DRIVER: &str = "volplane.csi.io";
 

@@ -5,8 +5,10 @@
 use std::collections::VecDeque;
 
 use super::{CSI_PLUGIN, PluginInfo, registration_socket};
+use crate::control::Ops;
 use crate::driver::Response;
-use crate::{Status, Tick};
+use crate::machine::{Machine, TimerTable};
+use crate::{OpId, Status, Tick};
 
 /// How the registrar runs.
 #[derive(Debug, Clone)]
@@ -31,17 +33,24 @@ impl RegistrarConfig {
     }
 }
 
+/// What the registrar is told.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RegistrarInput {
+    /// The process started.
     Start,
-    /// The driver's GetPluginInfo answer.
-    PluginInfo(Result<Response, Status>),
-    /// The registration socket is listening (or could not be opened).
-    Listening(Result<(), String>),
-    /// The kubelet called GetInfo.
-    GetInfo {
-        rpc: u64,
+    /// The driver's GetPluginInfo answer, for [`RegistrarEffect::GetPluginInfo`].
+    PluginInfo {
+        op: OpId,
+        result: Result<Response, Status>,
     },
+    /// The registration socket is listening (or could not be opened), for
+    /// [`RegistrarEffect::Listen`].
+    Listening {
+        op: OpId,
+        result: Result<(), String>,
+    },
+    /// The kubelet called GetInfo.
+    GetInfo { rpc: u64 },
     /// The kubelet called NotifyRegistrationStatus.
     Status {
         rpc: u64,
@@ -52,38 +61,45 @@ pub enum RegistrarInput {
     Terminate,
 }
 
+/// What the registrar asks its adapter to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RegistrarEffect {
-    /// Call GetPluginInfo on the driver's socket.
-    GetPluginInfo,
-    /// Listen on this socket path for the kubelet.
-    Listen {
-        socket: String,
-    },
-    Info {
-        rpc: u64,
-        info: PluginInfo,
-    },
-    Ack {
-        rpc: u64,
-    },
-    RemoveSocket {
-        socket: String,
-    },
+    /// Call GetPluginInfo on the driver's socket; answer with
+    /// [`RegistrarInput::PluginInfo`].
+    GetPluginInfo { op: OpId },
+    /// Listen on this socket path for the kubelet; answer with
+    /// [`RegistrarInput::Listening`].
+    Listen { op: OpId, socket: String },
+    /// Answer the kubelet's GetInfo `rpc`.
+    Info { rpc: u64, info: PluginInfo },
+    /// Answer the kubelet's NotifyRegistrationStatus `rpc`.
+    Ack { rpc: u64 },
+    /// Remove the registration socket (the kubelet then unregisters the driver).
+    RemoveSocket { socket: String },
     /// Exit the process with this code, logging the reason.
-    Exit {
-        code: i32,
-        reason: String,
-    },
+    Exit { code: i32, reason: String },
 }
 
+/// Where the registrar is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Phase {
+    /// Not started.
     Idle,
+    /// Waiting for the driver's name.
     AskingDriver,
+    /// Listening for the kubelet on the driver's registration socket.
     Listening { driver: String },
+    /// The kubelet registered the driver.
     Registered { driver: String },
+    /// Exit was asked.
     Exited,
+}
+
+/// The registrar's one deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// Ask the driver for its name again.
+    AskDriver,
 }
 
 /// The registrar. See the module documentation.
@@ -91,22 +107,29 @@ pub enum Phase {
 pub struct Registrar {
     config: RegistrarConfig,
     phase: Phase,
-    retry_at: Option<Tick>,
+    timers: TimerTable<Timer>,
     queue: VecDeque<RegistrarEffect>,
+    ops: Ops,
+    /// The GetPluginInfo or Listen whose answer is awaited.
+    waiting: Option<OpId>,
     now: Tick,
 }
 
 impl Registrar {
+    /// A registrar that has not started.
     pub fn new(config: RegistrarConfig) -> Registrar {
         Registrar {
             config,
             phase: Phase::Idle,
-            retry_at: None,
+            timers: TimerTable::default(),
             queue: VecDeque::new(),
+            ops: Ops::default(),
+            waiting: None,
             now: 0,
         }
     }
 
+    /// Where the registrar is.
     pub fn phase(&self) -> &Phase {
         &self.phase
     }
@@ -126,75 +149,119 @@ impl Registrar {
                 .push_back(RegistrarEffect::RemoveSocket { socket });
         }
         self.phase = Phase::Exited;
+        self.waiting = None;
+        self.timers.stop(&Timer::AskDriver);
         self.queue.push_back(RegistrarEffect::Exit { code, reason });
     }
 
-    pub fn handle(&mut self, now: Tick, input: RegistrarInput) {
-        self.now = self.now.max(now);
-        match input {
-            RegistrarInput::Start => {
-                self.phase = Phase::AskingDriver;
-                self.queue.push_back(RegistrarEffect::GetPluginInfo);
-            }
-            RegistrarInput::PluginInfo(Ok(Response::PluginInfo { name, .. }))
-                if !name.is_empty() =>
-            {
+    fn ask_driver(&mut self) {
+        let op = self.ops.issue();
+        self.waiting = Some(op);
+        self.queue.push_back(RegistrarEffect::GetPluginInfo { op });
+    }
+
+    /// True when `op` is the completion awaited (a stale or repeated one is not).
+    fn awaited(&mut self, op: OpId) -> bool {
+        if self.waiting == Some(op) {
+            self.waiting = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn plugin_info(&mut self, result: Result<Response, Status>) {
+        match result {
+            Ok(Response::PluginInfo { name, .. }) if !name.is_empty() => {
                 let socket = self.socket(&name);
                 self.phase = Phase::Listening { driver: name };
-                self.queue.push_back(RegistrarEffect::Listen { socket });
+                let op = self.ops.issue();
+                self.waiting = Some(op);
+                self.queue.push_back(RegistrarEffect::Listen { op, socket });
             }
-            RegistrarInput::PluginInfo(_) => {
-                // The driver is not up yet (or answered nonsense): ask again.
-                self.retry_at = Some(self.now + self.config.retry);
+            // The driver is not up yet (or answered nonsense): ask again.
+            _ => self
+                .timers
+                .set(Timer::AskDriver, self.now + self.config.retry),
+        }
+    }
+
+    fn get_info(&mut self, rpc: u64) {
+        if let Phase::Listening { driver } | Phase::Registered { driver } = &self.phase {
+            let info = PluginInfo {
+                type_: CSI_PLUGIN.into(),
+                name: driver.clone(),
+                endpoint: self.config.kubelet_registration_path.clone(),
+                supported_versions: self.config.supported_versions.clone(),
+            };
+            self.queue.push_back(RegistrarEffect::Info { rpc, info });
+        }
+    }
+
+    fn status(&mut self, rpc: u64, registered: bool, error: String) {
+        self.queue.push_back(RegistrarEffect::Ack { rpc });
+        if !registered {
+            self.exit(1, format!("plugin registration failed with err: {error}"));
+        } else if let Phase::Listening { driver } = &self.phase {
+            self.phase = Phase::Registered {
+                driver: driver.clone(),
+            };
+        }
+    }
+}
+
+impl Machine for Registrar {
+    type Input = RegistrarInput;
+    type Effect = RegistrarEffect;
+
+    fn handle(&mut self, now: Tick, input: RegistrarInput) {
+        self.now = self.now.max(now);
+        if self.phase == Phase::Exited {
+            return;
+        }
+        match input {
+            RegistrarInput::Start if self.phase == Phase::Idle => {
+                self.phase = Phase::AskingDriver;
+                self.ask_driver();
             }
-            RegistrarInput::Listening(Ok(())) => {}
-            RegistrarInput::Listening(Err(e)) => {
-                self.exit(1, format!("cannot listen for the kubelet: {e}"))
-            }
-            RegistrarInput::GetInfo { rpc } => {
-                if let Phase::Listening { driver } | Phase::Registered { driver } = &self.phase {
-                    let info = PluginInfo {
-                        type_: CSI_PLUGIN.into(),
-                        name: driver.clone(),
-                        endpoint: self.config.kubelet_registration_path.clone(),
-                        supported_versions: self.config.supported_versions.clone(),
-                    };
-                    self.queue.push_back(RegistrarEffect::Info { rpc, info });
+            RegistrarInput::Start => {}
+            RegistrarInput::PluginInfo { op, result } => {
+                if self.awaited(op) && self.phase == Phase::AskingDriver {
+                    self.plugin_info(result)
                 }
             }
+            RegistrarInput::Listening { op, result } => {
+                if self.awaited(op)
+                    && let Err(e) = result
+                {
+                    self.exit(1, format!("cannot listen for the kubelet: {e}"))
+                }
+            }
+            RegistrarInput::GetInfo { rpc } => self.get_info(rpc),
             RegistrarInput::Status {
                 rpc,
                 registered,
                 error,
-            } => {
-                self.queue.push_back(RegistrarEffect::Ack { rpc });
-                if registered {
-                    if let Phase::Listening { driver } = &self.phase {
-                        self.phase = Phase::Registered {
-                            driver: driver.clone(),
-                        };
-                    }
-                } else {
-                    self.exit(1, format!("plugin registration failed with err: {error}"));
-                }
-            }
+            } => self.status(rpc, registered, error),
             RegistrarInput::Terminate => self.exit(0, "terminated".into()),
         }
     }
 
-    pub fn poll(&mut self) -> Option<RegistrarEffect> {
+    fn poll(&mut self) -> Option<RegistrarEffect> {
         self.queue.pop_front()
     }
 
-    pub fn poll_timeout(&self) -> Option<Tick> {
-        self.retry_at
+    fn poll_timeout(&self) -> Option<Tick> {
+        self.timers.next()
     }
 
-    pub fn handle_timeout(&mut self, now: Tick) {
+    fn handle_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
-        if self.retry_at.is_some_and(|t| t <= now) && self.phase == Phase::AskingDriver {
-            self.retry_at = None;
-            self.queue.push_back(RegistrarEffect::GetPluginInfo);
+        for timer in self.timers.expire(now) {
+            match timer {
+                Timer::AskDriver if self.phase == Phase::AskingDriver => self.ask_driver(),
+                Timer::AskDriver => {}
+            }
         }
     }
 }
@@ -203,12 +270,15 @@ impl Registrar {
 mod tests {
     use super::*;
 
-    fn info(name: &str) -> RegistrarInput {
-        RegistrarInput::PluginInfo(Ok(Response::PluginInfo {
-            name: name.into(),
-            vendor_version: "1".into(),
-            manifest: Default::default(),
-        }))
+    fn info(op: OpId, name: &str) -> RegistrarInput {
+        RegistrarInput::PluginInfo {
+            op,
+            result: Ok(Response::PluginInfo {
+                name: name.into(),
+                vendor_version: "1".into(),
+                manifest: Default::default(),
+            }),
+        }
     }
 
     #[test]
@@ -218,24 +288,40 @@ mod tests {
             "/var/lib/kubelet/plugins/d/csi.sock",
         ));
         r.handle(0, RegistrarInput::Start);
-        assert_eq!(r.poll(), Some(RegistrarEffect::GetPluginInfo));
+        assert_eq!(
+            r.poll(),
+            Some(RegistrarEffect::GetPluginInfo { op: OpId(1) })
+        );
         r.handle(
             1,
-            RegistrarInput::PluginInfo(Err(Status::new(
-                crate::Code::Unavailable,
-                "connection refused",
-            ))),
+            RegistrarInput::PluginInfo {
+                op: OpId(1),
+                result: Err(Status::new(crate::Code::Unavailable, "connection refused")),
+            },
         );
         assert_eq!(r.poll(), None);
         assert_eq!(r.poll_timeout(), Some(1001));
         r.handle_timeout(1001);
-        assert_eq!(r.poll(), Some(RegistrarEffect::GetPluginInfo));
-        r.handle(1002, info("volplane.csi.io"));
+        assert_eq!(
+            r.poll(),
+            Some(RegistrarEffect::GetPluginInfo { op: OpId(2) })
+        );
+        r.handle(1002, info(OpId(1), "stale.csi.io"));
+        assert_eq!(r.poll(), None, "a stale answer is ignored");
+        r.handle(1002, info(OpId(2), "volplane.csi.io"));
         assert_eq!(
             r.poll(),
             Some(RegistrarEffect::Listen {
+                op: OpId(3),
                 socket: "/var/lib/kubelet/plugins_registry/volplane.csi.io-reg.sock".into()
             })
+        );
+        r.handle(
+            1002,
+            RegistrarInput::Listening {
+                op: OpId(3),
+                result: Ok(()),
+            },
         );
         r.handle(1003, RegistrarInput::GetInfo { rpc: 7 });
         let Some(RegistrarEffect::Info { rpc: 7, info }) = r.poll() else {

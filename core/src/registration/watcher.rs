@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use super::{CSI_PLUGIN, PluginInfo, highest_v1};
 use crate::control::{ApiCall, ApiResult, Cache, CsiResult, Watch};
 use crate::driver::Response;
+use crate::machine::Machine;
 use crate::model::names;
 use crate::model::*;
 use crate::{OpId, Tick};
@@ -143,7 +144,7 @@ impl PluginWatcher {
         });
     }
 
-    pub fn handle(&mut self, now: Tick, input: WatcherInput) {
+    fn on_input(&mut self, now: Tick, input: WatcherInput) {
         self.now = self.now.max(now);
         match input {
             WatcherInput::SocketAdded(socket) => {
@@ -269,21 +270,6 @@ impl PluginWatcher {
             ));
         }
         Ok(version)
-    }
-
-    pub fn poll(&mut self) -> Option<WatcherEffect> {
-        if self.queue.is_empty() && !self.writing {
-            self.next_write();
-        }
-        self.queue.pop_front()
-    }
-
-    pub fn poll_timeout(&self) -> Option<Tick> {
-        None
-    }
-
-    pub fn handle_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
     }
 
     fn node(&self) -> Option<Node> {
@@ -435,6 +421,32 @@ impl PluginWatcher {
                 }
             }
         }
+    }
+}
+
+impl Machine for PluginWatcher {
+    type Input = WatcherInput;
+    type Effect = WatcherEffect;
+
+    fn handle(&mut self, now: Tick, input: WatcherInput) {
+        self.on_input(now, input)
+    }
+
+    fn poll(&mut self) -> Option<WatcherEffect> {
+        if self.queue.is_empty() && !self.writing {
+            self.next_write();
+        }
+        self.queue.pop_front()
+    }
+
+    /// The watcher keeps no deadlines: the kubelet's plugin watcher retries
+    /// a registration only when the socket is created again.
+    fn poll_timeout(&self) -> Option<Tick> {
+        None
+    }
+
+    fn handle_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
     }
 }
 

@@ -69,7 +69,7 @@ pub struct Resizer {
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
-    /// Waiting for `Input::Synced` (see `Machine::await_sync`).
+    /// Restarted and waiting for `Input::Synced`.
     unsynced: bool,
 }
 
@@ -104,7 +104,7 @@ impl Resizer {
         }
     }
 
-    pub fn handle(&mut self, now: Tick, input: Input) {
+    fn on_input(&mut self, now: Tick, input: Input) {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => {
@@ -130,7 +130,7 @@ impl Resizer {
                 }
             }
             Input::CsiDone { op, result } => self.expand_done(op, result),
-            Input::Synced => self.unsynced = false,
+            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
         }
     }
 
@@ -152,10 +152,7 @@ impl Resizer {
         }
     }
 
-    pub fn poll(&mut self) -> Option<Effect> {
-        if self.unsynced {
-            return None;
-        }
+    fn next_effect(&mut self) -> Option<Effect> {
         while self.queue.is_empty() {
             let key = self.dirty.pop_first()?;
             self.sync(&key);
@@ -163,11 +160,11 @@ impl Resizer {
         self.queue.pop_front()
     }
 
-    pub fn poll_timeout(&self) -> Option<Tick> {
+    fn deadline(&self) -> Option<Tick> {
         self.backoff.next_timer()
     }
 
-    pub fn handle_timeout(&mut self, now: Tick) {
+    fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         for k in self.backoff.fire_due(self.now) {
             self.dirty.insert(k);

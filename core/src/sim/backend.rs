@@ -4,12 +4,13 @@
 //! attachments, mounts — so that the checks judge what happened, not what
 //! the machines believe.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::control::{CsiCall, CsiResult};
 use crate::driver::{self, Driver, DriverConfig, DriverState, Outcome, Plan, Request};
+use crate::machine::{self, Machine};
 use crate::mountinfo::MountEntry;
 use crate::plant::Plant;
 use crate::{Code, Status, Tick};
@@ -246,8 +247,9 @@ impl DriverProcess {
         self.drain(storage, Some(node), now, None);
     }
 
-    /// Drains effects: persists, carries out plans at once, collects the reply.
-    /// With `crash`, the process dies after the first plan is carried out.
+    /// Drains effects through the one loop: persists, carries out plans at
+    /// once, collects the reply. With `crash`, the process dies after the
+    /// first plan is carried out (nothing after it happens) and restarts.
     fn drain(
         &mut self,
         storage: &mut Storage,
@@ -257,28 +259,38 @@ impl DriverProcess {
     ) -> Option<CsiResult> {
         let mut answer = None;
         let mut crash = crash;
-        while let Some(e) = self.machine.poll() {
+        let mut crashed = false;
+        let persisted = &mut self.persisted;
+        let mut carry = |d: &Driver, _now, e, done: &mut VecDeque<driver::Input>| {
+            if crashed {
+                return;
+            }
             match e {
-                driver::Effect::Persist => self.persisted = self.machine.state().clone(),
+                driver::Effect::Persist { op } => {
+                    *persisted = d.state().clone();
+                    done.push_back(driver::Input::Persisted { op, result: Ok(()) });
+                }
                 driver::Effect::Execute { op, plan } => {
                     let out = storage.carry_out(node, &plan);
                     if crash.take().is_some() {
-                        self.restart(storage, node, now);
-                        return Some(Err(Status::new(
-                            Code::Unavailable,
-                            "the driver crashed (injected)",
-                        )));
+                        crashed = true;
+                        return;
                     }
-                    self.machine.handle(
-                        now,
-                        driver::Input::Done {
-                            op,
-                            result: Ok(out),
-                        },
-                    );
+                    done.push_back(driver::Input::Done {
+                        op,
+                        result: Ok(out),
+                    });
                 }
                 driver::Effect::Reply { result, .. } => answer = Some(result),
             }
+        };
+        machine::drain(&mut self.machine, now, &mut carry);
+        if crashed {
+            self.restart(storage, node, now);
+            return Some(Err(Status::new(
+                Code::Unavailable,
+                "the driver crashed (injected)",
+            )));
         }
         answer
     }

@@ -26,9 +26,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::attach::{Attach, AttachConfig};
 use crate::binder::Binder;
 use crate::control::csi_map::DriverModes;
-use crate::control::{ApiCall, ApiResult, CsiCall, Effect, Event, Input, Machine, Watch};
+use crate::control::{ApiCall, ApiResult, ControlMachine, CsiCall, Effect, Event, Input, Watch};
 use crate::driver::Request;
 use crate::kubelet::{Kubelet, KubeletConfig};
+use crate::machine::{self, Machine};
 use crate::model::*;
 use crate::plant::Plant;
 use crate::protection::{Guarded, Protection};
@@ -136,7 +137,7 @@ fn modes() -> DriverModes {
 }
 
 impl Actor {
-    fn machine(&mut self) -> &mut dyn Machine {
+    fn machine(&mut self) -> &mut dyn ControlMachine {
         match self {
             Actor::Binder(m) => m,
             Actor::Provisioner(m) => m,
@@ -147,7 +148,7 @@ impl Actor {
         }
     }
 
-    fn machine_ref(&self) -> &dyn Machine {
+    fn machine_ref(&self) -> &dyn ControlMachine {
         match self {
             Actor::Binder(m) => m,
             Actor::Provisioner(m) => m,
@@ -414,17 +415,7 @@ impl Sim {
     /// any actor whose timer is overdue, as a runtime's pump would).
     fn drain_all(&mut self) {
         for a in 0..self.actors.len() {
-            let now = self.now;
-            if self.actors[a]
-                .machine_ref()
-                .poll_timeout()
-                .is_some_and(|t| t <= now)
-            {
-                self.actors[a].machine().handle_timeout(now);
-            }
-        }
-        for a in 0..self.actors.len() {
-            while let Some(e) = self.actors[a].machine().poll() {
+            for e in machine::effects(self.actors[a].machine(), self.now) {
                 match e {
                     Effect::Event(e) => self.events.push(e),
                     Effect::Api { op, call } => {
@@ -517,9 +508,6 @@ impl Sim {
                 let Some(t) = self.next_timer() else { return };
                 self.now = t;
                 self.trace.push(format!("{step:>6} t={} timers", self.now));
-                for a in &mut self.actors {
-                    a.machine().handle_timeout(t);
-                }
             }
             Choice::Deliver { actor, fault } => self.deliver(actor, fault),
             Choice::Restart { actor } => {
@@ -559,13 +547,14 @@ impl Sim {
     /// a fresh watch (everything listed again, then `Synced`), and nothing it
     /// was waiting for ever arrives.
     fn restart(&mut self, actor: usize) {
+        let now = self.now;
         self.actors[actor] = self.actors[actor].fresh(self.config.plant);
-        self.actors[actor].machine().await_sync();
+        self.actors[actor].machine().handle(now, Input::Restarted);
         self.inbox[actor].clear();
         if let Actor::Kubelet(k) = &mut self.actors[actor] {
             let observed =
                 check::observed_mounts(&self.storage, &self.store, &k.config().node.clone());
-            k.reconstruct(observed);
+            k.handle(now, Input::Reconstruct(observed));
         }
         let objects: Vec<Object> = self.store.objects().cloned().collect();
         for o in objects {
@@ -728,5 +717,8 @@ fn describe(i: &Input) -> String {
         ),
         Input::CsiDone { op, .. } => format!("csi {op} done"),
         Input::Synced => "synced".into(),
+        Input::Restarted => "restarted".into(),
+        Input::Resync => "resync".into(),
+        Input::Reconstruct(_) => "reconstruct".into(),
     }
 }

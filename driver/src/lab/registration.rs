@@ -4,13 +4,14 @@
 //! [`carry_out`]) polls `plugins_registry/`, dials what appears (symlinks
 //! included), and feeds the core's `PluginWatcher` in the world.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use volplane_core::control::CsiCall;
+use volplane_core::machine;
 use volplane_core::registration::PluginInfo;
 use volplane_core::registration::registrar::{
     Registrar, RegistrarConfig, RegistrarEffect, RegistrarInput,
@@ -108,88 +109,98 @@ pub async fn run_registrar(
     };
     let (server_stop, _) = watch::channel(false);
     let node = setup.node.clone();
-    r.handle(shared.now(), RegistrarInput::Start);
+    let mut input = Some(RegistrarInput::Start);
     loop {
-        while let Some(e) = r.poll() {
-            match e {
-                RegistrarEffect::GetPluginInfo => {
-                    let tx = tx.clone();
-                    let socket = setup.csi_socket.display().to_string();
-                    tokio::spawn(async move {
-                        let result = match volplane_tokio::connect(&socket).await {
-                            Ok(ch) => CsiClient::new(ch, None).call(&CsiCall::GetPluginInfo).await,
-                            Err(e) => Err(volplane_core::Status::new(
-                                volplane_core::Code::Unavailable,
-                                format!("connect {socket}: {e}"),
-                            )),
-                        };
-                        let _ = tx.send(RegistrarInput::PluginInfo(result));
-                    });
+        let mut exited = false;
+        let mut carry = |_: &Registrar, _, e, done: &mut VecDeque<RegistrarInput>| match e {
+            RegistrarEffect::GetPluginInfo { op } => {
+                let tx = tx.clone();
+                let socket = setup.csi_socket.display().to_string();
+                tokio::spawn(async move {
+                    let result = match volplane_tokio::connect(&socket).await {
+                        Ok(ch) => CsiClient::new(ch, None).call(&CsiCall::GetPluginInfo).await,
+                        Err(e) => Err(volplane_core::Status::new(
+                            volplane_core::Code::Unavailable,
+                            format!("connect {socket}: {e}"),
+                        )),
+                    };
+                    let _ = tx.send(RegistrarInput::PluginInfo { op, result });
+                });
+            }
+            RegistrarEffect::Listen { op, socket } => {
+                let result = listen(&socket, service.clone(), server_stop.subscribe());
+                if result.is_ok() {
+                    link_socket(&shared, &setup, &socket);
                 }
-                RegistrarEffect::Listen { socket } => {
-                    let result = listen(&socket, service.clone(), server_stop.subscribe());
-                    if result.is_ok()
-                        && let Some(dir) = &setup.via_symlink
-                    {
-                        let name = Path::new(&socket).file_name().unwrap_or_default();
-                        let link = setup.registry.join(name);
-                        let _ = std::fs::remove_file(&link);
-                        if let Err(e) = std::os::unix::fs::symlink(&socket, &link) {
-                            shared.say(format!(
-                                "{node:<8} node-driver-registrar: symlink {}: {e}",
-                                link.display()
-                            ));
-                        } else {
-                            shared.say(format!(
-                                "{node:<8} node-driver-registrar: {} -> {}",
-                                link.display(),
-                                dir.join(name).display()
-                            ));
-                        }
-                    }
-                    if result.is_ok() {
-                        shared.say(format!(
-                            "{node:<8} node-driver-registrar: listening on {socket}"
-                        ));
-                    }
-                    r.handle(shared.now(), RegistrarInput::Listening(result));
-                }
-                RegistrarEffect::Info { rpc, info } => answer(&service.pending, rpc, Some(info)),
-                RegistrarEffect::Ack { rpc } => answer(&service.pending, rpc, None),
-                RegistrarEffect::RemoveSocket { socket } => {
-                    let _ = server_stop.send(true);
-                    let _ = std::fs::remove_file(&socket);
-                    if let Some(name) = Path::new(&socket).file_name()
-                        && setup.via_symlink.is_some()
-                    {
-                        let _ = std::fs::remove_file(setup.registry.join(name));
-                    }
-                }
-                RegistrarEffect::Exit { code, reason } => {
-                    shared.say(format!(
-                        "{node:<8} node-driver-registrar exited ({code}): {reason}"
-                    ));
-                    return;
+                done.push_back(RegistrarInput::Listening { op, result });
+            }
+            RegistrarEffect::Info { rpc, info } => answer(&service.pending, rpc, Some(info)),
+            RegistrarEffect::Ack { rpc } => answer(&service.pending, rpc, None),
+            RegistrarEffect::RemoveSocket { socket } => {
+                let _ = server_stop.send(true);
+                let _ = std::fs::remove_file(&socket);
+                if let Some(name) = Path::new(&socket).file_name()
+                    && setup.via_symlink.is_some()
+                {
+                    let _ = std::fs::remove_file(setup.registry.join(name));
                 }
             }
+            RegistrarEffect::Exit { code, reason } => {
+                shared.say(format!(
+                    "{node:<8} node-driver-registrar exited ({code}): {reason}"
+                ));
+                exited = true;
+            }
+        };
+        let deadline = match input.take() {
+            Some(i) => machine::feed(&mut r, shared.now(), i, &mut carry),
+            None => machine::drain(&mut r, shared.now(), &mut carry),
+        };
+        if exited {
+            return;
         }
-        let sleep = r
-            .poll_timeout()
-            .map_or(Duration::from_secs(3600), |t| shared.until(t));
+        let sleep = deadline.map_or(Duration::from_secs(3600), |t| shared.until(t));
         tokio::select! {
-            Some(input) = rx.recv() => {
-                if let RegistrarInput::Status { registered, error, .. } = &input {
+            Some(received) = rx.recv() => {
+                if let RegistrarInput::Status { registered, error, .. } = &received {
                     shared.say(format!(
                         "{node:<8} node-driver-registrar: NotifyRegistrationStatus registered={registered}{}",
                         if error.is_empty() { String::new() } else { format!(" error={error:?}") }
                     ));
                 }
-                r.handle(shared.now(), input);
+                input = Some(received);
             }
-            _ = tokio::time::sleep(sleep) => r.handle_timeout(shared.now()),
-            _ = stop.changed() => r.handle(shared.now(), RegistrarInput::Terminate),
+            _ = tokio::time::sleep(sleep) => {}
+            _ = stop.changed() => input = Some(RegistrarInput::Terminate),
         }
     }
+}
+
+/// The registration socket listens: with `via_symlink`, link it into the
+/// registry (as a registrar in a container whose socket dir is mounted
+/// elsewhere), and say so.
+fn link_socket(shared: &Shared, setup: &RegistrarSetup, socket: &str) {
+    let node = &setup.node;
+    if let Some(dir) = &setup.via_symlink {
+        let name = Path::new(socket).file_name().unwrap_or_default();
+        let link = setup.registry.join(name);
+        let _ = std::fs::remove_file(&link);
+        if let Err(e) = std::os::unix::fs::symlink(socket, &link) {
+            shared.say(format!(
+                "{node:<8} node-driver-registrar: symlink {}: {e}",
+                link.display()
+            ));
+        } else {
+            shared.say(format!(
+                "{node:<8} node-driver-registrar: {} -> {}",
+                link.display(),
+                dir.join(name).display()
+            ));
+        }
+    }
+    shared.say(format!(
+        "{node:<8} node-driver-registrar: listening on {socket}"
+    ));
 }
 
 fn answer(pending: &Pending, rpc: u64, info: Option<PluginInfo>) {

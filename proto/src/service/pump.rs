@@ -11,6 +11,7 @@ use std::time::Instant;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::{Future, FutureExt};
 use volplane_core::driver::{Driver, DriverState, Input, Outcome, Request, Response};
+use volplane_core::machine::Machine;
 use volplane_core::{Code, OpId, Status};
 use volplane_host::state_file::StateFile;
 use volplane_sync::core::{Answer, PumpCore, Work};
@@ -26,10 +27,6 @@ type Running = Pin<Box<dyn Future<Output = (OpId, Result<Outcome, Status>)> + Se
 #[derive(Debug, thiserror::Error)]
 pub enum PumpError {
     #[error(
-        "cannot persist driver state to {path}: {reason}; stopping rather than act without a durable record"
-    )]
-    Persist { path: String, reason: String },
-    #[error(
         "driver state in {path} is unreadable: {reason}; move it aside only if you know no volume is in use"
     )]
     Restore { path: String, reason: String },
@@ -40,9 +37,6 @@ pub enum PumpError {
 pub struct PumpConfig {
     /// Where the driver state lives; `None` keeps it in memory only.
     pub state_file: Option<StateFile>,
-    /// Testing only: abort the process right after carrying out a plan of
-    /// this kind, before its completion is recorded (see `Plan::kind`).
-    pub crash_after: Option<String>,
 }
 
 /// A handle request handlers use to reach the pump.
@@ -190,42 +184,45 @@ impl<B: Backend> Pump<B> {
     }
 
     async fn drain(&mut self) -> Result<(), PumpError> {
-        while let Some(work) = self.core.work() {
-            match work {
-                Work::Persist => self.persist().await?,
-                Work::Execute { op, plan } => {
-                    let backend = self.backend.clone();
-                    let host = self.host.clone();
-                    let crash = self.config.crash_after.as_deref() == Some(plan.kind());
-                    self.running.push(Box::pin(async move {
-                        let result = execute(&*backend, &host, &plan).await;
-                        if crash {
-                            eprintln!(
-                                "volplane: crashing on purpose after {} ({op}), as VOLPLANE_CRASH_AFTER asked",
-                                plan.kind()
-                            );
-                            std::process::abort();
+        loop {
+            let now = self.now();
+            let work = self.core.work(now);
+            if work.is_empty() {
+                return Ok(());
+            }
+            for w in work {
+                match w {
+                    Work::Persist { op } => {
+                        let result = self.persist().await;
+                        if let Err(e) = &result {
+                            tracing::error!(error = %e, "requests fail until the driver state can be written");
                         }
-                        (op, result)
-                    }));
+                        let now = self.now();
+                        self.core.persisted(now, op, result);
+                    }
+                    Work::Execute { op, plan } => {
+                        let backend = self.backend.clone();
+                        let host = self.host.clone();
+                        self.running.push(Box::pin(async move {
+                            (op, execute(&*backend, &host, &plan).await)
+                        }));
+                    }
                 }
             }
         }
-        Ok(())
     }
 
-    async fn persist(&mut self) -> Result<(), PumpError> {
+    /// Writes the state; the error says where and why, for the log and the
+    /// requests that fail because of it.
+    async fn persist(&mut self) -> Result<(), String> {
         let Some(file) = self.config.state_file.clone() else {
             return Ok(());
         };
-        let bytes =
-            serde_json::to_vec_pretty(self.core.driver().state()).expect("driver state serialises");
+        let bytes = serde_json::to_vec_pretty(self.core.driver().state())
+            .map_err(|e| format!("cannot encode the driver state: {e}"))?;
         let path = file.path().display().to_string();
         unblock(&**self.host.pool(), move || file.store(&bytes))
             .await
-            .map_err(|e| PumpError::Persist {
-                path,
-                reason: e.to_string(),
-            })
+            .map_err(|e| format!("cannot write {path}: {e}"))
     }
 }

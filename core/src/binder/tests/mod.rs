@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::control::rig::Rig;
+use crate::machine::Machine;
 use crate::model::AccessMode::*;
 
 fn q(s: &str) -> Quantity {
@@ -205,7 +206,7 @@ fn a7_1_binding_is_four_writes_pv_first() {
     assert_eq!(c.status.access_modes, vec![ReadWriteOnce]);
     assert_eq!(c.status_capacity(), Some(q("1Gi")));
     r.writes.clear();
-    r.machine.resync();
+    r.machine.handle(r.now, Input::Resync);
     r.run();
     assert!(
         r.writes.is_empty(),

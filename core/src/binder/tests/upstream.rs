@@ -21,7 +21,7 @@ fn a4_9_a_controller_bound_claim_whose_volume_is_bound_elsewhere_is_left_as_it_i
     c.status.phase = Some(PvcPhase::Bound);
     r.create(Object::Pvc(c));
     let before = claim(&r, "second");
-    r.machine.resync();
+    r.machine.handle(r.now, Input::Resync);
     r.run();
     let after = claim(&r, "second");
     assert_eq!(after, before, "the claim was written");
@@ -151,7 +151,7 @@ fn a8_6_recycle_waits_while_pods_still_use_the_claim() {
         "default",
         "data",
     )));
-    r.machine.resync();
+    r.machine.handle(r.now, Input::Resync);
     r.run();
     assert_eq!(volume(&r, "v").phase(), PvPhase::Released);
     let e = r.events.last().unwrap();
@@ -161,7 +161,7 @@ fn a8_6_recycle_waits_while_pods_still_use_the_claim() {
     for p in ["web", "api"] {
         r.user(ApiCall::Delete(ObjectKey::new(Kind::Pod, "default", p)));
     }
-    r.machine.resync();
+    r.machine.handle(r.now, Input::Resync);
     r.run();
     let v = volume(&r, "v");
     assert_eq!(v.phase(), PvPhase::Failed);
@@ -193,7 +193,7 @@ fn a6_7_a_provisioned_delete_volume_whose_claim_moved_on_is_released() {
         Some("data".into()),
         "unbound"
     );
-    r.machine.resync();
+    r.machine.handle(r.now, Input::Resync);
     r.run();
     assert_eq!(
         volume(&r, "v").phase(),

@@ -1,8 +1,11 @@
 //! Scenario tests and properties of the driver machine: given this state,
 //! when this request arrives, then these effects and this answer.
 
+use std::collections::VecDeque;
+
 use super::*;
 use crate::Code;
+use crate::machine::{self, Machine};
 
 const ROOT: &str = "/var/lib/kubelet";
 
@@ -107,8 +110,18 @@ impl Harness {
         }
     }
 
+    /// Drains the machine, completing every persist successfully; returns
+    /// the effects (persists included) in order.
     fn drain(&mut self) -> Vec<Effect> {
-        std::iter::from_fn(|| self.d.poll()).collect()
+        let mut out = Vec::new();
+        let mut carry = |_: &Driver, _, e: Effect, done: &mut VecDeque<Input>| {
+            if let Effect::Persist { op } = e {
+                done.push_back(Input::Persisted { op, result: Ok(()) });
+            }
+            out.push(e);
+        };
+        machine::drain(&mut self.d, self.now, &mut carry);
+        out
     }
 
     /// Sends a request; returns the effects it produced at once.
@@ -412,7 +425,7 @@ fn paths_outside_the_kubelet_dir_are_invalid_and_touch_nothing() {
 fn a_request_for_a_volume_with_an_operation_in_flight_is_aborted() {
     let mut h = Harness::new();
     let (_, first) = h.send(stage("v"));
-    let [Effect::Persist, Effect::Execute { op, plan }] = &first[..] else {
+    let [Effect::Persist { .. }, Effect::Execute { op, plan }] = &first[..] else {
         panic!("write-ahead: persist, then execute; got {first:?}")
     };
     let (_, second) = h.send(publish("v", "p1", AccessMode::SingleNodeMultiWriter));
@@ -433,7 +446,7 @@ fn a_request_for_a_volume_with_an_operation_in_flight_is_aborted() {
     assert!(
         matches!(
             &done[..],
-            [Effect::Persist, Effect::Reply { result: Ok(_), .. }]
+            [Effect::Persist { .. }, Effect::Reply { result: Ok(_), .. }]
         ),
         "{done:?}"
     );
@@ -498,7 +511,7 @@ fn vanished_mounts_are_forgotten_after_a_reboot() {
     h.ok(stage("v"));
     h.ok(publish("v", "p1", AccessMode::SingleNodeMultiWriter));
     h.d.handle(5, Input::Mounts(vec![]));
-    assert_eq!(h.drain(), vec![Effect::Persist]);
+    assert!(matches!(h.drain()[..], [Effect::Persist { .. }]));
     assert!(h.d.state().node.is_empty());
 }
 
@@ -726,3 +739,122 @@ mod properties {
 }
 
 mod ownership;
+
+/// Polls without completing anything.
+fn polled(d: &mut Driver) -> Vec<Effect> {
+    std::iter::from_fn(|| d.poll()).collect()
+}
+
+#[test]
+fn a_failed_persist_fails_the_request_and_runs_nothing() {
+    let mut h = Harness::new();
+    h.d.handle(
+        1,
+        Input::Request {
+            rpc: 7,
+            request: stage("v"),
+        },
+    );
+    let [Effect::Persist { op }] = polled(&mut h.d)[..] else {
+        panic!("write-ahead: only the persist leaves first")
+    };
+    h.d.handle(
+        2,
+        Input::Persisted {
+            op,
+            result: Err("No space left on device".into()),
+        },
+    );
+    let effects = polled(&mut h.d);
+    let [
+        Effect::Reply {
+            rpc: 7,
+            result: Err(e),
+        },
+    ] = &effects[..]
+    else {
+        panic!("the plan must not run: {effects:?}")
+    };
+    assert_eq!(e.code, Code::Unavailable);
+    assert!(e.message.contains("No space left on device"), "{e}");
+    assert!(h.d.state().in_flight.is_empty());
+    assert!(polled(&mut h.d).is_empty(), "no persist retried in a loop");
+    // The disk recovers: the retry persists and runs.
+    let (_, effects) = h.send(stage("v"));
+    assert!(
+        matches!(
+            &effects[..],
+            [Effect::Persist { .. }, Effect::Execute { .. }]
+        ),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn an_answer_waits_for_the_persist_that_makes_it_true() {
+    let mut h = Harness::new();
+    let (_, effects) = h.send(stage("v"));
+    let Effect::Execute { op, .. } = effects[1] else {
+        panic!("{effects:?}")
+    };
+    h.d.handle(
+        3,
+        Input::Done {
+            op,
+            result: Ok(Outcome::Done),
+        },
+    );
+    let [Effect::Persist { op: persist }] = polled(&mut h.d)[..] else {
+        panic!("the completion is persisted before it is answered")
+    };
+    // A repeat arrives while that persist is in flight: its answer rests
+    // on the stage being recorded, so it waits too.
+    h.d.handle(
+        4,
+        Input::Request {
+            rpc: 99,
+            request: stage("v"),
+        },
+    );
+    assert!(polled(&mut h.d).is_empty(), "nothing leaves before durable");
+    h.d.handle(
+        5,
+        Input::Persisted {
+            op: persist,
+            result: Ok(()),
+        },
+    );
+    let rpcs: Vec<RpcId> = polled(&mut h.d)
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Reply { rpc, result: Ok(_) } => Some(*rpc),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rpcs, vec![1, 99]);
+}
+
+#[test]
+fn a_restart_answers_no_request_of_the_last_process() {
+    let mut h = Harness::new();
+    h.send(stage("v"));
+    let mut d = Driver::new(
+        DriverConfig::new("volplane.csi.io", "test", "node-a"),
+        h.d.state().clone(),
+    );
+    let Some(Effect::Execute { op, .. }) = d.poll() else {
+        panic!("no recovery")
+    };
+    d.handle(
+        1,
+        Input::Done {
+            op,
+            result: Ok(Outcome::Done),
+        },
+    );
+    let effects = polled(&mut d);
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Reply { .. })),
+        "rpc ids of the last process mean nothing now: {effects:?}"
+    );
+}

@@ -5,17 +5,18 @@
 //! the pods' "containers" — to the engine as [`Job`]s, whose outcomes come
 //! back through [`World::csi_done`] and [`World::watcher_done`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::Tick;
 use crate::attach::{Attach, AttachConfig};
 use crate::binder::Binder;
 use crate::control::csi_map::DriverModes;
 use crate::control::{
-    ApiCall, ApiResult, CsiCall, CsiResult, Effect, Event, Input, Machine, Watch,
+    ApiCall, ApiResult, ControlMachine, CsiCall, CsiResult, Effect, Event, Input, Watch,
 };
 use crate::driver::{NodeCapability, Response};
 use crate::kubelet::{Certainty, Kubelet, KubeletConfig};
+use crate::machine::{self, Machine};
 use crate::model::*;
 use crate::protection::Protection;
 use crate::provision::{Provisioner, ProvisionerConfig};
@@ -31,6 +32,29 @@ mod commands;
 pub use commands::Command;
 #[cfg(test)]
 mod tests;
+
+/// One of the world's machines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Member {
+    /// A control-plane machine (index into the controllers).
+    Controller(usize),
+    /// A node's kubelet.
+    Kubelet(String),
+    /// A node's plugin watcher.
+    Watcher(String),
+}
+
+fn endpoint_of(
+    endpoints: &BTreeMap<String, Result<String, Status>>,
+    node: &str,
+) -> Result<String, Status> {
+    endpoints.get(node).cloned().unwrap_or_else(|| {
+        Err(Status::new(
+            crate::Code::Unavailable,
+            format!("node {node} is not in the lab"),
+        ))
+    })
+}
 
 /// Who gets a CSI call's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +113,7 @@ pub struct World {
     layout: Layout,
     driver: String,
     nodes: Vec<String>,
-    controllers: Vec<(&'static str, Box<dyn Machine + Send>)>,
+    controllers: Vec<(&'static str, Box<dyn ControlMachine + Send>)>,
     kubelets: BTreeMap<String, Kubelet>,
     watchers: BTreeMap<String, PluginWatcher>,
     deployments: BTreeMap<String, Deployment>,
@@ -130,7 +154,7 @@ impl World {
         a.modes = m;
         let mut r = ResizeConfig::new(driver);
         r.modes = m;
-        let controllers: Vec<(&'static str, Box<dyn Machine + Send>)> = vec![
+        let controllers: Vec<(&'static str, Box<dyn ControlMachine + Send>)> = vec![
             ("persistentvolume-controller", Box::new(Binder::new())),
             ("external-provisioner", Box::new(Provisioner::new(p))),
             ("attachdetach-controller", Box::new(Attach::new(a))),
@@ -188,21 +212,29 @@ impl World {
     /// machine at once.
     fn write(&mut self, now: Tick, call: ApiCall) -> ApiResult {
         let (result, watches) = self.store.apply(now, &call);
-        for w in watches {
-            self.broadcast(now, w);
-        }
+        self.broadcast(now, None, watches);
         result
     }
 
-    fn broadcast(&mut self, now: Tick, w: Watch) {
-        for (_, m) in &mut self.controllers {
-            m.handle(now, Input::Watch(w.clone()));
-        }
-        for k in self.kubelets.values_mut() {
-            k.handle(now, Input::Watch(w.clone()));
-        }
-        for pw in self.watchers.values_mut() {
-            pw.handle(now, WatcherInput::Watch(w.clone()));
+    /// Delivers watch events to every machine but `except` (which saw them
+    /// with its own write's completion).
+    fn broadcast(&mut self, now: Tick, except: Option<&Member>, watches: Vec<Watch>) {
+        for w in watches {
+            for (i, (_, m)) in self.controllers.iter_mut().enumerate() {
+                if except != Some(&Member::Controller(i)) {
+                    m.handle(now, Input::Watch(w.clone()));
+                }
+            }
+            for (n, k) in &mut self.kubelets {
+                if except != Some(&Member::Kubelet(n.clone())) {
+                    k.handle(now, Input::Watch(w.clone()));
+                }
+            }
+            for (n, pw) in &mut self.watchers {
+                if except != Some(&Member::Watcher(n.clone())) {
+                    pw.handle(now, WatcherInput::Watch(w.clone()));
+                }
+            }
         }
     }
 
@@ -218,45 +250,19 @@ impl World {
         c.chain(k).chain(w).chain(r).min()
     }
 
-    /// Fires due timers and carries out every machine's effects until none
-    /// is left; then starts the pods whose volumes are ready.
+    /// Drains every machine through the one loop (firing due timers) until
+    /// none has anything left to do; then starts the pods whose volumes are
+    /// ready.
     pub fn pump(&mut self, now: Tick) {
-        for (_, m) in &mut self.controllers {
-            if m.poll_timeout().is_some_and(|t| t <= now) {
-                m.handle_timeout(now);
-            }
-        }
-        for k in self.kubelets.values_mut() {
-            if k.poll_timeout().is_some_and(|t| t <= now) {
-                k.handle_timeout(now);
-            }
-        }
-        for w in self.watchers.values_mut() {
-            if w.poll_timeout().is_some_and(|t| t <= now) {
-                w.handle_timeout(now);
-            }
-        }
         loop {
+            let mut members: Vec<Member> = (0..self.controllers.len())
+                .map(Member::Controller)
+                .collect();
+            members.extend(self.kubelets.keys().cloned().map(Member::Kubelet));
+            members.extend(self.watchers.keys().cloned().map(Member::Watcher));
             let mut progress = false;
-            for i in 0..self.controllers.len() {
-                while let Some(e) = self.controllers[i].1.poll() {
-                    progress = true;
-                    self.effect(now, Some(i), None, e);
-                }
-            }
-            let nodes: Vec<String> = self.kubelets.keys().cloned().collect();
-            for n in &nodes {
-                while let Some(e) = self.kubelets.get_mut(n).and_then(Kubelet::poll) {
-                    progress = true;
-                    self.effect(now, None, Some(n), e);
-                }
-            }
-            let nodes: Vec<String> = self.watchers.keys().cloned().collect();
-            for n in nodes {
-                while let Some(e) = self.watchers.get_mut(&n).and_then(PluginWatcher::poll) {
-                    progress = true;
-                    self.watcher_effect(now, &n, e);
-                }
+            for m in members {
+                progress |= self.drain(now, m);
             }
             if !progress {
                 break;
@@ -266,50 +272,104 @@ impl World {
         self.start_pods(now);
     }
 
-    fn effect(&mut self, now: Tick, controller: Option<usize>, node: Option<&String>, e: Effect) {
-        match e {
-            Effect::Event(ev) => {
-                self.say(format!("event   {ev}"));
-                self.events.push(ev);
-            }
-            Effect::Api { op, call } => {
-                let result = self.write(now, call);
-                let done = Input::ApiDone { op, result };
-                match (controller, node) {
-                    (Some(i), _) => self.controllers[i].1.handle(now, done),
-                    (None, Some(n)) => {
-                        if let Some(k) = self.kubelets.get_mut(n) {
-                            k.handle(now, done)
+    /// Drains one machine: API writes are applied to the store at once
+    /// (their completion and watch events go back to the machine, the watch
+    /// events to every other machine after), CSI calls and registration
+    /// RPCs become jobs. True when the machine did anything.
+    fn drain(&mut self, now: Tick, member: Member) -> bool {
+        let mut watches = Vec::new();
+        let mut carried = 0;
+        let endpoints = self.endpoints();
+        let World {
+            store,
+            controllers,
+            kubelets,
+            watchers,
+            layout,
+            events,
+            jobs,
+            lines,
+            ..
+        } = self;
+        match &member {
+            Member::Controller(_) | Member::Kubelet(_) => {
+                let (m, reply_to): (&mut (dyn ControlMachine + 'static), _) = match &member {
+                    Member::Controller(i) => (controllers[*i].1.as_mut(), member.clone()),
+                    Member::Kubelet(n) => match kubelets.get_mut(n) {
+                        Some(k) => (k, member.clone()),
+                        None => return false,
+                    },
+                    Member::Watcher(_) => return false,
+                };
+                let mut carry =
+                    |_: &(dyn ControlMachine + 'static), now, e, done: &mut VecDeque<Input>| {
+                        carried += 1;
+                        match e {
+                            Effect::Event(ev) => {
+                                lines.push(format!("event   {ev}"));
+                                events.push(ev);
+                            }
+                            Effect::Api { op, call } => {
+                                let (result, w) = store.apply(now, &call);
+                                done.push_back(Input::ApiDone { op, result });
+                                done.extend(w.iter().cloned().map(Input::Watch));
+                                watches.extend(w);
+                            }
+                            Effect::Csi { op, node, call } => {
+                                let reply = match &reply_to {
+                                    Member::Controller(i) => Reply::Controller(*i, op),
+                                    Member::Kubelet(n) => Reply::Kubelet(n.clone(), op),
+                                    Member::Watcher(_) => return,
+                                };
+                                let (plugin, endpoint) = match &node {
+                                    None => {
+                                        ("controller".to_string(), Ok(layout.controller_endpoint()))
+                                    }
+                                    Some(n) => (n.clone(), endpoint_of(&endpoints, n)),
+                                };
+                                jobs.push(Job::Csi {
+                                    plugin,
+                                    endpoint,
+                                    call,
+                                    reply,
+                                });
+                            }
                         }
-                    }
-                    (None, None) => {}
-                }
+                    };
+                machine::drain(m, now, &mut carry);
             }
-            Effect::Csi {
-                op,
-                node: target,
-                call,
-            } => {
-                let reply = match (controller, node) {
-                    (Some(i), _) => Reply::Controller(i, op),
-                    (None, Some(n)) => Reply::Kubelet(n.clone(), op),
-                    (None, None) => return,
+            Member::Watcher(n) => {
+                let Some(w) = watchers.get_mut(n) else {
+                    return false;
                 };
-                let (plugin, endpoint) = match &target {
-                    None => (
-                        "controller".to_string(),
-                        Ok(self.layout.controller_endpoint()),
-                    ),
-                    Some(n) => (n.clone(), self.node_endpoint(n)),
+                let mut carry = |_: &PluginWatcher, now, e, done: &mut VecDeque<WatcherInput>| {
+                    carried += 1;
+                    match e {
+                        WatcherEffect::Api { op, call } => {
+                            let (result, w) = store.apply(now, &call);
+                            done.push_back(WatcherInput::ApiDone { op, result });
+                            done.extend(w.iter().cloned().map(WatcherInput::Watch));
+                            watches.extend(w);
+                        }
+                        effect => jobs.push(Job::Registration {
+                            node: n.clone(),
+                            effect,
+                        }),
+                    }
                 };
-                self.jobs.push(Job::Csi {
-                    plugin,
-                    endpoint,
-                    call,
-                    reply,
-                });
+                machine::drain(w, now, &mut carry);
             }
         }
+        self.broadcast(now, Some(&member), watches);
+        carried > 0
+    }
+
+    /// Each node's registered CSI endpoint for the driver, or why there is none.
+    fn endpoints(&self) -> BTreeMap<String, Result<String, Status>> {
+        self.nodes
+            .iter()
+            .map(|n| (n.clone(), self.node_endpoint(n)))
+            .collect()
     }
 
     /// The CSI endpoint the node's kubelet registered for the driver.
@@ -327,21 +387,6 @@ impl World {
                     ),
                 )
             })
-    }
-
-    fn watcher_effect(&mut self, now: Tick, node: &str, e: WatcherEffect) {
-        match e {
-            WatcherEffect::Api { op, call } => {
-                let result = self.write(now, call);
-                if let Some(w) = self.watchers.get_mut(node) {
-                    w.handle(now, WatcherInput::ApiDone { op, result });
-                }
-            }
-            effect => self.jobs.push(Job::Registration {
-                node: node.into(),
-                effect,
-            }),
-        }
     }
 
     /// A registration socket appeared in, or left, a node's registry.
@@ -447,7 +492,7 @@ impl World {
                 c.node_expand = caps.contains(&NodeCapability::ExpandVolume);
                 c.modes = modes(caps.contains(&NodeCapability::SingleNodeMultiWriter));
                 let mut k = Kubelet::new(c);
-                Machine::await_sync(&mut k);
+                k.handle(now, Input::Restarted);
                 for o in self.store.objects() {
                     k.handle(now, Input::Watch(Watch::Applied(o.clone())));
                 }

@@ -1,0 +1,185 @@
+//! Crash injection for tests and the lab, compiled only with the
+//! `crash-hooks` feature: a [`Backend`] wrapper that aborts the process
+//! right after carrying out the first plan of one kind, before the driver
+//! records its completion (`VOLPLANE_CRASH_AFTER=<kind>`, kinds as in
+//! `Plan::kind`). A release build has none of this.
+
+use std::future::Future;
+
+use volplane_core::Status;
+use volplane_core::driver::{
+    Attributes, Capability, CapacityRange, CreatePlan, PublishPlan, Secrets, StagePlan, Topology,
+    Volume, VolumeCondition, VolumeUsage,
+};
+use volplane_proto::service::{Backend, CapacityInfo, NodeHost, NodeSource};
+
+/// `inner`, aborting after its first plan of kind `kind`.
+#[derive(Debug)]
+pub struct CrashAfter<B> {
+    inner: B,
+    kind: String,
+}
+
+impl<B> CrashAfter<B> {
+    /// Wraps `inner`; aborts after the first plan of `kind`.
+    pub fn new(inner: B, kind: String) -> CrashAfter<B> {
+        CrashAfter { inner, kind }
+    }
+
+    /// Passes `result` through, unless `kind` is the one to crash after.
+    fn after<T>(&self, kind: &str, result: T) -> T {
+        if self.kind == kind {
+            eprintln!("volplane: crashing on purpose after {kind}, as VOLPLANE_CRASH_AFTER asked");
+            std::process::abort();
+        }
+        result
+    }
+}
+
+impl<B: Backend> Backend for CrashAfter<B> {
+    async fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> Result<Volume, Status> {
+        self.after("create", self.inner.create_volume(host, plan).await)
+    }
+
+    async fn delete_volume(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        secrets: &Secrets,
+    ) -> Result<(), Status> {
+        self.after(
+            "delete",
+            self.inner.delete_volume(host, volume, secrets).await,
+        )
+    }
+
+    async fn controller_publish(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        node_id: &str,
+        capability: &Capability,
+        readonly: bool,
+        secrets: &Secrets,
+    ) -> Result<Attributes, Status> {
+        let r = self
+            .inner
+            .controller_publish(host, volume, node_id, capability, readonly, secrets)
+            .await;
+        self.after("controller-publish", r)
+    }
+
+    async fn controller_unpublish(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        node_id: &str,
+        still_published: &[String],
+        secrets: &Secrets,
+    ) -> Result<(), Status> {
+        let r = self
+            .inner
+            .controller_unpublish(host, volume, node_id, still_published, secrets)
+            .await;
+        self.after("controller-unpublish", r)
+    }
+
+    async fn controller_expand(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        capacity: CapacityRange,
+        capability: Option<&Capability>,
+        secrets: &Secrets,
+    ) -> Result<(u64, bool), Status> {
+        let r = self
+            .inner
+            .controller_expand(host, volume, capacity, capability, secrets)
+            .await;
+        self.after("controller-expand", r)
+    }
+
+    async fn controller_modify(
+        &self,
+        host: &NodeHost,
+        volume: &Volume,
+        mutable_parameters: &Attributes,
+        secrets: &Secrets,
+    ) -> Result<(), Status> {
+        let r = self
+            .inner
+            .controller_modify(host, volume, mutable_parameters, secrets)
+            .await;
+        self.after("controller-modify", r)
+    }
+
+    fn get_capacity(
+        &self,
+        host: &NodeHost,
+        parameters: &Attributes,
+        capabilities: &[Capability],
+        topology: Option<&Topology>,
+    ) -> impl Future<Output = Result<CapacityInfo, Status>> + Send {
+        self.inner
+            .get_capacity(host, parameters, capabilities, topology)
+    }
+
+    fn node_source(
+        &self,
+        host: &NodeHost,
+        volume_id: &str,
+        publish_context: &Attributes,
+        volume_context: &Attributes,
+    ) -> impl Future<Output = Result<NodeSource, Status>> + Send {
+        self.inner
+            .node_source(host, volume_id, publish_context, volume_context)
+    }
+
+    async fn node_stage(&self, host: &NodeHost, plan: &StagePlan) -> Result<(), Status> {
+        self.after("stage", self.inner.node_stage(host, plan).await)
+    }
+
+    async fn node_unstage(&self, host: &NodeHost, plan: &StagePlan) -> Result<(), Status> {
+        self.after("unstage", self.inner.node_unstage(host, plan).await)
+    }
+
+    async fn node_publish(&self, host: &NodeHost, plan: &PublishPlan) -> Result<(), Status> {
+        self.after("publish", self.inner.node_publish(host, plan).await)
+    }
+
+    async fn node_unpublish(&self, host: &NodeHost, plan: &PublishPlan) -> Result<(), Status> {
+        self.after("unpublish", self.inner.node_unpublish(host, plan).await)
+    }
+
+    async fn node_expand(
+        &self,
+        host: &NodeHost,
+        volume_id: &str,
+        publish_context: &Attributes,
+        volume_context: &Attributes,
+        mount_point: &str,
+        block: bool,
+    ) -> Result<u64, Status> {
+        let r = self
+            .inner
+            .node_expand(
+                host,
+                volume_id,
+                publish_context,
+                volume_context,
+                mount_point,
+                block,
+            )
+            .await;
+        self.after("node-expand", r)
+    }
+
+    fn volume_stats(
+        &self,
+        host: &NodeHost,
+        volume_path: &str,
+        block: bool,
+    ) -> impl Future<Output = Result<(VolumeUsage, Option<VolumeCondition>), Status>> + Send {
+        self.inner.volume_stats(host, volume_path, block)
+    }
+}
