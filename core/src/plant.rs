@@ -1,6 +1,8 @@
 //! Known mistakes the simulator can plant in the machines, to show that it
-//! finds them. Production code never sets a plant; every machine's config
-//! carries `plant: None` unless a simulation asks otherwise.
+//! finds them. A machine's config carries a [`Planted`], which only a build
+//! with the `plants` feature (the `volplane sim` of such a build, and this
+//! crate's own tests) can set: in any other build it is empty, every check
+//! of it is a constant `false`, and the planted code is compiled out.
 
 use serde::{Deserialize, Serialize};
 
@@ -59,5 +61,38 @@ impl Plant {
 
     pub fn parse(s: &str) -> Option<Plant> {
         Plant::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// The mistake planted in one machine: nothing, unless this build has the
+/// `plants` feature and a simulation asked for one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Planted(#[cfg(any(test, feature = "plants"))] Option<Plant>);
+
+impl Planted {
+    /// Plants `plant` (only in a build with the `plants` feature).
+    #[cfg(any(test, feature = "plants"))]
+    pub fn new(plant: Option<Plant>) -> Planted {
+        Planted(plant)
+    }
+
+    /// True when `plant` is the mistake planted here.
+    #[inline]
+    pub fn is(self, plant: Plant) -> bool {
+        #[cfg(any(test, feature = "plants"))]
+        return self.0 == Some(plant);
+        #[cfg(not(any(test, feature = "plants")))]
+        {
+            let _ = plant;
+            false
+        }
+    }
+
+    /// The mistake planted, if any.
+    pub fn get(self) -> Option<Plant> {
+        #[cfg(any(test, feature = "plants"))]
+        return self.0;
+        #[cfg(not(any(test, feature = "plants")))]
+        None
     }
 }

@@ -207,25 +207,17 @@ fn serve_on<B: Backend>(
                 .enable_all()
                 .build()
                 .map_err(|e| ServeError::Setup(format!("cannot start the tokio runtime: {e}")))?;
-            rt.block_on(volplane_tokio::serve(
-                endpoint,
-                config,
-                backend,
-                host,
-                pump,
-                volplane_tokio::termination(),
-            ))?;
+            rt.block_on(async {
+                let stop = volplane_tokio::termination()?;
+                volplane_tokio::serve(endpoint, config, backend, host, pump, stop).await
+            })?;
         }
         RuntimeKind::Smol => {
-            let rt = volplane_smol::Runtime::new(threads);
+            let rt = volplane_smol::Runtime::new(threads)
+                .map_err(|e| ServeError::Setup(format!("cannot start the smol runtime: {e}")))?;
+            let stop = volplane_smol::termination()?;
             rt.block_on(volplane_smol::serve(
-                &rt,
-                endpoint,
-                config,
-                backend,
-                host,
-                pump,
-                volplane_smol::termination(),
+                &rt, endpoint, config, backend, host, pump, stop,
             ))?;
         }
     }

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use volplane_core::plant::Plant;
+use volplane_core::plant::{Plant, Planted};
 use volplane_core::sim::explore::{ExploreLimits, Move, explore};
 use volplane_core::sim::shrink::shrink;
 use volplane_core::sim::workload::{Action, from_manifests, generate, play, small_configuration};
@@ -31,7 +31,7 @@ pub struct SimArgs {
     /// Fault rate, 0.0–1.0 (of CSI calls; restarts, reboots and conflicts scale with it).
     #[arg(long, default_value_t = 0.1)]
     pub faults: f64,
-    /// Plant a known bug (see --list-plants).
+    /// Plant a known bug (see --list-plants; a build with `--features plants`).
     #[arg(long)]
     pub plant: Option<String>,
     /// Explore every interleaving of the small configuration instead.
@@ -99,10 +99,18 @@ pub fn run(args: SimArgs) -> u8 {
         return 0;
     }
     let plant = match args.plant.as_deref().map(|p| (p, Plant::parse(p))) {
-        None => None,
-        Some((_, Some(p))) => Some(p),
+        None => Planted::default(),
         Some((name, None)) => {
             eprintln!("volplane sim: unknown --plant {name:?}; --list-plants shows them");
+            return 2;
+        }
+        #[cfg(feature = "plants")]
+        Some((_, Some(p))) => Planted::new(Some(p)),
+        #[cfg(not(feature = "plants"))]
+        Some((name, Some(_))) => {
+            eprintln!(
+                "volplane sim: --plant {name}: this build has no planted bugs; build it with `cargo build --release --features plants`"
+            );
             return 2;
         }
     };
@@ -173,6 +181,7 @@ pub fn run(args: SimArgs) -> u8 {
                 args.pods,
                 args.faults,
                 plant
+                    .get()
                     .map(|p| format!(" --plant {}", p.name()))
                     .unwrap_or_default()
             );
@@ -186,7 +195,7 @@ pub fn run(args: SimArgs) -> u8 {
     0
 }
 
-fn exhaustive(args: &SimArgs, plant: Option<Plant>) -> u8 {
+fn exhaustive(args: &SimArgs, plant: Planted) -> u8 {
     let (start, script) = small_configuration(plant);
     let limits = ExploreLimits {
         depth: args.depth,

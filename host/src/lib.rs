@@ -57,6 +57,9 @@ pub enum HostError {
     NoSpace(String),
     #[error("{0}")]
     OutOfRange(String),
+    /// The process is shutting down and the operation never ran.
+    #[error("{0}")]
+    Stopped(String),
 }
 
 impl HostError {

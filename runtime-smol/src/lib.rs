@@ -49,17 +49,17 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// An executor run by `threads` worker threads (plus the caller of `block_on`).
-    pub fn new(threads: usize) -> Runtime {
+    /// An executor run by `threads` worker threads (plus the caller of
+    /// `block_on`); fails when the threads cannot be started.
+    pub fn new(threads: usize) -> std::io::Result<Runtime> {
         let ex = Arc::new(Executor::new());
         for i in 0..threads.max(1) {
             let ex = ex.clone();
             std::thread::Builder::new()
                 .name(format!("volplane-smol-{i}"))
-                .spawn(move || smol::block_on(ex.run(std::future::pending::<()>())))
-                .expect("spawn a smol worker thread");
+                .spawn(move || smol::block_on(ex.run(std::future::pending::<()>())))?;
         }
-        Runtime { ex }
+        Ok(Runtime { ex })
     }
 
     /// Runs `f` to completion, helping the executor meanwhile.
@@ -158,14 +158,16 @@ pub async fn serve<B: Backend>(
     finish(&p.path, served, pump).await
 }
 
-/// Completes at SIGTERM or SIGINT.
-pub async fn termination() {
+/// Installs the SIGTERM and SIGINT handlers; the future completes at the
+/// first of them.
+pub fn termination() -> Result<impl Future<Output = ()> + Send, ServeError> {
     use async_signal::{Signal, Signals};
     use futures::StreamExt;
-    let mut signals =
-        Signals::new([Signal::Term, Signal::Int]).expect("install SIGTERM/SIGINT handlers");
-    match signals.next().await {
-        Some(Ok(Signal::Term)) => tracing::info!("SIGTERM: shutting down"),
-        _ => tracing::info!("SIGINT: shutting down"),
-    }
+    let mut signals = Signals::new([Signal::Term, Signal::Int]).map_err(ServeError::Signals)?;
+    Ok(async move {
+        match signals.next().await {
+            Some(Ok(Signal::Term)) => tracing::info!("SIGTERM: shutting down"),
+            _ => tracing::info!("SIGINT: shutting down"),
+        }
+    })
 }

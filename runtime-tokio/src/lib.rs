@@ -20,7 +20,7 @@ use volplane_proto::csi::identity_server::IdentityServer;
 use volplane_proto::csi::node_server::NodeServer;
 use volplane_proto::endpoint;
 pub use volplane_proto::service::ServeError;
-use volplane_proto::service::{Backend, Blocking, PumpConfig, finish, prepare};
+use volplane_proto::service::{Backend, Blocking, PumpConfig, PumpError, finish, prepare};
 
 /// tokio's blocking pool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -67,20 +67,24 @@ pub async fn serve<B: Backend>(
         .map_err(|e| ServeError::Transport(e.to_string()));
     drop(svc);
     finish(&p.path, served, async move {
-        pump.await.expect("the driver pump panicked")
+        pump.await
+            .unwrap_or_else(|e| Err(PumpError::Stopped(format!("the driver pump ended: {e}"))))
     })
     .await
 }
 
-/// Completes at SIGTERM or SIGINT.
-pub async fn termination() {
+/// Installs the SIGTERM and SIGINT handlers (call it inside the runtime);
+/// the future completes at the first of them.
+pub fn termination() -> Result<impl Future<Output = ()> + Send, ServeError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
+    let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signals)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(ServeError::Signals)?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    })
 }
 
 /// A gRPC channel to a CSI endpoint (`unix:///path/csi.sock`).

@@ -45,7 +45,7 @@ pub struct AttachConfig {
     pub retry_start: Tick,
     pub retry_max: Tick,
     /// Simulation only: a planted mistake.
-    pub plant: Option<crate::plant::Plant>,
+    pub plant: crate::plant::Planted,
 }
 
 impl AttachConfig {
@@ -58,7 +58,7 @@ impl AttachConfig {
             max_wait_for_unmount: 6 * 60 * 1000,
             retry_start: 1_000,
             retry_max: 300_000,
-            plant: None,
+            plant: crate::plant::Planted::default(),
         }
     }
 }
@@ -348,8 +348,10 @@ impl Attach {
                 n.out_of_service()
                     || (!n.ready() && self.now >= since + self.config.max_wait_for_unmount)
             });
-            let careless =
-                self.config.plant == Some(crate::plant::Plant::DetachWithoutWaitingForUnmount);
+            let careless = self
+                .config
+                .plant
+                .is(crate::plant::Plant::DetachWithoutWaitingForUnmount);
             if in_use && !force && !careless {
                 continue;
             }

@@ -59,7 +59,7 @@ pub struct Binder {
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
-    plant: Option<crate::plant::Plant>,
+    plant: crate::plant::Planted,
     /// Restarted and waiting for `Input::Synced`.
     unsynced: bool,
 }
@@ -87,15 +87,11 @@ impl Binder {
     }
 
     /// Simulation only: a binder with a planted mistake.
-    pub fn with_plant(plant: Option<crate::plant::Plant>) -> Binder {
+    pub fn with_plant(plant: crate::plant::Planted) -> Binder {
         Binder {
             plant,
             ..Binder::default()
         }
-    }
-
-    pub fn cache(&self) -> &Cache {
-        &self.cache
     }
 
     pub fn index(&self) -> &MatchIndex {
@@ -378,7 +374,7 @@ impl Binder {
         if delay {
             return None;
         }
-        if self.plant == Some(crate::plant::Plant::BindClaimedVolume) {
+        if self.plant.is(crate::plant::Plant::BindClaimedVolume) {
             // Planted mistake: any big-enough volume of the class, claimed or not.
             let taken = self
                 .cache

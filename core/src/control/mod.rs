@@ -12,6 +12,7 @@
 pub mod backoff;
 pub mod cache;
 pub mod csi_map;
+#[cfg(any(test, feature = "rig"))]
 pub mod rig;
 
 use serde::{Deserialize, Serialize};

@@ -84,7 +84,7 @@ pub struct DriverConfig {
     /// adapter reports the node's mounts (after a reboot).
     pub reconcile_mounts: bool,
     /// Simulation only: a planted mistake.
-    pub plant: Option<crate::plant::Plant>,
+    pub plant: crate::plant::Planted,
 }
 
 impl DriverConfig {
@@ -133,7 +133,7 @@ impl DriverConfig {
             content_sources: false,
             default_volume_bytes: 1 << 30,
             reconcile_mounts: true,
-            plant: None,
+            plant: crate::plant::Planted::default(),
         }
     }
 
@@ -213,7 +213,10 @@ impl Driver {
     /// A machine over a (possibly restored) state. Every plan that was in
     /// flight when the state was persisted is carried out again.
     pub fn new(config: DriverConfig, mut state: DriverState) -> Driver {
-        if config.plant == Some(crate::plant::Plant::ForgetInFlightOnRestart) {
+        if config
+            .plant
+            .is(crate::plant::Plant::ForgetInFlightOnRestart)
+        {
             state.in_flight.clear();
             for v in state.volumes.values_mut() {
                 v.published.retain(|_, p| p.certain);

@@ -50,7 +50,7 @@ pub struct KubeletConfig {
     pub retry_start: Tick,
     pub retry_max: Tick,
     /// Simulation only: a planted mistake.
-    pub plant: Option<crate::plant::Plant>,
+    pub plant: crate::plant::Planted,
 }
 
 impl KubeletConfig {
@@ -64,7 +64,7 @@ impl KubeletConfig {
             modes: DriverModes::default(),
             retry_start: 500,
             retry_max: 120_000,
-            plant: None,
+            plant: crate::plant::Planted::default(),
         }
     }
 }
@@ -353,8 +353,10 @@ impl Kubelet {
                     Ok(_) => {
                         self.backoff.succeed(&pv);
                         self.actual.mounts.remove(&(pod, pv.clone()));
-                        if self.config.plant
-                            == Some(crate::plant::Plant::UnstageAfterFirstUnpublish)
+                        if self
+                            .config
+                            .plant
+                            .is(crate::plant::Plant::UnstageAfterFirstUnpublish)
                         {
                             self.unstage_now(&pv);
                         }

@@ -72,7 +72,10 @@ impl Provisioner {
             return;
         }
         // B5.3
-        let careless = self.config.plant == Some(crate::plant::Plant::DeleteReleasedRetain);
+        let careless = self
+            .config
+            .plant
+            .is(crate::plant::Plant::DeleteReleasedRetain);
         let should_delete = pv.phase() == PvPhase::Released
             && (policy == ReclaimPolicy::Delete || careless)
             && (!pv.metadata.deleting() || has)

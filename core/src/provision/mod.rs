@@ -41,7 +41,7 @@ pub struct ProvisionerConfig {
     pub retry_start: Tick,
     pub retry_max: Tick,
     /// Simulation only: a planted mistake.
-    pub plant: Option<crate::plant::Plant>,
+    pub plant: crate::plant::Planted,
 }
 
 impl ProvisionerConfig {
@@ -53,7 +53,7 @@ impl ProvisionerConfig {
             default_fs_type: String::new(),
             retry_start: 1_000,
             retry_max: 300_000,
-            plant: None,
+            plant: crate::plant::Planted::default(),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::control::{CsiCall, CsiResult};
 use crate::driver::{self, Driver, DriverConfig, DriverState, Outcome, Plan, Request};
 use crate::machine::{self, Machine};
 use crate::mountinfo::MountEntry;
-use crate::plant::Plant;
+use crate::plant::Planted;
 use crate::{Code, Status, Tick};
 
 use super::{DRIVER, ROOT};
@@ -212,7 +212,7 @@ pub struct DriverProcess {
     persisted: DriverState,
 }
 
-fn config(node: &str, controller: bool, plant: Option<Plant>) -> DriverConfig {
+fn config(node: &str, controller: bool, plant: Planted) -> DriverConfig {
     let mut c = DriverConfig::new(DRIVER, "sim", node);
     c.controller = controller;
     c.node = !controller;
@@ -222,7 +222,7 @@ fn config(node: &str, controller: bool, plant: Option<Plant>) -> DriverConfig {
 }
 
 impl DriverProcess {
-    pub fn new(node: &str, controller: bool, plant: Option<Plant>) -> DriverProcess {
+    pub fn new(node: &str, controller: bool, plant: Planted) -> DriverProcess {
         DriverProcess {
             machine: Driver::new(config(node, controller, plant), DriverState::default()),
             persisted: DriverState::default(),

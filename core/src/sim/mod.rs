@@ -31,7 +31,7 @@ use crate::driver::Request;
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::machine::{self, Machine};
 use crate::model::*;
-use crate::plant::Plant;
+use crate::plant::Planted;
 use crate::protection::{Guarded, Protection};
 use crate::provision::{Provisioner, ProvisionerConfig};
 use crate::resize::{ResizeConfig, Resizer};
@@ -104,7 +104,7 @@ pub struct SimConfig {
     pub nodes: usize,
     pub seed: u64,
     pub faults: Faults,
-    pub plant: Option<Plant>,
+    pub plant: Planted,
 }
 
 impl SimConfig {
@@ -113,7 +113,7 @@ impl SimConfig {
             nodes,
             seed,
             faults: Faults::default(),
-            plant: None,
+            plant: Planted::default(),
         }
     }
 }
@@ -182,7 +182,7 @@ impl Actor {
     }
 
     /// The same machine, as a fresh process would start it.
-    fn fresh(&self, plant: Option<Plant>) -> Actor {
+    fn fresh(&self, plant: Planted) -> Actor {
         match self {
             Actor::Binder(_) => Actor::Binder(Binder::with_plant(plant)),
             Actor::Provisioner(_) => {

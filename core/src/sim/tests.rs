@@ -288,7 +288,7 @@ use crate::plant::Plant;
 fn faulty(seed: u64, rate: f64, plant: Option<Plant>) -> SimConfig {
     let mut c = SimConfig::new(2, seed);
     c.faults = Faults::at(rate);
-    c.plant = plant;
+    c.plant = crate::plant::Planted::new(plant);
     c
 }
 
@@ -413,7 +413,7 @@ fn exhaustive_search_finds_every_planted_bug() {
         finish_steps: 20_000,
     };
     for plant in Plant::ALL {
-        let (start, script) = small_configuration(Some(plant));
+        let (start, script) = small_configuration(crate::plant::Planted::new(Some(plant)));
         assert!(
             start.violations.is_empty(),
             "{}: the prefix already fails",
@@ -440,7 +440,7 @@ fn exhaustive_search_finds_every_planted_bug() {
 
 #[test]
 fn exhaustive_search_finds_nothing_without_a_planted_bug() {
-    let (start, script) = small_configuration(None);
+    let (start, script) = small_configuration(crate::plant::Planted::default());
     let limits = ExploreLimits {
         depth: 12,
         max_faults: 2,

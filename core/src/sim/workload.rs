@@ -279,7 +279,7 @@ pub fn play(config: SimConfig, actions: &[Action], settle: u64) -> Sim {
 /// Delete used by two pods on one node and a claim under Retain, settled;
 /// then the script to explore — a third pod comes and goes, the first pod
 /// goes, a new claim arrives, the Retain claim is deleted, the last pod goes.
-pub fn small_configuration(plant: Option<crate::plant::Plant>) -> (Sim, Vec<Action>) {
+pub fn small_configuration(plant: crate::plant::Planted) -> (Sim, Vec<Action>) {
     let mut config = SimConfig::new(2, 0);
     config.plant = plant;
     let mut sim = Sim::new(config);

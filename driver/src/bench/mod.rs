@@ -101,7 +101,8 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
         }
         RuntimeKind::Smol => {
             let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-            let rt = volplane_smol::Runtime::new(threads);
+            let rt = volplane_smol::Runtime::new(threads)
+                .map_err(|e| BenchError::Usage(format!("cannot start the smol runtime: {e}")))?;
             let rt2 = rt.clone();
             let spawn: Spawner = Arc::new(move |f| Box::pin(rt2.spawn(f)));
             rt.block_on(async {

@@ -23,7 +23,7 @@ pub async fn serve(config: LabConfig) -> Result<(), LabError> {
     let listener = UnixListener::bind(&socket)
         .map_err(|e| LabError::Setup(format!("listen on {}: {e}", socket.display())))?;
     let lab = std::sync::Arc::new(lab);
-    let stop = volplane_tokio::termination();
+    let stop = volplane_tokio::termination().map_err(|e| LabError::Setup(format!("{e}")))?;
     tokio::pin!(stop);
     loop {
         tokio::select! {

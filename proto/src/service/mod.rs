@@ -26,8 +26,9 @@ pub trait Blocking: Send + Sync + 'static {
     fn spawn(&self, job: Box<dyn FnOnce() + Send>);
 }
 
-/// Runs `f` on the blocking pool and waits for its result.
-pub fn unblock<T, F>(pool: &dyn Blocking, f: F) -> Pin<Box<dyn Future<Output = T> + Send>>
+/// Runs `f` on the blocking pool and waits for its result; `None` when the
+/// pool dropped the job unrun (it is shutting down).
+pub fn unblock<T, F>(pool: &dyn Blocking, f: F) -> Pin<Box<dyn Future<Output = Option<T>> + Send>>
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
@@ -36,19 +37,5 @@ where
     pool.spawn(Box::new(move || {
         let _ = tx.send(f());
     }));
-    Box::pin(async move {
-        rx.await
-            .expect("the blocking pool dropped a job before running it")
-    })
-}
-
-/// Runs blocking jobs on a fresh thread each: for tests and tools without a
-/// runtime pool.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ThreadPerJob;
-
-impl Blocking for ThreadPerJob {
-    fn spawn(&self, job: Box<dyn FnOnce() + Send>) {
-        std::thread::spawn(job);
-    }
+    Box::pin(async move { rx.await.ok() })
 }

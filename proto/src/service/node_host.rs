@@ -29,6 +29,7 @@ pub fn host_status(what: &str, e: HostError) -> Status {
         HostError::NotFound(_) => Code::NotFound,
         HostError::NoSpace(_) => Code::ResourceExhausted,
         HostError::OutOfRange(_) => Code::OutOfRange,
+        HostError::Stopped(_) => Code::Unavailable,
         _ => Code::Internal,
     };
     Status::new(code, format!("{what}: {e}"))
@@ -155,14 +156,21 @@ impl NodeHost {
         &self.pool
     }
 
-    /// Runs `f` with the host on the blocking pool.
-    pub async fn run<T, F>(&self, f: F) -> T
+    /// Runs `f` with the host on the blocking pool; a pool that shuts down
+    /// before running it answers [`HostError::Stopped`].
+    pub async fn run<T, F>(&self, f: F) -> volplane_host::Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Host) -> T + Send + 'static,
+        F: FnOnce(&Host) -> volplane_host::Result<T> + Send + 'static,
     {
         let host = self.host.clone();
-        unblock(&*self.pool, move || f(&host)).await
+        unblock(&*self.pool, move || f(&host))
+            .await
+            .unwrap_or_else(|| {
+                Err(HostError::Stopped(
+                    "the blocking pool stopped before running the operation".into(),
+                ))
+            })
     }
 
     /// Stages `source` at the staging path: for mount access, a device is

@@ -30,6 +30,8 @@ pub enum PumpError {
         "driver state in {path} is unreadable: {reason}; move it aside only if you know no volume is in use"
     )]
     Restore { path: String, reason: String },
+    #[error("{0}")]
+    Stopped(String),
 }
 
 /// How the pump runs.
@@ -221,8 +223,10 @@ impl<B: Backend> Pump<B> {
         let bytes = serde_json::to_vec_pretty(self.core.driver().state())
             .map_err(|e| format!("cannot encode the driver state: {e}"))?;
         let path = file.path().display().to_string();
-        unblock(&**self.host.pool(), move || file.store(&bytes))
-            .await
-            .map_err(|e| format!("cannot write {path}: {e}"))
+        match unblock(&**self.host.pool(), move || file.store(&bytes)).await {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => Err(format!("cannot write {path}: {e}")),
+            None => Err(format!("cannot write {path}: the driver is shutting down")),
+        }
     }
 }

@@ -27,6 +27,8 @@ pub enum ServeError {
     },
     #[error("gRPC server: {0}")]
     Transport(String),
+    #[error("cannot install the SIGTERM/SIGINT handlers: {0}")]
+    Signals(#[source] std::io::Error),
 }
 
 /// Everything a runtime needs to serve, ready.

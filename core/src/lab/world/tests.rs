@@ -56,10 +56,10 @@ impl Cluster {
                 &names,
                 true,
             ),
-            controller: DriverProcess::new("controller", true, None),
+            controller: DriverProcess::new("controller", true, Default::default()),
             nodes: names
                 .iter()
-                .map(|n| (n.clone(), DriverProcess::new(n, false, None)))
+                .map(|n| (n.clone(), DriverProcess::new(n, false, Default::default())))
                 .collect(),
             storage: Storage::default(),
             now: 0,
