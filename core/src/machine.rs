@@ -57,6 +57,46 @@ pub trait Machine {
     fn poll_timeout(&self) -> Option<Tick>;
     /// Time reached `now`: deadlines due by then fire.
     fn handle_timeout(&mut self, now: Tick);
+    /// The machine's own invariants, a function over its state: the rig,
+    /// the simulator, the properties and the fuzz targets check them after
+    /// every step. `Err` says which one broke and how.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The invariant of a machine that works on one object (or volume) at a
+/// time: the keys of its operations in flight are distinct, each is held
+/// busy (`is_busy`), and nothing else is (`busy_count`). Allocates nothing:
+/// the simulator checks it after every step.
+pub fn one_at_a_time<'a, K, I>(
+    what: &str,
+    in_flight: I,
+    is_busy: impl Fn(&K) -> bool,
+    busy_count: usize,
+) -> Result<(), String>
+where
+    K: PartialEq + std::fmt::Debug + ?Sized + 'a,
+    I: Iterator<Item = &'a K> + Clone,
+{
+    let mut n = 0;
+    for (i, k) in in_flight.clone().enumerate() {
+        n += 1;
+        if !is_busy(k) {
+            return Err(format!(
+                "{what}: an operation for {k:?} is in flight but it is not held busy"
+            ));
+        }
+        if in_flight.clone().skip(i + 1).any(|o| o == k) {
+            return Err(format!("{what}: two operations in flight for {k:?}"));
+        }
+    }
+    if n != busy_count {
+        return Err(format!(
+            "{what}: {busy_count} held busy but {n} operations in flight"
+        ));
+    }
+    Ok(())
 }
 
 /// Carries out a machine's effects for [`drain`].

@@ -4,6 +4,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use volplane_core::binder::Binder;
+use volplane_core::machine::Machine;
 use volplane_core::control::ApiCall;
 use volplane_core::control::rig::Rig;
 use volplane_core::model::*;
@@ -101,19 +102,11 @@ fuzz_target!(|ops: Vec<Op>| {
                 r.run();
             }
         }
-        let mut taken = std::collections::BTreeMap::new();
-        for o in r.store.objects() {
-            if let Object::Pvc(c) = o
-                && c.phase() == PvcPhase::Bound
-                && let Some(other) =
-                    taken.insert(c.volume_name().to_string(), c.metadata.name.clone())
-            {
-                panic!(
-                    "{other} and {} both bound to {}",
-                    c.metadata.name,
-                    c.volume_name()
-                );
-            }
+        if let Err(e) = volplane_core::binder::check_one_to_one(r.store.objects()) {
+            panic!("{e}");
+        }
+        if let Err(e) = r.machine.check_invariants() {
+            panic!("{e}");
         }
     }
 });

@@ -72,13 +72,8 @@ fuzz_target!(|plugins: Vec<Plugin>| {
             }
         };
         machine::drain(&mut w, 0, &mut carry);
-        for (name, r) in w.registered() {
-            assert!(!r.node_id.is_empty(), "{name} registered without a node id");
-            assert_eq!(
-                r.version.0, 1,
-                "{name} registered with version {:?}",
-                r.version
-            );
+        if let Err(e) = w.check_invariants() {
+            panic!("{e}");
         }
     }
 });

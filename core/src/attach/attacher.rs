@@ -7,7 +7,7 @@ use crate::driver::{ControllerPublish, ControllerUnpublish, Request, Response, S
 
 impl Attach {
     fn node_id(&self, node: &str) -> Option<String> {
-        match self.cache.get(&ObjectKey::new(Kind::CsiNode, "", node)) {
+        match self.cache.find(Kind::CsiNode, "", node) {
             Some(Object::CsiNode(n)) => n.driver(&self.config.driver).map(|d| d.node_id.clone()),
             _ => None,
         }
@@ -195,10 +195,7 @@ impl Attach {
             Call::Api { .. } => return,
         };
         self.busy.remove(&name);
-        let va = match self
-            .cache
-            .get(&ObjectKey::new(Kind::VolumeAttachment, "", &name))
-        {
+        let va = match self.cache.find(Kind::VolumeAttachment, "", &name) {
             Some(Object::Va(v)) => v.clone(),
             _ => return,
         };

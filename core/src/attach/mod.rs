@@ -109,7 +109,8 @@ pub struct Attach {
 struct Desired {
     pv: PersistentVolume,
     node: String,
-    pods: Vec<Pod>,
+    /// The pods that want it: (namespace, name).
+    pods: Vec<(String, String)>,
 }
 
 impl Attach {
@@ -193,6 +194,20 @@ impl Attach {
             .min()
     }
 
+    /// One operation per VolumeAttachment (or node status) at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let keys = self.calls.values().map(|c| match c {
+            Call::Api { key, .. } => key,
+            Call::Publish { va } | Call::Unpublish { va } => va,
+        });
+        crate::machine::one_at_a_time(
+            "attach/detach",
+            keys,
+            |k: &String| self.busy.contains(k),
+            self.busy.len(),
+        )
+    }
+
     fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         self.backoff.fire_due(self.now);
@@ -208,7 +223,7 @@ impl Attach {
     }
 
     fn ready(&self, key: &str) -> bool {
-        !self.busy.contains(key) && !self.backoff.waiting(&key.to_string(), self.now)
+        !self.busy.contains(key) && !self.backoff.waiting(key, self.now)
     }
 
     fn get<T>(
@@ -221,10 +236,7 @@ impl Attach {
     where
         T: Clone,
     {
-        self.cache
-            .get(&ObjectKey::new(kind, ns, name))
-            .and_then(f)
-            .cloned()
+        self.cache.find(kind, ns, name).and_then(f).cloned()
     }
 
     fn pv(&self, name: &str) -> Option<PersistentVolume> {
@@ -270,14 +282,15 @@ impl Attach {
                 continue;
             }
             for claim in pod.claims() {
-                let Some(Object::Pvc(c)) = self.cache.get(&ObjectKey::new(
-                    Kind::PersistentVolumeClaim,
-                    &pod.metadata.namespace,
-                    claim,
-                )) else {
+                let Some(Object::Pvc(c)) =
+                    self.cache
+                        .find(Kind::PersistentVolumeClaim, &pod.metadata.namespace, claim)
+                else {
                     continue;
                 };
-                let Some(pv) = self.pv(c.volume_name()) else {
+                let Some(Object::Pv(pv)) =
+                    self.cache.find(Kind::PersistentVolume, "", c.volume_name())
+                else {
                     continue;
                 };
                 if pv
@@ -295,7 +308,7 @@ impl Attach {
                         pods: vec![],
                     })
                     .pods
-                    .push(pod.clone());
+                    .push((pod.metadata.namespace.clone(), pod.metadata.name.clone()));
             }
         }
         out
@@ -421,20 +434,20 @@ impl Attach {
         elsewhere: &[String],
         desired: &BTreeMap<(String, String), Desired>,
     ) {
-        let users: Vec<&Pod> = elsewhere
+        let users: Vec<&(String, String)> = elsewhere
             .iter()
             .filter_map(|node| desired.get(&(d.pv.name().to_string(), node.clone())))
             .flat_map(|o| o.pods.iter())
             .collect();
-        for pod in &d.pods {
-            let told = (pod.metadata.key(), d.pv.name().to_string());
+        for (namespace, name) in &d.pods {
+            let told = (format!("{namespace}/{name}"), d.pv.name().to_string());
             if !self.multi_attach_told.insert(told) {
                 continue;
             }
             let same: Vec<&str> = users
                 .iter()
-                .filter(|p| p.metadata.namespace == pod.metadata.namespace)
-                .map(|p| p.metadata.name.as_str())
+                .filter(|(ns, _)| ns == namespace)
+                .map(|(_, n)| n.as_str())
                 .collect();
             let others = users.len() - same.len();
             let msg = if users.is_empty() {
@@ -453,7 +466,7 @@ impl Attach {
                 }
                 m
             };
-            let key = ObjectKey::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name);
+            let key = ObjectKey::new(Kind::Pod, namespace, name);
             self.queue.push_back(Effect::Event(Event::warning(
                 key,
                 reason::FAILED_ATTACH_VOLUME,

@@ -115,6 +115,21 @@ impl Binder {
         None
     }
 
+    /// One write per object at a time, and a deferred sync waits on a write
+    /// that is really in flight.
+    fn invariants(&self) -> Result<(), String> {
+        crate::machine::one_at_a_time(
+            "binder",
+            self.pending.values().map(|p| &p.key),
+            |k| self.writing.contains_key(k),
+            self.writing.len(),
+        )?;
+        match self.deferred.keys().find(|k| !self.writing.contains_key(k)) {
+            Some(k) => Err(format!("binder: syncs wait on {k} with no write in flight")),
+            None => Ok(()),
+        }
+    }
+
     fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
     }
@@ -306,7 +321,10 @@ impl Binder {
     }
 
     fn claim(&self, namespace: &str, name: &str) -> Option<PersistentVolumeClaim> {
-        match self.cache.get(&pvc_key(namespace, name)) {
+        match self
+            .cache
+            .find(Kind::PersistentVolumeClaim, namespace, name)
+        {
             Some(Object::Pvc(c)) => Some(c.clone()),
             _ => None,
         }
@@ -314,14 +332,16 @@ impl Binder {
 
     fn volume(&self, name: &str) -> Option<PersistentVolume> {
         self.cache
-            .get(&pv_key(name))
+            .find(Kind::PersistentVolume, "", name)
             .and_then(Object::as_pv)
             .cloned()
     }
 
     fn class(&self, name: &str) -> Option<StorageClass> {
-        let key = ObjectKey::new(Kind::StorageClass, "", name);
-        self.cache.get(&key).and_then(Object::as_class).cloned()
+        self.cache
+            .find(Kind::StorageClass, "", name)
+            .and_then(Object::as_class)
+            .cloned()
     }
 
     /// A3.9: delayed binding when the claim's class exists and says WaitForFirstConsumer.
@@ -698,6 +718,25 @@ impl Binder {
         v.status.message = message.to_string();
         self.call(ApiCall::UpdateStatus(Object::Pv(v)), vec![]);
     }
+}
+
+/// PV↔PVC binding is one-to-one: no volume is named by two Bound claims.
+/// A safety invariant over the objects, holding after every step.
+pub fn check_one_to_one<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Result<(), String> {
+    let mut holder: BTreeMap<&str, String> = BTreeMap::new();
+    for o in objects {
+        if let Object::Pvc(c) = o
+            && c.phase() == PvcPhase::Bound
+            && let Some(other) = holder.insert(c.volume_name(), c.metadata.key())
+        {
+            return Err(format!(
+                "claims {other} and {} are both bound to {}",
+                c.metadata.key(),
+                c.volume_name()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn claim_key(c: &PersistentVolumeClaim) -> ObjectKey {

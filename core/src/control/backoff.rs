@@ -62,12 +62,20 @@ impl<K: Ord + Clone> Backoff<K> {
     }
 
     /// True when `key` must still wait at `now`.
-    pub fn waiting(&self, key: &K, now: Tick) -> bool {
+    pub fn waiting<Q>(&self, key: &Q, now: Tick) -> bool
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.entries.get(key).is_some_and(|e| e.retry_at > now)
     }
 
     /// Failures recorded for `key` since its last success.
-    pub fn failures(&self, key: &K) -> u32 {
+    pub fn failures<Q>(&self, key: &Q) -> u32
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.entries.get(key).map_or(0, |e| e.failures)
     }
 

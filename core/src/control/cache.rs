@@ -2,13 +2,17 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{Object, ObjectKey};
+use crate::model::{Kind, Object, ObjectKey};
 
-/// Objects by key. An update older than the cached one (by numeric
+type Names = BTreeMap<String, Object>;
+
+/// Objects by kind, namespace and name (the order of [`ObjectKey`]), found
+/// without building a key. An update older than the cached one (by numeric
 /// resourceVersion) is ignored (A10.2); the same version is applied again.
 #[derive(Debug, Clone, Default)]
 pub struct Cache {
-    objects: BTreeMap<ObjectKey, Object>,
+    objects: BTreeMap<Kind, BTreeMap<String, Names>>,
+    len: usize,
 }
 
 fn version(o: &Object) -> Option<u64> {
@@ -18,43 +22,102 @@ fn version(o: &Object) -> Option<u64> {
 impl Cache {
     /// Stores `o` unless the cache holds a newer version; returns whether it did.
     pub fn apply(&mut self, o: Object) -> bool {
-        let key = o.key();
-        if let Some(old) = self.objects.get(&key)
+        let meta = o.meta();
+        if let Some(old) = self.find(o.kind(), &meta.namespace, &meta.name)
             && let (Some(a), Some(b)) = (version(old), version(&o))
             && b < a
         {
             return false;
         }
-        self.objects.insert(key, o);
+        let names = self
+            .objects
+            .entry(o.kind())
+            .or_default()
+            .entry(meta.namespace.clone())
+            .or_default();
+        if names.insert(meta.name.clone(), o).is_none() {
+            self.len += 1;
+        }
         true
     }
 
+    /// Forgets the object `key` names; returns it.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Object> {
-        self.objects.remove(key)
+        let spaces = self.objects.get_mut(&key.kind)?;
+        let names = spaces.get_mut(&key.namespace)?;
+        let o = names.remove(&key.name)?;
+        if names.is_empty() {
+            spaces.remove(&key.namespace);
+        }
+        self.len -= 1;
+        Some(o)
     }
 
+    /// The object `key` names.
     pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
-        self.objects.get(key)
+        self.find(key.kind, &key.namespace, &key.name)
     }
 
+    /// The object of `kind` named `name` in `namespace` ("" when
+    /// cluster-scoped), found without allocating.
+    pub fn find(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {
+        self.objects.get(&kind)?.get(namespace)?.get(name)
+    }
+
+    /// Every object, in key order.
     pub fn values(&self) -> impl Iterator<Item = &Object> {
-        self.objects.values()
+        self.objects
+            .values()
+            .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
     }
 
     /// Objects of one kind, in key order.
-    pub fn of_kind(&self, kind: crate::model::Kind) -> impl Iterator<Item = &Object> {
-        let start = ObjectKey::new(kind, "", "");
+    pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Object> {
         self.objects
-            .range(start..)
-            .map(|(_, o)| o)
-            .take_while(move |o| o.kind() == kind)
+            .get(&kind)
+            .into_iter()
+            .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
     }
 
+    /// How many objects are cached.
     pub fn len(&self) -> usize {
-        self.objects.len()
+        self.len
     }
 
+    /// True when nothing is cached.
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Node, PersistentVolume};
+
+    #[test]
+    fn keeps_key_order_ignores_older_versions_and_counts() {
+        let mut c = Cache::default();
+        let mut b = PersistentVolume::new("b");
+        b.metadata.resource_version = "5".into();
+        assert!(c.apply(Object::Pv(b.clone())));
+        let mut older = b.clone();
+        older.metadata.resource_version = "4".into();
+        assert!(!c.apply(Object::Pv(older)), "an older version is ignored");
+        c.apply(Object::Pv(PersistentVolume::new("a")));
+        c.apply(Object::Node(Node::new("n")));
+        let names: Vec<String> = c
+            .of_kind(Kind::PersistentVolume)
+            .map(|o| o.meta().name.clone())
+            .collect();
+        assert_eq!(names, vec!["a", "b"]);
+        assert_eq!(c.len(), 3);
+        assert!(c.find(Kind::PersistentVolume, "", "b").is_some());
+        assert!(
+            c.remove(&ObjectKey::new(Kind::PersistentVolume, "", "b"))
+                .is_some()
+        );
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.values().count(), 2);
     }
 }

@@ -194,8 +194,8 @@ pub trait ControlMachine: Machine<Input = Input, Effect = Effect> {}
 impl<M: Machine<Input = Input, Effect = Effect> + ?Sized> ControlMachine for M {}
 
 /// Implements [`crate::machine::Machine`] for a control-plane machine by
-/// its private methods `on_input`, `next_effect`, `deadline` and
-/// `on_timeout`, keeping the sync gate (`unsynced`) in one place.
+/// its private methods `on_input`, `next_effect`, `deadline`,
+/// `on_timeout` and `invariants`, keeping the sync gate (`unsynced`) in one place.
 #[macro_export]
 macro_rules! impl_machine {
     ($t:ty) => {
@@ -221,6 +221,9 @@ macro_rules! impl_machine {
             }
             fn handle_timeout(&mut self, now: $crate::Tick) {
                 self.on_timeout(now)
+            }
+            fn check_invariants(&self) -> Result<(), String> {
+                self.invariants()
             }
         }
     };

@@ -115,6 +115,9 @@ impl<M: ControlMachine> Rig<M> {
             }
         };
         machine::drain(machine, *now, &mut carry);
+        if let Err(e) = machine.check_invariants() {
+            panic!("invariant broken: {e}");
+        }
     }
 
     /// Advances the clock by `ms`, firing the machine's timers on the way.

@@ -577,6 +577,10 @@ impl crate::machine::Machine for Driver {
     }
 
     fn handle_timeout(&mut self, _now: Tick) {}
+
+    fn check_invariants(&self) -> Result<(), String> {
+        check_invariants(&self.state)
+    }
 }
 
 /// The lock a request takes, if any.

@@ -144,6 +144,20 @@ enum Call {
     },
 }
 
+impl Call {
+    /// What the call holds busy: the volume, or the object an API call writes.
+    fn key(&self) -> &str {
+        match self {
+            Call::Stage { pv, .. }
+            | Call::Unstage { pv }
+            | Call::Publish { pv, .. }
+            | Call::Unpublish { pv, .. }
+            | Call::Expand { pv, .. } => pv,
+            Call::Api { key } => key,
+        }
+    }
+}
+
 /// One node's volume manager. See the module documentation.
 #[derive(Debug, Clone)]
 pub struct Kubelet {
@@ -269,6 +283,27 @@ impl Kubelet {
 
     fn deadline(&self) -> Option<Tick> {
         self.backoff.next_timer()
+    }
+
+    /// One operation per volume at a time; a pod mount is recorded only
+    /// for a volume whose global mount is recorded (when the driver stages).
+    fn invariants(&self) -> Result<(), String> {
+        crate::machine::one_at_a_time(
+            "kubelet",
+            self.calls.values().map(Call::key),
+            |k| self.busy.contains(k),
+            self.busy.len(),
+        )?;
+        if self.config.stage_unstage {
+            for ((pod, pv), m) in &self.actual.mounts {
+                if m.state == Certainty::Done && !self.actual.devices.contains_key(pv) {
+                    return Err(format!(
+                        "kubelet: pod {pod} has {pv} mounted with no global mount recorded"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn on_timeout(&mut self, now: Tick) {

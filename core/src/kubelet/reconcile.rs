@@ -30,19 +30,17 @@ impl Kubelet {
                 let Some(src) = &v.persistent_volume_claim else {
                     continue;
                 };
-                let key = ObjectKey::new(
+                let Some(Object::Pvc(claim)) = self.cache.find(
                     Kind::PersistentVolumeClaim,
                     &pod.metadata.namespace,
                     &src.claim_name,
-                );
-                let Some(Object::Pvc(claim)) = self.cache.get(&key) else {
+                ) else {
                     continue;
                 };
-                let Some(Object::Pv(pv)) = self.cache.get(&ObjectKey::new(
-                    Kind::PersistentVolume,
-                    "",
-                    claim.volume_name(),
-                )) else {
+                let Some(Object::Pv(pv)) =
+                    self.cache
+                        .find(Kind::PersistentVolume, "", claim.volume_name())
+                else {
                     continue;
                 };
                 if pv
@@ -69,40 +67,26 @@ impl Kubelet {
     }
 
     fn node(&self) -> Option<Node> {
-        match self
-            .cache
-            .get(&ObjectKey::new(Kind::Node, "", &self.config.node))
-        {
+        match self.cache.find(Kind::Node, "", &self.config.node) {
             Some(Object::Node(n)) => Some(n.clone()),
             _ => None,
         }
     }
 
     fn csi_driver(&self) -> Option<CsiDriver> {
-        match self
-            .cache
-            .get(&ObjectKey::new(Kind::CsiDriver, "", &self.config.driver))
-        {
+        match self.cache.find(Kind::CsiDriver, "", &self.config.driver) {
             Some(Object::CsiDriver(d)) => Some(d.clone()),
             _ => None,
         }
     }
 
     fn ready(&self, pv: &str) -> bool {
-        !self.busy.contains(pv) && !self.backoff.waiting(&pv.to_string(), self.now)
+        !self.busy.contains(pv) && !self.backoff.waiting(pv, self.now)
     }
 
     fn csi(&mut self, call: Call, request: Request) {
         let op = self.ops.issue();
-        let key = match &call {
-            Call::Stage { pv, .. }
-            | Call::Unstage { pv }
-            | Call::Publish { pv, .. }
-            | Call::Unpublish { pv, .. }
-            | Call::Expand { pv, .. } => pv.clone(),
-            Call::Api { key } => key.clone(),
-        };
-        self.busy.insert(key);
+        self.busy.insert(call.key().to_string());
         self.calls.insert(op, call);
         self.queue.push_back(Effect::Csi {
             op,
@@ -326,10 +310,7 @@ impl Kubelet {
                 &self.config.driver,
                 &self.config.node,
             );
-            match self
-                .cache
-                .get(&ObjectKey::new(Kind::VolumeAttachment, "", &va))
-            {
+            match self.cache.find(Kind::VolumeAttachment, "", &va) {
                 // A VolumeAttachment being deleted is being detached: not usable.
                 Some(Object::Va(v)) if v.status.attached && !v.metadata.deleting() => {
                     publish_context = v.status.attachment_metadata.clone()

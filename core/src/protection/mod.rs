@@ -182,6 +182,12 @@ impl Protection {
         self.backoff.next_timer()
     }
 
+    /// One write per object at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let writing = self.writing.values();
+        crate::machine::one_at_a_time("protection", writing.clone(), |_| true, writing.len())
+    }
+
     fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         for k in self.backoff.fire_due(self.now) {

@@ -102,6 +102,16 @@ enum Call {
 }
 
 /// The external provisioner. See the module documentation.
+impl Call {
+    /// What the call holds busy: the claim's UID or the PV's name.
+    fn key(&self) -> &str {
+        match self {
+            Call::Create { uid } | Call::SavePv { uid } | Call::DropSelectedNode { uid } => uid,
+            Call::Delete { pv } | Call::DeletePvObject { pv } | Call::Finalizer { pv } => pv,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Provisioner {
     config: ProvisionerConfig,
@@ -176,6 +186,16 @@ impl Provisioner {
         self.backoff.next_timer()
     }
 
+    /// One operation per claim or volume at a time.
+    fn invariants(&self) -> Result<(), String> {
+        crate::machine::one_at_a_time(
+            "provisioner",
+            self.calls.values().map(Call::key),
+            |k| self.busy.contains(k),
+            self.busy.len(),
+        )
+    }
+
     fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         for key in self.backoff.fire_due(self.now) {
@@ -213,15 +233,7 @@ impl Provisioner {
 
     fn issue(&mut self, call: Call, effect: impl FnOnce(OpId) -> Effect) {
         let op = self.ops.issue();
-        let key = match &call {
-            Call::Create { uid } | Call::SavePv { uid } | Call::DropSelectedNode { uid } => {
-                uid.clone()
-            }
-            Call::Delete { pv } | Call::DeletePvObject { pv } | Call::Finalizer { pv } => {
-                pv.clone()
-            }
-        };
-        self.busy.insert(key);
+        self.busy.insert(call.key().to_string());
         self.calls.insert(op, call);
         self.queue.push_back(effect(op));
     }
@@ -238,13 +250,17 @@ impl Provisioner {
     }
 
     fn volume(&self, name: &str) -> Option<PersistentVolume> {
-        let key = ObjectKey::new(Kind::PersistentVolume, "", name);
-        self.cache.get(&key).and_then(Object::as_pv).cloned()
+        self.cache
+            .find(Kind::PersistentVolume, "", name)
+            .and_then(Object::as_pv)
+            .cloned()
     }
 
     fn class(&self, name: &str) -> Option<StorageClass> {
-        let key = ObjectKey::new(Kind::StorageClass, "", name);
-        self.cache.get(&key).and_then(Object::as_class).cloned()
+        self.cache
+            .find(Kind::StorageClass, "", name)
+            .and_then(Object::as_class)
+            .cloned()
     }
 
     /// B1.2: the claim's storage-provisioner annotation, GA key first.

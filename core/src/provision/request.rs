@@ -127,7 +127,7 @@ impl Provisioner {
         let Some(node) = claim.metadata.annotation(names::ANN_SELECTED_NODE) else {
             return Ok(None);
         };
-        let keys = match self.cache.get(&ObjectKey::new(Kind::CsiNode, "", node)) {
+        let keys = match self.cache.find(Kind::CsiNode, "", node) {
             Some(Object::CsiNode(n)) => n
                 .driver(&self.config.driver)
                 .map(|d| d.topology_keys.clone()),
@@ -139,7 +139,7 @@ impl Provisioner {
                 self.config.driver
             )
         })?;
-        let labels = match self.cache.get(&ObjectKey::new(Kind::Node, "", node)) {
+        let labels = match self.cache.find(Kind::Node, "", node) {
             Some(Object::Node(n)) => n.metadata.labels.clone(),
             _ => return Err(format!("selected node {node:?} not found")),
         };

@@ -255,6 +255,22 @@ impl Machine for Registrar {
         self.timers.next()
     }
 
+    /// An answer is awaited only while asking or listening; an exited
+    /// registrar holds no deadline.
+    fn check_invariants(&self) -> Result<(), String> {
+        let asking = matches!(self.phase, Phase::AskingDriver | Phase::Listening { .. });
+        if self.waiting.is_some() && !asking {
+            return Err(format!(
+                "registrar: awaits an answer in phase {:?}",
+                self.phase
+            ));
+        }
+        if self.phase == Phase::Exited && !self.timers.is_empty() {
+            return Err("registrar: exited with a deadline armed".into());
+        }
+        Ok(())
+    }
+
     fn handle_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         for timer in self.timers.expire(now) {

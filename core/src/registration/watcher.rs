@@ -273,17 +273,14 @@ impl PluginWatcher {
     }
 
     fn node(&self) -> Option<Node> {
-        match self.cache.get(&ObjectKey::new(Kind::Node, "", &self.node)) {
+        match self.cache.find(Kind::Node, "", &self.node) {
             Some(Object::Node(n)) => Some(n.clone()),
             _ => None,
         }
     }
 
     fn csinode(&self) -> Option<CsiNode> {
-        match self
-            .cache
-            .get(&ObjectKey::new(Kind::CsiNode, "", &self.node))
-        {
+        match self.cache.find(Kind::CsiNode, "", &self.node) {
             Some(Object::CsiNode(n)) => Some(n.clone()),
             _ => None,
         }
@@ -447,6 +444,24 @@ impl Machine for PluginWatcher {
 
     fn handle_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
+    }
+
+    /// A driver is registered only with a 1.x version and a node id.
+    fn check_invariants(&self) -> Result<(), String> {
+        for (name, r) in &self.plugins {
+            if r.node_id.is_empty() {
+                return Err(format!(
+                    "plugin watcher: {name} registered without a node id"
+                ));
+            }
+            if r.version.0 != 1 {
+                return Err(format!(
+                    "plugin watcher: {name} registered with version {:?}",
+                    r.version
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -164,6 +164,14 @@ impl Resizer {
         self.backoff.next_timer()
     }
 
+    /// One operation per claim at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let keys = self.calls.values().map(|c| match c {
+            Call::Expand { claim, .. } | Call::Api { claim } => claim,
+        });
+        crate::machine::one_at_a_time("resizer", keys, |k| self.busy.contains(k), self.busy.len())
+    }
+
     fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         for k in self.backoff.fire_due(self.now) {
@@ -203,11 +211,7 @@ impl Resizer {
         }
         let Some(Object::Pv(pv)) = self
             .cache
-            .get(&ObjectKey::new(
-                Kind::PersistentVolume,
-                "",
-                claim.volume_name(),
-            ))
+            .find(Kind::PersistentVolume, "", claim.volume_name())
             .cloned()
         else {
             return;
@@ -226,10 +230,7 @@ impl Resizer {
             self.expanded.remove(key);
             return;
         }
-        let allowed = match self
-            .cache
-            .get(&ObjectKey::new(Kind::StorageClass, "", claim.class()))
-        {
+        let allowed = match self.cache.find(Kind::StorageClass, "", claim.class()) {
             Some(Object::Class(c)) => c.allow_volume_expansion == Some(true),
             _ => false,
         };

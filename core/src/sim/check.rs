@@ -186,21 +186,13 @@ impl Sim {
     pub(super) fn check_world(&mut self) {
         self.stats.checks += 1;
         let mut found = Vec::new();
-        // PV↔PVC binding is one-to-one.
-        let mut holder: BTreeMap<String, String> = BTreeMap::new();
-        for o in self.store.objects() {
-            if let Object::Pvc(c) = o
-                && c.phase() == PvcPhase::Bound
-                && let Some(other) = holder.insert(c.volume_name().to_string(), c.metadata.key())
-            {
-                found.push((
-                    "binding not one-to-one",
-                    format!(
-                        "claims {other} and {} are both bound to {}",
-                        c.metadata.key(),
-                        c.volume_name()
-                    ),
-                ));
+        if let Err(e) = crate::binder::check_one_to_one(self.store.objects()) {
+            found.push(("binding not one-to-one", e));
+        }
+        // Every machine's own invariants.
+        for a in &self.actors {
+            if let Err(e) = a.machine_ref().check_invariants() {
+                found.push(("machine invariant", e));
             }
         }
         // A single-node volume is attached (and wanted) on one node at most.

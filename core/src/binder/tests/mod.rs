@@ -648,14 +648,13 @@ mod properties {
     /// it, and no volume is named by two Bound claims.
     fn one_to_one(steps: Vec<Step>) -> bool {
         let r = play(&steps);
-        let mut taken = std::collections::BTreeSet::new();
+        if crate::binder::check_one_to_one(r.store.objects()).is_err() {
+            return false;
+        }
         for o in r.store.objects() {
             let Object::Pvc(c) = o else { continue };
             if c.phase() != PvcPhase::Bound {
                 continue;
-            }
-            if !taken.insert(c.volume_name().to_string()) {
-                return false;
             }
             match r.get(Kind::PersistentVolume, "", c.volume_name()) {
                 Some(Object::Pv(v))
