@@ -4,10 +4,10 @@
 //! the CSINode entry → NotifyRegistrationStatus. The socket disappears →
 //! the entry and the annotation key go.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{CSI_PLUGIN, PluginInfo, highest_v1};
-use crate::control::{ApiCall, ApiResult, Cache, CsiResult, Watch};
+use crate::control::{ApiCall, ApiResult, Backoff, Cache, CsiResult, Watch};
 use crate::driver::Response;
 use crate::machine::Machine;
 use crate::model::names;
@@ -105,6 +105,11 @@ pub struct PluginWatcher {
     queue: VecDeque<WatcherEffect>,
     next_op: u64,
     now: Tick,
+    /// The sockets in the registry now.
+    sockets: BTreeSet<String>,
+    /// Sockets whose GetInfo could not be made, retried with the kubelet's
+    /// operation backoff (500 ms doubling to 2 min 2 s).
+    retry: Backoff<String>,
 }
 
 impl PluginWatcher {
@@ -120,7 +125,21 @@ impl PluginWatcher {
             queue: VecDeque::new(),
             next_op: 0,
             now: 0,
+            sockets: BTreeSet::new(),
+            retry: Backoff::new(500, 122_000),
         }
+    }
+
+    fn get_info(&mut self, socket: String) {
+        let op = self.op(Step::Info {
+            socket: socket.clone(),
+        });
+        self.queue.push_back(WatcherEffect::GetInfo { op, socket });
+    }
+
+    /// The node this watcher runs on.
+    pub fn node_name(&self) -> &str {
+        &self.node
     }
 
     pub fn registered(&self) -> &BTreeMap<String, Registered> {
@@ -148,28 +167,35 @@ impl PluginWatcher {
         self.now = self.now.max(now);
         match input {
             WatcherInput::SocketAdded(socket) => {
-                let op = self.op(Step::Info {
-                    socket: socket.clone(),
-                });
-                self.queue.push_back(WatcherEffect::GetInfo { op, socket });
+                // A socket created again (its registrar restarted): the
+                // kubelet's reconciler deregisters what it registered from
+                // that socket, then registers it anew.
+                self.deregister(&socket);
+                self.sockets.insert(socket.clone());
+                self.retry.succeed(&socket);
+                self.get_info(socket);
             }
             WatcherInput::SocketRemoved(socket) => {
-                let found: Vec<String> = self
-                    .plugins
-                    .iter()
-                    .filter(|(_, p)| p.socket == socket)
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                for driver in found {
-                    self.plugins.remove(&driver);
-                    self.removing.insert(driver, ());
-                }
+                self.sockets.remove(&socket);
+                self.retry.succeed(&socket);
+                self.deregister(&socket);
             }
             WatcherInput::InfoDone { op, result } => {
                 let Some(Step::Info { socket }) = self.steps.remove(&op) else {
                     return;
                 };
-                match result.and_then(|info| self.validate(&info).map(|v| (info, v))) {
+                let info = match result {
+                    Ok(info) => info,
+                    Err(_) => {
+                        // Nobody answered on the socket: nothing to notify;
+                        // the kubelet's reconciler tries again later.
+                        if self.sockets.contains(&socket) {
+                            self.retry.fail(socket, self.now);
+                        }
+                        return;
+                    }
+                };
+                match self.validate(&socket, &info).map(|v| (info, v)) {
                     Ok((info, version)) => {
                         let endpoint = info.endpoint.clone();
                         let op = self.op(Step::NodeInfo {
@@ -198,6 +224,8 @@ impl PluginWatcher {
                         max_volumes_per_node,
                         accessible_topology,
                     }) if !node_id.is_empty() => {
+                        // Registering again cancels a removal not yet written.
+                        self.removing.remove(&info.name);
                         self.pending.insert(
                             info.name.clone(),
                             Registered {
@@ -241,8 +269,23 @@ impl PluginWatcher {
         }
     }
 
-    /// E5.4, E5.5: the handler's checks.
-    fn validate(&self, info: &PluginInfo) -> Result<(u64, u64, u64), String> {
+    /// The plugins registered from `socket` go: their CSINode entries and
+    /// node annotation keys are removed next.
+    fn deregister(&mut self, socket: &str) {
+        let found: Vec<String> = self
+            .plugins
+            .iter()
+            .filter(|(_, p)| p.socket == socket)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for driver in found {
+            self.plugins.remove(&driver);
+            self.removing.insert(driver, ());
+        }
+    }
+
+    /// E5.4, E5.5: the handler's checks (kubelet's ValidatePlugin).
+    fn validate(&self, socket: &str, info: &PluginInfo) -> Result<(u64, u64, u64), String> {
         if info.type_ != CSI_PLUGIN {
             return Err(format!(
                 "no handler registered for plugin type: {}",
@@ -251,21 +294,23 @@ impl PluginWatcher {
         }
         if info.supported_versions.is_empty() {
             return Err(format!(
-                "RegisterPlugin error -- no versions specified for plugin {}",
+                "kubernetes.io/csi: ValidatePlugin for CSI driver {:?} failed. Plugin returned an empty list for supported versions",
                 info.name
             ));
         }
         let version = highest_v1(&info.supported_versions).ok_or_else(|| {
             format!(
-                "RegisterPlugin error -- none of the versions specified {:?} are supported by this kubelet",
-                info.supported_versions
+                "kubernetes.io/csi: ValidatePlugin for CSI driver {:?} failed. None of the versions specified {:?} are supported",
+                info.name, info.supported_versions
             )
         })?;
         if let Some(old) = self.plugins.get(&info.name)
+            && old.socket != socket
             && old.version >= version
         {
+            let (a, b, c) = old.version;
             return Err(format!(
-                "RegisterPlugin error -- plugin {} already registered with a higher or equal version",
+                "kubernetes.io/csi: ValidatePlugin for CSI driver {:?} failed. Another driver with the same name is already registered with a higher supported version: \"{a}.{b}.{c}\"",
                 info.name
             ));
         }
@@ -295,6 +340,9 @@ impl PluginWatcher {
     /// The next node or CSINode write a registration or removal needs; when a
     /// registration needs none, it is notified.
     fn next_write(&mut self) {
+        if self.pending.is_empty() && self.removing.is_empty() {
+            return;
+        }
         let Some(node) = self.node() else { return };
         if let Some((driver, reg)) = self
             .pending
@@ -436,14 +484,18 @@ impl Machine for PluginWatcher {
         self.queue.pop_front()
     }
 
-    /// The watcher keeps no deadlines: the kubelet's plugin watcher retries
-    /// a registration only when the socket is created again.
+    /// GetInfo calls to retry after nobody answered on a socket.
     fn poll_timeout(&self) -> Option<Tick> {
-        None
+        self.retry.next_timer()
     }
 
     fn handle_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
+        for socket in self.retry.fire_due(self.now) {
+            if self.sockets.contains(&socket) {
+                self.get_info(socket);
+            }
+        }
     }
 
     /// A driver is registered only with a 1.x version and a node id.
@@ -618,7 +670,7 @@ mod tests {
         let (mut w, mut store) = setup();
         w.handle(0, WatcherInput::SocketAdded("s1".into()));
         let n = drive(&mut w, &mut store, &info("d", &["0.3.0"]), "id");
-        assert!(!n[0].0 && n[0].1.contains("none of the versions"), "{n:?}");
+        assert!(!n[0].0 && n[0].1.contains("None of the versions"), "{n:?}");
         w.handle(0, WatcherInput::SocketAdded("s2".into()));
         let mut dev = info("d", &["1.0.0"]);
         dev.type_ = "DevicePlugin".into();
@@ -632,11 +684,41 @@ mod tests {
         w.handle(0, WatcherInput::SocketAdded("s4".into()));
         let n = drive(&mut w, &mut store, &info("d", &["1.1.0"]), "id");
         assert!(
-            !n[0].0 && n[0].1.contains("higher or equal version"),
+            !n[0].0
+                && n[0].1.contains(
+                    "Another driver with the same name is already registered with a higher supported version: \"1.2.0\""
+                ),
             "{n:?}"
         );
+        // The same socket again (its registrar restarted) replaces it.
+        w.handle(0, WatcherInput::SocketAdded("s3".into()));
+        assert!(drive(&mut w, &mut store, &info("d", &["1.2.0"]), "id")[0].0);
+        assert_eq!(w.registered()["d"].socket, "s3");
         w.handle(0, WatcherInput::SocketAdded("s5".into()));
         let n = drive(&mut w, &mut store, &info("e", &["1.0.0"]), "");
         assert_eq!(n[0].1, "error registering CSI driver: node ID is empty");
+    }
+
+    #[test]
+    fn nobody_answering_on_a_socket_is_retried_with_backoff_not_refused() {
+        let (mut w, _) = setup();
+        w.handle(0, WatcherInput::SocketAdded("s".into()));
+        let Some(WatcherEffect::GetInfo { op, .. }) = w.poll() else {
+            panic!()
+        };
+        w.handle(
+            10,
+            WatcherInput::InfoDone {
+                op,
+                result: Err("connect: connection refused".into()),
+            },
+        );
+        assert_eq!(w.poll(), None, "no NotifyRegistrationStatus to nobody");
+        assert_eq!(w.poll_timeout(), Some(510));
+        w.handle_timeout(510);
+        assert!(matches!(w.poll(), Some(WatcherEffect::GetInfo { .. })));
+        // A socket gone is not retried.
+        w.handle(600, WatcherInput::SocketRemoved("s".into()));
+        assert_eq!(w.poll_timeout(), None);
     }
 }

@@ -191,7 +191,7 @@ impl Sim {
         }
         // Every machine's own invariants.
         for a in &self.actors {
-            if let Err(e) = a.machine_ref().check_invariants() {
+            if let Err(e) = a.check_invariants() {
                 found.push(("machine invariant", e));
             }
         }
@@ -290,6 +290,27 @@ impl Sim {
     /// left that no pod needs.
     pub fn check_converged(&mut self) {
         let mut found = Vec::new();
+        // Every node's driver is registered: in the watcher, on its CSINode
+        // and in its node-id annotation.
+        let nodes: Vec<String> = self.nodes.keys().cloned().collect();
+        for n in &nodes {
+            let on_csinode = matches!(
+                self.store.get(&ObjectKey::new(Kind::CsiNode, "", n)),
+                Some(Object::CsiNode(c)) if c.driver(super::DRIVER).is_some()
+            );
+            let annotated = matches!(
+                self.store.get(&ObjectKey::new(Kind::Node, "", n)),
+                Some(Object::Node(node))
+                    if crate::registration::watcher::node_ids(node).contains_key(super::DRIVER)
+            );
+            if !self.registered(n) || !on_csinode || !annotated {
+                found.push(format!(
+                        "driver {} is not registered on {n} (watcher {}, CSINode {on_csinode}, annotation {annotated})",
+                    super::DRIVER,
+                    self.registered(n)
+                ));
+            }
+        }
         let mut needed: BTreeMap<(String, String), bool> = BTreeMap::new(); // (node, handle) → any target needed
         let mut targets = Vec::new();
         for o in self.store.objects() {

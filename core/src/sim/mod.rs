@@ -16,6 +16,7 @@
 pub mod backend;
 pub mod check;
 pub mod explore;
+mod registration;
 pub mod shrink;
 #[cfg(test)]
 mod tests;
@@ -34,6 +35,8 @@ use crate::model::*;
 use crate::plant::Planted;
 use crate::protection::{Guarded, Protection};
 use crate::provision::{Provisioner, ProvisionerConfig};
+use crate::registration::registrar::{Registrar, RegistrarInput};
+use crate::registration::watcher::{PluginWatcher, WatcherInput};
 use crate::resize::{ResizeConfig, Resizer};
 use crate::store::Store;
 use crate::{OpId, Tick};
@@ -128,6 +131,13 @@ pub enum Actor {
     /// pvc-protection or pv-protection.
     Protection(Protection),
     Kubelet(Box<Kubelet>),
+    /// A node's plugin watcher (the kubelet's plugin manager).
+    Watcher(Box<PluginWatcher>),
+    /// A node's node-driver-registrar.
+    Registrar {
+        node: String,
+        m: Box<Registrar>,
+    },
 }
 
 fn modes() -> DriverModes {
@@ -137,33 +147,57 @@ fn modes() -> DriverModes {
 }
 
 impl Actor {
-    fn machine(&mut self) -> &mut dyn ControlMachine {
-        match self {
+    /// The control-plane machine this actor is, if it is one.
+    fn control(&mut self) -> Option<&mut dyn ControlMachine> {
+        Some(match self {
             Actor::Binder(m) => m,
             Actor::Provisioner(m) => m,
             Actor::Attach(m) => m,
             Actor::Resizer(m) => m,
             Actor::Protection(m) => m,
             Actor::Kubelet(m) => m.as_mut(),
+            Actor::Watcher(_) | Actor::Registrar { .. } => return None,
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Tick> {
+        match self {
+            Actor::Binder(m) => m.poll_timeout(),
+            Actor::Provisioner(m) => m.poll_timeout(),
+            Actor::Attach(m) => m.poll_timeout(),
+            Actor::Resizer(m) => m.poll_timeout(),
+            Actor::Protection(m) => m.poll_timeout(),
+            Actor::Kubelet(m) => m.poll_timeout(),
+            Actor::Watcher(m) => m.poll_timeout(),
+            Actor::Registrar { m, .. } => m.poll_timeout(),
         }
     }
 
-    fn machine_ref(&self) -> &dyn ControlMachine {
+    fn check_invariants(&self) -> Result<(), String> {
         match self {
-            Actor::Binder(m) => m,
-            Actor::Provisioner(m) => m,
-            Actor::Attach(m) => m,
-            Actor::Resizer(m) => m,
-            Actor::Protection(m) => m,
-            Actor::Kubelet(m) => m.as_ref(),
+            Actor::Binder(m) => m.check_invariants(),
+            Actor::Provisioner(m) => m.check_invariants(),
+            Actor::Attach(m) => m.check_invariants(),
+            Actor::Resizer(m) => m.check_invariants(),
+            Actor::Protection(m) => m.check_invariants(),
+            Actor::Kubelet(m) => m.check_invariants(),
+            Actor::Watcher(m) => m.check_invariants(),
+            Actor::Registrar { m, .. } => m.check_invariants(),
         }
     }
 
-    /// True when this actor's informers watch objects of `kind`.
-    fn watches(&self, kind: Kind) -> bool {
+    /// How a watch event of `kind` reaches this actor, if its informers
+    /// watch that kind.
+    fn watch(&self, w: &Watch) -> Option<Delivery> {
+        let kind = match w {
+            Watch::Applied(o) | Watch::Deleted(o) => o.kind(),
+        };
         match self {
-            Actor::Protection(p) => p.watches(kind),
-            _ => true,
+            Actor::Protection(p) if !p.watches(kind) => None,
+            Actor::Watcher(_) => matches!(kind, Kind::Node | Kind::CsiNode)
+                .then(|| Delivery::Watcher(WatcherInput::Watch(w.clone()))),
+            Actor::Registrar { .. } => None,
+            _ => Some(Delivery::Input(Input::Watch(w.clone()))),
         }
     }
 
@@ -178,6 +212,8 @@ impl Actor {
                 Guarded::Volumes => "pv-protection".into(),
             },
             Actor::Kubelet(k) => format!("kubelet/{}", k.config().node),
+            Actor::Watcher(w) => format!("plugin-watcher/{}", w.node_name()),
+            Actor::Registrar { node, .. } => format!("node-driver-registrar/{node}"),
         }
     }
 
@@ -209,6 +245,8 @@ impl Actor {
                 c.plant = plant;
                 Actor::Kubelet(Box::new(Kubelet::new(c)))
             }
+            Actor::Watcher(w) => Actor::Watcher(Box::new(PluginWatcher::new(w.node_name()))),
+            Actor::Registrar { node, .. } => registration::registrar(node),
         }
     }
 }
@@ -217,6 +255,10 @@ impl Actor {
 #[derive(Debug, Clone)]
 enum Delivery {
     Input(Input),
+    /// For a plugin watcher.
+    Watcher(WatcherInput),
+    /// For a node-driver-registrar.
+    Registrar(RegistrarInput),
     /// A CSI call to carry out against the driver, then answer.
     Csi {
         op: OpId,
@@ -275,6 +317,8 @@ pub struct Sim {
     /// the user asked to delete each claim (by uid).
     created_at: BTreeMap<String, u64>,
     delete_asked_at: BTreeMap<String, u64>,
+    /// The registration sockets and the calls between watchers and registrars.
+    registry: registration::Registry,
 }
 
 impl Sim {
@@ -298,6 +342,8 @@ impl Sim {
                 ))))
                 .fresh(plant),
             );
+            actors.push(Actor::Watcher(Box::new(PluginWatcher::new(&name))));
+            actors.push(registration::registrar(&name));
             nodes.insert(name.clone(), DriverProcess::new(&name, false, plant));
         }
         let inbox = actors.iter().map(|_| VecDeque::new()).collect();
@@ -319,18 +365,17 @@ impl Sim {
             faults_on: true,
             created_at: BTreeMap::new(),
             delete_asked_at: BTreeMap::new(),
+            registry: registration::Registry::default(),
         };
         let names: Vec<String> = s.nodes.keys().cloned().collect();
         for name in names {
             s.user(ApiCall::Create(Object::Node(Node::new(&name))));
-            let mut csinode = CsiNode::new(&name);
-            csinode.spec.drivers.push(CsiNodeDriver {
-                name: DRIVER.into(),
-                node_id: name.clone(),
-                topology_keys: vec![],
-                allocatable: None,
-            });
-            s.user(ApiCall::Create(Object::CsiNode(csinode)));
+            s.user(ApiCall::Create(Object::CsiNode(CsiNode::new(&name))));
+        }
+        for a in 0..s.actors.len() {
+            if matches!(s.actors[a], Actor::Registrar { .. }) {
+                s.inbox[a].push_back(Delivery::Registrar(RegistrarInput::Start));
+            }
         }
         s
     }
@@ -379,13 +424,8 @@ impl Sim {
                 Watch::Deleted(Object::Pv(pv)) => self.check_volume_removed(pv),
                 Watch::Deleted(_) => {}
             }
-            let kind = match &w {
-                Watch::Applied(o) | Watch::Deleted(o) => o.kind(),
-            };
             for (inbox, actor) in self.inbox.iter_mut().zip(&self.actors) {
-                if actor.watches(kind) {
-                    inbox.push_back(Delivery::Input(Input::Watch(w.clone())));
-                }
+                inbox.extend(actor.watch(&w));
             }
         }
     }
@@ -415,25 +455,16 @@ impl Sim {
     /// any actor whose timer is overdue, as a runtime's pump would).
     fn drain_all(&mut self) {
         for a in 0..self.actors.len() {
-            for e in machine::effects(self.actors[a].machine(), self.now) {
+            let now = self.now;
+            let Some(m) = self.actors[a].control() else {
+                self.drain_registration(a);
+                continue;
+            };
+            for e in machine::effects(m, now) {
                 match e {
                     Effect::Event(e) => self.events.push(e),
                     Effect::Api { op, call } => {
-                        let conflict = self.faults_on
-                            && !matches!(
-                                call,
-                                ApiCall::Create(_)
-                                    | ApiCall::Get(_)
-                                    | ApiCall::List { .. }
-                                    | ApiCall::Delete(_)
-                            )
-                            && self.rng.chance(self.config.faults.api_conflict);
-                        let (result, watches) = if conflict {
-                            self.fault("api conflict");
-                            (ApiResult::Conflict, vec![])
-                        } else {
-                            self.store.apply(self.now, &call)
-                        };
+                        let (result, watches) = self.api(&call);
                         self.inbox[a].push_back(Delivery::Input(Input::ApiDone { op, result }));
                         self.broadcast(watches);
                     }
@@ -494,7 +525,7 @@ impl Sim {
     fn next_timer(&self) -> Option<Tick> {
         self.actors
             .iter()
-            .filter_map(|a| a.machine_ref().poll_timeout())
+            .filter_map(Actor::poll_timeout)
             .filter(|t| *t > self.now)
             .min()
     }
@@ -549,8 +580,12 @@ impl Sim {
     fn restart(&mut self, actor: usize) {
         let now = self.now;
         self.actors[actor] = self.actors[actor].fresh(self.config.plant);
-        self.actors[actor].machine().handle(now, Input::Restarted);
         self.inbox[actor].clear();
+        let Some(m) = self.actors[actor].control() else {
+            self.restart_registration(actor);
+            return;
+        };
+        m.handle(now, Input::Restarted);
         if let Actor::Kubelet(k) = &mut self.actors[actor] {
             let observed =
                 check::observed_mounts(&self.storage, &self.store, &k.config().node.clone());
@@ -584,8 +619,12 @@ impl Sim {
                     self.now,
                     describe(&input)
                 ));
-                self.actors[a].machine().handle(self.now, input);
+                if let Some(m) = self.actors[a].control() {
+                    m.handle(self.now, input);
+                }
             }
+            Delivery::Watcher(input) => self.deliver_watcher(a, &name, input),
+            Delivery::Registrar(input) => self.deliver_registrar(a, &name, input),
             Delivery::Csi { op, node, call } => {
                 self.check_call(&name, node.as_deref(), &call);
                 if let Some(f) = fault {
@@ -597,12 +636,22 @@ impl Sim {
                 }
                 let now = self.now;
                 let where_ = node.clone().unwrap_or_else(|| "controller".into());
-                let process = match &node {
-                    Some(n) => self.nodes.get_mut(n).expect("a driver per node"),
-                    None => &mut self.controller,
+                let result = match node.as_deref() {
+                    Some(n) if !self.registered(n) => Err(crate::Status::new(
+                        crate::Code::Unavailable,
+                        format!(
+                            "driver name {DRIVER} not found in the list of registered CSI drivers"
+                        ),
+                    )),
+                    Some(n) => self
+                        .nodes
+                        .get_mut(n)
+                        .map(|p| p.call(&mut self.storage, Some(n), now, call.clone(), fault))
+                        .unwrap_or_else(|| Err(crate::Status::internal("no such node"))),
+                    None => self
+                        .controller
+                        .call(&mut self.storage, None, now, call.clone(), fault),
                 };
-                let result =
-                    process.call(&mut self.storage, node.as_deref(), now, call.clone(), fault);
                 let code = match &result {
                     Ok(_) => "OK".to_string(),
                     Err(e) => e.code.name().to_string(),
@@ -618,9 +667,9 @@ impl Sim {
                     call.method(),
                     call.volume().unwrap_or("")
                 ));
-                self.actors[a]
-                    .machine()
-                    .handle(self.now, Input::CsiDone { op, result });
+                if let Some(m) = self.actors[a].control() {
+                    m.handle(self.now, Input::CsiDone { op, result });
+                }
             }
         }
     }

@@ -372,9 +372,9 @@ fn the_same_seed_and_workload_give_the_same_trace_byte_for_byte() {
     }
 }
 
-/// Random search: the first seed (of 200) whose generated workload fails.
+/// Random search: the first seed (of 2000) whose generated workload fails.
 fn random_search(plant: Plant) -> Option<(u64, Vec<Action>, u64)> {
-    for seed in 0..200 {
+    for seed in 0..2000 {
         let actions = generate(seed, 2, 4, 40);
         let sim = play(faulty(seed, 0.1, Some(plant)), &actions, 100_000);
         if let Some(v) = sim.violations.first() {
