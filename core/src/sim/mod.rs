@@ -561,12 +561,17 @@ impl Sim {
                 if let Some(d) = self.nodes.get_mut(&name) {
                     d.reboot(&mut self.storage, &name, now);
                 }
-                if let Some(a) = self
-                    .actors
-                    .iter()
-                    .position(|a| a.name() == format!("kubelet/{name}"))
-                {
-                    self.restart(a);
+                // Every process of the node starts again: kubelet, plugin
+                // watcher, node-driver-registrar (its sockets are gone).
+                self.registry_reboot(&name);
+                for role in ["kubelet", "plugin-watcher", "node-driver-registrar"] {
+                    if let Some(a) = self
+                        .actors
+                        .iter()
+                        .position(|a| a.name() == format!("{role}/{name}"))
+                    {
+                        self.restart(a);
+                    }
                 }
             }
         }

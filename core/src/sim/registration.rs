@@ -244,6 +244,11 @@ impl Sim {
         }
     }
 
+    /// `node` rebooted: the sockets in its registry are gone.
+    pub(super) fn registry_reboot(&mut self, node: &str) {
+        self.registry.sockets.retain(|(n, _), _| n != node);
+    }
+
     /// A registration actor restarted (already fresh, its inbox empty): the
     /// calls it was part of fail; a watcher lists its watches and its
     /// registry again, a registrar starts again.
