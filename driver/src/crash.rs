@@ -11,7 +11,7 @@ use volplane_core::driver::{
     Attributes, Capability, CapacityRange, CreatePlan, PublishPlan, Secrets, StagePlan, Topology,
     Volume, VolumeCondition, VolumeUsage,
 };
-use volplane_proto::service::{Backend, CapacityInfo, NodeHost, NodeSource};
+use volplane_service::{Backend, CapacityInfo, NodeHost, NodeSource};
 
 /// `inner`, aborting after its first plan of kind `kind`.
 #[derive(Debug)]

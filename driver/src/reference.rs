@@ -19,9 +19,7 @@ use volplane_core::driver::{
 };
 use volplane_core::{Code, Status};
 use volplane_host::loopdev;
-use volplane_proto::service::{
-    Backend, CapacityInfo, DEVICE_KEY, NodeHost, NodeSource, host_status,
-};
+use volplane_service::{Backend, CapacityInfo, DEVICE_KEY, NodeHost, NodeSource, host_status};
 
 /// The topology key the reference driver reports.
 pub const ZONE_KEY: &str = "topology.volplane.io/zone";

@@ -7,12 +7,12 @@ use clap::Args;
 use volplane_core::driver::{DriverConfig, PluginCapability};
 use volplane_host::Host;
 use volplane_host::state_file::{StateFile, StateLock};
-use volplane_proto::service::{Backend, PumpConfig};
+use volplane_service::{Backend, PumpConfig};
 
 use crate::reference::{Reference, ZONE_KEY};
 
 /// The reference driver's name.
-pub const DRIVER_NAME: &str = "volplane.csi.io";
+pub const DRIVER_NAME: &str = volplane_lab::DRIVER_NAME;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -69,7 +69,7 @@ pub enum ServeError {
     #[error("{0}")]
     Setup(String),
     #[error(transparent)]
-    Serve(#[from] volplane_proto::service::ServeError),
+    Serve(#[from] volplane_service::ServeError),
 }
 
 fn hostname() -> String {

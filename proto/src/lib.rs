@@ -1,6 +1,6 @@
 //! CSI v1.12 and kubelet plugin-registration v1 wire types, generated at build
-//! time from `proto/*.proto`; validated conversions to volplane-core's types;
-//! and the runtime-neutral service layer both runtimes share.
+//! time from `proto/*.proto`; validated conversions between them and
+//! volplane-core's types, both ways (server and client); endpoints.
 
 #![allow(missing_debug_implementations)]
 
@@ -22,4 +22,3 @@ pub mod client;
 pub mod convert;
 pub mod endpoint;
 pub mod redact;
-pub mod service;

@@ -21,8 +21,8 @@ use volplane_host::Host;
 use volplane_proto::csi::controller_server::ControllerServer;
 use volplane_proto::csi::identity_server::IdentityServer;
 use volplane_proto::csi::node_server::NodeServer;
-pub use volplane_proto::service::ServeError;
-use volplane_proto::service::{Backend, Blocking, PumpConfig, finish, prepare};
+pub use volplane_service::ServeError;
+use volplane_service::{Backend, Blocking, PumpConfig, finish, prepare};
 
 pub use client::{Channel, ConnectError, connect};
 

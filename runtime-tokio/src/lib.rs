@@ -19,8 +19,8 @@ use volplane_proto::csi::controller_server::ControllerServer;
 use volplane_proto::csi::identity_server::IdentityServer;
 use volplane_proto::csi::node_server::NodeServer;
 use volplane_proto::endpoint;
-pub use volplane_proto::service::ServeError;
-use volplane_proto::service::{Backend, Blocking, PumpConfig, PumpError, finish, prepare};
+pub use volplane_service::ServeError;
+use volplane_service::{Backend, Blocking, PumpConfig, PumpError, finish, prepare};
 
 /// tokio's blocking pool.
 #[derive(Debug, Clone, Copy, Default)]

@@ -441,10 +441,11 @@ fn exhaustive_search_finds_every_planted_bug() {
 #[test]
 fn exhaustive_search_finds_nothing_without_a_planted_bug() {
     let (start, script) = small_configuration(crate::plant::Planted::default());
+    // Small enough to explore completely: every interleaving of three moves.
     let limits = ExploreLimits {
-        depth: 12,
+        depth: 3,
         max_faults: 2,
-        max_states: 300,
+        max_states: 100_000,
         finish_steps: 20_000,
     };
     let found = explore(&start, &script, limits);
@@ -453,7 +454,20 @@ fn exhaustive_search_finds_nothing_without_a_planted_bug() {
         "{:?}",
         found.counterexample.map(|c| c.2)
     );
-    assert!(found.states >= 300 || !found.truncated);
+    assert!(
+        !found.truncated,
+        "the search must finish: {} states",
+        found.states
+    );
+    assert_eq!(
+        found.deepest, 3,
+        "every branch is explored to the depth asked"
+    );
+    assert!(
+        found.branches_finished > 100,
+        "{} branches finished",
+        found.branches_finished
+    );
 }
 
 #[test]

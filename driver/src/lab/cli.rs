@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 
-use super::daemon;
-use super::world::Command as Request;
-use super::{Lab, LabConfig, LabError, Layout, cleanup, demo, require_root};
 use crate::serve::{DRIVER_NAME, RuntimeKind};
+use volplane_lab::daemon;
+use volplane_lab::world::Command as Request;
+use volplane_lab::{Lab, LabConfig, LabError, Layout, cleanup, demo, require_root};
 
 #[derive(Debug, Args)]
 pub struct LabArgs {

@@ -12,11 +12,11 @@ use volplane_core::driver::{AccessType, PublishPlan, StagePlan, VolumeUsage};
 use volplane_core::{Code, Status};
 use volplane_host::{Formatted, Host, HostError, Identity};
 
-use super::{Blocking, unblock};
+use crate::{Blocking, unblock};
 
 /// The publish-context key a controller's publish context may name the
 /// device under. It is only a hint: a backend proves which device holds a
-/// volume ([`Backend::node_source`](super::Backend::node_source)).
+/// volume ([`Backend::node_source`](crate::Backend::node_source)).
 pub const DEVICE_KEY: &str = "device";
 /// Filesystem made when the capability names none.
 pub const DEFAULT_FS: &str = "ext4";

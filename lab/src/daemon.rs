@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 
-use super::world::Command;
-use super::{Lab, LabConfig, LabError, Layout};
+use crate::world::Command;
+use crate::{Lab, LabConfig, LabError, Layout};
 
 const END: char = '\0';
 

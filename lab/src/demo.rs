@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use super::world::World;
-use super::{Lab, LabError};
+use crate::world::World;
+use crate::{Lab, LabError};
 
-pub const STORAGE: &str = include_str!("../../../examples/lab/storage.yaml");
-pub const WEB: &str = include_str!("../../../examples/lab/web.yaml");
-pub const SOLO: &str = include_str!("../../../examples/lab/solo.yaml");
+pub const STORAGE: &str = include_str!("../../examples/lab/storage.yaml");
+pub const WEB: &str = include_str!("../../examples/lab/web.yaml");
+pub const SOLO: &str = include_str!("../../examples/lab/solo.yaml");
 
 const WAIT: Duration = Duration::from_secs(90);
 

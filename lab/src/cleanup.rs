@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use volplane_host::Host;
 
-use super::processes::signal;
-use super::{LabError, Layout};
+use crate::processes::signal;
+use crate::{LabError, Layout};
 
 /// The pid file of the process running the lab.
 pub fn lab_pid_file(layout: &Layout) -> std::path::PathBuf {

@@ -19,10 +19,10 @@ use volplane_core::driver::{ControllerCapability, Response};
 use volplane_core::{Code, Status, Tick};
 use volplane_proto::client::CsiClient;
 
-use super::processes::{CONTROLLER, Processes};
-use super::registration::{RegistrarSetup, carry_out, run_registrar, watch_registry};
-use super::world::{Job, World};
-use super::{Layout, cleanup, node_names};
+use crate::processes::{CONTROLLER, Processes};
+use crate::registration::{RegistrarSetup, carry_out, run_registrar, watch_registry};
+use crate::world::{Job, World};
+use crate::{Layout, cleanup, node_names};
 
 /// Why the lab could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +30,7 @@ pub enum LabError {
     #[error("{0}")]
     Setup(String),
     #[error("{0}")]
-    Command(#[from] super::world::CommandError),
+    Command(#[from] crate::world::CommandError),
     #[error(
         "timed out after {secs} s waiting for {what}; the events and CSI calls above (and \
          lab.log, and each driver's driver.log under the lab root) say what it is stuck on"
@@ -66,7 +66,7 @@ impl LabConfig {
             via_symlink: false,
             crash: None,
             exe: std::env::current_exe().unwrap_or_else(|_| "volplane".into()),
-            driver: crate::serve::DRIVER_NAME.into(),
+            driver: crate::DRIVER_NAME.into(),
             echo: false,
         }
     }

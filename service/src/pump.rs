@@ -18,7 +18,7 @@ use volplane_sync::core::{Answer, PumpCore, Work};
 use volplane_sync::mailbox;
 use volplane_sync::reply::{self, ReplySender};
 
-use super::{Backend, NodeHost, execute, unblock};
+use crate::{Backend, NodeHost, execute, unblock};
 
 type Reply = ReplySender<Answer>;
 type Running = Pin<Box<dyn Future<Output = (OpId, Result<Outcome, Status>)> + Send>>;

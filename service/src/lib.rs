@@ -1,6 +1,7 @@
-//! The runtime-neutral service layer shared by both runtimes: the [`Backend`]
-//! trait driver authors implement, the [`NodeHost`] default for mounts, the
-//! [`Pump`] that drives the driver machine, and the gRPC service glue.
+//! volplane-service: the runtime-neutral service layer both runtimes share —
+//! the [`Backend`] trait driver authors implement, the [`NodeHost`] default
+//! for mounts, the [`Pump`] that drives the driver machine through the
+//! core's one loop, and the gRPC service glue.
 //!
 //! A runtime crate supplies only what differs between runtimes: a
 //! [`Blocking`] pool for syscalls, spawning the pump, and the transport.

@@ -5,12 +5,12 @@ use std::time::Instant;
 
 use volplane_core::Status;
 
-use super::PumpHandle;
-use crate::convert::{FromResponse, IntoRequest, to_tonic};
-use crate::csi;
-use crate::csi::controller_server::Controller;
-use crate::csi::identity_server::Identity;
-use crate::csi::node_server::Node;
+use crate::PumpHandle;
+use volplane_proto::convert::{FromResponse, IntoRequest, to_tonic};
+use volplane_proto::csi;
+use volplane_proto::csi::controller_server::Controller;
+use volplane_proto::csi::identity_server::Identity;
+use volplane_proto::csi::node_server::Node;
 
 /// The CSI services over a [`PumpHandle`]; clone it into each tonic server.
 #[derive(Debug, Clone)]

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use volplane_core::driver::DriverConfig;
 use volplane_host::Host;
 
-use super::{Backend, Blocking, CsiService, NodeHost, Pump, PumpConfig, PumpError};
-use crate::endpoint::{self, EndpointError};
+use crate::{Backend, Blocking, CsiService, NodeHost, Pump, PumpConfig, PumpError};
+use volplane_proto::endpoint::{self, EndpointError};
 
 /// Why serving stopped.
 #[derive(Debug, thiserror::Error)]

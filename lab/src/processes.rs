@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{LabError, Layout};
+use crate::{LabError, Layout};
 
 /// The role of the controller's driver.
 pub const CONTROLLER: &str = "controller";

@@ -8,7 +8,7 @@ use volplane_core::driver::{
     StagePlan, Topology, Volume, VolumeCondition, VolumeUsage,
 };
 
-use super::{NodeHost, NodeSource};
+use crate::{NodeHost, NodeSource};
 
 /// Free capacity, for GetCapacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

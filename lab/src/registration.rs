@@ -21,7 +21,7 @@ use volplane_proto::client::CsiClient;
 use volplane_proto::registration as pb;
 use volplane_proto::registration::registration_client::RegistrationClient;
 
-use super::engine::Shared;
+use crate::engine::Shared;
 
 /// How a registrar publishes its socket.
 #[derive(Debug, Clone)]
