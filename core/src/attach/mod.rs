@@ -138,12 +138,18 @@ impl Attach {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => {
-                self.creating.remove(&o.meta().name);
-                self.cache.apply(o);
+                // Only the live incarnation counts as the one created; a
+                // late event about one since deleted changes nothing.
+                let name = o.meta().name.clone();
+                if self.cache.apply(o) {
+                    self.creating.remove(&name);
+                }
             }
             Input::Watch(Watch::Deleted(o)) => {
-                self.detaching.remove(&o.meta().name);
-                self.cache.remove(&o.key());
+                // A late delete of an object since created again is stale.
+                if self.cache.delete(&o).is_some() {
+                    self.detaching.remove(&o.meta().name);
+                }
             }
             Input::ApiDone { op, result } => {
                 if let Some(Call::Api { key, object }) = self.calls.remove(&op) {
@@ -158,7 +164,7 @@ impl Attach {
                         // act on it again before its watch event arrives.
                         ApiResult::Ok(None) | ApiResult::NotFound => {
                             self.detaching.remove(&object.name);
-                            self.cache.remove(&object);
+                            self.cache.gone(&object);
                         }
                         _ => {
                             self.creating.remove(&key);

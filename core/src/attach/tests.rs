@@ -274,3 +274,151 @@ fn c2_4_a_failed_publish_is_reported_in_status_and_retried() {
     assert!(v.status.attached);
     assert!(v.status.attach_error.is_none());
 }
+
+/// Properties under faults: API conflicts, CSI calls failing before or after
+/// their effect, completions late, reordered and duplicated, restarts.
+mod under_faults {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use quickcheck::{QuickCheck, TestResult};
+
+    use super::*;
+    use crate::control::ApiCall;
+    use crate::control::chaos::Chaos;
+
+    fn world(seed: u64, rwo: bool) -> Chaos<Attach> {
+        let mut c = Chaos::new(
+            seed,
+            || Attach::new(AttachConfig::new(DRIVER)),
+            |_, call| match call {
+                Request::ControllerPublish(_) => Ok(Response::Published {
+                    publish_context: Default::default(),
+                }),
+                Request::ControllerUnpublish(_) => Ok(Response::Empty),
+                other => Err(Status::unimplemented(other.method())),
+            },
+        );
+        for n in ["node-a", "node-b"] {
+            c.user(ApiCall::Create(Object::Node(Node::new(n))));
+            let mut csinode = CsiNode::new(n);
+            csinode.spec.drivers.push(CsiNodeDriver {
+                name: DRIVER.into(),
+                node_id: n.into(),
+                topology_keys: vec![],
+                allocatable: None,
+            });
+            c.user(ApiCall::Create(Object::CsiNode(csinode)));
+        }
+        let mut pv = PersistentVolume::new("pv-1");
+        pv.spec.access_modes = if rwo {
+            vec![AccessMode::ReadWriteOnce]
+        } else {
+            vec![AccessMode::ReadWriteMany]
+        };
+        pv.spec.csi = Some(CsiSource {
+            driver: DRIVER.into(),
+            volume_handle: "vol-1".into(),
+            ..Default::default()
+        });
+        c.user(ApiCall::Create(Object::Pv(pv)));
+        let mut claim = PersistentVolumeClaim::new("default", "data");
+        claim.spec.volume_name = Some("pv-1".into());
+        c.user(ApiCall::Create(Object::Pvc(claim)));
+        c
+    }
+
+    /// Nodes the volume is attached to, as the driver's calls left it.
+    fn attached(c: &Chaos<Attach>) -> BTreeSet<String> {
+        let mut on = BTreeSet::new();
+        for r in c.csi.iter().filter(|r| r.done) {
+            match &r.call {
+                Request::ControllerPublish(p) => {
+                    on.insert(p.node_id.clone());
+                }
+                Request::ControllerUnpublish(u) => {
+                    on.remove(u.node_id.as_deref().unwrap_or(""));
+                }
+                _ => {}
+            }
+        }
+        on
+    }
+
+    fn pod_nodes(c: &Chaos<Attach>) -> BTreeSet<String> {
+        c.store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Pod(p) => p.node().map(str::to_string),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A ReadWriteOnce volume is never attached to two nodes; once faults
+    /// stop, it is attached exactly where pods want it (one node for RWO)
+    /// and every VolumeAttachment left says attached.
+    fn attach_detach(seed: u64, rwo: bool, steps: Vec<(u8, u8)>) -> TestResult {
+        let mut c = world(seed, rwo);
+        let mut pods = BTreeMap::new();
+        for (what, x) in steps {
+            let name = format!("p{}", x % 3);
+            match what % 8 {
+                0 if !pods.contains_key(&name) => {
+                    let node = if x % 2 == 0 { "node-a" } else { "node-b" };
+                    pods.insert(name.clone(), node);
+                    c.user(ApiCall::Create(pod(&name, node)));
+                }
+                1 if pods.remove(&name).is_some() => {
+                    c.user(ApiCall::Delete(ObjectKey::new(Kind::Pod, "default", &name)));
+                }
+                _ => {
+                    if let Err(e) = c.step(x) {
+                        return TestResult::error(e);
+                    }
+                }
+            }
+            if rwo && attached(&c).len() > 1 {
+                return TestResult::error(format!("RWO attached to {:?}", attached(&c)));
+            }
+        }
+        if let Err(e) = c.settle() {
+            return TestResult::error(e);
+        }
+        let (on, want) = (attached(&c), pod_nodes(&c));
+        let vas: Vec<&VolumeAttachment> = c
+            .store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Va(v) => Some(v),
+                _ => None,
+            })
+            .collect();
+        let ok = if rwo {
+            on.is_subset(&want) && on.len() == usize::from(!want.is_empty())
+        } else {
+            on == want
+        };
+        if !ok {
+            return TestResult::error(format!("attached to {on:?}, pods on {want:?}"));
+        }
+        if let Some(v) = vas.iter().find(|v| !v.status.attached) {
+            return TestResult::error(format!("{} left unattached", v.metadata.name));
+        }
+        TestResult::passed()
+    }
+
+    fn checker() -> QuickCheck {
+        let seed = std::env::var("VOLPLANE_QC_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x5eed_u64);
+        QuickCheck::new()
+            .tests(200)
+            .rng(quickcheck::Gen::from_size_and_seed(60, seed))
+    }
+
+    #[test]
+    fn attach_detach_stays_safe_and_converges_under_faults() {
+        checker().quickcheck(attach_detach as fn(u64, bool, Vec<(u8, u8)>) -> TestResult);
+    }
+}

@@ -211,8 +211,15 @@ impl Binder {
     }
 
     fn forget(&mut self, o: &Object) {
-        let key = o.key();
-        self.cache.remove(&key);
+        if self.cache.delete(o).is_none()
+            && self
+                .cache
+                .find(o.kind(), &o.meta().namespace, &o.meta().name)
+                .is_some()
+        {
+            // A late delete of an object since created again: stale.
+            return;
+        }
         match o {
             Object::Pv(pv) => {
                 self.index.remove(pv.name());
@@ -260,7 +267,7 @@ impl Binder {
                 self.cache.apply(o);
             }
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                if let Some(Object::Pv(pv)) = self.cache.remove(&p.key) {
+                if let Some(Object::Pv(pv)) = self.cache.gone(&p.key) {
                     self.index.remove(pv.name());
                 }
             }

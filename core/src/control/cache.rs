@@ -1,6 +1,6 @@
 //! The object cache a control-plane machine keeps from its watches.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{Kind, Object, ObjectKey};
 
@@ -9,10 +9,15 @@ type Names = BTreeMap<String, Object>;
 /// Objects by kind, namespace and name (the order of [`ObjectKey`]), found
 /// without building a key. An update older than the cached one (by numeric
 /// resourceVersion) is ignored (A10.2); the same version is applied again.
+///
+/// An incarnation known to be gone (a write's answer said so) is never
+/// brought back by a late watch event about it: its UID is remembered until
+/// its own Deleted event, the last its watch delivers.
 #[derive(Debug, Clone, Default)]
 pub struct Cache {
     objects: BTreeMap<Kind, BTreeMap<String, Names>>,
     len: usize,
+    gone: BTreeSet<String>,
 }
 
 fn version(o: &Object) -> Option<u64> {
@@ -23,6 +28,9 @@ impl Cache {
     /// Stores `o` unless the cache holds a newer version; returns whether it did.
     pub fn apply(&mut self, o: Object) -> bool {
         let meta = o.meta();
+        if !meta.uid.is_empty() && self.gone.contains(&meta.uid) {
+            return false;
+        }
         if let Some(old) = self.find(o.kind(), &meta.namespace, &meta.name)
             && let (Some(a), Some(b)) = (version(old), version(&o))
             && b < a
@@ -50,6 +58,31 @@ impl Cache {
             spaces.remove(&key.namespace);
         }
         self.len -= 1;
+        Some(o)
+    }
+
+    /// A watch said `o` was deleted: forget it, unless what is cached is a
+    /// newer incarnation (created again after that delete, and already
+    /// known from a write's answer). Returns what was forgotten.
+    pub fn delete(&mut self, o: &Object) -> Option<Object> {
+        let meta = o.meta();
+        self.gone.remove(&meta.uid);
+        if let Some(cached) = self.find(o.kind(), &meta.namespace, &meta.name)
+            && let (Some(a), Some(b)) = (version(cached), version(o))
+            && a > b
+        {
+            return None;
+        }
+        self.remove(&o.key())
+    }
+
+    /// A write's answer says the object `key` names is gone: forget it, and
+    /// ignore any late event about that incarnation.
+    pub fn gone(&mut self, key: &ObjectKey) -> Option<Object> {
+        let o = self.remove(key)?;
+        if !o.meta().uid.is_empty() {
+            self.gone.insert(o.meta().uid.clone());
+        }
         Some(o)
     }
 

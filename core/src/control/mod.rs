@@ -11,6 +11,8 @@
 
 pub mod backoff;
 pub mod cache;
+#[cfg(test)]
+pub mod chaos;
 pub mod csi_map;
 #[cfg(any(test, feature = "rig"))]
 pub mod rig;

@@ -241,7 +241,7 @@ impl Kubelet {
                 }
             }
             Input::Watch(Watch::Deleted(o)) => {
-                self.cache.remove(&o.key());
+                self.cache.delete(&o);
             }
             Input::ApiDone { op, result } => {
                 if let Some(Call::Api { key }) = self.calls.remove(&op) {

@@ -121,7 +121,7 @@ impl Protection {
             }
             Input::Watch(Watch::Deleted(o)) => {
                 self.mark(&o);
-                self.cache.remove(&o.key());
+                self.cache.delete(&o);
             }
             Input::ApiDone { op, result } => {
                 if let Some(key) = self.listing.remove(&op) {
@@ -137,7 +137,7 @@ impl Protection {
                     }
                     ApiResult::Ok(None) | ApiResult::NotFound => {
                         self.backoff.succeed(&key);
-                        self.cache.remove(&key);
+                        self.cache.gone(&key);
                     }
                     _ => {
                         self.backoff.fail(key.clone(), self.now);

@@ -162,7 +162,7 @@ impl Provisioner {
             }
             Input::Watch(Watch::Deleted(o)) => {
                 self.dirty_for(&o);
-                self.cache.remove(&o.key());
+                self.cache.delete(&o);
             }
             Input::ApiDone { op, result } => self.api_done(op, result),
             Input::CsiDone { op, result } => self.csi_done(op, result),
@@ -518,7 +518,7 @@ impl Provisioner {
                 self.busy.remove(&pv);
                 if matches!(result, ApiResult::Ok(None) | ApiResult::NotFound) {
                     self.cache
-                        .remove(&ObjectKey::new(Kind::PersistentVolume, "", &pv));
+                        .gone(&ObjectKey::new(Kind::PersistentVolume, "", &pv));
                     self.deleted.remove(&pv);
                 }
                 self.dirty

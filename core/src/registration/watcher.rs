@@ -263,7 +263,7 @@ impl PluginWatcher {
                 self.cache.apply(o);
             }
             WatcherInput::Watch(Watch::Deleted(o)) => {
-                self.cache.remove(&o.key());
+                self.cache.delete(&o);
             }
             WatcherInput::ApiDone { op, result } => self.written(op, result),
         }

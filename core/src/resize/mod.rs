@@ -112,7 +112,7 @@ impl Resizer {
                 self.cache.apply(o);
             }
             Input::Watch(Watch::Deleted(o)) => {
-                self.cache.remove(&o.key());
+                self.cache.delete(&o);
             }
             Input::ApiDone { op, result } => {
                 if let Some(Call::Api { claim }) = self.calls.remove(&op) {

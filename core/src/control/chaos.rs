@@ -1,0 +1,180 @@
+//! A harness for property tests of one control-plane machine under faults:
+//! its API writes meet conflicts, its CSI calls fail before or after their
+//! effect, completions arrive late, out of order or twice, and the machine
+//! restarts with empty memory. Watch events arrive late but in order, as an
+//! informer delivers them. After every step the machine's own invariants
+//! must hold; a test adds what its machine promises about the world.
+
+use std::collections::VecDeque;
+
+use super::{ApiCall, ApiResult, ControlMachine, CsiCall, CsiResult, Effect, Input, Watch};
+use crate::machine;
+use crate::sim::Rng;
+use crate::store::Store;
+use crate::{Code, Status, Tick};
+
+/// One CSI call the machine made, and whether the driver carried it out.
+#[derive(Debug, Clone)]
+pub struct CsiRecord {
+    pub node: Option<String>,
+    pub call: CsiCall,
+    /// The call's effect happened (it may still have answered an error).
+    pub done: bool,
+}
+
+/// A machine, a store, and everything in flight between them.
+#[allow(missing_debug_implementations)]
+pub struct Chaos<M> {
+    pub machine: M,
+    fresh: Box<dyn Fn() -> M>,
+    pub store: Store,
+    pub now: Tick,
+    /// Watch events (and `Synced` after a relist), delivered in order.
+    watches: VecDeque<Input>,
+    /// Completions, delivered in any order.
+    done: Vec<Input>,
+    pub csi: Vec<CsiRecord>,
+    answer: Box<dyn FnMut(&Store, &CsiCall) -> CsiResult>,
+    rng: Rng,
+    /// Faults are injected only while this is set.
+    pub faults: bool,
+}
+
+impl<M: ControlMachine> Chaos<M> {
+    /// `fresh` makes the machine as a (re)started process has it; `answer`
+    /// is the driver (it sees the store, for answers that depend on it).
+    pub fn new(
+        seed: u64,
+        fresh: impl Fn() -> M + 'static,
+        answer: impl FnMut(&Store, &CsiCall) -> CsiResult + 'static,
+    ) -> Chaos<M> {
+        Chaos {
+            machine: fresh(),
+            fresh: Box::new(fresh),
+            store: Store::with_admission(),
+            now: 0,
+            watches: VecDeque::new(),
+            done: Vec::new(),
+            csi: Vec::new(),
+            answer: Box::new(answer),
+            rng: Rng::new(seed),
+            faults: true,
+        }
+    }
+
+    /// A user's write, applied now; its watch events are queued.
+    pub fn user(&mut self, call: ApiCall) -> ApiResult {
+        let (result, watches) = self.store.apply(self.now, &call);
+        self.watches.extend(watches.into_iter().map(Input::Watch));
+        result
+    }
+
+    /// One step chosen by `choice`: deliver the next watch event, deliver
+    /// (or, with faults, duplicate) a completion, restart, or let time
+    /// pass. Then the machine drains. `Err` when its invariants break.
+    pub fn step(&mut self, choice: u8) -> Result<(), String> {
+        match choice % 8 {
+            0..=2 => {
+                if let Some(i) = self.watches.pop_front() {
+                    self.machine.handle(self.now, i);
+                }
+            }
+            3..=5 if !self.done.is_empty() => {
+                let i = self.rng.below(self.done.len());
+                let input = if self.faults && choice % 8 == 5 {
+                    self.done[i].clone()
+                } else {
+                    self.done.swap_remove(i)
+                };
+                self.machine.handle(self.now, input);
+            }
+            6 if self.faults && self.rng.chance(200) => self.restart(),
+            _ => self.now += 1 + self.rng.below(4_000) as Tick,
+        }
+        self.drain();
+        self.machine.check_invariants()
+    }
+
+    /// The process restarts: nothing in flight comes back; the watches list
+    /// everything again, then say `Synced`.
+    pub fn restart(&mut self) {
+        self.machine = (self.fresh)();
+        self.machine.handle(self.now, Input::Restarted);
+        self.done.clear();
+        self.watches = self
+            .store
+            .objects()
+            .map(|o| Input::Watch(Watch::Applied(o.clone())))
+            .collect();
+        self.watches.push_back(Input::Synced);
+    }
+
+    /// Faults stop; everything is delivered and time passes until the
+    /// machine has nothing left to do.
+    pub fn settle(&mut self) -> Result<(), String> {
+        self.faults = false;
+        for _ in 0..200 {
+            while !self.watches.is_empty() || !self.done.is_empty() {
+                self.step(0)?;
+                self.step(3)?;
+            }
+            match self.machine.poll_timeout() {
+                Some(t) => self.now = self.now.max(t),
+                None => return Ok(()),
+            }
+            self.drain();
+        }
+        Err("the machine did not settle".into())
+    }
+
+    fn drain(&mut self) {
+        let Chaos {
+            machine,
+            store,
+            now,
+            watches,
+            done,
+            csi,
+            answer,
+            rng,
+            faults,
+            ..
+        } = self;
+        let mut carry = |_: &M, now: Tick, e: Effect, _: &mut VecDeque<Input>| match e {
+            Effect::Event(_) => {}
+            Effect::Api { op, call } => {
+                let write = !matches!(call, ApiCall::Get(_) | ApiCall::List { .. });
+                let result = if *faults && write && rng.chance(150) {
+                    ApiResult::Conflict
+                } else {
+                    let (result, w) = store.apply(now, &call);
+                    watches.extend(w.into_iter().map(Input::Watch));
+                    result
+                };
+                done.push(Input::ApiDone { op, result });
+            }
+            Effect::Csi { op, node, call } => {
+                let fault = if *faults { rng.below(10) } else { 9 };
+                let (result, happened) = match fault {
+                    0 => (Err(Status::new(Code::Unavailable, "injected")), false),
+                    1 => {
+                        let _ = answer(store, &call);
+                        (Err(Status::new(Code::DeadlineExceeded, "injected")), true)
+                    }
+                    _ => {
+                        let r = answer(store, &call);
+                        let ok = r.is_ok();
+                        (r, ok)
+                    }
+                };
+                csi.push(CsiRecord {
+                    node,
+                    call,
+                    done: happened,
+                });
+                done.push(Input::CsiDone { op, result });
+            }
+        };
+        machine::drain(machine, *now, &mut carry);
+    }
+}
