@@ -22,6 +22,9 @@ pub struct CsiRecord {
     pub done: bool,
 }
 
+/// The driver the machine calls: it sees the store.
+type Driver = Box<dyn FnMut(&Store, &CsiCall) -> CsiResult>;
+
 /// A machine, a store, and everything in flight between them.
 #[allow(missing_debug_implementations)]
 pub struct Chaos<M> {
@@ -34,7 +37,7 @@ pub struct Chaos<M> {
     /// Completions, delivered in any order.
     done: Vec<Input>,
     pub csi: Vec<CsiRecord>,
-    answer: Box<dyn FnMut(&Store, &CsiCall) -> CsiResult>,
+    answer: Driver,
     rng: Rng,
     /// Faults are injected only while this is set.
     pub faults: bool,
