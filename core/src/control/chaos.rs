@@ -24,6 +24,9 @@ pub struct CsiRecord {
 
 /// The driver the machine calls: it sees the store.
 type Driver = Box<dyn FnMut(&Store, &CsiCall) -> CsiResult>;
+/// What a restarted process finds (the kubelet's mounts), from the calls
+/// carried out so far.
+type Found = Box<dyn Fn(&[CsiRecord], &Store) -> Vec<Input>>;
 
 /// A machine, a store, and everything in flight between them.
 #[allow(missing_debug_implementations)]
@@ -41,6 +44,9 @@ pub struct Chaos<M> {
     rng: Rng,
     /// Faults are injected only while this is set.
     pub faults: bool,
+    /// Restarts are among the faults.
+    pub restarts: bool,
+    found: Option<Found>,
 }
 
 impl<M: ControlMachine> Chaos<M> {
@@ -62,7 +68,14 @@ impl<M: ControlMachine> Chaos<M> {
             answer: Box::new(answer),
             rng: Rng::new(seed),
             faults: true,
+            restarts: true,
+            found: None,
         }
+    }
+
+    /// After a restart, the machine is also told what `found` reports.
+    pub fn on_restart(&mut self, found: impl Fn(&[CsiRecord], &Store) -> Vec<Input> + 'static) {
+        self.found = Some(Box::new(found));
     }
 
     /// A user's write, applied now; its watch events are queued.
@@ -91,7 +104,7 @@ impl<M: ControlMachine> Chaos<M> {
                 };
                 self.machine.handle(self.now, input);
             }
-            6 if self.faults && self.rng.chance(200) => self.restart(),
+            6 if self.faults && self.restarts && self.rng.chance(200) => self.restart(),
             _ => self.now += 1 + self.rng.below(4_000) as Tick,
         }
         self.drain();
@@ -103,6 +116,11 @@ impl<M: ControlMachine> Chaos<M> {
     pub fn restart(&mut self) {
         self.machine = (self.fresh)();
         self.machine.handle(self.now, Input::Restarted);
+        if let Some(found) = &self.found {
+            for input in found(&self.csi, &self.store) {
+                self.machine.handle(self.now, input);
+            }
+        }
         self.done.clear();
         self.watches = self
             .store

@@ -383,3 +383,168 @@ fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
             .contains(&crate::model::names::reason::FILE_SYSTEM_RESIZE_SUCCESSFUL)
     );
 }
+
+/// Properties under faults (see `control::chaos`).
+mod under_faults {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use quickcheck::{QuickCheck, TestResult};
+
+    use super::*;
+    use crate::control::chaos::{Chaos, CsiRecord};
+    use crate::control::{ApiCall, Input};
+
+    fn world(seed: u64) -> Chaos<Kubelet> {
+        let mut c = Chaos::new(
+            seed,
+            || Kubelet::new(KubeletConfig::new("node-a", DRIVER, ROOT)),
+            |_, call| ok(call),
+        );
+        c.on_restart(|records, _| {
+            let (staged, published) = mounts(records);
+            vec![Input::Reconstruct(Observed {
+                staged: staged.into_iter().map(|h| ("pv-1".into(), h)).collect(),
+                published: published
+                    .into_iter()
+                    .filter_map(|t| pod_of(&t).map(|p| (p, "pv-1".into(), "vol-1".into())))
+                    .collect(),
+            })]
+        });
+        let mut n = Node::new("node-a");
+        n.status.volumes_attached.push(AttachedVolume {
+            name: UNIQUE.into(),
+            device_path: "x".into(),
+        });
+        c.user(ApiCall::Create(Object::Node(n)));
+        let mut va = VolumeAttachment::new(
+            &names::volume_attachment_name("vol-1", DRIVER, "node-a"),
+            DRIVER,
+            "node-a",
+            "pv-1",
+        );
+        va.status.attached = true;
+        c.user(ApiCall::Create(Object::Va(va)));
+        let mut pv = PersistentVolume::new("pv-1");
+        pv.spec.access_modes = vec![AccessMode::ReadWriteMany];
+        pv.spec
+            .capacity
+            .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+        pv.spec.csi = Some(CsiSource {
+            driver: DRIVER.into(),
+            volume_handle: "vol-1".into(),
+            fs_type: "ext4".into(),
+            ..Default::default()
+        });
+        c.user(ApiCall::Create(Object::Pv(pv)));
+        let mut claim = PersistentVolumeClaim::new("default", "data");
+        claim.spec.volume_name = Some("pv-1".into());
+        c.user(ApiCall::Create(Object::Pvc(claim)));
+        c
+    }
+
+    /// The pod UID in a publish target path.
+    fn pod_of(target: &str) -> Option<String> {
+        target
+            .strip_prefix(&format!("{ROOT}/pods/"))
+            .and_then(|rest| rest.split('/').next())
+            .map(str::to_string)
+    }
+
+    /// Handles staged and targets published, as the calls carried out left them.
+    fn mounts(records: &[CsiRecord]) -> (BTreeSet<String>, BTreeSet<String>) {
+        let (mut staged, mut published) = (BTreeSet::new(), BTreeSet::new());
+        for r in records.iter().filter(|r| r.done) {
+            match &r.call {
+                Request::NodeStage(s) => {
+                    staged.insert(s.volume_id.clone());
+                }
+                Request::NodeUnstage(u) => {
+                    staged.remove(&u.volume_id);
+                }
+                Request::NodePublish(p) => {
+                    published.insert(p.target_path.clone());
+                }
+                Request::NodeUnpublish(u) => {
+                    published.remove(&u.target_path);
+                }
+                _ => {}
+            }
+        }
+        (staged, published)
+    }
+
+    /// No NodeUnstage while a pod still has the volume published, no
+    /// NodePublish before it is staged; once faults stop, exactly the
+    /// running pods have it published, and it is staged only if they exist.
+    fn volume_manager(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
+        let mut c = world(seed);
+        let mut pods: BTreeMap<String, String> = BTreeMap::new();
+        let mut checked = 0;
+        for (what, x) in steps {
+            let name = format!("p{}", x % 3);
+            match what % 8 {
+                0 if !pods.contains_key(&name) => {
+                    let mut p = Pod::new("default", &name);
+                    p.spec.node_name = Some("node-a".into());
+                    p.spec.volumes.push(PodVolume {
+                        name: "d".into(),
+                        persistent_volume_claim: Some(PvcSource {
+                            claim_name: "data".into(),
+                            read_only: false,
+                        }),
+                    });
+                    if let ApiResult::Ok(Some(Object::Pod(p))) =
+                        c.user(ApiCall::Create(Object::Pod(p)))
+                    {
+                        pods.insert(name, p.metadata.uid);
+                    }
+                }
+                1 if pods.remove(&name).is_some() => {
+                    c.user(ApiCall::Delete(ObjectKey::new(Kind::Pod, "default", &name)));
+                }
+                _ => {
+                    if let Err(e) = c.step(x) {
+                        return TestResult::error(e);
+                    }
+                }
+            }
+            for i in checked..c.csi.len() {
+                let (staged, published) = mounts(&c.csi[..i]);
+                match &c.csi[i].call {
+                    Request::NodeUnstage(_) if !published.is_empty() => {
+                        return TestResult::error(format!("unstage under {published:?}"));
+                    }
+                    Request::NodePublish(_) if staged.is_empty() => {
+                        return TestResult::error("publish before stage");
+                    }
+                    _ => {}
+                }
+            }
+            checked = c.csi.len();
+        }
+        if let Err(e) = c.settle() {
+            return TestResult::error(e);
+        }
+        let (staged, published) = mounts(&c.csi);
+        let owners: BTreeSet<String> = published.iter().filter_map(|t| pod_of(t)).collect();
+        let running: BTreeSet<String> = pods.values().cloned().collect();
+        if owners != running || staged.is_empty() == !running.is_empty() {
+            return TestResult::error(format!(
+                "pods {running:?}, published for {owners:?}, staged {staged:?}"
+            ));
+        }
+        TestResult::passed()
+    }
+
+    #[test]
+    fn the_volume_manager_stays_safe_and_converges_under_faults() {
+        let seed = std::env::var("VOLPLANE_QC_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x5eed_u64);
+        QuickCheck::new()
+            .tests(200)
+            .rng(quickcheck::Gen::from_size_and_seed(60, seed))
+            .quickcheck(volume_manager as fn(u64, Vec<(u8, u8)>) -> TestResult);
+    }
+}

@@ -151,3 +151,143 @@ fn a_class_without_allow_volume_expansion_is_refused() {
     assert!(r.csi_calls.is_empty());
     assert_eq!(r.reasons(), vec![reason::VOLUME_RESIZE_FAILED]);
 }
+
+/// Properties under faults (see `control::chaos`).
+mod under_faults {
+    use quickcheck::{QuickCheck, TestResult};
+
+    use super::*;
+    use crate::control::ApiCall;
+    use crate::control::chaos::Chaos;
+
+    const GI: u64 = 1 << 30;
+
+    fn world(seed: u64) -> Chaos<Resizer> {
+        let mut c = Chaos::new(
+            seed,
+            || Resizer::new(ResizeConfig::new(DRIVER)),
+            |_, call| match call {
+                Request::ControllerExpand(e) => Ok(Response::ControllerExpanded {
+                    capacity_bytes: e.capacity.required_bytes,
+                    node_expansion_required: false,
+                }),
+                other => Err(Status::unimplemented(other.method())),
+            },
+        );
+        let mut sc = StorageClass::new("fast", DRIVER);
+        sc.allow_volume_expansion = Some(true);
+        c.user(ApiCall::Create(Object::Class(sc)));
+        let mut pv = PersistentVolume::new("pv-1");
+        pv.spec.access_modes = vec![AccessMode::ReadWriteOnce];
+        pv.spec
+            .capacity
+            .insert("storage".into(), Quantity::from_bytes(GI));
+        pv.spec.csi = Some(CsiSource {
+            driver: DRIVER.into(),
+            volume_handle: "vol-1".into(),
+            ..Default::default()
+        });
+        pv.spec.claim_ref = Some(ObjectReference {
+            namespace: "default".into(),
+            name: "data".into(),
+            ..Default::default()
+        });
+        c.user(ApiCall::Create(Object::Pv(pv)));
+        let mut claim = PersistentVolumeClaim::new("default", "data");
+        claim.spec.storage_class_name = Some("fast".into());
+        claim.spec.volume_name = Some("pv-1".into());
+        claim
+            .spec
+            .resources
+            .requests
+            .insert("storage".into(), Quantity::from_bytes(GI));
+        claim.status.phase = Some(PvcPhase::Bound);
+        claim
+            .status
+            .capacity
+            .insert("storage".into(), Quantity::from_bytes(GI));
+        c.user(ApiCall::Create(Object::Pvc(claim)));
+        c
+    }
+
+    fn get<T>(c: &Chaos<Resizer>, kind: Kind, ns: &str, f: impl Fn(&Object) -> Option<&T>) -> T
+    where
+        T: Clone,
+    {
+        let name = if kind == Kind::PersistentVolume {
+            "pv-1"
+        } else {
+            "data"
+        };
+        c.store
+            .get(&ObjectKey::new(kind, ns, name))
+            .and_then(f)
+            .cloned()
+            .expect("the world's objects stay")
+    }
+
+    fn bytes(q: Option<&Quantity>) -> u64 {
+        q.map_or(0, Quantity::bytes)
+    }
+
+    /// A volume never shrinks and ControllerExpand never asks for less than
+    /// the volume has; once faults stop, the volume and the claim's status
+    /// reach the last size asked for.
+    fn resize(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
+        let mut c = world(seed);
+        let mut asked = GI;
+        let mut largest = GI;
+        for (what, x) in steps {
+            if what % 6 == 0 {
+                asked += GI * (1 + u64::from(x % 3));
+                let mut claim = get(&c, Kind::PersistentVolumeClaim, "default", Object::as_pvc);
+                claim
+                    .spec
+                    .resources
+                    .requests
+                    .insert("storage".into(), Quantity::from_bytes(asked));
+                if !matches!(
+                    c.user(ApiCall::Update(Object::Pvc(claim))),
+                    ApiResult::Ok(_)
+                ) {
+                    return TestResult::error("the user's update failed");
+                }
+            } else if let Err(e) = c.step(x) {
+                return TestResult::error(e);
+            }
+            let pv = get(&c, Kind::PersistentVolume, "", Object::as_pv);
+            let now = bytes(pv.spec.capacity.get("storage"));
+            if now < largest {
+                return TestResult::error(format!("the volume shrank from {largest} to {now}"));
+            }
+            largest = now;
+        }
+        if let Err(e) = c.settle() {
+            return TestResult::error(e);
+        }
+        let pv = get(&c, Kind::PersistentVolume, "", Object::as_pv);
+        let claim = get(&c, Kind::PersistentVolumeClaim, "default", Object::as_pvc);
+        let (pv_size, status) = (
+            bytes(pv.spec.capacity.get("storage")),
+            bytes(claim.status.capacity.get("storage")),
+        );
+        if pv_size != asked || status != asked {
+            return TestResult::error(format!(
+                "asked {asked}: volume {pv_size}, claim status {status}"
+            ));
+        }
+        TestResult::passed()
+    }
+
+    #[test]
+    fn resizing_never_shrinks_and_reaches_the_size_asked_under_faults() {
+        let seed = std::env::var("VOLPLANE_QC_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x5eed_u64);
+        QuickCheck::new()
+            .tests(200)
+            .rng(quickcheck::Gen::from_size_and_seed(60, seed))
+            .quickcheck(resize as fn(u64, Vec<(u8, u8)>) -> TestResult);
+    }
+}
