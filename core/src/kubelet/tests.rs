@@ -528,7 +528,7 @@ mod under_faults {
         let (staged, published) = mounts(&c.csi);
         let owners: BTreeSet<String> = published.iter().filter_map(|t| pod_of(t)).collect();
         let running: BTreeSet<String> = pods.values().cloned().collect();
-        if owners != running || staged.is_empty() == !running.is_empty() {
+        if owners != running || staged.is_empty() != running.is_empty() {
             return TestResult::error(format!(
                 "pods {running:?}, published for {owners:?}, staged {staged:?}"
             ));
