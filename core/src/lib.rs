@@ -3,21 +3,23 @@
 //!
 //! # The one contract every machine follows
 //!
-//! Every machine in this crate has the same face, so that the runtime
-//! adapters, the simulator and the fuzz targets drive all of them alike:
+//! Every machine in this crate — binder, provisioner, attach/detach,
+//! resizer, kubelet, pvc- and pv-protection, plugin watcher, registrar and
+//! driver — implements [`machine::Machine`], and one loop
+//! ([`machine::drain`]) drives any of them, in the tests, the simulator, the
+//! service's pump, the lab and the Kubernetes adapter alike:
 //!
-//! * **Inputs** — `handle(&mut self, now: Tick, input: Input)`: something was
-//!   observed (a request arrived, an object was delivered by a watch, the
-//!   mounts on the node were read) or an effect completed
-//!   (`Input::Done { op, outcome }`).
-//! * **Outputs** — `poll(&mut self) -> Option<Effect>`: the next thing the
-//!   adapter must do. Effects that complete carry an [`OpId`], and their
-//!   completion comes back as an input. An adapter drains `poll` until it
-//!   returns `None` after every `handle`, and carries the effects out **in the
-//!   order they were polled** (a `Persist` before the effects that follow it is
-//!   what makes the machines write-ahead).
-//! * **Timers** — `poll_timeout(&self) -> Option<Tick>` and
-//!   `handle_timeout(&mut self, now)`: retries and backoff without a clock.
+//! * **Inputs** — `handle(now, input)`: something was observed (a request
+//!   arrived, a watch delivered an object, the node's mounts were read, the
+//!   process restarted) or an effect completed, named by its [`OpId`].
+//! * **Outputs** — `poll() -> Option<Effect>`: the next thing to do, carried
+//!   out **in the order polled** (the driver's `Persist` comes before what
+//!   depends on it, and nothing follows it until its completion arrives).
+//! * **Timers** — `poll_timeout()` and `handle_timeout(now)`: deadlines kept
+//!   as data in a [`machine::TimerTable`]; no clock.
+//! * **Invariants** — `check_invariants()`: a function over the machine's
+//!   state, checked after every step by the rig, the properties, the
+//!   simulator and the fuzz targets.
 //!
 //! Rules that keep the machines checkable:
 //!
@@ -33,6 +35,8 @@
 //!   the CSI specification names for it and a message a person can act on.
 //! * Invariants are functions over a machine's state, written once and used
 //!   by unit tests, properties, the simulator and the fuzzers alike.
+
+#![warn(missing_docs)]
 
 pub mod attach;
 pub mod binder;

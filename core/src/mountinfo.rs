@@ -6,17 +6,26 @@ use serde::{Deserialize, Serialize};
 /// One line of mountinfo.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MountEntry {
+    /// The mount's id.
     pub mount_id: u32,
+    /// Its parent's id.
     pub parent_id: u32,
+    /// The device's major number.
     pub major: u32,
+    /// The device's minor number.
     pub minor: u32,
     /// The path inside the source filesystem that is mounted (`/` for a whole
     /// filesystem, a sub-directory for a bind mount of a directory).
     pub root: String,
+    /// Where it is mounted (octal escapes decoded).
     pub mount_point: String,
+    /// Per-mount options.
     pub options: String,
+    /// The filesystem type.
     pub fs_type: String,
+    /// The mount source (octal escapes decoded).
     pub source: String,
+    /// Per-superblock options.
     pub super_options: String,
 }
 
@@ -31,7 +40,9 @@ impl MountEntry {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("mountinfo line {line}: {reason}")]
 pub struct ParseError {
+    /// The line (1-based).
     pub line: usize,
+    /// What is wrong with it.
     pub reason: String,
 }
 

@@ -26,6 +26,7 @@ pub enum Plant {
 }
 
 impl Plant {
+    /// Every plant, in `--list-plants` order.
     pub const ALL: [Plant; 5] = [
         Plant::UnstageAfterFirstUnpublish,
         Plant::DetachWithoutWaitingForUnmount,
@@ -45,6 +46,7 @@ impl Plant {
         }
     }
 
+    /// What the plant breaks, for a person.
     pub fn describe(self) -> &'static str {
         match self {
             Plant::UnstageAfterFirstUnpublish => "kubelet unstages after the first pod's unpublish",
@@ -59,6 +61,7 @@ impl Plant {
         }
     }
 
+    /// The plant `--plant` names.
     pub fn parse(s: &str) -> Option<Plant> {
         Plant::ALL.into_iter().find(|p| p.name() == s)
     }

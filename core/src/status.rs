@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 /// The canonical gRPC status codes (numbers as on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[repr(i32)]
+// Each code is gRPC's of the same name.
+#[allow(missing_docs)]
 pub enum Code {
     Ok = 0,
     Cancelled = 1,
@@ -89,32 +91,41 @@ impl std::fmt::Display for Code {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct Status {
+    /// The gRPC status code the CSI spec names for this case.
     pub code: Code,
+    /// What happened, for a person to act on.
     pub message: String,
 }
 
 impl Status {
+    /// A status with `code` and `message`.
     pub fn new(code: Code, message: impl Into<String>) -> Status {
         Status {
             code,
             message: message.into(),
         }
     }
+    /// INVALID_ARGUMENT.
     pub fn invalid(message: impl Into<String>) -> Status {
         Status::new(Code::InvalidArgument, message)
     }
+    /// NOT_FOUND.
     pub fn not_found(message: impl Into<String>) -> Status {
         Status::new(Code::NotFound, message)
     }
+    /// ALREADY_EXISTS.
     pub fn already_exists(message: impl Into<String>) -> Status {
         Status::new(Code::AlreadyExists, message)
     }
+    /// FAILED_PRECONDITION.
     pub fn failed_precondition(message: impl Into<String>) -> Status {
         Status::new(Code::FailedPrecondition, message)
     }
+    /// INTERNAL.
     pub fn internal(message: impl Into<String>) -> Status {
         Status::new(Code::Internal, message)
     }
+    /// UNIMPLEMENTED.
     pub fn unimplemented(message: impl Into<String>) -> Status {
         Status::new(Code::Unimplemented, message)
     }

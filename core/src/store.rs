@@ -77,6 +77,7 @@ fn merge(spec_from: &Object, status_from: &Object) -> Object {
 }
 
 impl Store {
+    /// An empty store.
     pub fn new() -> Store {
         Store::default()
     }
@@ -90,14 +91,17 @@ impl Store {
         }
     }
 
+    /// The object `key` names.
     pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
         self.objects.get(key)
     }
 
+    /// Every object, in key order.
     pub fn objects(&self) -> impl Iterator<Item = &Object> {
         self.objects.values()
     }
 
+    /// The store's resourceVersion now.
     pub fn version(&self) -> u64 {
         self.version
     }

@@ -35,6 +35,7 @@ use crate::{OpId, Tick};
 pub struct AttachConfig {
     /// The CSI driver whose volumes and VolumeAttachments this machine handles.
     pub driver: String,
+    /// What the driver supports (SINGLE_NODE_MULTI_WRITER).
     pub modes: DriverModes,
     /// The driver has PUBLISH_READONLY.
     pub publish_readonly: bool,
@@ -42,13 +43,16 @@ pub struct AttachConfig {
     pub trivial: bool,
     /// How long to wait for unmount on an unhealthy node before forcing (C3.6).
     pub max_wait_for_unmount: Tick,
+    /// The first retry delay after a failure.
     pub retry_start: Tick,
+    /// The longest retry delay.
     pub retry_max: Tick,
     /// Simulation only: a planted mistake.
     pub plant: crate::plant::Planted,
 }
 
 impl AttachConfig {
+    /// The attach/detach controller and attacher for `driver`, with Kubernetes' defaults.
     pub fn new(driver: &str) -> AttachConfig {
         AttachConfig {
             driver: driver.into(),
@@ -114,6 +118,7 @@ struct Desired {
 }
 
 impl Attach {
+    /// A machine with empty memory (a process that just started).
     pub fn new(config: AttachConfig) -> Attach {
         let backoff = Backoff::new(config.retry_start, config.retry_max);
         Attach {

@@ -82,6 +82,7 @@ pub fn bound_to_claim(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> b
 }
 
 impl Binder {
+    /// A binder with empty memory.
     pub fn new() -> Binder {
         Binder::default()
     }
@@ -94,6 +95,7 @@ impl Binder {
         }
     }
 
+    /// The index of volumes that claims can match.
     pub fn index(&self) -> &MatchIndex {
         &self.index
     }

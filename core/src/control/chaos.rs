@@ -16,7 +16,9 @@ use crate::{Code, Status, Tick};
 /// One CSI call the machine made, and whether the driver carried it out.
 #[derive(Debug, Clone)]
 pub struct CsiRecord {
+    /// The node whose plugin was called (None: the controller).
     pub node: Option<String>,
+    /// The call.
     pub call: CsiCall,
     /// The call's effect happened (it may still have answered an error).
     pub done: bool,
@@ -31,14 +33,18 @@ type Found = Box<dyn Fn(&[CsiRecord], &Store) -> Vec<Input>>;
 /// A machine, a store, and everything in flight between them.
 #[allow(missing_debug_implementations)]
 pub struct Chaos<M> {
+    /// The machine under test (replaced by a fresh one at a restart).
     pub machine: M,
     fresh: Box<dyn Fn() -> M>,
+    /// The API server's objects.
     pub store: Store,
+    /// The clock.
     pub now: Tick,
     /// Watch events (and `Synced` after a relist), delivered in order.
     watches: VecDeque<Input>,
     /// Completions, delivered in any order.
     done: Vec<Input>,
+    /// Every CSI call the machine made, in order.
     pub csi: Vec<CsiRecord>,
     answer: Driver,
     rng: Rng,

@@ -31,12 +31,14 @@ pub use cache::Cache;
 pub enum Watch {
     /// Added or modified.
     Applied(Object),
+    /// Deleted (the object's last state).
     Deleted(Object),
 }
 
 /// A request to the API server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ApiCall {
+    /// Creates the object.
     Create(Object),
     /// Replaces spec and metadata; `metadata.resourceVersion` is the precondition.
     Update(Object),
@@ -49,12 +51,15 @@ pub enum ApiCall {
     /// Lists the objects of one kind in a namespace, bypassing the watch
     /// cache (what pvc-protection asks before it lets a claim go).
     List {
+        /// The kind listed.
         kind: Kind,
+        /// The namespace listed.
         namespace: String,
     },
 }
 
 impl ApiCall {
+    /// The object the call is about (for a list, the kind and namespace).
     pub fn key(&self) -> ObjectKey {
         match self {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => o.key(),
@@ -63,6 +68,7 @@ impl ApiCall {
         }
     }
 
+    /// The verb, as a log line says it.
     pub fn verb(&self) -> &'static str {
         match self {
             ApiCall::Create(_) => "create",
@@ -84,28 +90,38 @@ pub enum ApiResult {
     Listed(Vec<Object>),
     /// The resourceVersion precondition failed.
     Conflict,
+    /// The object does not exist.
     NotFound,
+    /// The object already exists.
     AlreadyExists,
+    /// Any other failure, with the server's message.
     Failed(String),
 }
 
 /// Normal or Warning, as in Kubernetes events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventType {
+    /// Normal.
     Normal,
+    /// Warning.
     Warning,
 }
 
 /// An event for the user, with Kubernetes' reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
+    /// The object the event is about.
     pub object: ObjectKey,
+    /// Normal or Warning.
     pub type_: EventType,
+    /// Kubernetes' reason (ProvisioningSucceeded, FailedAttachVolume…).
     pub reason: String,
+    /// The message for the user.
     pub message: String,
 }
 
 impl Event {
+    /// A Normal event.
     pub fn normal(object: ObjectKey, reason: &str, message: impl Into<String>) -> Event {
         Event {
             object,
@@ -115,6 +131,7 @@ impl Event {
         }
     }
 
+    /// A Warning event.
     pub fn warning(object: ObjectKey, reason: &str, message: impl Into<String>) -> Event {
         Event {
             object,
@@ -147,22 +164,30 @@ pub type CsiResult = Result<crate::driver::Response, Status>;
 /// What any control-plane machine asks its adapter to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
+    /// Call the API server; answer with [`Input::ApiDone`].
     Api {
+        /// The operation, named again in its completion.
         op: OpId,
+        /// The request.
         call: ApiCall,
     },
     /// A CSI call to the driver; `node` names the node plugin for node calls.
     Csi {
+        /// The operation, named again in its completion.
         op: OpId,
+        /// The node whose plugin serves the call (None: the controller).
         node: Option<String>,
+        /// The request.
         call: CsiCall,
     },
+    /// Record an event for the user.
     Event(Event),
 }
 
 /// What any control-plane machine is told.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
+    /// An object as a watch delivered it.
     Watch(Watch),
     /// The process (re)started with empty memory: its watches list every
     /// object again, and the machine does nothing until [`Input::Synced`]
@@ -179,12 +204,18 @@ pub enum Input {
     /// What a restarted kubelet finds mounted on its node, taken as
     /// uncertain actual state (D3.10). Only the kubelet reads it.
     Reconstruct(crate::kubelet::Observed),
+    /// An API call completed.
     ApiDone {
+        /// The operation the call was polled with.
         op: OpId,
+        /// What the server answered.
         result: ApiResult,
     },
+    /// A CSI call completed.
     CsiDone {
+        /// The operation the call was polled with.
         op: OpId,
+        /// What the driver answered.
         result: CsiResult,
     },
 }
@@ -238,6 +269,7 @@ pub struct Ops {
 }
 
 impl Ops {
+    /// The next operation id.
     pub fn issue(&mut self) -> OpId {
         self.next += 1;
         OpId(self.next)

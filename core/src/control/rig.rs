@@ -15,8 +15,11 @@ use crate::store::Store;
 /// A machine, a store, a clock, and what happened.
 #[allow(missing_debug_implementations)]
 pub struct Rig<M> {
+    /// The machine under test.
     pub machine: M,
+    /// The API server's objects.
     pub store: Store,
+    /// The clock.
     pub now: Tick,
     /// Every event the machine emitted, in order.
     pub events: Vec<Event>,
@@ -28,6 +31,7 @@ pub struct Rig<M> {
 }
 
 impl<M: ControlMachine> Rig<M> {
+    /// A rig around `machine`, with an empty store, answering no CSI calls.
     pub fn new(machine: M) -> Rig<M> {
         Rig {
             machine,
@@ -131,6 +135,7 @@ impl<M: ControlMachine> Rig<M> {
         self.run();
     }
 
+    /// The object of `kind` named `name` in `namespace`, as stored.
     pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {
         self.store.get(&ObjectKey::new(kind, namespace, name))
     }

@@ -53,7 +53,9 @@ pub type RpcId = u64;
 pub struct DriverConfig {
     /// The driver name (GetPluginInfo), e.g. `volplane.csi.io`.
     pub name: String,
+    /// Its version (GetPluginInfo).
     pub vendor_version: String,
+    /// GetPluginInfo's manifest.
     pub manifest: Attributes,
     /// Serve the Controller service.
     pub controller: bool,
@@ -69,8 +71,11 @@ pub struct DriverConfig {
     pub path_roots: Vec<String>,
     /// Node ids ControllerPublish accepts; empty accepts any.
     pub known_nodes: BTreeSet<String>,
+    /// The plugin capabilities advertised.
     pub plugin_capabilities: BTreeSet<PluginCapability>,
+    /// The controller capabilities advertised.
     pub controller_capabilities: BTreeSet<ControllerCapability>,
+    /// The node capabilities advertised.
     pub node_capabilities: BTreeSet<NodeCapability>,
     /// Access modes volumes can be created and published with.
     pub access_modes: BTreeSet<AccessMode>,
@@ -137,11 +142,13 @@ impl DriverConfig {
         }
     }
 
+    /// True when the driver stages (STAGE_UNSTAGE_VOLUME).
     pub fn stages(&self) -> bool {
         self.node_capabilities
             .contains(&NodeCapability::StageUnstageVolume)
     }
 
+    /// True when the driver advertises `c`.
     pub fn has(&self, c: ControllerCapability) -> bool {
         self.controller_capabilities.contains(&c)
     }
@@ -149,12 +156,16 @@ impl DriverConfig {
 
 /// Something the adapter observed or completed.
 #[derive(Debug, Clone, PartialEq)]
+// The fields of one-line variants are named in the variant's doc.
+#[allow(missing_docs)]
 pub enum Input {
-    /// A request arrived.
+    /// A request arrived; `rpc` names it in the reply.
     Request { rpc: RpcId, request: Request },
     /// A plan handed out as `Effect::Execute { op, .. }` completed.
     Done {
+        /// The operation the plan was polled with.
         op: OpId,
+        /// What carrying it out produced.
         result: Result<Outcome, Status>,
     },
     /// The node's current mounts (read at start, after a possible reboot).
@@ -162,23 +173,30 @@ pub enum Input {
     /// The [`Effect::Persist`] `op` completed: the state as it was when it
     /// was polled is durable, or (`Err`) could not be written.
     Persisted {
+        /// The persist polled with this id.
         op: OpId,
+        /// Written, or why not.
         result: Result<(), String>,
     },
 }
 
 /// What the adapter must do next.
 #[derive(Debug, Clone, PartialEq)]
+// The fields of one-line variants are named in the variant's doc.
+#[allow(missing_docs)]
 pub enum Effect {
     /// Write [`Driver::state`] durably, then report [`Input::Persisted`].
     /// Nothing more is polled until then: no plan runs before it is
     /// recorded, and no answer leaves before what it acknowledges is durable.
+    /// `op` is named again in the completion.
     Persist { op: OpId },
-    /// Carry out `plan` and report `Input::Done { op, .. }`.
+    /// Carry out `plan` and report [`Input::Done`] with `op`.
     Execute { op: OpId, plan: Plan },
     /// Answer request `rpc`.
     Reply {
+        /// The request answered.
         rpc: RpcId,
+        /// The answer.
         result: Result<Response, Status>,
     },
 }
@@ -257,10 +275,12 @@ impl Driver {
         d
     }
 
+    /// The driver's fixed configuration.
     pub fn config(&self) -> &DriverConfig {
         &self.config
     }
 
+    /// The state to persist (what [`Effect::Persist`] writes).
     pub fn state(&self) -> &DriverState {
         &self.state
     }

@@ -13,17 +13,25 @@ use super::types::*;
 /// and must return the same volume when asked again for the same `name`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreatePlan {
+    /// The volume's name (CreateVolume.name): the same name, the same volume.
     pub name: String,
+    /// The size range asked for.
     pub capacity: CapacityRange,
     /// The size the machine suggests: `required_bytes`, or the driver's
     /// default (within `limit_bytes`) when the request leaves it open.
     pub suggested_bytes: u64,
+    /// How the volume will be used (each must be supported).
     pub capabilities: Vec<Capability>,
+    /// The storage class parameters, `csi.storage.k8s.io/` keys stripped.
     pub parameters: Attributes,
+    /// Mutable parameters (a VolumeAttributesClass's).
     pub mutable_parameters: Attributes,
+    /// A snapshot or volume to fill the new volume from.
     pub content_source: Option<ContentSource>,
+    /// Where the volume must (and should) be reachable from.
     pub accessibility: Option<TopologyRequirement>,
     #[serde(skip)]
+    /// The provisioner's secrets.
     pub secrets: Secrets,
 }
 
@@ -31,12 +39,18 @@ pub struct CreatePlan {
 /// then mount; or whatever the backend's storage needs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StagePlan {
+    /// The volume to stage or unstage.
     pub volume_id: String,
+    /// The global mount path, already checked to lie under the driver's roots.
     pub staging_path: String,
+    /// Mount or block, with the access mode.
     pub capability: Capability,
+    /// What ControllerPublish answered (hints at most: the backend proves the source).
     pub publish_context: Attributes,
+    /// What CreateVolume answered (hints at most).
     pub volume_context: Attributes,
     #[serde(skip)]
+    /// The node-stage secrets.
     pub secrets: Secrets,
 }
 
@@ -44,85 +58,129 @@ pub struct StagePlan {
 /// staging path, or of the device for raw block).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PublishPlan {
+    /// The volume to publish or unpublish.
     pub volume_id: String,
     /// Empty when the driver does not stage.
     pub staging_path: String,
+    /// The pod's target path, already checked to lie under the driver's roots.
     pub target_path: String,
+    /// Mount or block, with the access mode.
     pub capability: Capability,
+    /// Publish read-only.
     pub readonly: bool,
+    /// What ControllerPublish answered (hints at most).
     pub publish_context: Attributes,
+    /// What CreateVolume answered (hints at most).
     pub volume_context: Attributes,
     #[serde(skip)]
+    /// The node-publish secrets.
     pub secrets: Secrets,
 }
 
 /// One step for the adapter to carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Plan {
+    /// Create the volume (or find the one already made for this name).
     CreateVolume(CreatePlan),
+    /// Delete the volume's storage; a volume already gone is success.
     DeleteVolume {
+        /// The volume as the driver recorded it.
         volume: Volume,
         #[serde(skip)]
+        /// The deleter's secrets.
         secrets: Secrets,
     },
+    /// Make the volume available to a node.
     ControllerPublish {
+        /// The volume as the driver recorded it.
         volume: Volume,
+        /// The node, as NodeGetInfo names it.
         node_id: String,
+        /// How the node will use it.
         capability: Capability,
+        /// Publish read-only.
         readonly: bool,
         #[serde(skip)]
+        /// The publisher's secrets.
         secrets: Secrets,
     },
     /// Unpublish from each of `node_ids` in turn.
     ControllerUnpublish {
+        /// The volume as the driver recorded it.
         volume: Volume,
+        /// The nodes to unpublish from.
         node_ids: Vec<String>,
         /// Nodes the volume stays published to (a backend whose nodes
         /// share one device keeps it for them).
         #[serde(default)]
         still_published: Vec<String>,
         #[serde(skip)]
+        /// The unpublisher's secrets.
         secrets: Secrets,
     },
+    /// Grow the volume's storage.
     ControllerExpand {
+        /// The volume as the driver recorded it.
         volume: Volume,
+        /// The size range asked for.
         capacity: CapacityRange,
+        /// How the volume is used, when the CO says.
         capability: Option<Capability>,
         #[serde(skip)]
+        /// The expander's secrets.
         secrets: Secrets,
     },
+    /// Apply mutable parameters to the volume.
     ControllerModify {
+        /// The volume as the driver recorded it.
         volume: Volume,
+        /// The parameters to apply.
         mutable_parameters: Attributes,
         #[serde(skip)]
+        /// The modifier's secrets.
         secrets: Secrets,
     },
     /// A query: free capacity for volumes with these parameters.
     GetCapacity {
+        /// The capabilities volumes must support.
         capabilities: Vec<Capability>,
+        /// The storage class parameters.
         parameters: Attributes,
+        /// The segment asked about, if any.
         accessible_topology: Option<Topology>,
     },
+    /// Stage the volume at its global mount path.
     Stage(StagePlan),
     /// Undo a stage: unmount the staging path and remove what the stage made.
     Unstage(StagePlan),
+    /// Publish the volume at a pod's target path.
     Publish(PublishPlan),
     /// Undo a publish: unmount the target and remove it.
     Unpublish(PublishPlan),
+    /// Grow the filesystem (or nothing, for raw block) on this node.
     NodeExpand {
+        /// The volume to grow.
         volume_id: String,
         /// Where the filesystem (or device, for raw block) is reachable.
         volume_path: String,
+        /// Its global mount path, when staged.
         staging_path: String,
+        /// How it is used, when the CO says.
         capability: Option<Capability>,
+        /// The size to reach.
         required_bytes: u64,
+        /// What ControllerPublish answered (hints at most).
         publish_context: Attributes,
+        /// What CreateVolume answered (hints at most).
         volume_context: Attributes,
     },
     /// A query: usage of the volume at `volume_path`.
     VolumeStats {
+        /// The volume asked about.
         volume_id: String,
+        /// Where it is published or staged (a path the driver recorded).
         volume_path: String,
+        /// Published for raw block access.
         block: bool,
     },
 }
@@ -158,24 +216,39 @@ impl Plan {
 pub enum Outcome {
     /// The plan completed and has nothing to report.
     Done,
+    /// The volume was created (or found).
     Created(Volume),
+    /// The volume was published to the node.
     Published {
+        /// What NodeStage and NodePublish will receive.
         publish_context: Attributes,
     },
+    /// The volume's storage grew.
     ControllerExpanded {
+        /// Its size now.
         capacity_bytes: u64,
+        /// The node must grow the filesystem too.
         node_expansion_required: bool,
     },
+    /// What GetCapacity found.
     Capacity {
+        /// Bytes free for new volumes.
         available_bytes: u64,
+        /// The largest volume that can be made, if limited.
         maximum_volume_size: Option<u64>,
+        /// The smallest volume that can be made, if limited.
         minimum_volume_size: Option<u64>,
     },
+    /// The filesystem grew.
     NodeExpanded {
+        /// Its size now.
         capacity_bytes: u64,
     },
+    /// What NodeGetVolumeStats found.
     Stats {
+        /// Bytes and inodes used and free.
         usage: VolumeUsage,
+        /// Whether the volume is healthy, if known.
         condition: Option<VolumeCondition>,
     },
 }

@@ -1,5 +1,9 @@
 //! Requests the driver machine accepts and the answers it gives: one variant
 //! per CSI RPC, already validated field by field at the wire boundary.
+//!
+//! Fields mirror the CSI messages of the same names (the CSI spec documents
+//! them); what the machine checks and answers is documented on the machine.
+#![allow(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 

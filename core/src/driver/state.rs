@@ -20,19 +20,28 @@ pub struct DriverState {
     /// Operations handed to the adapter and not yet completed. Recorded before
     /// the adapter sees them; carried out again after a restart.
     pub in_flight: BTreeMap<OpId, InFlight>,
+    /// The next operation id (persisted, so ids are never reused).
     pub next_op: u64,
 }
 
 /// A volume the controller created.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VolumeRecord {
+    /// The name CreateVolume was asked with.
     pub name: String,
+    /// The volume as created.
     pub volume: Volume,
+    /// The capabilities it was created for.
     pub capabilities: Vec<Capability>,
+    /// The parameters it was created with.
     pub parameters: Attributes,
+    /// Its mutable parameters now.
     pub mutable_parameters: Attributes,
+    /// The topology requirement it was created for.
     pub accessibility: Option<TopologyRequirement>,
+    /// The size range it was created (or last expanded) for.
     pub capacity: CapacityRange,
+    /// The last expansion still needs the node to grow the filesystem.
     pub node_expansion_required: bool,
     /// Nodes the volume is published to (ControllerPublish).
     pub published: BTreeMap<String, Publication>,
@@ -41,8 +50,11 @@ pub struct VolumeRecord {
 /// A ControllerPublish to one node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Publication {
+    /// How the node uses it.
     pub capability: Capability,
+    /// Published read-only.
     pub readonly: bool,
+    /// What the publish answered.
     pub publish_context: Attributes,
     /// False while the publish is in flight or after it failed: the effect may
     /// or may not have happened, so an unpublish must still be carried out.
@@ -52,7 +64,9 @@ pub struct Publication {
 /// A volume on this node: its stage (if any) and its published targets.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeVolume {
+    /// The global mount, if staged (or staging).
     pub stage: Option<StageRecord>,
+    /// Pod target paths → their publish.
     pub targets: BTreeMap<String, TargetRecord>,
     /// Size the filesystem was last grown to by NodeExpandVolume.
     pub expanded_bytes: Option<u64>,
@@ -61,21 +75,32 @@ pub struct NodeVolume {
 /// A NodeStageVolume.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageRecord {
+    /// The global mount path.
     pub staging_path: String,
+    /// How it was staged.
     pub capability: Capability,
+    /// The publish context it was staged with.
     pub publish_context: Attributes,
+    /// The volume context it was staged with.
     pub volume_context: Attributes,
+    /// The stage succeeded (false: it may or may not have happened).
     pub certain: bool,
 }
 
 /// A NodePublishVolume to one target path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetRecord {
+    /// The global mount it was published from.
     pub staging_path: String,
+    /// How it was published.
     pub capability: Capability,
+    /// Published read-only.
     pub readonly: bool,
+    /// The publish context it was published with.
     pub publish_context: Attributes,
+    /// The volume context it was published with.
     pub volume_context: Attributes,
+    /// The publish succeeded (false: it may or may not have happened).
     pub certain: bool,
 }
 
@@ -84,6 +109,7 @@ pub struct TargetRecord {
 pub struct InFlight {
     /// The lock it holds: a volume id, or `name:<name>` for a create.
     pub key: String,
+    /// The plan, carried out again after a restart.
     pub plan: Plan,
     /// The request waiting for the answer; `None` after a restart.
     #[serde(skip)]

@@ -1,5 +1,8 @@
 //! The driver's own types for what CSI requests carry: validated once at the
 //! wire boundary, then used by the machine and the backends.
+//!
+//! Fields mirror the CSI messages of the same names (see the CSI spec).
+#![allow(missing_docs)]
 
 use std::collections::BTreeMap;
 

@@ -15,7 +15,8 @@
 //! * One operation per volume at a time.
 //! * A call that timed out leaves its volume "uncertain": it is retried or
 //!   cleaned up, never forgotten (D2.3). After a restart,
-//!   [`Kubelet::reconstruct`] takes what is mounted on the node as uncertain.
+//!   [`Input::Reconstruct`] hands it what
+//!   is mounted on the node, taken as uncertain.
 //! * Deliberately stricter than upstream: a final error on the *retry* of an
 //!   uncertain stage or publish keeps it uncertain (and the volume in use)
 //!   until an unstage or unpublish succeeds. Upstream's
@@ -38,7 +39,9 @@ use crate::{Code, OpId, Tick};
 /// How a node's kubelet runs.
 #[derive(Debug, Clone)]
 pub struct KubeletConfig {
+    /// The node this kubelet runs on.
     pub node: String,
+    /// The CSI driver whose volumes it manages.
     pub driver: String,
     /// The kubelet root directory (`/var/lib/kubelet`).
     pub root: String,
@@ -46,14 +49,18 @@ pub struct KubeletConfig {
     pub stage_unstage: bool,
     /// The driver has node EXPAND_VOLUME.
     pub node_expand: bool,
+    /// What the driver supports (SINGLE_NODE_MULTI_WRITER).
     pub modes: DriverModes,
+    /// The first retry delay after a failed operation.
     pub retry_start: Tick,
+    /// The longest retry delay.
     pub retry_max: Tick,
     /// Simulation only: a planted mistake.
     pub plant: crate::plant::Planted,
 }
 
 impl KubeletConfig {
+    /// A volume manager for `driver` on `node`, with the kubelet's defaults.
     pub fn new(node: &str, driver: &str, root: &str) -> KubeletConfig {
         KubeletConfig {
             node: node.into(),
@@ -82,17 +89,24 @@ pub enum Certainty {
 /// A staged volume (global mount).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Device {
+    /// The volume handle.
     pub handle: String,
+    /// The global mount path.
     pub staging_path: String,
+    /// Done or uncertain.
     pub state: Certainty,
 }
 
 /// A volume published to a pod.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodMount {
+    /// The volume handle.
     pub handle: String,
+    /// The pod's UID.
     pub pod: String,
+    /// The pod's target path.
     pub target: String,
+    /// Done or uncertain.
     pub state: Certainty,
 }
 
@@ -177,6 +191,7 @@ pub struct Kubelet {
 }
 
 impl Kubelet {
+    /// A volume manager with empty memory (reconstruction comes as an input).
     pub fn new(config: KubeletConfig) -> Kubelet {
         let backoff = Backoff::new(config.retry_start, config.retry_max);
         Kubelet {
@@ -195,10 +210,12 @@ impl Kubelet {
         }
     }
 
+    /// What the kubelet believes is staged and published.
     pub fn actual(&self) -> &ActualState {
         &self.actual
     }
 
+    /// Its configuration.
     pub fn config(&self) -> &KubeletConfig {
         &self.config
     }

@@ -12,11 +12,14 @@ use std::path::{Path, PathBuf};
 /// Where everything of one lab lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
+    /// The lab's root directory.
     pub root: PathBuf,
+    /// The driver's name.
     pub driver: String,
 }
 
 impl Layout {
+    /// The layout under `root` for `driver`.
     pub fn new(root: impl Into<PathBuf>, driver: &str) -> Layout {
         Layout {
             root: root.into(),
@@ -28,22 +31,27 @@ impl Layout {
         p.display().to_string()
     }
 
+    /// The controller driver's directory.
     pub fn controller_dir(&self) -> PathBuf {
         self.root.join("controller")
     }
 
+    /// The controller driver's CSI endpoint.
     pub fn controller_endpoint(&self) -> String {
         format!("unix://{}", Self::s(self.controller_dir().join("csi.sock")))
     }
 
+    /// Where volume images and directories live.
     pub fn volumes_dir(&self) -> PathBuf {
         self.root.join("volumes")
     }
 
+    /// A node's directory.
     pub fn node_dir(&self, node: &str) -> PathBuf {
         self.root.join("nodes").join(node)
     }
 
+    /// A node's kubelet root.
     pub fn kubelet_dir(&self, node: &str) -> String {
         Self::s(self.node_dir(node).join("kubelet"))
     }
@@ -56,6 +64,7 @@ impl Layout {
             .join("csi.sock")
     }
 
+    /// A node's plugin registry.
     pub fn registry_dir(&self, node: &str) -> PathBuf {
         Path::new(&self.kubelet_dir(node)).join("plugins_registry")
     }
@@ -65,14 +74,17 @@ impl Layout {
         self.node_dir(node).join("registrar")
     }
 
+    /// A node's driver state directory.
     pub fn state_dir(&self, node: &str) -> PathBuf {
         self.node_dir(node).join("state")
     }
 
+    /// The running lab's control socket.
     pub fn control_socket(&self) -> PathBuf {
         self.root.join("lab.sock")
     }
 
+    /// The running lab's log.
     pub fn log_file(&self) -> PathBuf {
         self.root.join("lab.log")
     }

@@ -74,6 +74,7 @@ pub struct Protection {
 }
 
 impl Protection {
+    /// A protection controller for `guarded`, with empty memory.
     pub fn new(guarded: Guarded) -> Protection {
         Protection {
             guarded,
@@ -99,6 +100,7 @@ impl Protection {
         Protection::new(Guarded::Volumes)
     }
 
+    /// What it protects.
     pub fn guarded(&self) -> Guarded {
         self.guarded
     }

@@ -33,18 +33,22 @@ use crate::{Code, OpId, Status, Tick};
 pub struct ProvisionerConfig {
     /// The driver name (the provisioner name claims are annotated with).
     pub driver: String,
+    /// What the driver supports (SINGLE_NODE_MULTI_WRITER…).
     pub modes: DriverModes,
     /// The driver has VOLUME_ACCESSIBILITY_CONSTRAINTS.
     pub topology: bool,
     /// Filesystem when the class names none (`--default-fstype`).
     pub default_fs_type: String,
+    /// The first retry delay after a failure.
     pub retry_start: Tick,
+    /// The longest retry delay.
     pub retry_max: Tick,
     /// Simulation only: a planted mistake.
     pub plant: crate::plant::Planted,
 }
 
 impl ProvisionerConfig {
+    /// An external-provisioner for `driver`, with the sidecar's defaults.
     pub fn new(driver: &str) -> ProvisionerConfig {
         ProvisionerConfig {
             driver: driver.into(),
@@ -113,6 +117,7 @@ impl Call {
 }
 
 #[derive(Debug, Clone)]
+/// The external-provisioner. See the module documentation.
 pub struct Provisioner {
     config: ProvisionerConfig,
     cache: Cache,
@@ -134,6 +139,7 @@ pub struct Provisioner {
 }
 
 impl Provisioner {
+    /// A provisioner with empty memory.
     pub fn new(config: ProvisionerConfig) -> Provisioner {
         let backoff = Backoff::new(config.retry_start, config.retry_max);
         Provisioner {

@@ -17,9 +17,11 @@ use serde::{Deserialize, Serialize};
 pub struct PluginInfo {
     /// "CSIPlugin", "DevicePlugin" or "DRAPlugin".
     pub type_: String,
+    /// The driver's name.
     pub name: String,
     /// The plugin's CSI socket, as the kubelet must dial it.
     pub endpoint: String,
+    /// The CSI versions it supports.
     pub supported_versions: Vec<String>,
 }
 

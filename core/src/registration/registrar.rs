@@ -17,12 +17,14 @@ pub struct RegistrarConfig {
     pub registry_dir: String,
     /// `--kubelet-registration-path`: the CSI socket as the kubelet sees it.
     pub kubelet_registration_path: String,
+    /// The registration API versions offered.
     pub supported_versions: Vec<String>,
     /// Delay before asking the driver again when it does not answer.
     pub retry: Tick,
 }
 
 impl RegistrarConfig {
+    /// A registrar publishing in `registry_dir` a socket for the driver at `kubelet_registration_path`.
     pub fn new(registry_dir: &str, kubelet_registration_path: &str) -> RegistrarConfig {
         RegistrarConfig {
             registry_dir: registry_dir.into(),
@@ -35,26 +37,35 @@ impl RegistrarConfig {
 
 /// What the registrar is told.
 #[derive(Debug, Clone, PartialEq)]
+// The fields of one-line variants are named in the variant's doc.
+#[allow(missing_docs)]
 pub enum RegistrarInput {
     /// The process started.
     Start,
     /// The driver's GetPluginInfo answer, for [`RegistrarEffect::GetPluginInfo`].
     PluginInfo {
+        /// The call polled with this id.
         op: OpId,
+        /// The driver's answer.
         result: Result<Response, Status>,
     },
     /// The registration socket is listening (or could not be opened), for
     /// [`RegistrarEffect::Listen`].
     Listening {
+        /// The listen polled with this id.
         op: OpId,
+        /// Listening, or why not.
         result: Result<(), String>,
     },
     /// The kubelet called GetInfo.
     GetInfo { rpc: u64 },
     /// The kubelet called NotifyRegistrationStatus.
     Status {
+        /// Names the call in the answer.
         rpc: u64,
+        /// The kubelet registered the driver.
         registered: bool,
+        /// Why not, when it did not.
         error: String,
     },
     /// SIGTERM.
@@ -63,6 +74,8 @@ pub enum RegistrarInput {
 
 /// What the registrar asks its adapter to do.
 #[derive(Debug, Clone, PartialEq)]
+// The fields of one-line variants are named in the variant's doc.
+#[allow(missing_docs)]
 pub enum RegistrarEffect {
     /// Call GetPluginInfo on the driver's socket; answer with
     /// [`RegistrarInput::PluginInfo`].
@@ -82,6 +95,8 @@ pub enum RegistrarEffect {
 
 /// Where the registrar is.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// The fields of one-line variants are named in the variant's doc.
+#[allow(missing_docs)]
 pub enum Phase {
     /// Not started.
     Idle,

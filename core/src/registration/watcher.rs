@@ -15,47 +15,75 @@ use crate::model::*;
 use crate::{OpId, Tick};
 
 #[derive(Debug, Clone, PartialEq)]
+/// What the plugin watcher is told.
 pub enum WatcherInput {
+    /// A socket appeared in the registry.
     SocketAdded(String),
+    /// A socket left the registry.
     SocketRemoved(String),
+    /// GetInfo on a registration socket completed.
     InfoDone {
+        /// The call polled with this id.
         op: OpId,
+        /// The plugin's info, or why nobody answered.
         result: Result<PluginInfo, String>,
     },
+    /// NodeGetInfo on the plugin completed.
     NodeInfoDone {
+        /// The call polled with this id.
         op: OpId,
+        /// The driver's answer.
         result: CsiResult,
     },
+    /// NotifyRegistrationStatus completed.
     NotifyDone {
+        /// The call polled with this id.
         op: OpId,
     },
+    /// A Node or CSINode as the watch delivered it.
     Watch(Watch),
+    /// An API call completed.
     ApiDone {
+        /// The call polled with this id.
         op: OpId,
+        /// What the server answered.
         result: ApiResult,
     },
 }
 
 #[derive(Debug, Clone, PartialEq)]
+/// What the plugin watcher asks its adapter to do.
 pub enum WatcherEffect {
     /// Dial the registration socket and call GetInfo.
     GetInfo {
+        /// Names the call in its completion.
         op: OpId,
+        /// The registration socket to dial.
         socket: String,
     },
     /// Call NodeGetInfo on the plugin's CSI endpoint.
     NodeGetInfo {
+        /// Names the call in its completion.
         op: OpId,
+        /// The plugin's CSI endpoint.
         endpoint: String,
     },
+    /// Tell the plugin whether it was registered; answer with [`WatcherInput::NotifyDone`].
     Notify {
+        /// Names the call in its completion.
         op: OpId,
+        /// The registration socket to dial.
         socket: String,
+        /// Registered or not.
         registered: bool,
+        /// Why not, when not.
         error: String,
     },
+    /// Call the API server; answer with [`WatcherInput::ApiDone`].
     Api {
+        /// Names the call in its completion.
         op: OpId,
+        /// The request.
         call: ApiCall,
     },
 }
@@ -63,11 +91,17 @@ pub enum WatcherEffect {
 /// A driver registered on this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Registered {
+    /// The registration socket it came from.
     pub socket: String,
+    /// Its CSI endpoint.
     pub endpoint: String,
+    /// The highest CSI version both support.
     pub version: (u64, u64, u64),
+    /// Its node id (NodeGetInfo).
     pub node_id: String,
+    /// Its topology labels.
     pub topology: BTreeMap<String, String>,
+    /// Its volume limit (0: none).
     pub max_volumes: u64,
 }
 
@@ -113,6 +147,7 @@ pub struct PluginWatcher {
 }
 
 impl PluginWatcher {
+    /// A plugin watcher for `node` with empty memory.
     pub fn new(node: &str) -> PluginWatcher {
         PluginWatcher {
             node: node.into(),
@@ -142,6 +177,7 @@ impl PluginWatcher {
         &self.node
     }
 
+    /// The drivers registered on this node, by name.
     pub fn registered(&self) -> &BTreeMap<String, Registered> {
         &self.plugins
     }
@@ -538,47 +574,37 @@ mod tests {
         node_id: &str,
     ) -> Vec<(bool, String)> {
         let mut notified = Vec::new();
-        while let Some(e) = w.poll() {
-            match e {
-                WatcherEffect::GetInfo { op, .. } => w.handle(
-                    0,
-                    WatcherInput::InfoDone {
-                        op,
-                        result: Ok(info.clone()),
-                    },
-                ),
-                WatcherEffect::NodeGetInfo { op, .. } => w.handle(
-                    0,
-                    WatcherInput::NodeInfoDone {
-                        op,
-                        result: Ok(Response::NodeInfo {
-                            node_id: node_id.into(),
-                            max_volumes_per_node: 5,
-                            accessible_topology: Some(
-                                [("topology.volplane.io/zone".to_string(), "z1".to_string())]
-                                    .into(),
-                            ),
-                        }),
-                    },
-                ),
-                WatcherEffect::Notify {
-                    op,
-                    registered,
-                    error,
-                    ..
-                } => {
-                    notified.push((registered, error));
-                    w.handle(0, WatcherInput::NotifyDone { op });
-                }
-                WatcherEffect::Api { op, call } => {
-                    let (result, watches) = store.apply(0, &call);
-                    w.handle(0, WatcherInput::ApiDone { op, result });
-                    for x in watches {
-                        w.handle(0, WatcherInput::Watch(x));
-                    }
-                }
+        let mut carry = |_: &PluginWatcher, _, e, done: &mut VecDeque<WatcherInput>| match e {
+            WatcherEffect::GetInfo { op, .. } => done.push_back(WatcherInput::InfoDone {
+                op,
+                result: Ok(info.clone()),
+            }),
+            WatcherEffect::NodeGetInfo { op, .. } => done.push_back(WatcherInput::NodeInfoDone {
+                op,
+                result: Ok(Response::NodeInfo {
+                    node_id: node_id.into(),
+                    max_volumes_per_node: 5,
+                    accessible_topology: Some(
+                        [("topology.volplane.io/zone".to_string(), "z1".to_string())].into(),
+                    ),
+                }),
+            }),
+            WatcherEffect::Notify {
+                op,
+                registered,
+                error,
+                ..
+            } => {
+                notified.push((registered, error));
+                done.push_back(WatcherInput::NotifyDone { op });
             }
-        }
+            WatcherEffect::Api { op, call } => {
+                let (result, watches) = store.apply(0, &call);
+                done.push_back(WatcherInput::ApiDone { op, result });
+                done.extend(watches.into_iter().map(WatcherInput::Watch));
+            }
+        };
+        crate::machine::drain(w, 0, &mut carry);
         notified
     }
 

@@ -25,19 +25,26 @@ use crate::model::names::reason;
 use crate::model::*;
 use crate::{OpId, Tick};
 
+/// The claim condition while the controller expands.
 pub const RESIZING: &str = "Resizing";
+/// The claim condition while the node must grow the filesystem.
 pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
 
 /// How the resizer runs.
 #[derive(Debug, Clone)]
 pub struct ResizeConfig {
+    /// The driver whose volumes it resizes.
     pub driver: String,
+    /// What the driver supports.
     pub modes: DriverModes,
+    /// The first retry delay after a failure.
     pub retry_start: Tick,
+    /// The longest retry delay.
     pub retry_max: Tick,
 }
 
 impl ResizeConfig {
+    /// An external-resizer for `driver`, with the sidecar's defaults.
     pub fn new(driver: &str) -> ResizeConfig {
         ResizeConfig {
             driver: driver.into(),
@@ -86,6 +93,7 @@ fn with_condition(c: &PersistentVolumeClaim, type_: &str, reason: &str) -> Persi
 }
 
 impl Resizer {
+    /// A resizer with empty memory.
     pub fn new(config: ResizeConfig) -> Resizer {
         let backoff = Backoff::new(config.retry_start, config.retry_max);
         Resizer {

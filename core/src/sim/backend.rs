@@ -167,6 +167,7 @@ pub fn error_classes(call: &CsiCall) -> Vec<Code> {
     out
 }
 
+/// The error codes the CSI spec allows `call` to answer (the faults injected).
 pub fn allowed_errors(call: &CsiCall) -> &'static [Code] {
     match call {
         Request::CreateVolume(_) => &[
@@ -208,6 +209,7 @@ pub fn allowed_errors(call: &CsiCall) -> &'static [Code] {
 /// One driver process: the machine, and the state it last persisted.
 #[derive(Debug, Clone)]
 pub struct DriverProcess {
+    /// The driver machine, as this process has it.
     pub machine: Driver,
     persisted: DriverState,
 }
@@ -222,6 +224,7 @@ fn config(node: &str, controller: bool, plant: Planted) -> DriverConfig {
 }
 
 impl DriverProcess {
+    /// A driver process on `node` (the controller's when `controller`).
     pub fn new(node: &str, controller: bool, plant: Planted) -> DriverProcess {
         DriverProcess {
             machine: Driver::new(config(node, controller, plant), DriverState::default()),

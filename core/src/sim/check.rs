@@ -16,9 +16,11 @@ use crate::store::Store;
 /// An invariant that failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
+    /// The step it broke at.
     pub step: u64,
     /// Which invariant: shrinking keeps a run only while the same one fails.
     pub kind: &'static str,
+    /// What broke, for a person.
     pub what: String,
 }
 

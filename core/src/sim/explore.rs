@@ -28,14 +28,18 @@ pub struct ExploreLimits {
 pub enum Move {
     /// The next user action of the script.
     Act,
+    /// A scheduler choice.
     Choice(Choice),
 }
 
 /// What the search found.
 #[derive(Debug, Clone, Default)]
 pub struct Explored {
+    /// Distinct states visited.
     pub states: u64,
+    /// The longest path explored.
     pub deepest: usize,
+    /// Paths explored to their end.
     pub branches_finished: u64,
     /// The moves to the first violation, its trace and what failed.
     pub counterexample: Option<(Vec<Move>, Vec<String>, String)>,

@@ -54,18 +54,22 @@ pub const ROOT: &str = "/var/lib/kubelet";
 pub struct Rng(u64);
 
 impl Rng {
+    /// A sequence from `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
+    /// The next number.
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
+    /// A number below `n`.
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n.max(1) as u64) as usize
     }
+    /// True with probability `per_mille` / 1000.
     pub fn chance(&mut self, per_mille: u32) -> bool {
         (self.next_u64() % 1000) < u64::from(per_mille)
     }
@@ -74,14 +78,19 @@ impl Rng {
 /// Fault rates, per mille of opportunities.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Faults {
+    /// Per CSI call: an error the spec allows, before any effect.
     pub csi_error: u32,
+    /// Per CSI call: a timeout after the effect happened.
     pub csi_timeout: u32,
+    /// Per CSI call: the driver crashes after the effect.
     pub driver_crash: u32,
     /// Per step: a controller or kubelet restarts.
     pub restart: u32,
     /// Per step: a node reboots.
     pub reboot: u32,
+    /// Per API write: a resourceVersion conflict.
     pub api_conflict: u32,
+    /// Per watch event: delivered twice.
     pub duplicate_watch: u32,
 }
 
@@ -104,13 +113,18 @@ impl Faults {
 /// How a simulation runs.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
+    /// How many nodes.
     pub nodes: usize,
+    /// The seed of everything random.
     pub seed: u64,
+    /// The fault rates.
     pub faults: Faults,
+    /// A planted bug, in builds that have them.
     pub plant: Planted,
 }
 
 impl SimConfig {
+    /// `nodes` nodes, seeded with `seed`, faults at rate 0.1.
     pub fn new(nodes: usize, seed: u64) -> SimConfig {
         SimConfig {
             nodes,
@@ -124,18 +138,25 @@ impl SimConfig {
 /// A control-plane machine in the simulation.
 #[derive(Debug, Clone)]
 pub enum Actor {
+    /// The PV controller.
     Binder(Binder),
+    /// The external-provisioner.
     Provisioner(Provisioner),
+    /// The attach/detach controller and attacher.
     Attach(Attach),
+    /// The external-resizer.
     Resizer(Resizer),
     /// pvc-protection or pv-protection.
     Protection(Protection),
+    /// A node's kubelet volume manager.
     Kubelet(Box<Kubelet>),
     /// A node's plugin watcher (the kubelet's plugin manager).
     Watcher(Box<PluginWatcher>),
     /// A node's node-driver-registrar.
     Registrar {
+        /// The node it runs on.
         node: String,
+        /// The machine.
         m: Box<Registrar>,
     },
 }
@@ -201,6 +222,7 @@ impl Actor {
         }
     }
 
+    /// The actor's name in the trace.
     pub fn name(&self) -> String {
         match self {
             Actor::Binder(_) => "binder".into(),
@@ -269,10 +291,14 @@ enum Delivery {
 
 /// One thing the scheduler may make happen next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// The fields of one-line variants are named in the variant's doc.
+#[allow(missing_docs)]
 pub enum Choice {
     /// Deliver the next item of actor `i`'s inbox (a CSI call with `fault`).
     Deliver {
+        /// The actor.
         actor: usize,
+        /// A fault for a CSI call, if any.
         fault: Option<CallFault>,
     },
     /// Advance the clock to the next timer.
@@ -286,8 +312,11 @@ pub enum Choice {
 /// What a run saw, for the summary.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
+    /// Steps taken.
     pub steps: u64,
+    /// Invariant checks made.
     pub checks: u64,
+    /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, u64>,
     /// "PV phase", "PVC phase", "CSI call"… → values seen.
     pub seen: BTreeMap<&'static str, BTreeSet<String>>,
@@ -296,18 +325,29 @@ pub struct Stats {
 /// A simulated cluster. See the module documentation.
 #[derive(Debug, Clone)]
 pub struct Sim {
+    /// How it runs.
     pub config: SimConfig,
+    /// The API server's objects.
     pub store: Store,
+    /// The machines.
     pub actors: Vec<Actor>,
     inbox: Vec<VecDeque<Delivery>>,
+    /// The controller's driver process.
     pub controller: DriverProcess,
+    /// Each node's driver process.
     pub nodes: BTreeMap<String, DriverProcess>,
+    /// What really exists.
     pub storage: Storage,
     rng: Rng,
+    /// The clock.
     pub now: Tick,
+    /// One line per step.
     pub trace: Vec<String>,
+    /// Every event the machines recorded.
     pub events: Vec<Event>,
+    /// Invariants broken so far.
     pub violations: Vec<Violation>,
+    /// What the run saw.
     pub stats: Stats,
     /// Claims the user deleted: uid → the reclaim policy of their PV then.
     pub deleted_claims: BTreeMap<String, Option<ReclaimPolicy>>,
@@ -322,6 +362,7 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// A cluster of `config.nodes` nodes, registration under way.
     pub fn new(config: SimConfig) -> Sim {
         let plant = config.plant;
         let placeholder = Actor::Binder(Binder::new());

@@ -7,9 +7,11 @@ use super::{Sim, SimConfig};
 /// A failing run, shrunk.
 #[derive(Debug, Clone)]
 pub struct Shrunk {
+    /// The smallest workload still failing.
     pub actions: Vec<Action>,
     /// The trace up to and including the first violation's step.
     pub trace: Vec<String>,
+    /// The invariant it breaks.
     pub violation: String,
     /// Runs tried while shrinking.
     pub tries: usize,

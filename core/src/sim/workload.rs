@@ -8,41 +8,57 @@ use crate::model::*;
 /// One user action.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
+    /// Create a storage class.
     Class {
+        /// Its name.
         name: String,
+        /// Its reclaim policy.
         policy: ReclaimPolicy,
     },
+    /// Create a claim.
     Claim {
+        /// Its name.
         name: String,
+        /// Its class.
         class: String,
+        /// Its access mode.
         mode: AccessMode,
     },
     /// Schedule a pod using `claim` on node `node` (a single-node claim's pods
     /// follow its first pod, as a scheduler would place them).
     Pod {
+        /// Its name.
         name: String,
+        /// The claim it uses.
         claim: String,
+        /// The node it is scheduled to (an index).
         node: usize,
     },
+    /// Delete a pod.
     DeletePod {
+        /// Its name.
         name: String,
     },
     /// Delete a claim, also while pods use it (pvc-protection holds it).
     DeleteClaim {
+        /// Its name.
         name: String,
     },
     /// Delete the volume a claim is bound to (an administrator's mistake:
     /// pv-protection holds it while it is bound). Not generated at random:
     /// the attacher then retries a refused attach for any new pod forever.
     DeleteVolume {
+        /// The claim.
         claim: String,
     },
     /// Grow a claim by 1 GiB.
     Resize {
+        /// The claim.
         claim: String,
     },
     /// Let the cluster run this many steps.
     Run {
+        /// How many steps.
         steps: u32,
     },
     /// Create an object from a manifest.

@@ -15,11 +15,18 @@ use super::{CommandError, World};
 /// A user's command, as `volplane lab` sends it to a running lab.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
+// The fields of one-line variants are named in the variant's doc.
+#[allow(missing_docs)]
 pub enum Command {
+    /// Apply manifests (YAML or JSON).
     Apply { text: String },
+    /// Delete `kind/name`.
     Delete { what: String },
+    /// Scale a deployment.
     Scale { name: String, replicas: u32 },
+    /// Ask for a claim to grow.
     Resize { claim: String, size: String },
+    /// Say what the lab holds.
     Status,
 }
 
@@ -199,21 +206,25 @@ impl World {
 
 /// Queries the demo and the tests read the world with.
 impl World {
+    /// The claim `name` in the default namespace.
     pub fn claim(&self, name: &str) -> Option<&PersistentVolumeClaim> {
         let key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", name);
         self.store.get(&key).and_then(Object::as_pvc)
     }
 
+    /// The PV `name`.
     pub fn pv(&self, name: &str) -> Option<&PersistentVolume> {
         let key = ObjectKey::new(Kind::PersistentVolume, "", name);
         self.store.get(&key).and_then(Object::as_pv)
     }
 
+    /// The pod `name` in the default namespace.
     pub fn pod(&self, name: &str) -> Option<&Pod> {
         let key = ObjectKey::new(Kind::Pod, "default", name);
         self.store.get(&key).and_then(Object::as_pod)
     }
 
+    /// True when the pod's container started.
     pub fn running(&self, pod: &str) -> bool {
         self.pod(pod)
             .is_some_and(|p| p.status.phase == Some(PodPhase::Running))
@@ -254,6 +265,7 @@ impl World {
             .map_or(0, |k| k.actual().devices.len())
     }
 
+    /// True when an event with `reason` mentions `containing`.
     pub fn has_event(&self, reason: &str, containing: &str) -> bool {
         self.events
             .iter()

@@ -61,6 +61,7 @@ fn endpoint_of(
 pub enum Reply {
     /// A control-plane machine (index into the controllers).
     Controller(usize, OpId),
+    /// A node's kubelet, by node name.
     Kubelet(String, OpId),
     /// NodeGetCapabilities after registration: then the node's kubelet starts.
     NodeCapabilities(String),
@@ -69,22 +70,32 @@ pub enum Reply {
 /// Work for the engine.
 #[derive(Debug, Clone)]
 pub enum Job {
+    /// Make a CSI call to a plugin.
     Csi {
         /// "controller" or the node's name.
         plugin: String,
+        /// Its endpoint, or why there is none yet.
         endpoint: Result<String, Status>,
+        /// The call.
         call: CsiCall,
+        /// Who gets the answer.
         reply: Reply,
     },
+    /// Carry out a plugin watcher's registration effect on a node.
     Registration {
+        /// The node.
         node: String,
+        /// The effect.
         effect: WatcherEffect,
     },
     /// A pod's volumes are all published: its "container" reads what the
     /// previous pods wrote and writes its own file.
     Container {
+        /// The pod.
         pod: String,
+        /// Its node.
         node: String,
+        /// Its volumes' target paths.
         targets: Vec<String>,
     },
 }
@@ -92,9 +103,13 @@ pub enum Job {
 /// One CSI call as the lab saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsiRecord {
+    /// "controller" or the node.
     pub plugin: String,
+    /// The CSI method.
     pub method: String,
+    /// The volume, if any.
     pub volume: String,
+    /// The answer's code name.
     pub code: String,
 }
 
@@ -102,13 +117,16 @@ pub struct CsiRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
     #[error("{0}")]
+    /// A manifest that does not parse.
     Manifest(#[from] ManifestError),
     #[error("{0}")]
+    /// A command the lab refuses, and why.
     Refused(String),
 }
 
 /// The lab's cluster. See the module documentation.
 pub struct World {
+    /// The objects.
     pub store: Store,
     layout: Layout,
     driver: String,
@@ -122,7 +140,9 @@ pub struct World {
     asking_caps: BTreeSet<String>,
     /// When a failed NodeGetCapabilities may be asked again.
     caps_retry: BTreeMap<String, Tick>,
+    /// Every event the machines recorded.
     pub events: Vec<Event>,
+    /// Every CSI call, with its answer's code.
     pub csi_log: Vec<CsiRecord>,
     jobs: Vec<Job>,
     lines: Vec<String>,
@@ -414,6 +434,7 @@ impl World {
         }
     }
 
+    /// True when `node`'s plugin watcher registered the driver.
     pub fn registered(&self, node: &str) -> bool {
         self.watchers
             .get(node)
