@@ -26,6 +26,7 @@ use crate::control::csi_map::DriverModes;
 use crate::control::{
     ApiCall, ApiResult, Backoff, Cache, CsiResult, Effect, Event, Input, Ops, Watch,
 };
+use crate::machine::TimerTable;
 use crate::model::names::{self, reason};
 use crate::model::*;
 use crate::{OpId, Tick};
@@ -93,6 +94,9 @@ pub struct Attach {
     multi_attach_told: BTreeSet<(String, String)>,
     /// VolumeAttachment → when its detach was first wanted.
     detach_wanted: BTreeMap<String, Tick>,
+    /// When each wanted detach stops waiting for the node (its
+    /// maxWaitForUnmountDuration), by VolumeAttachment.
+    force_at: TimerTable<String>,
     /// VolumeAttachments this machine asked to delete (the detach is under
     /// way, whatever its cache still shows): never reported attached again.
     detaching: BTreeSet<String>,
@@ -128,6 +132,7 @@ impl Attach {
             calls: BTreeMap::new(),
             multi_attach_told: BTreeSet::new(),
             detach_wanted: BTreeMap::new(),
+            force_at: TimerTable::default(),
             creating: BTreeMap::new(),
             detaching: BTreeSet::new(),
             backoff,
@@ -193,13 +198,7 @@ impl Attach {
     }
 
     fn deadline(&self) -> Option<Tick> {
-        let force = self
-            .detach_wanted
-            .values()
-            .map(|t| t + self.config.max_wait_for_unmount)
-            .filter(|t| *t > self.now)
-            .min();
-        [self.backoff.next_timer(), force]
+        [self.backoff.next_timer(), self.force_at.next()]
             .into_iter()
             .flatten()
             .min()
@@ -222,6 +221,8 @@ impl Attach {
     fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
         self.backoff.fire_due(self.now);
+        // A detach that waited long enough goes ahead at the next pass.
+        self.force_at.expire(self.now);
         self.dirty = true;
     }
 
@@ -352,12 +353,19 @@ impl Attach {
             .map(|va| va.metadata.name.clone())
             .collect();
         self.detach_wanted.retain(|name, _| !wanted.contains(name));
+        for name in &wanted {
+            self.force_at.stop(name);
+        }
         for va in vas {
             let name = va.metadata.name.clone();
             if wanted.contains(&name) || va.metadata.deleting() || !self.ready(&name) {
                 continue;
             }
-            let since = *self.detach_wanted.entry(name.clone()).or_insert(self.now);
+            let since = *self.detach_wanted.entry(name.clone()).or_insert_with(|| {
+                self.force_at
+                    .set(name.clone(), self.now + self.config.max_wait_for_unmount);
+                self.now
+            });
             let node = self.node(&va.spec.node_name);
             let unique = self.pv(va.pv_name()).and_then(|pv| {
                 pv.spec
@@ -394,6 +402,7 @@ impl Attach {
                 continue;
             }
             self.detach_wanted.remove(&name);
+            self.force_at.stop(&name);
             self.detaching.insert(name.clone());
             self.api(
                 name.clone(),

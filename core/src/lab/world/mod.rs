@@ -16,7 +16,7 @@ use crate::control::{
 };
 use crate::driver::{NodeCapability, Response};
 use crate::kubelet::{Certainty, Kubelet, KubeletConfig};
-use crate::machine::{self, Machine};
+use crate::machine::{self, Machine, TimerTable};
 use crate::model::*;
 use crate::protection::Protection;
 use crate::provision::{Provisioner, ProvisionerConfig};
@@ -139,7 +139,7 @@ pub struct World {
     started: BTreeSet<String>,
     asking_caps: BTreeSet<String>,
     /// When a failed NodeGetCapabilities may be asked again.
-    caps_retry: BTreeMap<String, Tick>,
+    caps_retry: TimerTable<String>,
     /// Every event the machines recorded.
     pub events: Vec<Event>,
     /// Every CSI call, with its answer's code.
@@ -196,7 +196,7 @@ impl World {
             deployments: BTreeMap::new(),
             started: BTreeSet::new(),
             asking_caps: BTreeSet::new(),
-            caps_retry: BTreeMap::new(),
+            caps_retry: TimerTable::default(),
             events: Vec::new(),
             csi_log: Vec::new(),
             jobs: Vec::new(),
@@ -266,7 +266,7 @@ impl World {
             .filter_map(|(_, m)| m.poll_timeout());
         let k = self.kubelets.values().filter_map(|k| k.poll_timeout());
         let w = self.watchers.values().filter_map(|w| w.poll_timeout());
-        let r = self.caps_retry.values().copied();
+        let r = self.caps_retry.next();
         c.chain(k).chain(w).chain(r).min()
     }
 
@@ -454,14 +454,14 @@ impl World {
             .filter(|n| {
                 !self.kubelets.contains_key(*n)
                     && !self.asking_caps.contains(*n)
-                    && self.caps_retry.get(*n).is_none_or(|t| *t <= now)
+                    && self.caps_retry.get(*n).is_none_or(|t| t <= now)
                     && self.registered(n)
             })
             .cloned()
             .collect();
         for n in waiting {
             self.asking_caps.insert(n.clone());
-            self.caps_retry.remove(&n);
+            self.caps_retry.stop(&n);
             let endpoint = self.node_endpoint(&n);
             self.jobs.push(Job::Csi {
                 plugin: n.clone(),
@@ -504,7 +504,7 @@ impl World {
                         self.say(format!(
                             "{n:<8} kubelet: NodeGetCapabilities failed; asking again in 1 s"
                         ));
-                        self.caps_retry.insert(n, now + 1_000);
+                        self.caps_retry.set(n, now + 1_000);
                         return;
                     }
                 };
