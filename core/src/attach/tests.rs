@@ -8,17 +8,22 @@ use crate::machine::Machine;
 
 const DRIVER: &str = "volplane.csi.io";
 
-fn rig(modes: &[AccessMode]) -> Rig<Attach> {
-    let mut r = Rig::new(Attach::new(AttachConfig::new(DRIVER)));
-    r.answer_csi(|call| match call {
+/// The driver: publishes and unpublishes anything.
+fn driver(call: &Request) -> crate::control::CsiResult {
+    match call {
         Request::ControllerPublish(p) => Ok(Response::Published {
             publish_context: [("device".to_string(), format!("/dev/loop-{}", p.node_id))].into(),
         }),
         Request::ControllerUnpublish(_) => Ok(Response::Empty),
         other => Err(Status::unimplemented(other.method())),
-    });
+    }
+}
+
+/// Two nodes with the driver registered, a CSI PV, a claim bound to it.
+fn objects(modes: &[AccessMode]) -> Vec<Object> {
+    let mut out = Vec::new();
     for n in ["node-a", "node-b"] {
-        r.create(Object::Node(Node::new(n)));
+        out.push(Object::Node(Node::new(n)));
         let mut c = CsiNode::new(n);
         c.spec.drivers.push(CsiNodeDriver {
             name: DRIVER.into(),
@@ -26,7 +31,7 @@ fn rig(modes: &[AccessMode]) -> Rig<Attach> {
             topology_keys: vec![],
             allocatable: None,
         });
-        r.create(Object::CsiNode(c));
+        out.push(Object::CsiNode(c));
     }
     let mut pv = PersistentVolume::new("pv-1");
     pv.spec.access_modes = modes.to_vec();
@@ -35,10 +40,19 @@ fn rig(modes: &[AccessMode]) -> Rig<Attach> {
         volume_handle: "vol-1".into(),
         ..Default::default()
     });
-    r.create(Object::Pv(pv));
+    out.push(Object::Pv(pv));
     let mut c = PersistentVolumeClaim::new("default", "data");
     c.spec.volume_name = Some("pv-1".into());
-    r.create(Object::Pvc(c));
+    out.push(Object::Pvc(c));
+    out
+}
+
+fn rig(modes: &[AccessMode]) -> Rig<Attach> {
+    let mut r = Rig::new(Attach::new(AttachConfig::new(DRIVER)));
+    r.answer_csi(driver);
+    for o in objects(modes) {
+        r.create(o);
+    }
     r
 }
 
@@ -280,63 +294,40 @@ fn c2_4_a_failed_publish_is_reported_in_status_and_retried() {
 mod under_faults {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use quickcheck::{QuickCheck, TestResult};
+    use quickcheck::TestResult;
 
     use super::*;
     use crate::control::ApiCall;
-    use crate::control::chaos::Chaos;
+    use crate::control::chaos::{Chaos, checker};
 
     fn world(seed: u64, rwo: bool) -> Chaos<Attach> {
         let mut c = Chaos::new(
             seed,
             || Attach::new(AttachConfig::new(DRIVER)),
-            |_, call| match call {
-                Request::ControllerPublish(_) => Ok(Response::Published {
-                    publish_context: Default::default(),
-                }),
-                Request::ControllerUnpublish(_) => Ok(Response::Empty),
-                other => Err(Status::unimplemented(other.method())),
-            },
+            |_, call| driver(call),
         );
-        for n in ["node-a", "node-b"] {
-            c.user(ApiCall::Create(Object::Node(Node::new(n))));
-            let mut csinode = CsiNode::new(n);
-            csinode.spec.drivers.push(CsiNodeDriver {
-                name: DRIVER.into(),
-                node_id: n.into(),
-                topology_keys: vec![],
-                allocatable: None,
-            });
-            c.user(ApiCall::Create(Object::CsiNode(csinode)));
-        }
-        let mut pv = PersistentVolume::new("pv-1");
-        pv.spec.access_modes = if rwo {
-            vec![AccessMode::ReadWriteOnce]
+        let mode = if rwo {
+            AccessMode::ReadWriteOnce
         } else {
-            vec![AccessMode::ReadWriteMany]
+            AccessMode::ReadWriteMany
         };
-        pv.spec.csi = Some(CsiSource {
-            driver: DRIVER.into(),
-            volume_handle: "vol-1".into(),
-            ..Default::default()
-        });
-        c.user(ApiCall::Create(Object::Pv(pv)));
-        let mut claim = PersistentVolumeClaim::new("default", "data");
-        claim.spec.volume_name = Some("pv-1".into());
-        c.user(ApiCall::Create(Object::Pvc(claim)));
+        for o in objects(&[mode]) {
+            c.user(ApiCall::Create(o));
+        }
         c
     }
 
-    /// Nodes the volume is attached to, as the driver's calls left it.
+    /// Nodes the volume is attached to, as the driver's calls left it (node
+    /// ids are `id-<node>`).
     fn attached(c: &Chaos<Attach>) -> BTreeSet<String> {
         let mut on = BTreeSet::new();
         for r in c.csi.iter().filter(|r| r.done) {
             match &r.call {
                 Request::ControllerPublish(p) => {
-                    on.insert(p.node_id.clone());
+                    on.insert(p.node_id.trim_start_matches("id-").to_string());
                 }
                 Request::ControllerUnpublish(u) => {
-                    on.remove(u.node_id.as_deref().unwrap_or(""));
+                    on.remove(u.node_id.as_deref().unwrap_or("").trim_start_matches("id-"));
                 }
                 _ => {}
             }
@@ -407,18 +398,8 @@ mod under_faults {
         TestResult::passed()
     }
 
-    fn checker() -> QuickCheck {
-        let seed = std::env::var("VOLPLANE_QC_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_u64);
-        QuickCheck::new()
-            .tests(200)
-            .rng(quickcheck::Gen::from_size_and_seed(60, seed))
-    }
-
     #[test]
     fn attach_detach_stays_safe_and_converges_under_faults() {
-        checker().quickcheck(attach_detach as fn(u64, bool, Vec<(u8, u8)>) -> TestResult);
+        checker(200, 60).quickcheck(attach_detach as fn(u64, bool, Vec<(u8, u8)>) -> TestResult);
     }
 }

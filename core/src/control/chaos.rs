@@ -13,6 +13,19 @@ use crate::sim::Rng;
 use crate::store::Store;
 use crate::{Code, Status, Tick};
 
+/// A QuickCheck run of `tests` cases of size `size`, seeded from
+/// `VOLPLANE_QC_SEED` (0x5eed unless set), so a failure replays.
+pub fn checker(tests: u64, size: usize) -> quickcheck::QuickCheck {
+    let seed = std::env::var("VOLPLANE_QC_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_u64);
+    eprintln!("quickcheck seed {seed} (set VOLPLANE_QC_SEED to change it)");
+    quickcheck::QuickCheck::new()
+        .tests(tests)
+        .rng(quickcheck::Gen::from_size_and_seed(size, seed))
+}
+
 /// One CSI call the machine made, and whether the driver carried it out.
 #[derive(Debug, Clone)]
 pub struct CsiRecord {

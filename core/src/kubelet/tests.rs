@@ -16,10 +16,9 @@ fn ok(call: &Request) -> crate::control::CsiResult {
     Ok(Response::Empty)
 }
 
-/// A node with the volume attached, a PV, a bound claim.
-fn rig(modes: &[AccessMode], attached: bool) -> Rig<Kubelet> {
-    let mut r = Rig::new(Kubelet::new(KubeletConfig::new("node-a", DRIVER, ROOT)));
-    r.answer_csi(ok);
+/// A node (with the volume attached, or not), its VolumeAttachment, a PV
+/// with `modes`, a bound claim.
+fn objects(modes: &[AccessMode], attached: bool) -> Vec<Object> {
     let mut n = Node::new("node-a");
     if attached {
         n.status.volumes_attached.push(AttachedVolume {
@@ -27,7 +26,6 @@ fn rig(modes: &[AccessMode], attached: bool) -> Rig<Kubelet> {
             device_path: "x".into(),
         });
     }
-    r.create(Object::Node(n));
     let mut va = VolumeAttachment::new(
         &names::volume_attachment_name("vol-1", DRIVER, "node-a"),
         DRIVER,
@@ -38,7 +36,6 @@ fn rig(modes: &[AccessMode], attached: bool) -> Rig<Kubelet> {
     va.status
         .attachment_metadata
         .insert("device".into(), "/dev/loop7".into());
-    r.create(Object::Va(va));
     let mut pv = PersistentVolume::new("pv-1");
     pv.spec.access_modes = modes.to_vec();
     pv.spec
@@ -50,17 +47,31 @@ fn rig(modes: &[AccessMode], attached: bool) -> Rig<Kubelet> {
         fs_type: "ext4".into(),
         ..Default::default()
     });
-    r.create(Object::Pv(pv));
     let mut c = PersistentVolumeClaim::new("default", "data");
     c.spec.volume_name = Some("pv-1".into());
     c.status
         .capacity
         .insert("storage".into(), Quantity::parse("1Gi").unwrap());
-    r.create(Object::Pvc(c));
+    vec![
+        Object::Node(n),
+        Object::Va(va),
+        Object::Pv(pv),
+        Object::Pvc(c),
+    ]
+}
+
+/// A node with the volume attached, a PV, a bound claim.
+fn rig(modes: &[AccessMode], attached: bool) -> Rig<Kubelet> {
+    let mut r = Rig::new(Kubelet::new(KubeletConfig::new("node-a", DRIVER, ROOT)));
+    r.answer_csi(ok);
+    for o in objects(modes, attached) {
+        r.create(o);
+    }
     r
 }
 
-fn pod(r: &mut Rig<Kubelet>, name: &str) -> String {
+/// A pod on node-a using the claim.
+fn pod_object(name: &str) -> Pod {
     let mut p = Pod::new("default", name);
     p.spec.node_name = Some("node-a".into());
     p.spec.volumes.push(PodVolume {
@@ -70,7 +81,11 @@ fn pod(r: &mut Rig<Kubelet>, name: &str) -> String {
             read_only: false,
         }),
     });
-    let Object::Pod(p) = r.create(Object::Pod(p)) else {
+    p
+}
+
+fn pod(r: &mut Rig<Kubelet>, name: &str) -> String {
+    let Object::Pod(p) = r.create(Object::Pod(pod_object(name))) else {
         unreachable!()
     };
     p.metadata.uid
@@ -388,10 +403,10 @@ fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
 mod under_faults {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use quickcheck::{QuickCheck, TestResult};
+    use quickcheck::TestResult;
 
     use super::*;
-    use crate::control::chaos::{Chaos, CsiRecord};
+    use crate::control::chaos::{Chaos, CsiRecord, checker};
     use crate::control::{ApiCall, Input};
 
     fn world(seed: u64) -> Chaos<Kubelet> {
@@ -410,35 +425,9 @@ mod under_faults {
                     .collect(),
             })]
         });
-        let mut n = Node::new("node-a");
-        n.status.volumes_attached.push(AttachedVolume {
-            name: UNIQUE.into(),
-            device_path: "x".into(),
-        });
-        c.user(ApiCall::Create(Object::Node(n)));
-        let mut va = VolumeAttachment::new(
-            &names::volume_attachment_name("vol-1", DRIVER, "node-a"),
-            DRIVER,
-            "node-a",
-            "pv-1",
-        );
-        va.status.attached = true;
-        c.user(ApiCall::Create(Object::Va(va)));
-        let mut pv = PersistentVolume::new("pv-1");
-        pv.spec.access_modes = vec![AccessMode::ReadWriteMany];
-        pv.spec
-            .capacity
-            .insert("storage".into(), Quantity::parse("1Gi").unwrap());
-        pv.spec.csi = Some(CsiSource {
-            driver: DRIVER.into(),
-            volume_handle: "vol-1".into(),
-            fs_type: "ext4".into(),
-            ..Default::default()
-        });
-        c.user(ApiCall::Create(Object::Pv(pv)));
-        let mut claim = PersistentVolumeClaim::new("default", "data");
-        claim.spec.volume_name = Some("pv-1".into());
-        c.user(ApiCall::Create(Object::Pvc(claim)));
+        for o in objects(&[AccessMode::ReadWriteMany], true) {
+            c.user(ApiCall::Create(o));
+        }
         c
     }
 
@@ -484,17 +473,8 @@ mod under_faults {
             let name = format!("p{}", x % 3);
             match what % 8 {
                 0 if !pods.contains_key(&name) => {
-                    let mut p = Pod::new("default", &name);
-                    p.spec.node_name = Some("node-a".into());
-                    p.spec.volumes.push(PodVolume {
-                        name: "d".into(),
-                        persistent_volume_claim: Some(PvcSource {
-                            claim_name: "data".into(),
-                            read_only: false,
-                        }),
-                    });
                     if let ApiResult::Ok(Some(Object::Pod(p))) =
-                        c.user(ApiCall::Create(Object::Pod(p)))
+                        c.user(ApiCall::Create(Object::Pod(pod_object(&name))))
                     {
                         pods.insert(name, p.metadata.uid);
                     }
@@ -538,13 +518,6 @@ mod under_faults {
 
     #[test]
     fn the_volume_manager_stays_safe_and_converges_under_faults() {
-        let seed = std::env::var("VOLPLANE_QC_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_u64);
-        QuickCheck::new()
-            .tests(200)
-            .rng(quickcheck::Gen::from_size_and_seed(60, seed))
-            .quickcheck(volume_manager as fn(u64, Vec<(u8, u8)>) -> TestResult);
+        checker(200, 60).quickcheck(volume_manager as fn(u64, Vec<(u8, u8)>) -> TestResult);
     }
 }

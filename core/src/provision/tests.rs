@@ -22,6 +22,17 @@ fn rig() -> Rig<Provisioner> {
     r
 }
 
+/// The driver's answer to CreateVolume: `vol-<name>`, the size asked.
+fn created(c: &driver::CreateVolume) -> crate::control::CsiResult {
+    Ok(Response::Volume(driver::Volume {
+        volume_id: format!("vol-{}", c.name),
+        capacity_bytes: c.capacity.required_bytes,
+        volume_context: Default::default(),
+        accessible_topology: vec![],
+        content_source: None,
+    }))
+}
+
 fn class(r: &mut Rig<Provisioner>, params: &[(&str, &str)]) {
     let mut sc = StorageClass::new("fast", DRIVER);
     sc.parameters = params
@@ -205,13 +216,7 @@ fn b4_5_a_timed_out_create_keeps_going_after_the_claim_is_deleted() {
                 "context deadline exceeded",
             ))
         }
-        Request::CreateVolume(c) => Ok(Response::Volume(driver::Volume {
-            volume_id: format!("vol-{}", c.name),
-            capacity_bytes: c.capacity.required_bytes,
-            volume_context: Default::default(),
-            accessible_topology: vec![],
-            content_source: None,
-        })),
+        Request::CreateVolume(c) => created(c),
         _ => Ok(Response::Empty),
     });
     let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
@@ -368,24 +373,18 @@ fn b5_5_a_failed_delete_is_reported_and_retried_with_backoff() {
 mod under_faults {
     use std::collections::BTreeSet;
 
-    use quickcheck::{QuickCheck, TestResult};
+    use quickcheck::TestResult;
 
     use super::*;
     use crate::control::ApiCall;
-    use crate::control::chaos::Chaos;
+    use crate::control::chaos::{Chaos, checker};
 
     fn world(seed: u64, retain: bool) -> Chaos<Provisioner> {
         let mut c = Chaos::new(
             seed,
             || Provisioner::new(ProvisionerConfig::new(DRIVER)),
             |_, call| match call {
-                Request::CreateVolume(c) => Ok(Response::Volume(driver::Volume {
-                    volume_id: format!("vol-{}", c.name),
-                    capacity_bytes: c.capacity.required_bytes,
-                    volume_context: Default::default(),
-                    accessible_topology: vec![],
-                    content_source: None,
-                })),
+                Request::CreateVolume(c) => created(c),
                 Request::DeleteVolume(_) => Ok(Response::Empty),
                 other => Err(Status::unimplemented(other.method())),
             },
@@ -526,13 +525,6 @@ mod under_faults {
 
     #[test]
     fn provisioning_stays_safe_and_leaks_nothing_under_faults() {
-        let seed = std::env::var("VOLPLANE_QC_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_u64);
-        QuickCheck::new()
-            .tests(200)
-            .rng(quickcheck::Gen::from_size_and_seed(60, seed))
-            .quickcheck(provision as fn(u64, bool, bool, Vec<(u8, u8)>) -> TestResult);
+        checker(200, 60).quickcheck(provision as fn(u64, bool, bool, Vec<(u8, u8)>) -> TestResult);
     }
 }

@@ -6,18 +6,21 @@ use crate::control::rig::Rig;
 
 const DRIVER: &str = "volplane.csi.io";
 
-fn rig(node_required: bool, allow: bool) -> Rig<Resizer> {
-    let mut r = Rig::new(Resizer::new(ResizeConfig::new(DRIVER)));
-    r.answer_csi(move |c| match c {
+/// The driver: ControllerExpand reaches the size asked.
+fn expand(node_required: bool) -> impl Fn(&Request) -> crate::control::CsiResult {
+    move |c| match c {
         Request::ControllerExpand(e) => Ok(Response::ControllerExpanded {
             capacity_bytes: e.capacity.required_bytes,
             node_expansion_required: node_required,
         }),
         other => Err(Status::unimplemented(other.method())),
-    });
+    }
+}
+
+/// A class (`allow`ing expansion or not), a 1Gi CSI PV, its Bound claim.
+fn objects(allow: bool) -> Vec<Object> {
     let mut sc = StorageClass::new("fast", DRIVER);
     sc.allow_volume_expansion = Some(allow);
-    r.create(Object::Class(sc));
     let mut pv = PersistentVolume::new("pv-1");
     pv.spec.access_modes = vec![AccessMode::ReadWriteOnce];
     pv.spec
@@ -33,7 +36,6 @@ fn rig(node_required: bool, allow: bool) -> Rig<Resizer> {
         name: "data".into(),
         ..Default::default()
     });
-    r.create(Object::Pv(pv));
     let mut c = PersistentVolumeClaim::new("default", "data");
     c.spec.storage_class_name = Some("fast".into());
     c.spec.volume_name = Some("pv-1".into());
@@ -45,7 +47,15 @@ fn rig(node_required: bool, allow: bool) -> Rig<Resizer> {
     c.status
         .capacity
         .insert("storage".into(), Quantity::parse("1Gi").unwrap());
-    r.create(Object::Pvc(c));
+    vec![Object::Class(sc), Object::Pv(pv), Object::Pvc(c)]
+}
+
+fn rig(node_required: bool, allow: bool) -> Rig<Resizer> {
+    let mut r = Rig::new(Resizer::new(ResizeConfig::new(DRIVER)));
+    r.answer_csi(expand(node_required));
+    for o in objects(allow) {
+        r.create(o);
+    }
     r
 }
 
@@ -154,59 +164,24 @@ fn a_class_without_allow_volume_expansion_is_refused() {
 
 /// Properties under faults (see `control::chaos`).
 mod under_faults {
-    use quickcheck::{QuickCheck, TestResult};
+    use quickcheck::TestResult;
 
     use super::*;
     use crate::control::ApiCall;
-    use crate::control::chaos::Chaos;
+    use crate::control::chaos::{Chaos, checker};
 
     const GI: u64 = 1 << 30;
 
     fn world(seed: u64) -> Chaos<Resizer> {
+        let driver = expand(false);
         let mut c = Chaos::new(
             seed,
             || Resizer::new(ResizeConfig::new(DRIVER)),
-            |_, call| match call {
-                Request::ControllerExpand(e) => Ok(Response::ControllerExpanded {
-                    capacity_bytes: e.capacity.required_bytes,
-                    node_expansion_required: false,
-                }),
-                other => Err(Status::unimplemented(other.method())),
-            },
+            move |_, call| driver(call),
         );
-        let mut sc = StorageClass::new("fast", DRIVER);
-        sc.allow_volume_expansion = Some(true);
-        c.user(ApiCall::Create(Object::Class(sc)));
-        let mut pv = PersistentVolume::new("pv-1");
-        pv.spec.access_modes = vec![AccessMode::ReadWriteOnce];
-        pv.spec
-            .capacity
-            .insert("storage".into(), Quantity::from_bytes(GI));
-        pv.spec.csi = Some(CsiSource {
-            driver: DRIVER.into(),
-            volume_handle: "vol-1".into(),
-            ..Default::default()
-        });
-        pv.spec.claim_ref = Some(ObjectReference {
-            namespace: "default".into(),
-            name: "data".into(),
-            ..Default::default()
-        });
-        c.user(ApiCall::Create(Object::Pv(pv)));
-        let mut claim = PersistentVolumeClaim::new("default", "data");
-        claim.spec.storage_class_name = Some("fast".into());
-        claim.spec.volume_name = Some("pv-1".into());
-        claim
-            .spec
-            .resources
-            .requests
-            .insert("storage".into(), Quantity::from_bytes(GI));
-        claim.status.phase = Some(PvcPhase::Bound);
-        claim
-            .status
-            .capacity
-            .insert("storage".into(), Quantity::from_bytes(GI));
-        c.user(ApiCall::Create(Object::Pvc(claim)));
+        for o in objects(true) {
+            c.user(ApiCall::Create(o));
+        }
         c
     }
 
@@ -281,13 +256,6 @@ mod under_faults {
 
     #[test]
     fn resizing_never_shrinks_and_reaches_the_size_asked_under_faults() {
-        let seed = std::env::var("VOLPLANE_QC_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_u64);
-        QuickCheck::new()
-            .tests(200)
-            .rng(quickcheck::Gen::from_size_and_seed(60, seed))
-            .quickcheck(resize as fn(u64, Vec<(u8, u8)>) -> TestResult);
+        checker(200, 60).quickcheck(resize as fn(u64, Vec<(u8, u8)>) -> TestResult);
     }
 }

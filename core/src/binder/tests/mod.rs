@@ -572,7 +572,9 @@ fn a6_2_a_volume_whose_claim_the_watch_has_not_delivered_is_not_released() {
 }
 
 mod properties {
-    use quickcheck::{Arbitrary, Gen, QuickCheck};
+    use quickcheck::{Arbitrary, Gen};
+
+    use crate::control::chaos::checker;
 
     use super::*;
 
@@ -674,24 +676,14 @@ mod properties {
         a.writes == b.writes && a.events == b.events
     }
 
-    fn checker() -> QuickCheck {
-        let seed = std::env::var("VOLPLANE_QC_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_u64);
-        QuickCheck::new()
-            .tests(300)
-            .rng(Gen::from_size_and_seed(30, seed))
-    }
-
     #[test]
     fn binding_is_one_to_one() {
-        checker().quickcheck(one_to_one as fn(Vec<Step>) -> bool);
+        checker(300, 30).quickcheck(one_to_one as fn(Vec<Step>) -> bool);
     }
 
     #[test]
     fn the_same_inputs_give_the_same_effects() {
-        checker().quickcheck(deterministic as fn(Vec<Step>) -> bool);
+        checker(300, 30).quickcheck(deterministic as fn(Vec<Step>) -> bool);
     }
 }
 

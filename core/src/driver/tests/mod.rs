@@ -588,7 +588,9 @@ fn a_node_only_driver_refuses_controller_rpcs_as_unimplemented() {
 }
 
 mod properties {
-    use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
+    use quickcheck::{Arbitrary, Gen, TestResult};
+
+    use crate::control::chaos::checker;
 
     use super::*;
 
@@ -641,17 +643,6 @@ mod properties {
     }
 
     /// A checker with a reproducible seed: `VOLPLANE_QC_SEED` overrides it.
-    fn checker(size: usize) -> QuickCheck {
-        let seed = std::env::var("VOLPLANE_QC_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_u64);
-        eprintln!("quickcheck seed {seed} (set VOLPLANE_QC_SEED to change it)");
-        QuickCheck::new()
-            .tests(500)
-            .rng(Gen::from_size_and_seed(size, seed))
-    }
-
     /// Runs steps and checks after each: the state invariants; no Unstage
     /// plan while that volume has targets; no Publish plan before its stage.
     fn safe(steps: Vec<Step>) -> bool {
@@ -734,12 +725,12 @@ mod properties {
 
     #[test]
     fn no_unstage_with_live_publishes_and_no_publish_before_stage() {
-        checker(60).quickcheck(safe as fn(Vec<Step>) -> bool);
+        checker(500, 60).quickcheck(safe as fn(Vec<Step>) -> bool);
     }
 
     #[test]
     fn any_request_repeated_gives_the_same_answer_and_no_new_effect() {
-        checker(40).quickcheck(idempotent as fn(Vec<Step>, Step) -> TestResult);
+        checker(500, 40).quickcheck(idempotent as fn(Vec<Step>, Step) -> TestResult);
     }
 }
 
