@@ -124,20 +124,34 @@ pub async fn serve<B: Backend>(
         routes = routes.add_service(NodeServer::new(p.service.clone()));
     }
     drop(p.service);
+    let served = serve_routes(rt, &listener, &p.path, routes, shutdown).await;
+    // The connection tasks are gone with serve_routes; the pump then drains.
+    finish(&p.path, served, pump).await
+}
+
+/// Serves `routes` over HTTP/2 on `listener` until `shutdown` completes;
+/// dropping the connection tasks at the end cancels them.
+async fn serve_routes(
+    rt: &Runtime,
+    listener: &smol::net::unix::UnixListener,
+    path: &std::path::Path,
+    routes: tonic::service::Routes,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
     let service = hyper_util::service::TowerToHyperService::new(routes);
     let mut connections: Vec<smol::Task<()>> = Vec::new();
     let mut shutdown = std::pin::pin!(shutdown.fuse());
-    let served = loop {
+    loop {
         let accepted = futures::select_biased! {
-            _ = shutdown => break Ok(()),
+            _ = shutdown => return Ok(()),
             a = listener.accept().fuse() => a,
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
-                break Err(ServeError::Transport(format!(
+                return Err(ServeError::Transport(format!(
                     "accept on {}: {e}",
-                    p.path.display()
+                    path.display()
                 )));
             }
         };
@@ -151,11 +165,71 @@ pub async fn serve<B: Backend>(
                 tracing::debug!("connection ended: {e}");
             }
         }));
-    };
-    // Dropping the connection tasks cancels them; the pump then drains.
-    drop(connections);
-    drop(service);
-    finish(&p.path, served, pump).await
+    }
+}
+
+/// node-driver-registrar's needs, on smol (see `volplane_service::run_registrar`).
+#[derive(Debug, Clone)]
+pub struct SmolRegistrar(pub Runtime);
+
+impl volplane_service::RegistrarRuntime for SmolRegistrar {
+    fn plugin_info(
+        &self,
+        csi_socket: &str,
+    ) -> volplane_service::registration::BoxFuture<
+        Result<volplane_core::driver::Response, volplane_core::Status>,
+    > {
+        let socket = csi_socket.to_string();
+        let endpoint = if socket.starts_with("unix://") {
+            socket.clone()
+        } else {
+            format!("unix://{socket}")
+        };
+        Box::pin(async move {
+            let ch = connect(&endpoint).await.map_err(|e| {
+                volplane_core::Status::new(
+                    volplane_core::Code::Unavailable,
+                    format!("connect {socket}: {e}"),
+                )
+            })?;
+            // hyper's client needs a full URI: the socket is the authority.
+            let origin = http::Uri::from_static("http://localhost");
+            volplane_proto::client::CsiClient::new(ch, Some(origin))
+                .call(&volplane_core::driver::Request::GetPluginInfo)
+                .await
+        })
+    }
+
+    fn serve(
+        &self,
+        path: &std::path::Path,
+        service: volplane_service::RegistrationService,
+        stop: volplane_service::registration::BoxFuture<()>,
+    ) -> Result<(), String> {
+        use volplane_proto::registration::registration_server::RegistrationServer;
+        let listener = smol::net::unix::UnixListener::bind(path)
+            .map_err(|e| format!("listen on {}: {e}", path.display()))?;
+        let (rt, path) = (self.0.clone(), path.to_path_buf());
+        let routes = tonic::service::Routes::new(RegistrationServer::new(service));
+        self.0
+            .spawn(async move {
+                if let Err(e) = serve_routes(&rt, &listener, &path, routes, stop).await {
+                    tracing::warn!("registration socket: {e}");
+                }
+            })
+            .detach();
+        Ok(())
+    }
+
+    fn sleep(&self, delay: std::time::Duration) -> volplane_service::registration::BoxFuture<()> {
+        Box::pin(async move {
+            smol::Timer::after(delay).await;
+        })
+    }
+
+    fn spawn(&self, task: volplane_service::registration::BoxFuture<()>) {
+        self.0.spawn(task).detach();
+    }
 }
 
 /// Installs the SIGTERM and SIGINT handlers; the future completes at the

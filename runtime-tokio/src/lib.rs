@@ -112,3 +112,49 @@ where
         .await
         .map_err(|e| ServeError::Transport(e.to_string()))
 }
+
+/// node-driver-registrar's needs, on tokio (see `volplane_service::run_registrar`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioRegistrar;
+
+impl volplane_service::RegistrarRuntime for TokioRegistrar {
+    fn plugin_info(
+        &self,
+        csi_socket: &str,
+    ) -> volplane_service::registration::BoxFuture<
+        Result<volplane_core::driver::Response, volplane_core::Status>,
+    > {
+        let socket = csi_socket.to_string();
+        Box::pin(async move {
+            let ch = connect(&socket).await.map_err(|e| {
+                volplane_core::Status::new(
+                    volplane_core::Code::Unavailable,
+                    format!("connect {socket}: {e}"),
+                )
+            })?;
+            volplane_proto::client::CsiClient::new(ch, None)
+                .call(&volplane_core::driver::Request::GetPluginInfo)
+                .await
+        })
+    }
+
+    fn serve(
+        &self,
+        path: &std::path::Path,
+        service: volplane_service::RegistrationService,
+        stop: volplane_service::registration::BoxFuture<()>,
+    ) -> Result<(), String> {
+        let listener =
+            UnixListener::bind(path).map_err(|e| format!("listen on {}: {e}", path.display()))?;
+        tokio::spawn(serve_registration(listener, service, stop));
+        Ok(())
+    }
+
+    fn sleep(&self, delay: std::time::Duration) -> volplane_service::registration::BoxFuture<()> {
+        Box::pin(tokio::time::sleep(delay))
+    }
+
+    fn spawn(&self, task: volplane_service::registration::BoxFuture<()>) {
+        tokio::spawn(task);
+    }
+}

@@ -10,12 +10,16 @@ mod backend;
 mod grpc;
 mod node_host;
 mod pump;
+pub mod registration;
 mod serve;
 
 pub use backend::{Backend, CapacityInfo, NodePlan, execute};
 pub use grpc::CsiService;
 pub use node_host::{DEVICE_KEY, NodeHost, NodeSource, host_status};
 pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
+pub use registration::{
+    RegistrarExit, RegistrarRuntime, RegistrarSetup, RegistrationService, run_registrar,
+};
 pub use serve::{Prepared, ServeError, finish, prepare};
 
 use std::future::Future;
