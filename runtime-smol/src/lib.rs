@@ -185,18 +185,11 @@ impl volplane_service::RegistrarRuntime for SmolRegistrar {
         } else {
             format!("unix://{socket}")
         };
+        // hyper's client needs a full URI: the socket is the authority.
+        let origin = http::Uri::from_static("http://localhost");
         Box::pin(async move {
-            let ch = connect(&endpoint).await.map_err(|e| {
-                volplane_core::Status::new(
-                    volplane_core::Code::Unavailable,
-                    format!("connect {socket}: {e}"),
-                )
-            })?;
-            // hyper's client needs a full URI: the socket is the authority.
-            let origin = http::Uri::from_static("http://localhost");
-            volplane_proto::client::CsiClient::new(ch, Some(origin))
-                .call(&volplane_core::driver::Request::GetPluginInfo)
-                .await
+            let connected = connect(&endpoint).await;
+            volplane_service::registration::get_plugin_info(&socket, connected, Some(origin)).await
         })
     }
 

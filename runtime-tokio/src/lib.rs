@@ -126,14 +126,7 @@ impl volplane_service::RegistrarRuntime for TokioRegistrar {
     > {
         let socket = csi_socket.to_string();
         Box::pin(async move {
-            let ch = connect(&socket).await.map_err(|e| {
-                volplane_core::Status::new(
-                    volplane_core::Code::Unavailable,
-                    format!("connect {socket}: {e}"),
-                )
-            })?;
-            volplane_proto::client::CsiClient::new(ch, None)
-                .call(&volplane_core::driver::Request::GetPluginInfo)
+            volplane_service::registration::get_plugin_info(&socket, connect(&socket).await, None)
                 .await
         })
     }

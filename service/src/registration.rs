@@ -45,6 +45,28 @@ pub trait RegistrarRuntime: Send + Sync + 'static {
     fn spawn(&self, task: BoxFuture<()>);
 }
 
+/// GetPluginInfo over `connected`, a channel a runtime opened to `socket`
+/// (or why it could not): what every [`RegistrarRuntime::plugin_info`] does.
+pub async fn get_plugin_info<T, E>(
+    socket: &str,
+    connected: Result<T, E>,
+    origin: Option<http::Uri>,
+) -> Result<Response, Status>
+where
+    T: volplane_proto::client::Transport,
+    E: std::fmt::Display,
+{
+    let ch = connected.map_err(|e| {
+        Status::new(
+            volplane_core::Code::Unavailable,
+            format!("connect {socket}: {e}"),
+        )
+    })?;
+    volplane_proto::client::CsiClient::new(ch, origin)
+        .call(&volplane_core::driver::Request::GetPluginInfo)
+        .await
+}
+
 /// How the registrar runs (node-driver-registrar's flags).
 #[derive(Debug, Clone)]
 pub struct RegistrarSetup {

@@ -1,0 +1,123 @@
+//! Write-ahead persistence: nothing runs before it is recorded, nothing is
+//! answered before it is durable, and a failed write fails what it covered.
+
+use super::*;
+
+/// Polls without completing anything.
+fn polled(d: &mut Driver) -> Vec<Effect> {
+    std::iter::from_fn(|| d.poll()).collect()
+}
+
+#[test]
+fn a_failed_persist_fails_the_request_and_runs_nothing() {
+    let mut h = Harness::new();
+    h.d.handle(
+        1,
+        Input::Request {
+            rpc: 7,
+            request: stage("v"),
+        },
+    );
+    let [Effect::Persist { op }] = polled(&mut h.d)[..] else {
+        panic!("write-ahead: only the persist leaves first")
+    };
+    h.d.handle(
+        2,
+        Input::Persisted {
+            op,
+            result: Err("No space left on device".into()),
+        },
+    );
+    let effects = polled(&mut h.d);
+    let [
+        Effect::Reply {
+            rpc: 7,
+            result: Err(e),
+        },
+    ] = &effects[..]
+    else {
+        panic!("the plan must not run: {effects:?}")
+    };
+    assert_eq!(e.code, Code::Unavailable);
+    assert!(e.message.contains("No space left on device"), "{e}");
+    assert!(h.d.state().in_flight.is_empty());
+    assert!(polled(&mut h.d).is_empty(), "no persist retried in a loop");
+    // The disk recovers: the retry persists and runs.
+    let (_, effects) = h.send(stage("v"));
+    assert!(
+        matches!(
+            &effects[..],
+            [Effect::Persist { .. }, Effect::Execute { .. }]
+        ),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn an_answer_waits_for_the_persist_that_makes_it_true() {
+    let mut h = Harness::new();
+    let (_, effects) = h.send(stage("v"));
+    let Effect::Execute { op, .. } = effects[1] else {
+        panic!("{effects:?}")
+    };
+    h.d.handle(
+        3,
+        Input::Done {
+            op,
+            result: Ok(Outcome::Done),
+        },
+    );
+    let [Effect::Persist { op: persist }] = polled(&mut h.d)[..] else {
+        panic!("the completion is persisted before it is answered")
+    };
+    // A repeat arrives while that persist is in flight: its answer rests
+    // on the stage being recorded, so it waits too.
+    h.d.handle(
+        4,
+        Input::Request {
+            rpc: 99,
+            request: stage("v"),
+        },
+    );
+    assert!(polled(&mut h.d).is_empty(), "nothing leaves before durable");
+    h.d.handle(
+        5,
+        Input::Persisted {
+            op: persist,
+            result: Ok(()),
+        },
+    );
+    let rpcs: Vec<RpcId> = polled(&mut h.d)
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Reply { rpc, result: Ok(_) } => Some(*rpc),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rpcs, vec![1, 99]);
+}
+
+#[test]
+fn a_restart_answers_no_request_of_the_last_process() {
+    let mut h = Harness::new();
+    h.send(stage("v"));
+    let mut d = Driver::new(
+        DriverConfig::new("volplane.csi.io", "test", "node-a"),
+        h.d.state().clone(),
+    );
+    let Some(Effect::Execute { op, .. }) = d.poll() else {
+        panic!("no recovery")
+    };
+    d.handle(
+        1,
+        Input::Done {
+            op,
+            result: Ok(Outcome::Done),
+        },
+    );
+    let effects = polled(&mut d);
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Reply { .. })),
+        "rpc ids of the last process mean nothing now: {effects:?}"
+    );
+}
