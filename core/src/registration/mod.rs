@@ -30,6 +30,7 @@ pub const CSI_PLUGIN: &str = "CSIPlugin";
 
 /// The registration socket's file name in the registry directory.
 pub fn registration_socket(driver: &str) -> String {
+    debug_assert!(check_driver_name(driver).is_ok());
     format!("{driver}-reg.sock")
 }
 
@@ -66,5 +67,28 @@ mod tests {
         assert_eq!(highest_v1(&v(&["0.3.0"])), None);
         assert_eq!(highest_v1(&v(&[])), None);
         assert_eq!(highest_v1(&v(&["garbage"])), None);
+    }
+}
+
+/// A CSI driver name as the spec requires it: at most 63 characters,
+/// alphanumerics, `-` and `.`, beginning and ending with an alphanumeric.
+/// Anything else (a `/`, `..`, an empty name) is refused before it can name
+/// a file.
+pub fn check_driver_name(name: &str) -> Result<(), String> {
+    let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let ok = name.len() <= 63
+        && ends_ok(name.chars().next())
+        && ends_ok(name.chars().last())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the driver answered GetPluginInfo with name {name:?}, which is not a CSI driver name \
+             (at most 63 characters, alphanumerics, '-' and '.', starting and ending with an \
+             alphanumeric); fix the driver's name: no registration socket was created"
+        ))
     }
 }

@@ -188,6 +188,11 @@ impl Registrar {
     fn plugin_info(&mut self, result: Result<Response, Status>) {
         match result {
             Ok(Response::PluginInfo { name, .. }) if !name.is_empty() => {
+                // The name becomes a file name in the kubelet's registry: a
+                // name that is not a CSI driver name never reaches a path.
+                if let Err(why) = super::check_driver_name(&name) {
+                    return self.exit(1, why);
+                }
                 let socket = self.socket(&name);
                 self.phase = Phase::Listening { driver: name };
                 let op = self.ops.issue();
@@ -309,6 +314,31 @@ mod tests {
                 vendor_version: "1".into(),
                 manifest: Default::default(),
             }),
+        }
+    }
+
+    #[test]
+    fn a_driver_name_that_is_not_one_never_becomes_a_path() {
+        for hostile in [
+            "../../etc/cron.d/x",
+            "a/b",
+            "..",
+            "-x",
+            "x.",
+            &"a".repeat(64),
+        ] {
+            let mut r = Registrar::new(RegistrarConfig::new("/reg", "/csi.sock"));
+            r.handle(0, RegistrarInput::Start);
+            assert_eq!(
+                r.poll(),
+                Some(RegistrarEffect::GetPluginInfo { op: OpId(1) })
+            );
+            r.handle(1, info(OpId(1), hostile));
+            let Some(RegistrarEffect::Exit { code: 1, reason }) = r.poll() else {
+                panic!("{hostile:?} must not be listened on")
+            };
+            assert!(reason.contains("not a CSI driver name"), "{reason}");
+            assert_eq!(r.poll(), None, "no socket, no removal: nothing touched");
         }
     }
 
