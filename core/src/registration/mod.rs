@@ -52,24 +52,6 @@ pub fn highest_v1(versions: &[String]) -> Option<(u64, u64, u64)> {
         .max()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn e5_5_versions_need_a_1_x() {
-        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(highest_v1(&v(&["1.0.0"])), Some((1, 0, 0)));
-        assert_eq!(
-            highest_v1(&v(&["0.3.0", "1.2.0", "2.0.0"])),
-            Some((1, 2, 0))
-        );
-        assert_eq!(highest_v1(&v(&["0.3.0"])), None);
-        assert_eq!(highest_v1(&v(&[])), None);
-        assert_eq!(highest_v1(&v(&["garbage"])), None);
-    }
-}
-
 /// A CSI driver name as the spec requires it: at most 63 characters,
 /// alphanumerics, `-` and `.`, beginning and ending with an alphanumeric.
 /// Anything else (a `/`, `..`, an empty name) is refused before it can name
@@ -90,5 +72,23 @@ pub fn check_driver_name(name: &str) -> Result<(), String> {
              (at most 63 characters, alphanumerics, '-' and '.', starting and ending with an \
              alphanumeric); fix the driver's name: no registration socket was created"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e5_5_versions_need_a_1_x() {
+        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(highest_v1(&v(&["1.0.0"])), Some((1, 0, 0)));
+        assert_eq!(
+            highest_v1(&v(&["0.3.0", "1.2.0", "2.0.0"])),
+            Some((1, 2, 0))
+        );
+        assert_eq!(highest_v1(&v(&["0.3.0"])), None);
+        assert_eq!(highest_v1(&v(&[])), None);
+        assert_eq!(highest_v1(&v(&["garbage"])), None);
     }
 }
