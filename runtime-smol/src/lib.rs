@@ -172,7 +172,21 @@ async fn serve_routes(
 #[derive(Debug, Clone)]
 pub struct SmolRegistrar(pub Runtime);
 
-impl volplane_service::RegistrarRuntime for SmolRegistrar {
+/// `unix://` in front of a bare socket path.
+fn unix_endpoint(socket: &str) -> String {
+    if socket.starts_with("unix://") {
+        socket.to_string()
+    } else {
+        format!("unix://{socket}")
+    }
+}
+
+/// hyper's client needs a full URI: the socket is the authority.
+fn origin() -> http::Uri {
+    http::Uri::from_static("http://localhost")
+}
+
+impl volplane_service::RegistrationRuntime for SmolRegistrar {
     fn plugin_info(
         &self,
         csi_socket: &str,
@@ -180,16 +194,40 @@ impl volplane_service::RegistrarRuntime for SmolRegistrar {
         Result<volplane_core::driver::Response, volplane_core::Status>,
     > {
         let socket = csi_socket.to_string();
-        let endpoint = if socket.starts_with("unix://") {
-            socket.clone()
-        } else {
-            format!("unix://{socket}")
-        };
-        // hyper's client needs a full URI: the socket is the authority.
-        let origin = http::Uri::from_static("http://localhost");
         Box::pin(async move {
-            let connected = connect(&endpoint).await;
-            volplane_service::registration::get_plugin_info(&socket, connected, Some(origin)).await
+            let connected = connect(&unix_endpoint(&socket)).await;
+            volplane_service::registration::get_plugin_info(&socket, connected, Some(origin()))
+                .await
+        })
+    }
+
+    fn get_info(
+        &self,
+        socket: &str,
+    ) -> volplane_service::registration::BoxFuture<
+        Result<volplane_core::registration::PluginInfo, String>,
+    > {
+        let socket = socket.to_string();
+        Box::pin(async move {
+            let connected = connect(&unix_endpoint(&socket)).await;
+            volplane_service::registration::get_info(&socket, connected, Some(origin())).await
+        })
+    }
+
+    fn notify(
+        &self,
+        socket: &str,
+        registered: bool,
+        error: String,
+    ) -> volplane_service::registration::BoxFuture<Result<(), String>> {
+        let socket = socket.to_string();
+        let status = volplane_proto::registration::RegistrationStatus {
+            plugin_registered: registered,
+            error,
+        };
+        Box::pin(async move {
+            let connected = connect(&unix_endpoint(&socket)).await;
+            volplane_service::registration::notify(&socket, connected, Some(origin()), status).await
         })
     }
 

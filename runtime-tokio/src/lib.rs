@@ -117,7 +117,7 @@ where
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioRegistrar;
 
-impl volplane_service::RegistrarRuntime for TokioRegistrar {
+impl volplane_service::RegistrationRuntime for TokioRegistrar {
     fn plugin_info(
         &self,
         csi_socket: &str,
@@ -128,6 +128,35 @@ impl volplane_service::RegistrarRuntime for TokioRegistrar {
         Box::pin(async move {
             volplane_service::registration::get_plugin_info(&socket, connect(&socket).await, None)
                 .await
+        })
+    }
+
+    fn get_info(
+        &self,
+        socket: &str,
+    ) -> volplane_service::registration::BoxFuture<
+        Result<volplane_core::registration::PluginInfo, String>,
+    > {
+        let socket = socket.to_string();
+        Box::pin(async move {
+            volplane_service::registration::get_info(&socket, connect(&socket).await, None).await
+        })
+    }
+
+    fn notify(
+        &self,
+        socket: &str,
+        registered: bool,
+        error: String,
+    ) -> volplane_service::registration::BoxFuture<Result<(), String>> {
+        let socket = socket.to_string();
+        let status = volplane_proto::registration::RegistrationStatus {
+            plugin_registered: registered,
+            error,
+        };
+        Box::pin(async move {
+            let connected = connect(&socket).await;
+            volplane_service::registration::notify(&socket, connected, None, status).await
         })
     }
 

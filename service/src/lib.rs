@@ -9,6 +9,7 @@
 mod backend;
 mod grpc;
 mod node_host;
+pub mod plugin_watcher;
 mod pump;
 pub mod registration;
 mod serve;
@@ -18,7 +19,7 @@ pub use grpc::CsiService;
 pub use node_host::{DEVICE_KEY, NodeHost, NodeSource, host_status};
 pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
 pub use registration::{
-    RegistrarExit, RegistrarRuntime, RegistrarSetup, RegistrationService, run_registrar,
+    RegistrarExit, RegistrarSetup, RegistrationRuntime, RegistrationService, run_registrar,
 };
 pub use serve::{Prepared, ServeError, finish, prepare};
 

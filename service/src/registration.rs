@@ -1,6 +1,6 @@
 //! node-driver-registrar over real sockets, runtime-neutral: the core's
 //! [`Registrar`] machine on the one loop, its registration socket served by
-//! whichever runtime supplies a [`RegistrarRuntime`] (tokio and smol both
+//! whichever runtime supplies a [`RegistrationRuntime`] (tokio and smol both
 //! do). The kubelet dials the socket; each RPC goes to the loop through a
 //! mailbox and waits for the machine's answer.
 
@@ -28,7 +28,7 @@ use volplane_sync::reply::{self, ReplySender};
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// What a runtime supplies to the registrar.
-pub trait RegistrarRuntime: Send + Sync + 'static {
+pub trait RegistrationRuntime: Send + Sync + 'static {
     /// Calls GetPluginInfo on the driver's CSI socket.
     fn plugin_info(&self, csi_socket: &str) -> BoxFuture<Result<Response, Status>>;
     /// Serves `service` on the unix socket `path` (already free) until
@@ -39,6 +39,15 @@ pub trait RegistrarRuntime: Send + Sync + 'static {
         service: RegistrationService,
         stop: BoxFuture<()>,
     ) -> Result<(), String>;
+    /// The kubelet's GetInfo on a registration socket.
+    fn get_info(&self, socket: &str) -> BoxFuture<Result<PluginInfo, String>>;
+    /// The kubelet's NotifyRegistrationStatus on a registration socket.
+    fn notify(
+        &self,
+        socket: &str,
+        registered: bool,
+        error: String,
+    ) -> BoxFuture<Result<(), String>>;
     /// Completes after `delay`.
     fn sleep(&self, delay: Duration) -> BoxFuture<()>;
     /// Runs `task` on its own.
@@ -46,7 +55,7 @@ pub trait RegistrarRuntime: Send + Sync + 'static {
 }
 
 /// GetPluginInfo over `connected`, a channel a runtime opened to `socket`
-/// (or why it could not): what every [`RegistrarRuntime::plugin_info`] does.
+/// (or why it could not): what every [`RegistrationRuntime::plugin_info`] does.
 pub async fn get_plugin_info<T, E>(
     socket: &str,
     connected: Result<T, E>,
@@ -65,6 +74,58 @@ where
     volplane_proto::client::CsiClient::new(ch, origin)
         .call(&volplane_core::driver::Request::GetPluginInfo)
         .await
+}
+
+/// GetInfo over `connected`, a channel a runtime opened to the registration
+/// socket `socket`: what every [`RegistrationRuntime::get_info`] does.
+pub async fn get_info<T, E>(
+    socket: &str,
+    connected: Result<T, E>,
+    origin: Option<http::Uri>,
+) -> Result<PluginInfo, String>
+where
+    T: volplane_proto::client::Transport,
+    E: std::fmt::Display,
+{
+    let info = registration_client(
+        connected.map_err(|e| format!("dial {socket}: {e}"))?,
+        origin,
+    )
+    .get_info(pb::InfoRequest {})
+    .await
+    .map_err(|e| format!("GetInfo on {socket}: {}", e.message()))?;
+    Ok(info.into_inner().into())
+}
+
+/// NotifyRegistrationStatus over `connected` (see [`get_info`]).
+pub async fn notify<T, E>(
+    socket: &str,
+    connected: Result<T, E>,
+    origin: Option<http::Uri>,
+    status: pb::RegistrationStatus,
+) -> Result<(), String>
+where
+    T: volplane_proto::client::Transport,
+    E: std::fmt::Display,
+{
+    registration_client(
+        connected.map_err(|e| format!("dial {socket}: {e}"))?,
+        origin,
+    )
+    .notify_registration_status(status)
+    .await
+    .map_err(|e| format!("NotifyRegistrationStatus on {socket}: {}", e.message()))?;
+    Ok(())
+}
+
+fn registration_client<T: volplane_proto::client::Transport>(
+    ch: T,
+    origin: Option<http::Uri>,
+) -> pb::registration_client::RegistrationClient<T> {
+    match origin {
+        None => pb::registration_client::RegistrationClient::new(ch),
+        Some(o) => pb::registration_client::RegistrationClient::with_origin(ch, o),
+    }
 }
 
 /// How the registrar runs (node-driver-registrar's flags).
@@ -127,12 +188,7 @@ impl pb::registration_server::Registration for RegistrationService {
             .ask(|rpc| RegistrarInput::GetInfo { rpc })
             .await
             .ok_or_else(|| tonic::Status::unavailable("the registrar is shutting down"))?;
-        Ok(tonic::Response::new(pb::PluginInfo {
-            r#type: info.type_,
-            name: info.name,
-            endpoint: info.endpoint,
-            supported_versions: info.supported_versions,
-        }))
+        Ok(tonic::Response::new(info.into()))
     }
 
     async fn notify_registration_status(
@@ -158,7 +214,7 @@ impl pb::registration_server::Registration for RegistrationService {
 /// Runs node-driver-registrar until `stop` completes (then it removes its
 /// socket and returns code 0) or the kubelet refuses the driver (code 1).
 pub async fn run_registrar(
-    rt: Arc<dyn RegistrarRuntime>,
+    rt: Arc<dyn RegistrationRuntime>,
     setup: RegistrarSetup,
     stop: impl Future<Output = ()>,
 ) -> RegistrarExit {
@@ -238,7 +294,7 @@ pub async fn run_registrar(
 
 /// Listens on `socket` (with `via_symlink`, links it into the registry).
 fn listen(
-    rt: &dyn RegistrarRuntime,
+    rt: &dyn RegistrationRuntime,
     setup: &RegistrarSetup,
     socket: &str,
     service: RegistrationService,

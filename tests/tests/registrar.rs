@@ -1,19 +1,27 @@
 //! node-driver-registrar (volplane-service's, runtime-neutral) on both
-//! runtimes, against a real driver process, with this test as the kubelet:
-//! it finds the socket, calls GetInfo, answers NotifyRegistrationStatus,
-//! and the registrar stays (registered) or exits 1 (refused), removing its
-//! socket either way when it stops.
+//! runtimes, against a real driver process, with the kubelet's side
+//! (volplane-service's plugin-watcher adapter) on the same runtime: it finds
+//! the socket, calls GetInfo and NodeGetInfo, answers
+//! NotifyRegistrationStatus, and the registrar stays (registered) or exits 1
+//! (refused), removing its socket either way when it stops.
 
 mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Driver, Runtime};
-use volplane_proto::registration as pb;
-use volplane_proto::registration::registration_client::RegistrationClient;
-use volplane_service::{RegistrarExit, RegistrarSetup, run_registrar};
+use futures::{FutureExt, StreamExt};
+use volplane_core::driver::Response;
+use volplane_core::registration::PluginInfo;
+use volplane_core::registration::watcher::{WatcherEffect, WatcherInput};
+use volplane_core::{OpId, Status};
+use volplane_proto::client::CsiClient;
+use volplane_service::registration::BoxFuture;
+use volplane_service::{
+    RegistrarExit, RegistrarSetup, RegistrationRuntime, plugin_watcher, run_registrar,
+};
 
 const KUBELET_PATH: &str = "/var/lib/kubelet/plugins/volplane.csi.io/csi.sock";
 
@@ -49,6 +57,102 @@ fn start(
     (stop, thread)
 }
 
+/// Runs `f` — the kubelet's side, volplane-service's plugin-watcher adapter
+/// — on `runtime`, in a thread of its own.
+fn kubelet<T: Send + 'static>(
+    runtime: Runtime,
+    f: impl FnOnce(Arc<dyn RegistrationRuntime>) -> BoxFuture<T> + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || match runtime {
+        Runtime::Tokio => tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(f(Arc::new(volplane_tokio::TokioRegistrar))),
+        Runtime::Smol => {
+            let rt = volplane_smol::Runtime::new(1).unwrap();
+            rt.block_on(f(Arc::new(volplane_smol::SmolRegistrar(rt.clone()))))
+        }
+    })
+}
+
+/// NodeGetInfo on `endpoint` over `runtime`'s transport.
+async fn node_get_info(runtime: Runtime, endpoint: String) -> Result<Response, Status> {
+    let request = volplane_core::driver::Request::NodeGetInfo;
+    match runtime {
+        Runtime::Tokio => {
+            let ch = volplane_tokio::connect(&endpoint).await.unwrap();
+            CsiClient::new(ch, None).call(&request).await
+        }
+        Runtime::Smol => {
+            let ch = volplane_smol::connect(&endpoint).await.unwrap();
+            let origin = http::Uri::from_static("http://localhost");
+            CsiClient::new(ch, Some(origin)).call(&request).await
+        }
+    }
+}
+
+/// The kubelet's side: waits for a socket in `registry`, then GetInfo,
+/// NodeGetInfo on the driver (`csi`: as this process reaches it) and
+/// NotifyRegistrationStatus(`accept`).
+fn kubelet_registers(
+    runtime: Runtime,
+    registry: PathBuf,
+    csi: String,
+    accept: bool,
+) -> std::thread::JoinHandle<(String, PluginInfo, Response)> {
+    kubelet(runtime, move |rt| {
+        Box::pin(async move {
+            let (tx, mut rx) = futures::channel::mpsc::unbounded();
+            let appeared = async {
+                futures::select! {
+                    _ = rx.next() => {}
+                    _ = rt.sleep(Duration::from_secs(20)).fuse() => {}
+                }
+            };
+            let changed = |socket: &str, added: bool| {
+                let _ = tx.unbounded_send((socket.to_string(), added));
+            };
+            plugin_watcher::watch_registry(&*rt, &registry, changed, appeared).await;
+            let socket = plugin_watcher::registry_sockets(&registry)
+                .pop_first()
+                .expect("no registration socket appeared within 20 s");
+            let csi_call = |_kubelet_path: String| node_get_info(runtime, csi.clone());
+            let get_info = WatcherEffect::GetInfo {
+                op: OpId(1),
+                socket: socket.clone(),
+            };
+            let Some(WatcherInput::InfoDone { result, .. }) =
+                plugin_watcher::carry_out(&*rt, get_info, csi_call).await
+            else {
+                panic!("GetInfo completes with InfoDone");
+            };
+            let info = result.expect("GetInfo answered");
+            let node_info = WatcherEffect::NodeGetInfo {
+                op: OpId(2),
+                endpoint: info.endpoint.clone(),
+            };
+            let Some(WatcherInput::NodeInfoDone { result, .. }) =
+                plugin_watcher::carry_out(&*rt, node_info, csi_call).await
+            else {
+                panic!("NodeGetInfo completes with NodeInfoDone");
+            };
+            let node = result.expect("NodeGetInfo answered");
+            let notify = WatcherEffect::Notify {
+                op: OpId(3),
+                socket: socket.clone(),
+                registered: accept,
+                error: if accept {
+                    String::new()
+                } else {
+                    "refused by the test".into()
+                },
+            };
+            let done = plugin_watcher::carry_out(&*rt, notify, csi_call).await;
+            assert_eq!(done, Some(WatcherInput::NotifyDone { op: OpId(3) }));
+            (socket, info, node)
+        })
+    })
+}
+
 async fn registration(runtime: Runtime, accept: bool) {
     require_root!();
     let d = Driver::start(Runtime::Tokio);
@@ -60,44 +164,30 @@ async fn registration(runtime: Runtime, accept: bool) {
         via_symlink: None,
     };
     let (stop, thread) = start(runtime, setup);
-    let socket = registry.join("volplane.csi.io-reg.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !socket.exists() {
-        if Instant::now() >= deadline {
-            stop.send(()).unwrap();
-            let exit = thread.join().unwrap();
-            panic!("no registration socket appeared; the registrar stopped with {exit:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let ch = volplane_tokio::connect(&socket.display().to_string())
+    let kubelet = kubelet_registers(runtime, registry.clone(), d.endpoint.clone(), accept);
+    let joined = tokio::task::spawn_blocking(move || kubelet.join())
         .await
         .unwrap();
-    let mut kubelet = RegistrationClient::new(ch);
-    let info = kubelet
-        .get_info(pb::InfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(info.r#type, "CSIPlugin");
+    let Ok((socket, info, node)) = joined else {
+        let _ = stop.send(());
+        panic!("the kubelet's side failed (see above)");
+    };
+    assert_eq!(
+        socket,
+        registry
+            .join("volplane.csi.io-reg.sock")
+            .display()
+            .to_string()
+    );
+    assert_eq!(info.type_, "CSIPlugin");
     assert_eq!(info.name, "volplane.csi.io");
     assert_eq!(info.endpoint, KUBELET_PATH);
     assert_eq!(info.supported_versions, vec!["1.0.0".to_string()]);
-    let notified = kubelet
-        .notify_registration_status(pb::RegistrationStatus {
-            plugin_registered: accept,
-            error: if accept {
-                String::new()
-            } else {
-                "refused by the test".into()
-            },
-        })
-        .await;
-    // Refused, the registrar exits at once, as node-driver-registrar does:
-    // its acknowledgement may not reach the kubelet.
-    if accept {
-        notified.unwrap();
-    }
+    assert!(
+        matches!(node, Response::NodeInfo { ref node_id, .. } if !node_id.is_empty()),
+        "{node:?}"
+    );
+    let socket = PathBuf::from(socket);
     if accept {
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(socket.exists(), "a registered registrar keeps its socket");

@@ -3,6 +3,7 @@
 //! the way out.
 
 pub mod fields;
+pub mod outgoing;
 
 use volplane_core::driver::{self as core, Request, Response};
 use volplane_core::{Code, Status};
@@ -309,20 +310,24 @@ fn wire_topology(t: &core::Topology) -> csi::Topology {
     }
 }
 
-pub fn wire_volume(v: core::Volume) -> csi::Volume {
+fn wire_content_source(s: core::ContentSource) -> csi::VolumeContentSource {
     use csi::volume_content_source::{SnapshotSource, Type, VolumeSource};
+    csi::VolumeContentSource {
+        r#type: Some(match s {
+            core::ContentSource::Snapshot(snapshot_id) => {
+                Type::Snapshot(SnapshotSource { snapshot_id })
+            }
+            core::ContentSource::Volume(volume_id) => Type::Volume(VolumeSource { volume_id }),
+        }),
+    }
+}
+
+pub fn wire_volume(v: core::Volume) -> csi::Volume {
     csi::Volume {
         capacity_bytes: wire_i64(v.capacity_bytes),
         volume_id: v.volume_id,
         volume_context: v.volume_context.into_iter().collect(),
-        content_source: v.content_source.map(|s| csi::VolumeContentSource {
-            r#type: Some(match s {
-                core::ContentSource::Snapshot(snapshot_id) => {
-                    Type::Snapshot(SnapshotSource { snapshot_id })
-                }
-                core::ContentSource::Volume(volume_id) => Type::Volume(VolumeSource { volume_id }),
-            }),
-        }),
+        content_source: v.content_source.map(wire_content_source),
         accessible_topology: v.accessible_topology.iter().map(wire_topology).collect(),
     }
 }
