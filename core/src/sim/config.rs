@@ -1,0 +1,89 @@
+//! How a simulation runs: its seeded randomness, its fault rates, its size.
+
+use crate::plant::Planted;
+
+/// A deterministic pseudo-random sequence (xorshift64*), seeded.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A sequence from `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+    /// True with probability `per_mille` / 1000.
+    pub fn chance(&mut self, per_mille: u32) -> bool {
+        (self.next_u64() % 1000) < u64::from(per_mille)
+    }
+}
+
+/// Fault rates, per mille of opportunities.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Per CSI call: an error the spec allows, before any effect.
+    pub csi_error: u32,
+    /// Per CSI call: a timeout after the effect happened.
+    pub csi_timeout: u32,
+    /// Per CSI call: the driver crashes after the effect.
+    pub driver_crash: u32,
+    /// Per step: a controller or kubelet restarts.
+    pub restart: u32,
+    /// Per step: a node reboots.
+    pub reboot: u32,
+    /// Per API write: a resourceVersion conflict.
+    pub api_conflict: u32,
+    /// Per watch event: delivered twice.
+    pub duplicate_watch: u32,
+}
+
+impl Faults {
+    /// Every kind of fault at a rate derived from `rate` (0.0–1.0 of CSI calls).
+    pub fn at(rate: f64) -> Faults {
+        let r = (rate.clamp(0.0, 1.0) * 1000.0) as u32;
+        Faults {
+            csi_error: r,
+            csi_timeout: r / 2,
+            driver_crash: r / 4,
+            restart: r / 20,
+            reboot: r / 40,
+            api_conflict: r / 2,
+            duplicate_watch: r / 2,
+        }
+    }
+}
+
+/// How a simulation runs.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// How many nodes.
+    pub nodes: usize,
+    /// The seed of everything random.
+    pub seed: u64,
+    /// The fault rates.
+    pub faults: Faults,
+    /// A planted bug, in builds that have them.
+    pub plant: Planted,
+}
+
+impl SimConfig {
+    /// `nodes` nodes, seeded with `seed`, no faults.
+    pub fn new(nodes: usize, seed: u64) -> SimConfig {
+        SimConfig {
+            nodes,
+            seed,
+            faults: Faults::default(),
+            plant: Planted::default(),
+        }
+    }
+}
