@@ -221,13 +221,16 @@ impl volplane_service::RegistrationRuntime for SmolRegistrar {
         error: String,
     ) -> volplane_service::registration::BoxFuture<Result<(), String>> {
         let socket = socket.to_string();
-        let status = volplane_proto::registration::RegistrationStatus {
-            plugin_registered: registered,
-            error,
-        };
         Box::pin(async move {
             let connected = connect(&unix_endpoint(&socket)).await;
-            volplane_service::registration::notify(&socket, connected, Some(origin()), status).await
+            volplane_service::registration::notify(
+                &socket,
+                connected,
+                Some(origin()),
+                registered,
+                error,
+            )
+            .await
         })
     }
 

@@ -150,13 +150,10 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
         error: String,
     ) -> volplane_service::registration::BoxFuture<Result<(), String>> {
         let socket = socket.to_string();
-        let status = volplane_proto::registration::RegistrationStatus {
-            plugin_registered: registered,
-            error,
-        };
         Box::pin(async move {
             let connected = connect(&socket).await;
-            volplane_service::registration::notify(&socket, connected, None, status).await
+            volplane_service::registration::notify(&socket, connected, None, registered, error)
+                .await
         })
     }
 

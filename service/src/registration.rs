@@ -102,7 +102,8 @@ pub async fn notify<T, E>(
     socket: &str,
     connected: Result<T, E>,
     origin: Option<http::Uri>,
-    status: pb::RegistrationStatus,
+    registered: bool,
+    error: String,
 ) -> Result<(), String>
 where
     T: volplane_proto::client::Transport,
@@ -112,7 +113,10 @@ where
         connected.map_err(|e| format!("dial {socket}: {e}"))?,
         origin,
     )
-    .notify_registration_status(status)
+    .notify_registration_status(pb::RegistrationStatus {
+        plugin_registered: registered,
+        error,
+    })
     .await
     .map_err(|e| format!("NotifyRegistrationStatus on {socket}: {}", e.message()))?;
     Ok(())
