@@ -10,6 +10,7 @@ pub mod deployment;
 pub mod enums;
 pub mod meta;
 pub mod names;
+pub mod patch;
 pub mod quantity;
 pub mod storage;
 pub mod workload;
@@ -37,6 +38,23 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 8] = [
+        Kind::PersistentVolume,
+        Kind::PersistentVolumeClaim,
+        Kind::StorageClass,
+        Kind::VolumeAttachment,
+        Kind::CsiNode,
+        Kind::CsiDriver,
+        Kind::Node,
+        Kind::Pod,
+    ];
+
+    /// The kind a manifest's `kind` string names, if the model knows it.
+    pub fn parse(kind: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+
     /// The `kind` string of manifests.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -142,6 +160,26 @@ impl Object {
         }
     }
 
+    /// The object a JSON document with Kubernetes' field names describes
+    /// (its `kind` says which); fields the model does not know are ignored.
+    pub fn from_json(doc: serde_json::Value) -> Result<Object, String> {
+        fn load<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
+            serde_json::from_value(v).map_err(|e| e.to_string())
+        }
+        let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+        Ok(match Kind::parse(kind) {
+            Some(Kind::PersistentVolume) => Object::Pv(load(doc)?),
+            Some(Kind::PersistentVolumeClaim) => Object::Pvc(load(doc)?),
+            Some(Kind::StorageClass) => Object::Class(load(doc)?),
+            Some(Kind::VolumeAttachment) => Object::Va(load(doc)?),
+            Some(Kind::CsiNode) => Object::CsiNode(load(doc)?),
+            Some(Kind::CsiDriver) => Object::CsiDriver(load(doc)?),
+            Some(Kind::Node) => Object::Node(load(doc)?),
+            Some(Kind::Pod) => Object::Pod(load(doc)?),
+            None => return Err(format!("kind {kind:?} is not one the machines know")),
+        })
+    }
+
     /// The object as JSON with Kubernetes' field names.
     pub fn to_json(&self) -> serde_json::Value {
         let v = match self {
@@ -239,31 +277,16 @@ pub fn parse_manifests(text: &str) -> Result<(Vec<Object>, Vec<Unknown>), Manife
             name: name.clone(),
             reason,
         };
-        fn load<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
-            serde_json::from_value(v).map_err(|e| e.to_string())
-        }
-        let object = match kind.as_str() {
-            "PersistentVolume" => Object::Pv(load(doc).map_err(err)?),
-            "PersistentVolumeClaim" => Object::Pvc(load(doc).map_err(err)?),
-            "StorageClass" => Object::Class(load(doc).map_err(err)?),
-            "VolumeAttachment" => Object::Va(load(doc).map_err(err)?),
-            "CSINode" => Object::CsiNode(load(doc).map_err(err)?),
-            "CSIDriver" => Object::CsiDriver(load(doc).map_err(err)?),
-            "Node" => Object::Node(load(doc).map_err(err)?),
-            "Pod" => Object::Pod(load(doc).map_err(err)?),
+        match kind.as_str() {
             "List" | "PersistentVolumeList" | "PersistentVolumeClaimList" => {
                 if let Some(items) = doc.get("items").and_then(|i| i.as_array()) {
                     queue.extend(items.iter().cloned());
                 }
-                continue;
             }
             "" => return Err(err("it has no kind".into())),
-            _ => {
-                unknown.push(Unknown { kind, value: doc });
-                continue;
-            }
-        };
-        objects.push(object);
+            k if Kind::parse(k).is_none() => unknown.push(Unknown { kind, value: doc }),
+            _ => objects.push(Object::from_json(doc).map_err(err)?),
+        }
     }
     Ok((objects, unknown))
 }

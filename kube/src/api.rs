@@ -1,0 +1,263 @@
+//! The machines' API calls, carried out against a real API server.
+//!
+//! Writes never lose what the core does not model: an update is a JSON
+//! merge patch between the object as last seen (the watch's view, through
+//! the model) and the machine's new version, with the machine's
+//! `resourceVersion` in it as the precondition — the API server answers 409
+//! if the object changed since. Fields, labels, annotations and finalizers
+//! the machine did not change are never sent. Every write carries the
+//! field manager `volplane`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use kube::Client;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use volplane_core::control::{ApiCall, ApiResult};
+use volplane_core::model::patch::merge_patch;
+use volplane_core::model::{Object, ObjectKey};
+
+use crate::convert::{to_core, to_json};
+use crate::resources::api;
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "volplane";
+
+/// The objects as last seen (from watches and from the answers to writes):
+/// the base every update's patch is computed from.
+#[derive(Debug, Clone, Default)]
+pub struct Seen(Arc<Mutex<BTreeMap<ObjectKey, Object>>>);
+
+impl Seen {
+    /// Records `o` as the latest version of its object.
+    pub fn saw(&self, o: &Object) {
+        self.lock().insert(o.key(), o.clone());
+    }
+
+    /// Forgets a deleted object.
+    pub fn gone(&self, key: &ObjectKey) {
+        self.lock().remove(key);
+    }
+
+    /// The latest version seen of `key`.
+    pub fn get(&self, key: &ObjectKey) -> Option<Object> {
+        self.lock().get(key).cloned()
+    }
+
+    /// Every object seen of `kind`.
+    pub fn of_kind(&self, kind: volplane_core::model::Kind) -> Vec<Object> {
+        self.lock()
+            .values()
+            .filter(|o| o.kind() == kind)
+            .cloned()
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjectKey, Object>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Carries out the machines' API calls on one client.
+#[derive(Clone)]
+pub struct ApiCaller {
+    client: Client,
+    seen: Seen,
+}
+
+impl std::fmt::Debug for ApiCaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiCaller").finish_non_exhaustive()
+    }
+}
+
+impl ApiCaller {
+    /// Calls through `client`, patching against what `seen` holds.
+    pub fn new(client: Client, seen: Seen) -> ApiCaller {
+        ApiCaller { client, seen }
+    }
+
+    /// Carries out `call` and says what the API server answered.
+    pub async fn call(&self, call: ApiCall) -> ApiResult {
+        let key = call.key();
+        let result = match call {
+            ApiCall::Create(o) => self.create(&o).await,
+            ApiCall::Update(o) => self.update(&o, false).await,
+            ApiCall::UpdateStatus(o) => self.update(&o, true).await,
+            ApiCall::Delete(k) => self.delete(&k).await,
+            ApiCall::Get(k) => self.get(&k).await,
+            ApiCall::List { kind, namespace } => self.list(kind, &namespace).await,
+        };
+        match &result {
+            ApiResult::Ok(Some(o)) => self.seen.saw(o),
+            ApiResult::NotFound => self.seen.gone(&key),
+            _ => {}
+        }
+        result
+    }
+
+    async fn create(&self, o: &Object) -> ApiResult {
+        let mut doc = to_json(o);
+        if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            meta.remove("uid");
+            meta.remove("creationTimestamp");
+        }
+        let object = match serde_json::from_value(doc) {
+            Ok(d) => d,
+            Err(e) => return ApiResult::Failed(format!("{} does not serialise: {e}", o.key())),
+        };
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let k = o.key();
+        answer(
+            api(&self.client, k.kind, &k.namespace)
+                .create(&params, &object)
+                .await,
+            true,
+        )
+    }
+
+    /// A merge patch from the object as last seen to `o`: the main resource
+    /// (metadata and spec) or, with `status`, the status subresource.
+    async fn update(&self, o: &Object, status: bool) -> ApiResult {
+        let key = o.key();
+        let rv = &o.meta().resource_version;
+        let base = match self.seen.get(&key) {
+            Some(b) if &b.meta().resource_version == rv => b,
+            // The object changed since the machine read it: the API server
+            // would refuse the precondition, so it is not asked.
+            Some(_) => return ApiResult::Conflict,
+            None => match self.get(&key).await {
+                ApiResult::Ok(Some(b)) if &b.meta().resource_version == rv => b,
+                ApiResult::Ok(Some(_)) => return ApiResult::Conflict,
+                other => return other,
+            },
+        };
+        let Some(patch) = update_patch(&base, o, status) else {
+            return ApiResult::Ok(Some(base));
+        };
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let api = api(&self.client, key.kind, &key.namespace);
+        let patch = Patch::Merge(&patch);
+        let result = if status {
+            api.patch_status(&key.name, &params, &patch).await
+        } else {
+            api.patch(&key.name, &params, &patch).await
+        };
+        answer(result, false)
+    }
+
+    async fn delete(&self, k: &ObjectKey) -> ApiResult {
+        let api = api(&self.client, k.kind, &k.namespace);
+        match api.delete(&k.name, &DeleteParams::default()).await {
+            // The API server answers with the object either way: finalizers
+            // hold it (it stays, marked for deletion) or it is gone.
+            Ok(either::Either::Left(o)) => match convert(o) {
+                ApiResult::Ok(Some(o)) if o.meta().finalizers.is_empty() => {
+                    self.seen.gone(k);
+                    ApiResult::Ok(None)
+                }
+                other => other,
+            },
+            Ok(either::Either::Right(_)) => {
+                self.seen.gone(k);
+                ApiResult::Ok(None)
+            }
+            Err(e) => failure(e, false),
+        }
+    }
+
+    async fn get(&self, k: &ObjectKey) -> ApiResult {
+        answer(
+            api(&self.client, k.kind, &k.namespace).get(&k.name).await,
+            false,
+        )
+    }
+
+    async fn list(&self, kind: volplane_core::model::Kind, namespace: &str) -> ApiResult {
+        match api(&self.client, kind, namespace)
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => {
+                let mut objects = Vec::new();
+                for item in list.items {
+                    match convert(item) {
+                        ApiResult::Ok(Some(o)) => objects.push(o),
+                        other => return other,
+                    }
+                }
+                ApiResult::Listed(objects)
+            }
+            Err(e) => failure(e, false),
+        }
+    }
+}
+
+/// The patch that takes `base` to `new`: the metadata and spec (or, with
+/// `status`, the status) the machine changed, and the machine's
+/// resourceVersion as the precondition. `None` when it changed nothing.
+pub fn update_patch(base: &Object, new: &Object, status: bool) -> Option<Value> {
+    let part = |o: &Object| {
+        let mut v = o.to_json();
+        if let Value::Object(map) = &mut v {
+            if status {
+                map.retain(|k, _| k == "status");
+            } else {
+                map.remove("status");
+            }
+        }
+        v
+    };
+    let mut patch = merge_patch(&part(base), &part(new))?;
+    let rv = json!(new.meta().resource_version);
+    match patch.as_object_mut()?.entry("metadata") {
+        serde_json::map::Entry::Occupied(mut m) => {
+            m.get_mut()
+                .as_object_mut()?
+                .insert("resourceVersion".into(), rv);
+        }
+        serde_json::map::Entry::Vacant(v) => {
+            v.insert(json!({ "resourceVersion": rv }));
+        }
+    }
+    Some(patch)
+}
+
+fn convert(o: kube::api::DynamicObject) -> ApiResult {
+    match serde_json::to_value(&o).map_err(|e| e.to_string()) {
+        Ok(v) => match to_core(v) {
+            Ok(o) => ApiResult::Ok(Some(o)),
+            Err(e) => ApiResult::Failed(e.to_string()),
+        },
+        Err(e) => ApiResult::Failed(e),
+    }
+}
+
+fn answer(result: Result<kube::api::DynamicObject, kube::Error>, create: bool) -> ApiResult {
+    match result {
+        Ok(o) => convert(o),
+        Err(e) => failure(e, create),
+    }
+}
+
+/// What an error means to the machines: 409 is a conflict (on a create,
+/// that the object exists), 404 that it is gone.
+fn failure(e: kube::Error, create: bool) -> ApiResult {
+    match &e {
+        kube::Error::Api(s) if s.is_already_exists() || (create && s.code == 409) => {
+            ApiResult::AlreadyExists
+        }
+        kube::Error::Api(s) if s.code == 409 => ApiResult::Conflict,
+        kube::Error::Api(s) if s.code == 404 => ApiResult::NotFound,
+        kube::Error::Api(s) => ApiResult::Failed(format!("{} ({})", s.message, s.code)),
+        _ => ApiResult::Failed(e.to_string()),
+    }
+}

@@ -1,0 +1,17 @@
+//! volplane-kube: the adapter between the core's control-plane machines and
+//! a real Kubernetes API server, on kube-rs. Watches become the machines'
+//! `Watch` inputs ([`watch`]), their API calls become requests ([`api`]) —
+//! updates as patches of only what a machine changed — and their events
+//! become Kubernetes events ([`events`]). [`controller`] runs the sidecars'
+//! roles (provisioner, attacher, resizer; binder and protection behind
+//! flags) on the core's one loop.
+//!
+//! kube's client is tokio-bound: run this on tokio (from smol, through
+//! async-compat, which starts a hidden tokio runtime thread).
+//!
+//! The library does not choose a Kubernetes version: the binary turns on
+//! one of k8s-openapi's version features (`volplane` chooses `latest`).
+
+pub mod api;
+pub mod convert;
+pub mod resources;

@@ -1,0 +1,327 @@
+//! An API server played in memory behind kube's `Client` (a tower service,
+//! kube's documented way to test without a cluster): create, get, list,
+//! watch (with replay from a resourceVersion, and 410 Gone for one older
+//! than the compaction point), merge patches with the resourceVersion
+//! precondition, the status subresource, delete with finalizers. Every
+//! request is logged for the test to assert on.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::channel::mpsc;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, StreamBody};
+use serde_json::{Value, json};
+use volplane_core::model::patch::apply_merge_patch;
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub content_type: String,
+    pub body: Value,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Object path (`/api/v1/persistentvolumes/pv-1`) → object.
+    objects: BTreeMap<String, Value>,
+    rv: u64,
+    /// (rv, collection path, event) for watch replay.
+    events: Vec<(u64, String, Value)>,
+    /// A watch from a resourceVersion below this is answered 410 Gone.
+    compacted: u64,
+    watchers: Vec<(String, mpsc::UnboundedSender<Value>)>,
+    log: Vec<Logged>,
+}
+
+/// The fake API server.
+#[derive(Debug, Clone, Default)]
+pub struct FakeApi(Arc<Mutex<State>>);
+
+/// `(collection path, name, status subresource)` of a request path.
+fn split(path: &str) -> (String, Option<String>, bool) {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // api/v1/... or apis/group/version/...
+    let base = if segs[0] == "api" { 2 } else { 3 };
+    let mut rest = &segs[base..];
+    let mut prefix: Vec<&str> = segs[..base].to_vec();
+    if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
+        prefix.extend_from_slice(&rest[..2]);
+        rest = &rest[2..];
+    }
+    prefix.push(rest[0]);
+    let collection = format!("/{}", prefix.join("/"));
+    let name = rest.get(1).map(|s| s.to_string());
+    let status = rest.get(2) == Some(&"status");
+    (collection, name, status)
+}
+
+/// Every namespace's collection matches a cluster-wide path too.
+fn in_collection(object_path: &str, collection: &str) -> bool {
+    let parent = &object_path[..object_path.rfind('/').unwrap_or(0)];
+    if parent == collection {
+        return true;
+    }
+    // /api/v1/pods matches /api/v1/namespaces/x/pods
+    let plural = collection.rsplit('/').next().unwrap_or("");
+    let base = &collection[..collection.len() - plural.len()];
+    parent.starts_with(&format!("{base}namespaces/")) && parent.ends_with(&format!("/{plural}"))
+}
+
+fn status(code: u16, reason: &str, message: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::from_u16(code).unwrap(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": message, "reason": reason, "code": code}),
+    )
+}
+
+impl FakeApi {
+    /// A kube client talking to this server.
+    pub fn client(&self) -> kube::Client {
+        let me = self.clone();
+        let service = tower::service_fn(move |req: Request<kube::client::Body>| {
+            let me = me.clone();
+            async move { Ok::<_, Infallible>(me.serve(req).await) }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    /// Stores `object` (with apiVersion and kind) as if a user created it.
+    pub fn put(&self, path: &str, mut object: Value) -> Value {
+        let mut s = self.0.lock().unwrap();
+        s.rv += 1;
+        let rv = s.rv.to_string();
+        object["metadata"]["resourceVersion"] = json!(rv);
+        if object["metadata"]["uid"].is_null() {
+            object["metadata"]["uid"] = json!(format!("uid-{rv}"));
+        }
+        let kind = if s.objects.contains_key(path) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        s.objects.insert(path.into(), object.clone());
+        Self::notify(&mut s, path, kind, &object);
+        object
+    }
+
+    /// The object at `path`.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        self.0.lock().unwrap().objects.get(path).cloned()
+    }
+
+    /// The requests so far.
+    pub fn log(&self) -> Vec<Logged> {
+        self.0.lock().unwrap().log.clone()
+    }
+
+    /// Watches from a resourceVersion at or below `rv` get 410 Gone, and
+    /// every open watch ends (as when etcd compacts).
+    pub fn compact(&self) {
+        let mut s = self.0.lock().unwrap();
+        s.compacted = s.rv;
+        for (_, tx) in s.watchers.drain(..) {
+            let _ = tx.unbounded_send(json!({"type": "ERROR", "object":
+                status(410, "Expired", "too old resource version").1}));
+        }
+    }
+
+    fn notify(s: &mut State, path: &str, kind: &str, object: &Value) {
+        let event = json!({"type": kind, "object": object});
+        let rv = s.rv;
+        let collection = path[..path.rfind('/').unwrap()].to_string();
+        s.events.push((rv, collection, event.clone()));
+        s.watchers
+            .retain(|(c, tx)| !in_collection(path, c) || tx.unbounded_send(event.clone()).is_ok());
+    }
+
+    async fn serve(&self, req: Request<kube::client::Body>) -> Response<Body> {
+        let (parts, body) = req.into_parts();
+        let bytes = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let path = parts.uri.path().to_string();
+        let query = parts.uri.query().unwrap_or("").to_string();
+        let content_type = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        self.0.lock().unwrap().log.push(Logged {
+            method: parts.method.to_string(),
+            path: path.clone(),
+            query: query.clone(),
+            content_type,
+            body: body.clone(),
+        });
+        let (collection, name, sub_status) = split(&path);
+        let object_path = name.as_ref().map(|n| format!("{collection}/{n}"));
+        let (code, value) = match (parts.method.as_str(), object_path) {
+            ("GET", None) if query.contains("watch=true") => {
+                return self.watch(&collection, &query);
+            }
+            ("GET", None) => self.list(&collection),
+            ("GET", Some(p)) => match self.get(&p) {
+                Some(o) => (StatusCode::OK, o),
+                None => status(404, "NotFound", &format!("{p} not found")),
+            },
+            ("POST", None) => self.create(&collection, body),
+            ("PATCH", Some(p)) => self.patch(&p, &body, sub_status),
+            ("DELETE", Some(p)) => self.delete(&p),
+            (m, _) => status(405, "MethodNotAllowed", &format!("{m} {path}")),
+        };
+        Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .body(
+                http_body_util::Full::new(Bytes::from(value.to_string()))
+                    .map_err(|e| match e {})
+                    .boxed(),
+            )
+            .unwrap()
+    }
+
+    fn list(&self, collection: &str) -> (StatusCode, Value) {
+        let s = self.0.lock().unwrap();
+        let items: Vec<Value> = s
+            .objects
+            .iter()
+            .filter(|(p, _)| in_collection(p, collection))
+            .map(|(_, o)| o.clone())
+            .collect();
+        (
+            StatusCode::OK,
+            json!({"kind": "List", "apiVersion": "v1",
+                   "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
+        )
+    }
+
+    fn watch(&self, collection: &str, query: &str) -> Response<Body> {
+        let from: u64 = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("resourceVersion="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let (tx, rx) = mpsc::unbounded::<Value>();
+        let mut s = self.0.lock().unwrap();
+        if from < s.compacted {
+            let _ = tx.unbounded_send(json!({"type": "ERROR", "object":
+                status(410, "Expired", "too old resource version").1}));
+        } else {
+            for (rv, c, e) in &s.events {
+                let path = format!(
+                    "{c}/{}",
+                    e["object"]["metadata"]["name"].as_str().unwrap_or("")
+                );
+                if *rv > from && in_collection(&path, collection) {
+                    let _ = tx.unbounded_send(e.clone());
+                }
+            }
+            s.watchers.push((collection.to_string(), tx));
+        }
+        let stream =
+            rx.map(|v| Ok::<_, Infallible>(http_body::Frame::data(Bytes::from(format!("{v}\n")))));
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(BodyExt::boxed(StreamBody::new(stream)))
+            .unwrap()
+    }
+
+    fn create(&self, collection: &str, mut object: Value) -> (StatusCode, Value) {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let path = format!("{collection}/{name}");
+        if self.get(&path).is_some() {
+            return status(409, "AlreadyExists", &format!("{path} already exists"));
+        }
+        if object["metadata"].get("resourceVersion").is_some() {
+            return status(
+                500,
+                "InternalError",
+                "resourceVersion should not be set on objects to be created",
+            );
+        }
+        object["metadata"]["creationTimestamp"] = json!("2026-11-23T12:00:00Z");
+        (StatusCode::CREATED, self.put(&path, object))
+    }
+
+    fn patch(&self, path: &str, patch: &Value, sub_status: bool) -> (StatusCode, Value) {
+        let Some(current) = self.get(path) else {
+            return status(404, "NotFound", &format!("{path} not found"));
+        };
+        if let Some(rv) = patch["metadata"]["resourceVersion"].as_str()
+            && current["metadata"]["resourceVersion"].as_str() != Some(rv)
+        {
+            return status(
+                409,
+                "Conflict",
+                "the object has been modified; please apply your changes to the latest version and try again",
+            );
+        }
+        let mut next = current.clone();
+        apply_merge_patch(&mut next, patch);
+        // The main resource ignores status; the status subresource only
+        // takes status.
+        if sub_status {
+            let st = next["status"].clone();
+            next = current.clone();
+            next["status"] = st;
+        } else {
+            next["status"] = current["status"].clone();
+            if next["status"].is_null() {
+                next.as_object_mut().unwrap().remove("status");
+            }
+        }
+        let finalized = next["metadata"]["deletionTimestamp"].is_string()
+            && next["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty());
+        if finalized {
+            let mut s = self.0.lock().unwrap();
+            s.rv += 1;
+            s.objects.remove(path);
+            Self::notify(&mut s, path, "DELETED", &next);
+            return (StatusCode::OK, next);
+        }
+        (StatusCode::OK, self.put(path, next))
+    }
+
+    fn delete(&self, path: &str) -> (StatusCode, Value) {
+        let Some(mut current) = self.get(path) else {
+            return status(404, "NotFound", &format!("{path} not found"));
+        };
+        if current["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+        {
+            if current["metadata"]["deletionTimestamp"].is_null() {
+                current["metadata"]["deletionTimestamp"] = json!("2026-11-23T12:00:01Z");
+                current = self.put(path, current);
+            }
+            return (StatusCode::OK, current);
+        }
+        let mut s = self.0.lock().unwrap();
+        s.rv += 1;
+        s.objects.remove(path);
+        Self::notify(&mut s, path, "DELETED", &current);
+        (StatusCode::OK, current)
+    }
+}
