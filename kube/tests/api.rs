@@ -169,11 +169,12 @@ async fn a_status_update_goes_to_the_status_subresource_alone() {
 async fn create_get_list_and_delete_say_what_the_server_answered() {
     let (api, caller, _) = setup();
     let claim = |name: &str| {
-        let mut c = volplane_core::model::PersistentVolumeClaim::default();
-        c.metadata = volplane_core::model::ObjectMeta::namespaced("default", name);
-        c.metadata
-            .finalizers
-            .push("kubernetes.io/pvc-protection".into());
+        let mut metadata = volplane_core::model::ObjectMeta::namespaced("default", name);
+        metadata.finalizers.push("kubernetes.io/pvc-protection".into());
+        let c = volplane_core::model::PersistentVolumeClaim {
+            metadata,
+            ..Default::default()
+        };
         Object::Pvc(c)
     };
     let ApiResult::Ok(Some(created)) = caller.call(ApiCall::Create(claim("data"))).await else {
