@@ -13,5 +13,10 @@
 //! one of k8s-openapi's version features (`volplane` chooses `latest`).
 
 pub mod api;
+pub mod controller;
 pub mod convert;
+pub mod events;
+#[cfg(feature = "fake-api")]
+pub mod fake;
 pub mod resources;
+pub mod watch;

@@ -2,13 +2,11 @@
 //! of only what the machine changed, preconditioned on its resourceVersion;
 //! the status subresource; 409 and 404; delete with and without finalizers.
 
-mod fake;
-
-use fake::FakeApi;
 use serde_json::json;
 use volplane_core::control::{ApiCall, ApiResult};
 use volplane_core::model::{Kind, Object, ObjectKey};
 use volplane_kube::api::{ApiCaller, Seen};
+use volplane_kube::fake::FakeApi;
 
 const PV: &str = "/api/v1/persistentvolumes/pv-1";
 
@@ -170,7 +168,9 @@ async fn create_get_list_and_delete_say_what_the_server_answered() {
     let (api, caller, _) = setup();
     let claim = |name: &str| {
         let mut metadata = volplane_core::model::ObjectMeta::namespaced("default", name);
-        metadata.finalizers.push("kubernetes.io/pvc-protection".into());
+        metadata
+            .finalizers
+            .push("kubernetes.io/pvc-protection".into());
         let c = volplane_core::model::PersistentVolumeClaim {
             metadata,
             ..Default::default()

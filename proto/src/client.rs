@@ -89,6 +89,10 @@ impl<T: Transport> CsiClient<T> {
             Request::GetPluginInfo => {
                 answer(id.get_plugin_info(csi::GetPluginInfoRequest {}).await)
             }
+            Request::GetPluginCapabilities => answer(
+                id.get_plugin_capabilities(csi::GetPluginCapabilitiesRequest {})
+                    .await,
+            ),
             Request::Probe => answer(id.probe(csi::ProbeRequest {}).await),
             Request::CreateVolume(r) => answer(c.create_volume(r.to_wire()).await),
             Request::DeleteVolume(r) => answer(c.delete_volume(r.to_wire()).await),

@@ -42,6 +42,11 @@ pub struct AttachConfig {
     pub publish_readonly: bool,
     /// The driver has no PUBLISH_UNPUBLISH_VOLUME: attach is bookkeeping only (C2.9).
     pub trivial: bool,
+    /// Run the attach/detach controller half (VolumeAttachments from
+    /// scheduled pods, `volumesAttached`). Off, the machine is
+    /// external-attacher alone, for clusters whose kube-controller-manager
+    /// runs the attach/detach controller.
+    pub attach_detach: bool,
     /// How long to wait for unmount on an unhealthy node before forcing (C3.6).
     pub max_wait_for_unmount: Tick,
     /// The first retry delay after a failure.
@@ -60,6 +65,7 @@ impl AttachConfig {
             modes: DriverModes::default(),
             publish_readonly: true,
             trivial: false,
+            attach_detach: true,
             max_wait_for_unmount: 6 * 60 * 1000,
             retry_start: 1_000,
             retry_max: 300_000,
@@ -327,7 +333,7 @@ impl Attach {
     }
 
     fn reconcile(&mut self) {
-        if !self.attach_required() {
+        if !self.config.attach_detach || !self.attach_required() {
             self.attacher_pass();
             return;
         }

@@ -131,6 +131,35 @@ fn c1_c2_a_scheduled_pod_gets_an_attachment_carried_out_by_the_attacher() {
 }
 
 #[test]
+fn c2_the_attacher_alone_carries_out_attachments_kube_controller_manager_made() {
+    let mut config = AttachConfig::new(DRIVER);
+    config.attach_detach = false;
+    let mut r = Rig::new(Attach::new(config));
+    r.answer_csi(driver);
+    for o in objects(&[AccessMode::ReadWriteOnce]) {
+        r.create(o);
+    }
+    r.create(pod("web-0", "node-a"));
+    assert!(
+        va(&r, "node-a").is_none(),
+        "attach/detach is kube-controller-manager's here"
+    );
+    let name = va_name("node-a");
+    r.create(Object::Va(VolumeAttachment::new(
+        &name, DRIVER, "node-a", "pv-1",
+    )));
+    let va = va(&r, "node-a").expect("still there");
+    assert!(va.status.attached, "C2: the attacher carried it out");
+    assert!(
+        matches!(&r.csi_calls[..], [(None, Request::ControllerPublish(p))] if p.node_id == "id-node-a")
+    );
+    assert!(
+        node(&r, "node-a").status.volumes_attached.is_empty(),
+        "volumesAttached is the attach/detach controller's"
+    );
+}
+
+#[test]
 fn c3_4_an_rwo_volume_is_refused_on_a_second_node_with_one_event_per_pod() {
     let mut r = rig(&[AccessMode::ReadWriteOnce]);
     r.create(pod("web-0", "node-a"));

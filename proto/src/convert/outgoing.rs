@@ -201,6 +201,39 @@ impl IntoResponse for csi::GetPluginInfoResponse {
     }
 }
 
+impl IntoResponse for csi::GetPluginCapabilitiesResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        use csi::plugin_capability::{Type, service, volume_expansion};
+        // Capabilities this side does not know are left out.
+        let caps = self
+            .capabilities
+            .into_iter()
+            .filter_map(|c| match c.r#type? {
+                Type::Service(s) => match service::Type::try_from(s.r#type).ok()? {
+                    service::Type::ControllerService => {
+                        Some(core::PluginCapability::ControllerService)
+                    }
+                    service::Type::VolumeAccessibilityConstraints => {
+                        Some(core::PluginCapability::VolumeAccessibilityConstraints)
+                    }
+                    _ => None,
+                },
+                Type::VolumeExpansion(e) => {
+                    match volume_expansion::Type::try_from(e.r#type).ok()? {
+                        volume_expansion::Type::Online => {
+                            Some(core::PluginCapability::OnlineExpansion)
+                        }
+                        volume_expansion::Type::Offline => {
+                            Some(core::PluginCapability::OfflineExpansion)
+                        }
+                        _ => None,
+                    }
+                }
+            });
+        Ok(Response::PluginCapabilities(caps.collect()))
+    }
+}
+
 impl IntoResponse for csi::ProbeResponse {
     fn into_response(self) -> Result<Response, Status> {
         // An unset `ready` means ready (the spec).

@@ -4,8 +4,8 @@
 //! than the compaction point), merge patches with the resourceVersion
 //! precondition, the status subresource, delete with finalizers. Every
 //! request is logged for the test to assert on.
-
-#![allow(dead_code)]
+//!
+//! A test knob: compiled only with the non-default `fake-api` feature.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -114,6 +114,13 @@ impl FakeApi {
         s.objects.insert(path.into(), object.clone());
         Self::notify(&mut s, path, kind, &object);
         object
+    }
+
+    /// Deletes `path` as a user would (`kubectl delete`): marked for
+    /// deletion while finalizers hold it, removed otherwise.
+    pub fn delete_as_user(&self, path: &str) -> Option<Value> {
+        let (code, v) = self.delete(path);
+        code.is_success().then_some(v)
     }
 
     /// The object at `path`.

@@ -1,0 +1,453 @@
+//! The control-plane roles against a real cluster: external-provisioner,
+//! external-attacher and external-resizer for any CSI driver (and, behind
+//! flags, the PV controller's binder, the attach/detach controller and the
+//! protection controllers), each a core machine on the core's one loop,
+//! fed by shared informers, its API calls, CSI calls and events carried out
+//! here.
+//!
+//! Nothing acts before every informer has listed: each machine starts
+//! `Restarted` and is told `Synced` once all kinds are listed.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use kube::Client;
+use tokio::sync::mpsc;
+use volplane_core::attach::{Attach, AttachConfig};
+use volplane_core::binder::Binder;
+use volplane_core::control::csi_map::DriverModes;
+use volplane_core::control::{ControlMachine, Effect, Input};
+use volplane_core::driver::{ControllerCapability as Cap, PluginCapability, Request, Response};
+use volplane_core::machine;
+use volplane_core::model::Kind;
+use volplane_core::protection::{Guarded, Protection};
+use volplane_core::provision::{Provisioner, ProvisionerConfig};
+use volplane_core::resize::{ResizeConfig, Resizer};
+use volplane_core::{Code, Status, Tick};
+use volplane_proto::client::{CsiClient, Transport};
+
+use crate::api::{ApiCaller, Seen};
+use crate::events::Events;
+use crate::watch::{Feed, inform};
+
+/// Which roles run (the sidecars' `--enable-*`-style switches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    /// external-provisioner.
+    pub provisioner: bool,
+    /// external-attacher.
+    pub attacher: bool,
+    /// external-resizer.
+    pub resizer: bool,
+    /// The PV controller's binder (off: kube-controller-manager's).
+    pub binder: bool,
+    /// The attach/detach controller (off: kube-controller-manager's).
+    pub attach_detach: bool,
+    /// pvc-protection (off: kube-controller-manager's).
+    pub pvc_protection: bool,
+    /// pv-protection (off: kube-controller-manager's).
+    pub pv_protection: bool,
+}
+
+impl Default for Roles {
+    fn default() -> Roles {
+        Roles {
+            provisioner: true,
+            attacher: true,
+            resizer: true,
+            binder: false,
+            attach_detach: false,
+            pvc_protection: false,
+            pv_protection: false,
+        }
+    }
+}
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// The roles.
+    pub roles: Roles,
+    /// `--timeout`: how long a CSI call may take.
+    pub timeout: Duration,
+    /// How often every machine looks at every cached object again.
+    pub resync: Duration,
+    /// This replica's name (the events' reporting instance).
+    pub identity: String,
+    /// `--default-fstype`.
+    pub default_fs_type: String,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> ControllerConfig {
+        ControllerConfig {
+            roles: Roles::default(),
+            timeout: Duration::from_secs(15),
+            resync: Duration::from_secs(600),
+            identity: "volplane".into(),
+            default_fs_type: String::new(),
+        }
+    }
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The driver did not say who it is or what it can do.
+    #[error("the CSI driver did not answer {method}: {status}")]
+    Driver {
+        /// The call.
+        method: &'static str,
+        /// Its answer.
+        status: Status,
+    },
+    /// No role can run with this driver and these switches.
+    #[error("nothing to do: {0}")]
+    NothingToDo(String),
+}
+
+/// What the driver says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverFacts {
+    /// GetPluginInfo's name.
+    pub name: String,
+    /// ControllerGetCapabilities.
+    pub controller: Vec<Cap>,
+    /// GetPluginCapabilities.
+    pub plugin: Vec<PluginCapability>,
+}
+
+impl DriverFacts {
+    fn has(&self, c: Cap) -> bool {
+        self.controller.contains(&c)
+    }
+}
+
+/// Asks the driver its name and capabilities.
+pub async fn driver_facts<T: Transport>(
+    csi: &mut CsiClient<T>,
+) -> Result<DriverFacts, ControllerError> {
+    let ask = |method: &'static str| move |status| ControllerError::Driver { method, status };
+    let Response::PluginInfo { name, .. } = csi
+        .call(&Request::GetPluginInfo)
+        .await
+        .map_err(ask("GetPluginInfo"))?
+    else {
+        return Err(ask("GetPluginInfo")(Status::internal("not a plugin info")));
+    };
+    let plugin = match csi.call(&Request::GetPluginCapabilities).await {
+        Ok(Response::PluginCapabilities(c)) => c,
+        Ok(_) => Vec::new(),
+        Err(s) => return Err(ask("GetPluginCapabilities")(s)),
+    };
+    let controller = match csi.call(&Request::ControllerGetCapabilities).await {
+        Ok(Response::ControllerCapabilities(c)) => c,
+        Ok(_) => Vec::new(),
+        // A node-only driver: no controller service.
+        Err(s) if s.code == Code::Unimplemented => Vec::new(),
+        Err(s) => return Err(ask("ControllerGetCapabilities")(s)),
+    };
+    Ok(DriverFacts {
+        name,
+        controller,
+        plugin,
+    })
+}
+
+type DynMachine = dyn ControlMachine + Send + 'static;
+
+/// One machine to run: its name in logs and events, the machine, the
+/// kinds its informers watch.
+pub struct Role {
+    /// `provisioner`, `attacher`…
+    pub name: &'static str,
+    /// The machine.
+    pub machine: Box<dyn ControlMachine + Send>,
+    /// What it watches.
+    pub kinds: BTreeSet<Kind>,
+}
+
+impl std::fmt::Debug for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Role")
+            .field("name", &self.name)
+            .field("kinds", &self.kinds)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The machines the switches and the driver's capabilities call for, and
+/// a line for each role that is off although switched on, saying why.
+pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<String>) {
+    use Kind::*;
+    let r = config.roles;
+    let modes = DriverModes {
+        single_node_multi_writer: facts.has(Cap::SingleNodeMultiWriter),
+    };
+    let mut out = Vec::new();
+    let mut off = Vec::new();
+    let role = |name, machine: Box<dyn ControlMachine + Send>, kinds: &[Kind]| Role {
+        name,
+        machine,
+        kinds: kinds.iter().copied().collect(),
+    };
+    if r.provisioner && facts.has(Cap::CreateDeleteVolume) {
+        let mut c = ProvisionerConfig::new(&facts.name);
+        c.modes = modes;
+        c.topology = facts
+            .plugin
+            .contains(&PluginCapability::VolumeAccessibilityConstraints);
+        c.default_fs_type = config.default_fs_type.clone();
+        let kinds = [
+            PersistentVolumeClaim,
+            PersistentVolume,
+            StorageClass,
+            CsiNode,
+            Node,
+        ];
+        out.push(role("provisioner", Box::new(Provisioner::new(c)), &kinds));
+    } else if r.provisioner {
+        off.push("provisioner: the driver has no CREATE_DELETE_VOLUME".into());
+    }
+    if r.attacher || r.attach_detach {
+        let mut c = AttachConfig::new(&facts.name);
+        c.modes = modes;
+        c.trivial = !facts.has(Cap::PublishUnpublishVolume);
+        c.publish_readonly = facts.has(Cap::PublishReadonly);
+        c.attach_detach = r.attach_detach;
+        let mut kinds = vec![VolumeAttachment, PersistentVolume, CsiDriver, CsiNode, Node];
+        if r.attach_detach {
+            kinds.extend([Pod, PersistentVolumeClaim]);
+        }
+        out.push(role("attacher", Box::new(Attach::new(c)), &kinds));
+    }
+    if r.resizer && facts.has(Cap::ExpandVolume) {
+        let mut c = ResizeConfig::new(&facts.name);
+        c.modes = modes;
+        let kinds = [PersistentVolumeClaim, PersistentVolume, StorageClass];
+        out.push(role("resizer", Box::new(Resizer::new(c)), &kinds));
+    } else if r.resizer {
+        off.push("resizer: the driver has no EXPAND_VOLUME".into());
+    }
+    if r.binder {
+        let kinds = [PersistentVolume, PersistentVolumeClaim, StorageClass, Pod];
+        out.push(role("binder", Box::new(Binder::new()), &kinds));
+    }
+    for (on, guarded, name) in [
+        (r.pvc_protection, Guarded::Claims, "pvc-protection"),
+        (r.pv_protection, Guarded::Volumes, "pv-protection"),
+    ] {
+        if on {
+            let p = Protection::new(guarded);
+            let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
+            out.push(role(name, Box::new(p), &kinds));
+        }
+    }
+    (out, off)
+}
+
+/// What a machine's loop shares with the tasks carrying out its effects.
+struct Context<T> {
+    api: ApiCaller,
+    events: Events,
+    csi: CsiClient<T>,
+    timeout: Duration,
+    epoch: Instant,
+}
+
+impl<T: Transport> Context<T> {
+    fn now(&self) -> Tick {
+        self.epoch.elapsed().as_millis() as Tick
+    }
+
+    /// Carries out one effect on a task of its own; its completion comes
+    /// back through `done`.
+    fn carry(
+        self: &Arc<Self>,
+        role: &'static str,
+        effect: Effect,
+        done: &mpsc::UnboundedSender<Input>,
+    ) {
+        let (ctx, done) = (self.clone(), done.clone());
+        tokio::spawn(async move {
+            let input = match effect {
+                Effect::Api { op, call } => {
+                    let what = format!("{} {}", call.verb(), call.key());
+                    let result = ctx.api.call(call).await;
+                    tracing::debug!(role, "{what}: {result:?}");
+                    Input::ApiDone { op, result }
+                }
+                Effect::Csi { op, call, .. } => {
+                    let mut csi = ctx.csi.clone();
+                    let result = tokio::time::timeout(ctx.timeout, csi.call(&call))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(Status::new(
+                                Code::DeadlineExceeded,
+                                format!("{} got no answer within {:?}", call.method(), ctx.timeout),
+                            ))
+                        });
+                    match &result {
+                        Ok(_) => tracing::info!(
+                            role,
+                            volume = call.volume().unwrap_or(""),
+                            "{}: OK",
+                            call.method()
+                        ),
+                        Err(s) => tracing::warn!(
+                            role,
+                            volume = call.volume().unwrap_or(""),
+                            "{}: {}: {}",
+                            call.method(),
+                            s.code.name(),
+                            s.message
+                        ),
+                    }
+                    Input::CsiDone { op, result }
+                }
+                Effect::Event(e) => {
+                    ctx.events.record(e).await;
+                    return;
+                }
+            };
+            let _ = done.send(input);
+        });
+    }
+}
+
+/// Runs one machine on the core's one loop until its inputs end.
+async fn drive<T: Transport>(
+    mut role: Role,
+    ctx: Arc<Context<T>>,
+    mut inputs: mpsc::UnboundedReceiver<Input>,
+    done: mpsc::UnboundedSender<Input>,
+) {
+    let name = role.name;
+    let mut next = Some(Input::Restarted);
+    loop {
+        let mut carry =
+            |_: &DynMachine, _, effect, _: &mut VecDeque<Input>| ctx.carry(name, effect, &done);
+        let m: &mut DynMachine = &mut *role.machine;
+        let deadline = match next.take() {
+            Some(input) => machine::feed(m, ctx.now(), input, &mut carry),
+            None => machine::drain(m, ctx.now(), &mut carry),
+        };
+        if let Err(e) = role.machine.check_invariants() {
+            tracing::error!(role = name, "invariant broken: {e}");
+        }
+        let sleep = deadline.map_or(Duration::from_secs(3600), |t| {
+            Duration::from_millis(t.saturating_sub(ctx.now()))
+        });
+        tokio::select! {
+            input = inputs.recv() => match input {
+                Some(i) => next = Some(i),
+                None => return,
+            },
+            _ = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+/// Runs the roles until `stop` completes.
+pub async fn run<T: Transport>(
+    client: Client,
+    mut csi: CsiClient<T>,
+    config: ControllerConfig,
+    stop: impl Future<Output = ()>,
+) -> Result<(), ControllerError> {
+    let facts = driver_facts(&mut csi).await?;
+    let (roles, off) = roles(&facts, &config);
+    for why in &off {
+        tracing::warn!("{why}");
+    }
+    if roles.is_empty() {
+        return Err(ControllerError::NothingToDo(if off.is_empty() {
+            "every role is switched off".into()
+        } else {
+            off.join("; ")
+        }));
+    }
+    let seen = Seen::default();
+    let ctx = Arc::new(Context {
+        api: ApiCaller::new(client.clone(), seen.clone()),
+        events: Events::new(
+            client.clone(),
+            &format!("volplane-{}", facts.name),
+            &config.identity,
+            seen.clone(),
+        ),
+        csi,
+        timeout: config.timeout,
+        epoch: Instant::now(),
+    });
+    let kinds: BTreeSet<Kind> = roles.iter().flat_map(|r| r.kinds.iter().copied()).collect();
+    let mut mailboxes: Vec<(BTreeSet<Kind>, mpsc::UnboundedSender<Input>)> = Vec::new();
+    let mut tasks = Vec::new();
+    for role in roles {
+        tracing::info!(role = role.name, driver = facts.name, "starting");
+        let (tx, rx) = mpsc::unbounded_channel();
+        mailboxes.push((role.kinds.clone(), tx.clone()));
+        tasks.push(tokio::spawn(drive(role, ctx.clone(), rx, tx)));
+    }
+    let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<Feed>();
+    for kind in &kinds {
+        let tx = feed_tx.clone();
+        tasks.push(tokio::spawn(inform(
+            client.clone(),
+            *kind,
+            String::new(),
+            move |f| {
+                let _ = tx.send(f);
+            },
+        )));
+    }
+    let mut unlisted = kinds.clone();
+    let mut resync = tokio::time::interval(config.resync);
+    resync.tick().await;
+    let mut stop = std::pin::pin!(stop.fuse());
+    let tell = |kind: Option<Kind>, input: &Input| {
+        for (watches, tx) in &mailboxes {
+            if kind.is_none_or(|k| watches.contains(&k)) {
+                let _ = tx.send(input.clone());
+            }
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = resync.tick() => if unlisted.is_empty() { tell(None, &Input::Resync) },
+            feed = feed_rx.recv() => match feed {
+                Some(Feed::Watch(w)) => {
+                    let (o, gone) = match &w {
+                        volplane_core::control::Watch::Applied(o) => (o, false),
+                        volplane_core::control::Watch::Deleted(o) => (o, true),
+                    };
+                    if gone { seen.gone(&o.key()) } else { seen.saw(o) }
+                    tell(Some(o.kind()), &Input::Watch(w.clone()));
+                }
+                Some(Feed::Listed(kind)) => {
+                    if unlisted.remove(&kind) && unlisted.is_empty() {
+                        tracing::info!("caches synced: every informer listed");
+                        tell(None, &Input::Synced);
+                    }
+                }
+                None => break,
+            },
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    Ok(())
+}
+
+/// The roles as `name (kinds)`, for the startup log.
+pub fn describe(roles: &[Role]) -> BTreeMap<&'static str, Vec<&'static str>> {
+    roles
+        .iter()
+        .map(|r| (r.name, r.kinds.iter().map(|k| k.as_str()).collect()))
+        .collect()
+}

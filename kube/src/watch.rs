@@ -1,0 +1,155 @@
+//! Informers: list + watch of one kind (kube-runtime's watcher: bookmarks,
+//! relist on 410 Gone, backoff on errors) turned into the machines' `Watch`
+//! inputs. A relist reports what it found, and, once it is complete, every
+//! object the previous list knew that it did not find as deleted — so a
+//! machine never keeps an object that went while no watch was open.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::DynamicObject;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use volplane_core::control::Watch;
+use volplane_core::model::{Kind, Object, ObjectKey};
+
+use crate::convert::to_core;
+use crate::resources::api;
+
+/// What an informer tells its consumer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Feed {
+    /// An object was added, changed or deleted.
+    Watch(Watch),
+    /// A list of the kind completed (the first one: the kind is synced).
+    Listed(Kind),
+}
+
+/// One kind's informer state: what it has delivered, and the relist under
+/// way. Pure: [`Informer::on_event`] turns watcher events into feed items.
+#[derive(Debug, Clone)]
+pub struct Informer {
+    kind: Kind,
+    known: BTreeMap<ObjectKey, Object>,
+    relist: Option<BTreeMap<ObjectKey, Object>>,
+}
+
+impl Informer {
+    /// An informer of `kind` that has delivered nothing yet.
+    pub fn new(kind: Kind) -> Informer {
+        Informer {
+            kind,
+            known: BTreeMap::new(),
+            relist: None,
+        }
+    }
+
+    /// What one watcher event means to the machines.
+    pub fn on_event(&mut self, event: Event<DynamicObject>) -> Vec<Feed> {
+        match event {
+            Event::Init => {
+                self.relist = Some(BTreeMap::new());
+                Vec::new()
+            }
+            Event::InitApply(o) => {
+                let Some(o) = self.read(o) else {
+                    return Vec::new();
+                };
+                if let Some(relist) = &mut self.relist {
+                    relist.insert(o.key(), o.clone());
+                }
+                self.applied(o)
+            }
+            Event::InitDone => {
+                let found = self.relist.take().unwrap_or_default();
+                let gone: Vec<Object> = self
+                    .known
+                    .iter()
+                    .filter(|(k, _)| !found.contains_key(k))
+                    .map(|(_, o)| o.clone())
+                    .collect();
+                self.known = found;
+                let mut out: Vec<Feed> = gone
+                    .into_iter()
+                    .map(|o| Feed::Watch(Watch::Deleted(o)))
+                    .collect();
+                out.push(Feed::Listed(self.kind));
+                out
+            }
+            Event::Apply(o) => match self.read(o) {
+                Some(o) => self.applied(o),
+                None => Vec::new(),
+            },
+            Event::Delete(o) => match self.read(o) {
+                Some(o) => {
+                    self.known.remove(&o.key());
+                    if let Some(relist) = &mut self.relist {
+                        relist.remove(&o.key());
+                    }
+                    vec![Feed::Watch(Watch::Deleted(o))]
+                }
+                None => Vec::new(),
+            },
+        }
+    }
+
+    fn applied(&mut self, o: Object) -> Vec<Feed> {
+        // A relist repeats what is known unchanged: nothing to tell.
+        if self.known.get(&o.key()) == Some(&o) {
+            return Vec::new();
+        }
+        self.known.insert(o.key(), o.clone());
+        vec![Feed::Watch(Watch::Applied(o))]
+    }
+
+    /// The model's view of a watched object; one it cannot read is left out
+    /// with a warning (a hostile or malformed object stops nothing).
+    fn read(&self, o: DynamicObject) -> Option<Object> {
+        let name = o.metadata.name.clone().unwrap_or_default();
+        let mut v = match serde_json::to_value(&o) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(kind = self.kind.as_str(), name, "unreadable object: {e}");
+                return None;
+            }
+        };
+        // Watch events carry apiVersion and kind; list items may not.
+        if let Some(map) = v.as_object_mut() {
+            map.entry("kind")
+                .or_insert_with(|| self.kind.as_str().into());
+        }
+        match to_core(v) {
+            Ok(o) if o.kind() == self.kind => Some(o),
+            Ok(o) => {
+                tracing::warn!(
+                    kind = self.kind.as_str(),
+                    name,
+                    "watch sent a {}",
+                    o.kind().as_str()
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!(kind = self.kind.as_str(), name, "object left out: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// Lists and watches `kind` (in `namespace`, or everywhere when it is
+/// empty) until the stream ends, passing what it means to `feed`. Errors
+/// are retried with kube's default backoff.
+pub async fn inform(client: Client, kind: Kind, namespace: String, mut feed: impl FnMut(Feed)) {
+    let api = api(&client, kind, &namespace);
+    let config = watcher::Config::default();
+    let mut informer = Informer::new(kind);
+    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(e) => informer.on_event(e).into_iter().for_each(&mut feed),
+            Err(e) => tracing::warn!(kind = kind.as_str(), "watch failed, retrying: {e}"),
+        }
+    }
+}

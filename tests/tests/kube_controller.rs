@@ -1,0 +1,193 @@
+//! `volplane controller`'s roles (volplane-kube) against a played API
+//! server and a real driver process: with the binder standing in for
+//! kube-controller-manager, a claim is provisioned (CreateVolume → a PV with
+//! upstream's fields → Bound), a VolumeAttachment is carried out
+//! (ControllerPublish → status.attached), a resize reaches the PV
+//! (ControllerExpandVolume), and deleting the claim deletes the volume.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Driver, NODE, Runtime};
+use serde_json::{Value, json};
+use volplane_kube::controller::{self, ControllerConfig, Roles};
+use volplane_kube::fake::FakeApi;
+use volplane_proto::client::CsiClient;
+
+const DRIVER: &str = "volplane.csi.io";
+const CLASS: &str = "/apis/storage.k8s.io/v1/storageclasses/fast";
+const CLAIM: &str = "/api/v1/namespaces/default/persistentvolumeclaims/data";
+
+fn seed(api: &FakeApi) {
+    api.put(
+        CLASS,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": "fast"}, "provisioner": DRIVER,
+               "reclaimPolicy": "Delete", "allowVolumeExpansion": true,
+               "volumeBindingMode": "Immediate"}),
+    );
+    api.put(
+        &format!("/api/v1/nodes/{NODE}"),
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
+               "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+    );
+    api.put(
+        &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}"),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": NODE},
+               "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": []}]}}),
+    );
+    api.put(
+        CLAIM,
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": "data", "namespace": "default",
+                            "annotations": {"example.com/keep": "me"}},
+               "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                        "resources": {"requests": {"storage": "64Mi"}}}}),
+    );
+}
+
+/// Waits up to 30 s for `f` to find what it looks for in the server.
+async fn eventually<T>(what: &str, api: &FakeApi, f: impl Fn(&FakeApi) -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(t) = f(api) {
+            return t;
+        }
+        if Instant::now() > deadline {
+            let log: Vec<String> = api
+                .log()
+                .iter()
+                .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
+                .collect();
+            let tail = log[log.len().saturating_sub(25)..].join("\n");
+            panic!("{what}: not within 30 s; the last requests:\n{tail}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn bound_pv(api: &FakeApi) -> Option<(String, Value)> {
+    let claim = api.get(CLAIM)?;
+    if claim["status"]["phase"] != json!("Bound") {
+        return None;
+    }
+    let name = claim["spec"]["volumeName"].as_str()?.to_string();
+    let pv = api.get(&format!("/api/v1/persistentvolumes/{name}"))?;
+    Some((name, pv))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
+    require_root!();
+    let d = Driver::start(Runtime::Tokio);
+    let api = FakeApi::default();
+    seed(&api);
+    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let config = ControllerConfig {
+        roles: Roles {
+            binder: true,
+            ..Roles::default()
+        },
+        ..ControllerConfig::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(controller::run(
+        api.client(),
+        CsiClient::new(ch, None),
+        config,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+
+    let (pv_name, pv) = eventually("the claim Bound to a provisioned PV", &api, bound_pv).await;
+    assert_eq!(pv["spec"]["csi"]["driver"], json!(DRIVER));
+    assert!(
+        pv["spec"]["csi"]["volumeHandle"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty())
+    );
+    assert_eq!(pv["spec"]["storageClassName"], json!("fast"));
+    assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], json!("Delete"));
+    assert_eq!(pv["spec"]["claimRef"]["name"], json!("data"));
+    assert_eq!(
+        pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"],
+        json!(DRIVER)
+    );
+    let claim = api.get(CLAIM).unwrap();
+    assert_eq!(
+        claim["metadata"]["annotations"]["example.com/keep"],
+        json!("me"),
+        "a field volplane does not own survives"
+    );
+    let writes: Vec<_> = api
+        .log()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect();
+    assert!(
+        !writes.is_empty()
+            && writes
+                .iter()
+                .all(|r| r.content_type == "application/merge-patch+json")
+    );
+    assert!(
+        writes
+            .iter()
+            .all(|r| r.body["metadata"]["resourceVersion"].is_string()),
+        "every update is preconditioned"
+    );
+
+    // kube-controller-manager's attach/detach controller asks for an attachment.
+    let va = "/apis/storage.k8s.io/v1/volumeattachments/csi-test";
+    api.put(
+        va,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+               "metadata": {"name": "csi-test"},
+               "spec": {"attacher": DRIVER, "nodeName": NODE,
+                        "source": {"persistentVolumeName": pv_name}}}),
+    );
+    eventually("the attachment carried out", &api, |a| {
+        (a.get(va)?["status"]["attached"] == json!(true)).then_some(())
+    })
+    .await;
+
+    // The user grows the claim.
+    let mut grown = api.get(CLAIM).unwrap();
+    grown["spec"]["resources"]["requests"]["storage"] = json!("128Mi");
+    api.put(CLAIM, grown);
+    let pv_path = format!("/api/v1/persistentvolumes/{pv_name}");
+    eventually("the PV grown", &api, |a| {
+        (a.get(&pv_path)?["spec"]["capacity"]["storage"] == json!("128Mi")).then_some(())
+    })
+    .await;
+
+    // The attachment goes (kube-controller-manager deletes it): the
+    // attacher unpublishes and lets it go.
+    api.delete_as_user(va).expect("the attachment exists");
+    eventually("the attachment released", &api, |a| {
+        a.get(va).is_none().then_some(())
+    })
+    .await;
+    // The claim goes: the binder releases the PV and the provisioner deletes
+    // the volume, then the PV.
+    api.delete_as_user(CLAIM).expect("the claim exists");
+    eventually("the PV deleted", &api, |a| {
+        a.get(&pv_path).is_none().then_some(())
+    })
+    .await;
+    let _ = stop.send(());
+    run.await.unwrap().unwrap();
+    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let left = CsiClient::new(ch, None)
+        .controller
+        .list_volumes(volplane_proto::csi::ListVolumesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        left.entries.is_empty(),
+        "DeleteVolume reached the driver: {left:?}"
+    );
+}
