@@ -22,6 +22,11 @@ enum Command {
     Sim(crate::sim::SimArgs),
     /// A whole cluster's storage lifecycle on this machine, for real (root).
     Lab(crate::lab::cli::LabArgs),
+    /// external-provisioner, -attacher and -resizer for any CSI driver,
+    /// against the cluster's API server.
+    Controller(crate::controller::ControllerArgs),
+    /// node-driver-registrar: registers a CSI driver with the kubelet.
+    Registrar(crate::registrar::RegistrarArgs),
 }
 
 /// Parses the command line and runs it.
@@ -37,10 +42,15 @@ pub fn run() -> ExitCode {
             };
         }
     };
+    let level = match &cli.command {
+        Command::Controller(a) => crate::controller::verbosity_filter(a.verbosity),
+        Command::Registrar(a) => crate::controller::verbosity_filter(a.verbosity),
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("VOLPLANE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -50,6 +60,11 @@ pub fn run() -> ExitCode {
         Command::Bench(args) => crate::bench::run(args).map_err(|e| e.to_string()),
         Command::Sim(args) => return ExitCode::from(crate::sim::run(args)),
         Command::Lab(args) => crate::lab::cli::run(args).map_err(|e| e.to_string()),
+        Command::Controller(args) => crate::controller::run(args),
+        Command::Registrar(args) => match crate::registrar::run(args) {
+            Ok(code) => return ExitCode::from(code),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

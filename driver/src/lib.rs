@@ -6,9 +6,11 @@
 
 pub mod bench;
 pub mod cli;
+pub mod controller;
 #[cfg(feature = "crash-hooks")]
 pub mod crash;
 pub mod lab;
 pub mod reference;
+pub mod registrar;
 pub mod serve;
 pub mod sim;

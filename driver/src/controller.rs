@@ -1,0 +1,162 @@
+//! `volplane controller`: external-provisioner, external-attacher and
+//! external-resizer for any CSI driver (volplane-kube), with the sidecars'
+//! flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use volplane_kube::controller::{ControllerConfig, Roles};
+use volplane_proto::client::CsiClient;
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// The CSI driver's controller socket.
+    #[arg(long, default_value = "unix:///csi/csi.sock")]
+    pub csi_address: String,
+    /// A kubeconfig file; without it, the in-cluster config (or the usual
+    /// KUBECONFIG and ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// How long a CSI call may take, in seconds (or with a unit: 15s, 2m).
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub timeout: Duration,
+    /// How often every cached object is looked at again.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub resync_period: Duration,
+    /// Run external-provisioner's role.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub provisioner: bool,
+    /// Run external-attacher's role.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub attacher: bool,
+    /// Run external-resizer's role.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub resizer: bool,
+    /// Also run the PV controller's binder (for clusters whose
+    /// kube-controller-manager runs without it).
+    #[arg(long)]
+    pub binder: bool,
+    /// Also run the attach/detach controller (likewise).
+    #[arg(long)]
+    pub attach_detach: bool,
+    /// Also run pvc-protection (likewise).
+    #[arg(long)]
+    pub pvc_protection: bool,
+    /// Also run pv-protection (likewise).
+    #[arg(long)]
+    pub pv_protection: bool,
+    /// The filesystem when a StorageClass names none.
+    #[arg(long = "default-fstype", default_value = "")]
+    pub default_fs_type: String,
+    /// Log verbosity as the sidecars take it (klog's -v): 0–1 info, 2–4
+    /// debug, 5 and up trace. VOLPLANE_LOG overrides it.
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+/// `15`, `15s`, `500ms`, `2m`, `1h`.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (15s, 2m, 500ms)"))?;
+    Ok(match unit {
+        "" | "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "m" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        _ => return Err(format!("{s:?}: unit {unit:?} is none of ms, s, m, h")),
+    })
+}
+
+/// The kube client: from `kubeconfig`, or inferred (in-cluster first).
+pub async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            format!("no Kubernetes config (in-cluster, KUBECONFIG or ~/.kube/config): {e}")
+        })?,
+    };
+    kube::Client::try_from(config).map_err(|e| format!("Kubernetes client: {e}"))
+}
+
+/// Connects to the driver, retrying every second as the sidecars do (the
+/// driver's container may start later), until `stop` says to give up.
+pub async fn connect_driver(
+    address: &str,
+    stop: &mut (impl std::future::Future<Output = ()> + Unpin),
+) -> Option<tonic::transport::Channel> {
+    let mut tries = 0u32;
+    loop {
+        match volplane_tokio::connect(address).await {
+            Ok(ch) => return Some(ch),
+            Err(e) => {
+                if tries % 10 == 0 {
+                    tracing::warn!("still connecting to {address}: {e}");
+                }
+                tries += 1;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = &mut *stop => return None,
+        }
+    }
+}
+
+/// Runs the controller until SIGTERM.
+pub fn run(args: ControllerArgs) -> Result<(), String> {
+    let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
+    rt.block_on(async move {
+        let mut stop = Box::pin(volplane_tokio::termination().map_err(|e| e.to_string())?);
+        let client = kube_client(args.kubeconfig.as_ref()).await?;
+        let Some(channel) = connect_driver(&args.csi_address, &mut stop).await else {
+            return Ok(());
+        };
+        let config = ControllerConfig {
+            roles: Roles {
+                provisioner: args.provisioner,
+                attacher: args.attacher,
+                resizer: args.resizer,
+                binder: args.binder,
+                attach_detach: args.attach_detach,
+                pvc_protection: args.pvc_protection,
+                pv_protection: args.pv_protection,
+            },
+            timeout: args.timeout,
+            resync: args.resync_period,
+            identity: identity(),
+            default_fs_type: args.default_fs_type,
+        };
+        volplane_kube::controller::run(client, CsiClient::new(channel, None), config, stop)
+            .await
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// This replica's name: the pod's (POD_NAME, as the sidecars' manifests
+/// pass it), else the host's.
+pub fn identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|n| n.trim().to_string())
+        .unwrap_or_else(|| "volplane".into())
+}
+
+/// The log filter for klog's `-v`.
+pub fn verbosity_filter(v: u8) -> &'static str {
+    match v {
+        0 | 1 => "info",
+        2..=4 => "debug",
+        _ => "trace",
+    }
+}
