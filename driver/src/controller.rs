@@ -98,7 +98,7 @@ pub async fn connect_driver(
         match volplane_tokio::connect(address).await {
             Ok(ch) => return Some(ch),
             Err(e) => {
-                if tries % 10 == 0 {
+                if tries.is_multiple_of(10) {
                     tracing::warn!("still connecting to {address}: {e}");
                 }
                 tries += 1;
