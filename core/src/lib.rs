@@ -44,6 +44,7 @@ pub mod control;
 pub mod driver;
 pub mod kubelet;
 pub mod lab;
+pub mod lease;
 pub mod machine;
 pub mod model;
 pub mod mountinfo;

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use volplane_core::lease::LeaseTimings;
 use volplane_kube::controller::{ControllerConfig, Roles};
+use volplane_kube::election::{LeaseConfig, lead, lease_name};
 use volplane_proto::client::CsiClient;
 
 #[derive(Debug, Args)]
@@ -46,6 +48,22 @@ pub struct ControllerArgs {
     /// Also run pv-protection (likewise).
     #[arg(long)]
     pub pv_protection: bool,
+    /// Act only while holding a coordination.k8s.io/v1 Lease
+    /// (`volplane-<driver>`), so that replicas never act at once.
+    #[arg(long)]
+    pub leader_election: bool,
+    /// The Lease's namespace. Default: this pod's namespace.
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// How long others honour the Lease after it last changed.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub leader_election_lease_duration: Duration,
+    /// How long the leader keeps acting without renewing.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub leader_election_renew_deadline: Duration,
+    /// How often candidates and the leader try.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub leader_election_retry_period: Duration,
     /// The filesystem when a StorageClass names none.
     #[arg(long = "default-fstype", default_value = "")]
     pub default_fs_type: String,
@@ -114,11 +132,37 @@ pub async fn connect_driver(
 /// Runs the controller until SIGTERM.
 pub fn run(args: ControllerArgs) -> Result<(), String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
+    let timings = LeaseTimings {
+        lease_duration: millis(args.leader_election_lease_duration),
+        renew_deadline: millis(args.leader_election_renew_deadline),
+        retry_period: millis(args.leader_election_retry_period),
+    };
+    if args.leader_election {
+        timings.check().map_err(|e| format!("--leader-election: {e}"))?;
+    }
     rt.block_on(async move {
         let mut stop = Box::pin(volplane_tokio::termination().map_err(|e| e.to_string())?);
         let client = kube_client(args.kubeconfig.as_ref()).await?;
         let Some(channel) = connect_driver(&args.csi_address, &mut stop).await else {
             return Ok(());
+        };
+        let identity = identity();
+        let mut csi = CsiClient::new(channel, None);
+        let election = if args.leader_election {
+            let facts = volplane_kube::controller::driver_facts(&mut csi)
+                .await
+                .map_err(|e| e.to_string())?;
+            Some(LeaseConfig {
+                namespace: args
+                    .leader_election_namespace
+                    .clone()
+                    .unwrap_or_else(own_namespace),
+                name: lease_name(&facts.name),
+                identity: identity.clone(),
+                timings,
+            })
+        } else {
+            None
         };
         let config = ControllerConfig {
             roles: Roles {
@@ -132,13 +176,31 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             },
             timeout: args.timeout,
             resync: args.resync_period,
-            identity: identity(),
+            identity,
             default_fs_type: args.default_fs_type,
         };
-        volplane_kube::controller::run(client, CsiClient::new(channel, None), config, stop)
-            .await
-            .map_err(|e| e.to_string())
+        let controller = volplane_kube::controller::run(client.clone(), csi, config, stop);
+        let result = match election {
+            None => controller.await,
+            Some(lease) => lead(client, lease, controller)
+                .await
+                .map_err(|e| e.to_string())?,
+        };
+        result.map_err(|e| e.to_string())
     })
+}
+
+fn millis(d: Duration) -> volplane_core::Tick {
+    d.as_millis() as volplane_core::Tick
+}
+
+/// The namespace this pod runs in (its service account's), else `default`.
+fn own_namespace() -> String {
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .map(|n| n.trim().to_string())
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into())
 }
 
 /// This replica's name: the pod's (POD_NAME, as the sidecars' manifests

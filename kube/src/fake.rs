@@ -42,6 +42,8 @@ struct State {
     compacted: u64,
     watchers: Vec<(String, mpsc::UnboundedSender<Value>)>,
     log: Vec<Logged>,
+    /// Clients whose requests go unanswered (a partitioned replica).
+    cut_off: std::collections::BTreeSet<String>,
 }
 
 /// The fake API server.
@@ -89,12 +91,27 @@ fn status(code: u16, reason: &str, message: &str) -> (StatusCode, Value) {
 impl FakeApi {
     /// A kube client talking to this server.
     pub fn client(&self) -> kube::Client {
-        let me = self.clone();
+        self.client_named("")
+    }
+
+    /// A client the server knows as `name` (see [`FakeApi::cut_off`]).
+    pub fn client_named(&self, name: &str) -> kube::Client {
+        let (me, name) = (self.clone(), name.to_string());
         let service = tower::service_fn(move |req: Request<kube::client::Body>| {
-            let me = me.clone();
-            async move { Ok::<_, Infallible>(me.serve(req).await) }
+            let (me, name) = (me.clone(), name.clone());
+            async move {
+                if me.0.lock().unwrap().cut_off.contains(&name) {
+                    futures::future::pending::<()>().await;
+                }
+                Ok::<_, Infallible>(me.serve(req).await)
+            }
         });
         kube::Client::new(service, "default")
+    }
+
+    /// From now on, requests of the client named `name` are never answered.
+    pub fn cut_off(&self, name: &str) {
+        self.0.lock().unwrap().cut_off.insert(name.into());
     }
 
     /// Stores `object` (with apiVersion and kind) as if a user created it.

@@ -15,6 +15,7 @@
 pub mod api;
 pub mod controller;
 pub mod convert;
+pub mod election;
 pub mod events;
 #[cfg(feature = "fake-api")]
 pub mod fake;
