@@ -138,7 +138,9 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         retry_period: millis(args.leader_election_retry_period),
     };
     if args.leader_election {
-        timings.check().map_err(|e| format!("--leader-election: {e}"))?;
+        timings
+            .check()
+            .map_err(|e| format!("--leader-election: {e}"))?;
     }
     rt.block_on(async move {
         let mut stop = Box::pin(volplane_tokio::termination().map_err(|e| e.to_string())?);
