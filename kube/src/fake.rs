@@ -140,6 +140,14 @@ impl FakeApi {
         code.is_success().then_some(v)
     }
 
+    /// Removes `path` with no watch event (one lost while watches were
+    /// down: only a relist can tell).
+    pub fn remove_silently(&self, path: &str) {
+        let mut s = self.0.lock().unwrap();
+        s.rv += 1;
+        s.objects.remove(path);
+    }
+
     /// The object at `path`.
     pub fn get(&self, path: &str) -> Option<Value> {
         self.0.lock().unwrap().objects.get(path).cloned()

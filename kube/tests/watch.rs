@@ -1,0 +1,81 @@
+//! Informers against a played API server: list, then watch; after a 410
+//! Gone the informer relists, and an object that went while no watch was
+//! open is reported deleted.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::mpsc;
+use volplane_core::control::Watch;
+use volplane_core::model::Kind;
+use volplane_kube::fake::FakeApi;
+use volplane_kube::watch::{Feed, inform};
+
+fn pv(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+           "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"]}})
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<Feed>) -> Feed {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("the informer said nothing within 10 s")
+        .expect("the informer ended")
+}
+
+fn name(f: &Feed) -> String {
+    match f {
+        Feed::Watch(Watch::Applied(o)) => format!("applied {}", o.meta().name),
+        Feed::Watch(Watch::Deleted(o)) => format!("deleted {}", o.meta().name),
+        Feed::Listed(k) => format!("listed {}", k.as_str()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_410_reports_what_went_while_no_watch_was_open() {
+    let api = FakeApi::default();
+    api.put("/api/v1/persistentvolumes/a", pv("a"));
+    api.put("/api/v1/persistentvolumes/b", pv("b"));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(inform(
+        api.client(),
+        Kind::PersistentVolume,
+        String::new(),
+        move |f| {
+            let _ = tx.send(f);
+        },
+    ));
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(name(&next(&mut rx).await));
+    }
+    assert_eq!(seen, ["applied a", "applied b", "listed PersistentVolume"]);
+    // Live: a new volume arrives through the watch.
+    api.put("/api/v1/persistentvolumes/c", pv("c"));
+    assert_eq!(name(&next(&mut rx).await), "applied c");
+    // b goes while watches are down, and the history is compacted: the
+    // watch is answered 410 Gone, the informer relists.
+    api.remove_silently("/api/v1/persistentvolumes/b");
+    api.compact();
+    let mut after = Vec::new();
+    loop {
+        let f = next(&mut rx).await;
+        let done = matches!(f, Feed::Listed(_));
+        after.push(name(&f));
+        if done {
+            break;
+        }
+    }
+    assert_eq!(
+        after,
+        ["deleted b", "listed PersistentVolume"],
+        "a and c unchanged: not repeated"
+    );
+    let relisted = api
+        .log()
+        .iter()
+        .filter(|r| r.method == "GET" && !r.query.contains("watch=true"))
+        .count();
+    assert_eq!(relisted, 2, "listed once, relisted once after 410");
+    task.abort();
+}
