@@ -190,4 +190,100 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         left.entries.is_empty(),
         "DeleteVolume reached the driver: {left:?}"
     );
+    // deploy/rbac.yaml grants every request the roles made.
+    let granted = granted();
+    let missing: std::collections::BTreeSet<String> = api
+        .log()
+        .iter()
+        .map(|r| rbac_of(&r.method, &r.path, &r.query))
+        .filter(|p| !granted.contains(p))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "deploy/rbac.yaml does not grant {missing:?}"
+    );
+}
+
+/// `verb group/resource` of a request the controller made, as RBAC names it.
+fn rbac_of(method: &str, path: &str, query: &str) -> String {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, mut rest) = if segs[0] == "api" {
+        ("", &segs[2..])
+    } else {
+        (segs[1], &segs[3..])
+    };
+    if rest.first() == Some(&"namespaces") && rest.len() > 2 {
+        rest = &rest[2..];
+    }
+    let resource = match rest {
+        [r, _, sub] => format!("{r}/{sub}"),
+        [r, ..] => r.to_string(),
+        [] => String::new(),
+    };
+    let verb = match (method, rest.len()) {
+        ("GET", 1) if query.contains("watch=true") => "watch",
+        ("GET", 1) => "list",
+        ("GET", _) => "get",
+        ("POST", _) => "create",
+        ("PATCH", _) => "patch",
+        ("PUT", _) => "update",
+        ("DELETE", _) => "delete",
+        _ => "?",
+    };
+    format!("{verb} {group}/{resource}")
+}
+
+/// Every `verb group/resource` deploy/rbac.yaml grants.
+fn granted() -> std::collections::BTreeSet<String> {
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(include_str!("../../deploy/rbac.yaml")).unwrap();
+    let mut out = std::collections::BTreeSet::new();
+    for d in docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+    {
+        for rule in d["rules"].as_array().unwrap() {
+            for g in rule["apiGroups"].as_array().unwrap() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        out.insert(format!(
+                            "{} {}/{}",
+                            v.as_str().unwrap(),
+                            g.as_str().unwrap(),
+                            r.as_str().unwrap()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rbac_of_names_requests_as_rbac_does() {
+    assert_eq!(
+        rbac_of(
+            "PATCH",
+            "/api/v1/namespaces/default/persistentvolumeclaims/data/status",
+            ""
+        ),
+        "patch /persistentvolumeclaims/status"
+    );
+    assert_eq!(
+        rbac_of(
+            "GET",
+            "/apis/storage.k8s.io/v1/volumeattachments",
+            "watch=true"
+        ),
+        "watch storage.k8s.io/volumeattachments"
+    );
+    assert_eq!(
+        rbac_of(
+            "POST",
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            ""
+        ),
+        "create events.k8s.io/events"
+    );
 }
