@@ -52,6 +52,30 @@ impl Code {
         }
     }
 
+    /// The name grpc-go prints for the code (`codes.Code.String()`), as
+    /// csi-lib-utils' metrics label it: `OK`, `DeadlineExceeded`, `Canceled`…
+    pub fn go_name(self) -> &'static str {
+        match self {
+            Code::Ok => "OK",
+            Code::Cancelled => "Canceled",
+            Code::Unknown => "Unknown",
+            Code::InvalidArgument => "InvalidArgument",
+            Code::DeadlineExceeded => "DeadlineExceeded",
+            Code::NotFound => "NotFound",
+            Code::AlreadyExists => "AlreadyExists",
+            Code::PermissionDenied => "PermissionDenied",
+            Code::ResourceExhausted => "ResourceExhausted",
+            Code::FailedPrecondition => "FailedPrecondition",
+            Code::Aborted => "Aborted",
+            Code::OutOfRange => "OutOfRange",
+            Code::Unimplemented => "Unimplemented",
+            Code::Internal => "Internal",
+            Code::Unavailable => "Unavailable",
+            Code::DataLoss => "DataLoss",
+            Code::Unauthenticated => "Unauthenticated",
+        }
+    }
+
     /// The code for a wire number; numbers gRPC does not define map to `Unknown`.
     pub fn from_i32(n: i32) -> Code {
         const ALL: [Code; 17] = [

@@ -67,6 +67,10 @@ pub struct ControllerArgs {
     /// The filesystem when a StorageClass names none.
     #[arg(long = "default-fstype", default_value = "")]
     pub default_fs_type: String,
+    /// Serve /metrics (csi_sidecar_operations_seconds, queue depths,
+    /// retries) and /healthz (a Probe of the driver) here, e.g. `:8080`.
+    #[arg(long)]
+    pub http_endpoint: Option<String>,
     /// Log verbosity as the sidecars take it (klog's -v): 0–1 info, 2–4
     /// debug, 5 and up trace. VOLPLANE_LOG overrides it.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
@@ -145,11 +149,26 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
     rt.block_on(async move {
         let mut stop = Box::pin(volplane_tokio::termination().map_err(|e| e.to_string())?);
         let client = kube_client(args.kubeconfig.as_ref()).await?;
+        let http = match &args.http_endpoint {
+            Some(address) => Some(volplane_tokio::bind_http(address).await?),
+            None => None,
+        };
         let Some(channel) = connect_driver(&args.csi_address, &mut stop).await else {
             return Ok(());
         };
         let identity = identity();
         let mut csi = CsiClient::new(channel, None);
+        let metrics = volplane_service::metrics::Metrics::new();
+        if let Some(listener) = http {
+            let probe = health_probe(csi.clone(), args.timeout);
+            let serving = volplane_tokio::serve_http(
+                listener,
+                metrics.clone(),
+                probe,
+                std::future::pending(),
+            );
+            tokio::spawn(serving);
+        }
         let election = if args.leader_election {
             let facts = volplane_kube::controller::driver_facts(&mut csi)
                 .await
@@ -180,6 +199,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             resync: args.resync_period,
             identity,
             default_fs_type: args.default_fs_type,
+            metrics,
         };
         let controller = volplane_kube::controller::run(client.clone(), csi, config, stop);
         let result = match election {
@@ -189,6 +209,26 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
                 .map_err(|e| e.to_string())?,
         };
         result.map_err(|e| e.to_string())
+    })
+}
+
+/// livenessprobe's check: the driver answers Probe, ready, in time.
+pub fn health_probe(
+    csi: CsiClient<tonic::transport::Channel>,
+    timeout: Duration,
+) -> volplane_tokio::HealthProbe {
+    std::sync::Arc::new(move || {
+        let mut csi = csi.clone();
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, csi.call(&volplane_core::driver::Request::Probe))
+                .await
+            {
+                Ok(Ok(volplane_core::driver::Response::Probe { ready: true })) => Ok(()),
+                Ok(Ok(_)) => Err("the driver answered Probe: not ready".to_string()),
+                Ok(Err(s)) => Err(format!("Probe: {}: {}", s.code.name(), s.message)),
+                Err(_) => Err(format!("Probe: no answer within {timeout:?}")),
+            }
+        })
     })
 }
 

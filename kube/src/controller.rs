@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use volplane_core::attach::{Attach, AttachConfig};
 use volplane_core::binder::Binder;
 use volplane_core::control::csi_map::DriverModes;
-use volplane_core::control::{ControlMachine, Effect, Input};
+use volplane_core::control::{ApiResult, ControlMachine, Effect, Input};
 use volplane_core::driver::{ControllerCapability as Cap, PluginCapability, Request, Response};
 use volplane_core::machine;
 use volplane_core::model::Kind;
@@ -28,6 +28,7 @@ use volplane_core::provision::{Provisioner, ProvisionerConfig};
 use volplane_core::resize::{ResizeConfig, Resizer};
 use volplane_core::{Code, Status, Tick};
 use volplane_proto::client::{CsiClient, Transport};
+use volplane_service::metrics::Metrics;
 
 use crate::api::{ApiCaller, Seen};
 use crate::events::Events;
@@ -79,6 +80,8 @@ pub struct ControllerConfig {
     pub identity: String,
     /// `--default-fstype`.
     pub default_fs_type: String,
+    /// Where CSI calls, queue depths and retries are counted.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for ControllerConfig {
@@ -89,6 +92,7 @@ impl Default for ControllerConfig {
             resync: Duration::from_secs(600),
             identity: "volplane".into(),
             default_fs_type: String::new(),
+            metrics: Metrics::new(),
         }
     }
 }
@@ -256,6 +260,8 @@ struct Context<T> {
     csi: CsiClient<T>,
     timeout: Duration,
     epoch: Instant,
+    driver: String,
+    metrics: Arc<Metrics>,
 }
 
 impl<T: Transport> Context<T> {
@@ -278,10 +284,14 @@ impl<T: Transport> Context<T> {
                     let what = format!("{} {}", call.verb(), call.key());
                     let result = ctx.api.call(call).await;
                     tracing::debug!(role, "{what}: {result:?}");
+                    if matches!(result, ApiResult::Conflict | ApiResult::Failed(_)) {
+                        ctx.metrics.retried(role);
+                    }
                     Input::ApiDone { op, result }
                 }
                 Effect::Csi { op, call, .. } => {
                     let mut csi = ctx.csi.clone();
+                    let started = Instant::now();
                     let result = tokio::time::timeout(ctx.timeout, csi.call(&call))
                         .await
                         .unwrap_or_else(|_| {
@@ -290,6 +300,12 @@ impl<T: Transport> Context<T> {
                                 format!("{} got no answer within {:?}", call.method(), ctx.timeout),
                             ))
                         });
+                    let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
+                    ctx.metrics
+                        .csi_call(&ctx.driver, call.method(), code, started.elapsed());
+                    if code != Code::Ok {
+                        ctx.metrics.retried(role);
+                    }
                     match &result {
                         Ok(_) => tracing::info!(
                             role,
@@ -335,6 +351,7 @@ async fn drive<T: Transport>(
             Some(input) => machine::feed(m, ctx.now(), input, &mut carry),
             None => machine::drain(m, ctx.now(), &mut carry),
         };
+        ctx.metrics.queue_depth(name, inputs.len());
         if let Err(e) = role.machine.check_invariants() {
             tracing::error!(role = name, "invariant broken: {e}");
         }
@@ -382,6 +399,8 @@ pub async fn run<T: Transport>(
         csi,
         timeout: config.timeout,
         epoch: Instant::now(),
+        driver: facts.name.clone(),
+        metrics: config.metrics.clone(),
     });
     let kinds: BTreeSet<Kind> = roles.iter().flat_map(|r| r.kinds.iter().copied()).collect();
     let mut mailboxes: Vec<(BTreeSet<Kind>, mpsc::UnboundedSender<Input>)> = Vec::new();

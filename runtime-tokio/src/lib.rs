@@ -177,3 +177,67 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
         tokio::spawn(task);
     }
 }
+
+/// A Probe of the driver, for `/healthz`.
+pub type HealthProbe =
+    Arc<dyn Fn() -> volplane_service::registration::BoxFuture<Result<(), String>> + Send + Sync>;
+
+/// Listens for `--http-endpoint`: `host:port`, or `:port` for every interface.
+pub async fn bind_http(address: &str) -> Result<tokio::net::TcpListener, String> {
+    let address = if address.starts_with(':') {
+        format!("0.0.0.0{address}")
+    } else {
+        address.to_string()
+    };
+    let listener = tokio::net::TcpListener::bind(&address)
+        .await
+        .map_err(|e| format!("--http-endpoint {address}: {e}"))?;
+    tracing::info!(address, "serving /metrics and /healthz");
+    Ok(listener)
+}
+
+/// Serves `--http-endpoint` (`/metrics`, `/healthz`) on `listener` until
+/// `stop` completes.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<volplane_service::metrics::Metrics>,
+    probe: HealthProbe,
+    stop: impl Future<Output = ()>,
+) {
+    use hyper::service::service_fn;
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("--http-endpoint: accept: {e}");
+                    continue;
+                }
+            },
+            _ = &mut stop => return,
+        };
+        let (metrics, probe) = (metrics.clone(), probe.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let (metrics, probe) = (metrics.clone(), probe.clone());
+                async move {
+                    let a =
+                        volplane_service::metrics::answer(req.uri().path(), &metrics, || probe())
+                            .await;
+                    hyper::Response::builder()
+                        .status(a.status)
+                        .header("content-type", a.content_type)
+                        .body(http_body_util::Full::new(hyper::body::Bytes::from(a.body)))
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await
+            {
+                tracing::debug!("--http-endpoint connection: {e}");
+            }
+        });
+    }
+}

@@ -8,6 +8,7 @@
 
 mod backend;
 mod grpc;
+pub mod metrics;
 mod node_host;
 pub mod plugin_watcher;
 mod pump;

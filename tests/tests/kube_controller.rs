@@ -91,6 +91,7 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         },
         ..ControllerConfig::default()
     };
+    let metrics = config.metrics.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(controller::run(
         api.client(),
@@ -190,6 +191,35 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         left.entries.is_empty(),
         "DeleteVolume reached the driver: {left:?}"
     );
+    // --http-endpoint: the calls counted as csi-lib-utils does, and
+    // /healthz from the driver's Probe.
+    let text = metrics.encode();
+    assert!(
+        text.contains(r#"method_name="/csi.v1.Controller/CreateVolume",grpc_status_code="OK"} 1"#),
+        "{text}"
+    );
+    let listener = volplane_tokio::bind_http("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let probe =
+        volplane::controller::health_probe(CsiClient::new(ch, None), Duration::from_secs(5));
+    tokio::spawn(volplane_tokio::serve_http(
+        listener,
+        metrics,
+        probe,
+        std::future::pending(),
+    ));
+    let healthz = http_get(address, "/healthz").await;
+    assert!(
+        healthz.starts_with("HTTP/1.1 200") && healthz.ends_with("ok\n"),
+        "{healthz}"
+    );
+    let served = http_get(address, "/metrics").await;
+    assert!(
+        served.starts_with("HTTP/1.1 200")
+            && served.contains("csi_sidecar_operations_seconds_bucket"),
+        "{served}"
+    );
     // deploy/rbac.yaml grants every request the roles made.
     let granted = granted();
     let missing: std::collections::BTreeSet<String> = api
@@ -202,6 +232,17 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         missing.is_empty(),
         "deploy/rbac.yaml does not grant {missing:?}"
     );
+}
+
+/// A plain HTTP/1.1 GET; the whole answer.
+async fn http_get(address: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
 }
 
 /// `verb group/resource` of a request the controller made, as RBAC names it.
