@@ -160,7 +160,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         let mut csi = CsiClient::new(channel, None);
         let metrics = volplane_service::metrics::Metrics::new();
         if let Some(listener) = http {
-            let probe = health_probe(csi.clone(), args.timeout);
+            let probe = health_probe(&args.csi_address, args.timeout);
             let serving = volplane_tokio::serve_http(
                 listener,
                 metrics.clone(),
@@ -212,22 +212,22 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
     })
 }
 
-/// livenessprobe's check: the driver answers Probe, ready, in time.
-pub fn health_probe(
-    csi: CsiClient<tonic::transport::Channel>,
-    timeout: Duration,
-) -> volplane_tokio::HealthProbe {
+/// livenessprobe's check: the driver at `endpoint` answers Probe, ready,
+/// within `timeout`.
+pub fn health_probe(endpoint: &str, timeout: Duration) -> volplane_tokio::HealthProbe {
+    let endpoint = endpoint.to_string();
     std::sync::Arc::new(move || {
-        let mut csi = csi.clone();
+        let endpoint = endpoint.clone();
         Box::pin(async move {
-            match tokio::time::timeout(timeout, csi.call(&volplane_core::driver::Request::Probe))
+            let probe = async {
+                let connected = volplane_tokio::connect(&endpoint).await;
+                volplane_service::metrics::probe_driver(&endpoint, connected, None).await
+            };
+            tokio::time::timeout(timeout, probe)
                 .await
-            {
-                Ok(Ok(volplane_core::driver::Response::Probe { ready: true })) => Ok(()),
-                Ok(Ok(_)) => Err("the driver answered Probe: not ready".to_string()),
-                Ok(Err(s)) => Err(format!("Probe: {}: {}", s.code.name(), s.message)),
-                Err(_) => Err(format!("Probe: no answer within {timeout:?}")),
-            }
+                .unwrap_or_else(|_| {
+                    Err(format!("Probe on {endpoint}: no answer within {timeout:?}"))
+                })
         })
     })
 }

@@ -4,9 +4,12 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use clap::Args;
+use std::sync::Arc;
 use volplane_core::driver::{DriverConfig, PluginCapability};
 use volplane_host::Host;
 use volplane_host::state_file::{StateFile, StateLock};
+
+use volplane_service::metrics::{HealthProbe, Metrics, probe_driver};
 use volplane_service::{Backend, PumpConfig};
 
 use crate::reference::{Reference, ZONE_KEY};
@@ -51,6 +54,10 @@ pub struct ServeArgs {
     /// Driver name (GetPluginInfo).
     #[arg(long, default_value = DRIVER_NAME)]
     pub driver_name: String,
+    /// Serve /metrics (every served call in csi_sidecar_operations_seconds)
+    /// and /healthz (a Probe through this driver's own socket) here, e.g. `:8080`.
+    #[arg(long)]
+    pub http_endpoint: Option<String>,
     /// The async runtime to serve on.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
     pub runtime: RuntimeKind,
@@ -151,6 +158,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let pump = PumpConfig {
         state_file: Some(StateFile::new(args.state_dir.join(state_name))),
+        metrics: args.http_endpoint.as_ref().map(|_| Metrics::new()),
     };
     tracing::info!(
         driver = %config.name,
@@ -207,6 +215,22 @@ fn serve_on<B: Backend>(
                 .enable_all()
                 .build()
                 .map_err(|e| ServeError::Setup(format!("cannot start the tokio runtime: {e}")))?;
+            if let (Some(address), Some(metrics)) = (&args.http_endpoint, &pump.metrics) {
+                let listener = rt
+                    .block_on(volplane_tokio::bind_http(address))
+                    .map_err(ServeError::Setup)?;
+                let (endpoint, metrics) = (endpoint.to_string(), metrics.clone());
+                let probe: HealthProbe = Arc::new(move || {
+                    let endpoint = endpoint.clone();
+                    Box::pin(async move {
+                        let connected = volplane_tokio::connect(&endpoint).await;
+                        probe_driver(&endpoint, connected, None).await
+                    })
+                });
+                let serving =
+                    volplane_tokio::serve_http(listener, metrics, probe, std::future::pending());
+                rt.spawn(serving);
+            }
             rt.block_on(async {
                 let stop = volplane_tokio::termination()?;
                 volplane_tokio::serve(endpoint, config, backend, host, pump, stop).await
@@ -216,6 +240,28 @@ fn serve_on<B: Backend>(
             let rt = volplane_smol::Runtime::new(threads)
                 .map_err(|e| ServeError::Setup(format!("cannot start the smol runtime: {e}")))?;
             let stop = volplane_smol::termination()?;
+            if let (Some(address), Some(metrics)) = (&args.http_endpoint, &pump.metrics) {
+                let listener = rt
+                    .block_on(volplane_smol::bind_http(address))
+                    .map_err(ServeError::Setup)?;
+                let (endpoint, metrics) = (endpoint.to_string(), metrics.clone());
+                let probe: HealthProbe = Arc::new(move || {
+                    let endpoint = endpoint.clone();
+                    Box::pin(async move {
+                        let connected = volplane_smol::connect(&endpoint).await;
+                        let origin = http::Uri::from_static("http://localhost");
+                        probe_driver(&endpoint, connected, Some(origin)).await
+                    })
+                });
+                let serving = volplane_smol::serve_http(
+                    rt.clone(),
+                    listener,
+                    metrics,
+                    probe,
+                    std::future::pending(),
+                );
+                rt.spawn(serving).detach();
+            }
             rt.block_on(volplane_smol::serve(
                 &rt, endpoint, config, backend, host, pump, stop,
             ))?;

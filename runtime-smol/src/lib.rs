@@ -279,3 +279,63 @@ pub fn termination() -> Result<impl Future<Output = ()> + Send, ServeError> {
         }
     })
 }
+
+/// Listens for `--http-endpoint`: `host:port`, or `:port` for every interface.
+pub async fn bind_http(address: &str) -> Result<smol::net::TcpListener, String> {
+    let address = volplane_service::metrics::http_address(address);
+    let listener = smol::net::TcpListener::bind(&address)
+        .await
+        .map_err(|e| format!("--http-endpoint {address}: {e}"))?;
+    tracing::info!(address, "serving /metrics and /healthz");
+    Ok(listener)
+}
+
+/// Serves `--http-endpoint` (`/metrics`, `/healthz`) on `listener` until
+/// `stop` completes.
+pub async fn serve_http(
+    rt: Runtime,
+    listener: smol::net::TcpListener,
+    metrics: Arc<volplane_service::metrics::Metrics>,
+    probe: volplane_service::metrics::HealthProbe,
+    stop: impl Future<Output = ()>,
+) {
+    let mut stop = std::pin::pin!(stop.fuse());
+    loop {
+        let accepted = futures::select_biased! {
+            _ = stop => return,
+            a = listener.accept().fuse() => a,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("--http-endpoint: accept: {e}");
+                continue;
+            }
+        };
+        let (metrics, probe) = (metrics.clone(), probe.clone());
+        rt.spawn(async move {
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (metrics, probe) = (metrics.clone(), probe.clone());
+                    async move {
+                        let a =
+                            volplane_service::metrics::answer(req.uri().path(), &metrics, || {
+                                probe()
+                            })
+                            .await;
+                        hyper::Response::builder()
+                            .status(a.status)
+                            .header("content-type", a.content_type)
+                            .body(http_body_util::Full::new(hyper::body::Bytes::from(a.body)))
+                    }
+                });
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(FuturesIo::new(stream), service)
+                .await
+            {
+                tracing::debug!("--http-endpoint connection: {e}");
+            }
+        })
+        .detach();
+    }
+}

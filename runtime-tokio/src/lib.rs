@@ -178,17 +178,11 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
     }
 }
 
-/// A Probe of the driver, for `/healthz`.
-pub type HealthProbe =
-    Arc<dyn Fn() -> volplane_service::registration::BoxFuture<Result<(), String>> + Send + Sync>;
+pub use volplane_service::metrics::HealthProbe;
 
 /// Listens for `--http-endpoint`: `host:port`, or `:port` for every interface.
 pub async fn bind_http(address: &str) -> Result<tokio::net::TcpListener, String> {
-    let address = if address.starts_with(':') {
-        format!("0.0.0.0{address}")
-    } else {
-        address.to_string()
-    };
+    let address = volplane_service::metrics::http_address(address);
     let listener = tokio::net::TcpListener::bind(&address)
         .await
         .map_err(|e| format!("--http-endpoint {address}: {e}"))?;

@@ -1,7 +1,10 @@
 //! The gRPC services (Identity, Controller, Node) as thin glue: validate the
 //! wire request, hand it to the pump, convert the answer, log one line.
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use crate::metrics::Metrics;
 
 use volplane_core::Status;
 
@@ -16,11 +19,22 @@ use volplane_proto::csi::node_server::Node;
 #[derive(Debug, Clone)]
 pub struct CsiService {
     pump: PumpHandle,
+    /// Where served calls are counted, under the driver's name.
+    metrics: Option<(Arc<Metrics>, String)>,
 }
 
 impl CsiService {
     pub fn new(pump: PumpHandle) -> CsiService {
-        CsiService { pump }
+        CsiService {
+            pump,
+            metrics: None,
+        }
+    }
+
+    /// Counts every served call in `metrics` (with the driver's name).
+    pub fn counted(mut self, metrics: Option<(Arc<Metrics>, String)>) -> CsiService {
+        self.metrics = metrics;
+        self
     }
 
     async fn call<Req, Resp>(
@@ -43,6 +57,12 @@ impl CsiService {
             }
         };
         log(method, &volume, &path, start, &result);
+        if let Some((metrics, driver)) = &self.metrics {
+            let code = result
+                .as_ref()
+                .map_or_else(|e| e.code, |_| volplane_core::Code::Ok);
+            metrics.csi_call(driver, method, code, start.elapsed());
+        }
         result.map(tonic::Response::new).map_err(to_tonic)
     }
 }

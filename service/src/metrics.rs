@@ -128,6 +128,45 @@ impl Metrics {
     }
 }
 
+/// A Probe of the driver, for `/healthz`: `Ok` when it answers ready.
+pub type HealthProbe =
+    Arc<dyn Fn() -> crate::registration::BoxFuture<Result<(), String>> + Send + Sync>;
+
+/// livenessprobe's check over `connected`, a channel a runtime opened to the
+/// driver at `endpoint`: it answers Probe, ready.
+pub async fn probe_driver<T, E>(
+    endpoint: &str,
+    connected: Result<T, E>,
+    origin: Option<http::Uri>,
+) -> Result<(), String>
+where
+    T: volplane_proto::client::Transport,
+    E: std::fmt::Display,
+{
+    let ch = connected.map_err(|e| format!("connect {endpoint}: {e}"))?;
+    match volplane_proto::client::CsiClient::new(ch, origin)
+        .call(&volplane_core::driver::Request::Probe)
+        .await
+    {
+        Ok(volplane_core::driver::Response::Probe { ready: true }) => Ok(()),
+        Ok(_) => Err(format!("{endpoint} answered Probe: not ready")),
+        Err(s) => Err(format!(
+            "Probe on {endpoint}: {}: {}",
+            s.code.name(),
+            s.message
+        )),
+    }
+}
+
+/// `host:port` for an `--http-endpoint` (`:port` listens on every interface).
+pub fn http_address(endpoint: &str) -> String {
+    if endpoint.starts_with(':') {
+        format!("0.0.0.0{endpoint}")
+    } else {
+        endpoint.to_string()
+    }
+}
+
 /// An HTTP answer: status code, content type, body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {

@@ -39,6 +39,8 @@ pub enum PumpError {
 pub struct PumpConfig {
     /// Where the driver state lives; `None` keeps it in memory only.
     pub state_file: Option<StateFile>,
+    /// Where served calls are counted (`--http-endpoint`), if anywhere.
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 /// A handle request handlers use to reach the pump.

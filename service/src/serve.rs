@@ -65,6 +65,10 @@ pub async fn prepare<B: Backend>(
     let path = endpoint::socket_path(endpoint)?;
     endpoint::prepare_socket(&path)?;
     let (controller, node) = (config.controller, config.node);
+    let counted = pump_config
+        .metrics
+        .clone()
+        .map(|m| (m, config.name.clone()));
     let (pump, handle) = Pump::new(
         config,
         Arc::new(backend),
@@ -76,7 +80,7 @@ pub async fn prepare<B: Backend>(
     Ok(Prepared {
         path,
         pump,
-        service: CsiService::new(handle),
+        service: CsiService::new(handle).counted(counted),
         controller,
         node,
     })
