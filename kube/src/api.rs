@@ -83,15 +83,15 @@ impl ApiCaller {
         let key = call.key();
         let result = match call {
             ApiCall::Create(o) => self.create(&o).await,
-            ApiCall::Update(o) => self.update(&o, false).await,
-            ApiCall::UpdateStatus(o) => self.update(&o, true).await,
+            ApiCall::Update(o) => gone_if_finalized(self.update(&o, false).await),
+            ApiCall::UpdateStatus(o) => gone_if_finalized(self.update(&o, true).await),
             ApiCall::Delete(k) => self.delete(&k).await,
             ApiCall::Get(k) => self.get(&k).await,
             ApiCall::List { kind, namespace } => self.list(kind, &namespace).await,
         };
         match &result {
             ApiResult::Ok(Some(o)) => self.seen.saw(o),
-            ApiResult::NotFound => self.seen.gone(&key),
+            ApiResult::Ok(None) | ApiResult::NotFound => self.seen.gone(&key),
             _ => {}
         }
         result
@@ -198,6 +198,24 @@ impl ApiCaller {
             }
             Err(e) => failure(e, false),
         }
+    }
+}
+
+/// A write that removed the last finalizer of an object being deleted
+/// removed the object: the API server answers with its final state, but it
+/// is gone (`Ok(None)`, as the machines expect of a write that removed it).
+/// Pods are left alone: a pod being deleted gracefully has no finalizers
+/// and still exists.
+fn gone_if_finalized(result: ApiResult) -> ApiResult {
+    match result {
+        ApiResult::Ok(Some(o))
+            if o.kind() != volplane_core::model::Kind::Pod
+                && o.meta().deleting()
+                && o.meta().finalizers.is_empty() =>
+        {
+            ApiResult::Ok(None)
+        }
+        other => other,
     }
 }
 

@@ -227,3 +227,24 @@ async fn create_get_list_and_delete_say_what_the_server_answered() {
     );
     assert_eq!(caller.call(ApiCall::Delete(k)).await, ApiResult::NotFound);
 }
+
+#[tokio::test]
+async fn removing_the_last_finalizer_of_a_deleting_object_says_it_is_gone() {
+    let (api, caller, seen) = setup();
+    api.put(PV, pv_with_unknown_fields());
+    let k = key(Kind::PersistentVolume, "", "pv-1");
+    let ApiResult::Ok(Some(deleting)) = caller.call(ApiCall::Delete(k.clone())).await else {
+        panic!("marked for deletion");
+    };
+    let mut last = deleting.clone();
+    last.meta_mut().finalizers.clear();
+    assert_eq!(
+        caller.call(ApiCall::Update(last)).await,
+        ApiResult::Ok(None)
+    );
+    assert!(api.get(PV).is_none());
+    assert!(
+        seen.get(&k).is_none(),
+        "forgotten, not kept as a deleting object"
+    );
+}

@@ -82,3 +82,16 @@ fn what_the_model_knows_survives_into_the_typed_object() {
     assert_eq!(pv.metadata.finalizers, back.metadata.finalizers);
     assert_eq!(pv.metadata.annotations, back.metadata.annotations);
 }
+
+#[test]
+fn nulls_from_the_api_server_read_as_absent() {
+    // What a real kube-apiserver sends for a CSINode created with an empty
+    // topologyKeys list.
+    let doc = serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+        "metadata": {"name": "node-a", "labels": null},
+        "spec": {"drivers": [{"name": "d", "nodeID": "n", "topologyKeys": null}]}});
+    let Object::CsiNode(n) = volplane_kube::convert::to_core(doc).unwrap() else {
+        panic!("a CSINode");
+    };
+    assert!(n.spec.drivers[0].topology_keys.is_empty());
+}

@@ -162,7 +162,11 @@ impl Object {
 
     /// The object a JSON document with Kubernetes' field names describes
     /// (its `kind` says which); fields the model does not know are ignored.
-    pub fn from_json(doc: serde_json::Value) -> Result<Object, String> {
+    ///
+    /// A `null` member means the member is absent (Go's API server writes
+    /// empty lists as `null`, e.g. a CSINode driver's `topologyKeys`).
+    pub fn from_json(mut doc: serde_json::Value) -> Result<Object, String> {
+        drop_nulls(&mut doc);
         fn load<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
             serde_json::from_value(v).map_err(|e| e.to_string())
         }
@@ -193,6 +197,18 @@ impl Object {
             Object::Pod(o) => serde_json::to_value(o),
         };
         v.expect("model objects serialise")
+    }
+}
+
+/// Removes `null` members, at any depth.
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, m| !m.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
     }
 }
 

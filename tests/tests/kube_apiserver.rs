@@ -1,0 +1,480 @@
+//! `volplane controller` against a real kube-apiserver (on etcd, on
+//! loopback), with `volplane serve` as the driver and `--binder
+//! --pvc-protection --pv-protection` standing in for kube-controller-manager:
+//! StorageClass + PVC → CreateVolume → a PV with upstream's fields → Bound;
+//! a VolumeAttachment → ControllerPublish → status.attached; a resize →
+//! ControllerExpandVolume → the PV's capacity; the controller killed
+//! mid-operation converges after a restart; two replicas hold one Lease and
+//! the survivor takes over; deleting the claim deletes the volume and the
+//! PV; deploy/ applies with --dry-run=server.
+//!
+//! Runs when VOLPLANE_TEST_KUBE_APISERVER names a kube-apiserver binary
+//! (etcd from VOLPLANE_TEST_ETCD or PATH); skipped, saying so, otherwise.
+//! Neither is in a registry reachable here: build kube-apiserver from its
+//! public source outside this repository.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Driver, NODE, Runtime};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const DRIVER: &str = "volplane.csi.io";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// etcd and kube-apiserver on loopback, in a temporary directory.
+struct Cluster {
+    dir: tempfile::TempDir,
+    children: Vec<Child>,
+    kubeconfig: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // A failure shows what each process said last.
+        if std::thread::panicking()
+            && let Ok(entries) = std::fs::read_dir(self.dir.path())
+        {
+            for e in entries
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+            {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: Vec<&str> = text
+                    .lines()
+                    .rev()
+                    .take(150)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                eprintln!("==> {} <==\n{}", e.path().display(), tail.join("\n"));
+            }
+        }
+    }
+}
+
+impl Cluster {
+    fn start(apiserver: &Path) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let etcd = std::env::var("VOLPLANE_TEST_ETCD").unwrap_or_else(|_| "etcd".into());
+        let (client, peer, secure) = (free_port(), free_port(), free_port());
+        let log = |name: &str| std::fs::File::create(d.join(name)).unwrap();
+        let etcd = Command::new(etcd)
+            .args(["--data-dir", &d.join("etcd").display().to_string()])
+            .args([
+                "--listen-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+            ])
+            .args([
+                "--advertise-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+            ])
+            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+            .stdout(Stdio::null())
+            .stderr(log("etcd.log"))
+            .spawn()
+            .expect("etcd (VOLPLANE_TEST_ETCD or PATH)");
+        let key = d.join("sa.key");
+        let made = Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(&key)
+            .arg("2048")
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(made.success(), "openssl genrsa");
+        std::fs::write(
+            d.join("tokens.csv"),
+            "volplane-test-token,admin,admin-uid,system:masters\n",
+        )
+        .unwrap();
+        let apiserver = Command::new(apiserver)
+            .args(["--etcd-servers", &format!("http://127.0.0.1:{client}")])
+            .args(["--bind-address", "127.0.0.1"])
+            .args(["--secure-port", &secure.to_string()])
+            .args(["--cert-dir", &d.join("certs").display().to_string()])
+            .args([
+                "--token-auth-file",
+                &d.join("tokens.csv").display().to_string(),
+            ])
+            .args(["--authorization-mode", "RBAC"])
+            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
+            .args(["--service-account-key-file", &key.display().to_string()])
+            .args([
+                "--service-account-signing-key-file",
+                &key.display().to_string(),
+            ])
+            .args(["--service-cluster-ip-range", "10.96.0.0/24"])
+            // As every cluster that runs CSI node plugins.
+            .arg("--allow-privileged=true")
+            .stdout(Stdio::null())
+            .stderr(log("kube-apiserver.log"))
+            .spawn()
+            .expect("kube-apiserver");
+        let kubeconfig = d.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://127.0.0.1:{secure}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    token: volplane-test-token\ncontexts:\n- name: test\n  context: {{cluster: test, user: admin}}\ncurrent-context: test\n"
+            ),
+        )
+        .unwrap();
+        Cluster {
+            dir,
+            children: vec![etcd, apiserver],
+            kubeconfig,
+        }
+    }
+
+    async fn client(&self) -> kube::Client {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Ok(c) = volplane::controller::kube_client(Some(&self.kubeconfig)).await
+                && Api::<Namespace>::all(c.clone())
+                    .get("default")
+                    .await
+                    .is_ok()
+            {
+                return c;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.path().join("kube-apiserver.log"))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                panic!(
+                    "the API server did not come up within 90 s:\n{}",
+                    tail.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// `volplane controller` against this cluster, as `pod`.
+    fn controller(&self, csi: &str, pod: &str, extra: &[&str]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_volplane-under-test"))
+            .args(["controller", "--csi-address", csi, "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .args([
+                "--binder",
+                "--pvc-protection",
+                "--pv-protection",
+                "--resync-period",
+                "30s",
+            ])
+            .args(extra)
+            .env("POD_NAME", pod)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.path().join(format!("{pod}.log"))).unwrap())
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// Waits up to 60 s for `f`.
+async fn until<T, F: std::future::Future<Output = Option<T>>>(what: &str, f: impl Fn() -> F) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(t) = f().await {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 60 s");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn claim(name: &str) -> PersistentVolumeClaim {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "volplane",
+                 "resources": {"requests": {"storage": "64Mi"}}}
+    }))
+    .unwrap()
+}
+
+async fn bound(api: &Api<PersistentVolumeClaim>, name: &str) -> Option<String> {
+    let c = api.get(name).await.ok()?;
+    (c.status?.phase.as_deref() == Some("Bound")).then(|| c.spec?.volume_name)?
+}
+
+async fn seed(client: &kube::Client) {
+    let pp = PostParams::default();
+    let class: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "volplane"}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": true, "volumeBindingMode": "Immediate",
+        "parameters": {"kind": "dir"}
+    }))
+    .unwrap();
+    Api::<StorageClass>::all(client.clone())
+        .create(&pp, &class)
+        .await
+        .unwrap();
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": NODE}})).unwrap();
+    Api::<Node>::all(client.clone())
+        .create(&pp, &node)
+        .await
+        .unwrap();
+    let csinode: CSINode = serde_json::from_value(json!({
+        "metadata": {"name": NODE},
+        "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": []}]}
+    }))
+    .unwrap();
+    Api::<CSINode>::all(client.clone())
+        .create(&pp, &csinode)
+        .await
+        .unwrap();
+}
+
+/// Every deploy/ manifest, server-side dry run (the namespace for real).
+async fn apply_deploy_dry_run(client: &kube::Client) {
+    for file in [
+        "namespace.yaml",
+        "csidriver.yaml",
+        "rbac.yaml",
+        "controller.yaml",
+        "node.yaml",
+        "storageclasses.yaml",
+    ] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../deploy")
+                .join(file),
+        )
+        .unwrap();
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        for doc in docs.into_iter().filter(|d| !d.is_null()) {
+            let o: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+            let types = o.types.clone().unwrap();
+            let (group, version) = types
+                .api_version
+                .rsplit_once('/')
+                .unwrap_or(("", &types.api_version));
+            let gvk = kube::api::GroupVersionKind::gvk(group, version, &types.kind);
+            let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+            let api: Api<DynamicObject> = match (caps.scope, o.metadata.namespace.as_deref()) {
+                (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                    Api::namespaced_with(client.clone(), ns, &resource)
+                }
+                _ => Api::all_with(client.clone(), &resource),
+            };
+            let pp = PostParams {
+                dry_run: types.kind != "Namespace",
+                ..PostParams::default()
+            };
+            if let Err(e) = api.create(&pp, &o).await {
+                panic!(
+                    "deploy/{file}: {} {:?} refused by the API server: {e}",
+                    types.kind, o.metadata.name
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_runs_a_real_clusters_storage() {
+    let Some(apiserver) = std::env::var_os("VOLPLANE_TEST_KUBE_APISERVER") else {
+        eprintln!(
+            "skipping the real kube-apiserver test: set VOLPLANE_TEST_KUBE_APISERVER to a kube-apiserver binary (and VOLPLANE_TEST_ETCD, or etcd in PATH); none is in a registry reachable here"
+        );
+        return;
+    };
+    require_root!();
+    let cluster = Cluster::start(Path::new(&apiserver));
+    let client = cluster.client().await;
+    apply_deploy_dry_run(&client).await;
+    seed(&client).await;
+    let d = Driver::start(Runtime::Tokio);
+    let mut a = cluster.controller(
+        &d.endpoint,
+        "replica-a",
+        &[
+            "--leader-election",
+            "--leader-election-namespace",
+            "default",
+            "--leader-election-lease-duration",
+            "4s",
+            "--leader-election-renew-deadline",
+            "3s",
+            "--leader-election-retry-period",
+            "1s",
+        ],
+    );
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pp = PostParams::default();
+
+    // Provisioned and bound.
+    claims.create(&pp, &claim("data")).await.unwrap();
+    let pv_name = until("data Bound", || bound(&claims, "data")).await;
+    let pv = pvs.get(&pv_name).await.unwrap();
+    let spec = pv.spec.clone().unwrap();
+    assert_eq!(spec.csi.as_ref().unwrap().driver, DRIVER);
+    assert!(spec.csi.as_ref().unwrap().volume_handle.starts_with("vol-"));
+    assert_eq!(spec.storage_class_name.as_deref(), Some("volplane"));
+    assert_eq!(
+        spec.claim_ref.as_ref().unwrap().name.as_deref(),
+        Some("data")
+    );
+    assert_eq!(
+        pv.metadata
+            .annotations
+            .unwrap()
+            .get("pv.kubernetes.io/provisioned-by")
+            .map(String::as_str),
+        Some(DRIVER)
+    );
+
+    // Attached.
+    let vas: Api<VolumeAttachment> = Api::all(client.clone());
+    let va: VolumeAttachment = serde_json::from_value(json!({
+        "metadata": {"name": "csi-test"},
+        "spec": {"attacher": DRIVER, "nodeName": NODE, "source": {"persistentVolumeName": pv_name}}
+    }))
+    .unwrap();
+    vas.create(&pp, &va).await.unwrap();
+    until("attached", || async {
+        vas.get("csi-test")
+            .await
+            .ok()?
+            .status?
+            .attached
+            .then_some(())
+    })
+    .await;
+
+    // Resized.
+    let grow = json!({"spec": {"resources": {"requests": {"storage": "128Mi"}}}});
+    claims
+        .patch("data", &PatchParams::default(), &Patch::Merge(&grow))
+        .await
+        .unwrap();
+    until("the PV grown", || async {
+        let pv = pvs.get(&pv_name).await.ok()?;
+        (pv.spec?.capacity?.get("storage")?.0 == "128Mi").then_some(())
+    })
+    .await;
+
+    // Killed mid-operation: a claim created while it is down, and the
+    // controller killed again right after it starts.
+    let _ = a.kill();
+    let _ = a.wait();
+    claims.create(&pp, &claim("while-down")).await.unwrap();
+    let mut b = cluster.controller(
+        &d.endpoint,
+        "replica-b",
+        &[
+            "--leader-election",
+            "--leader-election-namespace",
+            "default",
+            "--leader-election-lease-duration",
+            "4s",
+            "--leader-election-renew-deadline",
+            "3s",
+            "--leader-election-retry-period",
+            "1s",
+        ],
+    );
+    until("while-down Bound after a restart", || {
+        bound(&claims, "while-down")
+    })
+    .await;
+
+    // Two replicas, one Lease: replica-c waits while replica-b holds it.
+    let mut c = cluster.controller(
+        &d.endpoint,
+        "replica-c",
+        &[
+            "--leader-election",
+            "--leader-election-namespace",
+            "default",
+            "--leader-election-lease-duration",
+            "4s",
+            "--leader-election-renew-deadline",
+            "3s",
+            "--leader-election-retry-period",
+            "1s",
+        ],
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        holder(leases.get("volplane-volplane.csi.io").await.unwrap()),
+        "replica-b"
+    );
+    let _ = b.kill();
+    let _ = b.wait();
+    until("replica-c takes the Lease", || async {
+        (holder(leases.get("volplane-volplane.csi.io").await.ok()?) == "replica-c").then_some(())
+    })
+    .await;
+    claims.create(&pp, &claim("after-failover")).await.unwrap();
+    until("after-failover Bound", || bound(&claims, "after-failover")).await;
+
+    // Detached and deleted: the VolumeAttachment, then every claim.
+    vas.delete("csi-test", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("the attachment gone", || async {
+        vas.get_opt("csi-test").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    for name in ["data", "while-down", "after-failover"] {
+        claims.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = pvs.list(&Default::default()).await.unwrap().items;
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let states: Vec<String> = left
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{:?} {:?} {:?}",
+                        p.metadata.name,
+                        p.metadata.finalizers,
+                        p.status.as_ref().and_then(|s| s.phase.clone())
+                    )
+                })
+                .collect();
+            panic!("PVs not deleted within 60 s: {states:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    until("every claim gone", || async {
+        claims
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    let _ = c.kill();
+    let _ = c.wait();
+}
