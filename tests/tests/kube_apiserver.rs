@@ -478,3 +478,77 @@ async fn the_controller_runs_a_real_clusters_storage() {
     let _ = c.kill();
     let _ = c.wait();
 }
+
+/// The API server's `apiserver_request_total`, summed over every label.
+async fn requests_served(client: &kube::Client) -> f64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A benchmark, not a test: 1,000 claims provisioned through the real API
+/// server — how long until all are Bound, and API requests per claim (every
+/// client's, the benchmark's own create and polling included).
+/// `VOLPLANE_TEST_KUBE_APISERVER=… cargo test -p volplane-tests --release
+/// --test kube_apiserver -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run it with --ignored"]
+async fn bench_provisioning_1000_claims() {
+    let Some(apiserver) = std::env::var_os("VOLPLANE_TEST_KUBE_APISERVER") else {
+        eprintln!("skipping the benchmark: set VOLPLANE_TEST_KUBE_APISERVER");
+        return;
+    };
+    require_root!();
+    let n: usize = std::env::var("VOLPLANE_BENCH_CLAIMS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let cluster = Cluster::start(Path::new(&apiserver));
+    let client = cluster.client().await;
+    seed(&client).await;
+    let d = Driver::start(Runtime::Tokio);
+    let mut controller = cluster.controller(&d.endpoint, "bench", &[]);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let before = requests_served(&client).await;
+    let start = Instant::now();
+    for i in 0..n {
+        claims
+            .create(&PostParams::default(), &claim(&format!("c-{i:04}")))
+            .await
+            .unwrap();
+    }
+    let created = start.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    let mut polls = 0u32;
+    loop {
+        polls += 1;
+        let list = claims.list(&Default::default()).await.unwrap();
+        let bound = list
+            .items
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .count();
+        if bound == n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{bound} of {n} Bound after 30 min"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let all_bound = start.elapsed();
+    let requests = requests_served(&client).await - before;
+    let _ = controller.kill();
+    let _ = controller.wait();
+    println!(
+        "{n} claims: created in {:.1} s, all Bound after {:.1} s ({:.0} claims/s); {:.1} API requests per claim ({requests} in all, {n} creates and {polls} lists of the benchmark's own included)",
+        created.as_secs_f64(),
+        all_bound.as_secs_f64(),
+        n as f64 / all_bound.as_secs_f64(),
+        requests / n as f64,
+    );
+}
