@@ -28,6 +28,19 @@ use serde_json::json;
 
 const DRIVER: &str = "volplane.csi.io";
 
+/// Leader election with short timings, so a failover takes seconds.
+const ELECTED: &[&str] = &[
+    "--leader-election",
+    "--leader-election-namespace",
+    "default",
+    "--leader-election-lease-duration",
+    "4s",
+    "--leader-election-renew-deadline",
+    "3s",
+    "--leader-election-retry-period",
+    "1s",
+];
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -305,21 +318,7 @@ async fn the_controller_runs_a_real_clusters_storage() {
     apply_deploy_dry_run(&client).await;
     seed(&client).await;
     let d = Driver::start(Runtime::Tokio);
-    let mut a = cluster.controller(
-        &d.endpoint,
-        "replica-a",
-        &[
-            "--leader-election",
-            "--leader-election-namespace",
-            "default",
-            "--leader-election-lease-duration",
-            "4s",
-            "--leader-election-renew-deadline",
-            "3s",
-            "--leader-election-retry-period",
-            "1s",
-        ],
-    );
+    let mut a = cluster.controller(&d.endpoint, "replica-a", ELECTED);
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pp = PostParams::default();
@@ -380,42 +379,14 @@ async fn the_controller_runs_a_real_clusters_storage() {
     let _ = a.kill();
     let _ = a.wait();
     claims.create(&pp, &claim("while-down")).await.unwrap();
-    let mut b = cluster.controller(
-        &d.endpoint,
-        "replica-b",
-        &[
-            "--leader-election",
-            "--leader-election-namespace",
-            "default",
-            "--leader-election-lease-duration",
-            "4s",
-            "--leader-election-renew-deadline",
-            "3s",
-            "--leader-election-retry-period",
-            "1s",
-        ],
-    );
+    let mut b = cluster.controller(&d.endpoint, "replica-b", ELECTED);
     until("while-down Bound after a restart", || {
         bound(&claims, "while-down")
     })
     .await;
 
     // Two replicas, one Lease: replica-c waits while replica-b holds it.
-    let mut c = cluster.controller(
-        &d.endpoint,
-        "replica-c",
-        &[
-            "--leader-election",
-            "--leader-election-namespace",
-            "default",
-            "--leader-election-lease-duration",
-            "4s",
-            "--leader-election-renew-deadline",
-            "3s",
-            "--leader-election-retry-period",
-            "1s",
-        ],
-    );
+    let mut c = cluster.controller(&d.endpoint, "replica-c", ELECTED);
     let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
     let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
     tokio::time::sleep(Duration::from_secs(3)).await;
