@@ -23,6 +23,10 @@ pub struct RegistrarArgs {
     /// the registry (for registries that cannot hold a socket).
     #[arg(long)]
     pub registration_socket_dir: Option<PathBuf>,
+    /// Serve /healthz (200 while the registration socket is in place, as
+    /// node-driver-registrar's) and /metrics here, e.g. `:9809`.
+    #[arg(long)]
+    pub http_endpoint: Option<String>,
     /// Log verbosity (klog's -v).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -39,6 +43,21 @@ pub fn run(args: RegistrarArgs) -> Result<u8, String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
     rt.block_on(async move {
         let stop = volplane_tokio::termination().map_err(|e| e.to_string())?;
+        if let Some(address) = &args.http_endpoint {
+            let listener = volplane_tokio::bind_http(address).await?;
+            let dir = args
+                .registration_socket_dir
+                .clone()
+                .unwrap_or_else(|| args.plugin_registration_path.clone());
+            let probe = socket_probe(args.csi_address.clone(), dir);
+            let metrics = volplane_service::metrics::Metrics::new();
+            tokio::spawn(volplane_tokio::serve_http(
+                listener,
+                metrics,
+                probe,
+                std::future::pending(),
+            ));
+        }
         let setup = RegistrarSetup {
             csi_socket: PathBuf::from(args.csi_address.trim_start_matches("unix://")),
             kubelet_registration_path: args.kubelet_registration_path,
@@ -52,5 +71,27 @@ pub fn run(args: RegistrarArgs) -> Result<u8, String> {
             tracing::error!("{}", exit.reason);
         }
         Ok(u8::try_from(exit.code).unwrap_or(1))
+    })
+}
+
+/// node-driver-registrar's health check: the driver's registration socket
+/// (`<dir>/<driver>-reg.sock`, the driver named by GetPluginInfo) is there.
+fn socket_probe(csi_address: String, dir: PathBuf) -> volplane_tokio::HealthProbe {
+    Arc::new(move || {
+        let (csi, dir) = (csi_address.clone(), dir.clone());
+        Box::pin(async move {
+            let connected = volplane_tokio::connect(&csi).await;
+            let info = volplane_service::registration::get_plugin_info(&csi, connected, None)
+                .await
+                .map_err(|s| format!("GetPluginInfo on {csi}: {}", s.message))?;
+            let volplane_core::driver::Response::PluginInfo { name, .. } = info else {
+                return Err(format!("GetPluginInfo on {csi}: no plugin info"));
+            };
+            let socket = dir.join(format!("{name}-reg.sock"));
+            match std::fs::symlink_metadata(&socket) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(format!("registration socket {}: {e}", socket.display())),
+            }
+        })
     })
 }

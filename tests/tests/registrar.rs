@@ -221,3 +221,59 @@ both_runtimes!(
     registered_until_stopped
 );
 both_runtimes!(a_refused_registrar_exits_1, refused_exits_1);
+
+/// A plain HTTP/1.1 GET; the whole answer.
+async fn http_get(address: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await.ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    Some(out)
+}
+
+/// `volplane registrar` as a process: healthy while its socket is in
+/// place, and on SIGTERM it exits 0 with the socket removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registrar_command_is_healthy_while_registered_and_stops_cleanly() {
+    require_root!();
+    let d = Driver::start(Runtime::Tokio);
+    let registry = d.root().join("plugins_registry");
+    std::fs::create_dir_all(&registry).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_volplane-under-test"))
+        .args(["registrar", "--csi-address", &d.endpoint])
+        .args(["--kubelet-registration-path", KUBELET_PATH])
+        .arg("--plugin-registration-path")
+        .arg(&registry)
+        .args(["--http-endpoint", &address])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = registry.join("volplane.csi.io-reg.sock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let healthz = loop {
+        match http_get(&address, "/healthz").await {
+            Some(h) if h.starts_with("HTTP/1.1 200") => break h,
+            other if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                panic!("no healthy /healthz within 20 s: {other:?}");
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    assert!(healthz.ends_with("ok\n"), "{healthz}");
+    assert!(socket.exists());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!socket.exists(), "the socket is removed on SIGTERM");
+}
