@@ -7,16 +7,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Driver, Runtime};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn get(address: &str, path: &str) -> Option<String> {
-    let mut s = tokio::net::TcpStream::connect(address).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(request.as_bytes()).await.ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    Some(out)
-}
 
 async fn metrics_and_health(runtime: Runtime) {
     require_root!();
@@ -39,7 +29,7 @@ async fn metrics_and_health(runtime: Runtime) {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let healthz = loop {
-        match get(&address, "/healthz").await {
+        match common::http_get(&address, "/healthz").await {
             Some(h) if h.starts_with("HTTP/1.1 200") => break h,
             other if Instant::now() > deadline => {
                 let _ = child.kill();
@@ -49,8 +39,8 @@ async fn metrics_and_health(runtime: Runtime) {
         }
     };
     assert!(healthz.ends_with("ok\n"), "{healthz}");
-    let metrics = get(&address, "/metrics").await.unwrap();
-    let missing = get(&address, "/nope").await.unwrap();
+    let metrics = common::http_get(&address, "/metrics").await.unwrap();
+    let missing = common::http_get(&address, "/nope").await.unwrap();
     let _ = child.kill();
     let _ = child.wait();
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");

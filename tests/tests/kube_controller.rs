@@ -199,7 +199,7 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         "{text}"
     );
     let listener = volplane_tokio::bind_http("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
+    let address = listener.local_addr().unwrap().to_string();
     let probe = volplane::controller::health_probe(&d.endpoint, Duration::from_secs(5));
     tokio::spawn(volplane_tokio::serve_http(
         listener,
@@ -207,12 +207,12 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         probe,
         std::future::pending(),
     ));
-    let healthz = http_get(address, "/healthz").await;
+    let healthz = common::http_get(&address, "/healthz").await.unwrap();
     assert!(
         healthz.starts_with("HTTP/1.1 200") && healthz.ends_with("ok\n"),
         "{healthz}"
     );
-    let served = http_get(address, "/metrics").await;
+    let served = common::http_get(&address, "/metrics").await.unwrap();
     assert!(
         served.starts_with("HTTP/1.1 200")
             && served.contains("csi_sidecar_operations_seconds_bucket"),
@@ -230,17 +230,6 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         missing.is_empty(),
         "deploy/rbac.yaml does not grant {missing:?}"
     );
-}
-
-/// A plain HTTP/1.1 GET; the whole answer.
-async fn http_get(address: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
 }
 
 /// `verb group/resource` of a request the controller made, as RBAC names it.

@@ -222,17 +222,6 @@ both_runtimes!(
 );
 both_runtimes!(a_refused_registrar_exits_1, refused_exits_1);
 
-/// A plain HTTP/1.1 GET; the whole answer.
-async fn http_get(address: &str, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(address).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(request.as_bytes()).await.ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    Some(out)
-}
-
 /// `volplane registrar` as a process: healthy while its socket is in
 /// place, and on SIGTERM it exits 0 with the socket removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -259,7 +248,7 @@ async fn the_registrar_command_is_healthy_while_registered_and_stops_cleanly() {
     let socket = registry.join("volplane.csi.io-reg.sock");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let healthz = loop {
-        match http_get(&address, "/healthz").await {
+        match common::http_get(&address, "/healthz").await {
             Some(h) if h.starts_with("HTTP/1.1 200") => break h,
             other if std::time::Instant::now() > deadline => {
                 let _ = child.kill();

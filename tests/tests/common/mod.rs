@@ -470,3 +470,15 @@ pub async fn create_and_attach(
         publish_context: p.publish_context,
     }
 }
+
+/// A plain HTTP/1.1 GET to `address` (`host:port`); the whole answer, or
+/// `None` when nothing answers there.
+pub async fn http_get(address: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await.ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    Some(out)
+}
