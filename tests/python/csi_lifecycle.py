@@ -9,7 +9,9 @@ tests/tests/grpcio.rs:
 It prints one line per call and exits non-zero on the first failure.
 """
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -20,6 +22,7 @@ from grpc_tools import protoc
 
 def load_stubs(proto_dir):
     out = tempfile.mkdtemp(prefix="volplane-grpcio-")
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     rc = protoc.main(["protoc", "-I", proto_dir, "-I", include,
                       "--python_out", out, "--grpc_python_out", out, "csi.proto"])
