@@ -284,7 +284,12 @@ async fn caller_supplied_devices_and_directories_are_not_trusted_on(rt: Runtime)
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret"), b"host data").unwrap();
     let foreign = Foreign::attach(&outside.join("foreign.img"));
-    let shm_link = PathBuf::from(format!("/dev/shm/volplane-evil-{}", std::process::id()));
+    // Both runtimes' tests run at once in this process: one link each.
+    let shm_link = PathBuf::from(format!(
+        "/dev/shm/volplane-evil-{}-{}",
+        std::process::id(),
+        rt.flag()
+    ));
     let _ = std::fs::remove_file(&shm_link);
     std::os::unix::fs::symlink(&foreign.dev, &shm_link).unwrap();
     let mut v = volume(&mut csi, "pvc-real", "block").await;

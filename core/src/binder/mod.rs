@@ -10,7 +10,25 @@
 //! * A PV is bound to at most one claim and a claim to at most one PV:
 //!   every write carries the cached resourceVersion, and a claim only takes
 //!   a volume whose claimRef is empty or already names it.
-//! * Events are emitted when their reason or message changes, not on every sync.
+//! * Events are emitted when their reason or message changes, not on every
+//!   sync; an event that announces a phase (ClaimLost, ClaimMisbound,
+//!   VolumeFailedDelete, VolumeFailedRecycle, VolumeUnknownReclaimPolicy) only
+//!   after the write that changed the phase succeeded, as upstream's
+//!   update…WithEvent.
+//!
+//! Read path by path against upstream's pv_controller.go and
+//! pv_controller_base.go (tests named by rule in `tests/`, the audit's in
+//! `tests/audit.rs`). Where volplane differs on purpose:
+//! * No in-tree volume plugins: migration annotations (A6.8, A10.4) and the
+//!   in-tree provisioning, deleting and recycling paths have nothing to act
+//!   on; an in-tree volume fails as upstream's does when its plugin is missing.
+//! * A claim or volume event syncs both sides of a binding at once (upstream
+//!   syncs only the object, and the other at its next resync): the decisions
+//!   are the same, they come sooner.
+//! * A pod counts as terminated by its phase only (upstream also counts a
+//!   deleted pod whose containers all stopped), and only
+//!   `persistentVolumeClaim` volumes name claims (the model has no generic
+//!   ephemeral volumes).
 
 mod index;
 mod matching;
@@ -37,6 +55,12 @@ struct Pending {
     requeue: Vec<ObjectKey>,
     /// For a read of a volume's claim: the volume.
     verifying: Option<String>,
+    /// The event the write announces once it succeeded (upstream's
+    /// updateClaimStatusWithEvent and updateVolumePhaseWithEvent).
+    announce: Option<Event>,
+    /// Set for the claim's provisioner annotation: a failed write is a
+    /// ProvisioningFailed "Error saving claim" (provisionClaimOperationExternal).
+    saving_claim: bool,
 }
 
 /// The PV controller. See the module documentation.
@@ -263,6 +287,7 @@ impl Binder {
         if let Some(waiting) = self.deferred.remove(&p.key) {
             self.dirty.extend(waiting);
         }
+        self.announce(&p, &result);
         match result {
             ApiResult::Ok(Some(o)) => {
                 if let Object::Pv(pv) = &o {
@@ -297,7 +322,46 @@ impl Binder {
         self.dirty.extend(p.requeue);
     }
 
+    /// After a write: its announced event when it succeeded, the
+    /// provisioner annotation's ProvisioningFailed when that failed.
+    fn announce(&mut self, p: &Pending, result: &ApiResult) {
+        let failure = match result {
+            ApiResult::Ok(_) => {
+                if let Some(e) = p.announce.clone() {
+                    self.event(e);
+                }
+                return;
+            }
+            ApiResult::Conflict => format!(
+                "Operation cannot be fulfilled on persistentvolumeclaims {:?}: the object has been modified; please apply your changes to the latest version and try again",
+                p.key.name
+            ),
+            ApiResult::NotFound => format!("persistentvolumeclaims {:?} not found", p.key.name),
+            ApiResult::Failed(why) => why.clone(),
+            ApiResult::AlreadyExists | ApiResult::Listed(_) => return,
+        };
+        if p.saving_claim {
+            self.event(Event::warning(
+                p.key.clone(),
+                reason::PROVISIONING_FAILED,
+                format!("Error saving claim: {failure}"),
+            ));
+        }
+    }
+
     fn call(&mut self, call: ApiCall, requeue: Vec<ObjectKey>) {
+        self.write(call, requeue, None, false);
+    }
+
+    /// Issues `call` unless its object is being written (then the sync
+    /// waits for that write); `announce` is emitted when it succeeds.
+    fn write(
+        &mut self,
+        call: ApiCall,
+        requeue: Vec<ObjectKey>,
+        announce: Option<Event>,
+        saving_claim: bool,
+    ) {
         let key = call.key();
         if self.writing.contains_key(&key) {
             let waiting = self.deferred.entry(key).or_default();
@@ -317,6 +381,8 @@ impl Binder {
                 key,
                 requeue,
                 verifying,
+                announce,
+                saving_claim,
             },
         );
         self.queue.push_back(Effect::Api { op, call });
@@ -446,6 +512,7 @@ impl Binder {
                     ),
                 };
                 self.event(e);
+                self.set_claim_phase(claim, PvcPhase::Pending, None);
                 return;
             }
             if !claim.class().is_empty() {
@@ -503,21 +570,25 @@ impl Binder {
         let ckey = claim_key(claim);
         let volume_name = claim.volume_name().to_string();
         if volume_name.is_empty() {
-            self.set_claim_phase(claim, PvcPhase::Lost, None);
-            self.event(Event::warning(
-                ckey,
-                reason::CLAIM_LOST,
-                "Bound claim has lost reference to PersistentVolume. Data on the volume is lost!",
-            ));
+            self.lose_claim(
+                claim,
+                Event::warning(
+                    ckey,
+                    reason::CLAIM_LOST,
+                    "Bound claim has lost reference to PersistentVolume. Data on the volume is lost!",
+                ),
+            );
             return;
         }
         let Some(pv) = self.volume(&volume_name) else {
-            self.set_claim_phase(claim, PvcPhase::Lost, None);
-            self.event(Event::warning(
-                ckey,
-                reason::CLAIM_LOST,
-                "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
-            ));
+            self.lose_claim(
+                claim,
+                Event::warning(
+                    ckey,
+                    reason::CLAIM_LOST,
+                    "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
+                ),
+            );
             return;
         };
         match &pv.spec.claim_ref {
@@ -525,15 +596,31 @@ impl Binder {
             Some(r) if r.uid == claim.metadata.uid && r.name == claim.metadata.name => {
                 self.bind(claim, &pv)
             }
-            Some(_) => {
-                self.set_claim_phase(claim, PvcPhase::Lost, None);
-                self.event(Event::warning(
+            Some(_) => self.lose_claim(
+                claim,
+                Event::warning(
                     ckey,
                     reason::CLAIM_MISBOUND,
                     "Two claims are bound to the same volume, this one is bound incorrectly",
-                ));
-            }
+                ),
+            ),
         }
+    }
+
+    /// A5.1, A5.2, A5.5: Lost, with the event only when the phase changes
+    /// (updateClaimStatusWithEvent).
+    fn lose_claim(&mut self, claim: &PersistentVolumeClaim, e: Event) {
+        if claim.phase() == PvcPhase::Lost {
+            return;
+        }
+        let mut c = claim.clone();
+        Self::claim_status(&mut c, claim, PvcPhase::Lost, None);
+        self.write(
+            ApiCall::UpdateStatus(Object::Pvc(c)),
+            vec![],
+            Some(e),
+            false,
+        );
     }
 
     /// A9.3: hand the claim to its class's provisioner by annotation.
@@ -556,30 +643,26 @@ impl Binder {
             ));
             return;
         }
-        let annotated = claim.metadata.annotation(names::ANN_STORAGE_PROVISIONER)
-            == Some(&provisioner)
-            && claim
-                .metadata
-                .annotation(names::ANN_BETA_STORAGE_PROVISIONER)
-                == Some(&provisioner);
-        if !annotated {
-            let mut c = claim.clone();
-            c.metadata
-                .annotations
-                .insert(names::ANN_STORAGE_PROVISIONER.into(), provisioner.clone());
-            c.metadata.annotations.insert(
-                names::ANN_BETA_STORAGE_PROVISIONER.into(),
-                provisioner.clone(),
-            );
-            self.call(ApiCall::Update(Object::Pvc(c)), vec![]);
-        }
-        self.event(Event::normal(
+        let waiting = Event::normal(
             ckey,
             reason::EXTERNAL_PROVISIONING,
             format!(
                 "Waiting for a volume to be created either by the external provisioner '{provisioner}' or manually by the system administrator. If volume creation is delayed, please verify that the provisioner is running and correctly registered."
             ),
-        ));
+        );
+        // setClaimProvisioner: the GA annotation decides; both are written.
+        if claim.metadata.annotation(names::ANN_STORAGE_PROVISIONER) == Some(&provisioner) {
+            self.event(waiting);
+            return;
+        }
+        let mut c = claim.clone();
+        c.metadata
+            .annotations
+            .insert(names::ANN_STORAGE_PROVISIONER.into(), provisioner.clone());
+        c.metadata
+            .annotations
+            .insert(names::ANN_BETA_STORAGE_PROVISIONER.into(), provisioner);
+        self.write(ApiCall::Update(Object::Pvc(c)), vec![], Some(waiting), true);
     }
 
     /// The next of the four bind writes (A7.1) that is not done yet.
@@ -612,7 +695,6 @@ impl Binder {
             let mut v = pv.clone();
             v.status.phase = Some(PvPhase::Bound);
             v.status.message.clear();
-            v.status.reason.clear();
             self.call(ApiCall::UpdateStatus(Object::Pv(v)), requeue);
             return;
         }
@@ -635,8 +717,10 @@ impl Binder {
         self.set_claim_phase(claim, PvcPhase::Bound, Some(pv));
     }
 
-    /// Sets a claim's phase (A7.2): into Bound it takes the volume's modes and
-    /// capacity (or the pre-resize capacity); Pending and Lost clear them.
+    /// Sets a claim's phase (upstream's updateClaimStatus, A7.2): with a
+    /// volume the claim takes its access modes, and on the way into Bound
+    /// its capacity (or the pre-resize capacity) and, from Pending, its
+    /// volumeAttributesClassName; without one they are cleared.
     fn set_claim_phase(
         &mut self,
         claim: &PersistentVolumeClaim,
@@ -644,39 +728,64 @@ impl Binder {
         pv: Option<&PersistentVolume>,
     ) {
         let mut c = claim.clone();
-        c.status.phase = Some(phase.clone());
-        match (phase, pv) {
-            (PvcPhase::Bound, Some(pv)) => {
-                c.status.access_modes = pv.spec.access_modes.clone();
-                if claim.phase() != PvcPhase::Bound || c.status.capacity.is_empty() {
-                    let capacity = pv
-                        .metadata
-                        .annotation(names::ANN_PRE_RESIZE_CAPACITY)
-                        .and_then(|q| Quantity::parse(q).ok())
-                        .or_else(|| pv.capacity());
-                    if let Some(q) = capacity {
-                        c.status.capacity.insert("storage".into(), q);
-                    }
-                }
-            }
-            _ => {
-                c.status.access_modes.clear();
-                c.status.capacity.clear();
-            }
-        }
+        Self::claim_status(&mut c, claim, phase, pv);
         if c.status != claim.status {
             self.call(ApiCall::UpdateStatus(Object::Pvc(c)), vec![]);
         }
     }
 
+    fn claim_status(
+        c: &mut PersistentVolumeClaim,
+        claim: &PersistentVolumeClaim,
+        phase: PvcPhase,
+        pv: Option<&PersistentVolume>,
+    ) {
+        c.status.phase = Some(phase.clone());
+        let Some(pv) = pv else {
+            c.status.access_modes.clear();
+            c.status.capacity.clear();
+            c.status.current_volume_attributes_class_name = None;
+            return;
+        };
+        c.status.access_modes = pv.spec.access_modes.clone();
+        if claim.phase() != phase {
+            let capacity = pv
+                .metadata
+                .annotation(names::ANN_PRE_RESIZE_CAPACITY)
+                .and_then(|q| Quantity::parse(q).ok())
+                .or_else(|| pv.capacity());
+            if let Some(q) = capacity {
+                c.status.capacity.insert("storage".into(), q);
+            }
+        }
+        if claim.phase() == PvcPhase::Pending && phase == PvcPhase::Bound {
+            c.status.current_volume_attributes_class_name =
+                pv.spec.volume_attributes_class_name.clone();
+        }
+    }
+
+    /// Sets a volume's phase and message unless the phase is already set
+    /// (upstream's updateVolumePhase: the message alone is never rewritten).
     fn set_volume_phase(&mut self, pv: &PersistentVolume, phase: PvPhase, message: &str) {
-        if pv.phase() == phase && pv.status.message == message {
+        self.set_volume_phase_with_event(pv, phase, message, None);
+    }
+
+    /// As [`Binder::set_volume_phase`], announcing `e` once the phase changed
+    /// (updateVolumePhaseWithEvent).
+    fn set_volume_phase_with_event(
+        &mut self,
+        pv: &PersistentVolume,
+        phase: PvPhase,
+        message: &str,
+        e: Option<Event>,
+    ) {
+        if pv.phase() == phase {
             return;
         }
         let mut v = pv.clone();
         v.status.phase = Some(phase);
         v.status.message = message.to_string();
-        self.call(ApiCall::UpdateStatus(Object::Pv(v)), vec![]);
+        self.write(ApiCall::UpdateStatus(Object::Pv(v)), vec![], e, false);
     }
 }
 

@@ -42,19 +42,22 @@ impl Binder {
         let volume_name = claim.volume_name();
         if volume_name.is_empty() {
             if pv.volume_mode() != claim.volume_mode() {
-                let msg = format!(
-                    "Cannot bind PersistentVolume to requested PersistentVolumeClaim {:?} due to incompatible volumeMode.",
-                    claim.metadata.name
-                );
+                // A6.5: one event on each side, each naming the other.
                 self.event(Event::warning(
                     pv_key(pv.name()),
                     reason::VOLUME_MISMATCH,
-                    msg.clone(),
+                    format!(
+                        "Cannot bind PersistentVolume to requested PersistentVolumeClaim {:?} due to incompatible volumeMode.",
+                        claim.metadata.name
+                    ),
                 ));
                 self.event(Event::warning(
                     claim_key(&claim),
                     reason::VOLUME_MISMATCH,
-                    msg,
+                    format!(
+                        "Cannot bind PersistentVolume {:?} to requested PersistentVolumeClaim due to incompatible volumeMode.",
+                        pv.name()
+                    ),
                 ));
                 return;
             }
@@ -132,25 +135,24 @@ impl Binder {
         match pv.reclaim_policy() {
             ReclaimPolicy::Retain => {}
             ReclaimPolicy::Delete => {
-                let external = pv
+                // A8.4, findDeletablePlugin: the provisioner named on the
+                // volume decides, then a CSI source; volplane has no in-tree
+                // plugins, so any other volume has no deleter.
+                let msg = match pv
                     .metadata
                     .annotation(names::ANN_PROVISIONED_BY)
-                    .is_some_and(|p| !p.starts_with("kubernetes.io/"))
-                    || pv.spec.csi.is_some();
-                if external {
-                    // The external provisioner deletes it (A8.4).
-                    return;
-                }
-                let msg = format!(
-                    "error getting deleter volume plugin for volume {:?}: no volume plugin matched",
-                    pv.name()
-                );
-                self.event(Event::warning(
-                    key,
-                    reason::VOLUME_FAILED_DELETE,
-                    msg.clone(),
-                ));
-                self.set_volume_phase(pv, PvPhase::Failed, &msg);
+                    .filter(|p| !p.is_empty())
+                {
+                    Some(p) if !p.starts_with("kubernetes.io/") => return,
+                    Some(p) => format!("no volume plugin matched name: {p}"),
+                    None if pv.spec.csi.is_some() => return,
+                    None => format!(
+                        "error getting deleter volume plugin for volume {:?}: no volume plugin matched",
+                        pv.name()
+                    ),
+                };
+                let e = Event::warning(key, reason::VOLUME_FAILED_DELETE, msg.clone());
+                self.set_volume_phase_with_event(pv, PvPhase::Failed, &msg, Some(e));
             }
             ReclaimPolicy::Recycle => {
                 // A8.6: a volume still used by pods of its old claim's name
@@ -166,17 +168,13 @@ impl Binder {
                     return;
                 }
                 let msg = "No recycler plugin found for the volume!";
-                self.event(Event::warning(key, reason::VOLUME_FAILED_RECYCLE, msg));
-                self.set_volume_phase(pv, PvPhase::Failed, msg);
+                let e = Event::warning(key, reason::VOLUME_FAILED_RECYCLE, msg);
+                self.set_volume_phase_with_event(pv, PvPhase::Failed, msg, Some(e));
             }
             ReclaimPolicy::Other(_) => {
                 let msg = "Volume has unrecognized PersistentVolumeReclaimPolicy";
-                self.event(Event::warning(
-                    key,
-                    reason::VOLUME_UNKNOWN_RECLAIM_POLICY,
-                    msg,
-                ));
-                self.set_volume_phase(pv, PvPhase::Failed, msg);
+                let e = Event::warning(key, reason::VOLUME_UNKNOWN_RECLAIM_POLICY, msg);
+                self.set_volume_phase_with_event(pv, PvPhase::Failed, msg, Some(e));
             }
         }
     }

@@ -281,6 +281,10 @@ pub struct PvcStatus {
     pub conditions: Vec<PvcCondition>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub allocated_resources: ResourceList,
+    /// The VolumeAttributesClass the bound volume has now (set by the PV
+    /// controller when the claim binds, by the resizer after a modify).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_volume_attributes_class_name: Option<String>,
 }
 
 /// A PersistentVolumeClaim.

@@ -687,4 +687,5 @@ mod properties {
     }
 }
 
+mod audit;
 mod upstream;
