@@ -80,6 +80,8 @@ enum Call {
     Api {
         key: String,
         object: ObjectKey,
+        /// The incarnation written ("" for a delete by name).
+        uid: String,
     },
     Publish {
         va: String,
@@ -168,7 +170,7 @@ impl Attach {
                 }
             }
             Input::ApiDone { op, result } => {
-                if let Some(Call::Api { key, object }) = self.calls.remove(&op) {
+                if let Some(Call::Api { key, object, uid }) = self.calls.remove(&op) {
                     self.busy.remove(&key);
                     match result {
                         ApiResult::Ok(Some(o)) => {
@@ -180,7 +182,7 @@ impl Attach {
                         // act on it again before its watch event arrives.
                         ApiResult::Ok(None) | ApiResult::NotFound => {
                             self.detaching.remove(&object.name);
-                            self.cache.gone(&object);
+                            self.cache.gone(&object, &uid);
                         }
                         _ => {
                             self.creating.remove(&key);
@@ -235,8 +237,8 @@ impl Attach {
     fn api(&mut self, key: String, call: ApiCall) {
         let op = self.ops.issue();
         self.busy.insert(key.clone());
-        let object = call.key();
-        self.calls.insert(op, Call::Api { key, object });
+        let (object, uid) = (call.key(), call.uid().to_string());
+        self.calls.insert(op, Call::Api { key, object, uid });
         self.queue.push_back(Effect::Api { op, call });
     }
 

@@ -51,6 +51,8 @@ use crate::{OpId, Tick};
 struct Pending {
     /// The object written.
     key: ObjectKey,
+    /// The incarnation written ("" for a read).
+    uid: String,
     /// Objects to sync again when the write completes.
     requeue: Vec<ObjectKey>,
     /// For a read of a volume's claim: the volume.
@@ -296,7 +298,7 @@ impl Binder {
                 self.cache.apply(o);
             }
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                if let Some(Object::Pv(pv)) = self.cache.gone(&p.key) {
+                if let Some(Object::Pv(pv)) = self.cache.gone(&p.key, &p.uid) {
                     self.index.remove(pv.name());
                 }
             }
@@ -370,6 +372,7 @@ impl Binder {
             return;
         }
         let op = self.ops.issue();
+        let uid = call.uid().to_string();
         self.writing.insert(key.clone(), op);
         let verifying = match (&call, requeue.first()) {
             (ApiCall::Get(_), Some(pv)) => Some(pv.name.clone()),
@@ -379,6 +382,7 @@ impl Binder {
             op,
             Pending {
                 key,
+                uid,
                 requeue,
                 verifying,
                 announce,

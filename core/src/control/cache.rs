@@ -76,9 +76,16 @@ impl Cache {
         self.remove(&o.key())
     }
 
-    /// A write's answer says the object `key` names is gone: forget it, and
-    /// ignore any late event about that incarnation.
-    pub fn gone(&mut self, key: &ObjectKey) -> Option<Object> {
+    /// A write's answer says the incarnation `uid` of the object `key`
+    /// names is gone: forget it, and ignore any late event about it. When
+    /// the cache holds another incarnation (created again, its watch event
+    /// already here while the answer was late) that one stays. An empty
+    /// `uid` (a delete by name) means whatever incarnation is cached.
+    pub fn gone(&mut self, key: &ObjectKey, uid: &str) -> Option<Object> {
+        let cached = self.get(key)?;
+        if !uid.is_empty() && cached.meta().uid != uid {
+            return None;
+        }
         let o = self.remove(key)?;
         if !o.meta().uid.is_empty() {
             self.gone.insert(o.meta().uid.clone());
@@ -127,6 +134,23 @@ impl Cache {
 mod tests {
     use super::*;
     use crate::model::{Node, PersistentVolume};
+
+    #[test]
+    fn a_late_answer_about_an_old_incarnation_leaves_the_new_one() {
+        let mut c = Cache::default();
+        let mut new = PersistentVolume::new("v");
+        new.metadata.uid = "uid-2".into();
+        new.metadata.resource_version = "7".into();
+        c.apply(Object::Pv(new.clone()));
+        let key = Object::Pv(new.clone()).key();
+        assert!(c.gone(&key, "uid-1").is_none(), "the new incarnation went");
+        assert!(c.get(&key).is_some());
+        assert!(c.gone(&key, "uid-2").is_some());
+        assert!(
+            !c.apply(Object::Pv(new)),
+            "a late event about a gone incarnation came back"
+        );
+    }
 
     #[test]
     fn keeps_key_order_ignores_older_versions_and_counts() {

@@ -68,6 +68,15 @@ impl ApiCall {
         }
     }
 
+    /// The UID of the object the call writes ("" for a delete, get or
+    /// list, which name an object but not its incarnation).
+    pub fn uid(&self) -> &str {
+        match self {
+            ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => &o.meta().uid,
+            ApiCall::Delete(_) | ApiCall::Get(_) | ApiCall::List { .. } => "",
+        }
+    }
+
     /// The verb, as a log line says it.
     pub fn verb(&self) -> &'static str {
         match self {

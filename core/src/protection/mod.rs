@@ -62,7 +62,8 @@ pub struct Protection {
     guarded: Guarded,
     cache: Cache,
     dirty: BTreeSet<ObjectKey>,
-    writing: BTreeMap<OpId, ObjectKey>,
+    /// Writes in flight: the object and the incarnation (UID) written.
+    writing: BTreeMap<OpId, (ObjectKey, String)>,
     /// Lists of pods in flight, by the claim they are for.
     listing: BTreeMap<OpId, ObjectKey>,
     backoff: Backoff<ObjectKey>,
@@ -129,7 +130,7 @@ impl Protection {
                 if let Some(key) = self.listing.remove(&op) {
                     return self.listed(key, result);
                 }
-                let Some(key) = self.writing.remove(&op) else {
+                let Some((key, uid)) = self.writing.remove(&op) else {
                     return;
                 };
                 match result {
@@ -139,7 +140,7 @@ impl Protection {
                     }
                     ApiResult::Ok(None) | ApiResult::NotFound => {
                         self.backoff.succeed(&key);
-                        self.cache.gone(&key);
+                        self.cache.gone(&key, &uid);
                     }
                     _ => {
                         self.backoff.fail(key.clone(), self.now);
@@ -186,7 +187,7 @@ impl Protection {
 
     /// One write per object at a time.
     fn invariants(&self) -> Result<(), String> {
-        let writing = self.writing.values();
+        let writing = self.writing.values().map(|(k, _)| k);
         crate::machine::one_at_a_time("protection", writing.clone(), |_| true, writing.len())
     }
 
@@ -200,6 +201,7 @@ impl Protection {
     fn busy(&self, key: &ObjectKey) -> bool {
         self.writing
             .values()
+            .map(|(k, _)| k)
             .chain(self.listing.values())
             .any(|k| k == key)
     }
@@ -242,7 +244,8 @@ impl Protection {
 
     fn write(&mut self, key: &ObjectKey, next: Object) {
         let op = self.ops.issue();
-        self.writing.insert(op, key.clone());
+        let uid = next.meta().uid.clone();
+        self.writing.insert(op, (key.clone(), uid));
         self.queue.push_back(Effect::Api {
             op,
             call: ApiCall::Update(next),

@@ -170,3 +170,175 @@ fn a1_8_one_write_per_object_at_a_time() {
     );
     assert!(m.poll().is_none(), "nothing left to write");
 }
+
+/// Both controllers under faults (control::chaos): conflicts, late,
+/// reordered and duplicated completions, restarts, late watches.
+mod under_faults {
+    use quickcheck::TestResult;
+
+    use super::*;
+    use crate::control::chaos::{Chaos, checker};
+
+    fn world(seed: u64, fresh: fn() -> Protection) -> Chaos<Protection> {
+        Chaos::new(seed, fresh, |_, _| {
+            Err(crate::Status::unimplemented(
+                "protection makes no CSI calls",
+            ))
+        })
+    }
+
+    fn claims(c: &Chaos<Protection>) -> BTreeMap<String, PersistentVolumeClaim> {
+        c.store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Pvc(p) => Some((p.metadata.name.clone(), p.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn in_use(c: &Chaos<Protection>, claim: &str) -> Option<String> {
+        c.store.objects().find_map(|o| match o {
+            Object::Pod(p) if p.uses_claim("default", claim) => Some(p.metadata.name.clone()),
+            _ => None,
+        })
+    }
+
+    /// A claim is never removed while a pod that has not terminated uses
+    /// it; once faults stop, every claim has the finalizer and every claim
+    /// being deleted that no pod uses is gone.
+    fn claims_in_use_stay(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
+        let mut c = world(seed, Protection::claims);
+        for (what, x) in steps {
+            let (claim, pod) = (format!("c{}", x % 3), format!("p{}", x % 4));
+            let before = claims(&c);
+            let deleting = before.get(&claim).map(|c| c.metadata.deleting());
+            let pod_key = ObjectKey::new(Kind::Pod, "default", &pod);
+            match what % 8 {
+                0 if deleting.is_none() => {
+                    c.user(ApiCall::Create(Object::Pvc(PersistentVolumeClaim::new(
+                        "default", &claim,
+                    ))));
+                }
+                // Nobody starts a pod on a claim being deleted (the kubelet
+                // and the scheduler refuse), but one may exist already.
+                1 if deleting == Some(false) && c.store.get(&pod_key).is_none() => {
+                    let mut p = Pod::using_claim("default", &pod, &claim);
+                    if x % 2 == 0 {
+                        p.spec.node_name = Some("node-a".into());
+                    }
+                    c.user(ApiCall::Create(Object::Pod(p)));
+                }
+                2 => {
+                    c.user(ApiCall::Delete(pod_key));
+                }
+                3 => {
+                    if let Some(Object::Pod(p)) = c.store.get(&pod_key).cloned() {
+                        let mut done = p;
+                        done.status.phase = Some(PodPhase::Failed);
+                        c.user(ApiCall::UpdateStatus(Object::Pod(done)));
+                    }
+                }
+                4 => {
+                    c.user(ApiCall::Delete(ObjectKey::new(
+                        Kind::PersistentVolumeClaim,
+                        "default",
+                        &claim,
+                    )));
+                }
+                _ => {
+                    if let Err(e) = c.step(x) {
+                        return TestResult::error(e);
+                    }
+                }
+            }
+            let after = claims(&c);
+            for name in before.keys().filter(|n| !after.contains_key(*n)) {
+                if let Some(p) = in_use(&c, name) {
+                    return TestResult::error(format!("{name} was removed while {p} uses it"));
+                }
+            }
+        }
+        if let Err(e) = c.settle() {
+            return TestResult::error(e);
+        }
+        for (name, claim) in claims(&c) {
+            if !claim.metadata.has_finalizer(FINALIZER_PVC_PROTECTION) {
+                return TestResult::error(format!("{name} has no pvc-protection finalizer"));
+            }
+            if claim.metadata.deleting() && in_use(&c, &name).is_none() {
+                return TestResult::error(format!("{name} stays Terminating with no user"));
+            }
+        }
+        TestResult::passed()
+    }
+
+    /// A Bound volume is never removed; once faults stop, every volume
+    /// being deleted that is not Bound is gone.
+    fn bound_volumes_stay(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
+        let mut c = world(seed, Protection::volumes);
+        let volumes = |c: &Chaos<Protection>| -> BTreeMap<String, PersistentVolume> {
+            c.store
+                .objects()
+                .filter_map(|o| match o {
+                    Object::Pv(v) => Some((v.name().to_string(), v.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (what, x) in steps {
+            let name = format!("v{}", x % 3);
+            let before = volumes(&c);
+            match what % 6 {
+                0 if !before.contains_key(&name) => {
+                    let mut v = PersistentVolume::new(&name);
+                    v.status.phase = Some(PvPhase::Bound);
+                    c.user(ApiCall::Create(Object::Pv(v)));
+                }
+                1 => {
+                    if let Some(mut v) = before.get(&name).cloned() {
+                        v.status.phase = Some(PvPhase::Released);
+                        c.user(ApiCall::UpdateStatus(Object::Pv(v)));
+                    }
+                }
+                2 => {
+                    c.user(ApiCall::Delete(ObjectKey::new(
+                        Kind::PersistentVolume,
+                        "",
+                        &name,
+                    )));
+                }
+                _ => {
+                    if let Err(e) = c.step(x) {
+                        return TestResult::error(e);
+                    }
+                }
+            }
+            let after = volumes(&c);
+            for (gone, v) in before.iter().filter(|(n, _)| !after.contains_key(*n)) {
+                if v.phase() == PvPhase::Bound {
+                    return TestResult::error(format!("{gone} was removed while Bound"));
+                }
+            }
+        }
+        if let Err(e) = c.settle() {
+            return TestResult::error(e);
+        }
+        for (name, v) in volumes(&c) {
+            if v.metadata.deleting() && v.phase() != PvPhase::Bound {
+                return TestResult::error(format!("{name} stays Terminating, not Bound"));
+            }
+        }
+        TestResult::passed()
+    }
+
+    #[test]
+    fn a1_8_claims_in_use_stay_under_faults() {
+        checker(300, 60).quickcheck(claims_in_use_stay as fn(u64, Vec<(u8, u8)>) -> TestResult);
+    }
+
+    #[test]
+    fn a1_8_bound_volumes_stay_under_faults() {
+        checker(300, 60).quickcheck(bound_volumes_stay as fn(u64, Vec<(u8, u8)>) -> TestResult);
+    }
+}

@@ -40,7 +40,8 @@ impl Provisioner {
             let mut v = pv.clone();
             v.metadata
                 .add_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            self.issue(Call::Finalizer { pv: name }, |op| Effect::Api {
+            let uid = pv.metadata.uid.clone();
+            self.issue(Call::Finalizer { pv: name, uid }, |op| Effect::Api {
                 op,
                 call: ApiCall::Update(Object::Pv(v)),
             });
@@ -50,7 +51,8 @@ impl Provisioner {
             let mut v = pv.clone();
             v.metadata
                 .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            self.issue(Call::Finalizer { pv: name }, |op| Effect::Api {
+            let uid = pv.metadata.uid.clone();
+            self.issue(Call::Finalizer { pv: name, uid }, |op| Effect::Api {
                 op,
                 call: ApiCall::Update(Object::Pv(v)),
             });
@@ -65,7 +67,8 @@ impl Provisioner {
             let mut v = pv.clone();
             v.metadata
                 .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            self.issue(Call::Finalizer { pv: name }, |op| Effect::Api {
+            let uid = pv.metadata.uid.clone();
+            self.issue(Call::Finalizer { pv: name, uid }, |op| Effect::Api {
                 op,
                 call: ApiCall::Update(Object::Pv(v)),
             });
@@ -120,9 +123,15 @@ impl Provisioner {
             Ok(_) => {
                 self.backoff.succeed(&name.to_string());
                 self.deleted.insert(name.to_string());
+                let uid = self
+                    .cache
+                    .get(&key)
+                    .map(|o| o.meta().uid.clone())
+                    .unwrap_or_default();
                 self.issue(
                     Call::DeletePvObject {
                         pv: name.to_string(),
+                        uid,
                     },
                     |op| Effect::Api {
                         op,

@@ -97,12 +97,27 @@ struct Provisioning {
 
 #[derive(Debug, Clone)]
 enum Call {
-    Create { uid: String },
-    SavePv { uid: String },
-    DropSelectedNode { uid: String },
-    Delete { pv: String },
-    DeletePvObject { pv: String },
-    Finalizer { pv: String },
+    Create {
+        uid: String,
+    },
+    SavePv {
+        uid: String,
+    },
+    DropSelectedNode {
+        uid: String,
+    },
+    Delete {
+        pv: String,
+    },
+    /// `uid`: the incarnation of the PV object deleted or written.
+    DeletePvObject {
+        pv: String,
+        uid: String,
+    },
+    Finalizer {
+        pv: String,
+        uid: String,
+    },
 }
 
 /// The external provisioner. See the module documentation.
@@ -111,7 +126,9 @@ impl Call {
     fn key(&self) -> &str {
         match self {
             Call::Create { uid } | Call::SavePv { uid } | Call::DropSelectedNode { uid } => uid,
-            Call::Delete { pv } | Call::DeletePvObject { pv } | Call::Finalizer { pv } => pv,
+            Call::Delete { pv } | Call::DeletePvObject { pv, .. } | Call::Finalizer { pv, .. } => {
+                pv
+            }
         }
     }
 }
@@ -520,11 +537,11 @@ impl Provisioner {
                     self.backoff.fail(uid, self.now);
                 }
             }
-            Call::DeletePvObject { pv } | Call::Finalizer { pv } => {
+            Call::DeletePvObject { pv, uid } | Call::Finalizer { pv, uid } => {
                 self.busy.remove(&pv);
                 if matches!(result, ApiResult::Ok(None) | ApiResult::NotFound) {
                     self.cache
-                        .gone(&ObjectKey::new(Kind::PersistentVolume, "", &pv));
+                        .gone(&ObjectKey::new(Kind::PersistentVolume, "", &pv), &uid);
                     self.deleted.remove(&pv);
                 }
                 self.dirty

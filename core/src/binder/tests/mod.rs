@@ -688,4 +688,5 @@ mod properties {
 }
 
 mod audit;
+mod faults;
 mod upstream;
