@@ -340,17 +340,41 @@ impl PluginWatcher {
                 info.name, info.supported_versions
             )
         })?;
-        if let Some(old) = self.plugins.get(&info.name)
-            && old.socket != socket
-            && old.version >= version
+        if let Some(old) = self.holder(&info.name)
+            && old.0 != socket
+            && old.1 >= version
         {
-            let (a, b, c) = old.version;
+            let (a, b, c) = old.1;
             return Err(format!(
                 "kubernetes.io/csi: ValidatePlugin for CSI driver {:?} failed. Another driver with the same name is already registered with a higher supported version: \"{a}.{b}.{c}\"",
                 info.name
             ));
         }
         Ok(version)
+    }
+
+    /// The socket and version that hold driver `name`: registered, being
+    /// written, or asking NodeGetInfo. Upstream's RegisterPlugin records the
+    /// driver before its NodeGetInfo, so the first of two racing sockets
+    /// holds the name and the second is checked against it.
+    fn holder(&self, name: &str) -> Option<(&str, (u64, u64, u64))> {
+        fn known(r: &Registered) -> (&str, (u64, u64, u64)) {
+            (r.socket.as_str(), r.version)
+        }
+        self.plugins
+            .get(name)
+            .map(known)
+            .into_iter()
+            .chain(self.pending.get(name).map(known))
+            .chain(self.steps.values().filter_map(|s| match s {
+                Step::NodeInfo {
+                    socket,
+                    info,
+                    version,
+                } if info.name == name => Some((socket.as_str(), *version)),
+                _ => None,
+            }))
+            .max_by_key(|(_, v)| *v)
     }
 
     fn node(&self) -> Option<Node> {
@@ -723,6 +747,45 @@ mod tests {
         w.handle(0, WatcherInput::SocketAdded("s5".into()));
         let n = drive(&mut w, &mut store, &info("e", &["1.0.0"]), "");
         assert_eq!(n[0].1, "error registering CSI driver: node ID is empty");
+    }
+
+    /// Upstream's RegisterPlugin records the driver before NodeGetInfo: of
+    /// two sockets naming one driver at one version, whose GetInfo answers
+    /// both came before either registration finished, the first holds the
+    /// name and the second is refused (it did not replace the first).
+    #[test]
+    fn e5_5_of_two_racing_sockets_with_one_name_the_first_holds_it() {
+        let (mut w, mut store) = setup();
+        w.handle(0, WatcherInput::SocketAdded("first".into()));
+        w.handle(0, WatcherInput::SocketAdded("second".into()));
+        let mut asked = Vec::new();
+        while let Some(e) = w.poll() {
+            if let WatcherEffect::GetInfo { op, socket } = e {
+                asked.push((op, socket));
+            }
+        }
+        assert_eq!(asked.len(), 2);
+        for (op, _) in asked {
+            w.handle(
+                0,
+                WatcherInput::InfoDone {
+                    op,
+                    result: Ok(info("d", &["1.0.0"])),
+                },
+            );
+        }
+        let n = drive(&mut w, &mut store, &info("d", &["1.0.0"]), "id");
+        assert_eq!(
+            n.iter().filter(|(ok, _)| *ok).count(),
+            1,
+            "both registered, or neither: {n:?}"
+        );
+        assert!(
+            n.iter()
+                .any(|(ok, e)| !ok && e.contains("Another driver with the same name")),
+            "{n:?}"
+        );
+        assert_eq!(w.registered()["d"].socket, "first");
     }
 
     #[test]

@@ -234,6 +234,7 @@ impl Sim {
         for (kind, what) in found {
             self.violate(kind, what);
         }
+        self.check_registrations();
     }
 
     /// A claim is removed from the API only once no pod that has not

@@ -30,11 +30,35 @@ pub(super) fn registrar(node: &str) -> Actor {
     }
 }
 
+/// Malformed plugins a workload puts in a registry: what is wrong, and the
+/// GetInfo answer (type, name, versions). The kubelet refuses every one.
+/// (A plugin taking the driver's own name at its version is not among them:
+/// the kubelet cannot tell it from the driver, the first of the two to be
+/// validated holds the name, as upstream's does — see the watcher's tests.)
+pub const ROGUES: [(&str, &str, &str, &[&str]); 3] = [
+    (
+        "of another type",
+        "DevicePlugin",
+        "gpu.example.com",
+        &["1.0.0"],
+    ),
+    ("with no versions", "CSIPlugin", "empty.example.com", &[]),
+    (
+        "with no v1 version",
+        "CSIPlugin",
+        "old.example.com",
+        &["0.3.0", "2.0.0"],
+    ),
+];
+
 /// The sockets in the registries and the registration calls under way.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Registry {
     /// (node, socket) → the registrar actor listening there.
     sockets: BTreeMap<(String, String), usize>,
+    /// (node, socket) → the malformed plugin (an index into [`ROGUES`])
+    /// answering there.
+    rogues: BTreeMap<(String, String), usize>,
     /// (registrar actor, rpc) → the watcher actor and its op waiting.
     calls: BTreeMap<(usize, u64), (usize, OpId)>,
     next_rpc: u64,
@@ -151,8 +175,98 @@ impl Sim {
         }
     }
 
+    /// No watcher holds the driver registered from a malformed plugin's socket.
+    pub(super) fn check_registrations(&mut self) {
+        let mut found = Vec::new();
+        for a in &self.actors {
+            if let Actor::Watcher(w) = a
+                && let Some(r) = w.registered().get(DRIVER)
+                && self
+                    .registry
+                    .rogues
+                    .contains_key(&(w.node_name().to_string(), r.socket.clone()))
+            {
+                found.push(format!(
+                    "{DRIVER} on {} is registered from {}",
+                    w.node_name(),
+                    r.socket
+                ));
+            }
+        }
+        for f in found {
+            self.violate("malformed plugin registered", f);
+        }
+    }
+
+    /// A malformed plugin's socket appears in `node`'s registry.
+    pub(super) fn rogue_plugin(&mut self, node: &str, kind: usize) {
+        let kind = kind % ROGUES.len();
+        let socket = format!("{REGISTRY}/rogue-{kind}-reg.sock");
+        self.registry
+            .rogues
+            .insert((node.to_string(), socket.clone()), kind);
+        if let Some(w) = self.watcher_of(node) {
+            self.inbox[w].push_back(Delivery::Watcher(WatcherInput::SocketAdded(socket)));
+        }
+    }
+
+    /// What a malformed plugin answers, and how the kubelet must treat it:
+    /// GetInfo gets its info; a registration accepted is a violation.
+    fn rogue_effect(&mut self, w: usize, kind: usize, e: &WatcherEffect) -> bool {
+        let (what, type_, name, versions) = ROGUES[kind];
+        match e {
+            WatcherEffect::GetInfo { op, socket } => {
+                let info = crate::registration::PluginInfo {
+                    type_: type_.into(),
+                    name: name.into(),
+                    endpoint: format!("{}-csi.sock", socket.trim_end_matches("-reg.sock")),
+                    supported_versions: versions.iter().map(|v| v.to_string()).collect(),
+                };
+                self.inbox[w].push_back(Delivery::Watcher(WatcherInput::InfoDone {
+                    op: *op,
+                    result: Ok(info),
+                }));
+            }
+            WatcherEffect::Notify {
+                op,
+                socket,
+                registered,
+                ..
+            } => {
+                let node = self.node_of(w);
+                if *registered {
+                    self.violate(
+                        "malformed plugin registered",
+                        format!("the kubelet on {node} registered a plugin {what}"),
+                    );
+                }
+                self.inbox[w].push_back(Delivery::Watcher(WatcherInput::NotifyDone { op: *op }));
+                // Refused, it gives up and removes its socket, as
+                // node-driver-registrar does.
+                self.registry.rogues.remove(&(node, socket.clone()));
+                self.inbox[w].push_back(Delivery::Watcher(WatcherInput::SocketRemoved(
+                    socket.clone(),
+                )));
+            }
+            _ => return false,
+        }
+        true
+    }
+
     fn watcher_effect(&mut self, w: usize, e: WatcherEffect) {
         let node = self.node_of(w);
+        let socket = match &e {
+            WatcherEffect::GetInfo { socket, .. } | WatcherEffect::Notify { socket, .. } => {
+                Some(socket.clone())
+            }
+            _ => None,
+        };
+        if let Some(kind) =
+            socket.and_then(|s| self.registry.rogues.get(&(node.clone(), s)).copied())
+            && self.rogue_effect(w, kind, &e)
+        {
+            return;
+        }
         match e {
             WatcherEffect::GetInfo { op, socket } => {
                 match self.registry.sockets.get(&(node, socket)).copied() {
@@ -247,6 +361,7 @@ impl Sim {
     /// `node` rebooted: the sockets in its registry are gone.
     pub(super) fn registry_reboot(&mut self, node: &str) {
         self.registry.sockets.retain(|(n, _), _| n != node);
+        self.registry.rogues.retain(|(n, _), _| n != node);
     }
 
     /// A registration actor restarted (already fresh, its inbox empty): the
@@ -284,6 +399,7 @@ impl Sim {
                     .registry
                     .sockets
                     .keys()
+                    .chain(self.registry.rogues.keys())
                     .filter(|(n, _)| *n == node)
                     .map(|(_, s)| s.clone())
                     .collect();

@@ -56,6 +56,15 @@ pub enum Action {
         /// The claim.
         claim: String,
     },
+    /// A malformed plugin puts a registration socket in a node's
+    /// registry (another type, no versions, no v1 version): the kubelet must
+    /// refuse it and keep the real driver's registration.
+    RoguePlugin {
+        /// The node (an index).
+        node: usize,
+        /// Which malformation (an index into the list).
+        kind: usize,
+    },
     /// Let the cluster run this many steps.
     Run {
         /// How many steps.
@@ -81,6 +90,11 @@ impl std::fmt::Display for Action {
             Action::DeleteClaim { name } => write!(f, "delete PVC {name}"),
             Action::DeleteVolume { claim } => write!(f, "delete the PV of PVC {claim}"),
             Action::Resize { claim } => write!(f, "grow PVC {claim} by 1Gi"),
+            Action::RoguePlugin { node, kind } => write!(
+                f,
+                "a plugin {} registers on node-{node}",
+                super::registration::ROGUES[kind % super::registration::ROGUES.len()].0
+            ),
             Action::Run { steps } => write!(f, "run {steps} steps"),
             Action::Apply(o) => write!(f, "apply {}", o.key()),
         }
@@ -133,6 +147,10 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
             5 | 6 => Action::DeletePod { name: p },
             7 => Action::DeleteClaim { name: c },
             8 => Action::Resize { claim: c },
+            11 if rng.below(6) == 0 => Action::RoguePlugin {
+                node: rng.below(nodes.max(1)),
+                kind: rng.below(super::registration::ROGUES.len()),
+            },
             _ => Action::Run {
                 steps: rng.below(60) as u32,
             },
@@ -262,6 +280,9 @@ impl Sim {
                         .insert("storage".into(), Quantity::from_bytes(q));
                     self.user(ApiCall::Update(Object::Pvc(c)));
                 }
+            }
+            Action::RoguePlugin { node, kind } => {
+                self.rogue_plugin(&format!("node-{node}"), *kind);
             }
             Action::Run { steps } => {
                 self.run(u64::from(*steps));
