@@ -269,5 +269,25 @@ mod tests {
         };
         assert!(bad.check().is_err());
         assert!(LeaseTimings::default().check().is_ok());
+        for retry_period in [0, 10_000, 12_000] {
+            let bad = LeaseTimings {
+                retry_period,
+                ..LeaseTimings::default()
+            };
+            assert!(bad.check().is_err(), "retry period {retry_period}");
+        }
+    }
+
+    #[test]
+    fn the_next_try_is_one_retry_period_later_and_the_elector_says_who_it_is() {
+        let timings = LeaseTimings {
+            lease_duration: 9_000,
+            renew_deadline: 6_000,
+            retry_period: 1_500,
+        };
+        let e = Elector::new("replica-1", timings);
+        assert_eq!(e.identity(), "replica-1");
+        assert_eq!(e.timings(), timings);
+        assert_eq!(e.next_try(10_000), 11_500);
     }
 }

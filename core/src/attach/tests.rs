@@ -189,6 +189,35 @@ fn c3_4_an_rwo_volume_is_refused_on_a_second_node_with_one_event_per_pod() {
 }
 
 #[test]
+fn c3_4_the_multi_attach_event_comes_at_the_first_refusal() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    r.create(pod("web-0", "node-a"));
+    r.create(pod("web-1", "node-b"));
+    assert_eq!(
+        r.reasons()
+            .iter()
+            .filter(|e| **e == reason::FAILED_ATTACH_VOLUME)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn c2_attachments_of_another_attacher_are_left_alone() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce]);
+    let theirs = VolumeAttachment::new("theirs", "other.csi.io", "node-b", "pv-1");
+    r.create(Object::Va(theirs.clone()));
+    r.machine.handle(r.now, Input::Resync);
+    r.run();
+    assert!(r.csi_calls.is_empty(), "{:?}", r.csi_calls);
+    assert!(
+        !r.writes.iter().any(|w| w.key().name == "theirs"),
+        "{:?}",
+        r.writes
+    );
+}
+
+#[test]
 fn c3_3_an_rwx_volume_attaches_to_both_nodes() {
     let mut r = rig(&[AccessMode::ReadWriteMany]);
     r.create(pod("web-0", "node-a"));

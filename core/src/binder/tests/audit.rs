@@ -313,3 +313,136 @@ fn a9_3_the_ga_annotation_decides_and_a_failed_save_is_provisioning_failed() {
         "the retried save succeeds and is announced"
     );
 }
+
+/// assignDefaultStorageClass (GetDefaultClass): only a class marked
+/// default is given to a claim without one, the newest of several.
+#[test]
+fn a4_2_only_a_default_class_is_assigned_and_the_newest_default_wins() {
+    let mut r = rig();
+    r.create(Object::Class(StorageClass::new("plain", "volplane.csi.io")));
+    let mut c = pvc("data", "1Gi", &[ReadWriteOnce]);
+    c.spec.storage_class_name = None;
+    r.create(Object::Pvc(c));
+    assert_eq!(claim(&r, "data").spec.storage_class_name, None);
+
+    // The newest wins even against a name that sorts first.
+    for (name, at) in [
+        ("a-old", "2026-01-01T00:00:00Z"),
+        ("z-new", "2026-06-01T00:00:00Z"),
+    ] {
+        let mut sc = StorageClass::new(name, "volplane.csi.io");
+        sc.metadata
+            .annotations
+            .insert(DEFAULT_CLASS_ANNOTATION.into(), "true".into());
+        sc.metadata.creation_timestamp = Some(at.into());
+        r.create(Object::Class(sc));
+    }
+    let mut c = pvc("later", "1Gi", &[ReadWriteOnce]);
+    c.spec.storage_class_name = None;
+    r.create(Object::Pvc(c));
+    assert_eq!(
+        claim(&r, "later").spec.storage_class_name.as_deref(),
+        Some("z-new")
+    );
+}
+
+/// emitEventForUnboundDelayBindingClaim (findNonScheduledPodsByPVC): only
+/// pods of the claim's namespace, not scheduled and not terminated, are
+/// named.
+#[test]
+fn a4_3_only_unscheduled_running_pods_of_the_namespace_are_named() {
+    let mut r = rig();
+    let mut sc = StorageClass::new("local", "volplane.csi.io");
+    sc.volume_binding_mode = Some(BindingMode::WaitForFirstConsumer);
+    r.create(Object::Class(sc));
+    let mut scheduled = Pod::using_claim("default", "scheduled", "data");
+    scheduled.spec.node_name = Some("node-a".into());
+    let mut done = Pod::using_claim("default", "done", "data");
+    done.status.phase = Some(PodPhase::Succeeded);
+    for p in [
+        scheduled,
+        done,
+        Pod::using_claim("other", "elsewhere", "data"),
+        Pod::using_claim("default", "waiting", "data"),
+    ] {
+        r.create(Object::Pod(p));
+    }
+    let mut c = pvc("data", "1Gi", &[ReadWriteOnce]);
+    c.spec.storage_class_name = Some("local".into());
+    r.create(Object::Pvc(c));
+    let e = r.events.last().unwrap();
+    assert_eq!(e.reason, reason::WAIT_FOR_POD_SCHEDULED);
+    assert_eq!(e.message, "waiting for pod waiting to be scheduled");
+}
+
+/// IsVolumeBoundToClaim: a volume pre-bound to a claim of the same name in
+/// another namespace is not this claim's.
+#[test]
+fn a3_4_a_volume_prebound_to_another_namespace_is_not_taken() {
+    let mut r = rig();
+    let mut v = pv("v", "1Gi", &[ReadWriteOnce]);
+    v.spec.claim_ref = Some(ObjectReference {
+        kind: "PersistentVolumeClaim".into(),
+        namespace: "other".into(),
+        name: "data".into(),
+        uid: String::new(),
+        ..Default::default()
+    });
+    r.create(Object::Pv(v));
+    r.create(Object::Pvc(pvc("data", "1Gi", &[ReadWriteOnce])));
+    assert_eq!(claim(&r, "data").volume_name(), "");
+    assert_eq!(volume(&r, "v").spec.claim_ref.unwrap().namespace, "other");
+}
+
+/// provisionClaim (findProvisionablePlugin): an in-tree provisioner volplane
+/// has no plugin for is ProvisioningFailed, not handed to an external one;
+/// a class that appears later is used at once (the class watch syncs the
+/// claims still Pending), and one that goes is reported missing.
+#[test]
+fn a9_2_a9_3_classes_decide_provisioning_as_they_come_and_go() {
+    let mut r = rig();
+    r.create(Object::Class(StorageClass::new(
+        "ebs",
+        "kubernetes.io/aws-ebs",
+    )));
+    let mut c = pvc("in-tree", "1Gi", &[ReadWriteOnce]);
+    c.spec.storage_class_name = Some("ebs".into());
+    r.create(Object::Pvc(c));
+    let e = r.events.last().unwrap();
+    assert_eq!(e.reason, reason::PROVISIONING_FAILED);
+    assert_eq!(
+        e.message,
+        "no volume plugin matched name: kubernetes.io/aws-ebs"
+    );
+    assert_eq!(
+        claim(&r, "in-tree")
+            .metadata
+            .annotation(names::ANN_STORAGE_PROVISIONER),
+        None
+    );
+
+    let mut c = pvc("early", "1Gi", &[ReadWriteOnce]);
+    c.spec.storage_class_name = Some("fast".into());
+    r.create(Object::Pvc(c));
+    assert_eq!(
+        r.events.last().unwrap().message,
+        "storageclass.storage.k8s.io \"fast\" not found"
+    );
+    r.create(Object::Class(StorageClass::new("fast", "volplane.csi.io")));
+    assert_eq!(
+        claim(&r, "early")
+            .metadata
+            .annotation(names::ANN_STORAGE_PROVISIONER),
+        Some("volplane.csi.io")
+    );
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::StorageClass,
+        "",
+        "fast",
+    )));
+    assert_eq!(
+        r.events.last().unwrap().message,
+        "storageclass.storage.k8s.io \"fast\" not found",
+        "the claim did not learn its class went"
+    );
+}

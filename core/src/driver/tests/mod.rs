@@ -734,5 +734,6 @@ mod properties {
     }
 }
 
+mod capabilities;
 mod ownership;
 mod persist;
