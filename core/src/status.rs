@@ -122,6 +122,16 @@ pub struct Status {
 }
 
 impl Status {
+    /// The error as grpc-go prints it, as the sidecars' and the kubelet's
+    /// events and conditions show it: `rpc error: code = Unavailable desc = …`.
+    pub fn go_error(&self) -> String {
+        format!(
+            "rpc error: code = {} desc = {}",
+            self.code.go_name(),
+            self.message
+        )
+    }
+
     /// A status with `code` and `message`.
     pub fn new(code: Code, message: impl Into<String>) -> Status {
         Status {

@@ -210,10 +210,7 @@ impl Attach {
                 });
             }
             (true, Ok(other)) => self.attach_error(&va, format!("unexpected answer {other:?}")),
-            (true, Err(e)) => self.attach_error(
-                &va,
-                format!("rpc error: code = {} desc = {}", e.code, e.message),
-            ),
+            (true, Err(e)) => self.attach_error(&va, e.go_error()),
             (false, Ok(_)) => {
                 self.backoff.succeed(&name);
                 let mut v = va.clone();
@@ -227,7 +224,7 @@ impl Attach {
                 self.set_status(&va, |s| {
                     s.detach_error = Some(VolumeError {
                         time,
-                        message: format!("rpc error: code = {} desc = {}", e.code, e.message),
+                        message: e.go_error(),
                     });
                 });
             }

@@ -105,10 +105,7 @@ impl Kubelet {
     /// A FailedMount warning on the pods using `pv`, and a backoff.
     pub(super) fn failed_mount(&mut self, pv: &str, what: &str, e: &crate::Status) {
         self.backoff.fail(pv.to_string(), self.now);
-        let msg = format!(
-            "{what} failed for volume {pv:?} : rpc error: code = {} desc = {}",
-            e.code, e.message
-        );
+        let msg = format!("{what} failed for volume {pv:?} : {}", e.go_error());
         let pods: Vec<ObjectKey> = self
             .want()
             .values()

@@ -143,7 +143,7 @@ impl Provisioner {
                 self.queue.push_back(Effect::Event(Event::warning(
                     key,
                     reason::VOLUME_FAILED_DELETE,
-                    format!("rpc error: code = {} desc = {}", e.code, e.message),
+                    e.go_error(),
                 )));
                 self.backoff.fail(name.to_string(), self.now);
             }

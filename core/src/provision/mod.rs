@@ -93,10 +93,17 @@ struct Provisioning {
     class: StorageClass,
     /// Retry even if the claim is gone.
     background: bool,
+    /// A volume the driver created too small (B3.2): deleted before the
+    /// claim is provisioned again.
+    orphan: Option<String>,
 }
 
 #[derive(Debug, Clone)]
 enum Call {
+    /// DeleteVolume of a volume created too small, for the claim `uid`.
+    Cleanup {
+        uid: String,
+    },
     Create {
         uid: String,
     },
@@ -125,7 +132,10 @@ impl Call {
     /// What the call holds busy: the claim's UID or the PV's name.
     fn key(&self) -> &str {
         match self {
-            Call::Create { uid } | Call::SavePv { uid } | Call::DropSelectedNode { uid } => uid,
+            Call::Create { uid }
+            | Call::Cleanup { uid }
+            | Call::SavePv { uid }
+            | Call::DropSelectedNode { uid } => uid,
             Call::Delete { pv } | Call::DeletePvObject { pv, .. } | Call::Finalizer { pv, .. } => {
                 pv
             }
@@ -311,7 +321,9 @@ impl Provisioner {
         self.retry.insert(uid.clone(), key.clone());
         if let Some(p) = self.provisioning.get(&uid).cloned() {
             // Already asked the driver: carry on with the same request (B4.5).
-            if claim.is_some() || p.background {
+            if let Some(volume_id) = &p.orphan {
+                self.call_cleanup(&p, volume_id);
+            } else if claim.is_some() || p.background {
                 self.call_create(p);
             } else {
                 self.provisioning.remove(&uid);
@@ -374,9 +386,49 @@ impl Provisioner {
             request,
             class,
             background: false,
+            orphan: None,
         };
         self.provisioning.insert(uid, p.clone());
         self.call_create(p);
+    }
+
+    fn call_cleanup(&mut self, p: &Provisioning, volume_id: &str) {
+        let call = Request::DeleteVolume(driver::DeleteVolume {
+            volume_id: volume_id.to_string(),
+            secrets: p.request.secrets.clone(),
+        });
+        self.issue(Call::Cleanup { uid: p.uid.clone() }, |op| Effect::Csi {
+            op,
+            node: None,
+            call,
+        });
+    }
+
+    /// B3.2: the too-small volume is gone (or not yet): either way the claim
+    /// is tried again after a backoff.
+    fn cleaned_up(&mut self, uid: &str, result: CsiResult) {
+        let Some(p) = self.provisioning.get_mut(uid) else {
+            return;
+        };
+        match result {
+            Ok(_) => {
+                // Nothing of this attempt is left on the driver.
+                p.orphan = None;
+                p.background = false;
+            }
+            Err(e) => {
+                let (claim, volume_id) = (p.claim.clone(), p.orphan.clone().unwrap_or_default());
+                self.event(Event::warning(
+                    claim,
+                    reason::PROVISIONING_FAILED,
+                    format!(
+                        "cleanup of volume {volume_id} failed, deleting it again later: {}",
+                        e.go_error()
+                    ),
+                ));
+            }
+        }
+        self.backoff.fail(uid.to_string(), self.now);
     }
 
     fn call_create(&mut self, p: Provisioning) {
@@ -397,6 +449,10 @@ impl Provisioner {
                 self.busy.remove(&uid);
                 self.created(&uid, result);
             }
+            Call::Cleanup { uid } => {
+                self.busy.remove(&uid);
+                self.cleaned_up(&uid, result);
+            }
             Call::Delete { pv } => {
                 self.busy.remove(&pv);
                 self.deleted_volume(&pv, result);
@@ -414,16 +470,21 @@ impl Provisioner {
             Ok(Response::Volume(v)) => {
                 let requested = p.request.capacity.required_bytes;
                 if v.capacity_bytes != 0 && v.capacity_bytes < requested {
-                    // B3.2: too small; the volume is deleted and provisioning retried.
+                    // B3.2: too small; the volume is deleted (even if the
+                    // claim goes meanwhile) and provisioning retried.
                     self.event(Event::warning(
                         p.claim.clone(),
                         reason::PROVISIONING_FAILED,
                         format!(
-                            "created volume {} is {} bytes, smaller than the {requested} requested; deleting it",
-                            v.volume_id, v.capacity_bytes
+                            "failed to provision volume with StorageClass {:?}: created volume capacity {} less than requested capacity {requested}",
+                            p.class.metadata.name, v.capacity_bytes
                         ),
                     ));
-                    self.backoff.fail(uid.to_string(), self.now);
+                    let mut p = p;
+                    p.orphan = Some(v.volume_id.clone());
+                    p.background = true;
+                    self.provisioning.insert(uid.to_string(), p.clone());
+                    self.call_cleanup(&p, &v.volume_id);
                     return;
                 }
                 let pv = self.build_pv(&p, claim.as_ref(), &v);
@@ -461,8 +522,9 @@ impl Provisioner {
             "Volume provisioning failed with infeasible error. Retries will be delayed.".to_string()
         } else {
             format!(
-                "failed to provision volume with StorageClass {:?}: rpc error: code = {} desc = {}",
-                p.class.metadata.name, e.code, e.message
+                "failed to provision volume with StorageClass {:?}: {}",
+                p.class.metadata.name,
+                e.go_error()
             )
         };
         self.event(Event::warning(

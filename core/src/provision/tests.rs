@@ -238,6 +238,63 @@ fn b4_5_a_timed_out_create_keeps_going_after_the_claim_is_deleted() {
     );
 }
 
+/// external-provisioner: a volume created smaller than asked is deleted
+/// (CleanupVolume) and the claim provisioned again after a backoff; a
+/// failed deletion is reported and tried again before any new create.
+#[test]
+fn b3_2_a_volume_created_too_small_is_deleted_and_provisioning_retried() {
+    let mut r = rig();
+    class(&mut r, &[]);
+    let mut answers = 0;
+    r.answer_csi(move |call| match call {
+        Request::CreateVolume(c) => {
+            answers += 1;
+            let mut v = created(c)?;
+            if answers == 1
+                && let Response::Volume(v) = &mut v
+            {
+                v.capacity_bytes = 1 << 20;
+            }
+            Ok(v)
+        }
+        Request::DeleteVolume(_) if answers == 1 => {
+            answers += 1;
+            Err(Status::new(Code::Unavailable, "driver restarting"))
+        }
+        _ => Ok(Response::Empty),
+    });
+    let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
+        unreachable!()
+    };
+    let messages: Vec<&str> = r
+        .events
+        .iter()
+        .filter(|e| e.reason == reason::PROVISIONING_FAILED)
+        .map(|e| e.message.as_str())
+        .collect();
+    assert_eq!(
+        messages,
+        vec![
+            "failed to provision volume with StorageClass \"fast\": created volume capacity 1048576 less than requested capacity 1073741824",
+            "cleanup of volume vol-pvc-uid-2 failed, deleting it again later: rpc error: code = Unavailable desc = driver restarting",
+        ]
+    );
+    r.advance(10_000);
+    let calls: Vec<&str> = r.csi_calls.iter().map(|(_, c)| c.method()).collect();
+    assert_eq!(
+        calls,
+        vec![
+            "CreateVolume",
+            "DeleteVolume",
+            "DeleteVolume",
+            "CreateVolume"
+        ],
+        "deleted again before the next create"
+    );
+    let pv = pv(&r, &format!("pvc-{}", c.metadata.uid)).expect("provisioned at last");
+    assert_eq!(pv.capacity().map(|q| q.bytes()), Some(1 << 30));
+}
+
 #[test]
 fn b4_4_resource_exhausted_on_the_selected_node_reschedules() {
     let mut config = ProvisionerConfig::new(DRIVER);

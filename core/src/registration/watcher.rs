@@ -285,10 +285,7 @@ impl PluginWatcher {
                     Err(e) => self.notify(
                         &socket,
                         false,
-                        format!(
-                            "error during CSI NodeGetInfo call: rpc error: code = {} desc = {}",
-                            e.code, e.message
-                        ),
+                        format!("error during CSI NodeGetInfo call: {}", e.go_error()),
                     ),
                 }
             }

@@ -373,8 +373,9 @@ impl Resizer {
             Err(e) => {
                 self.backoff.fail(claim.clone(), self.now);
                 let msg = format!(
-                    "resize volume {pv:?} by resizer {:?} failed: rpc error: code = {} desc = {}",
-                    self.config.driver, e.code, e.message
+                    "resize volume {pv:?} by resizer {:?} failed: {}",
+                    self.config.driver,
+                    e.go_error()
                 );
                 self.queue.push_back(Effect::Event(Event::warning(
                     claim.clone(),
