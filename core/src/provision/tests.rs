@@ -585,3 +585,62 @@ mod under_faults {
         checker(200, 60).quickcheck(provision as fn(u64, bool, bool, Vec<(u8, u8)>) -> TestResult);
     }
 }
+
+/// B4.2 (external-provisioner's ProvisioningFailed classes): transient codes
+/// keep the attempt going in the background; RESOURCE_EXHAUSTED reschedules
+/// only a topology-aware claim with a selected node; the rest are final.
+#[test]
+fn b4_2_failures_are_classified_as_upstream_does() {
+    use FailureClass::*;
+    for code in [
+        Code::DeadlineExceeded,
+        Code::Unavailable,
+        Code::Cancelled,
+        Code::Aborted,
+    ] {
+        assert_eq!(classify(code, false, false), InBackground, "{code:?}");
+    }
+    assert_eq!(classify(Code::ResourceExhausted, true, true), Reschedule);
+    assert_eq!(classify(Code::ResourceExhausted, true, false), Finished);
+    assert_eq!(classify(Code::ResourceExhausted, false, true), Finished);
+    assert_eq!(classify(Code::InvalidArgument, true, true), Finished);
+}
+
+/// B4.2: an INVALID_ARGUMENT is the infeasible error's message; another
+/// final error names the class and the driver's error; a claim whose class
+/// appears later is provisioned at its next try.
+#[test]
+fn b4_2_an_infeasible_create_says_so_and_a_late_class_is_used() {
+    let mut r = rig();
+    r.answer_csi(|call| match call {
+        Request::CreateVolume(c) if c.name.ends_with("uid-1") => Err(Status::new(
+            Code::InvalidArgument,
+            "size must be a multiple of 4Ki",
+        )),
+        Request::CreateVolume(_) => Err(Status::new(Code::Internal, "disk on fire")),
+        _ => Ok(Response::Empty),
+    });
+    r.create(Object::Pvc(claim("infeasible")));
+    assert!(creates(&r).is_empty(), "provisioned without a class");
+    class(&mut r, &[]);
+    r.create(Object::Pvc(claim("broken")));
+    r.advance(5_000);
+    let messages: Vec<&str> = r
+        .events
+        .iter()
+        .filter(|e| e.reason == reason::PROVISIONING_FAILED)
+        .map(|e| e.message.as_str())
+        .collect();
+    assert!(
+        messages.contains(
+            &"Volume provisioning failed with infeasible error. Retries will be delayed."
+        ),
+        "{messages:?}"
+    );
+    assert!(
+        messages.contains(
+            &"failed to provision volume with StorageClass \"fast\": rpc error: code = Internal desc = disk on fire"
+        ),
+        "{messages:?}"
+    );
+}

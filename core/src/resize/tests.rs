@@ -108,6 +108,31 @@ fn controller_then_pv_then_node_pending_when_the_driver_needs_the_node() {
     );
 }
 
+/// Setting a condition replaces one of its type and keeps the others.
+#[test]
+fn conditions_of_other_types_are_kept() {
+    let mut r = rig(true, true);
+    let mut c = claim(&r);
+    c.status.conditions.push(PvcCondition {
+        type_: "ModifyingVolume".into(),
+        status: "True".into(),
+        reason: String::new(),
+        message: String::new(),
+    });
+    r.user(ApiCall::UpdateStatus(Object::Pvc(c)));
+    grow(&mut r, "2Gi");
+    let types: Vec<String> = claim(&r)
+        .status
+        .conditions
+        .iter()
+        .map(|c| c.type_.clone())
+        .collect();
+    assert_eq!(
+        types,
+        vec!["ModifyingVolume".to_string(), FS_RESIZE_PENDING.to_string()]
+    );
+}
+
 #[test]
 fn without_a_node_step_the_claim_capacity_is_written_last() {
     let mut r = rig(false, true);
