@@ -73,6 +73,20 @@ impl MatchIndex {
 
     /// Forgets volume `name`.
     pub fn remove(&mut self, name: &str) {
+        self.take(name);
+        if let Some(k) = self.claim_of.remove(name)
+            && let Some(set) = self.by_claim.get_mut(&k)
+        {
+            set.remove(name);
+            if set.is_empty() {
+                self.by_claim.remove(&k);
+            }
+        }
+    }
+
+    /// Volume `name` is no candidate any more (a claim is taking it), until
+    /// its next [`MatchIndex::update`].
+    pub fn take(&mut self, name: &str) {
         if let Some(e) = self.entries.remove(name)
             && let Some(classes) = self.groups.get_mut(&e.modes)
         {
@@ -84,14 +98,6 @@ impl MatchIndex {
             }
             if classes.is_empty() {
                 self.groups.remove(&e.modes);
-            }
-        }
-        if let Some(k) = self.claim_of.remove(name)
-            && let Some(set) = self.by_claim.get_mut(&k)
-        {
-            set.remove(name);
-            if set.is_empty() {
-                self.by_claim.remove(&k);
             }
         }
     }

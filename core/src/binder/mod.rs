@@ -84,6 +84,9 @@ pub struct Binder {
     last_event: BTreeMap<ObjectKey, (String, String)>,
     /// Unbound claims that found no volume, to look again when one appears.
     waiting: BTreeSet<ObjectKey>,
+    /// Claims whose volume's claimRef write is in flight, and that volume:
+    /// such a claim chooses nothing more until the write completes.
+    reserving: BTreeMap<ObjectKey, String>,
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
@@ -177,12 +180,11 @@ impl Binder {
 
     fn next_effect(&mut self) -> Option<Effect> {
         while self.queue.is_empty() {
-            let key = self
-                .dirty
-                .iter()
-                .find(|k| !self.writing.contains_key(k))
-                .cloned()?;
-            self.dirty.remove(&key);
+            let key = self.dirty.pop_first()?;
+            if self.writing.contains_key(&key) {
+                // Its write's completion marks it again (`completed`).
+                continue;
+            }
             self.syncing = Some(key.clone());
             match key.kind {
                 Kind::PersistentVolumeClaim => self.sync_claim(&key),
@@ -286,6 +288,11 @@ impl Binder {
             return;
         };
         self.writing.remove(&p.key);
+        for claim in &p.requeue {
+            if self.reserving.get(claim) == Some(&p.key.name) {
+                self.reserving.remove(claim);
+            }
+        }
         if let Some(waiting) = self.deferred.remove(&p.key) {
             self.dirty.extend(waiting);
         }
@@ -305,7 +312,12 @@ impl Binder {
             ApiResult::Conflict
             | ApiResult::AlreadyExists
             | ApiResult::Failed(_)
-            | ApiResult::Listed(_) => {}
+            | ApiResult::Listed(_) => {
+                // A volume taken for a claim whose write failed is offered again.
+                if let Some(Object::Pv(pv)) = self.cache.get(&p.key).cloned() {
+                    self.update_index(&pv);
+                }
+            }
         }
         // A direct read of a volume's claim (A6.2): remember when it is really gone.
         if let Some(pv_name) = &p.verifying {
@@ -453,6 +465,10 @@ impl Binder {
     // ---- syncClaim (A4, A5) ----
 
     fn sync_claim(&mut self, key: &ObjectKey) {
+        if self.reserving.contains_key(key) {
+            // Its volume's write will sync it again.
+            return;
+        }
         let Some(Object::Pvc(claim)) = self.cache.get(key).cloned() else {
             return;
         };
@@ -692,6 +708,14 @@ impl Binder {
                 uid: claim.metadata.uid.clone(),
                 resource_version: claim.metadata.resource_version.clone(),
             });
+            // Taken: no other claim is offered it while the write is in
+            // flight (upstream binds one claim at a time and sees its own
+            // write before the next claim's sync).
+            if !self.writing.contains_key(&pv_key(pv.name())) {
+                self.index.take(pv.name());
+                self.reserving
+                    .insert(claim_key(claim), pv.name().to_string());
+            }
             self.call(ApiCall::Update(Object::Pv(v)), requeue);
             return;
         }

@@ -8,6 +8,7 @@
 //! measures each in turn and prints them side by side. The client itself runs
 //! on tokio or smol (`--runtime`).
 
+mod binder;
 mod phases;
 
 use std::path::PathBuf;
@@ -24,8 +25,12 @@ pub use phases::Figures;
 pub struct BenchArgs {
     /// The driver's endpoint (repeatable: each is measured, side by side),
     /// e.g. unix:///var/lib/kubelet/plugins/volplane.csi.io/csi.sock
-    #[arg(long = "endpoint", required = true)]
+    #[arg(long = "endpoint", required_unless_present = "binder")]
     pub endpoints: Vec<String>,
+    /// Measure the PV controller instead, in memory: this many claims bound
+    /// against as many volumes (no driver involved).
+    #[arg(long, value_name = "N")]
+    pub binder: Option<usize>,
     /// Client counts to measure at, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     pub clients: Vec<usize>,
@@ -67,6 +72,12 @@ pub type Spawner = Arc<
 
 /// Runs the bench on the runtime `args.runtime` names.
 pub fn run(args: BenchArgs) -> Result<(), BenchError> {
+    if let Some(n) = args.binder {
+        binder::print(&binder::run(n));
+        if args.endpoints.is_empty() {
+            return Ok(());
+        }
+    }
     if args.clients.is_empty() || args.clients.contains(&0) {
         return Err(BenchError::Usage(
             "--clients needs positive counts, e.g. 1,16".into(),

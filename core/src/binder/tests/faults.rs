@@ -198,3 +198,52 @@ fn binding_under_faults_catches_a_binder_that_takes_claimed_volumes() {
     });
     assert!(caught, "the planted mistake went unseen");
 }
+
+/// Everything arrives at once (a binder starting on a full cluster): a claim
+/// synced again while its volume's claimRef write is in flight reserves no
+/// second volume, and no volume is offered to two claims — one claimRef
+/// write per volume, no unbinding.
+#[test]
+fn a7_1_claims_synced_during_their_binding_take_one_volume_each() {
+    use crate::store::Store;
+    let mut store = Store::new();
+    let mut b = Binder::new();
+    let mut inputs = Vec::new();
+    for i in 0..20 {
+        let v = pv(
+            &format!("v{i:02}"),
+            &format!("{}Gi", 1 + i % 3),
+            &[ReadWriteOnce],
+        );
+        let c = pvc(
+            &format!("c{i:02}"),
+            &format!("{}Gi", 1 + i % 3),
+            &[ReadWriteOnce],
+        );
+        for o in [Object::Pv(v), Object::Pvc(c)] {
+            let (_, w) = store.apply(0, &ApiCall::Create(o));
+            inputs.extend(w.into_iter().map(Input::Watch));
+        }
+    }
+    for i in inputs {
+        b.handle(0, i);
+    }
+    let mut claim_refs = 0;
+    let mut carry = |_: &Binder, now, e: Effect, done: &mut std::collections::VecDeque<Input>| {
+        if let Effect::Api { op, call } = e {
+            if matches!(&call, ApiCall::Update(Object::Pv(_))) {
+                claim_refs += 1;
+            }
+            let (result, watches) = store.apply(now, &call);
+            done.push_back(Input::ApiDone { op, result });
+            done.extend(watches.into_iter().map(Input::Watch));
+        }
+    };
+    crate::machine::drain(&mut b, 0, &mut carry);
+    let bound = store
+        .objects()
+        .filter(|o| matches!(o, Object::Pvc(c) if c.phase() == PvcPhase::Bound))
+        .count();
+    assert_eq!(bound, 20);
+    assert_eq!(claim_refs, 20, "volumes reserved twice, or unbound again");
+}
