@@ -67,6 +67,15 @@ fn creates(r: &Rig<Provisioner>) -> Vec<&driver::CreateVolume> {
         .collect()
 }
 
+/// The messages of the ProvisioningFailed events so far.
+fn failures(r: &Rig<Provisioner>) -> Vec<&str> {
+    r.events
+        .iter()
+        .filter(|e| e.reason == reason::PROVISIONING_FAILED)
+        .map(|e| e.message.as_str())
+        .collect()
+}
+
 fn pv(r: &Rig<Provisioner>, name: &str) -> Option<PersistentVolume> {
     r.get(Kind::PersistentVolume, "", name)
         .and_then(Object::as_pv)
@@ -266,12 +275,7 @@ fn b3_2_a_volume_created_too_small_is_deleted_and_provisioning_retried() {
     let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
         unreachable!()
     };
-    let messages: Vec<&str> = r
-        .events
-        .iter()
-        .filter(|e| e.reason == reason::PROVISIONING_FAILED)
-        .map(|e| e.message.as_str())
-        .collect();
+    let messages = failures(&r);
     assert_eq!(
         messages,
         vec![
@@ -625,12 +629,7 @@ fn b4_2_an_infeasible_create_says_so_and_a_late_class_is_used() {
     class(&mut r, &[]);
     r.create(Object::Pvc(claim("broken")));
     r.advance(5_000);
-    let messages: Vec<&str> = r
-        .events
-        .iter()
-        .filter(|e| e.reason == reason::PROVISIONING_FAILED)
-        .map(|e| e.message.as_str())
-        .collect();
+    let messages = failures(&r);
     assert!(
         messages.contains(
             &"Volume provisioning failed with infeasible error. Retries will be delayed."

@@ -19,6 +19,21 @@ fn lost_claim(name: &str, volume_name: &str) -> PersistentVolumeClaim {
     c
 }
 
+/// A volume under `policy` whose claim is gone, in `phase`.
+fn orphaned(policy: ReclaimPolicy, phase: PvPhase) -> PersistentVolume {
+    let mut v = pv("v", "1Gi", &[ReadWriteOnce]);
+    v.spec.persistent_volume_reclaim_policy = Some(policy);
+    v.spec.claim_ref = Some(ObjectReference {
+        kind: "PersistentVolumeClaim".into(),
+        namespace: "default".into(),
+        name: "gone".into(),
+        uid: "uid-gone".into(),
+        ..Default::default()
+    });
+    v.status.phase = Some(phase);
+    v
+}
+
 /// syncVolume, claim found without a volumeName and another volumeMode:
 /// upstream sends VolumeMismatch on the volume naming the claim and on the
 /// claim naming the volume, and writes nothing.
@@ -65,16 +80,7 @@ fn a6_5_a_volume_mode_mismatch_is_reported_on_both_sides_each_naming_the_other()
 #[test]
 fn a2_5_a8_7_a_phase_already_set_is_neither_rewritten_nor_announced_again() {
     let mut r = rig();
-    let mut v = pv("v", "1Gi", &[ReadWriteOnce]);
-    v.spec.persistent_volume_reclaim_policy = Some(ReclaimPolicy::Other("Shred".into()));
-    v.spec.claim_ref = Some(ObjectReference {
-        kind: "PersistentVolumeClaim".into(),
-        namespace: "default".into(),
-        name: "gone".into(),
-        uid: "uid-gone".into(),
-        ..Default::default()
-    });
-    v.status.phase = Some(PvPhase::Failed);
+    let mut v = orphaned(ReclaimPolicy::Other("Shred".into()), PvPhase::Failed);
     v.status.message = "an older failure".into();
     r.create(Object::Pv(v));
     r.machine.handle(r.now, Input::Resync);
@@ -93,16 +99,10 @@ fn a2_5_a8_7_a_phase_already_set_is_neither_rewritten_nor_announced_again() {
 
     // From Released the phase changes: one write, one event, after it.
     let mut r = rig();
-    let mut v = pv("v", "1Gi", &[ReadWriteOnce]);
-    v.spec.persistent_volume_reclaim_policy = Some(ReclaimPolicy::Other("Shred".into()));
-    v.spec.claim_ref = Some(ObjectReference {
-        name: "gone".into(),
-        namespace: "default".into(),
-        uid: "uid-gone".into(),
-        ..Default::default()
-    });
-    v.status.phase = Some(PvPhase::Released);
-    r.create(Object::Pv(v));
+    r.create(Object::Pv(orphaned(
+        ReclaimPolicy::Other("Shred".into()),
+        PvPhase::Released,
+    )));
     r.machine.handle(r.now, Input::Resync);
     r.run();
     assert_eq!(volume(&r, "v").phase(), PvPhase::Failed);
@@ -218,8 +218,7 @@ fn a8_4_an_in_tree_or_empty_provisioner_has_no_deleter() {
         (Some("volplane.csi.io"), false, None),
     ] {
         let mut r = rig();
-        let mut v = pv("v", "1Gi", &[ReadWriteOnce]);
-        v.spec.persistent_volume_reclaim_policy = Some(ReclaimPolicy::Delete);
+        let mut v = orphaned(ReclaimPolicy::Delete, PvPhase::Released);
         if let Some(p) = provisioned_by {
             v.metadata
                 .annotations
@@ -232,13 +231,6 @@ fn a8_4_an_in_tree_or_empty_provisioner_has_no_deleter() {
                 ..Default::default()
             });
         }
-        v.spec.claim_ref = Some(ObjectReference {
-            name: "gone".into(),
-            namespace: "default".into(),
-            uid: "uid-gone".into(),
-            ..Default::default()
-        });
-        v.status.phase = Some(PvPhase::Released);
         r.create(Object::Pv(v));
         r.machine.handle(r.now, Input::Resync);
         r.run();
