@@ -339,28 +339,30 @@ impl Binder {
     /// After a write: its announced event when it succeeded, the
     /// provisioner annotation's ProvisioningFailed when that failed.
     fn announce(&mut self, p: &Pending, result: &ApiResult) {
-        let failure = match result {
-            ApiResult::Ok(_) => {
-                if let Some(e) = p.announce.clone() {
-                    self.event(e);
-                }
-                return;
+        if let ApiResult::Ok(_) = result {
+            if let Some(e) = p.announce.clone() {
+                self.event(e);
             }
+            return;
+        }
+        if !p.saving_claim {
+            return;
+        }
+        // The claim's save failed: the API server's words, as upstream's event quotes them.
+        let failure = match result {
             ApiResult::Conflict => format!(
                 "Operation cannot be fulfilled on persistentvolumeclaims {:?}: the object has been modified; please apply your changes to the latest version and try again",
                 p.key.name
             ),
             ApiResult::NotFound => format!("persistentvolumeclaims {:?} not found", p.key.name),
             ApiResult::Failed(why) => why.clone(),
-            ApiResult::AlreadyExists | ApiResult::Listed(_) => return,
+            ApiResult::Ok(_) | ApiResult::AlreadyExists | ApiResult::Listed(_) => return,
         };
-        if p.saving_claim {
-            self.event(Event::warning(
-                p.key.clone(),
-                reason::PROVISIONING_FAILED,
-                format!("Error saving claim: {failure}"),
-            ));
-        }
+        self.event(Event::warning(
+            p.key.clone(),
+            reason::PROVISIONING_FAILED,
+            format!("Error saving claim: {failure}"),
+        ));
     }
 
     fn call(&mut self, call: ApiCall, requeue: Vec<ObjectKey>) {

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use volplane_core::binder::Binder;
-use volplane_core::control::{Effect, Input, Watch};
+use volplane_core::control::{Effect, Input};
 use volplane_core::machine::{self, Machine};
 use volplane_core::model::{
     AccessMode, Object, PersistentVolume, PersistentVolumeClaim, PvcPhase, Quantity,
@@ -94,7 +94,7 @@ pub fn run(n: usize) -> BinderFigures {
                 .entry(format!("{} {:?}{conflict}", call.verb(), call.key().kind))
                 .or_insert(0) += 1;
             done.push_back(Input::ApiDone { op, result });
-            done.extend(watches.into_iter().map(|w| Input::Watch(w as Watch)));
+            done.extend(watches.into_iter().map(Input::Watch));
         }
     };
     machine::drain(&mut binder, 0, &mut carry);
