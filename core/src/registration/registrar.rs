@@ -413,4 +413,78 @@ mod tests {
         );
         assert_eq!(r.phase(), &Phase::Exited);
     }
+
+    /// Starts a registrar and answers its first GetPluginInfo with `answer`.
+    fn asked(answer: Result<Response, Status>) -> Registrar {
+        let mut r = Registrar::new(RegistrarConfig::new("/reg", "/csi.sock"));
+        r.handle(0, RegistrarInput::Start);
+        assert_eq!(
+            r.poll(),
+            Some(RegistrarEffect::GetPluginInfo { op: OpId(1) })
+        );
+        r.handle(
+            1,
+            RegistrarInput::PluginInfo {
+                op: OpId(1),
+                result: answer,
+            },
+        );
+        r
+    }
+
+    #[test]
+    fn e5_3_a_driver_that_names_no_name_yet_is_asked_again() {
+        let mut r = asked(Ok(Response::PluginInfo {
+            name: String::new(),
+            vendor_version: "1".into(),
+            manifest: Default::default(),
+        }));
+        assert_eq!(r.poll(), None, "no exit, no socket");
+        assert_eq!(r.phase(), &Phase::AskingDriver);
+        assert_eq!(r.poll_timeout(), Some(1001));
+        r.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_second_start_changes_nothing() {
+        let mut r = asked(Ok(Response::PluginInfo {
+            name: "volplane.csi.io".into(),
+            vendor_version: "1".into(),
+            manifest: Default::default(),
+        }));
+        assert!(matches!(r.poll(), Some(RegistrarEffect::Listen { .. })));
+        r.handle(2, RegistrarInput::Start);
+        assert_eq!(r.poll(), None);
+        assert!(matches!(r.phase(), Phase::Listening { .. }));
+    }
+
+    #[test]
+    fn a_retry_timer_left_over_from_asking_asks_nothing_once_listening() {
+        let mut r = asked(Err(Status::new(crate::Code::Unavailable, "down")));
+        r.phase = Phase::Listening {
+            driver: "volplane.csi.io".into(),
+        };
+        r.handle_timeout(1001);
+        assert_eq!(r.poll(), None);
+    }
+
+    #[test]
+    fn the_invariants_name_an_answer_awaited_out_of_phase_and_a_deadline_after_exit() {
+        let mut r = asked(Err(Status::new(crate::Code::Unavailable, "down")));
+        r.check_invariants().unwrap();
+        r.phase = Phase::Registered {
+            driver: "volplane.csi.io".into(),
+        };
+        r.waiting = Some(OpId(9));
+        let e = r.check_invariants().unwrap_err();
+        assert!(e.contains("awaits an answer in phase Registered"), "{e}");
+        r.phase = Phase::Listening {
+            driver: "volplane.csi.io".into(),
+        };
+        r.check_invariants().unwrap();
+        r.waiting = None;
+        r.phase = Phase::Exited;
+        let e = r.check_invariants().unwrap_err();
+        assert!(e.contains("exited with a deadline armed"), "{e}");
+    }
 }

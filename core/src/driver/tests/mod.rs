@@ -735,5 +735,6 @@ mod properties {
 }
 
 mod capabilities;
+mod node_rules;
 mod ownership;
 mod persist;

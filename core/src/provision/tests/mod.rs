@@ -430,6 +430,8 @@ fn b5_5_a_failed_delete_is_reported_and_retried_with_backoff() {
     assert!(pv(&r, "pvc-1").is_none());
 }
 
+mod rules;
+
 /// Properties under faults (see `control::chaos`).
 mod under_faults {
     use std::collections::BTreeSet;

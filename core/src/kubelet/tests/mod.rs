@@ -399,6 +399,8 @@ fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
     );
 }
 
+mod rules;
+
 /// Properties under faults (see `control::chaos`).
 mod under_faults {
     use std::collections::{BTreeMap, BTreeSet};
