@@ -171,6 +171,14 @@ impl Status {
             format!("operation pending for volume {volume:?}; retry after it completes"),
         )
     }
+
+    /// ABORTED: an operation on this snapshot is already in flight.
+    pub fn aborted_pending_snapshot(snapshot: &str) -> Status {
+        Status::new(
+            Code::Aborted,
+            format!("operation pending for snapshot {snapshot:?}; retry after it completes"),
+        )
+    }
 }
 
 #[cfg(test)]

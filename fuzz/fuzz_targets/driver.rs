@@ -48,6 +48,19 @@ enum Op {
     Expand {
         v: u8,
     },
+    Snapshot {
+        v: u8,
+        s: u8,
+    },
+    DeleteSnapshot {
+        s: u8,
+    },
+    /// A volume restored from snapshot `s`, or cloned from volume `s`.
+    CreateFrom {
+        v: u8,
+        s: u8,
+        clone: bool,
+    },
     Complete {
         ok: bool,
     },
@@ -143,6 +156,30 @@ fn request(op: &Op) -> Option<Request> {
             capability: None,
             secrets: Default::default(),
         }),
+        Op::Snapshot { v, s } => Request::CreateSnapshot(CreateSnapshot {
+            source_volume_id: vol(v),
+            name: format!("s{}", s % 3),
+            parameters: Default::default(),
+            secrets: Default::default(),
+        }),
+        Op::DeleteSnapshot { s } => Request::DeleteSnapshot(DeleteSnapshot {
+            snapshot_id: format!("snap-s{}", s % 3),
+            secrets: Default::default(),
+        }),
+        Op::CreateFrom { v, s, clone } => Request::CreateVolume(CreateVolume {
+            name: format!("{}", v % 3),
+            capacity: CapacityRange::default(),
+            capabilities: vec![cap(false)],
+            parameters: Default::default(),
+            mutable_parameters: Default::default(),
+            secrets: Default::default(),
+            content_source: Some(if *clone {
+                ContentSource::Volume(vol(s))
+            } else {
+                ContentSource::Snapshot(format!("snap-s{}", s % 3))
+            }),
+            accessibility: None,
+        }),
         Op::Complete { .. } | Op::Restart | Op::FailPersist => return None,
     })
 }
@@ -160,6 +197,14 @@ fn outcome(plan: &Plan) -> Outcome {
             capacity_bytes: capacity.required_bytes,
             node_expansion_required: true,
         },
+        Plan::CreateSnapshot(p) => Outcome::SnapshotCreated(Snapshot {
+            snapshot_id: format!("snap-{}", p.name),
+            source_volume_id: p.source.volume_id.clone(),
+            size_bytes: p.source.capacity_bytes,
+            creation_time: Timestamp::default(),
+            ready_to_use: !p.name.ends_with('1'),
+            group_snapshot_id: String::new(),
+        }),
         _ => Outcome::Done,
     }
 }

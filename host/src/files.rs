@@ -11,7 +11,7 @@ impl Host {
     /// Refuses `size` bytes on the filesystem holding directory `dir`
     /// before anything is written: bigger than the whole filesystem is out
     /// of range, bigger than what is free is no space.
-    fn check_fits(&self, dir: &crate::Opened, size: u64) -> Result<()> {
+    pub(crate) fn check_fits(&self, dir: &crate::Opened, size: u64) -> Result<()> {
         let s = rustix::fs::fstatvfs(dir.fd())
             .map_err(|e| HostError::io("statvfs", dir.path(), e.into()))?;
         let frag = s.f_frsize.max(1);
@@ -101,5 +101,69 @@ impl Host {
         let (dir, _) = self.parent(path, false)?;
         self.check_fits(&dir, size - len)?;
         f.set_len(size).and_then(|_| f.sync_all()).map_err(io)
+    }
+
+    /// Writes `bytes` as a new file at `path` (its parents created), whole
+    /// or not at all; a file already there is kept. Returns false when it
+    /// was kept.
+    pub fn write_new(&self, path: impl AsRef<Path>, bytes: &[u8]) -> Result<bool> {
+        let path = path.as_ref();
+        if self.open_existing(path)?.is_some() {
+            return Ok(false);
+        }
+        let (dir, name) = self.parent(path, true)?;
+        let io = |op, e: std::io::Error| HostError::io(op, path, e);
+        let fd = rustix::fs::openat(
+            dir.fd(),
+            ".",
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| io("create", e.into()))?;
+        let mut f = std::fs::File::from(fd);
+        std::io::Write::write_all(&mut f, bytes)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| io("write", e))?;
+        let unnamed = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f));
+        match rustix::fs::linkat(
+            rustix::fs::CWD,
+            unnamed.as_str(),
+            dir.fd(),
+            &name,
+            AtFlags::SYMLINK_FOLLOW,
+        ) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Ok(false),
+            Err(e) => return Err(io("link", e.into())),
+        }
+        rustix::fs::fsync(dir.reopen(OFlags::RDONLY | OFlags::DIRECTORY)?)
+            .map_err(|e| io("sync directory of", e.into()))?;
+        Ok(true)
+    }
+
+    /// The contents of the regular file at `path`, at most `max` bytes, or
+    /// `None` when there is none.
+    pub fn read_small(&self, path: impl AsRef<Path>, max: u64) -> Result<Option<Vec<u8>>> {
+        let path = path.as_ref();
+        let Some(file) = self.open_existing(path)? else {
+            return Ok(None);
+        };
+        if file.stat()?.kind != rustix::fs::FileType::RegularFile {
+            return Err(HostError::Refused(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
+        let f = file.reopen(OFlags::RDONLY)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, max + 1), &mut bytes)
+            .map_err(|e| HostError::io("read", path, e))?;
+        if bytes.len() as u64 > max {
+            return Err(HostError::Refused(format!(
+                "{} is larger than {max} bytes",
+                path.display()
+            )));
+        }
+        Ok(Some(bytes))
     }
 }

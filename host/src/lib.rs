@@ -11,6 +11,7 @@
 //! Nothing here formats a device that already holds a filesystem.
 
 mod beneath;
+mod copy;
 mod files;
 mod fs;
 pub mod loopdev;
@@ -26,6 +27,7 @@ use rustix::fs::{AtFlags, OFlags};
 use rustix::io::Errno;
 
 pub use beneath::Stat;
+pub use copy::Skipped;
 pub use fs::Formatted;
 pub use mounts::{Device, Identity, check_target};
 

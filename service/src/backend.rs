@@ -4,8 +4,8 @@ use std::future::Future;
 
 use volplane_core::Status;
 use volplane_core::driver::{
-    Attributes, Capability, CapacityRange, CreatePlan, Outcome, Plan, PublishPlan, Secrets,
-    StagePlan, Topology, Volume, VolumeCondition, VolumeUsage,
+    Attributes, Capability, CapacityRange, CreatePlan, Features, Outcome, Plan, PublishPlan,
+    Secrets, Snapshot, SnapshotPlan, StagePlan, Topology, Volume, VolumeCondition, VolumeUsage,
 };
 
 use crate::{NodeHost, NodeSource};
@@ -36,9 +36,18 @@ pub struct CapacityInfo {
 /// `node_source` refuses, so a backend stages nothing until it says where
 /// its volumes are.
 pub trait Backend: Send + Sync + 'static {
+    /// What this backend implements beyond volumes. volplane advertises the
+    /// snapshot, clone and modify capabilities only for what this says, so
+    /// a backend that overrides [`Backend::create_snapshot`] says so here.
+    fn features(&self) -> Features {
+        Features::default()
+    }
+
     /// Creates storage for `plan.name` (the same volume when called again for
     /// the same name) with a size admitted by `plan.capacity`, or
-    /// `plan.suggested_bytes` when the range leaves it open.
+    /// `plan.suggested_bytes` when the range leaves it open. When
+    /// `plan.source` is set, the volume starts as a copy of that snapshot or
+    /// volume (the driver's own record of it, checked to exist).
     fn create_volume(
         &self,
         host: &NodeHost,
@@ -102,6 +111,37 @@ pub trait Backend: Send + Sync + 'static {
             mutable_parameters.keys().collect::<Vec<_>>()
         );
         async move { Err(Status::invalid(msg)) }
+    }
+
+    /// Cuts a snapshot of `plan.source` named `plan.name` (the same snapshot
+    /// when called again for the same name), saying whether it is ready to
+    /// use yet; asked again while it is not, it reports progress. The
+    /// default refuses: say `snapshots` in [`Backend::features`] when
+    /// overriding it.
+    fn create_snapshot(
+        &self,
+        _host: &NodeHost,
+        plan: &SnapshotPlan,
+    ) -> impl Future<Output = Result<Snapshot, Status>> + Send {
+        let msg = format!(
+            "snapshot {:?} of volume {}: this backend cannot take snapshots",
+            plan.name, plan.source.volume_id
+        );
+        async move { Err(Status::unimplemented(msg)) }
+    }
+
+    /// Deletes the snapshot; one already gone is success.
+    fn delete_snapshot(
+        &self,
+        _host: &NodeHost,
+        snapshot: &Snapshot,
+        _secrets: &Secrets,
+    ) -> impl Future<Output = Result<(), Status>> + Send {
+        let msg = format!(
+            "snapshot {}: this backend cannot take snapshots",
+            snapshot.snapshot_id
+        );
+        async move { Err(Status::unimplemented(msg)) }
     }
 
     /// Free capacity for volumes with these parameters.
@@ -305,6 +345,14 @@ pub async fn execute<B: Backend>(
             secrets,
         } => backend
             .controller_modify(host, volume, mutable_parameters, secrets)
+            .await
+            .map(|_| Outcome::Done),
+        Plan::CreateSnapshot(p) => backend
+            .create_snapshot(host, p)
+            .await
+            .map(Outcome::SnapshotCreated),
+        Plan::DeleteSnapshot { snapshot, secrets } => backend
+            .delete_snapshot(host, snapshot, secrets)
             .await
             .map(|_| Outcome::Done),
         Plan::GetCapacity {

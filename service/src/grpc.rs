@@ -50,7 +50,11 @@ impl CsiService {
         let (volume, path, result) = match request.into_inner().into_request() {
             Err(e) => (String::new(), String::new(), Err(e)),
             Ok(req) => {
-                let volume = req.volume().unwrap_or_default().to_string();
+                let volume = req
+                    .volume()
+                    .or(req.snapshot())
+                    .unwrap_or_default()
+                    .to_string();
                 let path = req.path().unwrap_or_default().to_string();
                 let result = self.pump.call(req).await.and_then(Resp::from_response);
                 (volume, path, result)
@@ -128,6 +132,10 @@ service! {
         controller_expand_volume(csi::ControllerExpandVolumeRequest) -> csi::ControllerExpandVolumeResponse = "ControllerExpandVolume";
         controller_get_volume(csi::ControllerGetVolumeRequest) -> csi::ControllerGetVolumeResponse = "ControllerGetVolume";
         controller_modify_volume(csi::ControllerModifyVolumeRequest) -> csi::ControllerModifyVolumeResponse = "ControllerModifyVolume";
+        create_snapshot(csi::CreateSnapshotRequest) -> csi::CreateSnapshotResponse = "CreateSnapshot";
+        delete_snapshot(csi::DeleteSnapshotRequest) -> csi::DeleteSnapshotResponse = "DeleteSnapshot";
+        list_snapshots(csi::ListSnapshotsRequest) -> csi::ListSnapshotsResponse = "ListSnapshots";
+        get_snapshot(csi::GetSnapshotRequest) -> csi::GetSnapshotResponse = "GetSnapshot";
     }
 }
 

@@ -56,12 +56,13 @@ impl<B> std::fmt::Debug for Prepared<B> {
 /// the persisted state.
 pub async fn prepare<B: Backend>(
     endpoint: &str,
-    config: DriverConfig,
+    mut config: DriverConfig,
     backend: B,
     host: Host,
     pump_config: PumpConfig,
     pool: Arc<dyn Blocking>,
 ) -> Result<Prepared<B>, ServeError> {
+    config.narrow(backend.features());
     let path = endpoint::socket_path(endpoint)?;
     endpoint::prepare_socket(&path)?;
     let (controller, node) = (config.controller, config.node);

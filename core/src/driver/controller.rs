@@ -27,12 +27,6 @@ impl Driver {
                 return reject(e);
             }
         }
-        if r.content_source.is_some() && !self.config.content_sources {
-            return reject(Status::invalid(format!(
-                "volume_content_source: driver {} cannot create volumes from snapshots or other volumes",
-                self.config.name
-            )));
-        }
         let range = r.capacity;
         if range.limit_bytes != 0 && range.limit_bytes < range.required_bytes {
             return reject(Status::invalid(format!(
@@ -53,16 +47,22 @@ impl Driver {
                 ))),
             };
         }
+        let source = match self.volume_source(&r) {
+            Ok(source) => source,
+            Err(e) => return reject(e),
+        };
         Decision::Execute {
             key: format!("name:{}", r.name),
             plan: Plan::CreateVolume(CreatePlan {
                 name: r.name,
                 capacity: range,
-                suggested_bytes: default_size(range, self.config.default_volume_bytes),
+                suggested_bytes: default_size(range, self.config.default_volume_bytes)
+                    .max(snapshot::source_size(source.as_ref())),
                 capabilities: r.capabilities,
                 parameters: r.parameters,
                 mutable_parameters: r.mutable_parameters,
                 content_source: r.content_source,
+                source,
                 accessibility: r.accessibility,
                 secrets: r.secrets,
             }),
@@ -74,7 +74,7 @@ impl Driver {
         p: CreatePlan,
         result: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
-        let volume = match result? {
+        let mut volume = match result? {
             Outcome::Created(v) => v,
             other => return Err(unexpected("CreateVolume", &other)),
         };
@@ -103,6 +103,9 @@ impl Driver {
                     p.capacity.limit_bytes
                 ),
             ));
+        }
+        if volume.content_source.is_none() {
+            volume.content_source = p.content_source.clone();
         }
         self.state
             .names
@@ -139,6 +142,9 @@ impl Driver {
                     .collect::<Vec<_>>()
                     .join(", ")
             )));
+        }
+        if self.state.reading(&r.volume_id) {
+            return reject(Status::aborted_pending(&r.volume_id));
         }
         if let Some(v) = self.state.node.get(&r.volume_id) {
             return reject(Status::failed_precondition(format!(
@@ -452,6 +458,9 @@ impl Driver {
                 r.volume_id
             )));
         };
+        if self.state.reading(&r.volume_id) {
+            return reject(Status::aborted_pending(&r.volume_id));
+        }
         let range = r.capacity;
         if range.limit_bytes != 0 && range.limit_bytes < range.required_bytes {
             return reject(Status::invalid(format!(

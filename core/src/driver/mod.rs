@@ -29,6 +29,7 @@ mod controller;
 mod node;
 pub mod plan;
 pub mod request;
+mod snapshot;
 pub mod state;
 pub mod types;
 
@@ -37,7 +38,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-pub use plan::{CreatePlan, Outcome, Plan, PublishPlan, StagePlan};
+pub use plan::{CreatePlan, Outcome, Plan, PublishPlan, SnapshotPlan, Source, StagePlan};
 pub use request::*;
 pub use state::{DriverState, check_invariants};
 pub use types::*;
@@ -81,8 +82,6 @@ pub struct DriverConfig {
     pub access_modes: BTreeSet<AccessMode>,
     /// Raw block access is supported.
     pub block: bool,
-    /// Creating volumes from snapshots or other volumes is supported.
-    pub content_sources: bool,
     /// Size of a volume when CreateVolume leaves it to the driver.
     pub default_volume_bytes: u64,
     /// Drop staged and published records whose mounts are gone when the
@@ -124,6 +123,11 @@ impl DriverConfig {
                 C::ListVolumesPublishedNodes,
                 C::GetVolume,
                 C::SingleNodeMultiWriter,
+                C::ModifyVolume,
+                C::CreateDeleteSnapshot,
+                C::ListSnapshots,
+                C::GetSnapshot,
+                C::CloneVolume,
             ]
             .into(),
             node_capabilities: [
@@ -135,10 +139,29 @@ impl DriverConfig {
             .into(),
             access_modes: AccessMode::ALL.into(),
             block: true,
-            content_sources: false,
             default_volume_bytes: 1 << 30,
             reconcile_mounts: true,
             plant: crate::plant::Planted::default(),
+        }
+    }
+
+    /// Drops the capabilities that need what the backend lacks.
+    pub fn narrow(&mut self, features: Features) {
+        use ControllerCapability as C;
+        let lacking: &[(bool, &[C])] = &[
+            (
+                features.snapshots,
+                &[C::CreateDeleteSnapshot, C::ListSnapshots, C::GetSnapshot],
+            ),
+            (features.clones, &[C::CloneVolume]),
+            (features.modify, &[C::ModifyVolume]),
+        ];
+        for (has, caps) in lacking {
+            if !has {
+                for c in *caps {
+                    self.controller_capabilities.remove(c);
+                }
+            }
         }
     }
 
@@ -383,6 +406,10 @@ impl Driver {
                 | Request::ControllerExpand(_)
                 | Request::ControllerGetVolume { .. }
                 | Request::ControllerModify(_)
+                | Request::CreateSnapshot(_)
+                | Request::DeleteSnapshot(_)
+                | Request::ListSnapshots(_)
+                | Request::GetSnapshot { .. }
         );
         let node = request.path().is_some()
             || matches!(request, Request::NodeGetCapabilities | Request::NodeGetInfo);
@@ -405,9 +432,10 @@ impl Driver {
         if let Some(key) = lock_key(&request)
             && self.state.busy(&key)
         {
-            return reject(Status::aborted_pending(
-                request.volume().unwrap_or_default(),
-            ));
+            return reject(match request.snapshot() {
+                Some(snapshot) => Status::aborted_pending_snapshot(snapshot),
+                None => Status::aborted_pending(request.volume().unwrap_or_default()),
+            });
         }
         match request {
             Request::GetPluginInfo => answer(Response::PluginInfo {
@@ -450,6 +478,10 @@ impl Driver {
             Request::ControllerExpand(r) => self.controller_expand(r),
             Request::ControllerGetVolume { volume_id } => self.controller_get_volume(&volume_id),
             Request::ControllerModify(r) => self.controller_modify(r),
+            Request::CreateSnapshot(r) => self.create_snapshot(r),
+            Request::DeleteSnapshot(r) => self.delete_snapshot(r),
+            Request::ListSnapshots(r) => self.list_snapshots(r),
+            Request::GetSnapshot { snapshot_id } => self.get_snapshot(&snapshot_id),
             Request::NodeStage(r) => self.node_stage(r),
             Request::NodeUnstage(r) => self.node_unstage(r),
             Request::NodePublish(r) => self.node_publish(r),
@@ -474,6 +506,11 @@ impl Driver {
             Request::ControllerExpand(_) => (C::ExpandVolume, "EXPAND_VOLUME"),
             Request::ControllerGetVolume { .. } => (C::GetVolume, "GET_VOLUME"),
             Request::ControllerModify(_) => (C::ModifyVolume, "MODIFY_VOLUME"),
+            Request::CreateSnapshot(_) | Request::DeleteSnapshot(_) => {
+                (C::CreateDeleteSnapshot, "CREATE_DELETE_SNAPSHOT")
+            }
+            Request::ListSnapshots(_) => (C::ListSnapshots, "LIST_SNAPSHOTS"),
+            Request::GetSnapshot { .. } => (C::GetSnapshot, "GET_SNAPSHOT"),
             Request::NodeVolumeStats(_) => {
                 return (!self
                     .config
@@ -535,6 +572,10 @@ impl Driver {
                 mutable_parameters,
                 ..
             } => self.controller_modified(&volume.volume_id, mutable_parameters, result),
+            Plan::CreateSnapshot(p) => self.snapshot_created(p, result),
+            Plan::DeleteSnapshot { snapshot, .. } => {
+                self.snapshot_deleted(&snapshot.snapshot_id, result)
+            }
             Plan::Stage(p) => self.staged(&p, result),
             Plan::Unstage(p) => self.unstaged(&p, result),
             Plan::Publish(p) => self.published(&p, result),
@@ -607,6 +648,9 @@ impl crate::machine::Machine for Driver {
 fn lock_key(request: &Request) -> Option<String> {
     match request {
         Request::CreateVolume(r) => Some(format!("name:{}", r.name)),
+        Request::CreateSnapshot(r) => Some(snapshot::name_key(&r.name)),
+        Request::DeleteSnapshot(r) => Some(snapshot::id_key(&r.snapshot_id)),
+        Request::ListSnapshots(_) | Request::GetSnapshot { .. } => None,
         Request::ListVolumes(_)
         | Request::GetCapacity(_)
         | Request::ValidateCapabilities(_)

@@ -28,10 +28,39 @@ pub struct CreatePlan {
     pub mutable_parameters: Attributes,
     /// A snapshot or volume to fill the new volume from.
     pub content_source: Option<ContentSource>,
+    /// The driver's record of that snapshot or volume (never the caller's
+    /// word): what the backend copies from.
+    #[serde(default)]
+    pub source: Option<Source>,
     /// Where the volume must (and should) be reachable from.
     pub accessibility: Option<TopologyRequirement>,
     #[serde(skip)]
     /// The provisioner's secrets.
+    pub secrets: Secrets,
+}
+
+/// The driver's record of what a new volume is filled from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Source {
+    /// Restore this snapshot.
+    Snapshot(Snapshot),
+    /// Clone this volume.
+    Volume(Volume),
+}
+
+/// Cut a snapshot of a volume. The backend chooses the snapshot id and must
+/// return the same snapshot when asked again for the same `name`, reporting
+/// whether it is ready to use yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotPlan {
+    /// The snapshot's name (CreateSnapshot.name): the same name, the same snapshot.
+    pub name: String,
+    /// The volume to cut it from, as the driver recorded it.
+    pub source: Volume,
+    /// The snapshot class parameters, `csi.storage.k8s.io/` keys stripped.
+    pub parameters: Attributes,
+    #[serde(skip)]
+    /// The snapshotter's secrets.
     pub secrets: Secrets,
 }
 
@@ -140,6 +169,16 @@ pub enum Plan {
         /// The modifier's secrets.
         secrets: Secrets,
     },
+    /// Cut a snapshot (or report how far the one of this name has got).
+    CreateSnapshot(SnapshotPlan),
+    /// Delete the snapshot; one already gone is success.
+    DeleteSnapshot {
+        /// The snapshot as the driver recorded it.
+        snapshot: Snapshot,
+        #[serde(skip)]
+        /// The deleter's secrets.
+        secrets: Secrets,
+    },
     /// A query: free capacity for volumes with these parameters.
     GetCapacity {
         /// The capabilities volumes must support.
@@ -195,6 +234,8 @@ impl Plan {
             Plan::ControllerUnpublish { .. } => "controller-unpublish",
             Plan::ControllerExpand { .. } => "controller-expand",
             Plan::ControllerModify { .. } => "controller-modify",
+            Plan::CreateSnapshot(_) => "create-snapshot",
+            Plan::DeleteSnapshot { .. } => "delete-snapshot",
             Plan::GetCapacity { .. } => "get-capacity",
             Plan::Stage(_) => "stage",
             Plan::Unstage(_) => "unstage",
@@ -218,6 +259,8 @@ pub enum Outcome {
     Done,
     /// The volume was created (or found).
     Created(Volume),
+    /// The snapshot was cut (or found), ready to use or not yet.
+    SnapshotCreated(Snapshot),
     /// The volume was published to the node.
     Published {
         /// What NodeStage and NodePublish will receive.

@@ -84,6 +84,31 @@ pub struct ControllerModify {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+pub struct CreateSnapshot {
+    pub source_volume_id: String,
+    pub name: String,
+    pub parameters: Attributes,
+    pub secrets: Secrets,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteSnapshot {
+    pub snapshot_id: String,
+    pub secrets: Secrets,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListSnapshots {
+    /// 0: no limit.
+    pub max_entries: u32,
+    pub starting_token: String,
+    /// Only snapshots of this volume (empty: any).
+    pub source_volume_id: String,
+    /// Only this snapshot (empty: any).
+    pub snapshot_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeStage {
     pub volume_id: String,
     pub publish_context: Attributes,
@@ -152,6 +177,10 @@ pub enum Request {
     ControllerExpand(ControllerExpand),
     ControllerGetVolume { volume_id: String },
     ControllerModify(ControllerModify),
+    CreateSnapshot(CreateSnapshot),
+    DeleteSnapshot(DeleteSnapshot),
+    ListSnapshots(ListSnapshots),
+    GetSnapshot { snapshot_id: String },
     NodeStage(NodeStage),
     NodeUnstage(NodeUnstage),
     NodePublish(NodePublish),
@@ -180,6 +209,10 @@ impl Request {
             Request::ControllerExpand(_) => "ControllerExpandVolume",
             Request::ControllerGetVolume { .. } => "ControllerGetVolume",
             Request::ControllerModify(_) => "ControllerModifyVolume",
+            Request::CreateSnapshot(_) => "CreateSnapshot",
+            Request::DeleteSnapshot(_) => "DeleteSnapshot",
+            Request::ListSnapshots(_) => "ListSnapshots",
+            Request::GetSnapshot { .. } => "GetSnapshot",
             Request::NodeStage(_) => "NodeStageVolume",
             Request::NodeUnstage(_) => "NodeUnstageVolume",
             Request::NodePublish(_) => "NodePublishVolume",
@@ -202,12 +235,23 @@ impl Request {
             Request::ControllerExpand(r) => &r.volume_id,
             Request::ControllerGetVolume { volume_id } => volume_id,
             Request::ControllerModify(r) => &r.volume_id,
+            Request::CreateSnapshot(r) => &r.source_volume_id,
             Request::NodeStage(r) => &r.volume_id,
             Request::NodeUnstage(r) => &r.volume_id,
             Request::NodePublish(r) => &r.volume_id,
             Request::NodeUnpublish(r) => &r.volume_id,
             Request::NodeVolumeStats(r) => &r.volume_id,
             Request::NodeExpand(r) => &r.volume_id,
+            _ => return None,
+        })
+    }
+
+    /// The snapshot the request is about (the CreateSnapshot name for creates).
+    pub fn snapshot(&self) -> Option<&str> {
+        Some(match self {
+            Request::CreateSnapshot(r) => &r.name,
+            Request::DeleteSnapshot(r) => &r.snapshot_id,
+            Request::GetSnapshot { snapshot_id } => snapshot_id,
             _ => return None,
         })
     }
@@ -240,6 +284,10 @@ pub enum ControllerCapability {
     GetVolume,
     SingleNodeMultiWriter,
     ModifyVolume,
+    CreateDeleteSnapshot,
+    ListSnapshots,
+    CloneVolume,
+    GetSnapshot,
 }
 
 /// Node capabilities (CSI `NodeServiceCapability.RPC.Type`).
@@ -315,6 +363,11 @@ pub enum Response {
     },
     NodeExpanded {
         capacity_bytes: u64,
+    },
+    Snapshot(Snapshot),
+    Snapshots {
+        entries: Vec<Snapshot>,
+        next_token: String,
     },
     NodeCapabilities(Vec<NodeCapability>),
     NodeInfo {

@@ -22,6 +22,23 @@ pub struct DriverState {
     pub in_flight: BTreeMap<OpId, InFlight>,
     /// The next operation id (persisted, so ids are never reused).
     pub next_op: u64,
+    /// Snapshots by id.
+    #[serde(default)]
+    pub snapshots: BTreeMap<String, SnapshotRecord>,
+    /// CreateSnapshot names to snapshot ids.
+    #[serde(default)]
+    pub snapshot_names: BTreeMap<String, String>,
+}
+
+/// A snapshot the controller cut.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    /// The name CreateSnapshot was asked with.
+    pub name: String,
+    /// The snapshot as the backend last reported it.
+    pub snapshot: Snapshot,
+    /// The parameters it was cut with.
+    pub parameters: Attributes,
 }
 
 /// A volume the controller created.
@@ -122,6 +139,19 @@ impl DriverState {
         self.in_flight.values().any(|f| f.key == key)
     }
 
+    /// True when a plan in flight reads volume or snapshot `id`: a snapshot
+    /// being cut from it, or a volume being cloned or restored from it.
+    pub fn reading(&self, id: &str) -> bool {
+        self.in_flight.values().any(|f| match &f.plan {
+            Plan::CreateSnapshot(p) => p.source.volume_id == id,
+            Plan::CreateVolume(p) => matches!(
+                &p.content_source,
+                Some(ContentSource::Snapshot(s) | ContentSource::Volume(s)) if s == id
+            ),
+            _ => false,
+        })
+    }
+
     /// Published targets of `volume_id` on this node.
     pub fn targets(&self, volume_id: &str) -> Vec<&str> {
         self.node
@@ -176,6 +206,21 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
                 "single-node volume {id} is published to {} nodes",
                 r.published.len()
             ));
+        }
+    }
+    for (name, id) in &state.snapshot_names {
+        match state.snapshots.get(id) {
+            Some(r) if &r.name == name => {}
+            _ => {
+                return Err(format!(
+                    "snapshot name {name} maps to snapshot {id} that does not carry it"
+                ));
+            }
+        }
+    }
+    for (id, r) in &state.snapshots {
+        if state.snapshot_names.get(&r.name) != Some(id) || r.snapshot.snapshot_id != *id {
+            return Err(format!("snapshot {id} is missing from the name index"));
         }
     }
     let mut keys = std::collections::BTreeSet::new();

@@ -186,6 +186,42 @@ pub struct Volume {
     pub content_source: Option<ContentSource>,
 }
 
+/// `Snapshot`: a point-in-time copy of a volume, as the backend made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub snapshot_id: String,
+    pub source_volume_id: String,
+    /// The size of the source volume when cut: the smallest volume it can
+    /// be restored into (0: unknown).
+    pub size_bytes: u64,
+    /// When it was cut, as the backend's clock says.
+    pub creation_time: Timestamp,
+    /// False while the backend is still processing it (uploading): a
+    /// volume cannot be restored from it yet.
+    pub ready_to_use: bool,
+    /// The group snapshot it belongs to, if any.
+    pub group_snapshot_id: String,
+}
+
+/// A point in time: seconds and nanoseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Timestamp {
+    pub seconds: i64,
+    pub nanos: i32,
+}
+
+/// What a backend implements beyond volumes: volplane advertises the
+/// capabilities that need these only when the backend has them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Features {
+    /// CreateSnapshot, DeleteSnapshot, and restoring a volume from one.
+    pub snapshots: bool,
+    /// Creating a volume from another volume.
+    pub clones: bool,
+    /// ControllerModifyVolume with mutable parameters.
+    pub modify: bool,
+}
+
 /// Space on a volume, from `NodeGetVolumeStats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VolumeUsage {

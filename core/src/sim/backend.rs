@@ -28,6 +28,9 @@ pub struct Storage {
     pub mounts: BTreeMap<String, BTreeMap<String, String>>,
     /// Handles DeleteVolume removed, with whether they held data.
     pub deleted: Vec<(String, bool)>,
+    /// Snapshot id → (source volume handle, holds data).
+    #[serde(default)]
+    pub snapshots: BTreeMap<String, (String, bool)>,
 }
 
 impl Storage {
@@ -39,7 +42,17 @@ impl Storage {
         match plan {
             Plan::CreateVolume(p) => {
                 let id = format!("vol-{}", p.name);
-                self.volumes.entry(id.clone()).or_insert(false);
+                // A restore or clone holds what its source held.
+                let data = match &p.source {
+                    Some(driver::Source::Snapshot(s)) => {
+                        self.snapshots.get(&s.snapshot_id).is_some_and(|(_, d)| *d)
+                    }
+                    Some(driver::Source::Volume(v)) => {
+                        self.volumes.get(&v.volume_id).copied().unwrap_or(false)
+                    }
+                    None => false,
+                };
+                self.volumes.entry(id.clone()).or_insert(data);
                 Outcome::Created(driver::Volume {
                     volume_id: id,
                     capacity_bytes: p.suggested_bytes,
@@ -80,6 +93,32 @@ impl Storage {
                 node_expansion_required: true,
             },
             Plan::ControllerModify { .. } => Outcome::Done,
+            Plan::CreateSnapshot(p) => {
+                let id = format!("snap-{}", p.name);
+                let data = self
+                    .volumes
+                    .get(&p.source.volume_id)
+                    .copied()
+                    .unwrap_or(false);
+                self.snapshots
+                    .entry(id.clone())
+                    .or_insert((p.source.volume_id.clone(), data));
+                Outcome::SnapshotCreated(driver::Snapshot {
+                    snapshot_id: id,
+                    source_volume_id: p.source.volume_id.clone(),
+                    size_bytes: p.source.capacity_bytes,
+                    creation_time: driver::Timestamp {
+                        seconds: 1,
+                        nanos: 0,
+                    },
+                    ready_to_use: true,
+                    group_snapshot_id: String::new(),
+                })
+            }
+            Plan::DeleteSnapshot { snapshot, .. } => {
+                self.snapshots.remove(&snapshot.snapshot_id);
+                Outcome::Done
+            }
             Plan::GetCapacity { .. } => Outcome::Capacity {
                 available_bytes: 1 << 40,
                 maximum_volume_size: None,

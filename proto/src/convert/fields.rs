@@ -54,6 +54,13 @@ pub fn name(field: &str, value: String) -> Result<String, Status> {
     Ok(value)
 }
 
+/// An optional string compared with what the driver holds (a filter):
+/// empty means none, and only its length is bounded.
+pub fn optional_bounded(field: &str, value: String) -> Result<String, Status> {
+    bounded(field, &value, MAX_STRING)?;
+    Ok(value)
+}
+
 /// A required identifier (volume id, snapshot id). Ids are opaque to the CO
 /// but drivers use them to name storage, so path traversal is refused.
 pub fn id(field: &str, value: String) -> Result<String, Status> {

@@ -4,6 +4,7 @@
 
 pub mod fields;
 pub mod outgoing;
+pub mod snapshot;
 
 use volplane_core::driver::{self as core, Request, Response};
 use volplane_core::{Code, Status};
@@ -354,6 +355,7 @@ macro_rules! empty_response {
 
 empty_response!(
     csi::DeleteVolumeResponse,
+    csi::DeleteSnapshotResponse,
     csi::ControllerUnpublishVolumeResponse,
     csi::ControllerModifyVolumeResponse,
     csi::NodeStageVolumeResponse,
@@ -533,6 +535,10 @@ impl FromResponse for csi::ControllerGetCapabilitiesResponse {
                     C::GetVolume => T::GetVolume,
                     C::SingleNodeMultiWriter => T::SingleNodeMultiWriter,
                     C::ModifyVolume => T::ModifyVolume,
+                    C::CreateDeleteSnapshot => T::CreateDeleteSnapshot,
+                    C::ListSnapshots => T::ListSnapshots,
+                    C::CloneVolume => T::CloneVolume,
+                    C::GetSnapshot => T::GetSnapshot,
                 };
                 csi::ControllerServiceCapability {
                     r#type: Some(Type::Rpc(Rpc { r#type: t as i32 })),

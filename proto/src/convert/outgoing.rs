@@ -328,6 +328,10 @@ impl IntoResponse for csi::ControllerGetCapabilitiesResponse {
                 T::GetVolume => C::GetVolume,
                 T::SingleNodeMultiWriter => C::SingleNodeMultiWriter,
                 T::ModifyVolume => C::ModifyVolume,
+                T::CreateDeleteSnapshot => C::CreateDeleteSnapshot,
+                T::ListSnapshots => C::ListSnapshots,
+                T::CloneVolume => C::CloneVolume,
+                T::GetSnapshot => C::GetSnapshot,
                 _ => return None,
             })
         });

@@ -83,6 +83,24 @@ fn publish(v: &str, pod: &str, mode: AccessMode) -> Request {
     })
 }
 
+fn snapshot(name: &str, source: &str) -> Request {
+    Request::CreateSnapshot(CreateSnapshot {
+        source_volume_id: source.into(),
+        name: name.into(),
+        parameters: Attributes::new(),
+        secrets: Secrets::default(),
+    })
+}
+
+/// CreateVolume `name` restored from snapshot `id`.
+fn restore(name: &str, id: &str, required: u64) -> Request {
+    let Request::CreateVolume(mut r) = create(name, required) else {
+        unreachable!()
+    };
+    r.content_source = Some(ContentSource::Snapshot(id.into()));
+    Request::CreateVolume(r)
+}
+
 fn unpublish(v: &str, pod: &str) -> Request {
     Request::NodeUnpublish(NodeUnpublish {
         volume_id: v.into(),
@@ -215,7 +233,23 @@ fn success(plan: &Plan) -> Outcome {
             usage: VolumeUsage::default(),
             condition: None,
         },
+        Plan::CreateSnapshot(p) => Outcome::SnapshotCreated(cut(p, true)),
         _ => Outcome::Done,
+    }
+}
+
+/// The snapshot a backend cuts for `p`: `snap-<name>`, the source's size.
+fn cut(p: &SnapshotPlan, ready_to_use: bool) -> Snapshot {
+    Snapshot {
+        snapshot_id: format!("snap-{}", p.name),
+        source_volume_id: p.source.volume_id.clone(),
+        size_bytes: p.source.capacity_bytes,
+        creation_time: Timestamp {
+            seconds: 1_700_000_000,
+            nanos: 0,
+        },
+        ready_to_use,
+        group_snapshot_id: String::new(),
     }
 }
 
@@ -598,8 +632,9 @@ mod properties {
     #[derive(Debug, Clone)]
     enum Step {
         Send(Request),
-        /// Complete the oldest outstanding plan, successfully or not.
-        Complete(bool),
+        /// Complete the oldest outstanding plan, successfully or not; a
+        /// snapshot cut successfully is ready to use, or not yet.
+        Complete(bool, bool),
     }
 
     const VOLUMES: [&str; 2] = ["v1", "v2"];
@@ -620,7 +655,7 @@ mod properties {
                     AccessMode::SingleNodeMultiWriter,
                 ],
             );
-            let request = match u8::arbitrary(g) % 9 {
+            let request = match u8::arbitrary(g) % 12 {
                 0 => stage_at(v, &staging(v), mode),
                 1 => unstage(v),
                 2 => publish(v, pod, mode),
@@ -636,7 +671,13 @@ mod properties {
                     volume_id: format!("vol-{v}"),
                     secrets: Secrets::default(),
                 }),
-                _ => return Step::Complete(bool::arbitrary(g)),
+                8 => snapshot(&format!("s-{v}"), &format!("vol-{v}")),
+                9 => Request::DeleteSnapshot(DeleteSnapshot {
+                    snapshot_id: format!("snap-s-{v}"),
+                    secrets: Secrets::default(),
+                }),
+                10 => restore(&format!("r-{v}"), &format!("snap-s-{v}"), 1 << 21),
+                _ => return Step::Complete(bool::arbitrary(g), bool::arbitrary(g)),
             };
             Step::Send(request)
         }
@@ -645,18 +686,27 @@ mod properties {
     /// A checker with a reproducible seed: `VOLPLANE_QC_SEED` overrides it.
     /// Runs steps and checks after each: the state invariants; no Unstage
     /// plan while that volume has targets; no Publish plan before its stage.
+    /// Also: a snapshot is never reported ready before a cut of it completed
+    /// ready; neither a source volume nor a source snapshot is deleted
+    /// while a plan copies from it.
     fn safe(steps: Vec<Step>) -> bool {
         let mut h = Harness::new();
         let mut pending = std::collections::VecDeque::new();
+        let mut ready = std::collections::BTreeSet::new();
         for step in steps {
             let effects = match step {
                 Step::Send(r) => h.send(r).1,
-                Step::Complete(ok) => match pending.pop_front() {
+                Step::Complete(ok, cut_ready) => match pending.pop_front() {
                     Some((op, plan)) => {
-                        let result = if ok {
-                            Ok(success(&plan))
-                        } else {
-                            Err(Status::internal("injected"))
+                        let result = match (&plan, ok) {
+                            (_, false) => Err(Status::internal("injected")),
+                            (Plan::CreateSnapshot(p), true) => {
+                                if cut_ready {
+                                    ready.insert(format!("snap-{}", p.name));
+                                }
+                                Ok(Outcome::SnapshotCreated(cut(p, cut_ready)))
+                            }
+                            (plan, true) => Ok(success(plan)),
                         };
                         h.d.handle(h.now, Input::Done { op, result });
                         h.drain()
@@ -665,7 +715,36 @@ mod properties {
                 },
             };
             for e in effects {
+                if let Effect::Reply {
+                    result: Ok(Response::Snapshot(s)),
+                    ..
+                } = &e
+                    && s.ready_to_use
+                    && !ready.contains(&s.snapshot_id)
+                {
+                    eprintln!("{} reported ready before it was", s.snapshot_id);
+                    return false;
+                }
                 if let Effect::Execute { op, plan } = e {
+                    let copying = |id: &str| {
+                        pending.iter().any(|(_, p): &(OpId, Plan)| match p {
+                            Plan::CreateSnapshot(s) => s.source.volume_id == id,
+                            Plan::CreateVolume(c) => c.source.as_ref().is_some_and(|s| match s {
+                                Source::Snapshot(s) => s.snapshot_id == id,
+                                Source::Volume(v) => v.volume_id == id,
+                            }),
+                            _ => false,
+                        })
+                    };
+                    match &plan {
+                        Plan::DeleteVolume { volume, .. } if copying(&volume.volume_id) => {
+                            return false;
+                        }
+                        Plan::DeleteSnapshot { snapshot, .. } if copying(&snapshot.snapshot_id) => {
+                            return false;
+                        }
+                        _ => {}
+                    }
                     match &plan {
                         Plan::Unstage(p) if !h.d.state().targets(&p.volume_id).is_empty() => {
                             return false;
@@ -738,3 +817,4 @@ mod capabilities;
 mod node_rules;
 mod ownership;
 mod persist;
+mod snapshots;

@@ -8,14 +8,21 @@
 //! * `dir`: a directory `<volumes-dir>/<id>/`, bind-mounted at the staging
 //!   path. Its capacity is nominal (no quota).
 //!
+//! Snapshots, restores and clones copy a volume's image or directory tree
+//! ([`snapshot`]); a volume made from a snapshot or another volume is of
+//! that source's kind.
+//!
 //! Volume ids are `vol-` and 20 hex digits of SHA-256 of the CreateVolume
 //! name, so the same name always maps to the same storage.
+
+mod snapshot;
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use volplane_core::driver::{
-    Attributes, Capability, CapacityRange, CreatePlan, Secrets, Topology, Volume,
+    Attributes, Capability, CapacityRange, CreatePlan, Features, Secrets, Snapshot, SnapshotPlan,
+    Topology, Volume,
 };
 use volplane_core::{Code, Status};
 use volplane_host::loopdev;
@@ -93,6 +100,19 @@ fn size_for(range: CapacityRange, default: u64, min: u64) -> Result<u64, Status>
 }
 
 impl Reference {
+    /// Grows a filled volume's image to `size` (a directory's size is
+    /// nominal); returns its size.
+    async fn fit(&self, host: &NodeHost, id: &str, kind: Kind, size: u64) -> Result<u64, Status> {
+        if kind == Kind::Dir {
+            return Ok(size);
+        }
+        let image = self.image(id);
+        host.run(move |h| h.grow_image(&image, size))
+            .await
+            .map_err(|e| host_status(&format!("size volume {id}"), e))?;
+        Ok(size)
+    }
+
     pub fn new(volumes_dir: impl Into<PathBuf>, zone: impl Into<String>) -> Reference {
         Reference {
             volumes_dir: volumes_dir.into(),
@@ -132,6 +152,31 @@ impl Reference {
 }
 
 impl Backend for Reference {
+    fn features(&self) -> Features {
+        Features {
+            snapshots: true,
+            clones: true,
+            modify: false,
+        }
+    }
+
+    async fn create_snapshot(
+        &self,
+        host: &NodeHost,
+        plan: &SnapshotPlan,
+    ) -> Result<Snapshot, Status> {
+        self.cut(host, plan).await
+    }
+
+    async fn delete_snapshot(
+        &self,
+        host: &NodeHost,
+        snapshot: &Snapshot,
+        _secrets: &Secrets,
+    ) -> Result<(), Status> {
+        self.drop_snapshot(host, &snapshot.snapshot_id).await
+    }
+
     async fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> Result<Volume, Status> {
         let kind = kind_of(&plan.parameters)?;
         if kind == Kind::Dir && plan.capabilities.iter().any(|c| c.access_type.is_block()) {
@@ -151,21 +196,27 @@ impl Backend for Reference {
             Kind::Block => (self.image(&id), "block"),
             Kind::Dir => (self.dir(&id), "dir"),
         };
-        let capacity = host
-            .run(move |h| -> volplane_host::Result<u64> {
-                match kind {
-                    Kind::Dir => h.create_dir(&path).map(|_| size),
-                    Kind::Block => h.create_image(&path, size),
-                }
-            })
-            .await
-            .map_err(|e| host_status(&format!("create volume {:?}", plan.name), e))?;
+        let capacity = match &plan.source {
+            Some(source) => {
+                let copied = self.fill(host, &id, kind, source).await?;
+                self.fit(host, &id, kind, size.max(copied)).await?
+            }
+            None => host
+                .run(move |h| -> volplane_host::Result<u64> {
+                    match kind {
+                        Kind::Dir => h.create_dir(&path).map(|_| size),
+                        Kind::Block => h.create_image(&path, size),
+                    }
+                })
+                .await
+                .map_err(|e| host_status(&format!("create volume {:?}", plan.name), e))?,
+        };
         Ok(Volume {
             volume_id: id,
             capacity_bytes: capacity,
             volume_context: [(KIND.to_string(), kind_name.to_string())].into(),
             accessible_topology: vec![self.topology()],
-            content_source: None,
+            content_source: plan.content_source.clone(),
         })
     }
 
