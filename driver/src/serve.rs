@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// the Node service runs here too, any node otherwise.
     #[arg(long = "known-node")]
     pub known_nodes: Vec<String>,
+    /// A mutable parameter (a VolumeAttributesClass parameter) volumes may
+    /// be created and modified with; repeat for several. With none,
+    /// ControllerModifyVolume is not offered.
+    #[arg(long = "mutable-parameter", value_name = "NAME")]
+    pub mutable_parameters: Vec<String>,
     /// Driver name (GetPluginInfo).
     #[arg(long, default_value = DRIVER_NAME)]
     pub driver_name: String,
@@ -171,7 +176,8 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         volumes_dir = %volumes_dir.display(),
         "starting"
     );
-    let backend = Reference::new(volumes_dir, args.zone.clone());
+    let backend = Reference::new(volumes_dir, args.zone.clone())
+        .accepting(args.mutable_parameters.iter().cloned());
     let crash_after = std::env::var("VOLPLANE_CRASH_AFTER")
         .ok()
         .filter(|s| !s.is_empty());

@@ -528,11 +528,22 @@ impl Driver {
         })
     }
 
+    /// The volume as recorded; its mutable parameters as they are now (set
+    /// at creation or by ControllerModifyVolume) are reported in its
+    /// `volume_context`, beside (never over) the backend's own keys.
     pub(super) fn controller_get_volume(&mut self, id: &str) -> Decision {
-        match self.state.volumes.get(id) {
-            Some(v) => answer(Response::ControllerVolume(listed(v))),
-            None => reject(Status::not_found(format!("volume {id} does not exist"))),
+        let Some(v) = self.state.volumes.get(id) else {
+            return reject(Status::not_found(format!("volume {id} does not exist")));
+        };
+        let mut entry = listed(v);
+        for (k, value) in &v.mutable_parameters {
+            entry
+                .volume
+                .volume_context
+                .entry(k.clone())
+                .or_insert_with(|| value.clone());
         }
+        answer(Response::ControllerVolume(entry))
     }
 
     pub(super) fn controller_modify(&mut self, r: ControllerModify) -> Decision {

@@ -17,6 +17,7 @@
 
 mod snapshot;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -46,6 +47,8 @@ enum Kind {
 pub struct Reference {
     volumes_dir: PathBuf,
     zone: String,
+    /// The mutable parameters volumes may have (`--mutable-parameter`).
+    mutable: BTreeSet<String>,
 }
 
 fn volume_id(name: &str) -> String {
@@ -117,6 +120,33 @@ impl Reference {
         Reference {
             volumes_dir: volumes_dir.into(),
             zone: zone.into(),
+            mutable: BTreeSet::new(),
+        }
+    }
+
+    /// Accepts these mutable parameters (and so ControllerModifyVolume).
+    pub fn accepting(mut self, names: impl IntoIterator<Item = String>) -> Reference {
+        self.mutable.extend(names);
+        self
+    }
+
+    /// Refuses mutable parameters this driver was not told to accept. Their
+    /// values are the storage's business; the reference driver keeps them
+    /// as given (volplane records them and ControllerGetVolume reports them).
+    fn check_mutable(&self, volume: &str, params: &Attributes) -> Result<(), Status> {
+        match params.keys().find(|k| !self.mutable.contains(*k)) {
+            None => Ok(()),
+            Some(k) if self.mutable.is_empty() => Err(Status::invalid(format!(
+                "{volume}: mutable parameter {k:?} is not supported: this driver was started with no --mutable-parameter"
+            ))),
+            Some(k) => Err(Status::invalid(format!(
+                "{volume}: mutable parameter {k:?} is not supported; this driver accepts {}",
+                self.mutable
+                    .iter()
+                    .map(|n| format!("{n:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
         }
     }
 
@@ -156,8 +186,18 @@ impl Backend for Reference {
         Features {
             snapshots: true,
             clones: true,
-            modify: false,
+            modify: !self.mutable.is_empty(),
         }
+    }
+
+    async fn controller_modify(
+        &self,
+        _host: &NodeHost,
+        volume: &Volume,
+        mutable_parameters: &Attributes,
+        _secrets: &Secrets,
+    ) -> Result<(), Status> {
+        self.check_mutable(&format!("volume {}", volume.volume_id), mutable_parameters)
     }
 
     async fn create_snapshot(
@@ -185,6 +225,7 @@ impl Backend for Reference {
             ));
         }
         self.check_topology(plan)?;
+        self.check_mutable(&format!("volume {:?}", plan.name), &plan.mutable_parameters)?;
         let id = volume_id(&plan.name);
         let min = if kind == Kind::Block {
             MIN_BLOCK_BYTES

@@ -98,6 +98,8 @@ pub struct Driver {
     child: Option<Child>,
     pub endpoint: String,
     pub runtime: Runtime,
+    /// More `volplane serve` flags, given at every start.
+    pub flags: Vec<String>,
 }
 
 impl Driver {
@@ -115,16 +117,21 @@ impl Driver {
 
     /// Starts `volplane serve --runtime <runtime>` in a fresh temporary root.
     pub fn start(runtime: Runtime) -> Driver {
-        Driver::start_in(runtime, false)
+        Driver::start_in(runtime, false, &[])
+    }
+
+    /// The same with more `volplane serve` flags.
+    pub fn start_with(runtime: Runtime, flags: &[&str]) -> Driver {
+        Driver::start_in(runtime, false, flags)
     }
 
     /// The same with `--kubelet-dir` and `--state-dir` given as symlinks to
     /// the real directories (`real-kubelet`, `real-state`).
     pub fn start_symlinked(runtime: Runtime) -> Driver {
-        Driver::start_in(runtime, true)
+        Driver::start_in(runtime, true, &[])
     }
 
-    fn start_in(runtime: Runtime, symlinked: bool) -> Driver {
+    fn start_in(runtime: Runtime, symlinked: bool, flags: &[&str]) -> Driver {
         let root = tempfile::Builder::new()
             .prefix("volplane-test-")
             .tempdir()
@@ -142,6 +149,7 @@ impl Driver {
             child: None,
             endpoint,
             runtime,
+            flags: flags.iter().map(|f| f.to_string()).collect(),
         };
         d.spawn(None);
         d
@@ -190,6 +198,7 @@ impl Driver {
         .arg(state)
         .arg("--kubelet-dir")
         .arg(self.kubelet())
+        .args(&self.flags)
         .env(
             "VOLPLANE_LOG",
             std::env::var("VOLPLANE_TEST_LOG").unwrap_or_else(|_| "error".into()),

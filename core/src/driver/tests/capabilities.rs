@@ -130,3 +130,34 @@ fn stages_and_has_read_the_advertised_capabilities() {
     assert!(!config.stages());
     assert!(!config.has(ControllerCapability::GetVolume));
 }
+
+#[test]
+fn controller_get_volume_reports_the_mutable_parameters_as_they_are_now() {
+    let mut h = Harness::new();
+    let Request::CreateVolume(mut r) = create("a", 1 << 20) else {
+        unreachable!()
+    };
+    r.mutable_parameters.insert("iops".into(), "3000".into());
+    let Response::Volume(v) = h.ok(Request::CreateVolume(r)) else {
+        panic!()
+    };
+    let modify = |value: &str| {
+        Request::ControllerModify(ControllerModify {
+            volume_id: v.volume_id.clone(),
+            mutable_parameters: [("iops".to_string(), value.to_string())].into(),
+            secrets: Secrets::default(),
+        })
+    };
+    let get = || Request::ControllerGetVolume {
+        volume_id: v.volume_id.clone(),
+    };
+    let iops = |r: Response| match r {
+        Response::ControllerVolume(e) => e.volume.volume_context["iops"].clone(),
+        r => panic!("{r:?}"),
+    };
+    assert_eq!(iops(h.ok(get())), "3000");
+    let (_, effects) = h.send(modify("3000"));
+    assert!(executes(&effects).is_empty(), "unchanged: answered at once");
+    h.ok(modify("6000"));
+    assert_eq!(iops(h.ok(get())), "6000");
+}
