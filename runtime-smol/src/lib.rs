@@ -19,6 +19,7 @@ use smol_hyper::rt::{FuturesIo, SmolTimer};
 use volplane_core::driver::DriverConfig;
 use volplane_host::Host;
 use volplane_proto::csi::controller_server::ControllerServer;
+use volplane_proto::csi::group_controller_server::GroupControllerServer;
 use volplane_proto::csi::identity_server::IdentityServer;
 use volplane_proto::csi::node_server::NodeServer;
 pub use volplane_service::ServeError;
@@ -119,6 +120,7 @@ pub async fn serve<B: Backend>(
     let mut routes = tonic::service::Routes::new(IdentityServer::new(p.service.clone()));
     if p.controller {
         routes = routes.add_service(ControllerServer::new(p.service.clone()));
+        routes = routes.add_service(GroupControllerServer::new(p.service.clone()));
     }
     if p.node {
         routes = routes.add_service(NodeServer::new(p.service.clone()));

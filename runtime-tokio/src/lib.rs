@@ -16,6 +16,7 @@ use tonic::transport::{Channel, Endpoint, Server};
 use volplane_core::driver::DriverConfig;
 use volplane_host::Host;
 use volplane_proto::csi::controller_server::ControllerServer;
+use volplane_proto::csi::group_controller_server::GroupControllerServer;
 use volplane_proto::csi::identity_server::IdentityServer;
 use volplane_proto::csi::node_server::NodeServer;
 use volplane_proto::endpoint;
@@ -61,6 +62,10 @@ pub async fn serve<B: Backend>(
     let served = Server::builder()
         .add_service(IdentityServer::new(svc.clone()))
         .add_optional_service(p.controller.then(|| ControllerServer::new(svc.clone())))
+        .add_optional_service(
+            p.controller
+                .then(|| GroupControllerServer::new(svc.clone())),
+        )
         .add_optional_service(p.node.then(|| NodeServer::new(svc.clone())))
         .serve_with_incoming_shutdown(fixed::incoming(listener), shutdown)
         .await

@@ -4,8 +4,9 @@ use std::future::Future;
 
 use volplane_core::Status;
 use volplane_core::driver::{
-    Attributes, Capability, CapacityRange, CreatePlan, Features, Outcome, Plan, PublishPlan,
-    Secrets, Snapshot, SnapshotPlan, StagePlan, Topology, Volume, VolumeCondition, VolumeUsage,
+    Attributes, Capability, CapacityRange, CreatePlan, Features, GroupPlan, GroupSnapshot, Outcome,
+    Plan, PublishPlan, Secrets, Snapshot, SnapshotPlan, StagePlan, Topology, Volume,
+    VolumeCondition, VolumeUsage,
 };
 
 use crate::{NodeHost, NodeSource};
@@ -140,6 +141,37 @@ pub trait Backend: Send + Sync + 'static {
         let msg = format!(
             "snapshot {}: this backend cannot take snapshots",
             snapshot.snapshot_id
+        );
+        async move { Err(Status::unimplemented(msg)) }
+    }
+
+    /// Cuts snapshots of every volume of `plan.sources` at one point in
+    /// time, named `plan.name` (the same group when called again for the
+    /// same name): every member or none, each naming the group. The default
+    /// refuses: say `group_snapshots` in [`Backend::features`] when
+    /// overriding it.
+    fn create_group_snapshot(
+        &self,
+        _host: &NodeHost,
+        plan: &GroupPlan,
+    ) -> impl Future<Output = Result<GroupSnapshot, Status>> + Send {
+        let msg = format!(
+            "group snapshot {:?}: this backend cannot take group snapshots",
+            plan.name
+        );
+        async move { Err(Status::unimplemented(msg)) }
+    }
+
+    /// Deletes the group and every member; one already gone is success.
+    fn delete_group_snapshot(
+        &self,
+        _host: &NodeHost,
+        group: &GroupSnapshot,
+        _secrets: &Secrets,
+    ) -> impl Future<Output = Result<(), Status>> + Send {
+        let msg = format!(
+            "group snapshot {}: this backend cannot take group snapshots",
+            group.group_snapshot_id
         );
         async move { Err(Status::unimplemented(msg)) }
     }
@@ -353,6 +385,14 @@ pub async fn execute<B: Backend>(
             .map(Outcome::SnapshotCreated),
         Plan::DeleteSnapshot { snapshot, secrets } => backend
             .delete_snapshot(host, snapshot, secrets)
+            .await
+            .map(|_| Outcome::Done),
+        Plan::CreateGroupSnapshot(p) => backend
+            .create_group_snapshot(host, p)
+            .await
+            .map(Outcome::GroupCreated),
+        Plan::DeleteGroupSnapshot { group, secrets } => backend
+            .delete_group_snapshot(host, group, secrets)
             .await
             .map(|_| Outcome::Done),
         Plan::GetCapacity {

@@ -1,4 +1,4 @@
-//! The gRPC services (Identity, Controller, Node) as thin glue: validate the
+//! The gRPC services (Identity, Controller, GroupController, Node) as thin glue: validate the
 //! wire request, hand it to the pump, convert the answer, log one line.
 
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use crate::PumpHandle;
 use volplane_proto::convert::{FromResponse, IntoRequest, to_tonic};
 use volplane_proto::csi;
 use volplane_proto::csi::controller_server::Controller;
+use volplane_proto::csi::group_controller_server::GroupController;
 use volplane_proto::csi::identity_server::Identity;
 use volplane_proto::csi::node_server::Node;
 
@@ -136,6 +137,15 @@ service! {
         delete_snapshot(csi::DeleteSnapshotRequest) -> csi::DeleteSnapshotResponse = "DeleteSnapshot";
         list_snapshots(csi::ListSnapshotsRequest) -> csi::ListSnapshotsResponse = "ListSnapshots";
         get_snapshot(csi::GetSnapshotRequest) -> csi::GetSnapshotResponse = "GetSnapshot";
+    }
+}
+
+service! {
+    GroupController {
+        group_controller_get_capabilities(csi::GroupControllerGetCapabilitiesRequest) -> csi::GroupControllerGetCapabilitiesResponse = "GroupControllerGetCapabilities";
+        create_volume_group_snapshot(csi::CreateVolumeGroupSnapshotRequest) -> csi::CreateVolumeGroupSnapshotResponse = "CreateVolumeGroupSnapshot";
+        delete_volume_group_snapshot(csi::DeleteVolumeGroupSnapshotRequest) -> csi::DeleteVolumeGroupSnapshotResponse = "DeleteVolumeGroupSnapshot";
+        get_volume_group_snapshot(csi::GetVolumeGroupSnapshotRequest) -> csi::GetVolumeGroupSnapshotResponse = "GetVolumeGroupSnapshot";
     }
 }
 

@@ -26,6 +26,7 @@
 //!   memory with the same answer and no new plan.
 
 mod controller;
+mod group;
 mod node;
 pub mod plan;
 pub mod request;
@@ -38,7 +39,9 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-pub use plan::{CreatePlan, Outcome, Plan, PublishPlan, SnapshotPlan, Source, StagePlan};
+pub use plan::{
+    CreatePlan, GroupPlan, Outcome, Plan, PublishPlan, SnapshotPlan, Source, StagePlan,
+};
 pub use request::*;
 pub use state::{DriverState, check_invariants};
 pub use types::*;
@@ -78,6 +81,9 @@ pub struct DriverConfig {
     pub controller_capabilities: BTreeSet<ControllerCapability>,
     /// The node capabilities advertised.
     pub node_capabilities: BTreeSet<NodeCapability>,
+    /// The group controller capabilities advertised (with the plugin
+    /// capability GROUP_CONTROLLER_SERVICE).
+    pub group_capabilities: BTreeSet<GroupCapability>,
     /// Access modes volumes can be created and published with.
     pub access_modes: BTreeSet<AccessMode>,
     /// Raw block access is supported.
@@ -110,6 +116,7 @@ impl DriverConfig {
             known_nodes: BTreeSet::new(),
             plugin_capabilities: [
                 PluginCapability::ControllerService,
+                PluginCapability::GroupControllerService,
                 PluginCapability::OnlineExpansion,
             ]
             .into(),
@@ -137,6 +144,7 @@ impl DriverConfig {
                 N::SingleNodeMultiWriter,
             ]
             .into(),
+            group_capabilities: [GroupCapability::CreateDeleteGetVolumeGroupSnapshot].into(),
             access_modes: AccessMode::ALL.into(),
             block: true,
             default_volume_bytes: 1 << 30,
@@ -162,6 +170,11 @@ impl DriverConfig {
                     self.controller_capabilities.remove(c);
                 }
             }
+        }
+        if !features.group_snapshots {
+            self.group_capabilities.clear();
+            self.plugin_capabilities
+                .remove(&PluginCapability::GroupControllerService);
         }
     }
 
@@ -410,6 +423,10 @@ impl Driver {
                 | Request::DeleteSnapshot(_)
                 | Request::ListSnapshots(_)
                 | Request::GetSnapshot { .. }
+                | Request::GroupControllerGetCapabilities
+                | Request::CreateGroupSnapshot(_)
+                | Request::DeleteGroupSnapshot(_)
+                | Request::GetGroupSnapshot { .. }
         );
         let node = request.path().is_some()
             || matches!(request, Request::NodeGetCapabilities | Request::NodeGetInfo);
@@ -446,7 +463,10 @@ impl Driver {
             Request::GetPluginCapabilities => {
                 let mut caps: Vec<_> = self.config.plugin_capabilities.iter().copied().collect();
                 if !self.config.controller {
-                    caps.retain(|c| *c != PluginCapability::ControllerService);
+                    caps.retain(|c| {
+                        *c != PluginCapability::ControllerService
+                            && *c != PluginCapability::GroupControllerService
+                    });
                 }
                 answer(Response::PluginCapabilities(caps))
             }
@@ -482,6 +502,15 @@ impl Driver {
             Request::DeleteSnapshot(r) => self.delete_snapshot(r),
             Request::ListSnapshots(r) => self.list_snapshots(r),
             Request::GetSnapshot { snapshot_id } => self.get_snapshot(&snapshot_id),
+            Request::GroupControllerGetCapabilities => answer(Response::GroupCapabilities(
+                self.config.group_capabilities.iter().copied().collect(),
+            )),
+            Request::CreateGroupSnapshot(r) => self.create_group(r),
+            Request::DeleteGroupSnapshot(r) => self.delete_group(r),
+            Request::GetGroupSnapshot {
+                group_snapshot_id,
+                snapshot_ids,
+            } => self.get_group(&group_snapshot_id, &snapshot_ids),
             Request::NodeStage(r) => self.node_stage(r),
             Request::NodeUnstage(r) => self.node_unstage(r),
             Request::NodePublish(r) => self.node_publish(r),
@@ -511,6 +540,22 @@ impl Driver {
             }
             Request::ListSnapshots(_) => (C::ListSnapshots, "LIST_SNAPSHOTS"),
             Request::GetSnapshot { .. } => (C::GetSnapshot, "GET_SNAPSHOT"),
+            Request::GroupControllerGetCapabilities => {
+                return (!self
+                    .config
+                    .plugin_capabilities
+                    .contains(&PluginCapability::GroupControllerService))
+                .then_some("GROUP_CONTROLLER_SERVICE");
+            }
+            Request::CreateGroupSnapshot(_)
+            | Request::DeleteGroupSnapshot(_)
+            | Request::GetGroupSnapshot { .. } => {
+                return (!self
+                    .config
+                    .group_capabilities
+                    .contains(&GroupCapability::CreateDeleteGetVolumeGroupSnapshot))
+                .then_some("CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT");
+            }
             Request::NodeVolumeStats(_) => {
                 return (!self
                     .config
@@ -575,6 +620,10 @@ impl Driver {
             Plan::CreateSnapshot(p) => self.snapshot_created(p, result),
             Plan::DeleteSnapshot { snapshot, .. } => {
                 self.snapshot_deleted(&snapshot.snapshot_id, result)
+            }
+            Plan::CreateGroupSnapshot(p) => self.group_created(p, result),
+            Plan::DeleteGroupSnapshot { group, .. } => {
+                self.group_deleted(&group.group_snapshot_id, result)
             }
             Plan::Stage(p) => self.staged(&p, result),
             Plan::Unstage(p) => self.unstaged(&p, result),
@@ -650,7 +699,12 @@ fn lock_key(request: &Request) -> Option<String> {
         Request::CreateVolume(r) => Some(format!("name:{}", r.name)),
         Request::CreateSnapshot(r) => Some(snapshot::name_key(&r.name)),
         Request::DeleteSnapshot(r) => Some(snapshot::id_key(&r.snapshot_id)),
-        Request::ListSnapshots(_) | Request::GetSnapshot { .. } => None,
+        Request::CreateGroupSnapshot(r) => Some(group::name_key(&r.name)),
+        Request::DeleteGroupSnapshot(r) => Some(group::id_key(&r.group_snapshot_id)),
+        Request::ListSnapshots(_)
+        | Request::GetSnapshot { .. }
+        | Request::GetGroupSnapshot { .. }
+        | Request::GroupControllerGetCapabilities => None,
         Request::ListVolumes(_)
         | Request::GetCapacity(_)
         | Request::ValidateCapabilities(_)

@@ -64,6 +64,22 @@ pub struct SnapshotPlan {
     pub secrets: Secrets,
 }
 
+/// Cut snapshots of several volumes at one point in time, every one or
+/// none. The backend chooses the ids and must return the same group when
+/// asked again for the same `name`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupPlan {
+    /// The group's name (CreateVolumeGroupSnapshot.name).
+    pub name: String,
+    /// The volumes, as the driver recorded them, in the order asked.
+    pub sources: Vec<Volume>,
+    /// The group snapshot class parameters.
+    pub parameters: Attributes,
+    #[serde(skip)]
+    /// The snapshotter's secrets.
+    pub secrets: Secrets,
+}
+
 /// Make a volume usable at the staging path on this node (format when empty,
 /// then mount; or whatever the backend's storage needs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -179,6 +195,16 @@ pub enum Plan {
         /// The deleter's secrets.
         secrets: Secrets,
     },
+    /// Cut a group snapshot (or report how far the one of this name has got).
+    CreateGroupSnapshot(GroupPlan),
+    /// Delete the group and every member; one already gone is success.
+    DeleteGroupSnapshot {
+        /// The group as the driver recorded it.
+        group: GroupSnapshot,
+        #[serde(skip)]
+        /// The deleter's secrets.
+        secrets: Secrets,
+    },
     /// A query: free capacity for volumes with these parameters.
     GetCapacity {
         /// The capabilities volumes must support.
@@ -236,6 +262,8 @@ impl Plan {
             Plan::ControllerModify { .. } => "controller-modify",
             Plan::CreateSnapshot(_) => "create-snapshot",
             Plan::DeleteSnapshot { .. } => "delete-snapshot",
+            Plan::CreateGroupSnapshot(_) => "create-group-snapshot",
+            Plan::DeleteGroupSnapshot { .. } => "delete-group-snapshot",
             Plan::GetCapacity { .. } => "get-capacity",
             Plan::Stage(_) => "stage",
             Plan::Unstage(_) => "unstage",
@@ -261,6 +289,8 @@ pub enum Outcome {
     Created(Volume),
     /// The snapshot was cut (or found), ready to use or not yet.
     SnapshotCreated(Snapshot),
+    /// The group snapshot was cut (or found).
+    GroupCreated(GroupSnapshot),
     /// The volume was published to the node.
     Published {
         /// What NodeStage and NodePublish will receive.

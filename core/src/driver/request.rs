@@ -109,6 +109,22 @@ pub struct ListSnapshots {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+pub struct CreateGroupSnapshot {
+    pub name: String,
+    pub source_volume_ids: Vec<String>,
+    pub parameters: Attributes,
+    pub secrets: Secrets,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteGroupSnapshot {
+    pub group_snapshot_id: String,
+    /// The members the CO believes the group has (empty: not given).
+    pub snapshot_ids: Vec<String>,
+    pub secrets: Secrets,
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeStage {
     pub volume_id: String,
     pub publish_context: Attributes,
@@ -175,12 +191,24 @@ pub enum Request {
     GetCapacity(GetCapacity),
     ControllerGetCapabilities,
     ControllerExpand(ControllerExpand),
-    ControllerGetVolume { volume_id: String },
+    ControllerGetVolume {
+        volume_id: String,
+    },
     ControllerModify(ControllerModify),
     CreateSnapshot(CreateSnapshot),
     DeleteSnapshot(DeleteSnapshot),
     ListSnapshots(ListSnapshots),
-    GetSnapshot { snapshot_id: String },
+    GetSnapshot {
+        snapshot_id: String,
+    },
+    GroupControllerGetCapabilities,
+    CreateGroupSnapshot(CreateGroupSnapshot),
+    DeleteGroupSnapshot(DeleteGroupSnapshot),
+    /// `snapshot_ids`: the members the CO believes the group has (empty: not given).
+    GetGroupSnapshot {
+        group_snapshot_id: String,
+        snapshot_ids: Vec<String>,
+    },
     NodeStage(NodeStage),
     NodeUnstage(NodeUnstage),
     NodePublish(NodePublish),
@@ -213,6 +241,10 @@ impl Request {
             Request::DeleteSnapshot(_) => "DeleteSnapshot",
             Request::ListSnapshots(_) => "ListSnapshots",
             Request::GetSnapshot { .. } => "GetSnapshot",
+            Request::GroupControllerGetCapabilities => "GroupControllerGetCapabilities",
+            Request::CreateGroupSnapshot(_) => "CreateVolumeGroupSnapshot",
+            Request::DeleteGroupSnapshot(_) => "DeleteVolumeGroupSnapshot",
+            Request::GetGroupSnapshot { .. } => "GetVolumeGroupSnapshot",
             Request::NodeStage(_) => "NodeStageVolume",
             Request::NodeUnstage(_) => "NodeUnstageVolume",
             Request::NodePublish(_) => "NodePublishVolume",
@@ -252,6 +284,11 @@ impl Request {
             Request::CreateSnapshot(r) => &r.name,
             Request::DeleteSnapshot(r) => &r.snapshot_id,
             Request::GetSnapshot { snapshot_id } => snapshot_id,
+            Request::CreateGroupSnapshot(r) => &r.name,
+            Request::DeleteGroupSnapshot(r) => &r.group_snapshot_id,
+            Request::GetGroupSnapshot {
+                group_snapshot_id, ..
+            } => group_snapshot_id,
             _ => return None,
         })
     }
@@ -300,10 +337,17 @@ pub enum NodeCapability {
     SingleNodeMultiWriter,
 }
 
+/// Group controller capabilities (CSI `GroupControllerServiceCapability.RPC.Type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum GroupCapability {
+    CreateDeleteGetVolumeGroupSnapshot,
+}
+
 /// Plugin capabilities (CSI `PluginCapability`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum PluginCapability {
     ControllerService,
+    GroupControllerService,
     VolumeAccessibilityConstraints,
     OnlineExpansion,
     OfflineExpansion,
@@ -369,6 +413,8 @@ pub enum Response {
         entries: Vec<Snapshot>,
         next_token: String,
     },
+    GroupSnapshot(GroupSnapshot),
+    GroupCapabilities(Vec<GroupCapability>),
     NodeCapabilities(Vec<NodeCapability>),
     NodeInfo {
         node_id: String,

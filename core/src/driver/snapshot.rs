@@ -117,6 +117,12 @@ impl Driver {
         let Some(record) = self.state.snapshots.get(&r.snapshot_id) else {
             return answer(Response::Empty);
         };
+        if let Some(group) = self.group_of(&r.snapshot_id) {
+            return reject(Status::invalid(format!(
+                "snapshot {} belongs to group snapshot {group}; DeleteVolumeGroupSnapshot deletes it with its group",
+                r.snapshot_id
+            )));
+        }
         if self.state.busy(&name_key(&record.name)) || self.state.reading(&r.snapshot_id) {
             return reject(Status::aborted_pending_snapshot(&r.snapshot_id));
         }

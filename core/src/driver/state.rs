@@ -25,15 +25,33 @@ pub struct DriverState {
     /// Snapshots by id.
     #[serde(default)]
     pub snapshots: BTreeMap<String, SnapshotRecord>,
-    /// CreateSnapshot names to snapshot ids.
+    /// CreateSnapshot names to snapshot ids (members of a group have none).
     #[serde(default)]
     pub snapshot_names: BTreeMap<String, String>,
+    /// Group snapshots by id.
+    #[serde(default)]
+    pub groups: BTreeMap<String, GroupRecord>,
+    /// CreateVolumeGroupSnapshot names to group ids.
+    #[serde(default)]
+    pub group_names: BTreeMap<String, String>,
+}
+
+/// A group snapshot the controller cut. Its members are in
+/// [`DriverState::snapshots`] too, without a name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// The name CreateVolumeGroupSnapshot was asked with.
+    pub name: String,
+    /// The group as the backend last reported it.
+    pub group: GroupSnapshot,
+    /// The parameters it was cut with.
+    pub parameters: Attributes,
 }
 
 /// A snapshot the controller cut.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotRecord {
-    /// The name CreateSnapshot was asked with.
+    /// The name CreateSnapshot was asked with; empty for a group's member.
     pub name: String,
     /// The snapshot as the backend last reported it.
     pub snapshot: Snapshot,
@@ -144,6 +162,7 @@ impl DriverState {
     pub fn reading(&self, id: &str) -> bool {
         self.in_flight.values().any(|f| match &f.plan {
             Plan::CreateSnapshot(p) => p.source.volume_id == id,
+            Plan::CreateGroupSnapshot(p) => p.sources.iter().any(|v| v.volume_id == id),
             Plan::CreateVolume(p) => matches!(
                 &p.content_source,
                 Some(ContentSource::Snapshot(s) | ContentSource::Volume(s)) if s == id
@@ -219,8 +238,40 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
         }
     }
     for (id, r) in &state.snapshots {
-        if state.snapshot_names.get(&r.name) != Some(id) || r.snapshot.snapshot_id != *id {
+        if r.snapshot.snapshot_id != *id {
+            return Err(format!(
+                "snapshot {id} is recorded as {}",
+                r.snapshot.snapshot_id
+            ));
+        }
+        let group = &r.snapshot.group_snapshot_id;
+        if r.name.is_empty() {
+            let member = state
+                .groups
+                .get(group)
+                .is_some_and(|g| g.group.snapshots.iter().any(|s| s.snapshot_id == *id));
+            if !member {
+                return Err(format!(
+                    "snapshot {id} has no name and is no member of a group"
+                ));
+            }
+        } else if state.snapshot_names.get(&r.name) != Some(id) {
             return Err(format!("snapshot {id} is missing from the name index"));
+        }
+    }
+    for (id, g) in &state.groups {
+        if state.group_names.get(&g.name) != Some(id) {
+            return Err(format!(
+                "group snapshot {id} is missing from the name index"
+            ));
+        }
+        for s in &g.group.snapshots {
+            if !state.snapshots.contains_key(&s.snapshot_id) {
+                return Err(format!(
+                    "group snapshot {id} names member {} that is not recorded",
+                    s.snapshot_id
+                ));
+            }
         }
     }
     let mut keys = std::collections::BTreeSet::new();

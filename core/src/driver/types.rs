@@ -203,6 +203,18 @@ pub struct Snapshot {
     pub group_snapshot_id: String,
 }
 
+/// `VolumeGroupSnapshot`: snapshots of several volumes cut at one point in
+/// time, created and deleted together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupSnapshot {
+    pub group_snapshot_id: String,
+    /// One per source volume, each naming this group.
+    pub snapshots: Vec<Snapshot>,
+    pub creation_time: Timestamp,
+    /// True once every member is ready to use.
+    pub ready_to_use: bool,
+}
+
 /// A point in time: seconds and nanoseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Timestamp {
@@ -220,6 +232,8 @@ pub struct Features {
     pub clones: bool,
     /// ControllerModifyVolume with mutable parameters.
     pub modify: bool,
+    /// The GroupController service: group snapshots.
+    pub group_snapshots: bool,
 }
 
 /// Space on a volume, from `NodeGetVolumeStats`.

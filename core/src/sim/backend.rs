@@ -94,26 +94,30 @@ impl Storage {
             },
             Plan::ControllerModify { .. } => Outcome::Done,
             Plan::CreateSnapshot(p) => {
-                let id = format!("snap-{}", p.name);
-                let data = self
-                    .volumes
-                    .get(&p.source.volume_id)
-                    .copied()
-                    .unwrap_or(false);
-                self.snapshots
-                    .entry(id.clone())
-                    .or_insert((p.source.volume_id.clone(), data));
-                Outcome::SnapshotCreated(driver::Snapshot {
-                    snapshot_id: id,
-                    source_volume_id: p.source.volume_id.clone(),
-                    size_bytes: p.source.capacity_bytes,
+                Outcome::SnapshotCreated(self.cut(format!("snap-{}", p.name), &p.source, ""))
+            }
+            Plan::CreateGroupSnapshot(p) => {
+                let group = format!("group-{}", p.name);
+                let snapshots = p
+                    .sources
+                    .iter()
+                    .map(|v| self.cut(format!("snap-{}-{}", p.name, v.volume_id), v, &group))
+                    .collect();
+                Outcome::GroupCreated(driver::GroupSnapshot {
+                    group_snapshot_id: group,
+                    snapshots,
                     creation_time: driver::Timestamp {
                         seconds: 1,
                         nanos: 0,
                     },
                     ready_to_use: true,
-                    group_snapshot_id: String::new(),
                 })
+            }
+            Plan::DeleteGroupSnapshot { group, .. } => {
+                for s in &group.snapshots {
+                    self.snapshots.remove(&s.snapshot_id);
+                }
+                Outcome::Done
             }
             Plan::DeleteSnapshot { snapshot, .. } => {
                 self.snapshots.remove(&snapshot.snapshot_id);
@@ -151,6 +155,29 @@ impl Storage {
                 usage: Default::default(),
                 condition: None,
             },
+        }
+    }
+
+    /// Records snapshot `id` of `source` with what the source holds now.
+    fn cut(&mut self, id: String, source: &driver::Volume, group: &str) -> driver::Snapshot {
+        let data = self
+            .volumes
+            .get(&source.volume_id)
+            .copied()
+            .unwrap_or(false);
+        self.snapshots
+            .entry(id.clone())
+            .or_insert((source.volume_id.clone(), data));
+        driver::Snapshot {
+            snapshot_id: id,
+            source_volume_id: source.volume_id.clone(),
+            size_bytes: source.capacity_bytes,
+            creation_time: driver::Timestamp {
+                seconds: 1,
+                nanos: 0,
+            },
+            ready_to_use: true,
+            group_snapshot_id: group.to_string(),
         }
     }
 

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use volplane_core::driver::{
-    Attributes, Capability, CapacityRange, CreatePlan, Features, Secrets, Snapshot, SnapshotPlan,
-    Topology, Volume,
+    Attributes, Capability, CapacityRange, CreatePlan, Features, GroupPlan, GroupSnapshot, Secrets,
+    Snapshot, SnapshotPlan, Topology, Volume,
 };
 use volplane_core::{Code, Status};
 use volplane_host::loopdev;
@@ -187,7 +187,25 @@ impl Backend for Reference {
             snapshots: true,
             clones: true,
             modify: !self.mutable.is_empty(),
+            group_snapshots: true,
         }
+    }
+
+    async fn create_group_snapshot(
+        &self,
+        host: &NodeHost,
+        plan: &GroupPlan,
+    ) -> Result<GroupSnapshot, Status> {
+        self.cut_group(host, plan).await
+    }
+
+    async fn delete_group_snapshot(
+        &self,
+        host: &NodeHost,
+        group: &GroupSnapshot,
+        _secrets: &Secrets,
+    ) -> Result<(), Status> {
+        self.drop_group(host, group).await
     }
 
     async fn controller_modify(

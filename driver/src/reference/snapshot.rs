@@ -9,7 +9,10 @@
 //! without one was never completed, and cutting it again finishes it.
 //!
 //! Snapshot ids are `snap-` and 20 hex digits of SHA-256 of the
-//! CreateSnapshot name. Copies of a block volume are crash-consistent:
+//! CreateSnapshot name. A group snapshot is its members, cut one after the
+//! other (each crash-consistent on its own) and named after the group and
+//! their volume; its id, `group-` and 20 hex digits, comes from its name,
+//! so nothing more is kept for it. Copies of a block volume are crash-consistent:
 //! every filesystem is flushed first, so what a filesystem mounted from
 //! the image wrote reaches the image.
 
@@ -17,7 +20,9 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 use volplane_core::Status;
-use volplane_core::driver::{Snapshot, SnapshotPlan, Source, Timestamp, Volume};
+use volplane_core::driver::{
+    GroupPlan, GroupSnapshot, Snapshot, SnapshotPlan, Source, Timestamp, Volume,
+};
 use volplane_service::{NodeHost, host_status};
 
 use super::{Kind, Reference, context_kind};
@@ -47,6 +52,16 @@ fn is_snapshot_id(id: &str) -> bool {
             && h.bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
+}
+
+fn group_id(name: &str) -> String {
+    let digest = Sha256::digest(format!("group:{name}").as_bytes());
+    format!("group-{}", &hex::encode(digest)[..20])
+}
+
+/// The snapshot name of a group's member for `volume_id`.
+fn member_name(group: &str, volume_id: &str) -> String {
+    format!("group:{group}\0{volume_id}")
 }
 
 fn kind_name(kind: Kind) -> &'static str {
@@ -154,6 +169,62 @@ impl Reference {
         })
     }
 
+    /// Cuts (or finds) every member of group `plan.name`; when one fails,
+    /// removes those cut and fails.
+    pub(super) async fn cut_group(
+        &self,
+        host: &NodeHost,
+        plan: &GroupPlan,
+    ) -> Result<GroupSnapshot, Status> {
+        let group = group_id(&plan.name);
+        let mut members: Vec<Snapshot> = Vec::with_capacity(plan.sources.len());
+        for volume in &plan.sources {
+            let member = SnapshotPlan {
+                name: member_name(&plan.name, &volume.volume_id),
+                source: volume.clone(),
+                parameters: plan.parameters.clone(),
+                secrets: Default::default(),
+            };
+            match self.cut(host, &member).await {
+                Ok(mut s) => {
+                    s.group_snapshot_id = group.clone();
+                    members.push(s);
+                }
+                Err(e) => {
+                    for m in &members {
+                        if let Err(left) = self.drop_snapshot(host, &m.snapshot_id).await {
+                            tracing::warn!(snapshot = %m.snapshot_id, error = %left, "could not remove a member of a failed group snapshot");
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let creation_time = members
+            .iter()
+            .map(|s| s.creation_time)
+            .min()
+            .unwrap_or_default();
+        Ok(GroupSnapshot {
+            group_snapshot_id: group,
+            snapshots: members,
+            creation_time,
+            ready_to_use: true,
+        })
+    }
+
+    /// Deletes every member of `group`.
+    pub(super) async fn drop_group(
+        &self,
+        host: &NodeHost,
+        group: &GroupSnapshot,
+    ) -> Result<(), Status> {
+        for s in &group.snapshots {
+            self.drop_snapshot(host, &s.snapshot_id).await?;
+        }
+        Ok(())
+    }
+
     /// Deletes snapshot `id`'s data, then its record; one already gone is fine.
     pub(super) async fn drop_snapshot(&self, host: &NodeHost, id: &str) -> Result<(), Status> {
         if !is_snapshot_id(id) {
@@ -257,5 +328,10 @@ mod tests {
         assert!(is_snapshot_id(&snapshot_id("../../etc")));
         assert!(!is_snapshot_id("snap-../../etc/passwd!!"));
         assert!(!super::super::is_volume_id(&snapshot_id("x")));
+        assert_ne!(group_id("g"), group_id("h"));
+        assert_ne!(
+            snapshot_id(&member_name("g", "vol-1")),
+            snapshot_id(&member_name("g", "vol-2"))
+        );
     }
 }

@@ -356,6 +356,7 @@ macro_rules! empty_response {
 empty_response!(
     csi::DeleteVolumeResponse,
     csi::DeleteSnapshotResponse,
+    csi::DeleteVolumeGroupSnapshotResponse,
     csi::ControllerUnpublishVolumeResponse,
     csi::ControllerModifyVolumeResponse,
     csi::NodeStageVolumeResponse,
@@ -399,6 +400,9 @@ impl FromResponse for csi::GetPluginCapabilitiesResponse {
                             r#type: service::Type::VolumeAccessibilityConstraints as i32,
                         })
                     }
+                    core::PluginCapability::GroupControllerService => Type::Service(Service {
+                        r#type: service::Type::GroupControllerService as i32,
+                    }),
                     core::PluginCapability::OnlineExpansion => {
                         Type::VolumeExpansion(VolumeExpansion {
                             r#type: volume_expansion::Type::Online as i32,

@@ -216,6 +216,9 @@ impl IntoResponse for csi::GetPluginCapabilitiesResponse {
                     service::Type::VolumeAccessibilityConstraints => {
                         Some(core::PluginCapability::VolumeAccessibilityConstraints)
                     }
+                    service::Type::GroupControllerService => {
+                        Some(core::PluginCapability::GroupControllerService)
+                    }
                     _ => None,
                 },
                 Type::VolumeExpansion(e) => {

@@ -1,5 +1,5 @@
-//! The snapshot RPCs: requests validated on the way in, answers built on
-//! the way out.
+//! The snapshot and group snapshot RPCs: requests validated on the way in,
+//! answers built on the way out.
 
 use volplane_core::driver::{self as core, Request, Response};
 use volplane_core::{Code, Status};
@@ -115,5 +115,113 @@ impl FromResponse for csi::ListSnapshotsResponse {
             }),
             other => Err(mismatch("ListSnapshots", &other)),
         }
+    }
+}
+
+impl IntoRequest for csi::GroupControllerGetCapabilitiesRequest {
+    fn into_request(self) -> Result<Request, Status> {
+        Ok(Request::GroupControllerGetCapabilities)
+    }
+}
+
+/// Member snapshot ids a CO names: each a valid id.
+fn member_ids(field: &str, ids: Vec<String>) -> Result<Vec<String>, Status> {
+    ids.into_iter()
+        .enumerate()
+        .map(|(i, id)| f::id(&format!("{field}[{i}]"), id))
+        .collect()
+}
+
+impl IntoRequest for csi::CreateVolumeGroupSnapshotRequest {
+    fn into_request(self) -> Result<Request, Status> {
+        let name = f::name("name", self.name)?;
+        if self.source_volume_ids.is_empty() {
+            return Err(Status::invalid(
+                "source_volume_ids: is required: name the volumes to snapshot together",
+            ));
+        }
+        Ok(Request::CreateGroupSnapshot(core::CreateGroupSnapshot {
+            name,
+            source_volume_ids: member_ids("source_volume_ids", self.source_volume_ids)?,
+            parameters: f::attributes("parameters", self.parameters)?,
+            secrets: f::secrets("secrets", self.secrets)?,
+        }))
+    }
+}
+
+impl IntoRequest for csi::DeleteVolumeGroupSnapshotRequest {
+    fn into_request(self) -> Result<Request, Status> {
+        Ok(Request::DeleteGroupSnapshot(core::DeleteGroupSnapshot {
+            group_snapshot_id: f::id("group_snapshot_id", self.group_snapshot_id)?,
+            snapshot_ids: member_ids("snapshot_ids", self.snapshot_ids)?,
+            secrets: f::secrets("secrets", self.secrets)?,
+        }))
+    }
+}
+
+impl IntoRequest for csi::GetVolumeGroupSnapshotRequest {
+    fn into_request(self) -> Result<Request, Status> {
+        f::secrets("secrets", self.secrets)?;
+        Ok(Request::GetGroupSnapshot {
+            group_snapshot_id: f::id("group_snapshot_id", self.group_snapshot_id)?,
+            snapshot_ids: member_ids("snapshot_ids", self.snapshot_ids)?,
+        })
+    }
+}
+
+fn wire_group(g: core::GroupSnapshot) -> csi::VolumeGroupSnapshot {
+    csi::VolumeGroupSnapshot {
+        group_snapshot_id: g.group_snapshot_id,
+        snapshots: g.snapshots.into_iter().map(wire_snapshot).collect(),
+        creation_time: Some(prost_types::Timestamp {
+            seconds: g.creation_time.seconds,
+            nanos: g.creation_time.nanos,
+        }),
+        ready_to_use: g.ready_to_use,
+    }
+}
+
+impl FromResponse for csi::CreateVolumeGroupSnapshotResponse {
+    fn from_response(r: Response) -> Result<Self, Status> {
+        match r {
+            Response::GroupSnapshot(g) => Ok(Self {
+                group_snapshot: Some(wire_group(g)),
+            }),
+            other => Err(mismatch("CreateVolumeGroupSnapshot", &other)),
+        }
+    }
+}
+
+impl FromResponse for csi::GetVolumeGroupSnapshotResponse {
+    fn from_response(r: Response) -> Result<Self, Status> {
+        match r {
+            Response::GroupSnapshot(g) => Ok(Self {
+                group_snapshot: Some(wire_group(g)),
+            }),
+            other => Err(mismatch("GetVolumeGroupSnapshot", &other)),
+        }
+    }
+}
+
+impl FromResponse for csi::GroupControllerGetCapabilitiesResponse {
+    fn from_response(r: Response) -> Result<Self, Status> {
+        use csi::group_controller_service_capability::{Rpc, Type, rpc::Type as T};
+        let Response::GroupCapabilities(caps) = r else {
+            return Err(mismatch("GroupControllerGetCapabilities", &r));
+        };
+        let capabilities = caps
+            .into_iter()
+            .map(|c| {
+                let t = match c {
+                    core::GroupCapability::CreateDeleteGetVolumeGroupSnapshot => {
+                        T::CreateDeleteGetVolumeGroupSnapshot
+                    }
+                };
+                csi::GroupControllerServiceCapability {
+                    r#type: Some(Type::Rpc(Rpc { r#type: t as i32 })),
+                }
+            })
+            .collect();
+        Ok(Self { capabilities })
     }
 }

@@ -286,8 +286,14 @@ impl Driver {
                 .into_iter()
                 .map(|(dev, file)| format!("loop {dev} -> {file}")),
         );
-        if let Ok(entries) = std::fs::read_dir(self.state().join("volumes")) {
-            for e in entries.flatten() {
+        let volumes = self.state().join("volumes");
+        for e in std::fs::read_dir(&volumes).into_iter().flatten().flatten() {
+            // The snapshots directory itself stays; what is in it must not.
+            if e.path() == volumes.join("snapshots") {
+                for s in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                    out.push(format!("snapshot storage {}", s.path().display()));
+                }
+            } else {
                 out.push(format!("volume storage {}", e.path().display()));
             }
         }

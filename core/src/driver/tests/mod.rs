@@ -234,6 +234,23 @@ fn success(plan: &Plan) -> Outcome {
             condition: None,
         },
         Plan::CreateSnapshot(p) => Outcome::SnapshotCreated(cut(p, true)),
+        Plan::CreateGroupSnapshot(p) => Outcome::GroupCreated(GroupSnapshot {
+            group_snapshot_id: format!("group-{}", p.name),
+            snapshots: p
+                .sources
+                .iter()
+                .map(|v| Snapshot {
+                    snapshot_id: format!("snap-{}-{}", p.name, v.volume_id),
+                    source_volume_id: v.volume_id.clone(),
+                    size_bytes: v.capacity_bytes,
+                    creation_time: Timestamp::default(),
+                    ready_to_use: true,
+                    group_snapshot_id: String::new(),
+                })
+                .collect(),
+            creation_time: Timestamp::default(),
+            ready_to_use: true,
+        }),
         _ => Outcome::Done,
     }
 }
@@ -655,7 +672,7 @@ mod properties {
                     AccessMode::SingleNodeMultiWriter,
                 ],
             );
-            let request = match u8::arbitrary(g) % 12 {
+            let request = match u8::arbitrary(g) % 14 {
                 0 => stage_at(v, &staging(v), mode),
                 1 => unstage(v),
                 2 => publish(v, pod, mode),
@@ -677,6 +694,17 @@ mod properties {
                     secrets: Secrets::default(),
                 }),
                 10 => restore(&format!("r-{v}"), &format!("snap-s-{v}"), 1 << 21),
+                11 => Request::CreateGroupSnapshot(CreateGroupSnapshot {
+                    name: "g".into(),
+                    source_volume_ids: vec!["vol-v1".into(), "vol-v2".into()],
+                    parameters: Attributes::new(),
+                    secrets: Secrets::default(),
+                }),
+                12 => Request::DeleteGroupSnapshot(DeleteGroupSnapshot {
+                    group_snapshot_id: "group-g".into(),
+                    snapshot_ids: vec![],
+                    secrets: Secrets::default(),
+                }),
                 _ => return Step::Complete(bool::arbitrary(g), bool::arbitrary(g)),
             };
             Step::Send(request)
@@ -729,6 +757,9 @@ mod properties {
                     let copying = |id: &str| {
                         pending.iter().any(|(_, p): &(OpId, Plan)| match p {
                             Plan::CreateSnapshot(s) => s.source.volume_id == id,
+                            Plan::CreateGroupSnapshot(g) => {
+                                g.sources.iter().any(|v| v.volume_id == id)
+                            }
                             Plan::CreateVolume(c) => c.source.as_ref().is_some_and(|s| match s {
                                 Source::Snapshot(s) => s.snapshot_id == id,
                                 Source::Volume(v) => v.volume_id == id,
@@ -814,6 +845,7 @@ mod properties {
 }
 
 mod capabilities;
+mod groups;
 mod node_rules;
 mod ownership;
 mod persist;
