@@ -850,3 +850,4 @@ mod node_rules;
 mod ownership;
 mod persist;
 mod snapshots;
+mod types;

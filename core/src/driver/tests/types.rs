@@ -1,0 +1,363 @@
+//! The driver's vocabulary: names as CSI spells them, what a request is
+//! about, and the invariants of its state, each named.
+
+use super::*;
+use crate::driver::state::{
+    InFlight, NodeVolume, Publication, StageRecord, TargetRecord, VolumeRecord,
+};
+
+#[test]
+fn access_modes_are_named_as_csi_spells_them_and_read_only_where_they_only_read() {
+    let table = [
+        (AccessMode::SingleNodeWriter, "SINGLE_NODE_WRITER", false),
+        (
+            AccessMode::SingleNodeReaderOnly,
+            "SINGLE_NODE_READER_ONLY",
+            true,
+        ),
+        (
+            AccessMode::MultiNodeReaderOnly,
+            "MULTI_NODE_READER_ONLY",
+            true,
+        ),
+        (
+            AccessMode::MultiNodeSingleWriter,
+            "MULTI_NODE_SINGLE_WRITER",
+            false,
+        ),
+        (
+            AccessMode::MultiNodeMultiWriter,
+            "MULTI_NODE_MULTI_WRITER",
+            false,
+        ),
+        (
+            AccessMode::SingleNodeSingleWriter,
+            "SINGLE_NODE_SINGLE_WRITER",
+            false,
+        ),
+        (
+            AccessMode::SingleNodeMultiWriter,
+            "SINGLE_NODE_MULTI_WRITER",
+            false,
+        ),
+    ];
+    assert_eq!(table.len(), AccessMode::ALL.len());
+    for (mode, name, read_only) in table {
+        assert_eq!(mode.csi_name(), name);
+        assert_eq!(mode.read_only(), read_only, "{name}");
+    }
+}
+
+#[test]
+fn capabilities_print_their_type_filesystem_and_mode() {
+    let mut mount = Capability::mount(AccessMode::SingleNodeWriter);
+    assert_eq!(mount.to_string(), "mount/SINGLE_NODE_WRITER");
+    if let AccessType::Mount { fs_type, .. } = &mut mount.access_type {
+        *fs_type = "xfs".into();
+    }
+    assert_eq!(mount.to_string(), "mount(xfs)/SINGLE_NODE_WRITER");
+    let block = Capability::block(AccessMode::MultiNodeMultiWriter);
+    assert!(block.access_type.is_block());
+    assert!(!mount.access_type.is_block());
+    assert_eq!(block.to_string(), "block/MULTI_NODE_MULTI_WRITER");
+}
+
+#[test]
+fn a_capacity_range_admits_its_bounds_and_nothing_outside() {
+    let r = CapacityRange {
+        required_bytes: 10,
+        limit_bytes: 20,
+    };
+    assert!(r.admits(10) && r.admits(20) && r.admits(15));
+    assert!(!r.admits(9) && !r.admits(21));
+    let open = CapacityRange {
+        required_bytes: 10,
+        limit_bytes: 0,
+    };
+    assert!(open.admits(u64::MAX));
+}
+
+#[test]
+fn secrets_never_print() {
+    let s = Secrets([("password".to_string(), "hunter2".to_string())].into());
+    assert_eq!(format!("{s:?}"), "<1 secret(s) redacted>");
+}
+
+#[test]
+fn plans_have_distinct_kind_names_for_logs_and_crash_hooks() {
+    let v = Volume {
+        volume_id: "v".into(),
+        capacity_bytes: 0,
+        volume_context: Attributes::new(),
+        accessible_topology: vec![],
+        content_source: None,
+    };
+    let Request::NodeStage(s) = stage("v") else {
+        unreachable!()
+    };
+    let stage_plan = StagePlan {
+        volume_id: "v".into(),
+        staging_path: s.staging_target_path,
+        capability: s.capability,
+        publish_context: Attributes::new(),
+        volume_context: Attributes::new(),
+        secrets: Secrets::default(),
+    };
+    let plans = [
+        (
+            Plan::DeleteVolume {
+                volume: v.clone(),
+                secrets: Secrets::default(),
+            },
+            "delete",
+        ),
+        (Plan::Stage(stage_plan.clone()), "stage"),
+        (Plan::Unstage(stage_plan), "unstage"),
+        (
+            Plan::DeleteSnapshot {
+                snapshot: cut(
+                    &SnapshotPlan {
+                        name: "s".into(),
+                        source: v.clone(),
+                        parameters: Attributes::new(),
+                        secrets: Secrets::default(),
+                    },
+                    true,
+                ),
+                secrets: Secrets::default(),
+            },
+            "delete-snapshot",
+        ),
+        (
+            Plan::VolumeStats {
+                volume_id: "v".into(),
+                volume_path: "/p".into(),
+                block: false,
+            },
+            "volume-stats",
+        ),
+    ];
+    for (plan, kind) in plans {
+        assert_eq!(plan.kind(), kind);
+    }
+}
+
+#[test]
+fn a_request_names_the_volume_and_path_it_is_about() {
+    let id = "vol-1".to_string();
+    let requests = [
+        (create(&id, 1), Some(id.as_str()), None),
+        (
+            Request::ValidateCapabilities(ValidateCapabilities {
+                volume_id: id.clone(),
+                volume_context: Attributes::new(),
+                capabilities: vec![],
+                parameters: Attributes::new(),
+                mutable_parameters: Attributes::new(),
+            }),
+            Some(id.as_str()),
+            None,
+        ),
+        (
+            Request::ControllerExpand(ControllerExpand {
+                volume_id: id.clone(),
+                capacity: CapacityRange::default(),
+                capability: None,
+                secrets: Secrets::default(),
+            }),
+            Some(id.as_str()),
+            None,
+        ),
+        (
+            Request::ControllerGetVolume {
+                volume_id: id.clone(),
+            },
+            Some(id.as_str()),
+            None,
+        ),
+        (
+            Request::ControllerModify(ControllerModify {
+                volume_id: id.clone(),
+                mutable_parameters: Attributes::new(),
+                secrets: Secrets::default(),
+            }),
+            Some(id.as_str()),
+            None,
+        ),
+        (
+            Request::NodeVolumeStats(NodeVolumeStats {
+                volume_id: id.clone(),
+                volume_path: "/p/stats".into(),
+                staging_target_path: String::new(),
+            }),
+            Some(id.as_str()),
+            Some("/p/stats"),
+        ),
+        (
+            Request::NodeExpand(NodeExpand {
+                volume_id: id.clone(),
+                volume_path: "/p/expand".into(),
+                capacity: CapacityRange::default(),
+                staging_target_path: String::new(),
+                capability: None,
+                secrets: Secrets::default(),
+            }),
+            Some(id.as_str()),
+            Some("/p/expand"),
+        ),
+        (Request::Probe, None, None),
+    ];
+    for (r, volume, path) in requests {
+        assert_eq!(r.volume(), volume, "{}", r.method());
+        assert_eq!(r.path(), path, "{}", r.method());
+    }
+}
+
+fn stage_record(path: &str) -> StageRecord {
+    StageRecord {
+        staging_path: path.into(),
+        capability: Capability::mount(AccessMode::SingleNodeWriter),
+        publish_context: Attributes::new(),
+        volume_context: Attributes::new(),
+        certain: true,
+    }
+}
+
+fn target_record(staging: &str) -> TargetRecord {
+    TargetRecord {
+        staging_path: staging.into(),
+        capability: Capability::mount(AccessMode::SingleNodeWriter),
+        readonly: false,
+        publish_context: Attributes::new(),
+        volume_context: Attributes::new(),
+        certain: true,
+    }
+}
+
+fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> VolumeRecord {
+    VolumeRecord {
+        name: name.into(),
+        volume: Volume {
+            volume_id: format!("vol-{name}"),
+            capacity_bytes: 1,
+            volume_context: Attributes::new(),
+            accessible_topology: vec![],
+            content_source: None,
+        },
+        capabilities: vec![],
+        parameters: Attributes::new(),
+        mutable_parameters: Attributes::new(),
+        accessibility: None,
+        capacity: CapacityRange::default(),
+        node_expansion_required: false,
+        published: nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.to_string(),
+                    Publication {
+                        capability: Capability::mount(mode),
+                        readonly: false,
+                        publish_context: Attributes::new(),
+                        certain: true,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Each invariant, broken alone, is named; the state around it is sound.
+#[test]
+fn each_broken_invariant_is_named() {
+    let sound = || {
+        let mut s = DriverState::default();
+        s.volumes.insert(
+            "vol-a".into(),
+            volume_record("a", AccessMode::MultiNodeMultiWriter, &["n1", "n2"]),
+        );
+        s.names.insert("a".into(), "vol-a".into());
+        let mut nv = NodeVolume {
+            stage: Some(stage_record("/s")),
+            ..Default::default()
+        };
+        nv.targets.insert("/t".into(), target_record("/s"));
+        s.node.insert("vol-a".into(), nv);
+        s
+    };
+    check_invariants(&sound()).unwrap();
+    assert_eq!(sound().targets("vol-a"), vec!["/t"]);
+    assert!(sound().targets("vol-b").is_empty());
+    let broken: Vec<(Box<dyn Fn(&mut DriverState)>, &str)> = vec![
+        (
+            Box::new(|s| {
+                s.node.insert("vol-b".into(), NodeVolume::default());
+            }),
+            "recorded with nothing on it",
+        ),
+        (
+            Box::new(|s| {
+                let nv = s.node.get_mut("vol-a").unwrap();
+                nv.targets.insert("/t2".into(), target_record("/elsewhere"));
+            }),
+            "that is not staged",
+        ),
+        (
+            Box::new(|s| {
+                s.node.get_mut("vol-a").unwrap().stage = None;
+            }),
+            "that is not staged",
+        ),
+        (
+            Box::new(|s| {
+                s.names.insert("b".into(), "vol-a".into());
+            }),
+            "does not carry it",
+        ),
+        (
+            Box::new(|s| {
+                s.names.clear();
+            }),
+            "missing from the name index",
+        ),
+        (
+            Box::new(|s| {
+                let v = s.volumes.get_mut("vol-a").unwrap();
+                let p = v.published.get_mut("n2").unwrap();
+                p.capability = Capability::mount(AccessMode::SingleNodeWriter);
+            }),
+            "is published to 2 nodes",
+        ),
+        (
+            Box::new(|s| {
+                for op in [1, 2] {
+                    s.in_flight.insert(
+                        crate::OpId(op),
+                        InFlight {
+                            key: "vol-a".into(),
+                            plan: Plan::DeleteVolume {
+                                volume: s.volumes["vol-a"].volume.clone(),
+                                secrets: Secrets::default(),
+                            },
+                            rpc: None,
+                        },
+                    );
+                }
+            }),
+            "two operations in flight hold vol-a",
+        ),
+    ];
+    for (breaks, named) in broken {
+        let mut s = sound();
+        breaks(&mut s);
+        let e = check_invariants(&s).unwrap_err();
+        assert!(e.contains(named), "{named}: {e}");
+    }
+    // One publication to one node of a single-node volume is fine.
+    let mut s = sound();
+    s.volumes.insert(
+        "vol-a".into(),
+        volume_record("a", AccessMode::SingleNodeWriter, &["n1"]),
+    );
+    check_invariants(&s).unwrap();
+}
