@@ -288,7 +288,8 @@ fn each_broken_invariant_is_named() {
     check_invariants(&sound()).unwrap();
     assert_eq!(sound().targets("vol-a"), vec!["/t"]);
     assert!(sound().targets("vol-b").is_empty());
-    let broken: Vec<(Box<dyn Fn(&mut DriverState)>, &str)> = vec![
+    type Breaks = Box<dyn Fn(&mut DriverState)>;
+    let broken: Vec<(Breaks, &str)> = vec![
         (
             Box::new(|s| {
                 s.node.insert("vol-b".into(), NodeVolume::default());
