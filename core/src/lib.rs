@@ -55,6 +55,7 @@ pub mod provision;
 pub mod registration;
 pub mod resize;
 pub mod sim;
+pub mod snapshot;
 pub mod status;
 pub mod store;
 

@@ -71,6 +71,8 @@ fn merge(spec_from: &Object, status_from: &Object) -> Object {
         (Object::Va(a), Object::Va(b)) => a.status = b.status.clone(),
         (Object::Node(a), Object::Node(b)) => a.status = b.status.clone(),
         (Object::Pod(a), Object::Pod(b)) => a.status = b.status.clone(),
+        (Object::Snapshot(a), Object::Snapshot(b)) => a.status = b.status.clone(),
+        (Object::Content(a), Object::Content(b)) => a.status = b.status.clone(),
         _ => {}
     }
     out

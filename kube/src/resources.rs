@@ -22,12 +22,32 @@ pub fn api_resource(kind: Kind) -> ApiResource {
         Kind::CsiDriver => erase::<storage_v1::CSIDriver>(),
         Kind::Node => erase::<core_v1::Node>(),
         Kind::Pod => erase::<core_v1::Pod>(),
+        Kind::VolumeSnapshot => snapshot_api("VolumeSnapshot", "volumesnapshots"),
+        Kind::VolumeSnapshotContent => {
+            snapshot_api("VolumeSnapshotContent", "volumesnapshotcontents")
+        }
+        Kind::VolumeSnapshotClass => snapshot_api("VolumeSnapshotClass", "volumesnapshotclasses"),
     }
 }
 
-/// Claims and pods live in a namespace; the rest are cluster-scoped.
+/// A kind of the snapshot CRDs (external-snapshotter's, not in k8s-openapi).
+fn snapshot_api(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "snapshot.storage.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "snapshot.storage.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Claims, pods and VolumeSnapshots live in a namespace; the rest are
+/// cluster-scoped.
 pub fn namespaced(kind: Kind) -> bool {
-    matches!(kind, Kind::PersistentVolumeClaim | Kind::Pod)
+    matches!(
+        kind,
+        Kind::PersistentVolumeClaim | Kind::Pod | Kind::VolumeSnapshot
+    )
 }
 
 /// The API for `kind` in `namespace` (every namespace when it is empty).
@@ -64,6 +84,9 @@ mod tests {
                 "storage.k8s.io/v1 CSIDriver csidrivers",
                 "v1 Node nodes",
                 "v1 Pod pods",
+                "snapshot.storage.k8s.io/v1 VolumeSnapshot volumesnapshots",
+                "snapshot.storage.k8s.io/v1 VolumeSnapshotContent volumesnapshotcontents",
+                "snapshot.storage.k8s.io/v1 VolumeSnapshotClass volumesnapshotclasses",
             ]
         );
         for k in Kind::ALL {

@@ -127,7 +127,11 @@ pub fn render(store: &Store) -> String {
                         .join(","),
                 ),
             ]),
-            Object::Node(_) | Object::CsiDriver(_) => {}
+            Object::Node(_)
+            | Object::CsiDriver(_)
+            | Object::Snapshot(_)
+            | Object::Content(_)
+            | Object::SnapshotClass(_) => {}
         }
     }
     let mut out = String::new();
@@ -188,5 +192,95 @@ pub fn render(store: &Store) -> String {
         &["NAME", "DRIVERS", "NODE IDS"],
         csinodes,
     );
+    snapshots(store, &mut out);
     out.trim_end().to_string()
+}
+
+/// VolumeSnapshots and their contents, with kubectl's columns (when there
+/// are any).
+fn snapshots(store: &Store, out: &mut String) {
+    let mut snapshots = Vec::new();
+    let mut contents = Vec::new();
+    for o in store.objects() {
+        match o {
+            Object::Snapshot(s) => {
+                let status = s.status.clone().unwrap_or_default();
+                snapshots.push(vec![
+                    s.metadata.name.clone(),
+                    s.ready().to_string(),
+                    or_none(
+                        s.spec
+                            .source
+                            .persistent_volume_claim_name
+                            .as_deref()
+                            .unwrap_or(""),
+                    ),
+                    or_none(
+                        s.spec
+                            .source
+                            .volume_snapshot_content_name
+                            .as_deref()
+                            .unwrap_or(""),
+                    ),
+                    status
+                        .restore_size
+                        .map(|q| q.to_string())
+                        .unwrap_or_default(),
+                    s.spec
+                        .volume_snapshot_class_name
+                        .clone()
+                        .unwrap_or_default(),
+                    s.bound_content().unwrap_or("").to_string(),
+                ]);
+            }
+            Object::Content(c) => contents.push(vec![
+                c.metadata.name.clone(),
+                c.ready().to_string(),
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.restore_size)
+                    .map(|b| b.to_string())
+                    .unwrap_or_default(),
+                format!("{:?}", c.spec.deletion_policy),
+                c.spec.driver.clone(),
+                c.spec
+                    .volume_snapshot_class_name
+                    .clone()
+                    .unwrap_or_default(),
+                c.spec.volume_snapshot_ref.name.clone(),
+            ]),
+            _ => {}
+        }
+    }
+    if snapshots.is_empty() && contents.is_empty() {
+        return;
+    }
+    table(
+        out,
+        "VOLUMESNAPSHOTS",
+        &[
+            "NAME",
+            "READYTOUSE",
+            "SOURCEPVC",
+            "SOURCESNAPSHOTCONTENT",
+            "RESTORESIZE",
+            "SNAPSHOTCLASS",
+            "SNAPSHOTCONTENT",
+        ],
+        snapshots,
+    );
+    table(
+        out,
+        "VOLUMESNAPSHOTCONTENTS",
+        &[
+            "NAME",
+            "READYTOUSE",
+            "RESTORESIZE",
+            "DELETIONPOLICY",
+            "DRIVER",
+            "VOLUMESNAPSHOTCLASS",
+            "VOLUMESNAPSHOT",
+        ],
+        contents,
+    );
 }

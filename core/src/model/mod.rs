@@ -12,6 +12,7 @@ pub mod meta;
 pub mod names;
 pub mod patch;
 pub mod quantity;
+pub mod snapshot;
 pub mod storage;
 pub mod workload;
 
@@ -19,6 +20,7 @@ pub use deployment::Deployment;
 pub use enums::*;
 pub use meta::*;
 pub use quantity::{Quantity, QuantityError};
+pub use snapshot::*;
 pub use storage::*;
 pub use workload::*;
 
@@ -35,11 +37,14 @@ pub enum Kind {
     CsiDriver,
     Node,
     Pod,
+    VolumeSnapshot,
+    VolumeSnapshotContent,
+    VolumeSnapshotClass,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 11] = [
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
         Kind::StorageClass,
@@ -48,6 +53,9 @@ impl Kind {
         Kind::CsiDriver,
         Kind::Node,
         Kind::Pod,
+        Kind::VolumeSnapshot,
+        Kind::VolumeSnapshotContent,
+        Kind::VolumeSnapshotClass,
     ];
 
     /// The kind a manifest's `kind` string names, if the model knows it.
@@ -66,6 +74,9 @@ impl Kind {
             Kind::CsiDriver => "CSIDriver",
             Kind::Node => "Node",
             Kind::Pod => "Pod",
+            Kind::VolumeSnapshot => "VolumeSnapshot",
+            Kind::VolumeSnapshotContent => "VolumeSnapshotContent",
+            Kind::VolumeSnapshotClass => "VolumeSnapshotClass",
         }
     }
 }
@@ -81,6 +92,9 @@ pub enum Object {
     CsiDriver(CsiDriver),
     Node(Node),
     Pod(Pod),
+    Snapshot(VolumeSnapshot),
+    Content(VolumeSnapshotContent),
+    SnapshotClass(VolumeSnapshotClass),
 }
 
 impl Object {
@@ -94,6 +108,9 @@ impl Object {
             Object::CsiDriver(_) => Kind::CsiDriver,
             Object::Node(_) => Kind::Node,
             Object::Pod(_) => Kind::Pod,
+            Object::Snapshot(_) => Kind::VolumeSnapshot,
+            Object::Content(_) => Kind::VolumeSnapshotContent,
+            Object::SnapshotClass(_) => Kind::VolumeSnapshotClass,
         }
     }
 
@@ -107,6 +124,9 @@ impl Object {
             Object::CsiDriver(o) => &o.metadata,
             Object::Node(o) => &o.metadata,
             Object::Pod(o) => &o.metadata,
+            Object::Snapshot(o) => &o.metadata,
+            Object::Content(o) => &o.metadata,
+            Object::SnapshotClass(o) => &o.metadata,
         }
     }
 
@@ -120,6 +140,9 @@ impl Object {
             Object::CsiDriver(o) => &mut o.metadata,
             Object::Node(o) => &mut o.metadata,
             Object::Pod(o) => &mut o.metadata,
+            Object::Snapshot(o) => &mut o.metadata,
+            Object::Content(o) => &mut o.metadata,
+            Object::SnapshotClass(o) => &mut o.metadata,
         }
     }
 
@@ -180,6 +203,9 @@ impl Object {
             Some(Kind::CsiDriver) => Object::CsiDriver(load(doc)?),
             Some(Kind::Node) => Object::Node(load(doc)?),
             Some(Kind::Pod) => Object::Pod(load(doc)?),
+            Some(Kind::VolumeSnapshot) => Object::Snapshot(load(doc)?),
+            Some(Kind::VolumeSnapshotContent) => Object::Content(load(doc)?),
+            Some(Kind::VolumeSnapshotClass) => Object::SnapshotClass(load(doc)?),
             None => return Err(format!("kind {kind:?} is not one the machines know")),
         })
     }
@@ -195,6 +221,9 @@ impl Object {
             Object::CsiDriver(o) => serde_json::to_value(o),
             Object::Node(o) => serde_json::to_value(o),
             Object::Pod(o) => serde_json::to_value(o),
+            Object::Snapshot(o) => serde_json::to_value(o),
+            Object::Content(o) => serde_json::to_value(o),
+            Object::SnapshotClass(o) => serde_json::to_value(o),
         };
         v.expect("model objects serialise")
     }

@@ -27,6 +27,31 @@ pub const FINALIZER_PV_CONTROLLER: &str = "kubernetes.io/pv-controller";
 pub const FINALIZER_PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
 pub const FINALIZER_PV_PROTECTION: &str = "kubernetes.io/pv-protection";
 
+/// external-snapshotter's finalizers and annotations (pkg/utils/util.go).
+pub const FINALIZER_CONTENT_BOUND: &str =
+    "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection";
+pub const FINALIZER_SNAPSHOT_BOUND: &str =
+    "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection";
+pub const FINALIZER_SNAPSHOT_AS_SOURCE: &str =
+    "snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection";
+pub const FINALIZER_PVC_AS_SNAPSHOT_SOURCE: &str =
+    "snapshot.storage.kubernetes.io/pvc-as-source-protection";
+pub const ANN_SNAPSHOT_BEING_DELETED: &str =
+    "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted";
+pub const ANN_SNAPSHOT_BEING_CREATED: &str =
+    "snapshot.storage.kubernetes.io/volumesnapshot-being-created";
+pub const ANN_DEFAULT_SNAPSHOT_CLASS: &str = "snapshot.storage.kubernetes.io/is-default-class";
+
+/// The name of a VolumeSnapshot's dynamic content: `snapcontent-<uid>`.
+pub fn snapshot_content_name(snapshot_uid: &str) -> String {
+    format!("snapcontent-{snapshot_uid}")
+}
+
+/// The CSI snapshot name csi-snapshotter asks for: `snapshot-<uid>`.
+pub fn csi_snapshot_name(snapshot_uid: &str) -> String {
+    format!("snapshot-{snapshot_uid}")
+}
+
 /// The volume attribute external-provisioner adds to every PV it makes.
 pub const ATTR_PROVISIONER_IDENTITY: &str = "storage.kubernetes.io/csiProvisionerIdentity";
 
@@ -55,6 +80,22 @@ pub mod reason {
     pub const FILE_SYSTEM_RESIZE_REQUIRED: &str = "FileSystemResizeRequired";
     pub const FILE_SYSTEM_RESIZE_SUCCESSFUL: &str = "FileSystemResizeSuccessful";
     pub const VOLUME_RESIZE_SUCCESSFUL: &str = "VolumeResizeSuccessful";
+    // external-snapshotter's snapshot controller and csi-snapshotter.
+    pub const SNAPSHOT_VALIDATION_ERROR: &str = "SnapshotValidationError";
+    pub const SNAPSHOT_CONTENT_MISSING: &str = "SnapshotContentMissing";
+    pub const SNAPSHOT_MISBOUND: &str = "SnapshotMisbound";
+    pub const SNAPSHOT_CONTENT_MISMATCH: &str = "SnapshotContentMismatch";
+    pub const SNAPSHOT_CONTENT_MISBOUND: &str = "SnapshotContentMisbound";
+    pub const SNAPSHOT_BIND_FAILED: &str = "SnapshotBindFailed";
+    pub const SNAPSHOT_PVC_SOURCE_MISSING: &str = "SnapshotPVCSourceMissing";
+    pub const SNAPSHOT_CONTENT_CREATION_FAILED: &str = "SnapshotContentCreationFailed";
+    pub const CREATING_SNAPSHOT: &str = "CreatingSnapshot";
+    pub const SNAPSHOT_CREATED: &str = "SnapshotCreated";
+    pub const SNAPSHOT_READY: &str = "SnapshotReady";
+    pub const SNAPSHOT_DELETE_PENDING: &str = "SnapshotDeletePending";
+    pub const SNAPSHOT_CREATION_FAILED: &str = "SnapshotCreationFailed";
+    pub const SNAPSHOT_CONTENT_CHECK_FAILED: &str = "SnapshotContentCheckandUpdateFailed";
+    pub const SNAPSHOT_DELETE_ERROR: &str = "SnapshotDeleteError";
 }
 
 /// Lowercase hex SHA-256.

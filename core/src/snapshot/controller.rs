@@ -1,0 +1,799 @@
+//! The snapshot controller (external-snapshotter's common controller,
+//! pkg/common-controller) as a sans-IO machine.
+//!
+//! For a VolumeSnapshot it:
+//! * checks exactly one source is set (`SnapshotValidationError`);
+//! * keeps the `volumesnapshot-as-source-protection` finalizer on it, and
+//!   `volumesnapshot-bound-protection` once bound to a content whose policy
+//!   is Delete;
+//! * dynamic (`source.persistentVolumeClaimName`): puts
+//!   `pvc-as-source-protection` on the claim, then creates the content
+//!   `snapcontent-<uid>` (the bound PV's CSI volume handle, the class's
+//!   driver and deletion policy; the class is the one named, or the default
+//!   class of the PV's driver, written back to the snapshot), with a Normal
+//!   `CreatingSnapshot` event;
+//! * pre-provisioned (`source.volumeSnapshotContentName`): binds the named
+//!   content (its `volumeSnapshotRef.uid`);
+//! * copies the content's status up (bound name, readyToUse, creationTime,
+//!   restoreSize, error), with `SnapshotCreated` and `SnapshotReady` events
+//!   the first time;
+//! * when deleted: waits while a Pending claim restores from it
+//!   (`SnapshotDeletePending`), marks its content
+//!   `volumesnapshot-being-deleted`, deletes the content if its policy is
+//!   Delete (and keeps the bound finalizer until the content is gone), then
+//!   removes its finalizers.
+//!
+//! For a content it keeps `volumesnapshotcontent-bound-protection` while it
+//! is bound and not being deleted. A claim keeps `pvc-as-source-protection`
+//! while a snapshot of it is not ready.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Event, Input, Ops, Watch};
+use crate::model::names::{
+    ANN_DEFAULT_SNAPSHOT_CLASS, ANN_SNAPSHOT_BEING_DELETED, FINALIZER_CONTENT_BOUND,
+    FINALIZER_PVC_AS_SNAPSHOT_SOURCE, FINALIZER_SNAPSHOT_AS_SOURCE, FINALIZER_SNAPSHOT_BOUND,
+    reason, snapshot_content_name,
+};
+use crate::model::*;
+use crate::{OpId, Tick};
+
+/// The snapshot controller. See the module documentation.
+#[derive(Debug, Clone)]
+pub struct SnapshotController {
+    cache: Cache,
+    dirty: BTreeSet<ObjectKey>,
+    /// Writes in flight: the object and the incarnation written.
+    writing: BTreeMap<OpId, (ObjectKey, String)>,
+    backoff: Backoff<ObjectKey>,
+    queue: VecDeque<Effect>,
+    ops: Ops,
+    now: Tick,
+    unsynced: bool,
+}
+
+impl Default for SnapshotController {
+    fn default() -> Self {
+        SnapshotController::new()
+    }
+}
+
+/// Why a snapshot cannot go on, for its status and a warning.
+struct Blocked {
+    reason: &'static str,
+    message: String,
+    /// Set readyToUse false too.
+    unready: bool,
+}
+
+fn blocked(reason: &'static str, message: impl Into<String>) -> Blocked {
+    Blocked {
+        reason,
+        message: message.into(),
+        unready: true,
+    }
+}
+
+impl SnapshotController {
+    /// A snapshot controller with empty memory.
+    pub fn new() -> SnapshotController {
+        SnapshotController {
+            cache: Cache::default(),
+            dirty: BTreeSet::new(),
+            writing: BTreeMap::new(),
+            backoff: Backoff::new(1_000, 300_000),
+            queue: VecDeque::new(),
+            ops: Ops::default(),
+            now: 0,
+            unsynced: false,
+        }
+    }
+
+    /// The kinds its informers watch.
+    pub fn watches(&self, kind: Kind) -> bool {
+        matches!(
+            kind,
+            Kind::VolumeSnapshot
+                | Kind::VolumeSnapshotContent
+                | Kind::VolumeSnapshotClass
+                | Kind::PersistentVolumeClaim
+                | Kind::PersistentVolume
+        )
+    }
+
+    fn on_input(&mut self, now: Tick, input: Input) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Watch(Watch::Applied(o)) => {
+                self.mark(&o);
+                self.cache.apply(o);
+            }
+            Input::Watch(Watch::Deleted(o)) => {
+                self.mark(&o);
+                self.cache.delete(&o);
+            }
+            Input::ApiDone { op, result } => {
+                let Some((key, uid)) = self.writing.remove(&op) else {
+                    return;
+                };
+                match result {
+                    ApiResult::Ok(Some(o)) => {
+                        self.backoff.succeed(&key);
+                        self.mark(&o);
+                        self.cache.apply(o);
+                    }
+                    ApiResult::Ok(None) | ApiResult::NotFound => {
+                        self.backoff.succeed(&key);
+                        if let Some(o) = self.cache.gone(&key, &uid) {
+                            self.mark(&o);
+                        }
+                    }
+                    _ => {
+                        self.backoff.fail(key.clone(), self.now);
+                    }
+                }
+                self.dirty.insert(key);
+            }
+            Input::CsiDone { .. } => {}
+            Input::Synced | Input::Restarted | Input::Reconstruct(_) => {}
+            Input::Resync => {
+                let all: Vec<ObjectKey> = self
+                    .cache
+                    .of_kind(Kind::VolumeSnapshot)
+                    .chain(self.cache.of_kind(Kind::VolumeSnapshotContent))
+                    .map(Object::key)
+                    .collect();
+                self.dirty.extend(all);
+            }
+        }
+    }
+
+    /// What an object's change may move on: itself, the snapshot a content
+    /// names, the snapshots of (or restoring into) a claim, the snapshots
+    /// of a volume's claim, the snapshots a class may serve.
+    fn mark(&mut self, o: &Object) {
+        let snapshots = |ns: &str| -> Vec<&VolumeSnapshot> {
+            self.cache
+                .of_kind(Kind::VolumeSnapshot)
+                .filter_map(|o| match o {
+                    Object::Snapshot(s) if s.metadata.namespace == ns => Some(s),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut marked: Vec<ObjectKey> = Vec::new();
+        match o {
+            Object::Snapshot(s) => {
+                marked.push(o.key());
+                if let Some(claim) = &s.spec.source.persistent_volume_claim_name {
+                    marked.push(ObjectKey::new(
+                        Kind::PersistentVolumeClaim,
+                        &s.metadata.namespace,
+                        claim,
+                    ));
+                }
+            }
+            Object::Content(c) => {
+                marked.push(o.key());
+                let r = &c.spec.volume_snapshot_ref;
+                marked.push(ObjectKey::new(Kind::VolumeSnapshot, &r.namespace, &r.name));
+            }
+            Object::Pvc(claim) => {
+                let ns = &claim.metadata.namespace;
+                let restoring = claim.spec.data_source.as_ref().map(|d| d.name.as_str());
+                marked.push(o.key());
+                for s in snapshots(ns) {
+                    if s.spec.source.persistent_volume_claim_name.as_deref()
+                        == Some(claim.metadata.name.as_str())
+                        || restoring == Some(s.metadata.name.as_str())
+                    {
+                        marked.push(snapshot_key(s));
+                    }
+                }
+            }
+            Object::Pv(pv) => {
+                if let Some(r) = &pv.spec.claim_ref {
+                    for s in snapshots(&r.namespace) {
+                        if s.spec.source.persistent_volume_claim_name.as_deref()
+                            == Some(r.name.as_str())
+                        {
+                            marked.push(snapshot_key(s));
+                        }
+                    }
+                }
+            }
+            Object::SnapshotClass(_) => {
+                for s in self.cache.of_kind(Kind::VolumeSnapshot) {
+                    if let Object::Snapshot(s) = s
+                        && s.bound_content().is_none()
+                    {
+                        marked.push(snapshot_key(s));
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.dirty.extend(marked);
+    }
+
+    fn next_effect(&mut self) -> Option<Effect> {
+        while self.queue.is_empty() {
+            let key = self.dirty.pop_first()?;
+            if self.busy(&key) || self.backoff.waiting(&key, self.now) {
+                continue;
+            }
+            match self.cache.get(&key).cloned() {
+                Some(Object::Snapshot(s)) => self.sync_snapshot(&s),
+                Some(Object::Content(c)) => self.sync_content(&c),
+                Some(Object::Pvc(c)) => self.sync_claim(&c),
+                _ => {}
+            }
+        }
+        self.queue.pop_front()
+    }
+
+    fn deadline(&self) -> Option<Tick> {
+        self.backoff.next_timer()
+    }
+
+    fn on_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
+        for k in self.backoff.fire_due(self.now) {
+            self.dirty.insert(k);
+        }
+    }
+
+    /// One write per object at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let writing = self.writing.values().map(|(k, _)| k);
+        crate::machine::one_at_a_time(
+            "snapshot controller",
+            writing.clone(),
+            |_| true,
+            writing.len(),
+        )
+    }
+
+    fn busy(&self, key: &ObjectKey) -> bool {
+        self.writing.values().any(|(k, _)| k == key)
+    }
+
+    fn write(&mut self, call: ApiCall) {
+        let (key, uid) = match &call {
+            ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
+                (o.key(), o.meta().uid.clone())
+            }
+            ApiCall::Delete(k) | ApiCall::Get(k) => (k.clone(), String::new()),
+            ApiCall::List { .. } => return,
+        };
+        let op = self.ops.issue();
+        self.writing.insert(op, (key, uid));
+        self.queue.push_back(Effect::Api { op, call });
+    }
+
+    fn event(&mut self, s: &VolumeSnapshot, normal: bool, reason: &str, message: String) {
+        let key = snapshot_key(s);
+        let e = if normal {
+            Event::normal(key, reason, message)
+        } else {
+            Event::warning(key, reason, message)
+        };
+        self.queue.push_back(Effect::Event(e));
+    }
+
+    fn content(&self, name: &str) -> Option<VolumeSnapshotContent> {
+        match self.cache.find(Kind::VolumeSnapshotContent, "", name) {
+            Some(Object::Content(c)) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    fn snapshots_of(&self, ns: &str) -> impl Iterator<Item = &VolumeSnapshot> {
+        let ns = ns.to_string();
+        self.cache
+            .of_kind(Kind::VolumeSnapshot)
+            .filter_map(move |o| match o {
+                Object::Snapshot(s) if s.metadata.namespace == ns => Some(s),
+                _ => None,
+            })
+    }
+
+    /// upstream's syncSnapshot.
+    fn sync_snapshot(&mut self, s: &VolumeSnapshot) {
+        if s.metadata.deleting() {
+            return self.sync_deleted_snapshot(s);
+        }
+        let source = &s.spec.source;
+        if source.persistent_volume_claim_name.is_some()
+            == source.volume_snapshot_content_name.is_some()
+        {
+            let b = blocked(
+                reason::SNAPSHOT_VALIDATION_ERROR,
+                "Exactly one of PersistentVolumeClaimName and VolumeSnapshotContentName should be specified",
+            );
+            return self.block(s, b);
+        }
+        if self.add_finalizers(s) {
+            return;
+        }
+        let result = if !s.ready() || s.bound_content().is_none() {
+            self.sync_unready(s)
+        } else {
+            self.sync_ready(s)
+        };
+        if let Err(b) = result {
+            self.block(s, b);
+        }
+    }
+
+    /// The source finalizer always, the bound one once bound to a content
+    /// with policy Delete. True when a write was issued.
+    fn add_finalizers(&mut self, s: &VolumeSnapshot) -> bool {
+        let content = self.matching_content(s);
+        let need_source = !s.metadata.has_finalizer(FINALIZER_SNAPSHOT_AS_SOURCE);
+        let need_bound = !s.metadata.has_finalizer(FINALIZER_SNAPSHOT_BOUND)
+            && s.bound_content().is_some()
+            && content.is_some_and(|c| c.spec.deletion_policy == DeletionPolicy::Delete);
+        if !need_source && !need_bound {
+            return false;
+        }
+        let mut next = s.clone();
+        if need_source {
+            next.metadata.add_finalizer(FINALIZER_SNAPSHOT_AS_SOURCE);
+        }
+        if need_bound {
+            next.metadata.add_finalizer(FINALIZER_SNAPSHOT_BOUND);
+        }
+        self.write(ApiCall::Update(Object::Snapshot(next)));
+        true
+    }
+
+    /// The content a snapshot has, if it points back at it.
+    fn matching_content(&self, s: &VolumeSnapshot) -> Option<VolumeSnapshotContent> {
+        let name = match &s.spec.source.volume_snapshot_content_name {
+            Some(n) => n.clone(),
+            None => snapshot_content_name(&s.metadata.uid),
+        };
+        self.content(&name).filter(|c| refers_to(c, s))
+    }
+
+    fn sync_unready(&mut self, s: &VolumeSnapshot) -> Result<(), Blocked> {
+        if let Some(name) = &s.spec.source.volume_snapshot_content_name {
+            let Some(c) = self.content(name) else {
+                return Err(blocked(
+                    reason::SNAPSHOT_CONTENT_MISSING,
+                    "VolumeSnapshotContent is missing",
+                ));
+            };
+            if c.spec.source.snapshot_handle.is_none() {
+                return Err(blocked(
+                    reason::SNAPSHOT_CONTENT_MISMATCH,
+                    "VolumeSnapshotContent is dynamically provisioned while expecting a pre-provisioned one",
+                ));
+            }
+            let r = &c.spec.volume_snapshot_ref;
+            if r.name != s.metadata.name
+                || r.namespace != s.metadata.namespace
+                || (!r.uid.is_empty() && r.uid != s.metadata.uid)
+            {
+                return Err(blocked(
+                    reason::SNAPSHOT_CONTENT_MISBOUND,
+                    format!("VolumeSnapshotContent [{name}] is bound to a different snapshot"),
+                ));
+            }
+            if r.uid.is_empty() || c.spec.volume_snapshot_class_name.is_none() {
+                // checkandBindSnapshotContent.
+                let mut next = c.clone();
+                next.spec.volume_snapshot_ref.uid = s.metadata.uid.clone();
+                if s.spec.volume_snapshot_class_name.is_some() {
+                    next.spec.volume_snapshot_class_name =
+                        s.spec.volume_snapshot_class_name.clone();
+                }
+                if next != c {
+                    self.write(ApiCall::Update(Object::Content(next)));
+                    return Ok(());
+                }
+            }
+            self.update_status(s, &c);
+            return Ok(());
+        }
+        let name = snapshot_content_name(&s.metadata.uid);
+        if let Some(c) = self.content(&name) {
+            if c.spec.source.volume_handle.is_none() {
+                return Err(blocked(
+                    reason::SNAPSHOT_CONTENT_MISMATCH,
+                    format!(
+                        "VolumeSnapshotContent {name} is pre-provisioned while expecting a dynamically provisioned one"
+                    ),
+                ));
+            }
+            if !refers_to(&c, s) {
+                return Err(blocked(
+                    reason::SNAPSHOT_CONTENT_MISBOUND,
+                    format!("VolumeSnapshotContent [{name}] is bound to a different snapshot"),
+                ));
+            }
+            self.update_status(s, &c);
+            return Ok(());
+        }
+        self.create_content(s)
+    }
+
+    /// upstream's createSnapshotContent, after ensurePVCFinalizer and the
+    /// default class.
+    fn create_content(&mut self, s: &VolumeSnapshot) -> Result<(), Blocked> {
+        let ns = &s.metadata.namespace;
+        let claim_name = s
+            .spec
+            .source
+            .persistent_volume_claim_name
+            .clone()
+            .unwrap_or_default();
+        let failed = |why: String| {
+            blocked(
+                reason::SNAPSHOT_CONTENT_CREATION_FAILED,
+                format!("Failed to create snapshot content with error {why}"),
+            )
+        };
+        let claim = match self
+            .cache
+            .find(Kind::PersistentVolumeClaim, ns, &claim_name)
+        {
+            Some(Object::Pvc(c)) => c.clone(),
+            _ => {
+                return Err(failed(format!(
+                    "failed to retrieve PVC {claim_name} from the lister: \"persistentvolumeclaim \\\"{claim_name}\\\" not found\""
+                )));
+            }
+        };
+        if !claim
+            .metadata
+            .has_finalizer(FINALIZER_PVC_AS_SNAPSHOT_SOURCE)
+        {
+            if claim.metadata.deleting() {
+                return Err(failed(format!(
+                    "cannot add finalizer on claim {claim_name} because it is being deleted"
+                )));
+            }
+            let mut next = claim.clone();
+            next.metadata
+                .add_finalizer(FINALIZER_PVC_AS_SNAPSHOT_SOURCE);
+            self.write(ApiCall::Update(Object::Pvc(next)));
+            return Ok(());
+        }
+        let pv = match self
+            .cache
+            .find(Kind::PersistentVolume, "", claim.volume_name())
+        {
+            Some(Object::Pv(pv)) if !claim.volume_name().is_empty() => pv.clone(),
+            _ => {
+                return Err(failed(format!(
+                    "the PVC {claim_name} is not yet bound to a PV, will not attempt to take a snapshot"
+                )));
+            }
+        };
+        let Some(csi) = pv.spec.csi.clone() else {
+            return Err(failed(format!(
+                "cannot find CSI PersistentVolumeSource for volume {}",
+                pv.metadata.name
+            )));
+        };
+        let class = match &s.spec.volume_snapshot_class_name {
+            Some(name) => match self.cache.find(Kind::VolumeSnapshotClass, "", name) {
+                Some(Object::SnapshotClass(c)) => c.clone(),
+                _ => {
+                    return Err(failed(format!(
+                        "failed to retrieve snapshot class {name} from the informer: \"volumesnapshotclass.snapshot.storage.k8s.io \\\"{name}\\\" not found\""
+                    )));
+                }
+            },
+            None => return self.set_default_class(s, &csi.driver),
+        };
+        let mut content = VolumeSnapshotContent::new(&snapshot_content_name(&s.metadata.uid));
+        content.spec = VolumeSnapshotContentSpec {
+            volume_snapshot_ref: ObjectReference {
+                kind: "VolumeSnapshot".into(),
+                api_version: SNAPSHOT_API_VERSION.into(),
+                namespace: ns.clone(),
+                name: s.metadata.name.clone(),
+                uid: s.metadata.uid.clone(),
+                resource_version: s.metadata.resource_version.clone(),
+            },
+            deletion_policy: class.deletion_policy.clone(),
+            driver: class.driver.clone(),
+            volume_snapshot_class_name: Some(class.metadata.name.clone()),
+            source: VolumeSnapshotContentSource {
+                volume_handle: Some(csi.volume_handle.clone()),
+                snapshot_handle: None,
+            },
+            source_volume_mode: None,
+        };
+        self.write(ApiCall::Create(Object::Content(content)));
+        let msg = format!(
+            "Waiting for a snapshot {ns}/{} to be created by the CSI driver.",
+            s.metadata.name
+        );
+        self.event(s, true, reason::CREATING_SNAPSHOT, msg);
+        Ok(())
+    }
+
+    /// upstream's SetDefaultSnapshotClass: the one default class of the
+    /// volume's driver, written to the snapshot.
+    fn set_default_class(&mut self, s: &VolumeSnapshot, driver: &str) -> Result<(), Blocked> {
+        let defaults: Vec<&VolumeSnapshotClass> = self
+            .cache
+            .of_kind(Kind::VolumeSnapshotClass)
+            .filter_map(|o| match o {
+                Object::SnapshotClass(c)
+                    if c.driver == driver
+                        && c.metadata.annotation(ANN_DEFAULT_SNAPSHOT_CLASS) == Some("true") =>
+                {
+                    Some(c)
+                }
+                _ => None,
+            })
+            .collect();
+        let class = match defaults[..] {
+            [one] => one.metadata.name.clone(),
+            [] => {
+                return Err(blocked(
+                    reason::SNAPSHOT_CONTENT_CREATION_FAILED,
+                    format!(
+                        "Failed to create snapshot content with error cannot find default snapshot class for snapshot {}/{}",
+                        s.metadata.namespace, s.metadata.name
+                    ),
+                ));
+            }
+            _ => {
+                return Err(blocked(
+                    reason::SNAPSHOT_CONTENT_CREATION_FAILED,
+                    format!(
+                        "Failed to create snapshot content with error {} default snapshot classes were found for driver {driver}",
+                        defaults.len()
+                    ),
+                ));
+            }
+        };
+        let mut next = s.clone();
+        next.spec.volume_snapshot_class_name = Some(class);
+        self.write(ApiCall::Update(Object::Snapshot(next)));
+        Ok(())
+    }
+
+    fn sync_ready(&mut self, s: &VolumeSnapshot) -> Result<(), Blocked> {
+        let name = s.bound_content().unwrap_or_default().to_string();
+        let Some(c) = self.content(&name) else {
+            return Err(blocked(
+                reason::SNAPSHOT_CONTENT_MISSING,
+                "VolumeSnapshotContent is missing",
+            ));
+        };
+        if !refers_to(&c, s) {
+            return Err(blocked(
+                reason::SNAPSHOT_MISBOUND,
+                "VolumeSnapshotContent is not bound to the VolumeSnapshot correctly",
+            ));
+        }
+        self.update_status(s, &c);
+        Ok(())
+    }
+
+    /// upstream's updateSnapshotStatus: the content's status copied up.
+    fn update_status(&mut self, s: &VolumeSnapshot, c: &VolumeSnapshotContent) {
+        let was = s.status.clone();
+        let mut status = was.clone().unwrap_or_default();
+        let cs = c.status.clone().unwrap_or_default();
+        let ready = cs.ready_to_use.unwrap_or(false);
+        if status.bound_volume_snapshot_content_name.is_none() {
+            status.bound_volume_snapshot_content_name = Some(c.metadata.name.clone());
+        }
+        if status.creation_time.is_none() {
+            status.creation_time = cs.creation_time.map(rfc3339);
+        }
+        if status.ready_to_use != Some(ready) {
+            status.ready_to_use = Some(ready);
+            if ready {
+                status.error = None;
+            }
+        }
+        let zero = status.restore_size.as_ref().is_some_and(|q| q.bytes() == 0);
+        if let Some(size) = cs.restore_size
+            && (status.restore_size.is_none() || (zero && size > 0))
+        {
+            status.restore_size = Some(Quantity::from_bytes(u64::try_from(size).unwrap_or(0)));
+        }
+        if cs.error.is_some() && status.error != cs.error {
+            status.error = cs.error.clone();
+        }
+        if was.as_ref() == Some(&status) {
+            return;
+        }
+        let key = format!("{}/{}", s.metadata.namespace, s.metadata.name);
+        let created =
+            |st: Option<&VolumeSnapshotStatus>| st.is_some_and(|st| st.creation_time.is_some());
+        if !created(was.as_ref()) && created(Some(&status)) {
+            let msg = format!("Snapshot {key} was successfully created by the CSI driver.");
+            self.event(s, true, reason::SNAPSHOT_CREATED, msg);
+        }
+        if !s.ready() && ready {
+            self.event(
+                s,
+                true,
+                reason::SNAPSHOT_READY,
+                format!("Snapshot {key} is ready to use."),
+            );
+        }
+        let mut next = s.clone();
+        next.status = Some(status);
+        self.write(ApiCall::UpdateStatus(Object::Snapshot(next)));
+    }
+
+    /// A snapshot that cannot go on: the error in its status (once per
+    /// message) with a warning, and a retry with backoff.
+    fn block(&mut self, s: &VolumeSnapshot, b: Blocked) {
+        self.backoff.fail(snapshot_key(s), self.now);
+        let current = s
+            .status
+            .as_ref()
+            .and_then(|st| st.error.as_ref())
+            .and_then(|e| e.message.as_deref());
+        if current == Some(b.message.as_str()) {
+            return;
+        }
+        let mut next = s.clone();
+        let status = next.status.get_or_insert_with(Default::default);
+        status.error = Some(VolumeSnapshotError {
+            time: None,
+            message: Some(b.message.clone()),
+        });
+        if b.unready {
+            status.ready_to_use = Some(false);
+        }
+        self.event(s, false, b.reason, b.message);
+        self.write(ApiCall::UpdateStatus(Object::Snapshot(next)));
+    }
+
+    /// upstream's processSnapshotWithDeletionTimestamp and
+    /// checkandRemoveSnapshotFinalizersAndCheckandDeleteContent.
+    fn sync_deleted_snapshot(&mut self, s: &VolumeSnapshot) {
+        let holds = |f| s.metadata.has_finalizer(f);
+        if !holds(FINALIZER_SNAPSHOT_AS_SOURCE) && !holds(FINALIZER_SNAPSHOT_BOUND) {
+            return;
+        }
+        let name = match s.bound_content() {
+            Some(n) => n.to_string(),
+            None if s.spec.source.persistent_volume_claim_name.is_some() => {
+                snapshot_content_name(&s.metadata.uid)
+            }
+            None => String::new(),
+        };
+        let content = self.content(&name).filter(|c| refers_to(c, s));
+        if content.is_some() && self.restoring(s) {
+            self.backoff.fail(snapshot_key(s), self.now);
+            self.event(
+                s,
+                false,
+                reason::SNAPSHOT_DELETE_PENDING,
+                "Snapshot is being used to restore a PVC".into(),
+            );
+            return;
+        }
+        let delete_content = content
+            .as_ref()
+            .is_some_and(|c| c.spec.deletion_policy == DeletionPolicy::Delete);
+        if let Some(c) = &content {
+            if !c
+                .metadata
+                .annotations
+                .contains_key(ANN_SNAPSHOT_BEING_DELETED)
+            {
+                let mut next = c.clone();
+                next.metadata
+                    .annotations
+                    .insert(ANN_SNAPSHOT_BEING_DELETED.into(), "yes".into());
+                return self.write(ApiCall::Update(Object::Content(next)));
+            }
+            if delete_content && !c.metadata.deleting() {
+                return self.write(ApiCall::Delete(content_key(&c.metadata.name)));
+            }
+        }
+        // The bound finalizer stays until the content is gone.
+        let mut next = s.clone();
+        next.metadata.remove_finalizer(FINALIZER_SNAPSHOT_AS_SOURCE);
+        if !(content.is_some() && delete_content) {
+            next.metadata.remove_finalizer(FINALIZER_SNAPSHOT_BOUND);
+        }
+        if next != *s {
+            self.write(ApiCall::Update(Object::Snapshot(next)));
+        }
+    }
+
+    /// A Pending claim is being restored from this snapshot
+    /// (isVolumeBeingCreatedFromSnapshot).
+    fn restoring(&self, s: &VolumeSnapshot) -> bool {
+        self.cache
+            .of_kind(Kind::PersistentVolumeClaim)
+            .any(|o| match o {
+                Object::Pvc(c) => {
+                    c.metadata.namespace == s.metadata.namespace
+                        && c.phase() == PvcPhase::Pending
+                        && c.spec.data_source.as_ref().is_some_and(|d| {
+                            d.kind == "VolumeSnapshot"
+                                && d.api_group.as_deref() == Some("snapshot.storage.k8s.io")
+                                && d.name == s.metadata.name
+                        })
+                }
+                _ => false,
+            })
+    }
+
+    /// upstream's syncContent: the bound finalizer while bound and not
+    /// being deleted; a snapshot being deleted marks its content.
+    fn sync_content(&mut self, c: &VolumeSnapshotContent) {
+        let source = &c.spec.source;
+        if source.volume_handle.is_some() == source.snapshot_handle.is_some() {
+            self.queue.push_back(Effect::Event(Event::warning(
+                content_key(&c.metadata.name),
+                "ContentValidationError",
+                "Exactly one of VolumeHandle and SnapshotHandle should be specified",
+            )));
+            return;
+        }
+        if c.spec.volume_snapshot_ref.uid.is_empty() {
+            return;
+        }
+        if !c.metadata.deleting() && !c.metadata.has_finalizer(FINALIZER_CONTENT_BOUND) {
+            let mut next = c.clone();
+            next.metadata.add_finalizer(FINALIZER_CONTENT_BOUND);
+            self.write(ApiCall::Update(Object::Content(next)));
+        }
+        // The snapshot follows what changed on its content.
+        let r = &c.spec.volume_snapshot_ref;
+        self.dirty
+            .insert(ObjectKey::new(Kind::VolumeSnapshot, &r.namespace, &r.name));
+    }
+
+    /// checkandRemovePVCFinalizer: a claim keeps its finalizer while a
+    /// snapshot of it is not ready (or it is not being deleted).
+    fn sync_claim(&mut self, claim: &PersistentVolumeClaim) {
+        if !claim
+            .metadata
+            .has_finalizer(FINALIZER_PVC_AS_SNAPSHOT_SOURCE)
+        {
+            return;
+        }
+        let in_use = self.snapshots_of(&claim.metadata.namespace).any(|s| {
+            s.spec.source.persistent_volume_claim_name.as_deref()
+                == Some(claim.metadata.name.as_str())
+                && !s.ready()
+                && !s.metadata.deleting()
+        });
+        if in_use {
+            return;
+        }
+        let mut next = claim.clone();
+        next.metadata
+            .remove_finalizer(FINALIZER_PVC_AS_SNAPSHOT_SOURCE);
+        self.write(ApiCall::Update(Object::Pvc(next)));
+    }
+}
+
+fn content_key(name: &str) -> ObjectKey {
+    ObjectKey::new(Kind::VolumeSnapshotContent, "", name)
+}
+
+fn snapshot_key(s: &VolumeSnapshot) -> ObjectKey {
+    ObjectKey::new(
+        Kind::VolumeSnapshot,
+        &s.metadata.namespace,
+        &s.metadata.name,
+    )
+}
+
+/// The content's ref names this very snapshot (IsVolumeSnapshotRefSet).
+fn refers_to(c: &VolumeSnapshotContent, s: &VolumeSnapshot) -> bool {
+    let r = &c.spec.volume_snapshot_ref;
+    r.name == s.metadata.name && r.namespace == s.metadata.namespace && r.uid == s.metadata.uid
+}
+
+crate::impl_machine!(SnapshotController);

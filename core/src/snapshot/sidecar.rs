@@ -1,0 +1,587 @@
+//! csi-snapshotter, external-snapshotter's sidecar controller, as a sans-IO
+//! machine (pkg/sidecar-controller). For each VolumeSnapshotContent of its
+//! driver it:
+//!
+//! * cuts the storage snapshot of a dynamic content (`source.volumeHandle`,
+//!   no status yet): the `volumesnapshot-being-created` annotation first,
+//!   then CreateSnapshot named `snapshot-<VolumeSnapshot uid>` with the
+//!   class's parameters (`csi.storage.k8s.io/` keys stripped), then the
+//!   answer in `status` (snapshotHandle, readyToUse, creationTime in
+//!   nanoseconds, restoreSize), then the annotation removed. A failure is
+//!   `status.error` with a `SnapshotCreationFailed` warning; a final one
+//!   (not DEADLINE_EXCEEDED, UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED or
+//!   CANCELLED) also removes the annotation, since nothing is being cut.
+//! * asks again (with backoff) while a snapshot is not ready: CreateSnapshot
+//!   again for a dynamic one, ListSnapshots by id for a pre-provisioned one.
+//! * when a content is being deleted and the snapshot controller has marked
+//!   it `volumesnapshot-being-deleted` (or it is a pre-provisioned content
+//!   never bound), and no cut is in flight: DeleteSnapshot when the policy
+//!   is Delete, the status cleared, then the
+//!   `volumesnapshotcontent-bound-protection` finalizer removed.
+//!
+//! Deliberate differences: secrets come from no Secret objects (the model
+//! has none), and `status.error.time` is left unset (the core has no
+//! wall clock).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::csi_parameters;
+use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Event, Input, Ops, Watch};
+use crate::driver::{self, Request, Response};
+use crate::model::names::{
+    ANN_SNAPSHOT_BEING_CREATED, ANN_SNAPSHOT_BEING_DELETED, FINALIZER_CONTENT_BOUND,
+    csi_snapshot_name, reason,
+};
+use crate::model::*;
+use crate::{Code, OpId, Status, Tick};
+
+/// What a write settles once it succeeds.
+#[derive(Debug, Clone, PartialEq)]
+enum Settles {
+    Nothing,
+    /// The driver's answer is in the status.
+    Cut,
+    /// The error is in the status: tell the user.
+    Failed(Event),
+}
+
+/// An operation in flight, by the content it is for.
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    /// An update of the content (metadata or status); the incarnation
+    /// written, and what it settles.
+    Write {
+        content: String,
+        uid: String,
+        settles: Settles,
+    },
+    /// CreateSnapshot.
+    Create { content: String },
+    /// ListSnapshots for a pre-provisioned snapshot.
+    Check { content: String },
+    /// DeleteSnapshot.
+    Delete { content: String },
+}
+
+impl Call {
+    fn content(&self) -> &str {
+        match self {
+            Call::Write { content, .. }
+            | Call::Create { content }
+            | Call::Check { content }
+            | Call::Delete { content } => content,
+        }
+    }
+}
+
+/// The csi-snapshotter machine for one driver. See the module documentation.
+#[derive(Debug, Clone)]
+pub struct Snapshotter {
+    driver: String,
+    cache: Cache,
+    dirty: BTreeSet<String>,
+    calls: BTreeMap<OpId, Call>,
+    /// What the driver answered, not yet in the content's status.
+    cut: BTreeMap<String, driver::Snapshot>,
+    /// Errors not yet in the content's status, and whether they are final.
+    failed: BTreeMap<String, (String, bool)>,
+    /// Contents whose storage snapshot DeleteSnapshot removed.
+    deleted: BTreeSet<String>,
+    backoff: Backoff<String>,
+    queue: VecDeque<Effect>,
+    ops: Ops,
+    now: Tick,
+    unsynced: bool,
+}
+
+fn key(name: &str) -> ObjectKey {
+    ObjectKey::new(Kind::VolumeSnapshotContent, "", name)
+}
+
+/// Upstream's isCSIFinalError: these codes may still see the snapshot cut.
+fn is_final(e: &Status) -> bool {
+    !matches!(
+        e.code,
+        Code::Cancelled
+            | Code::DeadlineExceeded
+            | Code::Unavailable
+            | Code::ResourceExhausted
+            | Code::Aborted
+    )
+}
+
+impl Snapshotter {
+    /// csi-snapshotter for `driver`, with empty memory.
+    pub fn new(driver: &str) -> Snapshotter {
+        Snapshotter {
+            driver: driver.into(),
+            cache: Cache::default(),
+            dirty: BTreeSet::new(),
+            calls: BTreeMap::new(),
+            cut: BTreeMap::new(),
+            failed: BTreeMap::new(),
+            deleted: BTreeSet::new(),
+            backoff: Backoff::new(1_000, 300_000),
+            queue: VecDeque::new(),
+            ops: Ops::default(),
+            now: 0,
+            unsynced: false,
+        }
+    }
+
+    /// The kinds its informers watch.
+    pub fn watches(&self, kind: Kind) -> bool {
+        matches!(
+            kind,
+            Kind::VolumeSnapshotContent | Kind::VolumeSnapshotClass
+        )
+    }
+
+    fn on_input(&mut self, now: Tick, input: Input) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Watch(Watch::Applied(o)) => {
+                self.mark(&o);
+                self.cache.apply(o);
+            }
+            Input::Watch(Watch::Deleted(o)) => {
+                self.mark(&o);
+                self.cache.delete(&o);
+            }
+            Input::ApiDone { op, result } => self.written(op, result),
+            Input::CsiDone { op, result } => self.answered(op, result),
+            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
+        }
+    }
+
+    fn mark(&mut self, o: &Object) {
+        match o {
+            Object::Content(c) => {
+                self.dirty.insert(c.metadata.name.clone());
+            }
+            // A class appearing may unblock the contents that name it.
+            Object::SnapshotClass(class) => {
+                for c in self.cache.of_kind(Kind::VolumeSnapshotContent) {
+                    if let Object::Content(c) = c
+                        && c.spec.volume_snapshot_class_name.as_deref()
+                            == Some(class.metadata.name.as_str())
+                    {
+                        self.dirty.insert(c.metadata.name.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn written(&mut self, op: OpId, result: ApiResult) {
+        let Some(Call::Write {
+            content,
+            uid,
+            settles,
+        }) = self.calls.remove(&op)
+        else {
+            return;
+        };
+        match result {
+            ApiResult::Ok(Some(o)) => {
+                self.cache.apply(o);
+                match settles {
+                    Settles::Nothing => {}
+                    Settles::Cut => {
+                        self.cut.remove(&content);
+                    }
+                    Settles::Failed(event) => {
+                        self.failed.remove(&content);
+                        self.queue.push_back(Effect::Event(event));
+                    }
+                }
+            }
+            ApiResult::Ok(None) | ApiResult::NotFound => {
+                self.cache.gone(&key(&content), &uid);
+                self.forget(&content);
+            }
+            _ => {
+                self.backoff.fail(content.clone(), self.now);
+            }
+        }
+        self.dirty.insert(content);
+    }
+
+    fn forget(&mut self, content: &str) {
+        self.cut.remove(content);
+        self.failed.remove(content);
+        self.deleted.remove(content);
+        self.backoff.succeed(&content.to_string());
+    }
+
+    fn answered(&mut self, op: OpId, result: Result<Response, Status>) {
+        let Some(call) = self.calls.remove(&op) else {
+            return;
+        };
+        let content = call.content().to_string();
+        match (call, result) {
+            (Call::Create { .. }, Ok(Response::Snapshot(s))) => {
+                self.failed.remove(&content);
+                self.cut.insert(content.clone(), s);
+            }
+            (Call::Check { .. }, Ok(Response::Snapshots { entries, .. })) => {
+                match entries.into_iter().next() {
+                    Some(s) => {
+                        self.failed.remove(&content);
+                        self.cut.insert(content.clone(), s);
+                    }
+                    None => self.fail(
+                        &content,
+                        "can not find snapshot for snapshotID".into(),
+                        false,
+                    ),
+                }
+            }
+            (Call::Delete { .. }, Ok(_)) => {
+                self.backoff.succeed(&content);
+                self.deleted.insert(content.clone());
+            }
+            (Call::Delete { .. }, Err(e)) => {
+                self.queue.push_back(Effect::Event(Event::warning(
+                    key(&content),
+                    reason::SNAPSHOT_DELETE_ERROR,
+                    "Failed to delete snapshot",
+                )));
+                let _ = e;
+                self.backoff.fail(content.clone(), self.now);
+            }
+            (Call::Create { .. }, Err(e)) => {
+                let handle = self.volume_handle(&content);
+                let msg = format!(
+                    "failed to take snapshot of the volume {handle}: {:?}",
+                    e.go_error()
+                );
+                self.fail(&content, msg, is_final(&e));
+            }
+            (Call::Check { .. }, Err(e)) => self.fail(&content, e.go_error(), false),
+            (_, Ok(other)) => self.fail(
+                &content,
+                format!("the driver answered with {other:?}"),
+                false,
+            ),
+            (Call::Write { .. }, Err(_)) => {}
+        }
+        self.dirty.insert(content);
+    }
+
+    fn volume_handle(&self, content: &str) -> String {
+        match self.cache.get(&key(content)) {
+            Some(Object::Content(c)) => c.spec.source.volume_handle.clone().unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+
+    fn fail(&mut self, content: &str, message: String, final_error: bool) {
+        self.failed
+            .insert(content.to_string(), (message, final_error));
+        self.backoff.fail(content.to_string(), self.now);
+    }
+
+    fn next_effect(&mut self) -> Option<Effect> {
+        while self.queue.is_empty() {
+            let name = self.dirty.pop_first()?;
+            self.sync(&name);
+        }
+        self.queue.pop_front()
+    }
+
+    fn deadline(&self) -> Option<Tick> {
+        self.backoff.next_timer()
+    }
+
+    fn on_timeout(&mut self, now: Tick) {
+        self.now = self.now.max(now);
+        for k in self.backoff.fire_due(self.now) {
+            self.dirty.insert(k);
+        }
+    }
+
+    /// One operation per content at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let busy = self.calls.values().map(Call::content);
+        crate::machine::one_at_a_time("snapshotter", busy.clone(), |_| true, busy.count())
+    }
+
+    fn busy(&self, content: &str) -> bool {
+        self.calls.values().any(|c| c.content() == content)
+    }
+
+    fn sync(&mut self, name: &str) {
+        let Some(Object::Content(c)) = self.cache.get(&key(name)).cloned() else {
+            return;
+        };
+        if c.spec.driver != self.driver || self.busy(name) {
+            return;
+        }
+        if should_delete(&c) {
+            return self.sync_deleted(&c);
+        }
+        // What the driver answered goes into the status first, even while
+        // backing off (it is not an attempt).
+        if let Some(s) = self.cut.get(name).cloned() {
+            return self.write_status(&c, &s);
+        }
+        if let Some((message, final_error)) = self.failed.get(name).cloned() {
+            return self.write_error(&c, message, final_error);
+        }
+        if self.backoff.waiting(name, self.now) {
+            return;
+        }
+        if c.ready() {
+            if c.metadata
+                .annotations
+                .contains_key(ANN_SNAPSHOT_BEING_CREATED)
+            {
+                let mut next = c.clone();
+                next.metadata.annotations.remove(ANN_SNAPSHOT_BEING_CREATED);
+                self.write(&c, ApiCall::Update(Object::Content(next)));
+            }
+            return;
+        }
+        match (&c.spec.source.volume_handle, &c.spec.source.snapshot_handle) {
+            (Some(volume), _) => self.create(&c, volume),
+            (None, Some(handle)) => {
+                let op = self.issue(Call::Check {
+                    content: name.into(),
+                });
+                self.queue.push_back(Effect::Csi {
+                    op,
+                    node: None,
+                    call: Request::ListSnapshots(driver::ListSnapshots {
+                        max_entries: 0,
+                        starting_token: String::new(),
+                        source_volume_id: String::new(),
+                        snapshot_id: handle.clone(),
+                    }),
+                });
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// CreateSnapshot for a dynamic content, after marking it being created.
+    fn create(&mut self, c: &VolumeSnapshotContent, volume: &str) {
+        let name = c.metadata.name.clone();
+        let class = c.spec.volume_snapshot_class_name.as_deref().and_then(|n| {
+            match self.cache.find(Kind::VolumeSnapshotClass, "", n) {
+                Some(Object::SnapshotClass(class)) => Some(class.clone()),
+                _ => None,
+            }
+        });
+        let Some(class) = class else {
+            let why = match &c.spec.volume_snapshot_class_name {
+                None => format!("failed to take snapshot {name} without a snapshot class"),
+                Some(n) => format!("volumesnapshotclass.snapshot.storage.k8s.io {n:?} not found"),
+            };
+            let msg = format!(
+                "failed to get input parameters to create snapshot for content {name}: {why:?}"
+            );
+            return self.fail(&name, msg, false);
+        };
+        let parameters = match csi_parameters(&class.parameters) {
+            Ok(p) => p,
+            Err(e) => {
+                let msg = format!("failed to remove CSI Parameters of prefixed keys: {e}");
+                return self.fail(&name, msg, false);
+            }
+        };
+        if !c
+            .metadata
+            .annotations
+            .contains_key(ANN_SNAPSHOT_BEING_CREATED)
+        {
+            let mut next = c.clone();
+            next.metadata
+                .annotations
+                .insert(ANN_SNAPSHOT_BEING_CREATED.into(), "yes".into());
+            return self.write(c, ApiCall::Update(Object::Content(next)));
+        }
+        let op = self.issue(Call::Create {
+            content: name.clone(),
+        });
+        self.queue.push_back(Effect::Csi {
+            op,
+            node: None,
+            call: Request::CreateSnapshot(driver::CreateSnapshot {
+                source_volume_id: volume.into(),
+                name: csi_snapshot_name(&c.spec.volume_snapshot_ref.uid),
+                parameters,
+                secrets: driver::Secrets::default(),
+            }),
+        });
+    }
+
+    /// What the driver reported, merged into the content's status as
+    /// upstream's updateSnapshotContentStatus does.
+    fn write_status(&mut self, c: &VolumeSnapshotContent, s: &driver::Snapshot) {
+        let mut status = c.status.clone().unwrap_or_default();
+        let nanos = s
+            .creation_time
+            .seconds
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i64::from(s.creation_time.nanos));
+        status
+            .snapshot_handle
+            .get_or_insert_with(|| s.snapshot_id.clone());
+        if status.ready_to_use != Some(s.ready_to_use) {
+            status.ready_to_use = Some(s.ready_to_use);
+            if s.ready_to_use {
+                status.error = None;
+            }
+        }
+        status.creation_time.get_or_insert(nanos);
+        if status.restore_size.is_none() && s.size_bytes > 0 {
+            status.restore_size = Some(i64::try_from(s.size_bytes).unwrap_or(i64::MAX));
+        }
+        if !s.ready_to_use {
+            // Ask again later, not at once.
+            self.backoff.fail(c.metadata.name.clone(), self.now);
+        } else {
+            self.backoff.succeed(&c.metadata.name);
+        }
+        let mut next = c.clone();
+        next.status = Some(status);
+        self.write_settling(
+            c,
+            ApiCall::UpdateStatus(Object::Content(next)),
+            Settles::Cut,
+        );
+    }
+
+    /// An error in the content's status (readyToUse false) with its event;
+    /// a final CreateSnapshot error also ends the being-created mark.
+    fn write_error(&mut self, c: &VolumeSnapshotContent, message: String, final_error: bool) {
+        let name = c.metadata.name.clone();
+        let creating = c
+            .metadata
+            .annotations
+            .contains_key(ANN_SNAPSHOT_BEING_CREATED);
+        if final_error && creating {
+            let mut next = c.clone();
+            next.metadata.annotations.remove(ANN_SNAPSHOT_BEING_CREATED);
+            return self.write(c, ApiCall::Update(Object::Content(next)));
+        }
+        let (reason, shown) = if c.spec.source.volume_handle.is_some() {
+            (
+                reason::SNAPSHOT_CREATION_FAILED,
+                format!("Failed to create snapshot: {message}"),
+            )
+        } else {
+            (
+                reason::SNAPSHOT_CONTENT_CHECK_FAILED,
+                format!("Failed to check and update snapshot content: {message}"),
+            )
+        };
+        let same = c
+            .status
+            .as_ref()
+            .and_then(|s| s.error.as_ref())
+            .and_then(|e| e.message.as_deref())
+            == Some(shown.as_str());
+        if same {
+            self.failed.remove(&name);
+            return;
+        }
+        let mut status = c.status.clone().unwrap_or_default();
+        status.ready_to_use = Some(false);
+        status.error = Some(VolumeSnapshotError {
+            time: None,
+            message: Some(shown.clone()),
+        });
+        let event = Event::warning(key(&name), reason, shown);
+        let mut next = c.clone();
+        next.status = Some(status);
+        let call = ApiCall::UpdateStatus(Object::Content(next));
+        self.write_settling(c, call, Settles::Failed(event));
+    }
+
+    /// A content going: DeleteSnapshot (policy Delete), the status
+    /// cleared, the finalizer removed.
+    fn sync_deleted(&mut self, c: &VolumeSnapshotContent) {
+        let name = c.metadata.name.clone();
+        let handle = c.status.as_ref().and_then(|s| s.snapshot_handle.clone());
+        if c.spec.deletion_policy == DeletionPolicy::Delete
+            && let Some(handle) = handle
+        {
+            if self.deleted.contains(&name) {
+                let mut next = c.clone();
+                if let Some(s) = next.status.as_mut() {
+                    s.snapshot_handle = None;
+                    s.ready_to_use = None;
+                    s.creation_time = None;
+                    s.restore_size = None;
+                }
+                return self.write(c, ApiCall::UpdateStatus(Object::Content(next)));
+            }
+            if self.backoff.waiting(&name, self.now) {
+                return;
+            }
+            let op = self.issue(Call::Delete {
+                content: name.clone(),
+            });
+            self.queue.push_back(Effect::Csi {
+                op,
+                node: None,
+                call: Request::DeleteSnapshot(driver::DeleteSnapshot {
+                    snapshot_id: handle,
+                    secrets: driver::Secrets::default(),
+                }),
+            });
+            return;
+        }
+        if c.metadata.has_finalizer(FINALIZER_CONTENT_BOUND) {
+            let mut next = c.clone();
+            next.metadata.remove_finalizer(FINALIZER_CONTENT_BOUND);
+            return self.write(c, ApiCall::Update(Object::Content(next)));
+        }
+        self.deleted.remove(&name);
+    }
+
+    fn issue(&mut self, call: Call) -> OpId {
+        let op = self.ops.issue();
+        self.calls.insert(op, call);
+        op
+    }
+
+    fn write(&mut self, c: &VolumeSnapshotContent, call: ApiCall) {
+        self.write_settling(c, call, Settles::Nothing);
+    }
+
+    fn write_settling(&mut self, c: &VolumeSnapshotContent, call: ApiCall, settles: Settles) {
+        let op = self.issue(Call::Write {
+            content: c.metadata.name.clone(),
+            uid: c.metadata.uid.clone(),
+            settles,
+        });
+        self.queue.push_back(Effect::Api { op, call });
+    }
+}
+
+/// Upstream's shouldDelete: a content being deleted that is a
+/// pre-provisioned one never bound, or one the snapshot controller marked
+/// being deleted, unless a cut may still be under way.
+fn should_delete(c: &VolumeSnapshotContent) -> bool {
+    if !c.metadata.deleting() {
+        return false;
+    }
+    if c.spec.source.snapshot_handle.is_some() && c.spec.volume_snapshot_ref.uid.is_empty() {
+        return true;
+    }
+    if c.metadata
+        .annotations
+        .contains_key(ANN_SNAPSHOT_BEING_CREATED)
+    {
+        return false;
+    }
+    c.metadata
+        .annotations
+        .contains_key(ANN_SNAPSHOT_BEING_DELETED)
+}
+
+crate::impl_machine!(Snapshotter);
