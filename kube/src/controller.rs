@@ -205,14 +205,9 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
             .plugin
             .contains(&PluginCapability::VolumeAccessibilityConstraints);
         c.default_fs_type = config.default_fs_type.clone();
-        let kinds = [
-            PersistentVolumeClaim,
-            PersistentVolume,
-            StorageClass,
-            CsiNode,
-            Node,
-        ];
-        out.push(role("provisioner", Box::new(Provisioner::new(c)), &kinds));
+        let p = Provisioner::new(c);
+        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
+        out.push(role("provisioner", Box::new(p), &kinds));
     } else if r.provisioner {
         off.push("provisioner: the driver has no CREATE_DELETE_VOLUME".into());
     }

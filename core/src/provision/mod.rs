@@ -43,6 +43,9 @@ pub struct ProvisionerConfig {
     pub retry_start: Tick,
     /// The longest retry delay.
     pub retry_max: Tick,
+    /// The snapshot kinds exist (their CRDs are installed): claims may be
+    /// restored from a VolumeSnapshot.
+    pub snapshots: bool,
     /// Simulation only: a planted mistake.
     pub plant: crate::plant::Planted,
 }
@@ -57,6 +60,7 @@ impl ProvisionerConfig {
             default_fs_type: String::new(),
             retry_start: 1_000,
             retry_max: 300_000,
+            snapshots: false,
             plant: crate::plant::Planted::default(),
         }
     }
@@ -158,6 +162,8 @@ pub struct Provisioner {
     deleted: BTreeSet<String>,
     /// Claim UIDs waiting out a backoff → the claim to sync when it ends.
     retry: BTreeMap<String, ObjectKey>,
+    /// Claim UIDs left to an external populator (B1.8), told once.
+    populated: BTreeSet<String>,
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
@@ -179,6 +185,7 @@ impl Provisioner {
             backoff,
             deleted: BTreeSet::new(),
             retry: BTreeMap::new(),
+            populated: BTreeSet::new(),
             queue: VecDeque::new(),
             ops: Ops::default(),
             now: 0,
@@ -260,7 +267,38 @@ impl Provisioner {
                     .collect();
                 self.dirty.extend(claims);
             }
+            // A snapshot (or its content) that changed may let the claims
+            // restoring from it go on.
+            Object::Snapshot(_) | Object::Content(_) => {
+                let claims: Vec<ObjectKey> = self
+                    .cache
+                    .of_kind(Kind::PersistentVolumeClaim)
+                    .filter(|c| match c {
+                        Object::Pvc(c) => c
+                            .spec
+                            .data_source
+                            .as_ref()
+                            .is_some_and(|d| d.kind == "VolumeSnapshot"),
+                        _ => false,
+                    })
+                    .map(Object::key)
+                    .collect();
+                self.dirty.extend(claims);
+            }
             _ => {}
+        }
+    }
+
+    /// The kinds its informers watch (the snapshot kinds only when they exist).
+    pub fn watches(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume
+            | Kind::StorageClass
+            | Kind::CsiNode
+            | Kind::Node => true,
+            Kind::VolumeSnapshot | Kind::VolumeSnapshotContent => self.config.snapshots,
+            _ => false,
         }
     }
 
@@ -358,6 +396,19 @@ impl Provisioner {
             .annotation(names::ANN_SELECTED_NODE)
             .unwrap_or("");
         if class.binding_mode() == BindingMode::WaitForFirstConsumer && selected.is_empty() {
+            return;
+        }
+        if let Some(ds) = &claim.spec.data_source
+            && !matches!(ds.kind.as_str(), "VolumeSnapshot" | "PersistentVolumeClaim")
+        {
+            // B1.8: an external populator's business.
+            if self.populated.insert(uid) {
+                self.event(Event::normal(
+                    key.clone(),
+                    reason::PROVISIONING,
+                    "Assuming an external populator will provision the volume",
+                ));
+            }
             return;
         }
         let request = match self.build_request(&claim, &class) {

@@ -92,6 +92,10 @@ impl Provisioner {
                     })?;
                 Some(driver::ContentSource::Volume(handle))
             }
+            Some(ds) if ds.kind == "VolumeSnapshot" => {
+                Some(self.snapshot_source(claim, class, ds)?)
+            }
+            // B1.8: other kinds are left to a populator before this is built.
             Some(ds) => {
                 return Err(format!(
                     "data source {} {:?} is not supported",
@@ -113,6 +117,83 @@ impl Provisioner {
             content_source,
             accessibility,
         })
+    }
+
+    /// The snapshot a claim restores from, as upstream's getSnapshotSource
+    /// checks it: bound to a content of this class's driver that points
+    /// back, ready, with a handle, and no bigger than the claim.
+    fn snapshot_source(
+        &self,
+        claim: &PersistentVolumeClaim,
+        class: &StorageClass,
+        ds: &TypedLocalObjectReference,
+    ) -> Result<driver::ContentSource, String> {
+        let group = ds.api_group.as_deref().unwrap_or("");
+        if group != "snapshot.storage.k8s.io" {
+            return Err(format!(
+                "the PVC source does not belong to the right APIGroup. Expected snapshot.storage.k8s.io, Got {group}"
+            ));
+        }
+        if !self.config.snapshots {
+            return Err(format!(
+                "cannot restore from snapshot {}: this provisioner runs without the snapshot kinds (their CRDs are not installed)",
+                ds.name
+            ));
+        }
+        let name = &ds.name;
+        let Some(Object::Snapshot(s)) =
+            self.cache
+                .find(Kind::VolumeSnapshot, &claim.metadata.namespace, name)
+        else {
+            return Err(format!(
+                "error getting snapshot {name} from api server: volumesnapshots.snapshot.storage.k8s.io {name:?} not found"
+            ));
+        };
+        if s.metadata.deleting() {
+            return Err(format!("snapshot {name} is being deleted"));
+        }
+        let Some(content_name) = s.bound_content() else {
+            return Err(format!("snapshot {name} not bound"));
+        };
+        let Some(Object::Content(c)) =
+            self.cache
+                .find(Kind::VolumeSnapshotContent, "", content_name)
+        else {
+            return Err(format!(
+                "error getting snapshotcontent {content_name} for snapshot {name}"
+            ));
+        };
+        let r = &c.spec.volume_snapshot_ref;
+        if r.uid != s.metadata.uid
+            || r.namespace != s.metadata.namespace
+            || r.name != s.metadata.name
+        {
+            return Err(format!(
+                "snapshotcontent {content_name} for snapshot {name} is bound to a different snapshot"
+            ));
+        }
+        if c.spec.driver != class.provisioner {
+            return Err(format!(
+                "snapshotcontent {content_name} for snapshot {name} is not handled by CSI driver of StorageClass {}",
+                class.metadata.name
+            ));
+        }
+        if !s.ready() {
+            return Err(format!("snapshot {name} is not Ready"));
+        }
+        let Some(handle) = c.status.as_ref().and_then(|st| st.snapshot_handle.clone()) else {
+            return Err(format!("snapshot handle {name} is not available"));
+        };
+        if let Some(size) = s.status.as_ref().and_then(|st| st.restore_size.as_ref()) {
+            let asked = claim.request().map_or(0, |q| q.bytes());
+            if asked < size.bytes() {
+                return Err(format!(
+                    "requested volume size {asked} is less than the size {} for the source snapshot {name}",
+                    size.bytes()
+                ));
+            }
+        }
+        Ok(driver::ContentSource::Snapshot(handle))
     }
 
     /// With topology and a selected node: that node's segment, from the node's
