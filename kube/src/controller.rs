@@ -304,13 +304,13 @@ impl<T: Transport> Context<T> {
                     match &result {
                         Ok(_) => tracing::info!(
                             role,
-                            volume = call.volume().unwrap_or(""),
+                            volume = call.subject().unwrap_or(""),
                             "{}: OK",
                             call.method()
                         ),
                         Err(s) => tracing::warn!(
                             role,
-                            volume = call.volume().unwrap_or(""),
+                            volume = call.subject().unwrap_or(""),
                             "{}: {}: {}",
                             call.method(),
                             s.code.name(),

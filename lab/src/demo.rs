@@ -10,6 +10,8 @@ use crate::{Lab, LabError};
 pub const STORAGE: &str = include_str!("../../examples/lab/storage.yaml");
 pub const WEB: &str = include_str!("../../examples/lab/web.yaml");
 pub const SOLO: &str = include_str!("../../examples/lab/solo.yaml");
+pub const SNAPSHOT: &str = include_str!("../../examples/lab/snapshot.yaml");
+pub const RESTORE: &str = include_str!("../../examples/lab/restore.yaml");
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -81,6 +83,89 @@ fn say_growth(lab: &Lab, target: Option<&str>, before: Option<u64>, after: Optio
             a >> 20
         ));
     }
+}
+
+/// Snapshots pvc/shared, writes more to it, restores a new claim from the
+/// snapshot on the other node and shows it holds what was there when cut;
+/// then deletes the restore, the claim and the snapshot.
+async fn snapshot_and_restore(lab: &Lab) -> Result<(), LabError> {
+    step(
+        lab,
+        "kubectl apply -f examples/lab/snapshot.yaml: the snapshot controller makes a content, csi-snapshotter cuts it",
+    )
+    .await;
+    for line in lab.with(|w, t| w.apply(t, SNAPSHOT))? {
+        lab.shared.say(line);
+    }
+    lab.wait_for("volumesnapshot/shared-snap to be ready", WAIT, |w| {
+        w.volume_snapshot("shared-snap").is_some_and(|s| s.ready())
+    })
+    .await?;
+    let row = lab.with(|w, _| {
+        w.status()
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("shared-snap "))
+            .map(str::to_string)
+    });
+    if let Some(row) = row {
+        lab.shared.say(format!("kubectl get volumesnapshot: {row}"));
+    }
+
+    step(lab, "web-0 writes after the snapshot was cut").await;
+    let Some(target) = lab.with(|w, _| w.targets("web-0").into_iter().next()) else {
+        return Err(LabError::Setup("web-0 has no volume to write to".into()));
+    };
+    let later = std::path::Path::new(&target).join("later.txt");
+    std::fs::write(&later, "written by pod web-0 after the snapshot\n")
+        .map_err(|e| LabError::Setup(format!("write {}: {e}", later.display())))?;
+    lab.shared
+        .say(format!("node-a   pod web-0 wrote {}", later.display()));
+
+    step(
+        lab,
+        "kubectl apply -f examples/lab/restore.yaml: pvc/restored comes from the snapshot; pod reader on node-b reads it",
+    )
+    .await;
+    for line in lab.with(|w, t| w.apply(t, RESTORE))? {
+        lab.shared.say(line);
+    }
+    running(lab, "reader").await?;
+    let Some(restored) = lab.with(|w, _| w.targets("reader").into_iter().next()) else {
+        return Err(LabError::Setup("pod reader has no volume".into()));
+    };
+    let restored = std::path::Path::new(&restored);
+    if restored.join("later.txt").exists() || !restored.join("web-0.txt").exists() {
+        return Err(LabError::Setup(format!(
+            "the restored volume at {} does not hold what pvc/shared held when the snapshot was cut",
+            restored.display()
+        )));
+    }
+    lab.shared.say(format!(
+        "node-b   pod reader: web-0.txt is there and later.txt is not: {} holds pvc/shared as it was when cut",
+        restored.display()
+    ));
+
+    step(
+        lab,
+        "delete pod/reader, pvc/restored and volumesnapshot/shared-snap: the driver deletes the snapshot",
+    )
+    .await;
+    let pv = lab.with(|w, _| pv_of(w, "restored"));
+    lab.shared.say(lab.with(|w, t| w.delete(t, "pod/reader"))?);
+    gone(lab, "reader").await?;
+    lab.shared
+        .say(lab.with(|w, t| w.delete(t, "pvc/restored"))?);
+    lab.wait_for("pvc/restored and its volume to go", WAIT, |w| {
+        w.claim("restored").is_none() && w.pv(&pv).is_none()
+    })
+    .await?;
+    lab.shared
+        .say(lab.with(|w, t| w.delete(t, "volumesnapshot/shared-snap"))?);
+    lab.wait_for("the snapshot and its content to go", WAIT, |w| {
+        w.volume_snapshot("shared-snap").is_none() && w.snapshot_contents() == 0
+    })
+    .await
 }
 
 /// Plays the story on a lab of at least two nodes.
@@ -204,6 +289,8 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
         let after = target.as_deref().and_then(fs_size);
         say_growth(lab, target.as_deref(), before, after);
     }
+
+    snapshot_and_restore(lab).await?;
 
     step(
         lab,

@@ -160,7 +160,7 @@ impl Shared {
         self.say(format!(
             "{plugin:<8} {} {}{} -> {outcome} ({} ms)",
             call.method(),
-            call.volume().unwrap_or(""),
+            call.subject().unwrap_or(""),
             call.path().map(|p| format!(" {p}")).unwrap_or_default(),
             t.elapsed().as_millis()
         ));
@@ -467,7 +467,7 @@ async fn run_job(shared: &Arc<Shared>, job: Job) {
                     shared.say(format!(
                         "{plugin:<8} {} {}: {}",
                         call.method(),
-                        call.volume().unwrap_or(""),
+                        call.subject().unwrap_or(""),
                         s.message
                     ));
                     Err(s)

@@ -101,6 +101,9 @@ impl<T: Transport> CsiClient<T> {
                 answer(c.controller_unpublish_volume(r.to_wire()).await)
             }
             Request::ControllerExpand(r) => answer(c.controller_expand_volume(r.to_wire()).await),
+            Request::CreateSnapshot(r) => answer(c.create_snapshot(r.to_wire()).await),
+            Request::DeleteSnapshot(r) => answer(c.delete_snapshot(r.to_wire()).await),
+            Request::ListSnapshots(r) => answer(c.list_snapshots(r.to_wire()).await),
             Request::ControllerGetCapabilities => answer(
                 c.controller_get_capabilities(csi::ControllerGetCapabilitiesRequest {})
                     .await,

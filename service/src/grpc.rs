@@ -51,11 +51,7 @@ impl CsiService {
         let (volume, path, result) = match request.into_inner().into_request() {
             Err(e) => (String::new(), String::new(), Err(e)),
             Ok(req) => {
-                let volume = req
-                    .volume()
-                    .or(req.snapshot())
-                    .unwrap_or_default()
-                    .to_string();
+                let volume = req.subject().unwrap_or_default().to_string();
                 let path = req.path().unwrap_or_default().to_string();
                 let result = self.pump.call(req).await.and_then(Resp::from_response);
                 (volume, path, result)

@@ -83,7 +83,16 @@ async fn the_story_plays_with_the_exact_csi_calls_per_node() {
         let others = w
             .store
             .objects()
-            .filter(|o| matches!(o, Object::Pod(_) | Object::Pvc(_) | Object::Va(_)))
+            .filter(|o| {
+                matches!(
+                    o,
+                    Object::Pod(_)
+                        | Object::Pvc(_)
+                        | Object::Va(_)
+                        | Object::Snapshot(_)
+                        | Object::Content(_)
+                )
+            })
             .count();
         (pvs, others)
     });
@@ -125,7 +134,18 @@ async fn the_story_plays_with_the_exact_csi_calls_per_node() {
         "ControllerUnpublishVolume",
     ]);
     want.extend(resize_controller);
-    want.extend(strs(&["ControllerUnpublishVolume", "DeleteVolume"]));
+    want.extend(strs(&[
+        // The snapshot of pvc/shared, the claim restored from it on node-b.
+        "CreateSnapshot",
+        "CreateVolume",
+        "ControllerPublishVolume",
+        // The reader, the restored claim and the snapshot go.
+        "ControllerUnpublishVolume",
+        "DeleteVolume",
+        "DeleteSnapshot",
+        "ControllerUnpublishVolume",
+        "DeleteVolume",
+    ]));
     assert_eq!(controller, want, "controller calls");
 
     let mut want = strs(&[
@@ -152,6 +172,11 @@ async fn the_story_plays_with_the_exact_csi_calls_per_node() {
         strs(&[
             "NodeGetInfo",
             "NodeGetCapabilities",
+            "NodeStageVolume",
+            "NodePublishVolume",
+            "NodeUnpublishVolume",
+            "NodeUnstageVolume",
+            // The reader of the restored claim.
             "NodeStageVolume",
             "NodePublishVolume",
             "NodeUnpublishVolume",

@@ -293,6 +293,11 @@ impl Request {
         })
     }
 
+    /// What the request is about, for logs: its volume, else its snapshot.
+    pub fn subject(&self) -> Option<&str> {
+        self.volume().or(self.snapshot())
+    }
+
     /// The node path the request is about, if any (for logs).
     pub fn path(&self) -> Option<&str> {
         Some(match self {

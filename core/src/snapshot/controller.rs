@@ -43,8 +43,11 @@ use crate::{OpId, Tick};
 pub struct SnapshotController {
     cache: Cache,
     dirty: BTreeSet<ObjectKey>,
-    /// Writes in flight: the object and the incarnation written.
-    writing: BTreeMap<OpId, (ObjectKey, String)>,
+    /// Writes in flight: the object synced when it was issued (busy until
+    /// it completes), the object written and its incarnation.
+    writing: BTreeMap<OpId, (ObjectKey, ObjectKey, String)>,
+    /// The object being synced now.
+    syncing: Option<ObjectKey>,
     backoff: Backoff<ObjectKey>,
     queue: VecDeque<Effect>,
     ops: Ops,
@@ -81,6 +84,7 @@ impl SnapshotController {
             cache: Cache::default(),
             dirty: BTreeSet::new(),
             writing: BTreeMap::new(),
+            syncing: None,
             backoff: Backoff::new(1_000, 300_000),
             queue: VecDeque::new(),
             ops: Ops::default(),
@@ -113,7 +117,7 @@ impl SnapshotController {
                 self.cache.delete(&o);
             }
             Input::ApiDone { op, result } => {
-                let Some((key, uid)) = self.writing.remove(&op) else {
+                let Some((owner, key, uid)) = self.writing.remove(&op) else {
                     return;
                 };
                 match result {
@@ -122,6 +126,10 @@ impl SnapshotController {
                         self.mark(&o);
                         self.cache.apply(o);
                     }
+                    // A content made by an earlier attempt: it is the one.
+                    ApiResult::AlreadyExists => {
+                        self.backoff.succeed(&key);
+                    }
                     ApiResult::Ok(None) | ApiResult::NotFound => {
                         self.backoff.succeed(&key);
                         if let Some(o) = self.cache.gone(&key, &uid) {
@@ -129,10 +137,11 @@ impl SnapshotController {
                         }
                     }
                     _ => {
-                        self.backoff.fail(key.clone(), self.now);
+                        self.backoff.fail(owner.clone(), self.now);
                     }
                 }
                 self.dirty.insert(key);
+                self.dirty.insert(owner);
             }
             Input::CsiDone { .. } => {}
             Input::Synced | Input::Restarted | Input::Reconstruct(_) => {}
@@ -222,12 +231,14 @@ impl SnapshotController {
             if self.busy(&key) || self.backoff.waiting(&key, self.now) {
                 continue;
             }
+            self.syncing = Some(key.clone());
             match self.cache.get(&key).cloned() {
                 Some(Object::Snapshot(s)) => self.sync_snapshot(&s),
                 Some(Object::Content(c)) => self.sync_content(&c),
                 Some(Object::Pvc(c)) => self.sync_claim(&c),
                 _ => {}
             }
+            self.syncing = None;
         }
         self.queue.pop_front()
     }
@@ -245,7 +256,7 @@ impl SnapshotController {
 
     /// One write per object at a time.
     fn invariants(&self) -> Result<(), String> {
-        let writing = self.writing.values().map(|(k, _)| k);
+        let writing = self.writing.values().map(|(k, _, _)| k);
         crate::machine::one_at_a_time(
             "snapshot controller",
             writing.clone(),
@@ -255,7 +266,7 @@ impl SnapshotController {
     }
 
     fn busy(&self, key: &ObjectKey) -> bool {
-        self.writing.values().any(|(k, _)| k == key)
+        self.writing.values().any(|(owner, _, _)| owner == key)
     }
 
     fn write(&mut self, call: ApiCall) {
@@ -267,7 +278,8 @@ impl SnapshotController {
             ApiCall::List { .. } => return,
         };
         let op = self.ops.issue();
-        self.writing.insert(op, (key, uid));
+        let owner = self.syncing.clone().unwrap_or_else(|| key.clone());
+        self.writing.insert(op, (owner, key, uid));
         self.queue.push_back(Effect::Api { op, call });
     }
 

@@ -25,7 +25,7 @@ pub trait IntoResponse {
     fn into_response(self) -> Result<Response, Status>;
 }
 
-fn map(m: &BTreeMap<String, String>) -> HashMap<String, String> {
+pub(super) fn map(m: &BTreeMap<String, String>) -> HashMap<String, String> {
     m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
@@ -36,7 +36,7 @@ fn range(r: &core::CapacityRange) -> Option<csi::CapacityRange> {
     })
 }
 
-fn bytes(v: i64) -> u64 {
+pub(super) fn bytes(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 

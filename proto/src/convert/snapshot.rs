@@ -225,3 +225,92 @@ impl FromResponse for csi::GroupControllerGetCapabilitiesResponse {
         Ok(Self { capabilities })
     }
 }
+
+// The client's direction (the snapshotter calling a driver).
+
+use super::outgoing::{IntoResponse, ToWire, bytes, map};
+
+impl ToWire for core::CreateSnapshot {
+    type Wire = csi::CreateSnapshotRequest;
+    fn to_wire(&self) -> Self::Wire {
+        csi::CreateSnapshotRequest {
+            source_volume_id: self.source_volume_id.clone(),
+            name: self.name.clone(),
+            secrets: map(&self.secrets.0),
+            parameters: map(&self.parameters),
+        }
+    }
+}
+
+impl ToWire for core::DeleteSnapshot {
+    type Wire = csi::DeleteSnapshotRequest;
+    fn to_wire(&self) -> Self::Wire {
+        csi::DeleteSnapshotRequest {
+            snapshot_id: self.snapshot_id.clone(),
+            secrets: map(&self.secrets.0),
+        }
+    }
+}
+
+impl ToWire for core::ListSnapshots {
+    type Wire = csi::ListSnapshotsRequest;
+    fn to_wire(&self) -> Self::Wire {
+        csi::ListSnapshotsRequest {
+            max_entries: i32::try_from(self.max_entries).unwrap_or(i32::MAX),
+            starting_token: self.starting_token.clone(),
+            source_volume_id: self.source_volume_id.clone(),
+            snapshot_id: self.snapshot_id.clone(),
+            secrets: Default::default(),
+        }
+    }
+}
+
+/// A wire snapshot as the machines read it.
+fn core_snapshot(s: csi::Snapshot) -> core::Snapshot {
+    let t = s.creation_time.unwrap_or_default();
+    core::Snapshot {
+        snapshot_id: s.snapshot_id,
+        source_volume_id: s.source_volume_id,
+        size_bytes: bytes(s.size_bytes),
+        creation_time: core::Timestamp {
+            seconds: t.seconds,
+            nanos: t.nanos,
+        },
+        ready_to_use: s.ready_to_use,
+        group_snapshot_id: s.group_snapshot_id,
+    }
+}
+
+impl IntoResponse for csi::CreateSnapshotResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        let s = self
+            .snapshot
+            .ok_or_else(|| Status::internal("CreateSnapshot answered without a snapshot"))?;
+        if s.snapshot_id.is_empty() {
+            return Err(Status::internal(
+                "CreateSnapshot answered a snapshot without an id",
+            ));
+        }
+        Ok(Response::Snapshot(core_snapshot(s)))
+    }
+}
+
+impl IntoResponse for csi::DeleteSnapshotResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        Ok(Response::Empty)
+    }
+}
+
+impl IntoResponse for csi::ListSnapshotsResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        Ok(Response::Snapshots {
+            entries: self
+                .entries
+                .into_iter()
+                .filter_map(|e| e.snapshot)
+                .map(core_snapshot)
+                .collect(),
+            next_token: self.next_token,
+        })
+    }
+}

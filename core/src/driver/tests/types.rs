@@ -209,8 +209,14 @@ fn a_request_names_the_volume_and_path_it_is_about() {
     ];
     for (r, volume, path) in requests {
         assert_eq!(r.volume(), volume, "{}", r.method());
+        assert_eq!(r.subject(), volume, "{}", r.method());
         assert_eq!(r.path(), path, "{}", r.method());
     }
+    let delete = Request::DeleteSnapshot(DeleteSnapshot {
+        snapshot_id: "snap-1".into(),
+        secrets: Secrets::default(),
+    });
+    assert_eq!((delete.volume(), delete.subject()), (None, Some("snap-1")));
 }
 
 fn stage_record(path: &str) -> StageRecord {

@@ -58,7 +58,8 @@ impl World {
             if u.kind != "Deployment" {
                 return Err(CommandError::Refused(format!(
                     "kind {:?} is not supported by the lab (StorageClass, PersistentVolumeClaim, \
-                     PersistentVolume, Pod, Deployment)",
+                     PersistentVolume, Pod, Deployment, VolumeSnapshotClass, VolumeSnapshot, \
+                     VolumeSnapshotContent)",
                     u.kind
                 )));
             }
@@ -66,7 +67,7 @@ impl World {
         }
         let mut done = Vec::new();
         for mut o in objects {
-            let namespaced = matches!(o, Object::Pvc(_) | Object::Pod(_));
+            let namespaced = matches!(o, Object::Pvc(_) | Object::Pod(_) | Object::Snapshot(_));
             if namespaced && o.meta().namespace.is_empty() {
                 o.meta_mut().namespace = "default".into();
             }
@@ -184,6 +185,13 @@ impl World {
             "pv" | "persistentvolume" | "persistentvolumes" => (Kind::PersistentVolume, ""),
             "pod" | "pods" => (Kind::Pod, "default"),
             "sc" | "storageclass" | "storageclasses" => (Kind::StorageClass, ""),
+            "volumesnapshot" | "volumesnapshots" | "vs" => (Kind::VolumeSnapshot, "default"),
+            "volumesnapshotcontent" | "volumesnapshotcontents" | "vsc" => {
+                (Kind::VolumeSnapshotContent, "")
+            }
+            "volumesnapshotclass" | "volumesnapshotclasses" | "vsclass" => {
+                (Kind::VolumeSnapshotClass, "")
+            }
             "deployment" | "deployments" | "deploy" => {
                 self.scale(now, name, 0)?;
                 self.deployments.remove(name);
@@ -191,7 +199,7 @@ impl World {
             }
             other => {
                 return Err(CommandError::Refused(format!(
-                    "the lab cannot delete kind {other:?} (pvc, pv, pod, sc, deployment)"
+                    "the lab cannot delete kind {other:?} (pvc, pv, pod, sc, volumesnapshot, volumesnapshotcontent, volumesnapshotclass, deployment)"
                 )));
             }
         };
@@ -206,6 +214,23 @@ impl World {
 
 /// Queries the demo and the tests read the world with.
 impl World {
+    /// The VolumeSnapshot `name` in the default namespace.
+    pub fn volume_snapshot(&self, name: &str) -> Option<&VolumeSnapshot> {
+        let key = ObjectKey::new(Kind::VolumeSnapshot, "default", name);
+        match self.store.get(&key) {
+            Some(Object::Snapshot(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The VolumeSnapshotContents there are.
+    pub fn snapshot_contents(&self) -> usize {
+        self.store
+            .objects()
+            .filter(|o| o.kind() == Kind::VolumeSnapshotContent)
+            .count()
+    }
+
     /// The claim `name` in the default namespace.
     pub fn claim(&self, name: &str) -> Option<&PersistentVolumeClaim> {
         let key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", name);

@@ -22,6 +22,7 @@ use crate::protection::Protection;
 use crate::provision::{Provisioner, ProvisionerConfig};
 use crate::registration::watcher::{PluginWatcher, WatcherEffect, WatcherInput};
 use crate::resize::{ResizeConfig, Resizer};
+use crate::snapshot::{SnapshotController, Snapshotter};
 use crate::store::Store;
 use crate::{OpId, Status};
 
@@ -170,6 +171,7 @@ impl World {
         let m = modes(multi_writer);
         let mut p = ProvisionerConfig::new(driver);
         p.modes = m;
+        p.snapshots = true;
         let mut a = AttachConfig::new(driver);
         a.modes = m;
         let mut r = ResizeConfig::new(driver);
@@ -181,6 +183,8 @@ impl World {
             ("external-resizer", Box::new(Resizer::new(r))),
             ("pvc-protection-controller", Box::new(Protection::claims())),
             ("pv-protection-controller", Box::new(Protection::volumes())),
+            ("snapshot-controller", Box::new(SnapshotController::new())),
+            ("csi-snapshotter", Box::new(Snapshotter::new(driver))),
         ];
         let mut w = World {
             store: Store::with_admission(),
