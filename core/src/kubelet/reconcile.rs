@@ -171,7 +171,7 @@ impl Kubelet {
         }
         self.report_in_use(node.as_ref(), &in_use);
         for ((pod_uid, pv_name), w) in &want {
-            self.mount_pass(node.as_ref(), attach_required, pod_uid, pv_name, w, &want);
+            self.mount_pass(node.as_ref(), attach_required, pod_uid, pv_name, w);
         }
         self.unstage_pass(&want);
     }
@@ -239,7 +239,6 @@ impl Kubelet {
         pod_uid: &str,
         pv_name: &str,
         w: &Want,
-        want: &BTreeMap<(String, String), Want>,
     ) {
         if !self.ready(pv_name) {
             return;
@@ -263,16 +262,15 @@ impl Kubelet {
             self.warn_pod(&w.pod, msg);
             return;
         }
-        // D2.1: the ReadWriteOncePod guard.
+        // D2.1: the ReadWriteOncePod guard. Of pods wanting the volume at
+        // once, the first by uid wins: pods are visited in uid order and
+        // the first's mount is recorded (uncertain) as soon as it is tried,
+        // while the volume's stage keeps it busy for the others.
         if w.pv.spec.access_modes == [AccessMode::ReadWriteOncePod] {
             let other = self
                 .actual
                 .mounts
                 .keys()
-                .chain(
-                    want.keys()
-                        .filter(|(p, v)| v == pv_name && p.as_str() < pod_uid),
-                )
                 .any(|(p, v)| v == pv_name && p != pod_uid);
             if other
                 && !self

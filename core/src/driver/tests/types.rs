@@ -368,3 +368,99 @@ fn each_broken_invariant_is_named() {
     );
     check_invariants(&s).unwrap();
 }
+
+/// The snapshot and group invariants, each broken alone, are named.
+#[test]
+fn each_broken_snapshot_invariant_is_named() {
+    use crate::driver::state::{GroupRecord, SnapshotRecord};
+    let snap = |id: &str, group: &str| Snapshot {
+        snapshot_id: id.into(),
+        source_volume_id: "vol-a".into(),
+        size_bytes: 1,
+        creation_time: Timestamp::default(),
+        ready_to_use: true,
+        group_snapshot_id: group.into(),
+    };
+    let sound = || {
+        let mut s = DriverState::default();
+        s.snapshots.insert(
+            "snap-1".into(),
+            SnapshotRecord {
+                name: "s1".into(),
+                snapshot: snap("snap-1", ""),
+                parameters: Attributes::new(),
+            },
+        );
+        s.snapshot_names.insert("s1".into(), "snap-1".into());
+        s.snapshots.insert(
+            "snap-m".into(),
+            SnapshotRecord {
+                name: String::new(),
+                snapshot: snap("snap-m", "group-g"),
+                parameters: Attributes::new(),
+            },
+        );
+        s.groups.insert(
+            "group-g".into(),
+            GroupRecord {
+                name: "g".into(),
+                group: GroupSnapshot {
+                    group_snapshot_id: "group-g".into(),
+                    snapshots: vec![snap("snap-m", "group-g")],
+                    creation_time: Timestamp::default(),
+                    ready_to_use: true,
+                },
+                parameters: Attributes::new(),
+            },
+        );
+        s.group_names.insert("g".into(), "group-g".into());
+        s
+    };
+    check_invariants(&sound()).unwrap();
+    type Breaks = Box<dyn Fn(&mut DriverState)>;
+    let broken: Vec<(Breaks, &str)> = vec![
+        (
+            Box::new(|s| {
+                s.snapshot_names.insert("other".into(), "snap-1".into());
+            }),
+            "snapshot name other maps to snapshot snap-1 that does not carry it",
+        ),
+        (
+            Box::new(|s| {
+                s.snapshot_names.clear();
+            }),
+            "snapshot snap-1 is missing from the name index",
+        ),
+        (
+            Box::new(|s| {
+                s.snapshots.get_mut("snap-1").unwrap().snapshot.snapshot_id = "snap-2".into();
+            }),
+            "snapshot snap-1 is recorded as snap-2",
+        ),
+        (
+            Box::new(|s| {
+                s.groups.clear();
+                s.group_names.clear();
+            }),
+            "snapshot snap-m has no name and is no member of a group",
+        ),
+        (
+            Box::new(|s| {
+                s.group_names.clear();
+            }),
+            "group snapshot group-g is missing from the name index",
+        ),
+        (
+            Box::new(|s| {
+                s.snapshots.remove("snap-m");
+            }),
+            "group snapshot group-g names member snap-m that is not recorded",
+        ),
+    ];
+    for (breaks, named) in broken {
+        let mut s = sound();
+        breaks(&mut s);
+        let e = check_invariants(&s).unwrap_err();
+        assert_eq!(e, named);
+    }
+}
