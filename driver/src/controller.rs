@@ -48,6 +48,15 @@ pub struct ControllerArgs {
     /// Also run pv-protection (likewise).
     #[arg(long)]
     pub pv_protection: bool,
+    /// Also run csi-snapshotter's role, and restore claims from
+    /// VolumeSnapshots (needs the snapshot CRDs of
+    /// kubernetes-csi/external-snapshotter installed).
+    #[arg(long)]
+    pub snapshotter: bool,
+    /// Also run the snapshot controller (for clusters without
+    /// external-snapshotter's snapshot-controller; needs the snapshot CRDs).
+    #[arg(long)]
+    pub snapshot_controller: bool,
     /// Act only while holding a coordination.k8s.io/v1 Lease
     /// (`volplane-<driver>`), so that replicas never act at once.
     #[arg(long)]
@@ -194,6 +203,8 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
                 attach_detach: args.attach_detach,
                 pvc_protection: args.pvc_protection,
                 pv_protection: args.pv_protection,
+                snapshotter: args.snapshotter,
+                snapshot_controller: args.snapshot_controller,
             },
             timeout: args.timeout,
             resync: args.resync_period,

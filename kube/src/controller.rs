@@ -26,6 +26,7 @@ use volplane_core::model::Kind;
 use volplane_core::protection::{Guarded, Protection};
 use volplane_core::provision::{Provisioner, ProvisionerConfig};
 use volplane_core::resize::{ResizeConfig, Resizer};
+use volplane_core::snapshot::{SnapshotController, Snapshotter};
 use volplane_core::{Code, Status, Tick};
 use volplane_proto::client::{CsiClient, Transport};
 use volplane_service::metrics::Metrics;
@@ -51,6 +52,11 @@ pub struct Roles {
     pub pvc_protection: bool,
     /// pv-protection (off: kube-controller-manager's).
     pub pv_protection: bool,
+    /// csi-snapshotter, and restores from VolumeSnapshots in the
+    /// provisioner (off: needs the snapshot CRDs).
+    pub snapshotter: bool,
+    /// The snapshot controller (off: external-snapshotter's).
+    pub snapshot_controller: bool,
 }
 
 impl Default for Roles {
@@ -63,6 +69,8 @@ impl Default for Roles {
             attach_detach: false,
             pvc_protection: false,
             pv_protection: false,
+            snapshotter: false,
+            snapshot_controller: false,
         }
     }
 }
@@ -205,6 +213,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
             .plugin
             .contains(&PluginCapability::VolumeAccessibilityConstraints);
         c.default_fs_type = config.default_fs_type.clone();
+        c.snapshots = r.snapshotter;
         let p = Provisioner::new(c);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
         out.push(role("provisioner", Box::new(p), &kinds));
@@ -234,6 +243,18 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
     if r.binder {
         let kinds = [PersistentVolume, PersistentVolumeClaim, StorageClass, Pod];
         out.push(role("binder", Box::new(Binder::new()), &kinds));
+    }
+    if r.snapshotter && facts.has(Cap::CreateDeleteSnapshot) {
+        let s = Snapshotter::new(&facts.name);
+        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
+        out.push(role("snapshotter", Box::new(s), &kinds));
+    } else if r.snapshotter {
+        off.push("snapshotter: the driver has no CREATE_DELETE_SNAPSHOT".into());
+    }
+    if r.snapshot_controller {
+        let s = SnapshotController::new();
+        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
+        out.push(role("snapshot-controller", Box::new(s), &kinds));
     }
     for (on, guarded, name) in [
         (r.pvc_protection, Guarded::Claims, "pvc-protection"),
@@ -464,4 +485,63 @@ pub fn describe(roles: &[Role]) -> BTreeMap<&'static str, Vec<&'static str>> {
         .iter()
         .map(|r| (r.name, r.kinds.iter().map(|k| k.as_str()).collect()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(controller: &[Cap]) -> DriverFacts {
+        DriverFacts {
+            name: "volplane.csi.io".into(),
+            controller: controller.to_vec(),
+            plugin: vec![],
+        }
+    }
+
+    fn with(roles: Roles) -> ControllerConfig {
+        ControllerConfig {
+            roles,
+            ..ControllerConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_snapshot_roles_run_when_asked_and_the_driver_can() {
+        let on = Roles {
+            snapshotter: true,
+            snapshot_controller: true,
+            resizer: false,
+            ..Roles::default()
+        };
+        let caps = [Cap::CreateDeleteVolume, Cap::CreateDeleteSnapshot];
+        let (made, off) = super::roles(&facts(&caps), &with(on));
+        assert!(off.is_empty(), "{off:?}");
+        let kinds = |name: &str| {
+            made.iter()
+                .find(|r| r.name == name)
+                .map(|r| r.kinds.clone())
+                .unwrap_or_else(|| panic!("no {name} role"))
+        };
+        assert_eq!(
+            kinds("snapshotter"),
+            [Kind::VolumeSnapshotContent, Kind::VolumeSnapshotClass].into()
+        );
+        assert!(kinds("snapshot-controller").contains(&Kind::VolumeSnapshot));
+        assert!(kinds("provisioner").contains(&Kind::VolumeSnapshot));
+        // A driver without snapshots: the role is off, and says why.
+        let (made, off) = super::roles(&facts(&[Cap::CreateDeleteVolume]), &with(on));
+        assert!(!made.iter().any(|r| r.name == "snapshotter"));
+        assert_eq!(
+            off,
+            vec!["snapshotter: the driver has no CREATE_DELETE_SNAPSHOT".to_string()]
+        );
+        // Off by default: no snapshot kinds are watched (their CRDs may be absent).
+        let (made, _) = super::roles(&facts(&caps), &with(Roles::default()));
+        assert!(
+            made.iter().all(|r| !r.kinds.contains(&Kind::VolumeSnapshot)
+                && !r.kinds.contains(&Kind::VolumeSnapshotContent)),
+            "{made:?}"
+        );
+    }
 }
