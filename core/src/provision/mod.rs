@@ -289,12 +289,15 @@ impl Provisioner {
         }
     }
 
-    /// The kinds its informers watch (the snapshot kinds only when they exist).
+    /// The kinds its informers watch (the snapshot kinds only when they
+    /// exist). VolumeAttachments, so that a volume still attached is never
+    /// deleted (B5.4).
     pub fn watches(&self, kind: Kind) -> bool {
         match kind {
             Kind::PersistentVolumeClaim
             | Kind::PersistentVolume
             | Kind::StorageClass
+            | Kind::VolumeAttachment
             | Kind::CsiNode
             | Kind::Node => true,
             Kind::VolumeSnapshot | Kind::VolumeSnapshotContent => self.config.snapshots,
@@ -409,6 +412,22 @@ impl Provisioner {
                     "Assuming an external populator will provision the volume",
                 ));
             }
+            return;
+        }
+        // A restore waits for its snapshot: the snapshot's (or its
+        // content's) next change looks again, no timer needed.
+        if let Some(ds) = claim
+            .spec
+            .data_source
+            .as_ref()
+            .filter(|d| d.kind == "VolumeSnapshot")
+            && let Err(msg) = self.snapshot_source(&claim, &class, ds)
+        {
+            self.event(Event::warning(
+                key.clone(),
+                reason::PROVISIONING_FAILED,
+                msg,
+            ));
             return;
         }
         let request = match self.build_request(&claim, &class) {

@@ -122,7 +122,7 @@ impl Provisioner {
     /// The snapshot a claim restores from, as upstream's getSnapshotSource
     /// checks it: bound to a content of this class's driver that points
     /// back, ready, with a handle, and no bigger than the claim.
-    fn snapshot_source(
+    pub(super) fn snapshot_source(
         &self,
         claim: &PersistentVolumeClaim,
         class: &StorageClass,

@@ -31,6 +31,10 @@ pub struct Storage {
     /// Snapshot id → (source volume handle, holds data).
     #[serde(default)]
     pub snapshots: BTreeMap<String, (String, bool)>,
+    /// Volumes the driver was asked to restore from a snapshot the storage
+    /// no longer has (each a lost restore).
+    #[serde(default)]
+    pub restored_from_missing: Vec<String>,
 }
 
 impl Storage {

@@ -44,6 +44,43 @@ fn pv_of<'a>(store: &'a Store, handle: &str) -> Option<&'a PersistentVolume> {
     })
 }
 
+impl Sim {
+    /// Once settled: every storage snapshot has a content naming it (none
+    /// leaked), and no content whose policy is Delete outlives its
+    /// VolumeSnapshot.
+    fn snapshots_converged(&self, found: &mut Vec<String>) {
+        let handles: std::collections::BTreeSet<&str> = self
+            .store
+            .objects()
+            .filter_map(|o| match o {
+                Object::Content(c) => c.snapshot_handle(),
+                _ => None,
+            })
+            .collect();
+        for id in self.storage.snapshots.keys() {
+            if !handles.contains(id.as_str()) {
+                found.push(format!(
+                    "storage snapshot {id} leaked: no VolumeSnapshotContent names it"
+                ));
+            }
+        }
+        for o in self.store.objects() {
+            let Object::Content(c) = o else { continue };
+            let r = &c.spec.volume_snapshot_ref;
+            let snapshot = self
+                .store
+                .get(&ObjectKey::new(Kind::VolumeSnapshot, &r.namespace, &r.name))
+                .filter(|s| s.meta().uid == r.uid);
+            if snapshot.is_none() && c.spec.deletion_policy == DeletionPolicy::Delete {
+                found.push(format!(
+                    "VolumeSnapshotContent {} outlives its VolumeSnapshot {}/{} with policy Delete",
+                    c.metadata.name, r.namespace, r.name
+                ));
+            }
+        }
+    }
+}
+
 /// What a restarted kubelet finds mounted on its node.
 pub fn observed_mounts(storage: &Storage, store: &Store, node: &str) -> Observed {
     let mut o = Observed::default();
@@ -231,10 +268,38 @@ impl Sim {
                 ));
             }
         }
+        self.check_snapshots(&mut found);
         for (kind, what) in found {
             self.violate(kind, what);
         }
         self.check_registrations();
+    }
+
+    /// A snapshot the API shows ready (and not going) exists in storage,
+    /// and no volume is restored from one that does not.
+    fn check_snapshots(&self, found: &mut Vec<(&'static str, String)>) {
+        for o in self.store.objects() {
+            if let Object::Content(c) = o
+                && c.ready()
+                && !c.metadata.deleting()
+                && let Some(h) = c.status.as_ref().and_then(|s| s.snapshot_handle.as_deref())
+                && !self.storage.snapshots.contains_key(h)
+            {
+                found.push((
+                    "snapshot lost",
+                    format!(
+                        "VolumeSnapshotContent {} is ready, but the storage has no snapshot {h}",
+                        c.metadata.name
+                    ),
+                ));
+            }
+        }
+        if let Some(v) = self.storage.restored_from_missing.first() {
+            found.push((
+                "restored from a lost snapshot",
+                format!("volume {v}, which the storage no longer has"),
+            ));
+        }
     }
 
     /// A claim is removed from the API only once no pod that has not
@@ -293,6 +358,7 @@ impl Sim {
     /// left that no pod needs.
     pub fn check_converged(&mut self) {
         let mut found = Vec::new();
+        self.snapshots_converged(&mut found);
         // Every node's driver is registered: in the watcher, on its CSINode
         // and in its node-id annotation.
         let nodes: Vec<String> = self.nodes.keys().cloned().collect();

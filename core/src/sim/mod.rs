@@ -39,6 +39,7 @@ use crate::provision::{Provisioner, ProvisionerConfig};
 use crate::registration::registrar::{Registrar, RegistrarInput};
 use crate::registration::watcher::{PluginWatcher, WatcherInput};
 use crate::resize::{ResizeConfig, Resizer};
+use crate::snapshot::{SnapshotController, Snapshotter};
 use crate::store::Store;
 use crate::{OpId, Tick};
 
@@ -64,6 +65,10 @@ pub enum Actor {
     Resizer(Resizer),
     /// pvc-protection or pv-protection.
     Protection(Protection),
+    /// The snapshot controller.
+    Snapshots(SnapshotController),
+    /// csi-snapshotter.
+    Snapshotter(Snapshotter),
     /// A node's kubelet volume manager.
     Kubelet(Box<Kubelet>),
     /// A node's plugin watcher (the kubelet's plugin manager).
@@ -92,6 +97,8 @@ impl Actor {
             Actor::Attach(m) => m,
             Actor::Resizer(m) => m,
             Actor::Protection(m) => m,
+            Actor::Snapshots(m) => m,
+            Actor::Snapshotter(m) => m,
             Actor::Kubelet(m) => m.as_mut(),
             Actor::Watcher(_) | Actor::Registrar { .. } => return None,
         })
@@ -104,6 +111,8 @@ impl Actor {
             Actor::Attach(m) => m.poll_timeout(),
             Actor::Resizer(m) => m.poll_timeout(),
             Actor::Protection(m) => m.poll_timeout(),
+            Actor::Snapshots(m) => m.poll_timeout(),
+            Actor::Snapshotter(m) => m.poll_timeout(),
             Actor::Kubelet(m) => m.poll_timeout(),
             Actor::Watcher(m) => m.poll_timeout(),
             Actor::Registrar { m, .. } => m.poll_timeout(),
@@ -117,6 +126,8 @@ impl Actor {
             Actor::Attach(m) => m.check_invariants(),
             Actor::Resizer(m) => m.check_invariants(),
             Actor::Protection(m) => m.check_invariants(),
+            Actor::Snapshots(m) => m.check_invariants(),
+            Actor::Snapshotter(m) => m.check_invariants(),
             Actor::Kubelet(m) => m.check_invariants(),
             Actor::Watcher(m) => m.check_invariants(),
             Actor::Registrar { m, .. } => m.check_invariants(),
@@ -131,6 +142,19 @@ impl Actor {
         };
         match self {
             Actor::Protection(p) if !p.watches(kind) => None,
+            Actor::Snapshots(m) if !m.watches(kind) => None,
+            Actor::Snapshotter(m) if !m.watches(kind) => None,
+            Actor::Provisioner(m) if !m.watches(kind) => None,
+            // Only the snapshot machines (and the provisioner) watch the
+            // snapshot kinds.
+            Actor::Binder(_) | Actor::Attach(_) | Actor::Resizer(_) | Actor::Kubelet(_)
+                if matches!(
+                    kind,
+                    Kind::VolumeSnapshot | Kind::VolumeSnapshotContent | Kind::VolumeSnapshotClass
+                ) =>
+            {
+                None
+            }
             Actor::Watcher(_) => matches!(kind, Kind::Node | Kind::CsiNode)
                 .then(|| Delivery::Watcher(WatcherInput::Watch(w.clone()))),
             Actor::Registrar { .. } => None,
@@ -149,6 +173,8 @@ impl Actor {
                 Guarded::Claims => "pvc-protection".into(),
                 Guarded::Volumes => "pv-protection".into(),
             },
+            Actor::Snapshots(_) => "snapshot-controller".into(),
+            Actor::Snapshotter(_) => "csi-snapshotter".into(),
             Actor::Kubelet(k) => format!("kubelet/{}", k.config().node),
             Actor::Watcher(w) => format!("plugin-watcher/{}", w.node_name()),
             Actor::Registrar { node, .. } => format!("node-driver-registrar/{node}"),
@@ -163,6 +189,7 @@ impl Actor {
                 let mut c = ProvisionerConfig::new(DRIVER);
                 c.modes = modes();
                 c.plant = plant;
+                c.snapshots = true;
                 Actor::Provisioner(Provisioner::new(c))
             }
             Actor::Attach(_) => {
@@ -177,6 +204,8 @@ impl Actor {
                 Actor::Resizer(Resizer::new(c))
             }
             Actor::Protection(p) => Actor::Protection(Protection::new(p.guarded())),
+            Actor::Snapshots(_) => Actor::Snapshots(SnapshotController::new()),
+            Actor::Snapshotter(_) => Actor::Snapshotter(Snapshotter::new(DRIVER)),
             Actor::Kubelet(k) => {
                 let mut c = KubeletConfig::new(&k.config().node, DRIVER, ROOT);
                 c.modes = modes();
@@ -289,6 +318,8 @@ impl Sim {
             Actor::Resizer(Resizer::new(ResizeConfig::new(DRIVER))).fresh(plant),
             Actor::Protection(Protection::claims()),
             Actor::Protection(Protection::volumes()),
+            Actor::Snapshots(SnapshotController::new()),
+            Actor::Snapshotter(Snapshotter::new(DRIVER)),
         ];
         let mut nodes = BTreeMap::new();
         for i in 0..config.nodes {

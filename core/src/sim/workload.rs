@@ -65,6 +65,25 @@ pub enum Action {
         /// Which malformation (an index into the list).
         kind: usize,
     },
+    /// Snapshot a claim (a VolumeSnapshot of class `snapshots`).
+    Snapshot {
+        /// The VolumeSnapshot's name.
+        name: String,
+        /// The claim.
+        claim: String,
+    },
+    /// Delete a VolumeSnapshot.
+    DeleteSnapshot {
+        /// Its name.
+        name: String,
+    },
+    /// Create a claim restored from a VolumeSnapshot.
+    Restore {
+        /// The claim's name.
+        name: String,
+        /// The VolumeSnapshot.
+        snapshot: String,
+    },
     /// Let the cluster run this many steps.
     Run {
         /// How many steps.
@@ -95,17 +114,29 @@ impl std::fmt::Display for Action {
                 "a plugin {} registers on node-{node}",
                 super::registration::ROGUES[kind % super::registration::ROGUES.len()].0
             ),
+            Action::Snapshot { name, claim } => {
+                write!(f, "create VolumeSnapshot {name} of PVC {claim}")
+            }
+            Action::DeleteSnapshot { name } => write!(f, "delete VolumeSnapshot {name}"),
+            Action::Restore { name, snapshot } => {
+                write!(
+                    f,
+                    "create PVC {name} restored from VolumeSnapshot {snapshot}"
+                )
+            }
             Action::Run { steps } => write!(f, "run {steps} steps"),
             Action::Apply(o) => write!(f, "apply {}", o.key()),
         }
     }
 }
 
-/// A generated workload: two classes (Delete, Retain), then claims (RWO, RWX,
-/// RWOP) and pods across nodes created and deleted, expansions, and runs of
-/// steps in between.
+/// A generated workload: two classes (Delete, Retain) and a snapshot class,
+/// then claims (RWO, RWX, RWOP) and pods across nodes created and deleted,
+/// expansions, snapshots taken, restored and deleted, and runs of steps in
+/// between.
 pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action> {
     let mut rng = Rng::new(seed ^ 0x57a7e);
+    let mut snaps = Rng::new(seed ^ 0x5a95);
     let claims = pods.div_ceil(2).max(1);
     let mut out = vec![
         Action::Class {
@@ -116,6 +147,11 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
             name: "retain".into(),
             policy: ReclaimPolicy::Retain,
         },
+        Action::Apply(Box::new(Object::SnapshotClass(VolumeSnapshotClass::new(
+            "snapshots",
+            super::DRIVER,
+            DeletionPolicy::Delete,
+        )))),
     ];
     for _ in 0..len {
         let c = format!("c{}", rng.below(claims));
@@ -155,6 +191,22 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
                 steps: rng.below(60) as u32,
             },
         });
+        // Now and then a snapshot taken, restored or deleted, drawn from a
+        // stream of its own so the rest of the workload stays as it was.
+        if snaps.below(8) == 0 {
+            let s = format!("s{}", snaps.below(claims));
+            out.push(match snaps.below(3) {
+                0 => Action::Snapshot {
+                    name: s,
+                    claim: format!("c{}", snaps.below(claims)),
+                },
+                1 => Action::Restore {
+                    name: format!("r{}", snaps.below(claims)),
+                    snapshot: s,
+                },
+                _ => Action::DeleteSnapshot { name: s },
+            });
+        }
     }
     out
 }
@@ -283,6 +335,33 @@ impl Sim {
             }
             Action::RoguePlugin { node, kind } => {
                 self.rogue_plugin(&format!("node-{node}"), *kind);
+            }
+            Action::Snapshot { name, claim } => {
+                let s = VolumeSnapshot::of_claim("default", name, claim, "snapshots");
+                self.user(ApiCall::Create(Object::Snapshot(s)));
+            }
+            Action::DeleteSnapshot { name } => {
+                self.user(ApiCall::Delete(ObjectKey::new(
+                    Kind::VolumeSnapshot,
+                    "default",
+                    name,
+                )));
+            }
+            Action::Restore { name, snapshot } => {
+                let mut c = PersistentVolumeClaim::new("default", name);
+                c.spec.storage_class_name = Some("delete".into());
+                c.spec.access_modes = vec![AccessMode::ReadWriteOnce];
+                // Big enough for a snapshot of a claim grown a few times.
+                c.spec
+                    .resources
+                    .requests
+                    .insert("storage".into(), Quantity::from_bytes(8 << 30));
+                c.spec.data_source = Some(TypedLocalObjectReference {
+                    api_group: Some("snapshot.storage.k8s.io".into()),
+                    kind: "VolumeSnapshot".into(),
+                    name: snapshot.clone(),
+                });
+                self.user(ApiCall::Create(Object::Pvc(c)));
             }
             Action::Run { steps } => {
                 self.run(u64::from(*steps));

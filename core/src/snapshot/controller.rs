@@ -641,9 +641,10 @@ impl SnapshotController {
     }
 
     /// A snapshot that cannot go on: the error in its status (once per
-    /// message) with a warning, and a retry with backoff.
+    /// message) with a warning. What blocks it is in objects this machine
+    /// watches, so it is looked at again when they change (and at each
+    /// resync), not on a timer.
     fn block(&mut self, s: &VolumeSnapshot, b: Blocked) {
-        self.backoff.fail(snapshot_key(s), self.now);
         let current = s
             .status
             .as_ref()
@@ -681,7 +682,7 @@ impl SnapshotController {
         };
         let content = self.content(&name).filter(|c| refers_to(c, s));
         if content.is_some() && self.restoring(s) {
-            self.backoff.fail(snapshot_key(s), self.now);
+            // The restoring claim's next change looks again.
             self.event(
                 s,
                 false,
@@ -694,15 +695,25 @@ impl SnapshotController {
             .as_ref()
             .is_some_and(|c| c.spec.deletion_policy == DeletionPolicy::Delete);
         if let Some(c) = &content {
-            if !c
+            // The content keeps its finalizer until csi-snapshotter has
+            // deleted the storage snapshot: one deleted before its
+            // finalizer was added would go at once and leak the snapshot
+            // being cut (the simulator found this race).
+            let unguarded = delete_content
+                && !c.metadata.deleting()
+                && !c.metadata.has_finalizer(FINALIZER_CONTENT_BOUND);
+            let marked = c
                 .metadata
                 .annotations
-                .contains_key(ANN_SNAPSHOT_BEING_DELETED)
-            {
+                .contains_key(ANN_SNAPSHOT_BEING_DELETED);
+            if !marked || unguarded {
                 let mut next = c.clone();
                 next.metadata
                     .annotations
                     .insert(ANN_SNAPSHOT_BEING_DELETED.into(), "yes".into());
+                if unguarded {
+                    next.metadata.add_finalizer(FINALIZER_CONTENT_BOUND);
+                }
                 return self.write(ApiCall::Update(Object::Content(next)));
             }
             if delete_content && !c.metadata.deleting() {

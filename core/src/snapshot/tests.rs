@@ -528,3 +528,42 @@ fn class_parameters_reach_the_driver_without_the_sidecars_own() {
             .contains("reserved namespace")
     );
 }
+
+/// Found by the simulator: a snapshot deleted before its content got the
+/// bound finalizer. Deleting that content at once would drop it without
+/// DeleteSnapshot and leak the storage snapshot; the finalizer goes on first.
+#[test]
+fn a_content_is_deleted_only_once_it_carries_its_finalizer() {
+    let mut c = SnapshotController::new();
+    let mut s = VolumeSnapshot::of_claim("default", "s1", "data", "snaps");
+    s.metadata.uid = "uid-s".into();
+    s.metadata.finalizers = vec![names::FINALIZER_SNAPSHOT_AS_SOURCE.into()];
+    s.metadata.deletion_timestamp = Some("2026-11-23T00:00:00Z".into());
+    s.status = Some(VolumeSnapshotStatus {
+        bound_volume_snapshot_content_name: Some("snapcontent-uid-s".into()),
+        ..Default::default()
+    });
+    let mut content = VolumeSnapshotContent::new("snapcontent-uid-s");
+    content.spec.driver = DRIVER.into();
+    content.spec.source.volume_handle = Some("vol-1".into());
+    content.spec.volume_snapshot_ref = ObjectReference {
+        namespace: "default".into(),
+        name: "s1".into(),
+        uid: "uid-s".into(),
+        ..Default::default()
+    };
+    content
+        .metadata
+        .annotations
+        .insert(names::ANN_SNAPSHOT_BEING_DELETED.into(), "yes".into());
+    for o in [Object::Content(content), Object::Snapshot(s)] {
+        c.handle(0, Input::Watch(crate::control::Watch::Applied(o)));
+    }
+    let Some(Effect::Api { call, .. }) = c.poll() else {
+        panic!("a write")
+    };
+    let ApiCall::Update(Object::Content(next)) = call else {
+        panic!("not deleted first: {call:?}")
+    };
+    assert!(next.metadata.has_finalizer(names::FINALIZER_CONTENT_BOUND));
+}
