@@ -75,26 +75,27 @@ pub fn wire_snapshot(s: core::Snapshot) -> csi::Snapshot {
     }
 }
 
-impl FromResponse for csi::CreateSnapshotResponse {
-    fn from_response(r: Response) -> Result<Self, Status> {
-        match r {
-            Response::Snapshot(s) => Ok(Self {
-                snapshot: Some(wire_snapshot(s)),
-            }),
-            other => Err(mismatch("CreateSnapshot", &other)),
+/// Answers that carry one snapshot (or one group snapshot).
+macro_rules! one_answer {
+    ($($t:ty: $variant:ident => $field:ident via $wire:ident, $method:literal;)*) => {$(
+        impl FromResponse for $t {
+            fn from_response(r: Response) -> Result<Self, Status> {
+                match r {
+                    Response::$variant(x) => Ok(Self {
+                        $field: Some($wire(x)),
+                    }),
+                    other => Err(mismatch($method, &other)),
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl FromResponse for csi::GetSnapshotResponse {
-    fn from_response(r: Response) -> Result<Self, Status> {
-        match r {
-            Response::Snapshot(s) => Ok(Self {
-                snapshot: Some(wire_snapshot(s)),
-            }),
-            other => Err(mismatch("GetSnapshot", &other)),
-        }
-    }
+one_answer! {
+    csi::CreateSnapshotResponse: Snapshot => snapshot via wire_snapshot, "CreateSnapshot";
+    csi::GetSnapshotResponse: Snapshot => snapshot via wire_snapshot, "GetSnapshot";
+    csi::CreateVolumeGroupSnapshotResponse: GroupSnapshot => group_snapshot via wire_group, "CreateVolumeGroupSnapshot";
+    csi::GetVolumeGroupSnapshotResponse: GroupSnapshot => group_snapshot via wire_group, "GetVolumeGroupSnapshot";
 }
 
 impl FromResponse for csi::ListSnapshotsResponse {
@@ -178,28 +179,6 @@ fn wire_group(g: core::GroupSnapshot) -> csi::VolumeGroupSnapshot {
             nanos: g.creation_time.nanos,
         }),
         ready_to_use: g.ready_to_use,
-    }
-}
-
-impl FromResponse for csi::CreateVolumeGroupSnapshotResponse {
-    fn from_response(r: Response) -> Result<Self, Status> {
-        match r {
-            Response::GroupSnapshot(g) => Ok(Self {
-                group_snapshot: Some(wire_group(g)),
-            }),
-            other => Err(mismatch("CreateVolumeGroupSnapshot", &other)),
-        }
-    }
-}
-
-impl FromResponse for csi::GetVolumeGroupSnapshotResponse {
-    fn from_response(r: Response) -> Result<Self, Status> {
-        match r {
-            Response::GroupSnapshot(g) => Ok(Self {
-                group_snapshot: Some(wire_group(g)),
-            }),
-            other => Err(mismatch("GetVolumeGroupSnapshot", &other)),
-        }
     }
 }
 
