@@ -1,0 +1,91 @@
+//! A VolumeSnapshot being deleted: its content marked, deleted when its
+//! policy is Delete (only once it carries its finalizer), its finalizers
+//! removed; held while a Pending claim restores from it.
+
+use super::*;
+
+impl SnapshotController {
+    /// upstream's processSnapshotWithDeletionTimestamp and
+    /// checkandRemoveSnapshotFinalizersAndCheckandDeleteContent.
+    pub(super) fn sync_deleted_snapshot(&mut self, s: &VolumeSnapshot) {
+        let holds = |f| s.metadata.has_finalizer(f);
+        if !holds(FINALIZER_SNAPSHOT_AS_SOURCE) && !holds(FINALIZER_SNAPSHOT_BOUND) {
+            return;
+        }
+        let name = match s.bound_content() {
+            Some(n) => n.to_string(),
+            None if s.spec.source.persistent_volume_claim_name.is_some() => {
+                snapshot_content_name(&s.metadata.uid)
+            }
+            None => String::new(),
+        };
+        let content = self.content(&name).filter(|c| refers_to(c, s));
+        if content.is_some() && self.restoring(s) {
+            // The restoring claim's next change looks again.
+            self.event(
+                s,
+                false,
+                reason::SNAPSHOT_DELETE_PENDING,
+                "Snapshot is being used to restore a PVC".into(),
+            );
+            return;
+        }
+        let delete_content = content
+            .as_ref()
+            .is_some_and(|c| c.spec.deletion_policy == DeletionPolicy::Delete);
+        if let Some(c) = &content {
+            // The content keeps its finalizer until csi-snapshotter has
+            // deleted the storage snapshot: one deleted before its
+            // finalizer was added would go at once and leak the snapshot
+            // being cut (the simulator found this race).
+            let unguarded = delete_content
+                && !c.metadata.deleting()
+                && !c.metadata.has_finalizer(FINALIZER_CONTENT_BOUND);
+            let marked = c
+                .metadata
+                .annotations
+                .contains_key(ANN_SNAPSHOT_BEING_DELETED);
+            if !marked || unguarded {
+                let mut next = c.clone();
+                next.metadata
+                    .annotations
+                    .insert(ANN_SNAPSHOT_BEING_DELETED.into(), "yes".into());
+                if unguarded {
+                    next.metadata.add_finalizer(FINALIZER_CONTENT_BOUND);
+                }
+                return self.write(ApiCall::Update(Object::Content(next)));
+            }
+            if delete_content && !c.metadata.deleting() {
+                return self.write(ApiCall::Delete(content_key(&c.metadata.name)));
+            }
+        }
+        // The bound finalizer stays until the content is gone.
+        let mut next = s.clone();
+        next.metadata.remove_finalizer(FINALIZER_SNAPSHOT_AS_SOURCE);
+        if !(content.is_some() && delete_content) {
+            next.metadata.remove_finalizer(FINALIZER_SNAPSHOT_BOUND);
+        }
+        if next != *s {
+            self.write(ApiCall::Update(Object::Snapshot(next)));
+        }
+    }
+
+    /// A Pending claim is being restored from this snapshot
+    /// (isVolumeBeingCreatedFromSnapshot).
+    fn restoring(&self, s: &VolumeSnapshot) -> bool {
+        self.cache
+            .of_kind(Kind::PersistentVolumeClaim)
+            .any(|o| match o {
+                Object::Pvc(c) => {
+                    c.metadata.namespace == s.metadata.namespace
+                        && c.phase() == PvcPhase::Pending
+                        && c.spec.data_source.as_ref().is_some_and(|d| {
+                            d.kind == "VolumeSnapshot"
+                                && d.api_group.as_deref() == Some("snapshot.storage.k8s.io")
+                                && d.name == s.metadata.name
+                        })
+                }
+                _ => false,
+            })
+    }
+}
