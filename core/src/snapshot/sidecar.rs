@@ -242,13 +242,12 @@ impl Snapshotter {
                 self.backoff.succeed(&content);
                 self.deleted.insert(content.clone());
             }
-            (Call::Delete { .. }, Err(e)) => {
+            (Call::Delete { .. }, Err(_)) => {
                 self.queue.push_back(Effect::Event(Event::warning(
                     key(&content),
                     reason::SNAPSHOT_DELETE_ERROR,
                     "Failed to delete snapshot",
                 )));
-                let _ = e;
                 self.backoff.fail(content.clone(), self.now);
             }
             (Call::Create { .. }, Err(e)) => {
@@ -277,10 +276,19 @@ impl Snapshotter {
         }
     }
 
+    /// A failure the driver reported: in the status, and asked again
+    /// with backoff.
     fn fail(&mut self, content: &str, message: String, final_error: bool) {
         self.failed
             .insert(content.to_string(), (message, final_error));
         self.backoff.fail(content.to_string(), self.now);
+    }
+
+    /// A content that cannot be cut as its class stands: in the status,
+    /// and looked at again when the class changes (no timer).
+    fn blocked(&mut self, content: &str, message: String) {
+        self.failed.insert(content.to_string(), (message, false));
+        self.dirty.insert(content.to_string());
     }
 
     fn next_effect(&mut self) -> Option<Effect> {
@@ -382,13 +390,13 @@ impl Snapshotter {
             let msg = format!(
                 "failed to get input parameters to create snapshot for content {name}: {why:?}"
             );
-            return self.fail(&name, msg, false);
+            return self.blocked(&name, msg);
         };
         let parameters = match csi_parameters(&class.parameters) {
             Ok(p) => p,
             Err(e) => {
                 let msg = format!("failed to remove CSI Parameters of prefixed keys: {e}");
-                return self.fail(&name, msg, false);
+                return self.blocked(&name, msg);
             }
         };
         if !c

@@ -567,3 +567,36 @@ fn a_content_is_deleted_only_once_it_carries_its_finalizer() {
     };
     assert!(next.metadata.has_finalizer(names::FINALIZER_CONTENT_BOUND));
 }
+
+#[test]
+fn a_content_whose_class_is_missing_waits_for_it_without_a_timer() {
+    let mut w = World::new();
+    let mut c = VolumeSnapshotContent::new("snapcontent-x");
+    c.spec.driver = DRIVER.into();
+    c.spec.source.volume_handle = Some("vol-1".into());
+    c.spec.volume_snapshot_class_name = Some("later".into());
+    c.spec.volume_snapshot_ref = ObjectReference {
+        namespace: "default".into(),
+        name: "x".into(),
+        uid: "uid-x".into(),
+        ..Default::default()
+    };
+    w.create(Object::Content(c));
+    let c = w.content("snapcontent-x").unwrap();
+    let msg = c.status.unwrap().error.unwrap().message.unwrap();
+    assert!(msg.contains("\\\"later\\\" not found"), "{msg}");
+    assert_eq!(
+        w.sidecar.poll_timeout(),
+        None,
+        "nothing to retry on a timer"
+    );
+    w.create(Object::SnapshotClass(VolumeSnapshotClass::new(
+        "later",
+        DRIVER,
+        DeletionPolicy::Delete,
+    )));
+    assert!(
+        w.content("snapcontent-x").unwrap().ready(),
+        "cut once the class came"
+    );
+}
