@@ -231,11 +231,13 @@ impl Snapshotter {
                         self.failed.remove(&content);
                         self.cut.insert(content.clone(), s);
                     }
-                    None => self.fail(
-                        &content,
-                        "can not find snapshot for snapshotID".into(),
-                        false,
-                    ),
+                    None => {
+                        let msg = format!(
+                            "can not find snapshot for snapshotID {:?}: the driver lists no such snapshot; check the content's source.snapshotHandle",
+                            self.snapshot_handle(&content)
+                        );
+                        self.fail(&content, msg, false)
+                    }
                 }
             }
             (Call::Delete { .. }, Ok(_)) => {
@@ -267,6 +269,13 @@ impl Snapshotter {
             (Call::Write { .. }, Err(_)) => {}
         }
         self.dirty.insert(content);
+    }
+
+    fn snapshot_handle(&self, content: &str) -> String {
+        match self.cache.get(&key(content)) {
+            Some(Object::Content(c)) => c.snapshot_handle().unwrap_or_default().to_string(),
+            _ => String::new(),
+        }
     }
 
     fn volume_handle(&self, content: &str) -> String {

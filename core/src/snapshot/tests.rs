@@ -600,3 +600,39 @@ fn a_content_whose_class_is_missing_waits_for_it_without_a_timer() {
         "cut once the class came"
     );
 }
+
+#[test]
+fn a_pre_provisioned_snapshot_the_driver_does_not_list_is_reported_with_its_handle() {
+    let mut w = World::new();
+    w.csi = Box::new(|call| match call {
+        Request::ListSnapshots(_) => Ok(Response::Snapshots {
+            entries: vec![],
+            next_token: String::new(),
+        }),
+        other => healthy(other),
+    });
+    let mut c = VolumeSnapshotContent::new("imported");
+    c.spec.driver = DRIVER.into();
+    c.spec.source.snapshot_handle = Some("snap-gone".into());
+    c.spec.volume_snapshot_ref = ObjectReference {
+        namespace: "default".into(),
+        name: "restored".into(),
+        uid: "uid-r".into(),
+        ..Default::default()
+    };
+    w.create(Object::Content(c));
+    let msg = w
+        .content("imported")
+        .unwrap()
+        .status
+        .unwrap()
+        .error
+        .unwrap()
+        .message
+        .unwrap();
+    assert!(
+        msg.contains("\"snap-gone\"") && msg.contains("snapshotHandle"),
+        "{msg}"
+    );
+    assert!(w.reasons().contains(&reason::SNAPSHOT_CONTENT_CHECK_FAILED));
+}

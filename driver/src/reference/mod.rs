@@ -452,7 +452,12 @@ impl Backend for Reference {
 
 /// True for ids this driver makes: `vol-` and 20 lowercase hex digits.
 fn is_volume_id(id: &str) -> bool {
-    id.strip_prefix("vol-").is_some_and(|h| {
+    is_id("vol-", id)
+}
+
+/// True for `prefix` and 20 lowercase hex digits (the ids this driver makes).
+fn is_id(prefix: &str, id: &str) -> bool {
+    id.strip_prefix(prefix).is_some_and(|h| {
         h.len() == 20
             && h.bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))

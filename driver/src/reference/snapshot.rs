@@ -47,10 +47,16 @@ fn snapshot_id(name: &str) -> String {
 
 /// True for ids this driver makes: `snap-` and 20 lowercase hex digits.
 fn is_snapshot_id(id: &str) -> bool {
-    id.strip_prefix("snap-").is_some_and(|h| {
-        h.len() == 20
-            && h.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    super::is_id("snap-", id)
+}
+
+/// A snapshot record as read back from `path`.
+fn parse_record(path: &std::path::Path, bytes: &[u8]) -> volplane_host::Result<Record> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        volplane_host::HostError::Refused(format!(
+            "{} is not a snapshot record ({e}); remove it to cut the snapshot again",
+            path.display()
+        ))
     })
 }
 
@@ -88,12 +94,18 @@ impl Reference {
         self.snapshots_dir().join(format!("{id}.json"))
     }
 
-    /// Where volume `id` of `kind` keeps its data.
-    fn volume_data(&self, id: &str, kind: Kind) -> PathBuf {
-        match kind {
+    /// Where volume `id` of `kind` keeps its data; an id this driver did
+    /// not make names no storage of it (NOT_FOUND).
+    fn volume_data(&self, id: &str, kind: Kind) -> Result<PathBuf, Status> {
+        if !super::is_volume_id(id) {
+            return Err(Status::not_found(format!(
+                "volume {id:?} was not made by this driver (its volume ids are \"vol-\" and 20 hex digits)"
+            )));
+        }
+        Ok(match kind {
             Kind::Block => self.image(id),
             Kind::Dir => self.dir(id),
-        }
+        })
     }
 
     /// Cuts (or finds) the snapshot `plan.name` of `plan.source`.
@@ -105,7 +117,7 @@ impl Reference {
         let id = snapshot_id(&plan.name);
         let source = &plan.source;
         let kind = context_kind(&source.volume_context);
-        let from = self.volume_data(&source.volume_id, kind);
+        let from = self.volume_data(&source.volume_id, kind)?;
         let (data, record) = (self.snapshot_data(&id, kind), self.snapshot_record(&id));
         let fresh = Record {
             source_volume_id: source.volume_id.clone(),
@@ -117,36 +129,25 @@ impl Reference {
         let what = format!("snapshot {:?} of volume {}", plan.name, source.volume_id);
         let record = host
             .run(move |h| -> volplane_host::Result<Record> {
-                if let Some(bytes) = h.read_small(&record, MAX_RECORD)? {
-                    return serde_json::from_slice(&bytes).map_err(|e| {
-                        volplane_host::HostError::Refused(format!(
-                            "{} is not a snapshot record: {e}",
-                            record.display()
-                        ))
-                    });
+                if h.read_small(&record, MAX_RECORD)?.is_none() {
+                    match kind {
+                        Kind::Block => h.copy_image(&from, &data).map(|_| ()),
+                        Kind::Dir => h.copy_tree(&from, &data).map(|_| ()),
+                    }?;
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default();
+                    let done = Record {
+                        seconds: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+                        nanos: now.subsec_nanos() as i32,
+                        ..fresh
+                    };
+                    // Another cut of the same name may write it first: it is kept.
+                    let bytes = serde_json::to_vec(&done).expect("a record serialises");
+                    h.write_new(&record, &bytes)?;
                 }
-                match kind {
-                    Kind::Block => h.copy_image(&from, &data).map(|_| ()),
-                    Kind::Dir => h.copy_tree(&from, &data).map(|_| ()),
-                }?;
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                let done = Record {
-                    seconds: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
-                    nanos: now.subsec_nanos() as i32,
-                    ..fresh
-                };
-                let bytes = serde_json::to_vec(&done).expect("a record serialises");
-                h.write_new(&record, &bytes)?;
-                // Another cut of the same name may have written it first.
-                let kept = h.read_small(&record, MAX_RECORD)?.unwrap_or(bytes);
-                serde_json::from_slice(&kept).map_err(|e| {
-                    volplane_host::HostError::Refused(format!(
-                        "{} is not a snapshot record: {e}",
-                        record.display()
-                    ))
-                })
+                let bytes = h.read_small(&record, MAX_RECORD)?.unwrap_or_default();
+                parse_record(&record, &bytes)
             })
             .await
             .map_err(|e| host_status(&what, e))?;
@@ -266,7 +267,7 @@ impl Reference {
                 let what = format!("snapshot {}", s.snapshot_id);
                 (self.snapshot_data(&s.snapshot_id, k), k, what)
             }
-            Source::Volume(v) => self.volume_source(v),
+            Source::Volume(v) => self.volume_source(v)?,
         };
         if from_kind != kind {
             return Err(Status::invalid(format!(
@@ -275,7 +276,7 @@ impl Reference {
                 kind_name(from_kind)
             )));
         }
-        let to = self.volume_data(id, kind);
+        let to = self.volume_data(id, kind)?;
         host.run(move |h| match kind {
             Kind::Block => h.copy_image(&from, &to),
             Kind::Dir => h.copy_tree(&from, &to).map(|_| 0),
@@ -294,12 +295,8 @@ impl Reference {
             .ok_or_else(|| {
                 Status::not_found(format!("snapshot {} no longer exists", s.snapshot_id))
             })?;
-        let record: Record = serde_json::from_slice(&bytes).map_err(|e| {
-            Status::internal(format!(
-                "snapshot {} has a garbled record: {e}",
-                s.snapshot_id
-            ))
-        })?;
+        let record = parse_record(&self.snapshot_record(&s.snapshot_id), &bytes)
+            .map_err(|e| host_status(&format!("snapshot {}", s.snapshot_id), e))?;
         Ok(if record.kind == "dir" {
             Kind::Dir
         } else {
@@ -307,19 +304,39 @@ impl Reference {
         })
     }
 
-    fn volume_source(&self, v: &Volume) -> (PathBuf, Kind, String) {
+    fn volume_source(&self, v: &Volume) -> Result<(PathBuf, Kind, String), Status> {
         let kind = context_kind(&v.volume_context);
-        (
-            self.volume_data(&v.volume_id, kind),
+        Ok((
+            self.volume_data(&v.volume_id, kind)?,
             kind,
             format!("volume {}", v.volume_id),
-        )
+        ))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_volume_id_this_driver_did_not_make_names_no_storage() {
+        let r = Reference::new("/var/lib/volplane/volumes", "z");
+        for hostile in ["../../etc", "vol-../../etc/passwd!!", "/etc/shadow", ""] {
+            let e = r.volume_data(hostile, Kind::Dir).unwrap_err();
+            assert_eq!(e.code, volplane_core::Code::NotFound, "{hostile:?}");
+        }
+        let id = super::super::volume_id("pvc-1");
+        assert_eq!(
+            r.volume_data(&id, Kind::Block).unwrap(),
+            PathBuf::from(format!("/var/lib/volplane/volumes/{id}.img"))
+        );
+        let e = parse_record(std::path::Path::new("/x.json"), b"{garbled").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("remove it to cut the snapshot again"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn snapshot_ids_are_stable_path_safe_and_distinct_from_volume_ids() {
