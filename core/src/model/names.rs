@@ -26,6 +26,14 @@ pub const FINALIZER_EXTERNAL_PROVISIONER: &str =
 pub const FINALIZER_PV_CONTROLLER: &str = "kubernetes.io/pv-controller";
 pub const FINALIZER_PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
 pub const FINALIZER_PV_PROTECTION: &str = "kubernetes.io/pv-protection";
+/// external-provisioner's hold on a clone's source claim while it is
+/// copied (B5.6).
+pub const FINALIZER_CLONING_PROTECTION: &str =
+    "provisioner.storage.kubernetes.io/cloning-protection";
+/// external-provisioner's hold on a snapshot while a claim is restored
+/// from it (B5.6).
+pub const FINALIZER_PROVISIONER_SNAPSHOT_SOURCE: &str =
+    "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection";
 
 /// external-snapshotter's finalizers and annotations (pkg/utils/util.go).
 pub const FINALIZER_CONTENT_BOUND: &str =

@@ -10,10 +10,13 @@
 //!   ABORTED, CANCELLED) is retried with the same request until it settles,
 //!   even if the claim is deleted meanwhile, so no volume leaks (B4.5).
 //! * A volume is never deleted while a VolumeAttachment references its PV.
+//! * A clone's source claim and a restore's snapshot carry the finalizer
+//!   that keeps them while CreateVolume may still read them (B5.6).
 //! * Failures back off per claim or volume, 1 s doubling to 5 min.
 
 mod delete;
 mod request;
+mod source;
 #[cfg(test)]
 mod tests;
 
@@ -100,6 +103,8 @@ struct Provisioning {
     /// A volume the driver created too small (B3.2): deleted before the
     /// claim is provisioned again.
     orphan: Option<String>,
+    /// The claim or snapshot it copies (B5.6).
+    source: Option<ObjectKey>,
 }
 
 #[derive(Debug, Clone)]
@@ -129,6 +134,16 @@ enum Call {
         pv: String,
         uid: String,
     },
+    /// The finalizer on the source of the claim `uid` (B5.6).
+    Protect {
+        uid: String,
+        claim: ObjectKey,
+    },
+    /// The finalizer's removal from a source whose UID is `uid`.
+    Release {
+        uid: String,
+        source: ObjectKey,
+    },
 }
 
 /// The external provisioner. See the module documentation.
@@ -139,7 +154,9 @@ impl Call {
             Call::Create { uid }
             | Call::Cleanup { uid }
             | Call::SavePv { uid }
-            | Call::DropSelectedNode { uid } => uid,
+            | Call::DropSelectedNode { uid }
+            | Call::Protect { uid, .. }
+            | Call::Release { uid, .. } => uid,
             Call::Delete { pv } | Call::DeletePvObject { pv, .. } | Call::Finalizer { pv, .. } => {
                 pv
             }
@@ -214,8 +231,12 @@ impl Provisioner {
         while self.queue.is_empty() {
             let key = self.dirty.pop_first()?;
             match key.kind {
-                Kind::PersistentVolumeClaim => self.sync_claim(&key),
+                Kind::PersistentVolumeClaim => {
+                    self.sync_claim(&key);
+                    self.release_source(&key);
+                }
                 Kind::PersistentVolume => self.sync_volume(&key),
+                Kind::VolumeSnapshot => self.release_source(&key),
                 _ => {}
             }
         }
@@ -252,7 +273,12 @@ impl Provisioner {
 
     fn dirty_for(&mut self, o: &Object) {
         match o {
-            Object::Pvc(_) | Object::Pv(_) => {
+            Object::Pvc(c) => {
+                self.dirty.insert(o.key());
+                // Its source may be released (B5.6).
+                self.dirty.extend(source::source_key(c));
+            }
+            Object::Pv(_) => {
                 self.dirty.insert(o.key());
             }
             Object::Va(va) => {
@@ -270,6 +296,9 @@ impl Provisioner {
             // A snapshot (or its content) that changed may let the claims
             // restoring from it go on.
             Object::Snapshot(_) | Object::Content(_) => {
+                if let Object::Snapshot(_) = o {
+                    self.dirty.insert(o.key());
+                }
                 let claims: Vec<ObjectKey> = self
                     .cache
                     .of_kind(Kind::PersistentVolumeClaim)
@@ -367,7 +396,7 @@ impl Provisioner {
             } else if claim.is_some() || p.background {
                 self.call_create(p);
             } else {
-                self.provisioning.remove(&uid);
+                self.forget(&uid);
             }
             return;
         }
@@ -442,6 +471,9 @@ impl Provisioner {
                 return;
             }
         };
+        if self.protect_source(&claim) {
+            return;
+        }
         self.event(Event::normal(
             key.clone(),
             reason::PROVISIONING,
@@ -457,9 +489,18 @@ impl Provisioner {
             class,
             background: false,
             orphan: None,
+            source: source::source_key(&claim),
         };
         self.provisioning.insert(uid, p.clone());
         self.call_create(p);
+    }
+
+    /// The claim `uid` is no longer being provisioned: its source may be
+    /// released.
+    fn forget(&mut self, uid: &str) {
+        if let Some(p) = self.provisioning.remove(uid) {
+            self.dirty.extend(p.source);
+        }
     }
 
     fn call_cleanup(&mut self, p: &Provisioning, volume_id: &str) {
@@ -609,7 +650,7 @@ impl Provisioner {
                 }
             }
             FailureClass::Reschedule => {
-                self.provisioning.remove(&p.uid);
+                self.forget(&p.uid);
                 if let Some(c) = claim {
                     let mut c = c.clone();
                     c.metadata.annotations.remove(names::ANN_SELECTED_NODE);
@@ -624,7 +665,7 @@ impl Provisioner {
             }
             FailureClass::Finished => {
                 // Next attempt starts from the claim again (its class may have changed).
-                self.provisioning.remove(&p.uid);
+                self.forget(&p.uid);
             }
         }
         self.backoff.fail(p.uid.clone(), self.now);
@@ -645,7 +686,7 @@ impl Provisioner {
                 };
                 match result {
                     ApiResult::Ok(_) | ApiResult::AlreadyExists => {
-                        self.provisioning.remove(&uid);
+                        self.forget(&uid);
                         self.backoff.succeed(&uid);
                         self.retry.remove(&uid);
                         self.event(Event::normal(
@@ -678,6 +719,14 @@ impl Provisioner {
                 }
                 self.dirty
                     .insert(ObjectKey::new(Kind::PersistentVolume, "", &pv));
+            }
+            Call::Protect { uid, claim } => {
+                self.busy.remove(&uid);
+                self.protected(uid, claim, result);
+            }
+            Call::Release { uid, source } => {
+                self.busy.remove(&uid);
+                self.released(uid, source, result);
             }
             other => debug_assert!(false, "{other:?} is not an API call"),
         }

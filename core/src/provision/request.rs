@@ -76,21 +76,7 @@ impl Provisioner {
         let content_source = match &claim.spec.data_source {
             None => None,
             Some(ds) if ds.kind == "PersistentVolumeClaim" => {
-                let src = self.claim(&ObjectKey::new(
-                    Kind::PersistentVolumeClaim,
-                    &claim.metadata.namespace,
-                    &ds.name,
-                ));
-                let handle = src
-                    .and_then(|c| self.volume(c.volume_name()))
-                    .and_then(|v| v.spec.csi.map(|c| c.volume_handle))
-                    .ok_or_else(|| {
-                        format!(
-                            "data source claim {:?} is not bound to a CSI volume",
-                            ds.name
-                        )
-                    })?;
-                Some(driver::ContentSource::Volume(handle))
+                Some(self.clone_source(claim, class, &ds.name)?)
             }
             Some(ds) if ds.kind == "VolumeSnapshot" => {
                 Some(self.snapshot_source(claim, class, ds)?)
@@ -149,7 +135,13 @@ impl Provisioner {
                 "error getting snapshot {name} from api server: volumesnapshots.snapshot.storage.k8s.io {name:?} not found"
             ));
         };
-        if s.metadata.deleting() {
+        // One being deleted still serves a restore that began before
+        // (its finalizer says so), as upstream's.
+        if s.metadata.deleting()
+            && !s
+                .metadata
+                .has_finalizer(names::FINALIZER_PROVISIONER_SNAPSHOT_SOURCE)
+        {
             return Err(format!("snapshot {name} is being deleted"));
         }
         let Some(content_name) = s.bound_content() else {

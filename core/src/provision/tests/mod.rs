@@ -431,6 +431,7 @@ fn b5_5_a_failed_delete_is_reported_and_retried_with_backoff() {
 }
 
 mod rules;
+mod sources;
 
 /// Properties under faults (see `control::chaos`).
 mod under_faults {

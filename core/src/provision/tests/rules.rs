@@ -1,7 +1,7 @@
 //! The provisioner's finer rules: which volumes it owns (B5.1), when the
 //! finalizer is added (B5.2), which attachment blocks a delete (B5.4), the
-//! legacy fstype parameter, clones from a claim, and the PV built from
-//! what the driver answered (B3.1).
+//! legacy fstype parameter, and the PV built from what the driver
+//! answered (B3.1).
 
 use super::*;
 
@@ -59,7 +59,7 @@ fn b5_1_only_volumes_this_provisioner_owns_are_deleted() {
     }
 }
 
-fn bound_volume(phase: PvPhase) -> PersistentVolume {
+pub(super) fn bound_volume(phase: PvPhase) -> PersistentVolume {
     let mut v = PersistentVolume::new("pvc-1");
     v.spec.persistent_volume_reclaim_policy = Some(ReclaimPolicy::Delete);
     v.spec.csi = Some(CsiSource {
@@ -143,138 +143,6 @@ fn b2_6_the_legacy_fstype_parameter_is_used_and_conflicts_with_the_prefixed_one(
             .any(|m| m.contains("cannot both be set")),
         "{:?}",
         failures(&r)
-    );
-}
-
-#[test]
-fn b1_8_b2_a_clone_names_its_volume_and_other_sources_are_left_to_a_populator() {
-    let mut r = rig();
-    class(&mut r, &[]);
-    let mut v = bound_volume(PvPhase::Bound);
-    v.metadata.name = "pv-src".into();
-    v.spec.csi.as_mut().unwrap().volume_handle = "vol-src".into();
-    r.create(Object::Pv(v));
-    let mut src = PersistentVolumeClaim::new("default", "src");
-    src.spec.volume_name = Some("pv-src".into());
-    r.create(Object::Pvc(src));
-    let mut c = claim("copy");
-    c.spec.data_source = Some(TypedLocalObjectReference {
-        api_group: None,
-        kind: "PersistentVolumeClaim".into(),
-        name: "src".into(),
-    });
-    r.create(Object::Pvc(c));
-    assert_eq!(
-        creates(&r)[0].content_source,
-        Some(driver::ContentSource::Volume("vol-src".into()))
-    );
-    // B1.8: a data source of another kind is left to a populator.
-    let mut c = claim("odd");
-    c.spec.data_source = Some(TypedLocalObjectReference {
-        api_group: Some("example.com".into()),
-        kind: "Widget".into(),
-        name: "w".into(),
-    });
-    r.create(Object::Pvc(c));
-    assert_eq!(creates(&r).len(), 1);
-    assert!(failures(&r).is_empty(), "{:?}", failures(&r));
-    assert!(r.events.iter().any(|e| e.reason == reason::PROVISIONING
-        && e.message == "Assuming an external populator will provision the volume"));
-}
-
-/// A provisioner that watches the snapshot kinds.
-fn snapshot_rig() -> Rig<Provisioner> {
-    let mut config = ProvisionerConfig::new(DRIVER);
-    config.snapshots = true;
-    let mut r = Rig::new(Provisioner::new(config));
-    r.answer_csi(|call| match call {
-        Request::CreateVolume(c) => created(c),
-        other => Err(Status::unimplemented(other.method())),
-    });
-    class(&mut r, &[]);
-    r
-}
-
-/// A ready snapshot `s1` of `bytes`, bound to its content with handle `snap-h`.
-fn ready_snapshot(r: &mut Rig<Provisioner>, bytes: u64) {
-    let mut s = VolumeSnapshot::of_claim("default", "s1", "src", "snaps");
-    s.metadata.uid = "snap-uid".into();
-    s.status = Some(VolumeSnapshotStatus {
-        bound_volume_snapshot_content_name: Some("snapcontent-snap-uid".into()),
-        ready_to_use: Some(true),
-        restore_size: Some(Quantity::from_bytes(bytes)),
-        ..Default::default()
-    });
-    let Object::Snapshot(s) = r.create(Object::Snapshot(s)) else {
-        unreachable!()
-    };
-    let mut c = VolumeSnapshotContent::new("snapcontent-snap-uid");
-    c.spec.driver = DRIVER.into();
-    c.spec.source.volume_handle = Some("vol-src".into());
-    c.spec.volume_snapshot_ref = ObjectReference {
-        namespace: "default".into(),
-        name: "s1".into(),
-        uid: s.metadata.uid.clone(),
-        ..Default::default()
-    };
-    c.status = Some(VolumeSnapshotContentStatus {
-        snapshot_handle: Some("snap-h".into()),
-        ready_to_use: Some(true),
-        ..Default::default()
-    });
-    r.create(Object::Content(c));
-}
-
-fn restoring(name: &str) -> PersistentVolumeClaim {
-    let mut c = claim(name);
-    c.spec.data_source = Some(TypedLocalObjectReference {
-        api_group: Some("snapshot.storage.k8s.io".into()),
-        kind: "VolumeSnapshot".into(),
-        name: "s1".into(),
-    });
-    c
-}
-
-#[test]
-fn b2_a_claim_restored_from_a_ready_snapshot_names_its_handle() {
-    let mut r = snapshot_rig();
-    r.create(Object::Pvc(restoring("restore")));
-    assert!(creates(&r).is_empty());
-    assert!(
-        failures(&r)
-            .iter()
-            .any(|m| m.contains("volumesnapshots.snapshot.storage.k8s.io \"s1\" not found")),
-        "{:?}",
-        failures(&r)
-    );
-    // The snapshot appears: the claim is provisioned from it (no backoff
-    // wait: the snapshot's arrival marks the claim).
-    ready_snapshot(&mut r, 1 << 30);
-    r.advance(2_000);
-    assert_eq!(
-        creates(&r)[0].content_source,
-        Some(driver::ContentSource::Snapshot("snap-h".into()))
-    );
-}
-
-#[test]
-fn b2_a_restore_smaller_than_its_snapshot_or_of_another_group_is_refused() {
-    let mut r = snapshot_rig();
-    ready_snapshot(&mut r, 2 << 30);
-    r.create(Object::Pvc(restoring("small")));
-    assert!(creates(&r).is_empty());
-    assert!(
-        failures(&r).iter().any(|m| m.contains("requested volume size 1073741824 is less than the size 2147483648 for the source snapshot s1")),
-        "{:?}",
-        failures(&r)
-    );
-    let mut c = restoring("wrong-group");
-    c.spec.data_source.as_mut().unwrap().api_group = Some("example.com".into());
-    r.create(Object::Pvc(c));
-    assert!(
-        failures(&r)
-            .iter()
-            .any(|m| m.contains("does not belong to the right APIGroup"))
     );
 }
 
