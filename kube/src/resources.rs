@@ -27,6 +27,13 @@ pub fn api_resource(kind: Kind) -> ApiResource {
             snapshot_api("VolumeSnapshotContent", "volumesnapshotcontents")
         }
         Kind::VolumeSnapshotClass => snapshot_api("VolumeSnapshotClass", "volumesnapshotclasses"),
+        Kind::VolumeGroupSnapshot => group_api("VolumeGroupSnapshot", "volumegroupsnapshots"),
+        Kind::VolumeGroupSnapshotContent => {
+            group_api("VolumeGroupSnapshotContent", "volumegroupsnapshotcontents")
+        }
+        Kind::VolumeGroupSnapshotClass => {
+            group_api("VolumeGroupSnapshotClass", "volumegroupsnapshotclasses")
+        }
     }
 }
 
@@ -41,12 +48,23 @@ fn snapshot_api(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
-/// Claims, pods and VolumeSnapshots live in a namespace; the rest are
+/// A kind of the group snapshot CRDs (external-snapshotter's).
+fn group_api(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "groupsnapshot.storage.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "groupsnapshot.storage.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Claims, pods, VolumeSnapshots and VolumeGroupSnapshots live in a namespace; the rest are
 /// cluster-scoped.
 pub fn namespaced(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::PersistentVolumeClaim | Kind::Pod | Kind::VolumeSnapshot
+        Kind::PersistentVolumeClaim | Kind::Pod | Kind::VolumeSnapshot | Kind::VolumeGroupSnapshot
     )
 }
 
@@ -87,6 +105,9 @@ mod tests {
                 "snapshot.storage.k8s.io/v1 VolumeSnapshot volumesnapshots",
                 "snapshot.storage.k8s.io/v1 VolumeSnapshotContent volumesnapshotcontents",
                 "snapshot.storage.k8s.io/v1 VolumeSnapshotClass volumesnapshotclasses",
+                "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshot volumegroupsnapshots",
+                "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotContent volumegroupsnapshotcontents",
+                "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotClass volumegroupsnapshotclasses",
             ]
         );
         for k in Kind::ALL {

@@ -42,7 +42,12 @@ fn check(text: &str) -> Vec<Kind> {
             Kind::Node => round_trip::<core_v1::Node>(&doc),
             Kind::Pod => round_trip::<core_v1::Pod>(&doc),
             // The snapshot CRDs have no k8s-openapi types: through JSON.
-            Kind::VolumeSnapshot | Kind::VolumeSnapshotContent | Kind::VolumeSnapshotClass => {
+            Kind::VolumeSnapshot
+            | Kind::VolumeSnapshotContent
+            | Kind::VolumeSnapshotClass
+            | Kind::VolumeGroupSnapshot
+            | Kind::VolumeGroupSnapshotContent
+            | Kind::VolumeGroupSnapshotClass => {
                 let object = Object::from_json(doc.clone()).expect("the model reads it");
                 let back = Object::from_json(object.to_json()).unwrap();
                 assert_eq!(back, object, "core → JSON → core is the identity");

@@ -131,7 +131,10 @@ pub fn render(store: &Store) -> String {
             | Object::CsiDriver(_)
             | Object::Snapshot(_)
             | Object::Content(_)
-            | Object::SnapshotClass(_) => {}
+            | Object::SnapshotClass(_)
+            | Object::GroupSnapshot(_)
+            | Object::GroupContent(_)
+            | Object::GroupSnapshotClass(_) => {}
         }
     }
     let mut out = String::new();

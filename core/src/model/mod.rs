@@ -8,6 +8,7 @@
 
 pub mod deployment;
 pub mod enums;
+pub mod group;
 pub mod meta;
 pub mod names;
 pub mod patch;
@@ -18,6 +19,7 @@ pub mod workload;
 
 pub use deployment::Deployment;
 pub use enums::*;
+pub use group::*;
 pub use meta::*;
 pub use quantity::{Quantity, QuantityError};
 pub use snapshot::*;
@@ -40,11 +42,14 @@ pub enum Kind {
     VolumeSnapshot,
     VolumeSnapshotContent,
     VolumeSnapshotClass,
+    VolumeGroupSnapshot,
+    VolumeGroupSnapshotContent,
+    VolumeGroupSnapshotClass,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 14] = [
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
         Kind::StorageClass,
@@ -56,6 +61,9 @@ impl Kind {
         Kind::VolumeSnapshot,
         Kind::VolumeSnapshotContent,
         Kind::VolumeSnapshotClass,
+        Kind::VolumeGroupSnapshot,
+        Kind::VolumeGroupSnapshotContent,
+        Kind::VolumeGroupSnapshotClass,
     ];
 
     /// The kind a manifest's `kind` string names, if the model knows it.
@@ -77,6 +85,9 @@ impl Kind {
             Kind::VolumeSnapshot => "VolumeSnapshot",
             Kind::VolumeSnapshotContent => "VolumeSnapshotContent",
             Kind::VolumeSnapshotClass => "VolumeSnapshotClass",
+            Kind::VolumeGroupSnapshot => "VolumeGroupSnapshot",
+            Kind::VolumeGroupSnapshotContent => "VolumeGroupSnapshotContent",
+            Kind::VolumeGroupSnapshotClass => "VolumeGroupSnapshotClass",
         }
     }
 }
@@ -95,6 +106,9 @@ pub enum Object {
     Snapshot(VolumeSnapshot),
     Content(VolumeSnapshotContent),
     SnapshotClass(VolumeSnapshotClass),
+    GroupSnapshot(VolumeGroupSnapshot),
+    GroupContent(VolumeGroupSnapshotContent),
+    GroupSnapshotClass(VolumeGroupSnapshotClass),
 }
 
 impl Object {
@@ -111,6 +125,9 @@ impl Object {
             Object::Snapshot(_) => Kind::VolumeSnapshot,
             Object::Content(_) => Kind::VolumeSnapshotContent,
             Object::SnapshotClass(_) => Kind::VolumeSnapshotClass,
+            Object::GroupSnapshot(_) => Kind::VolumeGroupSnapshot,
+            Object::GroupContent(_) => Kind::VolumeGroupSnapshotContent,
+            Object::GroupSnapshotClass(_) => Kind::VolumeGroupSnapshotClass,
         }
     }
 
@@ -127,6 +144,9 @@ impl Object {
             Object::Snapshot(o) => &o.metadata,
             Object::Content(o) => &o.metadata,
             Object::SnapshotClass(o) => &o.metadata,
+            Object::GroupSnapshot(o) => &o.metadata,
+            Object::GroupContent(o) => &o.metadata,
+            Object::GroupSnapshotClass(o) => &o.metadata,
         }
     }
 
@@ -143,6 +163,9 @@ impl Object {
             Object::Snapshot(o) => &mut o.metadata,
             Object::Content(o) => &mut o.metadata,
             Object::SnapshotClass(o) => &mut o.metadata,
+            Object::GroupSnapshot(o) => &mut o.metadata,
+            Object::GroupContent(o) => &mut o.metadata,
+            Object::GroupSnapshotClass(o) => &mut o.metadata,
         }
     }
 
@@ -206,6 +229,9 @@ impl Object {
             Some(Kind::VolumeSnapshot) => Object::Snapshot(load(doc)?),
             Some(Kind::VolumeSnapshotContent) => Object::Content(load(doc)?),
             Some(Kind::VolumeSnapshotClass) => Object::SnapshotClass(load(doc)?),
+            Some(Kind::VolumeGroupSnapshot) => Object::GroupSnapshot(load(doc)?),
+            Some(Kind::VolumeGroupSnapshotContent) => Object::GroupContent(load(doc)?),
+            Some(Kind::VolumeGroupSnapshotClass) => Object::GroupSnapshotClass(load(doc)?),
             None => return Err(format!("kind {kind:?} is not one the machines know")),
         })
     }
@@ -224,6 +250,9 @@ impl Object {
             Object::Snapshot(o) => serde_json::to_value(o),
             Object::Content(o) => serde_json::to_value(o),
             Object::SnapshotClass(o) => serde_json::to_value(o),
+            Object::GroupSnapshot(o) => serde_json::to_value(o),
+            Object::GroupContent(o) => serde_json::to_value(o),
+            Object::GroupSnapshotClass(o) => serde_json::to_value(o),
         };
         v.expect("model objects serialise")
     }

@@ -60,6 +60,44 @@ pub fn csi_snapshot_name(snapshot_uid: &str) -> String {
     format!("snapshot-{snapshot_uid}")
 }
 
+/// external-snapshotter's group snapshot finalizers and annotations
+/// (pkg/utils/util.go).
+pub const FINALIZER_GROUP_CONTENT_BOUND: &str =
+    "groupsnapshot.storage.kubernetes.io/volumegroupsnapshotcontent-bound-protection";
+pub const FINALIZER_GROUP_SNAPSHOT_BOUND: &str =
+    "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-bound-protection";
+pub const FINALIZER_SNAPSHOT_IN_GROUP: &str =
+    "snapshot.storage.kubernetes.io/volumesnapshot-in-group-protection";
+pub const ANN_GROUP_BEING_CREATED: &str =
+    "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-created";
+pub const ANN_GROUP_BEING_DELETED: &str =
+    "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-deleted";
+pub const ANN_DEFAULT_GROUP_SNAPSHOT_CLASS: &str =
+    "groupsnapshot.storage.kubernetes.io/is-default-class";
+/// On a member's VolumeSnapshotContent: the group snapshot it was cut in.
+pub const ANN_GROUP_SNAPSHOT_HANDLE: &str =
+    "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle";
+
+/// The name of a VolumeGroupSnapshot's dynamic content:
+/// `groupsnapcontent-<uid>`.
+pub fn group_content_name(group_uid: &str) -> String {
+    format!("groupsnapcontent-{group_uid}")
+}
+
+/// The CSI group snapshot name csi-snapshotter asks for:
+/// `groupsnapshot-<uid>`.
+pub fn csi_group_snapshot_name(group_uid: &str) -> String {
+    format!("groupsnapshot-{group_uid}")
+}
+
+/// The VolumeSnapshot and VolumeSnapshotContent the snapshot controller
+/// makes for the member of group `group_uid` cut from `volume_handle`:
+/// `snapshot-<h>` and `snapcontent-<h>`, h = sha256(uid ‖ handle).
+pub fn group_member_names(group_uid: &str, volume_handle: &str) -> (String, String) {
+    let h = sha256_hex(format!("{group_uid}{volume_handle}").as_bytes());
+    (format!("snapshot-{h}"), format!("snapcontent-{h}"))
+}
+
 /// The volume attribute external-provisioner adds to every PV it makes.
 pub const ATTR_PROVISIONER_IDENTITY: &str = "storage.kubernetes.io/csiProvisionerIdentity";
 
@@ -104,6 +142,22 @@ pub mod reason {
     pub const SNAPSHOT_CREATION_FAILED: &str = "SnapshotCreationFailed";
     pub const SNAPSHOT_CONTENT_CHECK_FAILED: &str = "SnapshotContentCheckandUpdateFailed";
     pub const SNAPSHOT_DELETE_ERROR: &str = "SnapshotDeleteError";
+    // ... and for group snapshots.
+    pub const GROUP_SNAPSHOT_VALIDATION_ERROR: &str = "GroupSnapshotValidationError";
+    pub const GROUP_SNAPSHOT_CONTENT_MISSING: &str = "GroupSnapshotContentMissing";
+    pub const GROUP_SNAPSHOT_MISBOUND: &str = "GroupSnapshotMisbound";
+    pub const GROUP_SNAPSHOT_BIND_FAILED: &str = "GroupSnapshotBindFailed";
+    pub const GROUP_SNAPSHOT_CONTENT_MISMATCH: &str = "GroupSnapshotContentMismatch";
+    pub const GROUP_SNAPSHOT_CONTENT_MISBOUND: &str = "GroupSnapshotContentMisbound";
+    pub const GROUP_SNAPSHOT_CONTENT_CREATION_FAILED: &str = "GroupSnapshotContentCreationFailed";
+    pub const CREATE_GROUP_SNAPSHOT_CONTENT_FAILED: &str = "CreateGroupSnapshotContentFailed";
+    pub const CREATING_GROUP_SNAPSHOT: &str = "CreatingGroupSnapshot";
+    pub const GROUP_SNAPSHOT_CREATED: &str = "GroupSnapshotCreated";
+    pub const GROUP_SNAPSHOT_READY: &str = "GroupSnapshotReady";
+    pub const GROUP_SNAPSHOT_CREATION_FAILED: &str = "GroupSnapshotCreationFailed";
+    pub const GROUP_SNAPSHOT_CONTENT_CHECK_FAILED: &str =
+        "GroupSnapshotContentCheckandUpdateFailed";
+    pub const GROUP_SNAPSHOT_DELETE_ERROR: &str = "GroupSnapshotDeleteError";
 }
 
 /// Lowercase hex SHA-256.

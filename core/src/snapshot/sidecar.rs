@@ -23,14 +23,16 @@
 //! has none), and `status.error.time` is left unset (the core has no
 //! wall clock).
 
+mod group;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::csi_parameters;
 use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Event, Input, Ops, Watch};
 use crate::driver::{self, Request, Response};
 use crate::model::names::{
-    ANN_SNAPSHOT_BEING_CREATED, ANN_SNAPSHOT_BEING_DELETED, FINALIZER_CONTENT_BOUND,
-    csi_snapshot_name, reason,
+    ANN_GROUP_SNAPSHOT_HANDLE, ANN_SNAPSHOT_BEING_CREATED, ANN_SNAPSHOT_BEING_DELETED,
+    FINALIZER_CONTENT_BOUND, csi_snapshot_name, reason,
 };
 use crate::model::*;
 use crate::{Code, OpId, Status, Tick};
@@ -51,20 +53,28 @@ enum Call {
     /// An update of the content (metadata or status); the incarnation
     /// written, and what it settles.
     Write {
-        content: String,
+        content: ObjectKey,
         uid: String,
         settles: Settles,
     },
-    /// CreateSnapshot.
-    Create { content: String },
-    /// ListSnapshots for a pre-provisioned snapshot.
-    Check { content: String },
-    /// DeleteSnapshot.
-    Delete { content: String },
+    /// CreateSnapshot (CreateVolumeGroupSnapshot for a group content).
+    Create { content: ObjectKey },
+    /// ListSnapshots for a pre-provisioned snapshot (GetVolumeGroupSnapshot
+    /// for a group).
+    Check { content: ObjectKey },
+    /// DeleteSnapshot (DeleteVolumeGroupSnapshot).
+    Delete { content: ObjectKey },
+}
+
+/// What the driver answered, not yet in a content's status.
+#[derive(Debug, Clone, PartialEq)]
+enum Cut {
+    One(driver::Snapshot),
+    Group(driver::GroupSnapshot),
 }
 
 impl Call {
-    fn content(&self) -> &str {
+    fn content(&self) -> &ObjectKey {
         match self {
             Call::Write { content, .. }
             | Call::Create { content }
@@ -78,16 +88,18 @@ impl Call {
 #[derive(Debug, Clone)]
 pub struct Snapshotter {
     driver: String,
+    /// The group snapshot kinds are served too.
+    groups: bool,
     cache: Cache,
-    dirty: BTreeSet<String>,
+    dirty: BTreeSet<ObjectKey>,
     calls: BTreeMap<OpId, Call>,
     /// What the driver answered, not yet in the content's status.
-    cut: BTreeMap<String, driver::Snapshot>,
+    cut: BTreeMap<ObjectKey, Cut>,
     /// Errors not yet in the content's status, and whether they are final.
-    failed: BTreeMap<String, (String, bool)>,
+    failed: BTreeMap<ObjectKey, (String, bool)>,
     /// Contents whose storage snapshot DeleteSnapshot removed.
-    deleted: BTreeSet<String>,
-    backoff: Backoff<String>,
+    deleted: BTreeSet<ObjectKey>,
+    backoff: Backoff<ObjectKey>,
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
@@ -115,6 +127,7 @@ impl Snapshotter {
     pub fn new(driver: &str) -> Snapshotter {
         Snapshotter {
             driver: driver.into(),
+            groups: false,
             cache: Cache::default(),
             dirty: BTreeSet::new(),
             calls: BTreeMap::new(),
@@ -127,14 +140,6 @@ impl Snapshotter {
             now: 0,
             unsynced: false,
         }
-    }
-
-    /// The kinds its informers watch.
-    pub fn watches(&self, kind: Kind) -> bool {
-        matches!(
-            kind,
-            Kind::VolumeSnapshotContent | Kind::VolumeSnapshotClass
-        )
     }
 
     fn on_input(&mut self, now: Tick, input: Input) {
@@ -156,8 +161,8 @@ impl Snapshotter {
 
     fn mark(&mut self, o: &Object) {
         match o {
-            Object::Content(c) => {
-                self.dirty.insert(c.metadata.name.clone());
+            Object::Content(_) | Object::GroupContent(_) => {
+                self.dirty.insert(o.key());
             }
             // A class appearing may unblock the contents that name it.
             Object::SnapshotClass(class) => {
@@ -166,10 +171,11 @@ impl Snapshotter {
                         && c.spec.volume_snapshot_class_name.as_deref()
                             == Some(class.metadata.name.as_str())
                     {
-                        self.dirty.insert(c.metadata.name.clone());
+                        self.dirty.insert(key(&c.metadata.name));
                     }
                 }
             }
+            Object::GroupSnapshotClass(class) => self.mark_group_class(class),
             _ => {}
         }
     }
@@ -198,7 +204,7 @@ impl Snapshotter {
                 }
             }
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                self.cache.gone(&key(&content), &uid);
+                self.cache.gone(&content, &uid);
                 self.forget(&content);
             }
             _ => {
@@ -208,28 +214,32 @@ impl Snapshotter {
         self.dirty.insert(content);
     }
 
-    fn forget(&mut self, content: &str) {
+    fn forget(&mut self, content: &ObjectKey) {
         self.cut.remove(content);
         self.failed.remove(content);
         self.deleted.remove(content);
-        self.backoff.succeed(&content.to_string());
+        self.backoff.succeed(content);
     }
 
     fn answered(&mut self, op: OpId, result: Result<Response, Status>) {
         let Some(call) = self.calls.remove(&op) else {
             return;
         };
-        let content = call.content().to_string();
+        let content = call.content().clone();
         match (call, result) {
+            (Call::Create { .. } | Call::Check { .. }, Ok(Response::GroupSnapshot(g))) => {
+                self.failed.remove(&content);
+                self.cut.insert(content.clone(), Cut::Group(g));
+            }
             (Call::Create { .. }, Ok(Response::Snapshot(s))) => {
                 self.failed.remove(&content);
-                self.cut.insert(content.clone(), s);
+                self.cut.insert(content.clone(), Cut::One(s));
             }
             (Call::Check { .. }, Ok(Response::Snapshots { entries, .. })) => {
                 match entries.into_iter().next() {
                     Some(s) => {
                         self.failed.remove(&content);
-                        self.cut.insert(content.clone(), s);
+                        self.cut.insert(content.clone(), Cut::One(s));
                     }
                     None => {
                         let msg = format!(
@@ -245,19 +255,32 @@ impl Snapshotter {
                 self.deleted.insert(content.clone());
             }
             (Call::Delete { .. }, Err(_)) => {
-                self.queue.push_back(Effect::Event(Event::warning(
-                    key(&content),
-                    reason::SNAPSHOT_DELETE_ERROR,
-                    "Failed to delete snapshot",
-                )));
+                let (why, what) = if content.kind == Kind::VolumeGroupSnapshotContent {
+                    (
+                        reason::GROUP_SNAPSHOT_DELETE_ERROR,
+                        "Failed to delete group snapshot",
+                    )
+                } else {
+                    (reason::SNAPSHOT_DELETE_ERROR, "Failed to delete snapshot")
+                };
+                self.queue
+                    .push_back(Effect::Event(Event::warning(content.clone(), why, what)));
                 self.backoff.fail(content.clone(), self.now);
             }
             (Call::Create { .. }, Err(e)) => {
-                let handle = self.volume_handle(&content);
-                let msg = format!(
-                    "failed to take snapshot of the volume {handle}: {:?}",
-                    e.go_error()
-                );
+                let msg = if content.kind == Kind::VolumeGroupSnapshotContent {
+                    format!(
+                        "failed to take group snapshot of the volumes {:?}: {:?}",
+                        self.group_volume_handles(&content),
+                        e.go_error()
+                    )
+                } else {
+                    format!(
+                        "failed to take snapshot of the volume {}: {:?}",
+                        self.volume_handle(&content),
+                        e.go_error()
+                    )
+                };
                 self.fail(&content, msg, is_final(&e));
             }
             (Call::Check { .. }, Err(e)) => self.fail(&content, e.go_error(), false),
@@ -271,15 +294,15 @@ impl Snapshotter {
         self.dirty.insert(content);
     }
 
-    fn snapshot_handle(&self, content: &str) -> String {
-        match self.cache.get(&key(content)) {
+    fn snapshot_handle(&self, content: &ObjectKey) -> String {
+        match self.cache.get(content) {
             Some(Object::Content(c)) => c.snapshot_handle().unwrap_or_default().to_string(),
             _ => String::new(),
         }
     }
 
-    fn volume_handle(&self, content: &str) -> String {
-        match self.cache.get(&key(content)) {
+    fn volume_handle(&self, content: &ObjectKey) -> String {
+        match self.cache.get(content) {
             Some(Object::Content(c)) => c.spec.source.volume_handle.clone().unwrap_or_default(),
             _ => String::new(),
         }
@@ -287,23 +310,26 @@ impl Snapshotter {
 
     /// A failure the driver reported: in the status, and asked again
     /// with backoff.
-    fn fail(&mut self, content: &str, message: String, final_error: bool) {
-        self.failed
-            .insert(content.to_string(), (message, final_error));
-        self.backoff.fail(content.to_string(), self.now);
+    fn fail(&mut self, content: &ObjectKey, message: String, final_error: bool) {
+        self.failed.insert(content.clone(), (message, final_error));
+        self.backoff.fail(content.clone(), self.now);
     }
 
     /// A content that cannot be cut as its class stands: in the status,
     /// and looked at again when the class changes (no timer).
-    fn blocked(&mut self, content: &str, message: String) {
-        self.failed.insert(content.to_string(), (message, false));
-        self.dirty.insert(content.to_string());
+    fn blocked(&mut self, content: &ObjectKey, message: String) {
+        self.failed.insert(content.clone(), (message, false));
+        self.dirty.insert(content.clone());
     }
 
     fn next_effect(&mut self) -> Option<Effect> {
         while self.queue.is_empty() {
-            let name = self.dirty.pop_first()?;
-            self.sync(&name);
+            let content = self.dirty.pop_first()?;
+            if content.kind == Kind::VolumeGroupSnapshotContent {
+                self.sync_group(&content);
+            } else {
+                self.sync(&content);
+            }
         }
         self.queue.pop_front()
     }
@@ -325,12 +351,12 @@ impl Snapshotter {
         crate::machine::one_at_a_time("snapshotter", busy.clone(), |_| true, busy.count())
     }
 
-    fn busy(&self, content: &str) -> bool {
+    fn busy(&self, content: &ObjectKey) -> bool {
         self.calls.values().any(|c| c.content() == content)
     }
 
-    fn sync(&mut self, name: &str) {
-        let Some(Object::Content(c)) = self.cache.get(&key(name)).cloned() else {
+    fn sync(&mut self, name: &ObjectKey) {
+        let Some(Object::Content(c)) = self.cache.get(name).cloned() else {
             return;
         };
         if c.spec.driver != self.driver || self.busy(name) {
@@ -341,7 +367,7 @@ impl Snapshotter {
         }
         // What the driver answered goes into the status first, even while
         // backing off (it is not an attempt).
-        if let Some(s) = self.cut.get(name).cloned() {
+        if let Some(Cut::One(s)) = self.cut.get(name).cloned() {
             return self.write_status(&c, &s);
         }
         if let Some((message, final_error)) = self.failed.get(name).cloned() {
@@ -361,11 +387,16 @@ impl Snapshotter {
             }
             return;
         }
-        match (&c.spec.source.volume_handle, &c.spec.source.snapshot_handle) {
-            (Some(volume), _) => self.create(&c, volume),
-            (None, Some(handle)) => {
+        // A group member's snapshot is cut with its group; it is only
+        // asked after.
+        let member = c.metadata.has_annotation(ANN_GROUP_SNAPSHOT_HANDLE);
+        let handle = c.snapshot_handle().map(str::to_string);
+        match (&c.spec.source.volume_handle, &handle) {
+            (Some(volume), _) if !member => self.create(&c, volume),
+            (Some(_), None) => {}
+            (_, Some(handle)) => {
                 let op = self.issue(Call::Check {
-                    content: name.into(),
+                    content: name.clone(),
                 });
                 self.queue.push_back(Effect::Csi {
                     op,
@@ -385,6 +416,7 @@ impl Snapshotter {
     /// CreateSnapshot for a dynamic content, after marking it being created.
     fn create(&mut self, c: &VolumeSnapshotContent, volume: &str) {
         let name = c.metadata.name.clone();
+        let content = key(&name);
         let class = c.spec.volume_snapshot_class_name.as_deref().and_then(|n| {
             match self.cache.find(Kind::VolumeSnapshotClass, "", n) {
                 Some(Object::SnapshotClass(class)) => Some(class.clone()),
@@ -399,13 +431,13 @@ impl Snapshotter {
             let msg = format!(
                 "failed to get input parameters to create snapshot for content {name}: {why:?}"
             );
-            return self.blocked(&name, msg);
+            return self.blocked(&content, msg);
         };
         let parameters = match csi_parameters(&class.parameters) {
             Ok(p) => p,
             Err(e) => {
                 let msg = format!("failed to remove CSI Parameters of prefixed keys: {e}");
-                return self.blocked(&name, msg);
+                return self.blocked(&content, msg);
             }
         };
         if !c
@@ -419,9 +451,7 @@ impl Snapshotter {
                 .insert(ANN_SNAPSHOT_BEING_CREATED.into(), "yes".into());
             return self.write(c, ApiCall::Update(Object::Content(next)));
         }
-        let op = self.issue(Call::Create {
-            content: name.clone(),
-        });
+        let op = self.issue(Call::Create { content });
         self.queue.push_back(Effect::Csi {
             op,
             node: None,
@@ -456,12 +486,7 @@ impl Snapshotter {
         if status.restore_size.is_none() && s.size_bytes > 0 {
             status.restore_size = Some(i64::try_from(s.size_bytes).unwrap_or(i64::MAX));
         }
-        if !s.ready_to_use {
-            // Ask again later, not at once.
-            self.backoff.fail(c.metadata.name.clone(), self.now);
-        } else {
-            self.backoff.succeed(&c.metadata.name);
-        }
+        self.ask_again_unless(key(&c.metadata.name), s.ready_to_use);
         let mut next = c.clone();
         next.status = Some(status);
         self.write_settling(
@@ -474,7 +499,7 @@ impl Snapshotter {
     /// An error in the content's status (readyToUse false) with its event;
     /// a final CreateSnapshot error also ends the being-created mark.
     fn write_error(&mut self, c: &VolumeSnapshotContent, message: String, final_error: bool) {
-        let name = c.metadata.name.clone();
+        let name = key(&c.metadata.name);
         let creating = c
             .metadata
             .annotations
@@ -511,7 +536,7 @@ impl Snapshotter {
             time: None,
             message: Some(shown.clone()),
         });
-        let event = Event::warning(key(&name), reason, shown);
+        let event = Event::warning(name, reason, shown);
         let mut next = c.clone();
         next.status = Some(status);
         let call = ApiCall::UpdateStatus(Object::Content(next));
@@ -521,9 +546,16 @@ impl Snapshotter {
     /// A content going: DeleteSnapshot (policy Delete), the status
     /// cleared, the finalizer removed.
     fn sync_deleted(&mut self, c: &VolumeSnapshotContent) {
-        let name = c.metadata.name.clone();
+        let name = key(&c.metadata.name);
         let handle = c.status.as_ref().and_then(|s| s.snapshot_handle.clone());
+        // A member of a group snapshot goes with its group
+        // (DeleteVolumeGroupSnapshot), not on its own.
+        let member = c
+            .status
+            .as_ref()
+            .is_some_and(|s| s.volume_group_snapshot_handle.is_some());
         if c.spec.deletion_policy == DeletionPolicy::Delete
+            && !member
             && let Some(handle) = handle
         {
             if self.deleted.contains(&name) {
@@ -571,12 +603,26 @@ impl Snapshotter {
     }
 
     fn write_settling(&mut self, c: &VolumeSnapshotContent, call: ApiCall, settles: Settles) {
+        self.write_object(key(&c.metadata.name), &c.metadata.uid, call, settles);
+    }
+
+    /// A write of the content at `content` (incarnation `uid`).
+    fn write_object(&mut self, content: ObjectKey, uid: &str, call: ApiCall, settles: Settles) {
         let op = self.issue(Call::Write {
-            content: c.metadata.name.clone(),
-            uid: c.metadata.uid.clone(),
+            content,
+            uid: uid.to_string(),
             settles,
         });
         self.queue.push_back(Effect::Api { op, call });
+    }
+
+    /// A cut not yet ready is asked after again later, not at once.
+    fn ask_again_unless(&mut self, content: ObjectKey, ready: bool) {
+        if ready {
+            self.backoff.succeed(&content);
+        } else {
+            self.backoff.fail(content, self.now);
+        }
     }
 }
 
