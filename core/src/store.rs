@@ -73,6 +73,8 @@ fn merge(spec_from: &Object, status_from: &Object) -> Object {
         (Object::Pod(a), Object::Pod(b)) => a.status = b.status.clone(),
         (Object::Snapshot(a), Object::Snapshot(b)) => a.status = b.status.clone(),
         (Object::Content(a), Object::Content(b)) => a.status = b.status.clone(),
+        (Object::GroupSnapshot(a), Object::GroupSnapshot(b)) => a.status = b.status.clone(),
+        (Object::GroupContent(a), Object::GroupContent(b)) => a.status = b.status.clone(),
         _ => {}
     }
     out

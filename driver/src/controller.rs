@@ -57,6 +57,12 @@ pub struct ControllerArgs {
     /// external-snapshotter's snapshot-controller; needs the snapshot CRDs).
     #[arg(long)]
     pub snapshot_controller: bool,
+    /// Serve VolumeGroupSnapshots in the snapshotter and snapshot
+    /// controller roles (needs the group snapshot CRDs of
+    /// kubernetes-csi/external-snapshotter, and a driver with the
+    /// GroupController service).
+    #[arg(long)]
+    pub enable_volume_group_snapshots: bool,
     /// Act only while holding a coordination.k8s.io/v1 Lease
     /// (`volplane-<driver>`), so that replicas never act at once.
     #[arg(long)]
@@ -205,6 +211,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
                 pv_protection: args.pv_protection,
                 snapshotter: args.snapshotter,
                 snapshot_controller: args.snapshot_controller,
+                group_snapshots: args.enable_volume_group_snapshots,
             },
             timeout: args.timeout,
             resync: args.resync_period,

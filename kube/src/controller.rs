@@ -57,6 +57,10 @@ pub struct Roles {
     pub snapshotter: bool,
     /// The snapshot controller (off: external-snapshotter's).
     pub snapshot_controller: bool,
+    /// VolumeGroupSnapshots in the snapshotter and the snapshot controller
+    /// (off: needs the group snapshot CRDs, and a driver with the
+    /// GroupController for the snapshotter).
+    pub group_snapshots: bool,
 }
 
 impl Default for Roles {
@@ -71,6 +75,7 @@ impl Default for Roles {
             pv_protection: false,
             snapshotter: false,
             snapshot_controller: false,
+            group_snapshots: false,
         }
     }
 }
@@ -244,15 +249,21 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         let kinds = [PersistentVolume, PersistentVolumeClaim, StorageClass, Pod];
         out.push(role("binder", Box::new(Binder::new()), &kinds));
     }
+    let group_controller = facts
+        .plugin
+        .contains(&PluginCapability::GroupControllerService);
+    if r.snapshotter && r.group_snapshots && !group_controller {
+        off.push("snapshotter: group snapshots: the driver has no GROUP_CONTROLLER_SERVICE".into());
+    }
     if r.snapshotter && facts.has(Cap::CreateDeleteSnapshot) {
-        let s = Snapshotter::new(&facts.name);
+        let s = Snapshotter::new(&facts.name).with_groups(r.group_snapshots && group_controller);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
         out.push(role("snapshotter", Box::new(s), &kinds));
     } else if r.snapshotter {
         off.push("snapshotter: the driver has no CREATE_DELETE_SNAPSHOT".into());
     }
     if r.snapshot_controller {
-        let s = SnapshotController::new();
+        let s = SnapshotController::new().with_groups(r.group_snapshots);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
         out.push(role("snapshot-controller", Box::new(s), &kinds));
     }
@@ -543,5 +554,65 @@ mod tests {
                 && !r.kinds.contains(&Kind::VolumeSnapshotContent)),
             "{made:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    #[test]
+    fn group_snapshots_are_served_only_when_asked_and_the_driver_has_the_group_controller() {
+        let roles = Roles {
+            snapshotter: true,
+            snapshot_controller: true,
+            group_snapshots: true,
+            resizer: false,
+            ..Roles::default()
+        };
+        let config = ControllerConfig {
+            roles,
+            ..ControllerConfig::default()
+        };
+        let mut facts = DriverFacts {
+            name: "volplane.csi.io".into(),
+            controller: vec![Cap::CreateDeleteVolume, Cap::CreateDeleteSnapshot],
+            plugin: vec![PluginCapability::GroupControllerService],
+        };
+        let kinds = |made: &[Role], name: &str| {
+            made.iter()
+                .find(|r| r.name == name)
+                .map(|r| r.kinds.clone())
+                .unwrap_or_default()
+        };
+        let (made, off) = roles_of(&facts, &config);
+        assert!(off.is_empty(), "{off:?}");
+        assert!(kinds(&made, "snapshotter").contains(&Kind::VolumeGroupSnapshotContent));
+        assert!(kinds(&made, "snapshot-controller").contains(&Kind::VolumeGroupSnapshot));
+        // Without the GroupController the snapshotter serves no groups, and says why.
+        facts.plugin.clear();
+        let (made, off) = roles_of(&facts, &config);
+        assert!(!kinds(&made, "snapshotter").contains(&Kind::VolumeGroupSnapshotContent));
+        assert_eq!(
+            off,
+            ["snapshotter: group snapshots: the driver has no GROUP_CONTROLLER_SERVICE"]
+        );
+        // Off by default: no group kinds are watched (their CRDs may be absent).
+        let config = ControllerConfig {
+            roles: Roles {
+                group_snapshots: false,
+                ..roles
+            },
+            ..ControllerConfig::default()
+        };
+        let (made, _) = roles_of(&facts, &config);
+        assert!(
+            made.iter()
+                .all(|r| !r.kinds.contains(&Kind::VolumeGroupSnapshot))
+        );
+    }
+
+    fn roles_of(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<String>) {
+        super::roles(facts, config)
     }
 }

@@ -159,6 +159,31 @@ impl LabelSelector {
                 }
             })
     }
+
+    /// The selector as kubectl prints it (metav1.FormatLabelSelector):
+    /// `app=db,tier in (a,b),!legacy`; `<none>` when empty.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .match_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        for r in &self.match_expressions {
+            let values = r.values.join(",");
+            parts.push(match r.operator.as_str() {
+                "In" => format!("{} in ({values})", r.key),
+                "NotIn" => format!("{} notin ({values})", r.key),
+                "Exists" => r.key.clone(),
+                "DoesNotExist" => format!("!{}", r.key),
+                other => format!("{} {other} ({values})", r.key),
+            });
+        }
+        if parts.is_empty() {
+            "<none>".into()
+        } else {
+            parts.join(",")
+        }
+    }
 }
 
 #[cfg(test)]

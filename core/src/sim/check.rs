@@ -49,12 +49,20 @@ impl Sim {
     /// leaked), and no content whose policy is Delete outlives its
     /// VolumeSnapshot.
     fn snapshots_converged(&self, found: &mut Vec<String>) {
+        // A member of a group is named by its content, or (until the
+        // members are made) by its group's content.
         let handles: std::collections::BTreeSet<&str> = self
             .store
             .objects()
-            .filter_map(|o| match o {
-                Object::Content(c) => c.snapshot_handle(),
-                _ => None,
+            .flat_map(|o| match o {
+                Object::Content(c) => c.snapshot_handle().into_iter().collect(),
+                Object::GroupContent(c) => c
+                    .status
+                    .iter()
+                    .flat_map(|s| &s.volume_snapshot_info_list)
+                    .map(|i| i.snapshot_handle.as_str())
+                    .collect(),
+                _ => Vec::new(),
             })
             .collect();
         for id in self.storage.snapshots.keys() {
@@ -74,6 +82,24 @@ impl Sim {
             if snapshot.is_none() && c.spec.deletion_policy == DeletionPolicy::Delete {
                 found.push(format!(
                     "VolumeSnapshotContent {} outlives its VolumeSnapshot {}/{} with policy Delete",
+                    c.metadata.name, r.namespace, r.name
+                ));
+            }
+        }
+        for o in self.store.objects() {
+            let Object::GroupContent(c) = o else { continue };
+            let r = &c.spec.volume_group_snapshot_ref;
+            let group = self
+                .store
+                .get(&ObjectKey::new(
+                    Kind::VolumeGroupSnapshot,
+                    &r.namespace,
+                    &r.name,
+                ))
+                .filter(|g| g.meta().uid == r.uid);
+            if group.is_none() && c.spec.deletion_policy == DeletionPolicy::Delete {
+                found.push(format!(
+                    "VolumeGroupSnapshotContent {} outlives its VolumeGroupSnapshot {}/{} with policy Delete",
                     c.metadata.name, r.namespace, r.name
                 ));
             }

@@ -204,8 +204,8 @@ impl Actor {
                 Actor::Resizer(Resizer::new(c))
             }
             Actor::Protection(p) => Actor::Protection(Protection::new(p.guarded())),
-            Actor::Snapshots(_) => Actor::Snapshots(SnapshotController::new()),
-            Actor::Snapshotter(_) => Actor::Snapshotter(Snapshotter::new(DRIVER)),
+            Actor::Snapshots(_) => Actor::Snapshots(SnapshotController::new().with_groups(true)),
+            Actor::Snapshotter(_) => Actor::Snapshotter(Snapshotter::new(DRIVER).with_groups(true)),
             Actor::Kubelet(k) => {
                 let mut c = KubeletConfig::new(&k.config().node, DRIVER, ROOT);
                 c.modes = modes();
@@ -318,8 +318,8 @@ impl Sim {
             Actor::Resizer(Resizer::new(ResizeConfig::new(DRIVER))).fresh(plant),
             Actor::Protection(Protection::claims()),
             Actor::Protection(Protection::volumes()),
-            Actor::Snapshots(SnapshotController::new()),
-            Actor::Snapshotter(Snapshotter::new(DRIVER)),
+            Actor::Snapshots(SnapshotController::new().with_groups(true)),
+            Actor::Snapshotter(Snapshotter::new(DRIVER).with_groups(true)),
         ];
         let mut nodes = BTreeMap::new();
         for i in 0..config.nodes {

@@ -326,7 +326,7 @@ fn generated_workloads_stay_safe_at_a_high_fault_rate() {
 fn generated_workloads_exercise_every_fault_and_the_whole_lifecycle() {
     let mut faults = std::collections::BTreeMap::new();
     let mut calls = std::collections::BTreeSet::new();
-    for seed in 0..50 {
+    for seed in 0..80 {
         let sim = play(faulty(seed, 0.1, None), &generate(seed, 2, 4, 40), 100_000);
         for (k, v) in &sim.stats.faults {
             *faults.entry(*k).or_insert(0) += v;
@@ -358,6 +358,7 @@ fn generated_workloads_exercise_every_fault_and_the_whole_lifecycle() {
         "DeleteVolume",
         "ControllerExpandVolume",
         "CreateSnapshot",
+        "CreateVolumeGroupSnapshot",
     ] {
         assert!(calls.contains(c), "{c} never happened: {calls:?}");
     }

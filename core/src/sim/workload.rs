@@ -84,6 +84,19 @@ pub enum Action {
         /// The VolumeSnapshot.
         snapshot: String,
     },
+    /// A VolumeGroupSnapshot (class `groups`) of the claims labelled
+    /// `group=g<group>` (claim `c<n>` has label `g<n % 2>`).
+    GroupSnapshot {
+        /// The VolumeGroupSnapshot's name.
+        name: String,
+        /// Which label value it selects.
+        group: usize,
+    },
+    /// Delete a VolumeGroupSnapshot.
+    DeleteGroupSnapshot {
+        /// Its name.
+        name: String,
+    },
     /// Let the cluster run this many steps.
     Run {
         /// How many steps.
@@ -124,6 +137,13 @@ impl std::fmt::Display for Action {
                     "create PVC {name} restored from VolumeSnapshot {snapshot}"
                 )
             }
+            Action::GroupSnapshot { name, group } => {
+                write!(
+                    f,
+                    "create VolumeGroupSnapshot {name} of PVCs group=g{group}"
+                )
+            }
+            Action::DeleteGroupSnapshot { name } => write!(f, "delete VolumeGroupSnapshot {name}"),
             Action::Run { steps } => write!(f, "run {steps} steps"),
             Action::Apply(o) => write!(f, "apply {}", o.key()),
         }
@@ -152,6 +172,9 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
             super::DRIVER,
             DeletionPolicy::Delete,
         )))),
+        Action::Apply(Box::new(Object::GroupSnapshotClass(
+            VolumeGroupSnapshotClass::new("groups", super::DRIVER, DeletionPolicy::Delete),
+        ))),
     ];
     for _ in 0..len {
         let c = format!("c{}", rng.below(claims));
@@ -195,7 +218,7 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
         // stream of its own so the rest of the workload stays as it was.
         if snaps.below(8) == 0 {
             let s = format!("s{}", snaps.below(claims));
-            out.push(match snaps.below(3) {
+            out.push(match snaps.below(5) {
                 0 => Action::Snapshot {
                     name: s,
                     claim: format!("c{}", snaps.below(claims)),
@@ -204,7 +227,14 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
                     name: format!("r{}", snaps.below(claims)),
                     snapshot: s,
                 },
-                _ => Action::DeleteSnapshot { name: s },
+                2 => Action::DeleteSnapshot { name: s },
+                3 => Action::GroupSnapshot {
+                    name: format!("g{}", snaps.below(2)),
+                    group: snaps.below(2),
+                },
+                _ => Action::DeleteGroupSnapshot {
+                    name: format!("g{}", snaps.below(2)),
+                },
             });
         }
     }
@@ -263,6 +293,10 @@ impl Sim {
             }
             Action::Claim { name, class, mode } => {
                 let mut c = PersistentVolumeClaim::new("default", name);
+                let n: usize = name.trim_start_matches('c').parse().unwrap_or(0);
+                c.metadata
+                    .labels
+                    .insert("group".into(), format!("g{}", n % 2));
                 c.spec.storage_class_name = Some(class.clone());
                 c.spec.access_modes = vec![mode.clone()];
                 c.spec
@@ -362,6 +396,21 @@ impl Sim {
                     name: snapshot.clone(),
                 });
                 self.user(ApiCall::Create(Object::Pvc(c)));
+            }
+            Action::GroupSnapshot { name, group } => {
+                let selector = LabelSelector {
+                    match_labels: [("group".to_string(), format!("g{group}"))].into(),
+                    match_expressions: Vec::new(),
+                };
+                let g = VolumeGroupSnapshot::of_claims("default", name, selector, "groups");
+                self.user(ApiCall::Create(Object::GroupSnapshot(g)));
+            }
+            Action::DeleteGroupSnapshot { name } => {
+                self.user(ApiCall::Delete(ObjectKey::new(
+                    Kind::VolumeGroupSnapshot,
+                    "default",
+                    name,
+                )));
             }
             Action::Run { steps } => {
                 self.run(u64::from(*steps));

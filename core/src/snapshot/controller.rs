@@ -28,6 +28,7 @@
 //! while a snapshot of it is not ready.
 
 mod deletion;
+mod group;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -35,7 +36,7 @@ use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Event, Input, O
 use crate::model::names::{
     ANN_DEFAULT_SNAPSHOT_CLASS, ANN_SNAPSHOT_BEING_DELETED, FINALIZER_CONTENT_BOUND,
     FINALIZER_PVC_AS_SNAPSHOT_SOURCE, FINALIZER_SNAPSHOT_AS_SOURCE, FINALIZER_SNAPSHOT_BOUND,
-    reason, snapshot_content_name,
+    FINALIZER_SNAPSHOT_IN_GROUP, reason, snapshot_content_name,
 };
 use crate::model::*;
 use crate::{OpId, Tick};
@@ -43,6 +44,8 @@ use crate::{OpId, Tick};
 /// The snapshot controller. See the module documentation.
 #[derive(Debug, Clone)]
 pub struct SnapshotController {
+    /// The group snapshot kinds are served too.
+    groups: bool,
     cache: Cache,
     dirty: BTreeSet<ObjectKey>,
     /// Writes in flight: the object synced when it was issued (busy until
@@ -83,6 +86,7 @@ impl SnapshotController {
     /// A snapshot controller with empty memory.
     pub fn new() -> SnapshotController {
         SnapshotController {
+            groups: false,
             cache: Cache::default(),
             dirty: BTreeSet::new(),
             writing: BTreeMap::new(),
@@ -95,16 +99,25 @@ impl SnapshotController {
         }
     }
 
+    /// Serves the group snapshot kinds too (their CRDs must exist).
+    pub fn with_groups(mut self, on: bool) -> SnapshotController {
+        self.groups = on;
+        self
+    }
+
     /// The kinds its informers watch.
     pub fn watches(&self, kind: Kind) -> bool {
-        matches!(
-            kind,
+        match kind {
             Kind::VolumeSnapshot
-                | Kind::VolumeSnapshotContent
-                | Kind::VolumeSnapshotClass
-                | Kind::PersistentVolumeClaim
-                | Kind::PersistentVolume
-        )
+            | Kind::VolumeSnapshotContent
+            | Kind::VolumeSnapshotClass
+            | Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume => true,
+            Kind::VolumeGroupSnapshot
+            | Kind::VolumeGroupSnapshotContent
+            | Kind::VolumeGroupSnapshotClass => self.groups,
+            _ => false,
+        }
     }
 
     fn on_input(&mut self, now: Tick, input: Input) {
@@ -152,6 +165,8 @@ impl SnapshotController {
                     .cache
                     .of_kind(Kind::VolumeSnapshot)
                     .chain(self.cache.of_kind(Kind::VolumeSnapshotContent))
+                    .chain(self.cache.of_kind(Kind::VolumeGroupSnapshot))
+                    .chain(self.cache.of_kind(Kind::VolumeGroupSnapshotContent))
                     .map(Object::key)
                     .collect();
                 self.dirty.extend(all);
@@ -224,6 +239,9 @@ impl SnapshotController {
             }
             _ => {}
         }
+        if self.groups {
+            marked.extend(self.mark_group(o));
+        }
         self.dirty.extend(marked);
     }
 
@@ -238,6 +256,8 @@ impl SnapshotController {
                 Some(Object::Snapshot(s)) => self.sync_snapshot(&s),
                 Some(Object::Content(c)) => self.sync_content(&c),
                 Some(Object::Pvc(c)) => self.sync_claim(&c),
+                Some(Object::GroupSnapshot(g)) => self.sync_group(&g),
+                Some(Object::GroupContent(c)) => self.sync_group_content(&c),
                 _ => {}
             }
             self.syncing = None;
@@ -366,12 +386,21 @@ impl SnapshotController {
     fn matching_content(&self, s: &VolumeSnapshot) -> Option<VolumeSnapshotContent> {
         let name = match &s.spec.source.volume_snapshot_content_name {
             Some(n) => n.clone(),
+            None if group::group_of(s).is_some() => s.bound_content()?.to_string(),
             None => snapshot_content_name(&s.metadata.uid),
         };
         self.content(&name).filter(|c| refers_to(c, s))
     }
 
     fn sync_unready(&mut self, s: &VolumeSnapshot) -> Result<(), Blocked> {
+        if group::group_of(s).is_some() {
+            // A member of a group snapshot: its group makes and binds its
+            // content; it follows the content's status.
+            if let Some(c) = s.bound_content().and_then(|n| self.content(n)) {
+                self.update_status(s, &c);
+            }
+            return Ok(());
+        }
         if let Some(name) = &s.spec.source.volume_snapshot_content_name {
             let Some(c) = self.content(name) else {
                 return Err(blocked(

@@ -12,6 +12,8 @@ use crate::model::*;
 use crate::store::Store;
 use crate::{Status, Tick};
 
+mod groups;
+
 const DRIVER: &str = "volplane.csi.io";
 
 /// Both machines and the API server; the driver is a closure.
@@ -67,8 +69,8 @@ impl World {
     fn new() -> World {
         World {
             store: Store::new(),
-            controller: SnapshotController::new(),
-            sidecar: Snapshotter::new(DRIVER),
+            controller: SnapshotController::new().with_groups(true),
+            sidecar: Snapshotter::new(DRIVER).with_groups(true),
             inbox: [VecDeque::new(), VecDeque::new()],
             now: 0,
             events: Vec::new(),

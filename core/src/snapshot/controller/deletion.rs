@@ -9,17 +9,44 @@ impl SnapshotController {
     /// checkandRemoveSnapshotFinalizersAndCheckandDeleteContent.
     pub(super) fn sync_deleted_snapshot(&mut self, s: &VolumeSnapshot) {
         let holds = |f| s.metadata.has_finalizer(f);
-        if !holds(FINALIZER_SNAPSHOT_AS_SOURCE) && !holds(FINALIZER_SNAPSHOT_BOUND) {
+        if !holds(FINALIZER_SNAPSHOT_AS_SOURCE)
+            && !holds(FINALIZER_SNAPSHOT_BOUND)
+            && !holds(FINALIZER_SNAPSHOT_IN_GROUP)
+        {
             return;
         }
+        // A member goes with its group (while the group is being deleted),
+        // not alone.
+        if let Some(group) = super::group::group_of(s)
+            && self
+                .cache
+                .find(Kind::VolumeGroupSnapshot, &s.metadata.namespace, group)
+                .is_some_and(|g| !g.meta().deleting())
+        {
+            let msg = format!(
+                "deletion of the individual volume snapshot {}/{} is not allowed as it belongs to group snapshot {}/{group}. Deleting the group snapshot will trigger the deletion of all the individual volume snapshots that are part of the group.",
+                s.metadata.namespace, s.metadata.name, s.metadata.namespace
+            );
+            return self.event(s, false, reason::SNAPSHOT_DELETE_PENDING, msg);
+        }
+        let member = super::group::group_of(s).is_some();
         let name = match s.bound_content() {
             Some(n) => n.to_string(),
+            // A member not yet bound: its content is named after it.
+            None if member => s.metadata.name.replacen("snapshot-", "snapcontent-", 1),
             None if s.spec.source.persistent_volume_claim_name.is_some() => {
                 snapshot_content_name(&s.metadata.uid)
             }
             None => String::new(),
         };
-        let content = self.content(&name).filter(|c| refers_to(c, s));
+        let content = self.content(&name).filter(|c| {
+            let r = &c.spec.volume_snapshot_ref;
+            refers_to(c, s)
+                || (member
+                    && r.uid.is_empty()
+                    && r.name == s.metadata.name
+                    && r.namespace == s.metadata.namespace)
+        });
         if content.is_some() && self.restoring(s) {
             // The restoring claim's next change looks again.
             self.event(
@@ -62,6 +89,7 @@ impl SnapshotController {
         // The bound finalizer stays until the content is gone.
         let mut next = s.clone();
         next.metadata.remove_finalizer(FINALIZER_SNAPSHOT_AS_SOURCE);
+        next.metadata.remove_finalizer(FINALIZER_SNAPSHOT_IN_GROUP);
         if !(content.is_some() && delete_content) {
             next.metadata.remove_finalizer(FINALIZER_SNAPSHOT_BOUND);
         }
@@ -72,7 +100,7 @@ impl SnapshotController {
 
     /// A Pending claim is being restored from this snapshot
     /// (isVolumeBeingCreatedFromSnapshot).
-    fn restoring(&self, s: &VolumeSnapshot) -> bool {
+    pub(super) fn restoring(&self, s: &VolumeSnapshot) -> bool {
         self.cache
             .of_kind(Kind::PersistentVolumeClaim)
             .any(|o| match o {
