@@ -234,6 +234,19 @@ pub struct TypedLocalObjectReference {
     pub name: String,
 }
 
+/// A claim's `dataSourceRef`: like `dataSource`, and may name another
+/// namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypedObjectReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_group: Option<String>,
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PvcSpec {
@@ -251,6 +264,8 @@ pub struct PvcSpec {
     pub selector: Option<LabelSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_source: Option<TypedLocalObjectReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_source_ref: Option<TypedObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_attributes_class_name: Option<String>,
 }
@@ -357,6 +372,41 @@ impl PersistentVolumeClaim {
 
     pub fn phase(&self) -> PvcPhase {
         self.status.phase.clone().unwrap_or(PvcPhase::Pending)
+    }
+
+    /// What the claim is filled from, as external-provisioner reads it:
+    /// `dataSource`, else a `dataSourceRef` in the claim's own namespace.
+    pub fn data_source(&self) -> Option<TypedLocalObjectReference> {
+        if let Some(ds) = &self.spec.data_source {
+            return Some(ds.clone());
+        }
+        let r = self.spec.data_source_ref.as_ref()?;
+        if r.namespace
+            .as_deref()
+            .is_some_and(|ns| !ns.is_empty() && ns != self.metadata.namespace)
+        {
+            return None;
+        }
+        Some(TypedLocalObjectReference {
+            api_group: r.api_group.clone(),
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+        })
+    }
+
+    /// A `dataSourceRef` naming another namespace (the
+    /// CrossNamespaceVolumeDataSource feature, which volplane does not
+    /// serve), when no `dataSource` is set.
+    pub fn cross_namespace_source(&self) -> Option<&str> {
+        if self.spec.data_source.is_some() {
+            return None;
+        }
+        self.spec
+            .data_source_ref
+            .as_ref()?
+            .namespace
+            .as_deref()
+            .filter(|ns| !ns.is_empty() && *ns != self.metadata.namespace)
     }
 
     pub fn condition(&self, type_: &str) -> Option<&PvcCondition> {

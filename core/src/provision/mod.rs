@@ -303,11 +303,9 @@ impl Provisioner {
                     .cache
                     .of_kind(Kind::PersistentVolumeClaim)
                     .filter(|c| match c {
-                        Object::Pvc(c) => c
-                            .spec
-                            .data_source
-                            .as_ref()
-                            .is_some_and(|d| d.kind == "VolumeSnapshot"),
+                        Object::Pvc(c) => {
+                            c.data_source().is_some_and(|d| d.kind == "VolumeSnapshot")
+                        }
                         _ => false,
                     })
                     .map(Object::key)
@@ -430,7 +428,16 @@ impl Provisioner {
         if class.binding_mode() == BindingMode::WaitForFirstConsumer && selected.is_empty() {
             return;
         }
-        if let Some(ds) = &claim.spec.data_source
+        if claim.cross_namespace_source().is_some() {
+            self.event(Event::warning(
+                key.clone(),
+                reason::PROVISIONING_FAILED,
+                "dataSourceRef namespace specified but the CrossNamespaceVolumeDataSource feature is disabled",
+            ));
+            self.backoff.fail(uid, self.now);
+            return;
+        }
+        if let Some(ds) = claim.data_source()
             && !matches!(ds.kind.as_str(), "VolumeSnapshot" | "PersistentVolumeClaim")
         {
             // B1.8: an external populator's business.
@@ -445,12 +452,8 @@ impl Provisioner {
         }
         // A restore waits for its snapshot: the snapshot's (or its
         // content's) next change looks again, no timer needed.
-        if let Some(ds) = claim
-            .spec
-            .data_source
-            .as_ref()
-            .filter(|d| d.kind == "VolumeSnapshot")
-            && let Err(msg) = self.snapshot_source(&claim, &class, ds)
+        if let Some(ds) = claim.data_source().filter(|d| d.kind == "VolumeSnapshot")
+            && let Err(msg) = self.snapshot_source(&claim, &class, &ds)
         {
             self.event(Event::warning(
                 key.clone(),
@@ -580,23 +583,18 @@ impl Provisioner {
         match result {
             Ok(Response::Volume(v)) => {
                 let requested = p.request.capacity.required_bytes;
+                // B3.2: too small, or not filled from the source asked
+                // for: the volume is deleted (even if the claim goes
+                // meanwhile) and provisioning retried.
                 if v.capacity_bytes != 0 && v.capacity_bytes < requested {
-                    // B3.2: too small; the volume is deleted (even if the
-                    // claim goes meanwhile) and provisioning retried.
-                    self.event(Event::warning(
-                        p.claim.clone(),
-                        reason::PROVISIONING_FAILED,
-                        format!(
-                            "failed to provision volume with StorageClass {:?}: created volume capacity {} less than requested capacity {requested}",
-                            p.class.metadata.name, v.capacity_bytes
-                        ),
-                    ));
-                    let mut p = p;
-                    p.orphan = Some(v.volume_id.clone());
-                    p.background = true;
-                    self.provisioning.insert(uid.to_string(), p.clone());
-                    self.call_cleanup(&p, &v.volume_id);
-                    return;
+                    let why = format!(
+                        "created volume capacity {} less than requested capacity {requested}",
+                        v.capacity_bytes
+                    );
+                    return self.discard(p, &v.volume_id, &why);
+                }
+                if p.request.content_source.is_some() && v.content_source.is_none() {
+                    return self.discard(p, &v.volume_id, "volume content source missing");
                 }
                 let pv = self.build_pv(&p, claim.as_ref(), &v);
                 self.issue(
@@ -619,6 +617,23 @@ impl Provisioner {
             }
             Err(e) => self.create_failed(&p, claim.as_ref(), e),
         }
+    }
+
+    /// A volume the driver made that does not do (B3.2): deleted before
+    /// the claim is provisioned again.
+    fn discard(&mut self, mut p: Provisioning, volume_id: &str, why: &str) {
+        self.event(Event::warning(
+            p.claim.clone(),
+            reason::PROVISIONING_FAILED,
+            format!(
+                "failed to provision volume with StorageClass {:?}: {why}",
+                p.class.metadata.name
+            ),
+        ));
+        p.orphan = Some(volume_id.to_string());
+        p.background = true;
+        self.provisioning.insert(p.uid.clone(), p.clone());
+        self.call_cleanup(&p, volume_id);
     }
 
     fn create_failed(

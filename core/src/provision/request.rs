@@ -73,7 +73,7 @@ impl Provisioner {
                 access_mode: m,
             })
             .collect();
-        let content_source = match &claim.spec.data_source {
+        let content_source = match &claim.data_source() {
             None => None,
             Some(ds) if ds.kind == "PersistentVolumeClaim" => {
                 Some(self.clone_source(claim, class, &ds.name)?)

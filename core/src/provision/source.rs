@@ -26,7 +26,7 @@ fn protection(kind: Kind) -> Option<&'static str> {
 /// The object a claim copies: a claim of the core group or a
 /// VolumeSnapshot, in the claim's namespace.
 pub(super) fn source_key(claim: &PersistentVolumeClaim) -> Option<ObjectKey> {
-    let ds = claim.spec.data_source.as_ref()?;
+    let ds = claim.data_source()?;
     let group = ds.api_group.as_deref().unwrap_or("");
     let kind = match ds.kind.as_str() {
         "PersistentVolumeClaim" if group.is_empty() => Kind::PersistentVolumeClaim,

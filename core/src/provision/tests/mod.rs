@@ -14,7 +14,7 @@ fn rig() -> Rig<Provisioner> {
             capacity_bytes: c.capacity.required_bytes,
             volume_context: [("kind".to_string(), "block".to_string())].into(),
             accessible_topology: vec![],
-            content_source: None,
+            content_source: c.content_source.clone(),
         })),
         Request::DeleteVolume(_) => Ok(Response::Empty),
         other => Err(Status::unimplemented(other.method())),
@@ -29,7 +29,7 @@ fn created(c: &driver::CreateVolume) -> crate::control::CsiResult {
         capacity_bytes: c.capacity.required_bytes,
         volume_context: Default::default(),
         accessible_topology: vec![],
-        content_source: None,
+        content_source: c.content_source.clone(),
     }))
 }
 

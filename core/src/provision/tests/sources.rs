@@ -426,3 +426,85 @@ fn b5_6_a_snapshot_being_deleted_without_the_hold_is_not_restored() {
         [names::FINALIZER_SNAPSHOT_BOUND]
     );
 }
+
+#[test]
+fn b2_a_data_source_ref_restores_as_a_data_source_does_and_another_namespace_is_refused() {
+    let mut r = snapshot_rig();
+    ready_snapshot(&mut r, 1 << 30);
+    let mut c = claim("by-ref");
+    c.spec.data_source_ref = Some(TypedObjectReference {
+        api_group: Some("snapshot.storage.k8s.io".into()),
+        kind: "VolumeSnapshot".into(),
+        name: "s1".into(),
+        namespace: None,
+    });
+    r.create(Object::Pvc(c));
+    assert_eq!(
+        creates(&r)[0].content_source,
+        Some(driver::ContentSource::Snapshot("snap-h".into()))
+    );
+    assert_eq!(
+        finalizers(&r, Kind::VolumeSnapshot, "s1"),
+        Vec::<String>::new(),
+        "held while restored, released once its volume is made"
+    );
+    let mut c = claim("elsewhere");
+    c.spec.data_source_ref = Some(TypedObjectReference {
+        api_group: Some("snapshot.storage.k8s.io".into()),
+        kind: "VolumeSnapshot".into(),
+        name: "s1".into(),
+        namespace: Some("other".into()),
+    });
+    r.create(Object::Pvc(c));
+    assert_eq!(creates(&r).len(), 1);
+    assert!(failures(&r).iter().any(|m| *m
+        == "dataSourceRef namespace specified but the CrossNamespaceVolumeDataSource feature is disabled"));
+}
+
+#[test]
+fn b3_2_a_clone_the_driver_did_not_fill_from_its_source_is_deleted_and_tried_again() {
+    let mut r = rig();
+    let filled = Rc::new(Cell::new(false));
+    let f = filled.clone();
+    r.answer_csi(move |call| match call {
+        Request::CreateVolume(c) => Ok(Response::Volume(driver::Volume {
+            volume_id: format!("vol-{}", c.name),
+            capacity_bytes: c.capacity.required_bytes,
+            volume_context: Default::default(),
+            accessible_topology: vec![],
+            content_source: if f.get() {
+                c.content_source.clone()
+            } else {
+                None
+            },
+        })),
+        Request::DeleteVolume(_) => Ok(Response::Empty),
+        other => Err(Status::unimplemented(other.method())),
+    });
+    class(&mut r, &[]);
+    bound_source(&mut r, VolumeMode::Filesystem);
+    let Object::Pvc(copy) = r.create(Object::Pvc(cloning("copy"))) else {
+        unreachable!()
+    };
+    let pv_name = format!("pvc-{}", copy.metadata.uid);
+    assert!(pv(&r, &pv_name).is_none());
+    assert!(
+        failures(&r)
+            .iter()
+            .any(|m| m.ends_with(": volume content source missing")),
+        "{:?}",
+        failures(&r)
+    );
+    let deleted: Vec<&str> = r
+        .csi_calls
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Request::DeleteVolume(d) => Some(d.volume_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, [format!("vol-{pv_name}")]);
+    filled.set(true);
+    r.advance(5_000);
+    assert!(pv(&r, &pv_name).is_some());
+}
