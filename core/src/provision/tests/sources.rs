@@ -457,8 +457,9 @@ fn b2_a_data_source_ref_restores_as_a_data_source_does_and_another_namespace_is_
     });
     r.create(Object::Pvc(c));
     assert_eq!(creates(&r).len(), 1);
-    assert!(failures(&r).iter().any(|m| *m
-        == "dataSourceRef namespace specified but the CrossNamespaceVolumeDataSource feature is disabled"));
+    assert!(failures(&r).contains(
+        &"dataSourceRef namespace specified but the CrossNamespaceVolumeDataSource feature is disabled"
+    ));
 }
 
 #[test]
