@@ -155,14 +155,17 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let host = Host::new([&args.kubelet_dir, &volumes_dir])
         .map_err(|e| ServeError::Setup(format!("cannot use the configured directories: {e}")))?;
     let state_name = if config.controller && config.node {
-        "state.json".to_string()
+        "state".to_string()
     } else if config.controller {
-        "controller-state.json".to_string()
+        "controller-state".to_string()
     } else {
-        format!("node-{}-state.json", config.node_id)
+        format!("node-{}-state", config.node_id)
     };
     let pump = PumpConfig {
-        state_file: Some(StateFile::new(args.state_dir.join(state_name))),
+        state_store: Some(args.state_dir.join(format!("{state_name}.redb"))),
+        legacy_state_file: Some(StateFile::new(
+            args.state_dir.join(format!("{state_name}.json")),
+        )),
         metrics: args.http_endpoint.as_ref().map(|_| Metrics::new()),
     };
     tracing::info!(

@@ -16,6 +16,7 @@ mod files;
 mod fs;
 pub mod loopdev;
 mod mounts;
+pub mod records;
 pub mod state_file;
 
 use std::ffi::OsStr;

@@ -13,6 +13,8 @@ use futures::{Future, FutureExt};
 use volplane_core::driver::{Driver, DriverState, Input, Outcome, Request, Response};
 use volplane_core::machine::Machine;
 use volplane_core::{Code, OpId, Status};
+use volplane_core::driver::state::Change;
+use volplane_host::records::RecordStore;
 use volplane_host::state_file::StateFile;
 use volplane_sync::core::{Answer, PumpCore, Work};
 use volplane_sync::mailbox;
@@ -37,8 +39,12 @@ pub enum PumpError {
 /// How the pump runs.
 #[derive(Debug, Clone, Default)]
 pub struct PumpConfig {
-    /// Where the driver state lives; `None` keeps it in memory only.
-    pub state_file: Option<StateFile>,
+    /// Where the driver state lives (a record store); `None` keeps it in
+    /// memory only.
+    pub state_store: Option<std::path::PathBuf>,
+    /// A whole-state JSON file an earlier volplane wrote: imported into the
+    /// store once (when the store is empty), then renamed `*.imported`.
+    pub legacy_state_file: Option<StateFile>,
     /// Where served calls are counted (`--http-endpoint`), if anywhere.
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
@@ -66,7 +72,8 @@ pub struct Pump<B> {
     core: PumpCore,
     backend: Arc<B>,
     host: NodeHost,
-    config: PumpConfig,
+    /// Where persists are written (`None`: memory only).
+    store: Option<Arc<RecordStore>>,
     rx: mailbox::Receiver<(Request, Reply)>,
     running: FuturesUnordered<Running>,
     closed: bool,
@@ -81,19 +88,49 @@ impl<B> std::fmt::Debug for Pump<B> {
     }
 }
 
-/// Loads persisted driver state (empty when there is none).
-pub fn load_state(file: Option<&StateFile>) -> Result<DriverState, PumpError> {
-    let Some(file) = file else {
-        return Ok(DriverState::default());
+/// Loads persisted driver state (empty when there is none), from the
+/// record store, importing a legacy state file into it first if the store
+/// is empty.
+pub fn load_state(
+    config: &PumpConfig,
+) -> Result<(DriverState, Option<Arc<RecordStore>>), PumpError> {
+    let Some(path) = &config.state_store else {
+        return Ok((DriverState::default(), None));
     };
-    let restore = |reason: String| PumpError::Restore {
-        path: file.path().display().to_string(),
+    let restore = |path: &std::path::Path, reason: String| PumpError::Restore {
+        path: path.display().to_string(),
         reason,
     };
-    match file.load().map_err(|e| restore(e.to_string()))? {
-        None => Ok(DriverState::default()),
-        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| restore(e.to_string())),
+    let store = RecordStore::open(path).map_err(|e| restore(path, e.to_string()))?;
+    let records = store.load().map_err(|e| restore(path, e.to_string()))?;
+    if records.is_empty()
+        && let Some(file) = &config.legacy_state_file
+        && let Some(bytes) = file.load().map_err(|e| restore(file.path(), e.to_string()))?
+    {
+        let mut state: DriverState =
+            serde_json::from_slice(&bytes).map_err(|e| restore(file.path(), e.to_string()))?;
+        state.touch_all();
+        store
+            .commit(&state.take_changes())
+            .map_err(|e| restore(path, e.to_string()))?;
+        let imported = file.path().with_extension("json.imported");
+        std::fs::rename(file.path(), &imported)
+            .map_err(|e| restore(file.path(), format!("imported, but cannot rename it: {e}")))?;
+        tracing::info!(
+            from = %file.path().display(),
+            into = %path.display(),
+            kept_as = %imported.display(),
+            "imported the driver state of an earlier volplane"
+        );
+        return Ok((state, Some(Arc::new(store))));
     }
+    let state = DriverState::from_records(
+        records
+            .iter()
+            .map(|(t, k, v)| (*t, k.as_str(), v.as_slice())),
+    )
+    .map_err(|e| restore(path, e))?;
+    Ok((state, Some(Arc::new(store))))
 }
 
 enum Event {
@@ -112,7 +149,7 @@ impl<B: Backend> Pump<B> {
         host: NodeHost,
         config: PumpConfig,
     ) -> Result<(Pump<B>, PumpHandle), PumpError> {
-        let state = load_state(config.state_file.as_ref())?;
+        let (state, store) = load_state(&config)?;
         let recovering = state.in_flight.len();
         let mut driver = Driver::new(machine_config, state);
         if recovering > 0 {
@@ -130,7 +167,7 @@ impl<B: Backend> Pump<B> {
                 core: PumpCore::new(driver),
                 backend,
                 host,
-                config,
+                store,
                 rx,
                 running: FuturesUnordered::new(),
                 closed: false,
@@ -196,8 +233,8 @@ impl<B: Backend> Pump<B> {
             }
             for w in work {
                 match w {
-                    Work::Persist { op } => {
-                        let result = self.persist().await;
+                    Work::Persist { op, changes } => {
+                        let result = self.persist(changes).await;
                         if let Err(e) = &result {
                             tracing::error!(error = %e, "requests fail until the driver state can be written");
                         }
@@ -218,14 +255,12 @@ impl<B: Backend> Pump<B> {
 
     /// Writes the state; the error says where and why, for the log and the
     /// requests that fail because of it.
-    async fn persist(&mut self) -> Result<(), String> {
-        let Some(file) = self.config.state_file.clone() else {
+    async fn persist(&mut self, changes: Vec<Change>) -> Result<(), String> {
+        let Some(store) = self.store.clone() else {
             return Ok(());
         };
-        let bytes = serde_json::to_vec_pretty(self.core.driver().state())
-            .map_err(|e| format!("cannot encode the driver state: {e}"))?;
-        let path = file.path().display().to_string();
-        match unblock(&**self.host.pool(), move || file.store(&bytes)).await {
+        let path = store.path().display().to_string();
+        match unblock(&**self.host.pool(), move || store.commit(&changes)).await {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => Err(format!("cannot write {path}: {e}")),
             None => Err(format!("cannot write {path}: the driver is shutting down")),

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use volplane_core::driver::state::Change;
 use volplane_core::driver::{Driver, Effect, Input, Outcome, Plan, Request, Response, RpcId};
 use volplane_core::machine::{self, Machine};
 use volplane_core::{OpId, Status, Tick};
@@ -17,9 +18,10 @@ pub type Answer = Result<Response, Status>;
 /// What the pump must do for the machine, in this order.
 #[derive(Debug)]
 pub enum Work {
-    /// Persist the machine's state as it is now, then hand the outcome to
-    /// [`PumpCore::persisted`]; the machine says nothing more until then.
-    Persist { op: OpId },
+    /// Write `changes` (the records changed since the last persist) in one
+    /// transaction, then hand the outcome to [`PumpCore::persisted`]; the
+    /// machine says nothing more until then.
+    Persist { op: OpId, changes: Vec<Change> },
     /// Carry out `plan` and hand its outcome to [`PumpCore::complete`].
     Execute { op: OpId, plan: Plan },
 }
@@ -72,7 +74,7 @@ impl PumpCore {
         let mut work = Vec::new();
         let waiting = &mut self.waiting;
         let mut carry = |_: &Driver, _, effect, _: &mut VecDeque<Input>| match effect {
-            Effect::Persist { op } => work.push(Work::Persist { op }),
+            Effect::Persist { op, changes } => work.push(Work::Persist { op, changes }),
             Effect::Execute { op, plan } => work.push(Work::Execute { op, plan }),
             Effect::Reply { rpc, result } => {
                 if let Some(tx) = waiting.remove(&rpc) {

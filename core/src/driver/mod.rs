@@ -32,6 +32,7 @@ pub mod plan;
 pub mod request;
 mod snapshot;
 pub mod state;
+pub mod tracked;
 pub mod types;
 
 #[cfg(test)]
@@ -221,11 +222,12 @@ pub enum Input {
 // The fields of one-line variants are named in the variant's doc.
 #[allow(missing_docs)]
 pub enum Effect {
-    /// Write [`Driver::state`] durably, then report [`Input::Persisted`].
-    /// Nothing more is polled until then: no plan runs before it is
-    /// recorded, and no answer leaves before what it acknowledges is durable.
-    /// `op` is named again in the completion.
-    Persist { op: OpId },
+    /// Write `changes` durably, all or none (one transaction: the records
+    /// of [`Driver::state`] changed since the last persist), then report
+    /// [`Input::Persisted`]. Nothing more is polled until then: no plan
+    /// runs before it is recorded, and no answer leaves before what it
+    /// acknowledges is durable. `op` is named again in the completion.
+    Persist { op: OpId, changes: Vec<state::Change> },
     /// Carry out `plan` and report [`Input::Done`] with `op`.
     Execute { op: OpId, plan: Plan },
     /// Answer request `rpc`.
@@ -255,6 +257,9 @@ pub struct Driver {
     dirty: bool,
     /// The persist in flight, and how many queued effects it covers.
     persisting: Option<(OpId, usize)>,
+    /// The records the persist in flight writes: written again by the next
+    /// one if it fails.
+    writing: Vec<(&'static str, String)>,
     /// Queued effects whose persist completed: they may leave.
     releasable: usize,
     /// The last persist failed: persist again only when something waits.
@@ -292,6 +297,7 @@ impl Driver {
             queries: BTreeMap::new(),
             dirty: false,
             persisting: None,
+            writing: Vec::new(),
             releasable: 0,
             persist_failed: false,
             persists: 0,
@@ -335,6 +341,7 @@ impl Driver {
             return;
         }
         self.persisting = None;
+        let written = std::mem::take(&mut self.writing);
         let reason = match result {
             Ok(()) => {
                 self.persist_failed = false;
@@ -344,7 +351,9 @@ impl Driver {
             Err(reason) => reason,
         };
         // Nothing covered may be acknowledged: plans not yet run are
-        // dropped and their requests failed, answers become failures.
+        // dropped and their requests failed, answers become failures. What
+        // was to be written is written by the next persist.
+        self.state.retouch(written);
         self.persist_failed = true;
         self.dirty = true;
         let status = Status::new(
@@ -673,7 +682,9 @@ impl crate::machine::Machine for Driver {
             self.persists += 1;
             let op = OpId(self.persists);
             self.persisting = Some((op, self.queue.len()));
-            return Some(Effect::Persist { op });
+            let changes = self.state.take_changes();
+            self.writing = changes.iter().map(|c| (c.table, c.key.clone())).collect();
+            return Some(Effect::Persist { op, changes });
         }
         if self.dirty {
             return None;

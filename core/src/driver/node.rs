@@ -100,7 +100,7 @@ impl Driver {
         {
             return reject(e);
         }
-        let nv = self.state.node.entry(r.volume_id.clone()).or_default();
+        let nv = self.state.node.entry_or_default(r.volume_id.clone());
         if let Some(s) = &nv.stage {
             if s.staging_path != staging || s.capability != r.capability {
                 return reject(Status::already_exists(format!(
@@ -137,7 +137,7 @@ impl Driver {
         p: &StagePlan,
         result: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
-        let nv = self.state.node.entry(p.volume_id.clone()).or_default();
+        let nv = self.state.node.entry_or_default(p.volume_id.clone());
         match result {
             Ok(_) => {
                 if let Some(s) = nv.stage.as_mut() {
@@ -261,7 +261,7 @@ impl Driver {
                 )));
             }
         }
-        let nv = self.state.node.entry(r.volume_id.clone()).or_default();
+        let nv = self.state.node.entry_or_default(r.volume_id.clone());
         if let Some(t) = nv.targets.get(&target) {
             if t.capability != r.capability || t.readonly != r.readonly || t.staging_path != staging
             {
@@ -319,7 +319,7 @@ impl Driver {
         p: &PublishPlan,
         result: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
-        let nv = self.state.node.entry(p.volume_id.clone()).or_default();
+        let nv = self.state.node.entry_or_default(p.volume_id.clone());
         match result {
             Ok(_) => {
                 if let Some(t) = nv.targets.get_mut(&p.target_path) {

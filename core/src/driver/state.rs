@@ -1,10 +1,12 @@
-//! The driver machine's state: plain data, persisted after every change.
+//! The driver machine's state: plain data, persisted after every change
+//! as the records that changed (one per volume, snapshot, operation…).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::plan::Plan;
+use super::tracked::Tracked;
 use super::types::*;
 use crate::OpId;
 
@@ -12,28 +14,28 @@ use crate::OpId;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DriverState {
     /// Volumes by id (controller side).
-    pub volumes: BTreeMap<String, VolumeRecord>,
+    pub volumes: Tracked<String, VolumeRecord>,
     /// CreateVolume names to volume ids.
-    pub names: BTreeMap<String, String>,
+    pub names: Tracked<String, String>,
     /// Volumes present on this node (node side), by id.
-    pub node: BTreeMap<String, NodeVolume>,
+    pub node: Tracked<String, NodeVolume>,
     /// Operations handed to the adapter and not yet completed. Recorded before
     /// the adapter sees them; carried out again after a restart.
-    pub in_flight: BTreeMap<OpId, InFlight>,
+    pub in_flight: Tracked<OpId, InFlight>,
     /// The next operation id (persisted, so ids are never reused).
     pub next_op: u64,
     /// Snapshots by id.
     #[serde(default)]
-    pub snapshots: BTreeMap<String, SnapshotRecord>,
+    pub snapshots: Tracked<String, SnapshotRecord>,
     /// CreateSnapshot names to snapshot ids (members of a group have none).
     #[serde(default)]
-    pub snapshot_names: BTreeMap<String, String>,
+    pub snapshot_names: Tracked<String, String>,
     /// Group snapshots by id.
     #[serde(default)]
-    pub groups: BTreeMap<String, GroupRecord>,
+    pub groups: Tracked<String, GroupRecord>,
     /// CreateVolumeGroupSnapshot names to group ids.
     #[serde(default)]
-    pub group_names: BTreeMap<String, String>,
+    pub group_names: Tracked<String, String>,
 }
 
 /// A group snapshot the controller cut. Its members are in
@@ -151,7 +153,151 @@ pub struct InFlight {
     pub rpc: Option<u64>,
 }
 
+/// One record a persist writes: `value` is its JSON, `None` when it was
+/// removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The table (one of [`TABLES`]).
+    pub table: &'static str,
+    /// The record's key in its table.
+    pub key: String,
+    /// The record's JSON; `None`: removed.
+    pub value: Option<Vec<u8>>,
+}
+
+/// The state's tables, by the names the record store gives them; `meta`
+/// holds the next operation id.
+pub const TABLES: [&str; 9] = [
+    "volumes",
+    "names",
+    "node",
+    "in_flight",
+    "snapshots",
+    "snapshot_names",
+    "groups",
+    "group_names",
+    "meta",
+];
+
+/// Runs `$body` with `$t` bound to each table field and `$name` to its name.
+macro_rules! each_table {
+    ($state:expr, |$name:ident, $t:ident| $body:expr) => {{
+        {
+            let ($name, $t) = ("volumes", &mut $state.volumes);
+            $body
+        }
+        {
+            let ($name, $t) = ("names", &mut $state.names);
+            $body
+        }
+        {
+            let ($name, $t) = ("node", &mut $state.node);
+            $body
+        }
+        {
+            let ($name, $t) = ("in_flight", &mut $state.in_flight);
+            $body
+        }
+        {
+            let ($name, $t) = ("snapshots", &mut $state.snapshots);
+            $body
+        }
+        {
+            let ($name, $t) = ("snapshot_names", &mut $state.snapshot_names);
+            $body
+        }
+        {
+            let ($name, $t) = ("groups", &mut $state.groups);
+            $body
+        }
+        {
+            let ($name, $t) = ("group_names", &mut $state.group_names);
+            $body
+        }
+    }};
+}
+
 impl DriverState {
+    /// The records changed since the last call (the next operation id
+    /// always among them), forgotten here: write them, or
+    /// [`retouch`](Self::retouch) them when the write fails.
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        let mut out = Vec::new();
+        each_table!(self, |name, t| {
+            for (key, value) in t.changes() {
+                out.push(Change {
+                    table: name,
+                    key,
+                    value,
+                });
+            }
+        });
+        out.push(Change {
+            table: "meta",
+            key: "next_op".into(),
+            value: Some(self.next_op.to_string().into_bytes()),
+        });
+        out
+    }
+
+    /// Marks the records `(table, key)` to be written again (their write
+    /// failed).
+    pub fn retouch(&mut self, records: Vec<(&'static str, String)>) {
+        each_table!(self, |name, t| {
+            t.retouch(
+                records
+                    .iter()
+                    .filter(|(table, _)| *table == name)
+                    .filter_map(|(_, key)| super::tracked::RecordKey::decode(key)),
+            );
+        });
+    }
+
+    /// Marks every record changed: the whole state is written next (an
+    /// imported state).
+    pub fn touch_all(&mut self) {
+        each_table!(self, |_name, t| t.touch_all());
+    }
+
+    /// How many records wait to be written.
+    pub fn pending_records(&self) -> usize {
+        self.volumes.pending()
+            + self.names.pending()
+            + self.node.pending()
+            + self.in_flight.pending()
+            + self.snapshots.pending()
+            + self.snapshot_names.pending()
+            + self.groups.pending()
+            + self.group_names.pending()
+    }
+
+    /// The state the stored records describe: `(table, key, record)`.
+    pub fn from_records<'a>(
+        records: impl IntoIterator<Item = (&'a str, &'a str, &'a [u8])>,
+    ) -> Result<DriverState, String> {
+        let mut state = DriverState::default();
+        for (table, key, bytes) in records {
+            let mut found = false;
+            let mut result = Ok(());
+            each_table!(state, |name, t| {
+                if name == table {
+                    found = true;
+                    result = t.load(key, bytes);
+                }
+            });
+            result.map_err(|e| format!("table {table}: {e}"))?;
+            if table == "meta" && key == "next_op" {
+                let text = std::str::from_utf8(bytes).unwrap_or("");
+                state.next_op = text
+                    .parse()
+                    .map_err(|_| format!("meta next_op {text:?} is not a number"))?;
+            } else if !found {
+                return Err(format!("record {key:?} of an unknown table {table:?}"));
+            }
+        }
+        Ok(state)
+    }
+
     /// True when an operation holding `key` is in flight.
     pub fn busy(&self, key: &str) -> bool {
         self.in_flight.values().any(|f| f.key == key)

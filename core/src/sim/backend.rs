@@ -281,7 +281,9 @@ pub fn allowed_errors(call: &CsiCall) -> &'static [Code] {
 pub struct DriverProcess {
     /// The driver machine, as this process has it.
     pub machine: Driver,
-    persisted: DriverState,
+    /// The records it persisted, as a record store keeps them:
+    /// (table, key) → JSON. A restart reads the state back from them.
+    persisted: BTreeMap<(&'static str, String), Vec<u8>>,
 }
 
 fn config(node: &str, controller: bool, plant: Planted) -> DriverConfig {
@@ -298,7 +300,7 @@ impl DriverProcess {
     pub fn new(node: &str, controller: bool, plant: Planted) -> DriverProcess {
         DriverProcess {
             machine: Driver::new(config(node, controller, plant), DriverState::default()),
-            persisted: DriverState::default(),
+            persisted: BTreeMap::new(),
         }
     }
 
@@ -306,7 +308,12 @@ impl DriverProcess {
     /// the planted mistake forgets it).
     fn restart(&mut self, storage: &mut Storage, node: Option<&str>, now: Tick) {
         let c = self.machine.config().clone();
-        self.machine = Driver::new(c, self.persisted.clone());
+        let records = self
+            .persisted
+            .iter()
+            .map(|((t, k), v)| (*t, k.as_str(), v.as_slice()));
+        let state = DriverState::from_records(records).expect("the sim's records load");
+        self.machine = Driver::new(c, state);
         self.drain(storage, node, now, None);
     }
 
@@ -339,8 +346,27 @@ impl DriverProcess {
                 return;
             }
             match e {
-                driver::Effect::Persist { op } => {
-                    *persisted = d.state().clone();
+                driver::Effect::Persist { op, changes } => {
+                    for c in changes {
+                        match c.value {
+                            Some(v) => persisted.insert((c.table, c.key), v),
+                            None => persisted.remove(&(c.table, c.key)),
+                        };
+                    }
+                    // What the records hold is what the state persists
+                    // (fields not persisted aside).
+                    #[cfg(debug_assertions)]
+                    {
+                        let replayed = DriverState::from_records(
+                            persisted.iter().map(|((t, k), v)| (*t, k.as_str(), v.as_slice())),
+                        )
+                        .expect("the records load");
+                        assert_eq!(
+                            serde_json::to_value(&replayed).unwrap(),
+                            serde_json::to_value(d.state()).unwrap(),
+                            "the journal holds the state"
+                        );
+                    }
                     done.push_back(driver::Input::Persisted { op, result: Ok(()) });
                 }
                 driver::Effect::Execute { op, plan } => {

@@ -133,7 +133,7 @@ impl Harness {
     fn drain(&mut self) -> Vec<Effect> {
         let mut out = Vec::new();
         let mut carry = |_: &Driver, _, e: Effect, done: &mut VecDeque<Input>| {
-            if let Effect::Persist { op } = e {
+            if let Effect::Persist { op, .. } = e {
                 done.push_back(Input::Persisted { op, result: Ok(()) });
             }
             out.push(e);

@@ -18,7 +18,7 @@ fn a_failed_persist_fails_the_request_and_runs_nothing() {
             request: stage("v"),
         },
     );
-    let [Effect::Persist { op }] = polled(&mut h.d)[..] else {
+    let [Effect::Persist { op, .. }] = polled(&mut h.d)[..] else {
         panic!("write-ahead: only the persist leaves first")
     };
     h.d.handle(
@@ -67,7 +67,7 @@ fn an_answer_waits_for_the_persist_that_makes_it_true() {
             result: Ok(Outcome::Done),
         },
     );
-    let [Effect::Persist { op: persist }] = polled(&mut h.d)[..] else {
+    let [Effect::Persist { op: persist, .. }] = polled(&mut h.d)[..] else {
         panic!("the completion is persisted before it is answered")
     };
     // A repeat arrives while that persist is in flight: its answer rests

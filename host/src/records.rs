@@ -1,0 +1,144 @@
+//! The driver's durable state as records in an embedded transactional
+//! store (redb: copy-on-write B-trees, checksummed, one fsync per commit):
+//! one record per volume, snapshot, operation…, so a persist writes what
+//! changed, not the whole state. The driver issues one persist at a time,
+//! and every request that arrived meanwhile is in the next one: one commit
+//! (one fsync) covers them all.
+//!
+//! A crash mid-commit leaves the last committed transaction: redb keeps
+//! the previous root until the new one is durable, and checks the new
+//! one's checksum at open.
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use volplane_core::driver::state::{Change, TABLES};
+
+use crate::{HostError, Result};
+
+/// The record store of one driver process.
+#[derive(Debug)]
+pub struct RecordStore {
+    db: Database,
+    path: PathBuf,
+}
+
+fn table(name: &'static str) -> TableDefinition<'static, &'static str, &'static [u8]> {
+    TableDefinition::new(name)
+}
+
+impl RecordStore {
+    /// Opens the store at `path`, creating it (and its directory) if
+    /// missing.
+    pub fn open(path: &Path) -> Result<RecordStore> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| HostError::io("create state directory", dir, e))?;
+        }
+        let db = Database::create(path).map_err(|e| failed("open", path, e))?;
+        Ok(RecordStore {
+            db,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Where it lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every record: `(table, key, JSON)`.
+    pub fn load(&self) -> Result<Vec<(&'static str, String, Vec<u8>)>> {
+        let read = self
+            .db
+            .begin_read()
+            .map_err(|e| failed("read", &self.path, e))?;
+        let mut out = Vec::new();
+        for name in TABLES {
+            let t = match read.open_table(table(name)) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => continue,
+                Err(e) => return Err(failed("read", &self.path, e)),
+            };
+            for row in t.iter().map_err(|e| failed("read", &self.path, e))? {
+                let (k, v) = row.map_err(|e| failed("read", &self.path, e))?;
+                out.push((name, k.value().to_string(), v.value().to_vec()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes `changes` in one transaction, durably (fsync) before it
+    /// returns: all of them or, on error, none.
+    pub fn commit(&self, changes: &[Change]) -> Result<()> {
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(|e| failed("write", &self.path, e))?;
+        for c in changes {
+            let mut t = txn
+                .open_table(table(c.table))
+                .map_err(|e| failed("write", &self.path, e))?;
+            match &c.value {
+                Some(v) => t.insert(c.key.as_str(), v.as_slice()).map(|_| ()),
+                None => t.remove(c.key.as_str()).map(|_| ()),
+            }
+            .map_err(|e| failed("write", &self.path, e))?;
+        }
+        txn.commit().map_err(|e| failed("commit", &self.path, e))
+    }
+}
+
+fn failed(op: &'static str, path: &Path, e: impl std::fmt::Display) -> HostError {
+    HostError::io(op, path, std::io::Error::other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use volplane_core::driver::state::DriverState;
+
+    fn put(table: &'static str, key: &str, value: &str) -> Change {
+        Change {
+            table,
+            key: key.into(),
+            value: Some(value.as_bytes().to_vec()),
+        }
+    }
+
+    #[test]
+    fn records_are_written_removed_and_read_back_across_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/driver.redb");
+        let store = RecordStore::open(&path).unwrap();
+        assert!(store.load().unwrap().is_empty());
+        store
+            .commit(&[
+                put("names", "pvc-1", "\"vol-1\""),
+                put("names", "pvc-2", "\"vol-2\""),
+                put("meta", "next_op", "7"),
+            ])
+            .unwrap();
+        store
+            .commit(&[Change {
+                table: "names",
+                key: "pvc-1".into(),
+                value: None,
+            }])
+            .unwrap();
+        drop(store);
+        let store = RecordStore::open(&path).unwrap();
+        let records = store.load().unwrap();
+        let state = DriverState::from_records(
+            records
+                .iter()
+                .map(|(t, k, v)| (*t, k.as_str(), v.as_slice())),
+        )
+        .unwrap();
+        assert_eq!(state.next_op, 7);
+        assert_eq!(
+            state.names.iter().collect::<Vec<_>>(),
+            [(&"pvc-2".to_string(), &"vol-2".to_string())]
+        );
+    }
+}
