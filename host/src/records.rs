@@ -35,7 +35,13 @@ impl RecordStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| HostError::io("create state directory", dir, e))?;
         }
-        let db = Database::create(path).map_err(|e| failed("open", path, e))?;
+        let db = std::panic::catch_unwind(|| Database::create(path))
+            .unwrap_or_else(|_| {
+                Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
+                    "a page fails its check".into(),
+                )))
+            })
+            .map_err(|e| failed("open", path, e))?;
         Ok(RecordStore {
             db,
             path: path.to_path_buf(),
@@ -47,8 +53,21 @@ impl RecordStore {
         &self.path
     }
 
-    /// Every record: `(table, key, JSON)`.
+    /// Every record: `(table, key, JSON)`. A damaged store (redb panics
+    /// on some damage) is an error, never a crash.
     pub fn load(&self) -> Result<Vec<(&'static str, String, Vec<u8>)>> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_all())).unwrap_or_else(
+            |_| {
+                Err(failed(
+                    "read",
+                    &self.path,
+                    "the store is damaged (a page fails its check)",
+                ))
+            },
+        )
+    }
+
+    fn read_all(&self) -> Result<Vec<(&'static str, String, Vec<u8>)>> {
         let read = self
             .db
             .begin_read()
@@ -140,5 +159,40 @@ mod tests {
             state.names.iter().collect::<Vec<_>>(),
             [(&"pvc-2".to_string(), &"vol-2".to_string())]
         );
+    }
+
+    /// A store cut short or garbled (disk damage, not a crash: a crash
+    /// mid-commit leaves the previous commit) is refused with an error
+    /// that names it, never a panic.
+    #[test]
+    fn a_truncated_or_garbled_store_is_refused_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let store = RecordStore::open(&path).unwrap();
+        for i in 0..50 {
+            let c = put(
+                "names",
+                &format!("pvc-{i}"),
+                &format!("\"{}\"", "v".repeat(300)),
+            );
+            store.commit(&[c]).unwrap();
+        }
+        drop(store);
+        let bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        let mut garbled = bytes.clone();
+        for b in &mut garbled[n - 4096..] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&path, &garbled).unwrap();
+        let refused = RecordStore::open(&path).and_then(|s| s.load());
+        let e = refused.expect_err("a garbled store is refused").to_string();
+        assert!(e.contains("s.redb"), "{e}");
+        std::fs::write(&path, &bytes[..n - 4096]).unwrap();
+        let e = RecordStore::open(&path)
+            .and_then(|s| s.load())
+            .expect_err("a truncated store is refused")
+            .to_string();
+        assert!(e.contains("truncated"), "{e}");
     }
 }

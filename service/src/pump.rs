@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::{Future, FutureExt};
+use volplane_core::driver::state::Change;
 use volplane_core::driver::{Driver, DriverState, Input, Outcome, Request, Response};
 use volplane_core::machine::Machine;
 use volplane_core::{Code, OpId, Status};
-use volplane_core::driver::state::Change;
 use volplane_host::records::RecordStore;
 use volplane_host::state_file::StateFile;
 use volplane_sync::core::{Answer, PumpCore, Work};
@@ -105,7 +105,9 @@ pub fn load_state(
     let records = store.load().map_err(|e| restore(path, e.to_string()))?;
     if records.is_empty()
         && let Some(file) = &config.legacy_state_file
-        && let Some(bytes) = file.load().map_err(|e| restore(file.path(), e.to_string()))?
+        && let Some(bytes) = file
+            .load()
+            .map_err(|e| restore(file.path(), e.to_string()))?
     {
         let mut state: DriverState =
             serde_json::from_slice(&bytes).map_err(|e| restore(file.path(), e.to_string()))?;
@@ -265,5 +267,44 @@ impl<B: Backend> Pump<B> {
             Some(Err(e)) => Err(format!("cannot write {path}: {e}")),
             None => Err(format!("cannot write {path}: the driver is shutting down")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_file_of_an_earlier_volplane_is_imported_once_then_kept_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let legacy = dir.path().join("state.json");
+        let mut old = DriverState::default();
+        old.names.insert("pvc-1".into(), "vol-1".into());
+        old.next_op = 42;
+        std::fs::write(&legacy, serde_json::to_vec_pretty(&old).unwrap()).unwrap();
+        let config = PumpConfig {
+            state_store: Some(dir.path().join("state.redb")),
+            legacy_state_file: Some(StateFile::new(&legacy)),
+            metrics: None,
+        };
+        let (state, store) = load_state(&config).unwrap();
+        assert_eq!(state.names.get("pvc-1").map(String::as_str), Some("vol-1"));
+        assert_eq!(state.next_op, 42);
+        assert!(store.is_some());
+        assert!(!legacy.exists(), "moved aside");
+        assert!(dir.path().join("state.json.imported").exists());
+        drop(store);
+        // Next start: from the store alone.
+        let (again, _) = load_state(&config).unwrap();
+        assert_eq!(
+            serde_json::to_value(&again).unwrap(),
+            serde_json::to_value(&state).unwrap()
+        );
+        // A damaged store stops the driver with a message, before anything.
+        std::fs::write(dir.path().join("state.redb"), b"not a store").unwrap();
+        let Err(e) = load_state(&config) else {
+            panic!("a damaged store must not load")
+        };
+        assert!(e.to_string().contains("state.redb"), "{e}");
     }
 }

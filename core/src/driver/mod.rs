@@ -227,7 +227,10 @@ pub enum Effect {
     /// [`Input::Persisted`]. Nothing more is polled until then: no plan
     /// runs before it is recorded, and no answer leaves before what it
     /// acknowledges is durable. `op` is named again in the completion.
-    Persist { op: OpId, changes: Vec<state::Change> },
+    Persist {
+        op: OpId,
+        changes: Vec<state::Change>,
+    },
     /// Carry out `plan` and report [`Input::Done`] with `op`.
     Execute { op: OpId, plan: Plan },
     /// Answer request `rpc`.

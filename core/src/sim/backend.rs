@@ -358,7 +358,9 @@ impl DriverProcess {
                     #[cfg(debug_assertions)]
                     {
                         let replayed = DriverState::from_records(
-                            persisted.iter().map(|((t, k), v)| (*t, k.as_str(), v.as_slice())),
+                            persisted
+                                .iter()
+                                .map(|((t, k), v)| (*t, k.as_str(), v.as_slice())),
                         )
                         .expect("the records load");
                         assert_eq!(

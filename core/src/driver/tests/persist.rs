@@ -121,3 +121,69 @@ fn a_restart_answers_no_request_of_the_last_process() {
         "rpc ids of the last process mean nothing now: {effects:?}"
     );
 }
+
+/// The records of the persists that succeeded, applied in order, replay to
+/// the state — also when a persist in between failed (its records are
+/// written by the next one).
+#[test]
+fn the_records_of_successful_persists_replay_to_the_state_across_a_failed_one() {
+    use std::collections::BTreeMap;
+    let mut h = Harness::new();
+    let mut journal: BTreeMap<(&'static str, String), Vec<u8>> = BTreeMap::new();
+    let replayed = |journal: &BTreeMap<(&'static str, String), Vec<u8>>| {
+        let state = DriverState::from_records(
+            journal
+                .iter()
+                .map(|((t, k), v)| (*t, k.as_str(), v.as_slice())),
+        )
+        .unwrap();
+        serde_json::to_value(&state).unwrap()
+    };
+    for (i, (volume, fail)) in [("a", false), ("b", true), ("c", false), ("b", false)]
+        .into_iter()
+        .enumerate()
+    {
+        h.now += 1;
+        h.d.handle(
+            h.now,
+            Input::Request {
+                rpc: 100 + i as u64,
+                request: stage(volume),
+            },
+        );
+        while let Some(e) = h.d.poll() {
+            match e {
+                Effect::Persist { op, changes } => {
+                    let result = if fail {
+                        Err("EIO".to_string())
+                    } else {
+                        for c in changes {
+                            match c.value {
+                                Some(v) => journal.insert((c.table, c.key), v),
+                                None => journal.remove(&(c.table, c.key)),
+                            };
+                        }
+                        Ok(())
+                    };
+                    h.d.handle(h.now, Input::Persisted { op, result });
+                }
+                Effect::Execute { op, .. } => h.d.handle(
+                    h.now,
+                    Input::Done {
+                        op,
+                        result: Ok(Outcome::Done),
+                    },
+                ),
+                Effect::Reply { .. } => {}
+            }
+        }
+        if !fail {
+            assert_eq!(
+                replayed(&journal),
+                serde_json::to_value(h.d.state()).unwrap(),
+                "after staging {volume}"
+            );
+        }
+    }
+    assert_eq!(h.d.state().node.len(), 3, "a, b and c are staged");
+}
