@@ -347,6 +347,7 @@ impl DriverProcess {
             }
             match e {
                 driver::Effect::Persist { op, changes } => {
+                    let _ = d;
                     for c in changes {
                         match c.value {
                             Some(v) => persisted.insert((c.table, c.key), v),

@@ -10,6 +10,7 @@
 
 mod binder;
 mod phases;
+mod scale;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +47,15 @@ pub struct BenchArgs {
     /// The runtime the bench client runs on.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
     pub runtime: RuntimeKind,
+    /// Also measure at scale: CreateVolume+DeleteVolume at one client with
+    /// the driver holding this many volumes (comma-separated, e.g.
+    /// 0,10000,100000), and its resident memory per volume.
+    #[arg(long, value_delimiter = ',')]
+    pub volumes: Vec<usize>,
+    /// The driver's state directory, to report its state on disk per
+    /// volume in the scale phase.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Why the bench could not run.

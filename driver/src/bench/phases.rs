@@ -104,7 +104,7 @@ where
     }
 }
 
-fn mount_capability() -> csi::VolumeCapability {
+pub(super) fn mount_capability() -> csi::VolumeCapability {
     use csi::volume_capability::{AccessMode, AccessType, MountVolume, access_mode::Mode};
     csi::VolumeCapability {
         access_type: Some(AccessType::Mount(MountVolume::default())),
@@ -313,6 +313,7 @@ pub type Report = Vec<(&'static str, Vec<Figures>)>;
 /// Measures one endpoint.
 async fn bench_one<T: Transport>(
     args: &BenchArgs,
+    endpoint: &str,
     csi: Csi<T>,
     spawn: &Spawner,
     parameters: &HashMap<String, String>,
@@ -370,38 +371,54 @@ async fn bench_one<T: Transport>(
 
     let mut creates = Vec::new();
     for &c in &args.clients {
-        let (controller, tag, parameters) =
-            (d.csi.controller.clone(), tag.clone(), parameters.clone());
-        let f = measure(spawn, c, args.seconds, move |client, i| {
-            let mut controller = controller.clone();
-            let create = csi::CreateVolumeRequest {
-                name: format!("{tag}-{c}-{client}-{i}"),
-                volume_capabilities: vec![mount_capability()],
-                parameters: parameters.clone(),
-                ..Default::default()
-            };
-            async move {
-                let v = controller
-                    .create_volume(create)
-                    .await?
-                    .into_inner()
-                    .volume
-                    .unwrap_or_default();
-                controller
-                    .delete_volume(csi::DeleteVolumeRequest {
-                        volume_id: v.volume_id,
-                        ..Default::default()
-                    })
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .await;
+        let f = create_delete(spawn, &d.csi, c, args.seconds, parameters, &tag).await;
         println!("  CreateVolume+DeleteVolume  {f}");
         creates.push(f);
     }
     report.push(("CreateVolume+DeleteVolume", creates));
+    if !args.volumes.is_empty() {
+        println!("  scale (one client):");
+        super::scale::run(args, endpoint, &d.csi, spawn, parameters, &tag).await?;
+    }
     Ok(report)
+}
+
+/// CreateVolume+DeleteVolume from `clients` concurrent loops.
+pub(super) async fn create_delete<T: Transport>(
+    spawn: &Spawner,
+    csi: &Csi<T>,
+    clients: usize,
+    seconds: f64,
+    parameters: &HashMap<String, String>,
+    tag: &str,
+) -> Figures {
+    let (controller, tag, parameters) =
+        (csi.controller.clone(), tag.to_string(), parameters.clone());
+    measure(spawn, clients, seconds, move |client, i| {
+        let mut controller = controller.clone();
+        let create = csi::CreateVolumeRequest {
+            name: format!("{tag}-{clients}-{client}-{i}"),
+            volume_capabilities: vec![mount_capability()],
+            parameters: parameters.clone(),
+            ..Default::default()
+        };
+        async move {
+            let v = controller
+                .create_volume(create)
+                .await?
+                .into_inner()
+                .volume
+                .unwrap_or_default();
+            controller
+                .delete_volume(csi::DeleteVolumeRequest {
+                    volume_id: v.volume_id,
+                    ..Default::default()
+                })
+                .await
+                .map(|_| ())
+        }
+    })
+    .await
 }
 
 /// Measures every endpoint in turn, then prints them side by side.
@@ -422,7 +439,8 @@ pub async fn bench_all<T: Transport>(
     let mut reports = Vec::new();
     for (endpoint, csi) in targets {
         println!("volplane bench: {endpoint}");
-        reports.push((endpoint, bench_one(args, csi, &spawn, &parameters).await?));
+        let report = bench_one(args, &endpoint, csi, &spawn, &parameters).await?;
+        reports.push((endpoint, report));
     }
     if reports.len() > 1 {
         println!("\nside by side (ops/s; median / p99 ms):");
