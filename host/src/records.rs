@@ -53,26 +53,41 @@ impl RecordStore {
         &self.path
     }
 
-    /// Every record: `(table, key, JSON)`. A damaged store (redb panics
-    /// on some damage) is an error, never a crash.
-    pub fn load(&self) -> Result<Vec<(&'static str, String, Vec<u8>)>> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_all())).unwrap_or_else(
-            |_| {
+    /// Hands every record to `each` as `(table, key, JSON)`, one at a
+    /// time; stops at the first error `each` returns. A damaged store
+    /// (redb panics on some damage) is an error, never a crash.
+    pub fn read(
+        &self,
+        each: &mut dyn FnMut(&'static str, &str, &[u8]) -> std::result::Result<(), String>,
+    ) -> Result<()> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_all(each)))
+            .unwrap_or_else(|_| {
                 Err(failed(
                     "read",
                     &self.path,
                     "the store is damaged (a page fails its check)",
                 ))
-            },
-        )
+            })
     }
 
-    fn read_all(&self) -> Result<Vec<(&'static str, String, Vec<u8>)>> {
+    /// Every record: `(table, key, JSON)`.
+    pub fn load(&self) -> Result<Vec<(&'static str, String, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.read(&mut |t, k, v| {
+            out.push((t, k.to_string(), v.to_vec()));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn read_all(
+        &self,
+        each: &mut dyn FnMut(&'static str, &str, &[u8]) -> std::result::Result<(), String>,
+    ) -> Result<()> {
         let read = self
             .db
             .begin_read()
             .map_err(|e| failed("read", &self.path, e))?;
-        let mut out = Vec::new();
         for name in TABLES {
             let t = match read.open_table(table(name)) {
                 Ok(t) => t,
@@ -81,10 +96,10 @@ impl RecordStore {
             };
             for row in t.iter().map_err(|e| failed("read", &self.path, e))? {
                 let (k, v) = row.map_err(|e| failed("read", &self.path, e))?;
-                out.push((name, k.value().to_string(), v.value().to_vec()));
+                each(name, k.value(), v.value()).map_err(|e| failed("read", &self.path, e))?;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Writes `changes` in one transaction, durably (fsync) before it

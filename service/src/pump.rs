@@ -102,8 +102,15 @@ pub fn load_state(
         reason,
     };
     let store = RecordStore::open(path).map_err(|e| restore(path, e.to_string()))?;
-    let records = store.load().map_err(|e| restore(path, e.to_string()))?;
-    if records.is_empty()
+    let mut state = DriverState::default();
+    let mut records = 0usize;
+    store
+        .read(&mut |t, k, v| {
+            records += 1;
+            state.load_record(t, k, v)
+        })
+        .map_err(|e| restore(path, e.to_string()))?;
+    if records == 0
         && let Some(file) = &config.legacy_state_file
         && let Some(bytes) = file
             .load()
@@ -126,12 +133,6 @@ pub fn load_state(
         );
         return Ok((state, Some(Arc::new(store))));
     }
-    let state = DriverState::from_records(
-        records
-            .iter()
-            .map(|(t, k, v)| (*t, k.as_str(), v.as_slice())),
-    )
-    .map_err(|e| restore(path, e))?;
     Ok((state, Some(Arc::new(store))))
 }
 

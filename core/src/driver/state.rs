@@ -73,14 +73,19 @@ pub struct VolumeRecord {
     /// The parameters it was created with.
     pub parameters: Attributes,
     /// Its mutable parameters now.
+    #[serde(default, skip_serializing_if = "Attributes::is_empty")]
     pub mutable_parameters: Attributes,
     /// The topology requirement it was created for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accessibility: Option<TopologyRequirement>,
     /// The size range it was created (or last expanded) for.
+    #[serde(default, skip_serializing_if = "CapacityRange::unspecified")]
     pub capacity: CapacityRange,
     /// The last expansion still needs the node to grow the filesystem.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub node_expansion_required: bool,
     /// Nodes the volume is published to (ControllerPublish).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub published: BTreeMap<String, Publication>,
 }
 
@@ -277,25 +282,38 @@ impl DriverState {
     ) -> Result<DriverState, String> {
         let mut state = DriverState::default();
         for (table, key, bytes) in records {
-            let mut found = false;
-            let mut result = Ok(());
-            each_table!(state, |name, t| {
-                if name == table {
-                    found = true;
-                    result = t.load(key, bytes);
-                }
-            });
-            result.map_err(|e| format!("table {table}: {e}"))?;
-            if table == "meta" && key == "next_op" {
-                let text = std::str::from_utf8(bytes).unwrap_or("");
-                state.next_op = text
-                    .parse()
-                    .map_err(|_| format!("meta next_op {text:?} is not a number"))?;
-            } else if !found {
-                return Err(format!("record {key:?} of an unknown table {table:?}"));
-            }
+            state.load_record(table, key, bytes)?;
         }
         Ok(state)
+    }
+
+    /// Adds one stored record to a state being read back (a record store
+    /// hands them over one at a time, so nothing holds them all at once).
+    pub fn load_record(&mut self, table: &str, key: &str, bytes: &[u8]) -> Result<(), String> {
+        if table == "meta" {
+            let text = std::str::from_utf8(bytes).unwrap_or("");
+            return match key {
+                "next_op" => {
+                    self.next_op = text
+                        .parse()
+                        .map_err(|_| format!("meta next_op {text:?} is not a number"))?;
+                    Ok(())
+                }
+                _ => Err(format!("meta record {key:?} is not one")),
+            };
+        }
+        let mut found = false;
+        let mut result = Ok(());
+        each_table!(self, |name, t| {
+            if name == table {
+                found = true;
+                result = t.load(key, bytes);
+            }
+        });
+        if !found {
+            return Err(format!("record {key:?} of an unknown table {table:?}"));
+        }
+        result.map_err(|e| format!("table {table}: {e}"))
     }
 
     /// True when an operation holding `key` is in flight.

@@ -146,6 +146,11 @@ pub struct CapacityRange {
 }
 
 impl CapacityRange {
+    /// Neither bound given.
+    pub fn unspecified(&self) -> bool {
+        self.required_bytes == 0 && self.limit_bytes == 0
+    }
+
     /// True when `bytes` satisfies the range.
     pub fn admits(&self, bytes: u64) -> bool {
         bytes >= self.required_bytes && (self.limit_bytes == 0 || bytes <= self.limit_bytes)
@@ -183,6 +188,7 @@ pub struct Volume {
     pub capacity_bytes: u64,
     pub volume_context: Attributes,
     pub accessible_topology: Vec<Topology>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_source: Option<ContentSource>,
 }
 

@@ -56,6 +56,10 @@ pub struct BenchArgs {
     /// volume in the scale phase.
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
+    /// Leave the volumes the scale phase made (to measure a restart with
+    /// them; they are named `volplane-bench-<pid>-fill-<i>`).
+    #[arg(long)]
+    pub keep_volumes: bool,
 }
 
 /// Why the bench could not run.

@@ -186,10 +186,17 @@ pub async fn run<T: Transport>(
             last.cycle.median.as_secs_f64() / first.cycle.median.as_secs_f64().max(1e-9)
         );
     }
-    eprintln!(
-        "  deleting the {} volumes the scale phase made…",
-        held.len()
-    );
-    drop_all(csi, held).await;
+    if args.keep_volumes {
+        eprintln!(
+            "  keeping the {} volumes the scale phase made (--keep-volumes)",
+            held.len()
+        );
+    } else {
+        eprintln!(
+            "  deleting the {} volumes the scale phase made…",
+            held.len()
+        );
+        drop_all(csi, held).await;
+    }
     Ok(out)
 }
