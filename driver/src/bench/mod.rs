@@ -9,6 +9,7 @@
 //! on tokio or smol (`--runtime`).
 
 mod binder;
+mod floor;
 mod phases;
 mod scale;
 

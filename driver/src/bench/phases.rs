@@ -363,6 +363,18 @@ async fn bench_one<T: Transport>(
         println!("  NodePublish+NodeUnpublish  {f}");
         cycles.push(f);
     }
+    // The same cycle's syscalls in a plain loop, for the ratio.
+    match super::floor::publish_floor(&args.kubelet_dir, args.seconds.min(2.0)) {
+        Ok(floor) => {
+            let driver = cycles.first().map_or(Duration::ZERO, |f| f.median);
+            println!(
+                "  syscall floor (mkdir, bind mount, umount, rmdir in a loop): median {:.3} ms; the driver's cycle at one client is {:.1}× it",
+                floor.as_secs_f64() * 1e3,
+                driver.as_secs_f64() / floor.as_secs_f64().max(1e-9)
+            );
+        }
+        Err(why) => println!("  syscall floor: not measured ({why})"),
+    }
     report.push(("NodePublish+NodeUnpublish", cycles));
     for v in volumes.iter() {
         release(&d, v).await?;
