@@ -16,6 +16,10 @@ use volplane_core::driver::state::{Change, TABLES};
 
 use crate::{HostError, Result};
 
+/// What [`RecordStore::read`] hands each record to: `(table, key, JSON)`;
+/// an error stops the reading.
+pub type Visit<'a> = dyn FnMut(&'static str, &str, &[u8]) -> std::result::Result<(), String> + 'a;
+
 /// The record store of one driver process.
 #[derive(Debug)]
 pub struct RecordStore {
@@ -56,10 +60,7 @@ impl RecordStore {
     /// Hands every record to `each` as `(table, key, JSON)`, one at a
     /// time; stops at the first error `each` returns. A damaged store
     /// (redb panics on some damage) is an error, never a crash.
-    pub fn read(
-        &self,
-        each: &mut dyn FnMut(&'static str, &str, &[u8]) -> std::result::Result<(), String>,
-    ) -> Result<()> {
+    pub fn read(&self, each: &mut Visit<'_>) -> Result<()> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_all(each)))
             .unwrap_or_else(|_| {
                 Err(failed(
@@ -80,10 +81,7 @@ impl RecordStore {
         Ok(out)
     }
 
-    fn read_all(
-        &self,
-        each: &mut dyn FnMut(&'static str, &str, &[u8]) -> std::result::Result<(), String>,
-    ) -> Result<()> {
+    fn read_all(&self, each: &mut Visit<'_>) -> Result<()> {
         let read = self
             .db
             .begin_read()
