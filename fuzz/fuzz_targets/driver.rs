@@ -4,7 +4,7 @@
 #![no_main]
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use volplane_core::driver::*;
 use volplane_core::machine::{self, Machine};
@@ -212,6 +212,17 @@ fn outcome(plan: &Plan) -> Outcome {
 fuzz_target!(|ops: Vec<Op>| {
     let config = DriverConfig::new("fuzz.volplane.io", "0", "a");
     let mut d = Driver::new(config.clone(), DriverState::default());
+    // The records persisted, as a record store keeps them; a restart reads
+    // the state back from them.
+    let mut records: BTreeMap<(&'static str, String), Vec<u8>> = BTreeMap::new();
+    let load = |records: &BTreeMap<(&'static str, String), Vec<u8>>| {
+        DriverState::from_records(
+            records
+                .iter()
+                .map(|((t, k), v)| (*t, k.as_str(), v.as_slice())),
+        )
+        .expect("persisted records load")
+    };
     let mut persisted = DriverState::default();
     let mut pending: Vec<(OpId, Plan)> = Vec::new();
     let mut fail_persist = false;
@@ -230,7 +241,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 }
             }
             Op::Restart => {
-                d = Driver::new(config.clone(), persisted.clone());
+                d = Driver::new(config.clone(), load(&records));
                 pending.clear();
             }
             Op::FailPersist => fail_persist = true,
@@ -243,11 +254,17 @@ fuzz_target!(|ops: Vec<Op>| {
             ),
         }
         let mut carry = |d: &Driver, _, e, done: &mut VecDeque<Input>| match e {
-            Effect::Persist { op } => {
+            Effect::Persist { op, changes } => {
                 let result = if std::mem::take(&mut fail_persist) {
                     Err("fuzz: disk full".to_string())
                 } else {
-                    persisted = d.state().clone();
+                    for c in changes {
+                        match c.value {
+                            Some(v) => records.insert((c.table, c.key), v),
+                            None => records.remove(&(c.table, c.key)),
+                        };
+                    }
+                    persisted = load(&records);
                     Ok(())
                 };
                 done.push_back(Input::Persisted { op, result });

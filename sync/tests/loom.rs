@@ -98,7 +98,7 @@ fn pump(
                 let idle = work.is_empty();
                 for w in work {
                     match w {
-                        Work::Persist { op } => core.persisted(0, op, Ok(())),
+                        Work::Persist { op, .. } => core.persisted(0, op, Ok(())),
                         Work::Execute { op, plan } => {
                             if let Plan::Unstage(p) = &plan
                                 && !core.driver().state().targets(&p.volume_id).is_empty()
@@ -217,7 +217,9 @@ fn unstage_racing_an_unpublish_never_unstages_under_a_live_publish() {
                 },
             );
             let mut carry = |_: &Driver, _, e, done: &mut VecDeque<Input>| match e {
-                Effect::Persist { op } => done.push_back(Input::Persisted { op, result: Ok(()) }),
+                Effect::Persist { op, .. } => {
+                    done.push_back(Input::Persisted { op, result: Ok(()) })
+                }
                 Effect::Execute { op, .. } => done.push_back(Input::Done {
                     op,
                     result: Ok(Outcome::Done),
