@@ -79,15 +79,6 @@ impl<'a, K: Ord, V> IntoIterator for &'a Tracked<K, V> {
     }
 }
 
-impl<K: Ord, V> From<BTreeMap<K, V>> for Tracked<K, V> {
-    /// A table whose every entry is still to be written.
-    fn from(map: BTreeMap<K, V>) -> Self {
-        Tracked {
-            dirty: BTreeSet::new(),
-            map,
-        }
-    }
-}
 
 impl<K: Ord + Clone, V> Tracked<K, V> {
     /// Sets `k` to `v` (marked changed).
@@ -241,8 +232,10 @@ mod tests {
             ]
         );
         let mut back: Tracked<String, u32> = Tracked::default();
+        assert_ne!(back, t, "an empty table is not one with a record");
         back.load("a", b"10").unwrap();
-        assert_eq!(back, t);
+        assert_eq!(back, t, "equal by content, whatever is still to be written");
+        assert!(back.changes().is_empty(), "a loaded record is not a change");
         assert!(back.load("x", b"{").is_err());
         let mut ops: Tracked<OpId, u32> = Tracked::default();
         assert!(ops.load("op", b"1").is_err(), "an op key is a number");
