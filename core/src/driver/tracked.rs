@@ -79,7 +79,6 @@ impl<'a, K: Ord, V> IntoIterator for &'a Tracked<K, V> {
     }
 }
 
-
 impl<K: Ord + Clone, V> Tracked<K, V> {
     /// Sets `k` to `v` (marked changed).
     pub fn insert(&mut self, k: K, v: V) -> Option<V> {
