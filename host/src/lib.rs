@@ -1,6 +1,7 @@
 //! Linux host operations for volplane, synchronous: mounts, bind mounts,
 //! read-only remounts, unmounts, mount checks, loop devices, safe formatting,
-//! filesystem growth and statistics, and crash-safe state files.
+//! filesystem growth and statistics, crash-safe state files, and the
+//! driver's record store.
 //!
 //! Every path-taking operation resolves its path beneath one of the roots
 //! the host was created with, by file descriptor ([`beneath`]): a path

@@ -325,7 +325,8 @@ impl Driver {
         &self.config
     }
 
-    /// The state to persist (what [`Effect::Persist`] writes).
+    /// The state (each [`Effect::Persist`] writes the records of it that
+    /// changed since the last one).
     pub fn state(&self) -> &DriverState {
         &self.state
     }
