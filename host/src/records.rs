@@ -71,7 +71,9 @@ impl RecordStore {
             })
     }
 
-    /// Every record: `(table, key, JSON)`.
+    /// Every record: `(table, key, JSON)`, gathered (for tests; the driver
+    /// reads them one at a time with [`RecordStore::read`]).
+    #[cfg(test)]
     pub fn load(&self) -> Result<Vec<(&'static str, String, Vec<u8>)>> {
         let mut out = Vec::new();
         self.read(&mut |t, k, v| {

@@ -264,18 +264,6 @@ impl DriverState {
         each_table!(self, |_name, t| t.touch_all());
     }
 
-    /// How many records wait to be written.
-    pub fn pending_records(&self) -> usize {
-        self.volumes.pending()
-            + self.names.pending()
-            + self.node.pending()
-            + self.in_flight.pending()
-            + self.snapshots.pending()
-            + self.snapshot_names.pending()
-            + self.groups.pending()
-            + self.group_names.pending()
-    }
-
     /// The state the stored records describe: `(table, key, record)`.
     pub fn from_records<'a>(
         records: impl IntoIterator<Item = (&'a str, &'a str, &'a [u8])>,

@@ -158,11 +158,6 @@ impl<K: Ord + Clone, V> Tracked<K, V> {
     pub fn retouch(&mut self, keys: impl IntoIterator<Item = K>) {
         self.dirty.extend(keys);
     }
-
-    /// How many keys are waiting to be written.
-    pub fn pending(&self) -> usize {
-        self.dirty.len()
-    }
 }
 
 impl<K: RecordKey, V: Serialize + DeserializeOwned> Tracked<K, V> {
