@@ -61,8 +61,10 @@ pub mod store;
 
 pub use status::{Code, Status};
 
-/// Time as the machines see it: milliseconds since an arbitrary origin
-/// chosen by the adapter. Passed in, never read.
+/// Time as the machines see it: milliseconds, passed in, never read. The
+/// adapters count them since 1970 (`volplane_service::Clock`), so a time a
+/// machine writes into an object ([`store::timestamp`]) is real; tests and
+/// the simulator start wherever they like.
 pub type Tick = u64;
 
 /// Identifies one effect handed to an adapter; its completion comes back

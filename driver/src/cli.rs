@@ -53,6 +53,9 @@ pub fn run() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: `kubectl logs` and log
+        // collectors get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
         // Each picks its own runtime (--runtime tokio|smol).

@@ -286,14 +286,14 @@ struct Context<T> {
     events: Events,
     csi: CsiClient<T>,
     timeout: Duration,
-    epoch: Instant,
+    clock: volplane_service::Clock,
     driver: String,
     metrics: Arc<Metrics>,
 }
 
 impl<T: Transport> Context<T> {
     fn now(&self) -> Tick {
-        self.epoch.elapsed().as_millis() as Tick
+        self.clock.now()
     }
 
     /// Carries out one effect on a task of its own; its completion comes
@@ -425,7 +425,7 @@ pub async fn run<T: Transport>(
         ),
         csi,
         timeout: config.timeout,
-        epoch: Instant::now(),
+        clock: volplane_service::Clock::start(),
         driver: facts.name.clone(),
         metrics: config.metrics.clone(),
     });

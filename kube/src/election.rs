@@ -9,7 +9,7 @@
 //! other candidate waits before taking over.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -79,12 +79,12 @@ struct Candidate {
     api: Api<Lease>,
     config: LeaseConfig,
     elector: Elector,
-    epoch: Instant,
+    clock: volplane_service::Clock,
 }
 
 impl Candidate {
     fn now(&self) -> Tick {
-        self.epoch.elapsed().as_millis() as Tick
+        self.clock.now()
     }
 
     /// One read-decide-write round; whether the Lease is ours after it.
@@ -195,7 +195,7 @@ pub async fn lead<F: Future>(
         api: Api::namespaced(client, &config.namespace),
         elector: Elector::new(&config.identity, config.timings),
         config,
-        epoch: Instant::now(),
+        clock: volplane_service::Clock::start(),
     };
     let lease = format!("{}/{}", c.config.namespace, c.config.name);
     tracing::info!(

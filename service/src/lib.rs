@@ -26,6 +26,38 @@ pub use serve::{Prepared, ServeError, finish, prepare};
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::{Instant, SystemTime};
+
+use volplane_core::Tick;
+
+/// The adapters' clock for the machines: [`Tick`]s are milliseconds since
+/// 1970 as the wall clock read at start, advanced by the monotonic clock.
+/// The times machines write into objects (a VolumeAttachment's
+/// `attachError.time`) are therefore real, and their timers never jump
+/// when the wall clock is set.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+    origin: Tick,
+}
+
+impl Clock {
+    /// A clock reading the wall clock's time now.
+    pub fn start() -> Clock {
+        let origin = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as Tick);
+        Clock {
+            start: Instant::now(),
+            origin,
+        }
+    }
+
+    /// The time now.
+    pub fn now(&self) -> Tick {
+        self.origin + self.start.elapsed().as_millis() as Tick
+    }
+}
 
 /// Offloads blocking work (syscalls, commands, fsync) from the async
 /// executor: tokio's `spawn_blocking`, smol's `unblock`.

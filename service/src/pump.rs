@@ -6,7 +6,6 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::{Future, FutureExt};
@@ -77,7 +76,7 @@ pub struct Pump<B> {
     rx: mailbox::Receiver<(Request, Reply)>,
     running: FuturesUnordered<Running>,
     closed: bool,
-    epoch: Instant,
+    clock: crate::Clock,
 }
 
 impl<B> std::fmt::Debug for Pump<B> {
@@ -174,14 +173,14 @@ impl<B: Backend> Pump<B> {
                 rx,
                 running: FuturesUnordered::new(),
                 closed: false,
-                epoch: Instant::now(),
+                clock: crate::Clock::start(),
             },
             PumpHandle { tx },
         ))
     }
 
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        self.clock.now()
     }
 
     /// Runs until every [`PumpHandle`] is dropped and nothing is in flight.

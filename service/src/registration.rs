@@ -10,16 +10,16 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::FutureExt;
+use volplane_core::Status;
 use volplane_core::driver::Response;
 use volplane_core::machine;
 use volplane_core::registration::PluginInfo;
 use volplane_core::registration::registrar::{
     Registrar, RegistrarConfig, RegistrarEffect, RegistrarInput,
 };
-use volplane_core::{Status, Tick};
 use volplane_proto::registration as pb;
 use volplane_sync::mailbox;
 use volplane_sync::reply::{self, ReplySender};
@@ -236,8 +236,8 @@ pub async fn run_registrar(
     let (server_stop, server_stopped) = futures::channel::oneshot::channel::<()>();
     let mut server_stop = Some(server_stop);
     let mut server_stopped = Some(server_stopped);
-    let epoch = Instant::now();
-    let now = || epoch.elapsed().as_millis() as Tick;
+    let clock = crate::Clock::start();
+    let now = || clock.now();
     let mut stop = std::pin::pin!(stop.fuse());
     let mut input = Some(RegistrarInput::Start);
     loop {
