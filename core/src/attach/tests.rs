@@ -244,7 +244,7 @@ fn c3_6_c3_7_detach_waits_for_unmount_and_leaves_volumes_attached_first() {
     n.status.volumes_in_use.clear();
     r.user(ApiCall::UpdateStatus(Object::Node(n)));
     assert!(va(&r, "node-a").is_none(), "detached and gone");
-    let order: Vec<(&str, Kind)> = r.writes.iter().map(|w| (w.verb(), w.key().kind)).collect();
+    let order: Vec<(&str, Kind)> = r.writes.iter().map(|w| (w.verb(), w.kind())).collect();
     assert_eq!(
         order[0],
         ("update status", Kind::Node),

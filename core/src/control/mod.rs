@@ -59,6 +59,15 @@ pub enum ApiCall {
 }
 
 impl ApiCall {
+    /// The kind of object the call is about.
+    pub fn kind(&self) -> Kind {
+        match self {
+            ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => o.kind(),
+            ApiCall::Delete(k) | ApiCall::Get(k) => k.kind,
+            ApiCall::List { kind, .. } => *kind,
+        }
+    }
+
     /// The object the call is about (for a list, the kind and namespace).
     pub fn key(&self) -> ObjectKey {
         match self {

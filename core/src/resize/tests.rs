@@ -140,7 +140,7 @@ fn without_a_node_step_the_claim_capacity_is_written_last() {
     let c = claim(&r);
     assert_eq!(c.status_capacity().unwrap().bytes(), 3 << 30);
     assert!(c.condition(RESIZING).is_none());
-    let order: Vec<(&str, Kind)> = r.writes.iter().map(|w| (w.verb(), w.key().kind)).collect();
+    let order: Vec<(&str, Kind)> = r.writes.iter().map(|w| (w.verb(), w.kind())).collect();
     assert_eq!(
         order.last().unwrap(),
         &("update status", Kind::PersistentVolumeClaim)

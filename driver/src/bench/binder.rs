@@ -75,7 +75,9 @@ pub fn run(n: usize) -> BinderFigures {
     let setup_seconds = setup.elapsed().as_secs_f64();
     let mut binder = Binder::new();
     let mut writes = 0u64;
-    let mut by_kind = std::collections::BTreeMap::new();
+    // Counted by verb, kind and conflict; named only at the end, so the
+    // timed loop formats nothing.
+    let mut counts = std::collections::BTreeMap::new();
     let start = Instant::now();
     for e in events {
         binder.handle(0, e);
@@ -85,20 +87,23 @@ pub fn run(n: usize) -> BinderFigures {
         if let Effect::Api { op, call } = e {
             writes += 1;
             let (result, watches) = store.apply(now, &call);
-            let conflict = if matches!(result, volplane_core::control::ApiResult::Conflict) {
-                " (conflict)"
-            } else {
-                ""
-            };
-            *by_kind
-                .entry(format!("{} {:?}{conflict}", call.verb(), call.key().kind))
-                .or_insert(0) += 1;
+            let conflict = matches!(result, volplane_core::control::ApiResult::Conflict);
+            *counts
+                .entry((call.verb(), call.kind(), conflict))
+                .or_insert(0u64) += 1;
             done.push_back(Input::ApiDone { op, result });
             done.extend(watches.into_iter().map(Input::Watch));
         }
     };
     machine::drain(&mut binder, 0, &mut carry);
     let seconds = start.elapsed().as_secs_f64();
+    let by_kind = counts
+        .into_iter()
+        .map(|((verb, kind, conflict), n)| {
+            let conflict = if conflict { " (conflict)" } else { "" };
+            (format!("{verb} {kind:?}{conflict}"), n)
+        })
+        .collect();
     let bound = store
         .objects()
         .filter(|o| matches!(o, Object::Pvc(c) if c.phase() == PvcPhase::Bound))

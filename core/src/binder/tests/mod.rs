@@ -188,7 +188,7 @@ fn a7_1_binding_is_four_writes_pv_first() {
     r.create(Object::Pv(pv("v", "1Gi", &[ReadWriteOnce])));
     r.writes.clear();
     r.create(Object::Pvc(pvc("data", "1Gi", &[ReadWriteOnce])));
-    let order: Vec<(&str, Kind)> = r.writes.iter().map(|w| (w.verb(), w.key().kind)).collect();
+    let order: Vec<(&str, Kind)> = r.writes.iter().map(|w| (w.verb(), w.kind())).collect();
     assert_eq!(
         order,
         vec![
