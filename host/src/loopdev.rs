@@ -125,24 +125,42 @@ fn errno(e: &HostError) -> Option<i32> {
     }
 }
 
-/// The loop device currently backed by `file`, if any (read from sysfs;
-/// `file` is the resolved path).
-pub fn find(file: &Path) -> Option<PathBuf> {
-    let file = file.canonicalize().ok()?;
-    let want = file.as_os_str().as_encoded_bytes();
-    let entries = std::fs::read_dir("/sys/block").ok()?;
-    let mut found: Vec<String> = entries
+/// The first loop device (by number) whose backing file is the file with
+/// device `dev` and inode `ino`, as the kernel records them
+/// (`LOOP_GET_STATUS64`).
+///
+/// The path in sysfs' `loop/backing_file` is not used: the kernel prints it
+/// as seen through the mount the file was opened by, so a device attached in
+/// one container reads as another path in the next (and as a path relative
+/// to nothing once that container is gone). A driver restarted in a new
+/// pod would then miss its own device, attach the image a second time, and
+/// never detach the first.
+pub fn find_backing(dev: u64, ino: u64) -> Option<PathBuf> {
+    let mut numbers: Vec<u32> = std::fs::read_dir("/sys/block")
+        .ok()?
         .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("loop"))
-        .filter(|n| {
-            std::fs::read(format!("/sys/block/{n}/loop/backing_file"))
-                .map(|b| b.strip_suffix(b"\n").unwrap_or(&b) == want)
-                .unwrap_or(false)
-        })
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("loop")?.parse().ok())
         .collect();
-    found.sort();
-    found.first().map(|n| PathBuf::from(format!("/dev/{n}")))
+    numbers.sort_unstable();
+    numbers.into_iter().find_map(|n| {
+        let path = PathBuf::from(format!("/dev/loop{n}"));
+        let fd = rustix::fs::open(
+            &path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            rustix::fs::Mode::empty(),
+        )
+        .ok()?;
+        let mut info = info_for(Path::new(""));
+        ioctl(&File::from(fd), &path, Request::GetStatus(&mut info)).ok()?;
+        (info.lo_device == dev && info.lo_inode == ino).then_some(path)
+    })
+}
+
+/// The loop device backed by `file`, if any (see [`find_backing`]).
+pub fn find(file: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let st = std::fs::metadata(file).ok()?;
+    find_backing(st.dev(), st.ino())
 }
 
 fn size_of(f: &File, shown: &Path) -> Result<u64> {
@@ -187,14 +205,15 @@ pub fn backs(device: &Device, image: &Opened) -> Result<bool> {
 
 impl Host {
     /// The loop device backed by the image at `image` (beneath a root), if
-    /// one is: found through sysfs and proved by the kernel's own record of
-    /// its backing file.
+    /// one is: found by the kernel's own record of its backing file's
+    /// device and inode, and proved again once opened.
     pub fn loop_device_of(&self, image: impl AsRef<Path>) -> Result<Option<Device>> {
         let image = image.as_ref();
         let Some(opened) = self.open_existing(image)? else {
             return Ok(None);
         };
-        let Some(dev) = find(&self.confine(image)?) else {
+        let st = opened.stat()?;
+        let Some(dev) = find_backing(st.dev, st.ino) else {
             return Ok(None);
         };
         let dev = self.device(dev)?;
@@ -336,5 +355,57 @@ mod tests {
         host.loop_detach(&img).unwrap();
         assert_eq!(find(&img), None);
         host.loop_detach(&img).unwrap();
+    }
+
+    /// A device attached through a mount that is gone since (a driver's
+    /// container restarted) is still found through the file's own path,
+    /// and found once: attach again gives the same device, detach frees it.
+    #[test]
+    fn a_device_attached_through_a_vanished_mount_is_still_ours_when_root() {
+        if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
+            assert!(
+                std::env::var_os("VOLPLANE_REQUIRE_ALL").is_none_or(|v| v != "1"),
+                "the vanished-mount loop test needs root and /dev/loop-control (VOLPLANE_REQUIRE_ALL=1)"
+            );
+            eprintln!("skipping the vanished-mount loop test: needs root and /dev/loop-control");
+            return;
+        }
+        use rustix::mount::UnmountFlags;
+        let dir = tempfile::tempdir().unwrap();
+        let (real, other) = (dir.path().join("real"), dir.path().join("other"));
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        File::create(real.join("v.img"))
+            .unwrap()
+            .set_len(8 << 20)
+            .unwrap();
+        rustix::mount::mount_bind(&real, &other).unwrap();
+        let dev = Host::new([&other])
+            .unwrap()
+            .loop_attach(other.join("v.img"))
+            .unwrap();
+        rustix::mount::unmount(&other, UnmountFlags::DETACH).unwrap();
+        let n = dev
+            .display()
+            .to_string()
+            .trim_start_matches("/dev/loop")
+            .to_string();
+        let shown =
+            std::fs::read_to_string(format!("/sys/block/loop{n}/loop/backing_file")).unwrap();
+        assert_ne!(
+            shown.trim_end(),
+            real.join("v.img").display().to_string(),
+            "the kernel shows another path"
+        );
+        let host = Host::new([&real]).unwrap();
+        let img = real.join("v.img");
+        assert_eq!(find(&img).as_ref(), Some(&dev));
+        assert_eq!(
+            host.loop_attach(&img).unwrap(),
+            dev,
+            "not attached a second time"
+        );
+        host.loop_detach(&img).unwrap();
+        assert_eq!(find(&img), None);
     }
 }
