@@ -78,3 +78,23 @@ where
     }));
     Box::pin(async move { rx.await.ok() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A time a machine writes reads as today's, not as 1970's.
+    #[test]
+    fn the_clock_counts_from_1970() {
+        let clock = Clock::start();
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as Tick;
+        let now = clock.now();
+        assert!(now.abs_diff(wall) < 5_000, "{now} vs {wall}");
+        let stamp = volplane_core::store::timestamp(now);
+        assert!(stamp.as_str() > "2025", "{stamp}");
+        assert!(clock.now() >= now, "never goes back");
+    }
+}
