@@ -144,6 +144,8 @@ pub fn run(args: SimArgs) -> u8 {
         let mut config = SimConfig::new(args.nodes, seed);
         config.faults = Faults::at(args.faults);
         config.plant = plant;
+        // The search keeps no trace; shrinking replays the failure with one.
+        config.trace = false;
         let actions = manifest
             .clone()
             .unwrap_or_else(|| generate(seed, args.nodes, args.pods, args.actions));

@@ -271,11 +271,57 @@ fn drop_nulls(v: &mut serde_json::Value) {
 }
 
 /// Identifies an object: kind, namespace ("" for cluster-scoped), name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// Ordered by those three, the strings bytewise (as a derived `Ord` would).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {
     pub kind: Kind,
     pub namespace: String,
     pub name: String,
+}
+
+/// Bytewise order of two short strings, eight bytes at a time, inlined:
+/// keys are compared many times per lookup in the B-trees every machine
+/// keeps, and most of that time went to calling `memcmp` for names of a
+/// dozen bytes.
+#[inline]
+fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let (mut a8, mut b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut a8).zip(&mut b8) {
+        let (x, y) = (
+            u64::from_be_bytes(x.try_into().unwrap()),
+            u64::from_be_bytes(y.try_into().unwrap()),
+        );
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    // The shorter has fewer than eight bytes left: compare them, padded
+    // with zeros, with as many of the other's; then the shorter is less.
+    let done = a.len().min(b.len()) / 8 * 8;
+    let word = |s: &[u8]| {
+        let rest = &s[done..s.len().min(done + 8)];
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        u64::from_be_bytes(w)
+    };
+    word(a).cmp(&word(b)).then(a.len().cmp(&b.len()))
+}
+
+impl Ord for ObjectKey {
+    #[inline]
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.kind
+            .cmp(&other.kind)
+            .then_with(|| cmp_bytes(self.namespace.as_bytes(), other.namespace.as_bytes()))
+            .then_with(|| cmp_bytes(self.name.as_bytes(), other.name.as_bytes()))
+    }
+}
+
+impl PartialOrd for ObjectKey {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl ObjectKey {
@@ -368,6 +414,30 @@ pub fn parse_manifests(text: &str) -> Result<(Vec<Object>, Vec<Unknown>), Manife
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The inlined comparison orders strings exactly as bytewise `Ord`
+    /// does: prefixes, bytes past the first eight, zero bytes, any length.
+    #[test]
+    fn keys_order_bytewise() {
+        fn agrees(a: Vec<u8>, b: Vec<u8>) -> bool {
+            cmp_bytes(&a, &b) == a.cmp(&b) && cmp_bytes(&b, &a) == b.cmp(&a)
+        }
+        quickcheck::QuickCheck::new()
+            .tests(5000)
+            .quickcheck(agrees as fn(Vec<u8>, Vec<u8>) -> bool);
+        let cases: [&[u8]; 9] = [
+            b"", b"a", b"a\0", b"abcdefgh", b"abcdefgh\0", b"abcdefghi", b"abcdefgg\xff",
+            b"claim-000001", b"claim-0000010",
+        ];
+        for a in cases {
+            for b in cases {
+                assert!(agrees(a.to_vec(), b.to_vec()), "{a:?} {b:?}");
+            }
+        }
+        let k = |ns: &str, n: &str| ObjectKey::new(Kind::PersistentVolumeClaim, ns, n);
+        assert!(k("a", "z") < k("b", "a"), "namespace before name");
+        assert!(ObjectKey::new(Kind::PersistentVolume, "z", "z") < k("", ""), "kind first");
+    }
 
     const MANIFEST: &str = r#"
 apiVersion: storage.k8s.io/v1

@@ -74,6 +74,9 @@ pub struct SimConfig {
     pub faults: Faults,
     /// A planted bug, in builds that have them.
     pub plant: Planted,
+    /// Whether [`super::Sim::trace`] is written. A run is deterministic, so
+    /// a search runs without it and replays a failing run with it.
+    pub trace: bool,
 }
 
 impl SimConfig {
@@ -84,6 +87,7 @@ impl SimConfig {
             seed,
             faults: Faults::default(),
             plant: Planted::default(),
+            trace: true,
         }
     }
 }

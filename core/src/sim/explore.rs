@@ -128,6 +128,41 @@ fn finish(mut sim: Sim, script: &[Action], pos: usize, limits: &ExploreLimits) -
     sim
 }
 
+/// Plays `path` from `start` again, this time with a trace (the search
+/// keeps none), and finishes the branch when the failure came there.
+fn replay(start: &Sim, script: &[Action], path: &[Move], finished: bool, limits: &ExploreLimits) -> Sim {
+    let mut sim = start.clone();
+    sim.config.trace = true;
+    let mut pos = 0;
+    for m in path {
+        match m {
+            Move::Act => {
+                sim.act(&script[pos]);
+                pos += 1;
+            }
+            Move::Choice(c) => sim.apply(*c),
+        }
+    }
+    if finished {
+        sim = finish(sim, script, pos, limits);
+    }
+    sim
+}
+
+/// The counterexample of a failing branch: its moves, the trace to the
+/// first violation, and what was violated.
+fn counterexample(
+    start: &Sim,
+    script: &[Action],
+    path: Vec<Move>,
+    finished: bool,
+    limits: &ExploreLimits,
+) -> (Vec<Move>, Vec<String>, String) {
+    let sim = replay(start, script, &path, finished, limits);
+    let v = sim.violations.first().expect("a replayed failure fails again");
+    (path, upto(&sim.trace, v.step), v.what.clone())
+}
+
 /// Explores from `start`, with `script` the user actions still to come.
 pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explored {
     let mut out = Explored::default();
@@ -135,6 +170,8 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
     let mut start = start.clone();
     start.trace.clear();
     start.faults_on = false;
+    start.config.trace = false;
+    let origin = start.clone();
     let mut stack = vec![Node {
         sim: start,
         pos: 0,
@@ -159,9 +196,14 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
         if moves.is_empty() || node.path.len() >= limits.depth {
             out.branches_finished += 1;
             let done = finish(node.sim.clone(), script, node.pos, &limits);
-            if let Some(v) = done.violations.first() {
-                out.counterexample =
-                    Some((node.path.clone(), upto(&done.trace, v.step), v.what.clone()));
+            if !done.violations.is_empty() {
+                out.counterexample = Some(counterexample(
+                    &origin,
+                    script,
+                    node.path.clone(),
+                    true,
+                    &limits,
+                ));
                 return out;
             }
             continue;
@@ -184,8 +226,8 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
             }
             let mut path = node.path.clone();
             path.push(m);
-            if let Some(v) = sim.violations.first() {
-                out.counterexample = Some((path, upto(&sim.trace, v.step), v.what.clone()));
+            if !sim.violations.is_empty() {
+                out.counterexample = Some(counterexample(&origin, script, path, false, &limits));
                 return out;
             }
             stack.push(Node {

@@ -15,6 +15,16 @@
 
 pub mod backend;
 pub mod check;
+/// Writes a line of the trace, when the run keeps one (formatting nothing
+/// otherwise: most of a search's steps are never read).
+macro_rules! note {
+    ($sim:expr, $($arg:tt)*) => {
+        if $sim.config.trace {
+            $sim.trace.push(format!($($arg)*));
+        }
+    };
+}
+
 mod config;
 pub mod explore;
 mod registration;
@@ -387,13 +397,13 @@ impl Sim {
                 .entry(c.metadata.uid.clone())
                 .or_insert(self.store.version());
         }
-        self.trace.push(format!(
+        note!(self, 
             "{:>6} t={} user {} {}",
             self.stats.steps,
             self.now,
             call.verb(),
             call.key()
-        ));
+        );
         let (result, watches) = self.store.apply(self.now, &call);
         if let (ApiCall::Create(_), ApiResult::Ok(Some(o))) = (&call, &result) {
             self.created_at
@@ -526,25 +536,25 @@ impl Sim {
             Choice::Timers => {
                 let Some(t) = self.next_timer() else { return };
                 self.now = t;
-                self.trace.push(format!("{step:>6} t={} timers", self.now));
+                note!(self, "{step:>6} t={} timers", self.now);
             }
             Choice::Deliver { actor, fault } => self.deliver(actor, fault),
             Choice::Restart { actor } => {
                 self.fault("machine restart");
                 let name = self.actors[actor].name();
-                self.trace.push(format!(
+                note!(self, 
                     "{step:>6} t={} {name} RESTARTS (memory lost)",
                     self.now
-                ));
+                );
                 self.restart(actor);
             }
             Choice::Reboot { node } => {
                 self.fault("node reboot");
                 let name = format!("node-{node}");
-                self.trace.push(format!(
+                note!(self, 
                     "{step:>6} t={} {name} REBOOTS (mounts lost)",
                     self.now
-                ));
+                );
                 let now = self.now;
                 if let Some(d) = self.nodes.get_mut(&name) {
                     d.reboot(&mut self.storage, &name, now);
@@ -607,11 +617,11 @@ impl Sim {
                     self.fault("duplicated watch event");
                     self.inbox[a].push_front(Delivery::Input(input.clone()));
                 }
-                self.trace.push(format!(
+                note!(self, 
                     "{step:>6} t={} {name} <- {}",
                     self.now,
                     describe(&input)
-                ));
+                );
                 if let Some(m) = self.actors[a].control() {
                     m.handle(self.now, input);
                 }
@@ -654,12 +664,12 @@ impl Sim {
                     .entry("CSI call")
                     .or_default()
                     .insert(call.method().to_string());
-                self.trace.push(format!(
+                note!(self, 
                     "{step:>6} t={} {name} -> {} {} {where_} = {code}",
                     self.now,
                     call.method(),
                     call.volume().unwrap_or("")
-                ));
+                );
                 if let Some(m) = self.actors[a].control() {
                     m.handle(self.now, Input::CsiDone { op, result });
                 }
@@ -720,22 +730,33 @@ impl Sim {
 
     /// A hash of everything that decides the future (for exhaustive search).
     pub fn state_hash(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
+        use std::fmt::Write as _;
+        use std::hash::Hasher;
+        /// Feeds what `Debug` writes straight into the hasher: no string
+        /// of the whole state is built.
+        struct Feed<'h>(&'h mut std::collections::hash_map::DefaultHasher);
+        impl std::fmt::Write for Feed<'_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                self.0.write(s.as_bytes());
+                Ok(())
+            }
+        }
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        let objects: Vec<String> = self.store.objects().map(|o| format!("{o:?}")).collect();
-        objects.hash(&mut h);
-        format!("{:?}", self.actors).hash(&mut h);
-        format!("{:?}", self.inbox).hash(&mut h);
-        self.storage.hash(&mut h);
-        format!(
-            "{:?}{:?}",
+        let mut feed = Feed(&mut h);
+        for o in self.store.objects() {
+            let _ = write!(feed, "{o:?}\u{1}");
+        }
+        let _ = write!(
+            feed,
+            "{:?}\u{1}{:?}\u{1}{:?}\u{1}{:?}",
+            self.actors,
+            self.inbox,
+            self.storage,
             self.controller.machine.state(),
-            self.nodes
-                .values()
-                .map(|d| d.machine.state())
-                .collect::<Vec<_>>()
-        )
-        .hash(&mut h);
+        );
+        for d in self.nodes.values() {
+            let _ = write!(feed, "\u{1}{:?}", d.machine.state());
+        }
         h.finish()
     }
 }

@@ -161,10 +161,10 @@ impl Sim {
                 to_watcher(self, WatcherInput::SocketRemoved(socket));
             }
             RegistrarEffect::Exit { code, reason } => {
-                self.trace.push(format!(
+                note!(self, 
                     "{:>6} t={} node-driver-registrar/{node} exits ({code}): {reason}",
                     self.stats.steps, self.now
-                ));
+                );
                 if code != 0 {
                     self.violate(
                         "registration refused",
@@ -335,24 +335,24 @@ impl Sim {
     }
 
     pub(super) fn deliver_watcher(&mut self, a: usize, name: &str, input: WatcherInput) {
-        self.trace.push(format!(
+        note!(self, 
             "{:>6} t={} {name} <- {}",
             self.stats.steps,
             self.now,
             describe_watcher(&input)
-        ));
+        );
         if let Actor::Watcher(w) = &mut self.actors[a] {
             w.handle(self.now, input);
         }
     }
 
     pub(super) fn deliver_registrar(&mut self, a: usize, name: &str, input: RegistrarInput) {
-        self.trace.push(format!(
+        note!(self, 
             "{:>6} t={} {name} <- {}",
             self.stats.steps,
             self.now,
             describe_registrar(&input)
-        ));
+        );
         if let Actor::Registrar { m, .. } = &mut self.actors[a] {
             m.handle(self.now, input);
         }

@@ -26,9 +26,12 @@ fn fails(config: &SimConfig, actions: &[Action], settle: u64, kind: Option<&str>
 /// Removes chunks of actions while the run still fails (ddmin), then cuts the
 /// trace at the first violation.
 pub fn shrink(config: &SimConfig, actions: &[Action], settle: u64) -> Option<Shrunk> {
+    // Tried without a trace; the smallest is replayed with one at the end.
+    let mut config = config.clone();
+    config.trace = false;
+    let config = &config;
     let mut best = actions.to_vec();
-    let mut sim = fails(config, &best, settle, None)?;
-    let kind = sim.violations[0].kind;
+    let kind = fails(config, &best, settle, None)?.violations[0].kind;
     let mut tries = 1;
     let mut chunk = best.len().div_ceil(2).max(1);
     while chunk >= 1 && tries < 2_000 {
@@ -38,9 +41,8 @@ pub fn shrink(config: &SimConfig, actions: &[Action], settle: u64) -> Option<Shr
             let mut candidate = best.clone();
             candidate.drain(start..(start + chunk).min(best.len()));
             tries += 1;
-            if let Some(s) = fails(config, &candidate, settle, Some(kind)) {
+            if fails(config, &candidate, settle, Some(kind)).is_some() {
                 best = candidate;
-                sim = s;
                 reduced = true;
             } else {
                 start += chunk;
@@ -53,6 +55,9 @@ pub fn shrink(config: &SimConfig, actions: &[Action], settle: u64) -> Option<Shr
             chunk = chunk.div_ceil(2);
         }
     }
+    let mut traced = config.clone();
+    traced.trace = true;
+    let sim = play(traced, &best, settle);
     let first = sim.violations[0].clone();
     let trace = super::explore::upto(&sim.trace, first.step);
     Some(Shrunk {
