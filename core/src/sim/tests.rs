@@ -430,6 +430,11 @@ fn exhaustive_search_finds_every_planted_bug() {
                 found.deepest
             )
         });
+        assert!(
+            trace.iter().any(|l| l.contains(" <- ")),
+            "{}: the counterexample is replayed with its trace",
+            plant.name()
+        );
         eprintln!(
             "{}: {} states, counterexample of {} moves ({} trace lines): {what}",
             plant.name(),
