@@ -23,6 +23,7 @@ pub mod state_file;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, OFlags};
@@ -338,15 +339,13 @@ impl Host {
     /// Refuses when anything below it is mounted.
     pub fn remove_tree(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let shown = self.confine(path)?;
-        let prefix = format!("{}/", shown.display());
-        if let Some(m) = self.mountinfo()?.into_iter().find(|m| {
-            m.mount_point == shown.display().to_string() || m.mount_point.starts_with(&prefix)
-        }) {
+        if let Some(top) = self.open_existing(path)?
+            && let Some(below) = mount_below(&top)?
+        {
             return Err(HostError::Refused(format!(
                 "{} is still mounted at {}; unmount it before deleting",
                 path.display(),
-                m.mount_point
+                below.display()
             )));
         }
         let (parent, name) = match self.parent(path, false) {
@@ -362,6 +361,73 @@ impl Host {
             Err(e) => Err(HostError::io("remove", path, e)),
         }
     }
+}
+
+/// The first mount point at or below the directory `top` holds, found by
+/// descriptor (each directory opened beneath its parent, never through a
+/// link, and asked for `STATX_ATTR_MOUNT_ROOT`): no read of the whole mount
+/// table, which grows with every volume the node has mounted. Depth first,
+/// so the descriptors held open are those of one path down the tree.
+fn mount_below(top: &Opened) -> Result<Option<PathBuf>> {
+    use rustix::fs::{FileType, Mode};
+    use std::rc::Rc;
+    let st = top.stat()?;
+    if st.mount_root {
+        return Ok(Some(top.path().to_path_buf()));
+    }
+    if st.kind != FileType::Directory {
+        return Ok(None);
+    }
+    let first = Rc::new(OwnedFd::from(
+        top.reopen(OFlags::RDONLY | OFlags::DIRECTORY)?,
+    ));
+    let mut stack = Vec::new();
+    subdirectories(&first, top.path(), &mut stack)?;
+    while let Some((parent, shown)) = stack.pop() {
+        let name = shown.file_name().unwrap_or_default();
+        let opened = rustix::fs::openat(
+            &*parent,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        drop(parent);
+        let child = match opened {
+            Ok(c) => c,
+            // Not a directory after all (DT_UNKNOWN), a link, or gone:
+            // nothing is mounted through it here.
+            Err(Errno::NOTDIR | Errno::LOOP | Errno::NOENT) => continue,
+            Err(e) => return Err(HostError::io("open", &shown, e.into())),
+        };
+        if beneath::stat(child.as_fd(), &shown)?.mount_root {
+            return Ok(Some(shown));
+        }
+        subdirectories(&Rc::new(child), &shown, &mut stack)?;
+    }
+    Ok(None)
+}
+
+/// Pushes the directories `dir` holds (as it names them: `shown/<name>`),
+/// each with `dir` held to open it by.
+fn subdirectories(
+    dir: &std::rc::Rc<OwnedFd>,
+    shown: &Path,
+    stack: &mut Vec<(std::rc::Rc<OwnedFd>, PathBuf)>,
+) -> Result<()> {
+    use rustix::fs::{Dir, FileType};
+    let entries =
+        Dir::read_from(&**dir).map_err(|e| HostError::io("read directory", shown, e.into()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| HostError::io("read directory", shown, e.into()))?;
+        let name = entry.file_name().to_bytes();
+        if matches!(name, b"." | b"..")
+            || !matches!(entry.file_type(), FileType::Directory | FileType::Unknown)
+        {
+            continue;
+        }
+        stack.push((dir.clone(), shown.join(OsStr::from_bytes(name))));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -444,6 +510,43 @@ mod tests {
         host.create_dir(dir.path().join("t/u/v")).unwrap();
         host.remove_tree(dir.path().join("t")).unwrap();
         assert!(!dir.path().join("t").exists());
+    }
+
+    /// A tree with something mounted deep inside (or at its top) is
+    /// refused whole, nothing of it removed; once unmounted it goes.
+    #[test]
+    fn a_tree_with_a_mount_inside_is_refused_whole_when_root() {
+        if !rustix::process::geteuid().is_root() {
+            assert!(
+                std::env::var_os("VOLPLANE_REQUIRE_ALL").is_none_or(|v| v != "1"),
+                "the mounted-tree test needs root (VOLPLANE_REQUIRE_ALL=1)"
+            );
+            eprintln!("skipping the mounted-tree test: needs root");
+            return;
+        }
+        use rustix::mount::UnmountFlags;
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new([dir.path()]).unwrap();
+        let (tree, elsewhere) = (dir.path().join("vol"), dir.path().join("elsewhere"));
+        let deep = tree.join("a/b/c");
+        host.create_dir(&deep).unwrap();
+        host.create_file(tree.join("a/data")).unwrap();
+        host.create_dir(&elsewhere).unwrap();
+        host.create_file(elsewhere.join("theirs")).unwrap();
+        rustix::mount::mount_bind(&elsewhere, &deep).unwrap();
+        let e = host.remove_tree(&tree).unwrap_err();
+        assert!(e.is_refusal(), "{e}");
+        assert!(e.to_string().contains("a/b/c"), "names the mount: {e}");
+        assert!(tree.join("a/data").exists() && elsewhere.join("theirs").exists());
+        rustix::mount::mount_bind(&elsewhere, &tree).unwrap();
+        assert!(
+            host.remove_tree(&tree).unwrap_err().is_refusal(),
+            "mounted at the top"
+        );
+        rustix::mount::unmount(&tree, UnmountFlags::empty()).unwrap();
+        rustix::mount::unmount(&deep, UnmountFlags::empty()).unwrap();
+        host.remove_tree(&tree).unwrap();
+        assert!(!tree.exists() && elsewhere.join("theirs").exists());
     }
 
     #[test]

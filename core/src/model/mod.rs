@@ -426,8 +426,15 @@ mod tests {
             .tests(5000)
             .quickcheck(agrees as fn(Vec<u8>, Vec<u8>) -> bool);
         let cases: [&[u8]; 9] = [
-            b"", b"a", b"a\0", b"abcdefgh", b"abcdefgh\0", b"abcdefghi", b"abcdefgg\xff",
-            b"claim-000001", b"claim-0000010",
+            b"",
+            b"a",
+            b"a\0",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefghi",
+            b"abcdefgg\xff",
+            b"claim-000001",
+            b"claim-0000010",
         ];
         for a in cases {
             for b in cases {
@@ -436,7 +443,10 @@ mod tests {
         }
         let k = |ns: &str, n: &str| ObjectKey::new(Kind::PersistentVolumeClaim, ns, n);
         assert!(k("a", "z") < k("b", "a"), "namespace before name");
-        assert!(ObjectKey::new(Kind::PersistentVolume, "z", "z") < k("", ""), "kind first");
+        assert!(
+            ObjectKey::new(Kind::PersistentVolume, "z", "z") < k("", ""),
+            "kind first"
+        );
     }
 
     const MANIFEST: &str = r#"

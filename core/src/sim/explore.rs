@@ -130,7 +130,13 @@ fn finish(mut sim: Sim, script: &[Action], pos: usize, limits: &ExploreLimits) -
 
 /// Plays `path` from `start` again, this time with a trace (the search
 /// keeps none), and finishes the branch when the failure came there.
-fn replay(start: &Sim, script: &[Action], path: &[Move], finished: bool, limits: &ExploreLimits) -> Sim {
+fn replay(
+    start: &Sim,
+    script: &[Action],
+    path: &[Move],
+    finished: bool,
+    limits: &ExploreLimits,
+) -> Sim {
     let mut sim = start.clone();
     sim.config.trace = true;
     let mut pos = 0;
@@ -159,7 +165,10 @@ fn counterexample(
     limits: &ExploreLimits,
 ) -> (Vec<Move>, Vec<String>, String) {
     let sim = replay(start, script, &path, finished, limits);
-    let v = sim.violations.first().expect("a replayed failure fails again");
+    let v = sim
+        .violations
+        .first()
+        .expect("a replayed failure fails again");
     (path, upto(&sim.trace, v.step), v.what.clone())
 }
 

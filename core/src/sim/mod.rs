@@ -397,7 +397,8 @@ impl Sim {
                 .entry(c.metadata.uid.clone())
                 .or_insert(self.store.version());
         }
-        note!(self, 
+        note!(
+            self,
             "{:>6} t={} user {} {}",
             self.stats.steps,
             self.now,
@@ -542,7 +543,8 @@ impl Sim {
             Choice::Restart { actor } => {
                 self.fault("machine restart");
                 let name = self.actors[actor].name();
-                note!(self, 
+                note!(
+                    self,
                     "{step:>6} t={} {name} RESTARTS (memory lost)",
                     self.now
                 );
@@ -551,7 +553,8 @@ impl Sim {
             Choice::Reboot { node } => {
                 self.fault("node reboot");
                 let name = format!("node-{node}");
-                note!(self, 
+                note!(
+                    self,
                     "{step:>6} t={} {name} REBOOTS (mounts lost)",
                     self.now
                 );
@@ -617,7 +620,8 @@ impl Sim {
                     self.fault("duplicated watch event");
                     self.inbox[a].push_front(Delivery::Input(input.clone()));
                 }
-                note!(self, 
+                note!(
+                    self,
                     "{step:>6} t={} {name} <- {}",
                     self.now,
                     describe(&input)
@@ -664,7 +668,8 @@ impl Sim {
                     .entry("CSI call")
                     .or_default()
                     .insert(call.method().to_string());
-                note!(self, 
+                note!(
+                    self,
                     "{step:>6} t={} {name} -> {} {} {where_} = {code}",
                     self.now,
                     call.method(),

@@ -161,9 +161,11 @@ impl Sim {
                 to_watcher(self, WatcherInput::SocketRemoved(socket));
             }
             RegistrarEffect::Exit { code, reason } => {
-                note!(self, 
+                note!(
+                    self,
                     "{:>6} t={} node-driver-registrar/{node} exits ({code}): {reason}",
-                    self.stats.steps, self.now
+                    self.stats.steps,
+                    self.now
                 );
                 if code != 0 {
                     self.violate(
@@ -335,7 +337,8 @@ impl Sim {
     }
 
     pub(super) fn deliver_watcher(&mut self, a: usize, name: &str, input: WatcherInput) {
-        note!(self, 
+        note!(
+            self,
             "{:>6} t={} {name} <- {}",
             self.stats.steps,
             self.now,
@@ -347,7 +350,8 @@ impl Sim {
     }
 
     pub(super) fn deliver_registrar(&mut self, a: usize, name: &str, input: RegistrarInput) {
-        note!(self, 
+        note!(
+            self,
             "{:>6} t={} {name} <- {}",
             self.stats.steps,
             self.now,
