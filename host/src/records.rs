@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use volplane_core::driver::state::{Change, TABLES};
+use volplane_core::driver::state::{Change, DROPPED_TABLES, TABLES};
 
 use crate::{HostError, Result};
 
@@ -46,10 +46,32 @@ impl RecordStore {
                 )))
             })
             .map_err(|e| failed("open", path, e))?;
-        Ok(RecordStore {
+        let store = RecordStore {
             db,
             path: path.to_path_buf(),
-        })
+        };
+        store.drop_tables()?;
+        Ok(store)
+    }
+
+    /// Deletes the tables an earlier volplane wrote that this one rebuilds
+    /// instead ([`DROPPED_TABLES`]), once: their pages are freed.
+    fn drop_tables(&self) -> Result<()> {
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(|e| failed("write", &self.path, e))?;
+        let mut dropped = false;
+        for name in DROPPED_TABLES {
+            dropped |= txn
+                .delete_table(table(name))
+                .map_err(|e| failed("write", &self.path, e))?;
+        }
+        if dropped {
+            txn.commit().map_err(|e| failed("commit", &self.path, e))
+        } else {
+            txn.abort().map_err(|e| failed("write", &self.path, e))
+        }
     }
 
     /// Where it lives.
@@ -148,32 +170,63 @@ mod tests {
         assert!(store.load().unwrap().is_empty());
         store
             .commit(&[
-                put("names", "pvc-1", "\"vol-1\""),
-                put("names", "pvc-2", "\"vol-2\""),
+                put("volumes", "vol-1", "one"),
+                put("volumes", "vol-2", "two"),
                 put("meta", "next_op", "7"),
             ])
             .unwrap();
         store
             .commit(&[Change {
-                table: "names",
-                key: "pvc-1".into(),
+                table: "volumes",
+                key: "vol-1".into(),
                 value: None,
             }])
             .unwrap();
         drop(store);
         let store = RecordStore::open(&path).unwrap();
+        assert_eq!(
+            store.load().unwrap(),
+            [
+                ("volumes", "vol-2".to_string(), b"two".to_vec()),
+                ("meta", "next_op".to_string(), b"7".to_vec()),
+            ]
+        );
+    }
+
+    /// The name index an earlier volplane stored as a table of its own is
+    /// dropped at open (its pages freed) and rebuilt from the volumes.
+    #[test]
+    fn an_earlier_name_table_is_dropped_and_the_index_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let store = RecordStore::open(&path).unwrap();
+        let volume = r#"{"name":"pvc-1","volume":{"volume_id":"vol-1","capacity_bytes":1,"volume_context":{},"accessible_topology":[]},"capabilities":[],"parameters":{}}"#;
+        store
+            .commit(&[
+                put("names", "pvc-1", "\"vol-1\""),
+                put("names", "stale", "\"vol-9\""),
+                put("volumes", "vol-1", volume),
+            ])
+            .unwrap();
+        drop(store);
+        let store = RecordStore::open(&path).unwrap();
         let records = store.load().unwrap();
+        assert!(records.iter().all(|(t, _, _)| *t == "volumes"));
         let state = DriverState::from_records(
             records
                 .iter()
                 .map(|(t, k, v)| (*t, k.as_str(), v.as_slice())),
         )
         .unwrap();
-        assert_eq!(state.next_op, 7);
         assert_eq!(
             state.names.iter().collect::<Vec<_>>(),
-            [(&"pvc-2".to_string(), &"vol-2".to_string())]
+            [(&"pvc-1".to_string(), &"vol-1".to_string())]
         );
+        let read = store.db.begin_read().unwrap();
+        assert!(matches!(
+            read.open_table(table("names")),
+            Err(redb::TableError::TableDoesNotExist(_))
+        ));
     }
 
     /// A store cut short or garbled (disk damage, not a crash: a crash
@@ -186,8 +239,8 @@ mod tests {
         let store = RecordStore::open(&path).unwrap();
         for i in 0..50 {
             let c = put(
-                "names",
-                &format!("pvc-{i}"),
+                "volumes",
+                &format!("vol-{i}"),
                 &format!("\"{}\"", "v".repeat(300)),
             );
             store.commit(&[c]).unwrap();

@@ -279,6 +279,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let legacy = dir.path().join("state.json");
         let mut old = DriverState::default();
+        let volume = r#"{"name":"pvc-1","volume":{"volume_id":"vol-1","capacity_bytes":1,"volume_context":{},"accessible_topology":[]},"capabilities":[],"parameters":{}}"#;
+        old.volumes.insert(
+            "vol-1".into(),
+            serde_json::from_str(volume).expect("a volume record"),
+        );
         old.names.insert("pvc-1".into(), "vol-1".into());
         old.next_op = 42;
         std::fs::write(&legacy, serde_json::to_vec_pretty(&old).unwrap()).unwrap();

@@ -15,8 +15,10 @@ use crate::OpId;
 pub struct DriverState {
     /// Volumes by id (controller side).
     pub volumes: Tracked<String, VolumeRecord>,
-    /// CreateVolume names to volume ids.
-    pub names: Tracked<String, String>,
+    /// CreateVolume names to volume ids: an index of `volumes`, kept in
+    /// memory and rebuilt as records load, never a record of its own.
+    #[serde(default)]
+    pub names: BTreeMap<String, String>,
     /// Volumes present on this node (node side), by id.
     pub node: Tracked<String, NodeVolume>,
     /// Operations handed to the adapter and not yet completed. Recorded before
@@ -27,15 +29,16 @@ pub struct DriverState {
     /// Snapshots by id.
     #[serde(default)]
     pub snapshots: Tracked<String, SnapshotRecord>,
-    /// CreateSnapshot names to snapshot ids (members of a group have none).
+    /// CreateSnapshot names to snapshot ids (members of a group have none):
+    /// an index of `snapshots`, as `names` is of volumes.
     #[serde(default)]
-    pub snapshot_names: Tracked<String, String>,
+    pub snapshot_names: BTreeMap<String, String>,
     /// Group snapshots by id.
     #[serde(default)]
     pub groups: Tracked<String, GroupRecord>,
-    /// CreateVolumeGroupSnapshot names to group ids.
+    /// CreateVolumeGroupSnapshot names to group ids: an index of `groups`.
     #[serde(default)]
-    pub group_names: Tracked<String, String>,
+    pub group_names: BTreeMap<String, String>,
 }
 
 /// A group snapshot the controller cut. Its members are in
@@ -172,27 +175,25 @@ pub struct Change {
 
 /// The state's tables, by the names the record store gives them; `meta`
 /// holds the next operation id.
-pub const TABLES: [&str; 9] = [
+pub const TABLES: [&str; 6] = [
     "volumes",
-    "names",
     "node",
     "in_flight",
     "snapshots",
-    "snapshot_names",
     "groups",
-    "group_names",
     "meta",
 ];
+
+/// Tables an earlier volplane wrote and this one no longer reads: the name
+/// indexes, now rebuilt from the records they index. A record store drops
+/// them.
+pub const DROPPED_TABLES: [&str; 3] = ["names", "snapshot_names", "group_names"];
 
 /// Runs `$body` with `$t` bound to each table field and `$name` to its name.
 macro_rules! each_table {
     ($state:expr, |$name:ident, $t:ident| $body:expr) => {{
         {
             let ($name, $t) = ("volumes", &mut $state.volumes);
-            $body
-        }
-        {
-            let ($name, $t) = ("names", &mut $state.names);
             $body
         }
         {
@@ -208,15 +209,7 @@ macro_rules! each_table {
             $body
         }
         {
-            let ($name, $t) = ("snapshot_names", &mut $state.snapshot_names);
-            $body
-        }
-        {
             let ($name, $t) = ("groups", &mut $state.groups);
-            $body
-        }
-        {
-            let ($name, $t) = ("group_names", &mut $state.group_names);
             $body
         }
     }};
@@ -301,7 +294,26 @@ impl DriverState {
         if !found {
             return Err(format!("record {key:?} of an unknown table {table:?}"));
         }
-        result.map_err(|e| format!("table {table}: {e}"))
+        result.map_err(|e| format!("table {table}: {e}"))?;
+        self.index(table, key);
+        Ok(())
+    }
+
+    /// Adds the record `key` of `table`, just loaded, to the name index
+    /// of its table.
+    fn index(&mut self, table: &str, key: &str) {
+        let (name, names) = match table {
+            "volumes" => (self.volumes.get(key).map(|r| &r.name), &mut self.names),
+            "snapshots" => (
+                self.snapshots.get(key).map(|r| &r.name),
+                &mut self.snapshot_names,
+            ),
+            "groups" => (self.groups.get(key).map(|g| &g.name), &mut self.group_names),
+            _ => return,
+        };
+        if let Some(name) = name.filter(|n| !n.is_empty()) {
+            names.insert(name.clone(), key.to_string());
+        }
     }
 
     /// True when an operation holding `key` is in flight.

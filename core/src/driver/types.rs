@@ -80,11 +80,14 @@ impl AccessMode {
 pub enum AccessType {
     /// A raw block device.
     Block,
-    /// A mounted filesystem.
+    /// A mounted filesystem. Empty fields are left out of a record.
     Mount {
         /// Empty means "the driver's default".
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         fs_type: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         mount_flags: Vec<String>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         volume_mount_group: String,
     },
 }
