@@ -5,6 +5,7 @@
 //! server).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::Tick;
 use crate::control::{ApiCall, ApiResult, Watch};
@@ -13,7 +14,8 @@ use crate::model::{Object, ObjectKey};
 /// Objects by key, with a global resourceVersion counter.
 #[derive(Debug, Clone, Default)]
 pub struct Store {
-    objects: BTreeMap<ObjectKey, Object>,
+    /// Shared with the watch events that announced them.
+    objects: BTreeMap<ObjectKey, Arc<Object>>,
     version: u64,
     uids: u64,
     /// The StorageObjectInUseProtection admission plugin (on by default in
@@ -97,11 +99,16 @@ impl Store {
 
     /// The object `key` names.
     pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
-        self.objects.get(key)
+        self.objects.get(key).map(|o| &**o)
     }
 
     /// Every object, in key order.
     pub fn objects(&self) -> impl Iterator<Item = &Object> {
+        self.objects.values().map(|o| &**o)
+    }
+
+    /// Every object, in key order, shared (as a relist delivers them).
+    pub fn shared(&self) -> impl Iterator<Item = &Arc<Object>> {
         self.objects.values()
     }
 
@@ -124,13 +131,13 @@ impl Store {
                     self.objects
                         .values()
                         .filter(|o| o.kind() == *kind && o.meta().namespace == *namespace)
-                        .cloned()
+                        .map(|o| (**o).clone())
                         .collect(),
                 ),
                 vec![],
             ),
             ApiCall::Get(key) => match self.objects.get(key) {
-                Some(o) => (ApiResult::Ok(Some(o.clone())), vec![]),
+                Some(o) => (ApiResult::Ok(Some((**o).clone())), vec![]),
                 None => (ApiResult::NotFound, vec![]),
             },
             ApiCall::Create(o) => {
@@ -151,14 +158,16 @@ impl Store {
                     .get_or_insert_with(|| timestamp(now));
                 meta.deletion_timestamp = None;
                 self.stamp(&mut o);
-                self.objects.insert(key, o.clone());
-                (ApiResult::Ok(Some(o.clone())), vec![Watch::Applied(o)])
+                let shared = Arc::new(o.clone());
+                self.objects.insert(key, shared.clone());
+                (ApiResult::Ok(Some(o)), vec![Watch::Applied(shared)])
             }
             ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
                 let key = o.key();
-                let Some(current) = self.objects.get(&key).cloned() else {
+                let Some(current) = self.objects.get(&key) else {
                     return (ApiResult::NotFound, vec![]);
                 };
+                let current = &**current;
                 let rv = &o.meta().resource_version;
                 if !rv.is_empty() && *rv != current.meta().resource_version {
                     return (ApiResult::Conflict, vec![]);
@@ -171,39 +180,39 @@ impl Store {
                     n.meta_mut().deletion_timestamp = current.meta().deletion_timestamp.clone();
                     n
                 } else {
-                    merge(&current, o)
+                    merge(current, o)
                 };
-                if next == current {
-                    return (ApiResult::Ok(Some(current)), vec![]);
+                if next == *current {
+                    return (ApiResult::Ok(Some(next)), vec![]);
                 }
                 if next.meta().deleting() && next.meta().finalizers.is_empty() {
                     self.objects.remove(&key);
                     self.stamp(&mut next);
-                    return (ApiResult::Ok(None), vec![Watch::Deleted(next)]);
+                    return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(next))]);
                 }
                 self.stamp(&mut next);
-                self.objects.insert(key, next.clone());
-                (
-                    ApiResult::Ok(Some(next.clone())),
-                    vec![Watch::Applied(next)],
-                )
+                let shared = Arc::new(next.clone());
+                self.objects.insert(key, shared.clone());
+                (ApiResult::Ok(Some(next)), vec![Watch::Applied(shared)])
             }
             ApiCall::Delete(key) => {
-                let Some(mut o) = self.objects.get(key).cloned() else {
+                let Some(current) = self.objects.get(key) else {
                     return (ApiResult::NotFound, vec![]);
                 };
+                if current.meta().deleting() && !current.meta().finalizers.is_empty() {
+                    return (ApiResult::Ok(Some((**current).clone())), vec![]);
+                }
+                let mut o = (**current).clone();
                 if o.meta().finalizers.is_empty() {
                     self.objects.remove(key);
                     self.stamp(&mut o);
-                    return (ApiResult::Ok(None), vec![Watch::Deleted(o)]);
-                }
-                if o.meta().deleting() {
-                    return (ApiResult::Ok(Some(o)), vec![]);
+                    return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(o))]);
                 }
                 o.meta_mut().deletion_timestamp = Some(timestamp(now));
                 self.stamp(&mut o);
-                self.objects.insert(key.clone(), o.clone());
-                (ApiResult::Ok(Some(o.clone())), vec![Watch::Applied(o)])
+                let shared = Arc::new(o.clone());
+                self.objects.insert(key.clone(), shared.clone());
+                (ApiResult::Ok(Some(o)), vec![Watch::Applied(shared)])
             }
         }
     }

@@ -72,7 +72,7 @@ impl Informer {
                 self.known = found;
                 let mut out: Vec<Feed> = gone
                     .into_iter()
-                    .map(|o| Feed::Watch(Watch::Deleted(o)))
+                    .map(|o| Feed::Watch(Watch::Deleted(o.into())))
                     .collect();
                 out.push(Feed::Listed(self.kind));
                 out
@@ -87,7 +87,7 @@ impl Informer {
                     if let Some(relist) = &mut self.relist {
                         relist.remove(&o.key());
                     }
-                    vec![Feed::Watch(Watch::Deleted(o))]
+                    vec![Feed::Watch(Watch::Deleted(o.into()))]
                 }
                 None => Vec::new(),
             },
@@ -100,7 +100,7 @@ impl Informer {
             return Vec::new();
         }
         self.known.insert(o.key(), o.clone());
-        vec![Feed::Watch(Watch::Applied(o))]
+        vec![Feed::Watch(Watch::Applied(o.into()))]
     }
 
     /// The model's view of a watched object; one it cannot read is left out

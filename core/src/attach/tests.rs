@@ -170,7 +170,8 @@ fn c3_4_an_rwo_volume_is_refused_on_a_second_node_with_one_event_per_pod() {
             r.store
                 .get(&ObjectKey::new(Kind::Pod, "default", "web-1"))
                 .unwrap()
-                .clone(),
+                .clone()
+                .into(),
         )),
     );
     r.run();

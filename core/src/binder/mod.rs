@@ -196,9 +196,9 @@ impl Binder {
         self.queue.pop_front()
     }
 
-    fn observe(&mut self, o: Object) {
+    fn observe(&mut self, o: std::sync::Arc<Object>) {
         let key = o.key();
-        match &o {
+        match &*o {
             Object::Pv(pv) => {
                 if let Some(r) = &pv.spec.claim_ref {
                     self.dirty.insert(pvc_key(&r.namespace, &r.name));
@@ -226,7 +226,7 @@ impl Binder {
             _ => return,
         }
         if self.cache.apply(o.clone())
-            && let Object::Pv(pv) = &o
+            && let Object::Pv(pv) = &*o
         {
             self.update_index(pv);
         }

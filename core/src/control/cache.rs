@@ -1,10 +1,13 @@
 //! The object cache a control-plane machine keeps from its watches.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::model::{Kind, Object, ObjectKey};
 
-type Names = BTreeMap<String, Object>;
+/// Objects are shared with the watch events that brought them (and with
+/// the other machines' caches): storing one never copies it.
+type Names = BTreeMap<String, Arc<Object>>;
 
 /// Objects by kind, namespace and name (the order of [`ObjectKey`]), found
 /// without building a key. An update older than the cached one (by numeric
@@ -26,7 +29,8 @@ fn version(o: &Object) -> Option<u64> {
 
 impl Cache {
     /// Stores `o` unless the cache holds a newer version; returns whether it did.
-    pub fn apply(&mut self, o: Object) -> bool {
+    pub fn apply(&mut self, o: impl Into<Arc<Object>>) -> bool {
+        let o: Arc<Object> = o.into();
         let meta = o.meta();
         if !meta.uid.is_empty() && self.gone.contains(&meta.uid) {
             return false;
@@ -58,7 +62,7 @@ impl Cache {
             spaces.remove(&key.namespace);
         }
         self.len -= 1;
-        Some(o)
+        Some(Arc::unwrap_or_clone(o))
     }
 
     /// A watch said `o` was deleted: forget it, unless what is cached is a
@@ -101,7 +105,11 @@ impl Cache {
     /// The object of `kind` named `name` in `namespace` ("" when
     /// cluster-scoped), found without allocating.
     pub fn find(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {
-        self.objects.get(&kind)?.get(namespace)?.get(name)
+        self.objects
+            .get(&kind)?
+            .get(namespace)?
+            .get(name)
+            .map(|o| &**o)
     }
 
     /// Every object, in key order.
@@ -109,6 +117,7 @@ impl Cache {
         self.objects
             .values()
             .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
+            .map(|o| &**o)
     }
 
     /// Objects of one kind, in key order.
@@ -117,6 +126,7 @@ impl Cache {
             .get(&kind)
             .into_iter()
             .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
+            .map(|o| &**o)
     }
 
     /// How many objects are cached.

@@ -143,7 +143,7 @@ impl<M: ControlMachine> Chaos<M> {
         self.done.clear();
         self.watches = self
             .store
-            .objects()
+            .shared()
             .map(|o| Input::Watch(Watch::Applied(o.clone())))
             .collect();
         self.watches.push_back(Input::Synced);

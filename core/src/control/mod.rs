@@ -26,13 +26,15 @@ use crate::{OpId, Status};
 pub use backoff::Backoff;
 pub use cache::Cache;
 
+use std::sync::Arc;
+
 /// An object as a watch delivers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Watch {
     /// Added or modified.
-    Applied(Object),
+    Applied(Arc<Object>),
     /// Deleted (the object's last state).
-    Deleted(Object),
+    Deleted(Arc<Object>),
 }
 
 /// A request to the API server.

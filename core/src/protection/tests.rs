@@ -107,11 +107,14 @@ fn a1_8_a_failed_write_is_retried_with_backoff() {
     let mut m = Protection::claims();
     m.handle(
         0,
-        Input::Watch(Watch::Applied(Object::Pvc({
-            let mut old = c.clone();
-            old.metadata.finalizers.clear();
-            old
-        }))),
+        Input::Watch(Watch::Applied(
+            Object::Pvc({
+                let mut old = c.clone();
+                old.metadata.finalizers.clear();
+                old
+            })
+            .into(),
+        )),
     );
     let Some(Effect::Api { op, .. }) = m.poll() else {
         panic!("no write")
@@ -152,12 +155,15 @@ fn a1_8_a_pod_the_watch_has_not_delivered_yet_still_holds_the_claim() {
 fn a1_8_one_write_per_object_at_a_time() {
     let mut m = Protection::claims();
     let c = PersistentVolumeClaim::new("default", "data");
-    m.handle(0, Input::Watch(Watch::Applied(Object::Pvc(c.clone()))));
+    m.handle(
+        0,
+        Input::Watch(Watch::Applied(Object::Pvc(c.clone()).into())),
+    );
     let Some(Effect::Api { op, .. }) = m.poll() else {
         panic!("no write")
     };
     // The watch delivers the claim again before the write's answer came.
-    m.handle(1, Input::Watch(Watch::Applied(Object::Pvc(c))));
+    m.handle(1, Input::Watch(Watch::Applied(Object::Pvc(c).into())));
     assert!(m.poll().is_none(), "a second write while one is in flight");
     let mut done = PersistentVolumeClaim::new("default", "data");
     done.metadata.add_finalizer(FINALIZER_PVC_PROTECTION);

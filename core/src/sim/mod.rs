@@ -419,9 +419,11 @@ impl Sim {
         for w in watches {
             match &w {
                 Watch::Applied(o) => self.observe(o),
-                Watch::Deleted(Object::Pvc(c)) => self.check_claim_removed(c),
-                Watch::Deleted(Object::Pv(pv)) => self.check_volume_removed(pv),
-                Watch::Deleted(_) => {}
+                Watch::Deleted(o) => match &**o {
+                    Object::Pvc(c) => self.check_claim_removed(c),
+                    Object::Pv(pv) => self.check_volume_removed(pv),
+                    _ => {}
+                },
             }
             for (inbox, actor) in self.inbox.iter_mut().zip(&self.actors) {
                 inbox.extend(actor.watch(&w));
@@ -597,7 +599,7 @@ impl Sim {
                 check::observed_mounts(&self.storage, &self.store, &k.config().node.clone());
             k.handle(now, Input::Reconstruct(observed));
         }
-        let objects: Vec<Object> = self.store.objects().cloned().collect();
+        let objects: Vec<_> = self.store.shared().cloned().collect();
         for o in objects {
             self.inbox[actor].push_back(Delivery::Input(Input::Watch(Watch::Applied(o))));
         }

@@ -14,7 +14,6 @@ use crate::control::ApiCall;
 use crate::control::ApiResult;
 use crate::driver::Request;
 use crate::machine::{self, Machine};
-use crate::model::Object;
 use crate::registration::registrar::{Registrar, RegistrarConfig, RegistrarEffect, RegistrarInput};
 use crate::registration::watcher::{WatcherEffect, WatcherInput};
 
@@ -392,7 +391,7 @@ impl Sim {
         }
         match &self.actors[a] {
             Actor::Watcher(_) => {
-                let objects: Vec<Object> = self.store.objects().cloned().collect();
+                let objects: Vec<_> = self.store.shared().cloned().collect();
                 for o in objects {
                     let w = crate::control::Watch::Applied(o);
                     if let Some(d) = self.actors[a].watch(&w) {

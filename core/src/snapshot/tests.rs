@@ -559,7 +559,7 @@ fn a_content_is_deleted_only_once_it_carries_its_finalizer() {
         .annotations
         .insert(names::ANN_SNAPSHOT_BEING_DELETED.into(), "yes".into());
     for o in [Object::Content(content), Object::Snapshot(s)] {
-        c.handle(0, Input::Watch(crate::control::Watch::Applied(o)));
+        c.handle(0, Input::Watch(crate::control::Watch::Applied(o.into())));
     }
     let Some(Effect::Api { call, .. }) = c.poll() else {
         panic!("a write")

@@ -236,7 +236,9 @@ fn a7_1_a_crash_between_bind_writes_is_repaired_by_a_new_binder() {
     fresh.store = r.store.clone();
     fresh.create(Object::Pv(v));
     for o in r.store.objects().cloned().collect::<Vec<_>>() {
-        fresh.machine.handle(0, Input::Watch(Watch::Applied(o)));
+        fresh
+            .machine
+            .handle(0, Input::Watch(Watch::Applied(o.into())));
     }
     fresh.run();
     assert_eq!(bound_to(&fresh, "data"), "v");

@@ -162,7 +162,7 @@ fn d2_1_of_two_new_pods_of_a_readwriteoncepod_volume_the_first_by_uid_wins() {
         uids.push(p.metadata.uid.clone());
         r.machine.handle(
             r.now,
-            Input::Watch(crate::control::Watch::Applied(Object::Pod(p))),
+            Input::Watch(crate::control::Watch::Applied(Object::Pod(p).into())),
         );
     }
     let first = uids.iter().min().unwrap().clone();

@@ -518,7 +518,7 @@ impl World {
                 c.modes = modes(caps.contains(&NodeCapability::SingleNodeMultiWriter));
                 let mut k = Kubelet::new(c);
                 k.handle(now, Input::Restarted);
-                for o in self.store.objects() {
+                for o in self.store.shared() {
                     k.handle(now, Input::Watch(Watch::Applied(o.clone())));
                 }
                 k.handle(now, Input::Synced);

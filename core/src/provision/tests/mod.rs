@@ -152,7 +152,7 @@ fn b2_b3_an_annotated_claim_gets_a_volume_and_a_pv_named_pvc_uid() {
     );
 
     r.machine
-        .handle(r.now, Input::Watch(Watch::Applied(Object::Pvc(c))));
+        .handle(r.now, Input::Watch(Watch::Applied(Object::Pvc(c).into())));
     r.run();
     assert_eq!(
         creates(&r).len(),

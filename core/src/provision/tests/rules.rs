@@ -102,7 +102,9 @@ fn b5_2_the_finalizer_goes_only_on_bound_volumes_not_being_deleted() {
         panic!()
     };
     assert!(v.metadata.deleting());
-    r.input(Input::Watch(crate::control::Watch::Applied(Object::Pv(v))));
+    r.input(Input::Watch(crate::control::Watch::Applied(
+        Object::Pv(v).into(),
+    )));
     assert!(r.writes.is_empty(), "a deleting volume: {:?}", r.writes);
 }
 
