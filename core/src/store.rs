@@ -173,7 +173,7 @@ impl Store {
                     return (ApiResult::Conflict, vec![]);
                 }
                 let mut next = if matches!(call, ApiCall::Update(_)) {
-                    let mut n = merge(o, &current);
+                    let mut n = merge(o, current);
                     // Spec writes cannot clear what only the server sets.
                     n.meta_mut().uid = current.meta().uid.clone();
                     n.meta_mut().creation_timestamp = current.meta().creation_timestamp.clone();
