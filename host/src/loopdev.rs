@@ -327,12 +327,7 @@ mod tests {
 
     #[test]
     fn attach_refresh_detach_when_root() {
-        if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
-            assert!(
-                std::env::var_os("VOLPLANE_REQUIRE_ALL").is_none_or(|v| v != "1"),
-                "attach_refresh_detach_when_root needs root and /dev/loop-control (VOLPLANE_REQUIRE_ALL=1)"
-            );
-            eprintln!("skipping attach_refresh_detach_when_root: needs root and /dev/loop-control");
+        if !crate::can_run_as_root("attach_refresh_detach_when_root", true) {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -362,12 +357,7 @@ mod tests {
     /// and found once: attach again gives the same device, detach frees it.
     #[test]
     fn a_device_attached_through_a_vanished_mount_is_still_ours_when_root() {
-        if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
-            assert!(
-                std::env::var_os("VOLPLANE_REQUIRE_ALL").is_none_or(|v| v != "1"),
-                "the vanished-mount loop test needs root and /dev/loop-control (VOLPLANE_REQUIRE_ALL=1)"
-            );
-            eprintln!("skipping the vanished-mount loop test: needs root and /dev/loop-control");
+        if !crate::can_run_as_root("the vanished-mount loop test", true) {
             return;
         }
         use rustix::mount::UnmountFlags;
