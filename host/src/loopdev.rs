@@ -279,19 +279,28 @@ impl Host {
 
     /// Detaches the loop device backed by `file`, if any. Refuses while the
     /// device is mounted anywhere.
+    ///
+    /// The device is opened exclusively to clear it: the kernel refuses
+    /// (EBUSY) while a filesystem is mounted on it in any mount namespace.
+    /// The driver's own mount table cannot show that — on a cluster the
+    /// node plugin mounts in another container — and a loop device cleared
+    /// while mounted is not refused by the kernel either, only detached
+    /// later, when the filesystem lets go.
     pub fn loop_detach(&self, file: impl AsRef<Path>) -> Result<()> {
         let Some(dev) = self.loop_device_of(file.as_ref())? else {
             return Ok(());
         };
-        let name = dev.path().display().to_string();
-        if let Some(m) = self.mountinfo()?.into_iter().find(|m| m.source == name) {
-            return Err(HostError::Refused(format!(
-                "{name} (backing {}) is still mounted at {}; unmount it before detaching",
-                file.as_ref().display(),
-                m.mount_point
-            )));
-        }
-        let f = dev.reopen(OFlags::RDWR)?;
+        let f = match dev.reopen(OFlags::RDWR | OFlags::EXCL) {
+            Ok(f) => f,
+            Err(e) if errno(&e) == Some(libc::EBUSY) => {
+                return Err(HostError::Refused(format!(
+                    "{} (backing {}) is in use: mounted (perhaps by another container or namespace) or held open exclusively; unmount it before detaching",
+                    dev.path().display(),
+                    file.as_ref().display(),
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         match ioctl(&f, dev.path(), Request::ClearFd) {
             Ok(_) => Ok(()),
             Err(e) if errno(&e) == Some(libc::ENXIO) => Ok(()),
@@ -347,6 +356,25 @@ mod tests {
             .unwrap();
         host.loop_refresh(&device).unwrap();
         assert_eq!(device_size(&device).unwrap(), 16 << 20);
+        // Held as a mounted filesystem holds it (in whatever namespace):
+        // refused, and still attached.
+        let held = device.reopen(OFlags::RDONLY | OFlags::EXCL).unwrap();
+        let e = host.loop_detach(&img).unwrap_err();
+        assert!(e.is_refusal() && e.to_string().contains("in use"), "{e}");
+        assert_eq!(find(&img).as_ref(), Some(&dev));
+        drop(held);
+        // Mounted: refused the same way.
+        let formatted = std::process::Command::new("mkfs.ext4")
+            .arg("-q")
+            .arg(&dev)
+            .status()
+            .unwrap();
+        assert!(formatted.success());
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        rustix::mount::mount(&dev, &mnt, "ext4", rustix::mount::MountFlags::empty(), None).unwrap();
+        assert!(host.loop_detach(&img).unwrap_err().is_refusal());
+        rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).unwrap();
         host.loop_detach(&img).unwrap();
         assert_eq!(find(&img), None);
         host.loop_detach(&img).unwrap();
