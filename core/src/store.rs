@@ -137,7 +137,7 @@ impl Store {
                 vec![],
             ),
             ApiCall::Get(key) => match self.objects.get(key) {
-                Some(o) => (ApiResult::Ok(Some((**o).clone())), vec![]),
+                Some(o) => (ApiResult::Ok(Some(o.clone())), vec![]),
                 None => (ApiResult::NotFound, vec![]),
             },
             ApiCall::Create(o) => {
@@ -158,15 +158,19 @@ impl Store {
                     .get_or_insert_with(|| timestamp(now));
                 meta.deletion_timestamp = None;
                 self.stamp(&mut o);
-                let shared = Arc::new(o.clone());
+                let shared = Arc::new(o);
                 self.objects.insert(key, shared.clone());
-                (ApiResult::Ok(Some(o)), vec![Watch::Applied(shared)])
+                (
+                    ApiResult::Ok(Some(shared.clone())),
+                    vec![Watch::Applied(shared)],
+                )
             }
             ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
                 let key = o.key();
                 let Some(current) = self.objects.get(&key) else {
                     return (ApiResult::NotFound, vec![]);
                 };
+                let shared_current = current.clone();
                 let current = &**current;
                 let rv = &o.meta().resource_version;
                 if !rv.is_empty() && *rv != current.meta().resource_version {
@@ -183,7 +187,7 @@ impl Store {
                     merge(current, o)
                 };
                 if next == *current {
-                    return (ApiResult::Ok(Some(next)), vec![]);
+                    return (ApiResult::Ok(Some(shared_current)), vec![]);
                 }
                 if next.meta().deleting() && next.meta().finalizers.is_empty() {
                     self.objects.remove(&key);
@@ -191,16 +195,19 @@ impl Store {
                     return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(next))]);
                 }
                 self.stamp(&mut next);
-                let shared = Arc::new(next.clone());
+                let shared = Arc::new(next);
                 self.objects.insert(key, shared.clone());
-                (ApiResult::Ok(Some(next)), vec![Watch::Applied(shared)])
+                (
+                    ApiResult::Ok(Some(shared.clone())),
+                    vec![Watch::Applied(shared)],
+                )
             }
             ApiCall::Delete(key) => {
                 let Some(current) = self.objects.get(key) else {
                     return (ApiResult::NotFound, vec![]);
                 };
                 if current.meta().deleting() && !current.meta().finalizers.is_empty() {
-                    return (ApiResult::Ok(Some((**current).clone())), vec![]);
+                    return (ApiResult::Ok(Some(current.clone())), vec![]);
                 }
                 let mut o = (**current).clone();
                 if o.meta().finalizers.is_empty() {
@@ -210,9 +217,12 @@ impl Store {
                 }
                 o.meta_mut().deletion_timestamp = Some(timestamp(now));
                 self.stamp(&mut o);
-                let shared = Arc::new(o.clone());
+                let shared = Arc::new(o);
                 self.objects.insert(key.clone(), shared.clone());
-                (ApiResult::Ok(Some(o)), vec![Watch::Applied(shared)])
+                (
+                    ApiResult::Ok(Some(shared.clone())),
+                    vec![Watch::Applied(shared)],
+                )
             }
         }
     }
@@ -227,7 +237,7 @@ mod tests {
     fn writes_conflict_on_a_stale_version_and_status_is_separate() {
         let mut s = Store::new();
         let (r, w) = s.apply(0, &ApiCall::Create(Object::Pv(PersistentVolume::new("pv"))));
-        let ApiResult::Ok(Some(Object::Pv(created))) = r else {
+        let Some(Object::Pv(created)) = r.into_object() else {
             panic!()
         };
         assert_eq!(w.len(), 1);
@@ -236,7 +246,7 @@ mod tests {
         a.status.phase = Some(PvPhase::Available);
         a.spec.mount_options = vec!["ignored-by-status-write".into()];
         let (r, _) = s.apply(1, &ApiCall::UpdateStatus(Object::Pv(a.clone())));
-        let ApiResult::Ok(Some(Object::Pv(after))) = r else {
+        let Some(Object::Pv(after)) = r.into_object() else {
             panic!()
         };
         assert_eq!(after.phase(), PvPhase::Available);
@@ -257,7 +267,7 @@ mod tests {
         s.apply(0, &ApiCall::Create(Object::Pv(pv)));
         let key = ObjectKey::new(Kind::PersistentVolume, "", "pv");
         let (r, _) = s.apply(5000, &ApiCall::Delete(key.clone()));
-        let ApiResult::Ok(Some(Object::Pv(marked))) = r else {
+        let Some(Object::Pv(marked)) = r.into_object() else {
             panic!()
         };
         assert_eq!(

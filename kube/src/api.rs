@@ -132,13 +132,15 @@ impl ApiCaller {
             // would refuse the precondition, so it is not asked.
             Some(_) => return ApiResult::Conflict,
             None => match self.get(&key).await {
-                ApiResult::Ok(Some(b)) if &b.meta().resource_version == rv => b,
+                ApiResult::Ok(Some(b)) if &b.meta().resource_version == rv => {
+                    std::sync::Arc::unwrap_or_clone(b)
+                }
                 ApiResult::Ok(Some(_)) => return ApiResult::Conflict,
                 other => return other,
             },
         };
         let Some(patch) = update_patch(&base, o, status) else {
-            return ApiResult::Ok(Some(base));
+            return ApiResult::Ok(Some(base.into()));
         };
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -190,7 +192,7 @@ impl ApiCaller {
                 let mut objects = Vec::new();
                 for item in list.items {
                     match convert(item) {
-                        ApiResult::Ok(Some(o)) => objects.push(o),
+                        ApiResult::Ok(Some(o)) => objects.push(std::sync::Arc::unwrap_or_clone(o)),
                         other => return other,
                     }
                 }
@@ -252,7 +254,7 @@ pub fn update_patch(base: &Object, new: &Object, status: bool) -> Option<Value> 
 fn convert(o: kube::api::DynamicObject) -> ApiResult {
     match serde_json::to_value(&o).map_err(|e| e.to_string()) {
         Ok(v) => match to_core(v) {
-            Ok(o) => ApiResult::Ok(Some(o)),
+            Ok(o) => ApiResult::Ok(Some(o.into())),
             Err(e) => ApiResult::Failed(e.to_string()),
         },
         Err(e) => ApiResult::Failed(e),

@@ -54,7 +54,7 @@ fn key(kind: Kind, ns: &str, name: &str) -> ObjectKey {
 
 async fn read(caller: &ApiCaller, k: ObjectKey) -> Object {
     match caller.call(ApiCall::Get(k)).await {
-        ApiResult::Ok(Some(o)) => o,
+        ApiResult::Ok(Some(o)) => std::sync::Arc::unwrap_or_clone(o),
         other => panic!("get: {other:?}"),
     }
 }
@@ -142,8 +142,10 @@ async fn a_status_update_goes_to_the_status_subresource_alone() {
         panic!("a PV");
     };
     pv.status.phase = Some(volplane_core::model::PvPhase::Bound);
-    let ApiResult::Ok(Some(Object::Pv(written))) =
-        caller.call(ApiCall::UpdateStatus(Object::Pv(pv))).await
+    let Some(Object::Pv(written)) = caller
+        .call(ApiCall::UpdateStatus(Object::Pv(pv)))
+        .await
+        .into_object()
     else {
         panic!("the status update succeeds");
     };
@@ -218,7 +220,7 @@ async fn create_get_list_and_delete_say_what_the_server_answered() {
         panic!("marked for deletion");
     };
     assert!(deleting.meta().deleting());
-    let mut released = deleting.clone();
+    let mut released = (*deleting).clone();
     released.meta_mut().finalizers.clear();
     let _ = caller.call(ApiCall::Update(released)).await;
     assert_eq!(
@@ -236,7 +238,7 @@ async fn removing_the_last_finalizer_of_a_deleting_object_says_it_is_gone() {
     let ApiResult::Ok(Some(deleting)) = caller.call(ApiCall::Delete(k.clone())).await else {
         panic!("marked for deletion");
     };
-    let mut last = deleting.clone();
+    let mut last = (*deleting).clone();
     last.meta_mut().finalizers.clear();
     assert_eq!(
         caller.call(ApiCall::Update(last)).await,

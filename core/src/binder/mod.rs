@@ -299,7 +299,7 @@ impl Binder {
         self.announce(&p, &result);
         match result {
             ApiResult::Ok(Some(o)) => {
-                if let Object::Pv(pv) = &o {
+                if let Object::Pv(pv) = &*o {
                     self.update_index(pv);
                 }
                 self.cache.apply(o);

@@ -60,6 +60,17 @@ pub enum ApiCall {
     },
 }
 
+impl ApiResult {
+    /// The object an `Ok` answer carries, owned (copied only when it is
+    /// still shared).
+    pub fn into_object(self) -> Option<Object> {
+        match self {
+            ApiResult::Ok(Some(o)) => Some(Arc::unwrap_or_clone(o)),
+            _ => None,
+        }
+    }
+}
+
 impl ApiCall {
     /// The kind of object the call is about.
     pub fn kind(&self) -> Kind {
@@ -104,8 +115,9 @@ impl ApiCall {
 /// What the API server answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ApiResult {
-    /// The object as stored now (`None` after a delete that removed it).
-    Ok(Option<Object>),
+    /// The object as stored now (`None` after a delete that removed it),
+    /// shared with the watch event the write produced.
+    Ok(Option<Arc<Object>>),
     /// What a list found.
     Listed(Vec<Object>),
     /// The resourceVersion precondition failed.

@@ -61,7 +61,7 @@ impl<M: ControlMachine> Rig<M> {
             panic!("create failed: {r:?}")
         };
         self.deliver(watches);
-        created
+        std::sync::Arc::unwrap_or_clone(created)
     }
 
     /// Applies a user's write (update, delete) and lets the machine react.

@@ -171,7 +171,7 @@ fn a1_8_one_write_per_object_at_a_time() {
         2,
         Input::ApiDone {
             op,
-            result: ApiResult::Ok(Some(Object::Pvc(done))),
+            result: ApiResult::Ok(Some(Object::Pvc(done).into())),
         },
     );
     assert!(m.poll().is_none(), "nothing left to write");

@@ -113,7 +113,7 @@ impl World {
         self.deliver(watches);
         self.run();
         match r {
-            crate::control::ApiResult::Ok(Some(o)) => o,
+            crate::control::ApiResult::Ok(Some(o)) => std::sync::Arc::unwrap_or_clone(o),
             r => panic!("create failed: {r:?}"),
         }
     }

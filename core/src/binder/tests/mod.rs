@@ -552,7 +552,7 @@ fn a6_2_a_volume_whose_claim_the_watch_has_not_delivered_is_not_released() {
             &ApiCall::Create(Object::Pvc(pvc("data", "1Gi", &[ReadWriteOnce]))),
         )
         .0;
-    let crate::control::ApiResult::Ok(Some(Object::Pvc(c))) = c else {
+    let Some(Object::Pvc(c)) = c.into_object() else {
         panic!()
     };
     let mut v = pv("v", "1Gi", &[ReadWriteOnce]);

@@ -475,8 +475,9 @@ mod under_faults {
             let name = format!("p{}", x % 3);
             match what % 8 {
                 0 if !pods.contains_key(&name) => {
-                    if let ApiResult::Ok(Some(Object::Pod(p))) =
-                        c.user(ApiCall::Create(Object::Pod(pod_object(&name))))
+                    if let Some(Object::Pod(p)) = c
+                        .user(ApiCall::Create(Object::Pod(pod_object(&name))))
+                        .into_object()
                     {
                         pods.insert(name, p.metadata.uid);
                     }

@@ -156,7 +156,7 @@ fn d2_1_of_two_new_pods_of_a_readwriteoncepod_volume_the_first_by_uid_wins() {
         let (created, _) = r
             .store
             .apply(r.now, &ApiCall::Create(Object::Pod(pod_object(name))));
-        let crate::control::ApiResult::Ok(Some(Object::Pod(p))) = created else {
+        let Some(Object::Pod(p)) = created.into_object() else {
             panic!()
         };
         uids.push(p.metadata.uid.clone());
