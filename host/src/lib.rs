@@ -552,6 +552,12 @@ mod tests {
         host.create_dir(&elsewhere).unwrap();
         host.create_file(elsewhere.join("theirs")).unwrap();
         rustix::mount::mount_bind(&elsewhere, &deep).unwrap();
+        // A link in the tree to a mount outside it is neither followed
+        // into nor a reason to refuse: only the link would go.
+        let outside = dir.path().join("outside");
+        host.create_dir(&outside).unwrap();
+        rustix::mount::mount_bind(&elsewhere, &outside).unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
         let e = host.remove_tree(&tree).unwrap_err();
         assert!(e.is_refusal(), "{e}");
         assert!(e.to_string().contains("a/b/c"), "names the mount: {e}");
@@ -565,6 +571,11 @@ mod tests {
         rustix::mount::unmount(&deep, UnmountFlags::empty()).unwrap();
         host.remove_tree(&tree).unwrap();
         assert!(!tree.exists() && elsewhere.join("theirs").exists());
+        assert!(
+            outside.join("theirs").exists(),
+            "nothing removed through the link"
+        );
+        rustix::mount::unmount(&outside, UnmountFlags::empty()).unwrap();
     }
 
     #[test]

@@ -117,6 +117,7 @@ pub fn load_state(
     {
         let mut state: DriverState =
             serde_json::from_slice(&bytes).map_err(|e| restore(file.path(), e.to_string()))?;
+        state.reindex();
         state.touch_all();
         store
             .commit(&state.take_changes())
@@ -284,7 +285,6 @@ mod tests {
             "vol-1".into(),
             serde_json::from_str(volume).expect("a volume record"),
         );
-        old.names.insert("pvc-1".into(), "vol-1".into());
         old.next_op = 42;
         std::fs::write(&legacy, serde_json::to_vec_pretty(&old).unwrap()).unwrap();
         let config = PumpConfig {

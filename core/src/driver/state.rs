@@ -16,8 +16,9 @@ pub struct DriverState {
     /// Volumes by id (controller side).
     pub volumes: Tracked<String, VolumeRecord>,
     /// CreateVolume names to volume ids: an index of `volumes`, kept in
-    /// memory and rebuilt as records load, never a record of its own.
-    #[serde(default)]
+    /// memory and rebuilt as records load ([`DriverState::reindex`] for a
+    /// whole state), never stored.
+    #[serde(skip)]
     pub names: BTreeMap<String, String>,
     /// Volumes present on this node (node side), by id.
     pub node: Tracked<String, NodeVolume>,
@@ -31,13 +32,13 @@ pub struct DriverState {
     pub snapshots: Tracked<String, SnapshotRecord>,
     /// CreateSnapshot names to snapshot ids (members of a group have none):
     /// an index of `snapshots`, as `names` is of volumes.
-    #[serde(default)]
+    #[serde(skip)]
     pub snapshot_names: BTreeMap<String, String>,
     /// Group snapshots by id.
     #[serde(default)]
     pub groups: Tracked<String, GroupRecord>,
     /// CreateVolumeGroupSnapshot names to group ids: an index of `groups`.
-    #[serde(default)]
+    #[serde(skip)]
     pub group_names: BTreeMap<String, String>,
 }
 
@@ -297,6 +298,23 @@ impl DriverState {
         result.map_err(|e| format!("table {table}: {e}"))?;
         self.index(table, key);
         Ok(())
+    }
+
+    /// Rebuilds the name indexes from the volumes, snapshots and groups
+    /// (a state read whole, as an earlier volplane's state file).
+    pub fn reindex(&mut self) {
+        let volumes: Vec<String> = self.volumes.keys().cloned().collect();
+        let snapshots: Vec<String> = self.snapshots.keys().cloned().collect();
+        let groups: Vec<String> = self.groups.keys().cloned().collect();
+        for (table, keys) in [
+            ("volumes", volumes),
+            ("snapshots", snapshots),
+            ("groups", groups),
+        ] {
+            for key in keys {
+                self.index(table, &key);
+            }
+        }
     }
 
     /// Adds the record `key` of `table`, just loaded, to the name index

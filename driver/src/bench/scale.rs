@@ -55,16 +55,22 @@ fn on_disk(dir: &Path) -> Option<u64> {
     )
 }
 
-/// Creates (or deletes) volumes from 16 concurrent loops, showing progress.
+/// Every tenth of `total` done: the progress line's turn.
+fn tenth(done: usize, total: usize) -> bool {
+    done.is_multiple_of((total / 10).max(1))
+}
+
+/// Creates volumes from 16 concurrent loops, showing progress; the ids of
+/// those made go into `held`, also when one fails (so they are deleted).
 async fn fill<T: Transport>(
     csi: &Csi<T>,
     parameters: &HashMap<String, String>,
     names: Vec<String>,
-) -> Result<Vec<String>, BenchError> {
+    held: &mut Vec<String>,
+) -> Result<(), BenchError> {
     let total = names.len();
     let started = Instant::now();
     let mut done = 0;
-    let mut ids = Vec::with_capacity(total);
     let mut creates = stream::iter(names.into_iter().map(|name| {
         let mut controller = csi.controller.clone();
         let request = csi::CreateVolumeRequest {
@@ -76,44 +82,64 @@ async fn fill<T: Transport>(
         async move { controller.create_volume(request).await }
     }))
     .buffer_unordered(16);
+    let mut failed = None;
     while let Some(r) = creates.next().await {
-        let v = r.map_err(|s| BenchError::Rpc {
-            rpc: "CreateVolume",
-            code: s.code(),
-            message: s.message().to_string(),
-        })?;
-        ids.push(v.into_inner().volume.unwrap_or_default().volume_id);
+        match r {
+            Ok(v) => held.push(v.into_inner().volume.unwrap_or_default().volume_id),
+            Err(s) => {
+                failed.get_or_insert(BenchError::Rpc {
+                    rpc: "CreateVolume",
+                    code: s.code(),
+                    message: s.message().to_string(),
+                });
+            }
+        }
         done += 1;
-        if done % (total / 10).max(1) == 0 {
+        if tenth(done, total) {
             eprintln!(
                 "  … {done}/{total} volumes created ({:.0}/s)",
                 done as f64 / started.elapsed().as_secs_f64()
             );
         }
     }
-    Ok(ids)
+    failed.map_or(Ok(()), Err)
 }
 
+/// Deletes the volumes `ids` names from 16 concurrent loops, showing
+/// progress, and says how many could not be deleted and why.
 async fn drop_all<T: Transport>(csi: &Csi<T>, ids: Vec<String>) {
     let total = ids.len();
     let mut deletes = stream::iter(ids.into_iter().map(|volume_id| {
         let mut controller = csi.controller.clone();
         async move {
+            let request = csi::DeleteVolumeRequest {
+                volume_id: volume_id.clone(),
+                ..Default::default()
+            };
             controller
-                .delete_volume(csi::DeleteVolumeRequest {
-                    volume_id,
-                    ..Default::default()
-                })
+                .delete_volume(request)
                 .await
+                .map_err(|s| (volume_id, s))
         }
     }))
     .buffer_unordered(16);
-    let mut done = 0;
-    while deletes.next().await.is_some() {
+    let (mut done, mut failed) = (0, Vec::new());
+    while let Some(r) = deletes.next().await {
+        if let Err(e) = r {
+            failed.push(e);
+        }
         done += 1;
-        if done % (total / 10).max(1) == 0 {
+        if tenth(done, total) {
             eprintln!("  … {done}/{total} volumes deleted");
         }
+    }
+    if let Some((id, s)) = failed.first() {
+        eprintln!(
+            "  {} of the volumes could not be deleted (the first, {id}: {:?} {}); delete them with DeleteVolume",
+            failed.len(),
+            s.code(),
+            s.message()
+        );
     }
 }
 
@@ -136,7 +162,14 @@ pub async fn run<T: Transport>(
             let names = (held.len()..level)
                 .map(|i| format!("{tag}-fill-{i}"))
                 .collect();
-            held.extend(fill(csi, parameters, names).await?);
+            if let Err(e) = fill(csi, parameters, names, &mut held).await {
+                eprintln!(
+                    "  filling failed: deleting the {} volumes made so far…",
+                    held.len()
+                );
+                drop_all(csi, held).await;
+                return Err(e);
+            }
         }
         let cycle = create_delete(
             spawn,
