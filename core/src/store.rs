@@ -64,10 +64,11 @@ fn admit(o: &mut Object) {
     }
 }
 
-/// `into` with the status of `from` (for spec writes), or the reverse.
-fn merge(spec_from: &Object, status_from: &Object) -> Object {
-    let mut out = spec_from.clone();
-    match (&mut out, status_from) {
+/// `into` with the status of `from`: a spec write keeps the stored
+/// status, a status write keeps the stored spec. `into` is taken, so the
+/// written object is not copied; only the kept status is.
+fn keep_status(mut into: Object, from: &Object) -> Object {
+    match (&mut into, from) {
         (Object::Pv(a), Object::Pv(b)) => a.status = b.status.clone(),
         (Object::Pvc(a), Object::Pvc(b)) => a.status = b.status.clone(),
         (Object::Va(a), Object::Va(b)) => a.status = b.status.clone(),
@@ -77,6 +78,28 @@ fn merge(spec_from: &Object, status_from: &Object) -> Object {
         (Object::Content(a), Object::Content(b)) => a.status = b.status.clone(),
         (Object::GroupSnapshot(a), Object::GroupSnapshot(b)) => a.status = b.status.clone(),
         (Object::GroupContent(a), Object::GroupContent(b)) => a.status = b.status.clone(),
+        _ => {}
+    }
+    into
+}
+
+/// The stored object with the status of `written` (a status write).
+fn take_status(stored: &Object, mut written: Object) -> Object {
+    let mut out = stored.clone();
+    match (&mut out, &mut written) {
+        (Object::Pv(a), Object::Pv(b)) => a.status = std::mem::take(&mut b.status),
+        (Object::Pvc(a), Object::Pvc(b)) => a.status = std::mem::take(&mut b.status),
+        (Object::Va(a), Object::Va(b)) => a.status = std::mem::take(&mut b.status),
+        (Object::Node(a), Object::Node(b)) => a.status = std::mem::take(&mut b.status),
+        (Object::Pod(a), Object::Pod(b)) => a.status = std::mem::take(&mut b.status),
+        (Object::Snapshot(a), Object::Snapshot(b)) => a.status = std::mem::take(&mut b.status),
+        (Object::Content(a), Object::Content(b)) => a.status = std::mem::take(&mut b.status),
+        (Object::GroupSnapshot(a), Object::GroupSnapshot(b)) => {
+            a.status = std::mem::take(&mut b.status)
+        }
+        (Object::GroupContent(a), Object::GroupContent(b)) => {
+            a.status = std::mem::take(&mut b.status)
+        }
         _ => {}
     }
     out
@@ -123,29 +146,35 @@ impl Store {
     }
 
     /// Carries out one API call at `now`; returns the answer and the watch
-    /// events it produced, in order.
+    /// events it produced, in order. See [`Store::write`], which takes the
+    /// call and so does not copy the object it writes.
     pub fn apply(&mut self, now: Tick, call: &ApiCall) -> (ApiResult, Vec<Watch>) {
+        self.write(now, call.clone())
+    }
+
+    /// Carries out one API call at `now`, taking it; returns the answer and
+    /// the watch events it produced, in order.
+    pub fn write(&mut self, now: Tick, call: ApiCall) -> (ApiResult, Vec<Watch>) {
         match call {
             ApiCall::List { kind, namespace } => (
                 ApiResult::Listed(
                     self.objects
                         .values()
-                        .filter(|o| o.kind() == *kind && o.meta().namespace == *namespace)
+                        .filter(|o| o.kind() == kind && o.meta().namespace == namespace)
                         .map(|o| (**o).clone())
                         .collect(),
                 ),
                 vec![],
             ),
-            ApiCall::Get(key) => match self.objects.get(key) {
+            ApiCall::Get(key) => match self.objects.get(&key) {
                 Some(o) => (ApiResult::Ok(Some(o.clone())), vec![]),
                 None => (ApiResult::NotFound, vec![]),
             },
-            ApiCall::Create(o) => {
+            ApiCall::Create(mut o) => {
                 let key = o.key();
                 if self.objects.contains_key(&key) {
                     return (ApiResult::AlreadyExists, vec![]);
                 }
-                let mut o = o.clone();
                 if self.admission {
                     admit(&mut o);
                 }
@@ -165,66 +194,74 @@ impl Store {
                     vec![Watch::Applied(shared)],
                 )
             }
-            ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
-                let key = o.key();
-                let Some(current) = self.objects.get(&key) else {
-                    return (ApiResult::NotFound, vec![]);
-                };
-                let shared_current = current.clone();
-                let current = &**current;
-                let rv = &o.meta().resource_version;
-                if !rv.is_empty() && *rv != current.meta().resource_version {
-                    return (ApiResult::Conflict, vec![]);
-                }
-                let mut next = if matches!(call, ApiCall::Update(_)) {
-                    let mut n = merge(o, current);
-                    // Spec writes cannot clear what only the server sets.
-                    n.meta_mut().uid = current.meta().uid.clone();
-                    n.meta_mut().creation_timestamp = current.meta().creation_timestamp.clone();
-                    n.meta_mut().deletion_timestamp = current.meta().deletion_timestamp.clone();
-                    n
-                } else {
-                    merge(current, o)
-                };
-                if next == *current {
-                    return (ApiResult::Ok(Some(shared_current)), vec![]);
-                }
-                if next.meta().deleting() && next.meta().finalizers.is_empty() {
-                    self.objects.remove(&key);
-                    self.stamp(&mut next);
-                    return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(next))]);
-                }
-                self.stamp(&mut next);
-                let shared = Arc::new(next);
-                self.objects.insert(key, shared.clone());
-                (
-                    ApiResult::Ok(Some(shared.clone())),
-                    vec![Watch::Applied(shared)],
-                )
-            }
-            ApiCall::Delete(key) => {
-                let Some(current) = self.objects.get(key) else {
-                    return (ApiResult::NotFound, vec![]);
-                };
-                if current.meta().deleting() && !current.meta().finalizers.is_empty() {
-                    return (ApiResult::Ok(Some(current.clone())), vec![]);
-                }
-                let mut o = (**current).clone();
-                if o.meta().finalizers.is_empty() {
-                    self.objects.remove(key);
-                    self.stamp(&mut o);
-                    return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(o))]);
-                }
-                o.meta_mut().deletion_timestamp = Some(timestamp(now));
-                self.stamp(&mut o);
-                let shared = Arc::new(o);
-                self.objects.insert(key.clone(), shared.clone());
-                (
-                    ApiResult::Ok(Some(shared.clone())),
-                    vec![Watch::Applied(shared)],
-                )
-            }
+            ApiCall::Update(o) => self.update(o, true),
+            ApiCall::UpdateStatus(o) => self.update(o, false),
+            ApiCall::Delete(key) => self.delete(now, key),
         }
+    }
+
+    /// A spec write (`spec`) or a status write of `o`.
+    fn update(&mut self, o: Object, spec: bool) -> (ApiResult, Vec<Watch>) {
+        let key = o.key();
+        let Some(current) = self.objects.get(&key) else {
+            return (ApiResult::NotFound, vec![]);
+        };
+        let shared_current = current.clone();
+        let current = &**current;
+        let rv = &o.meta().resource_version;
+        if !rv.is_empty() && *rv != current.meta().resource_version {
+            return (ApiResult::Conflict, vec![]);
+        }
+        let mut next = if spec {
+            let mut n = keep_status(o, current);
+            // Spec writes cannot clear what only the server sets.
+            let (meta, was) = (n.meta_mut(), current.meta());
+            meta.uid.clone_from(&was.uid);
+            meta.creation_timestamp.clone_from(&was.creation_timestamp);
+            meta.deletion_timestamp.clone_from(&was.deletion_timestamp);
+            n
+        } else {
+            take_status(current, o)
+        };
+        if next == *current {
+            return (ApiResult::Ok(Some(shared_current)), vec![]);
+        }
+        if next.meta().deleting() && next.meta().finalizers.is_empty() {
+            self.objects.remove(&key);
+            self.stamp(&mut next);
+            return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(next))]);
+        }
+        self.stamp(&mut next);
+        let shared = Arc::new(next);
+        self.objects.insert(key, shared.clone());
+        (
+            ApiResult::Ok(Some(shared.clone())),
+            vec![Watch::Applied(shared)],
+        )
+    }
+
+    /// A delete of `key`: at once without finalizers, else marked.
+    fn delete(&mut self, now: Tick, key: ObjectKey) -> (ApiResult, Vec<Watch>) {
+        let Some(current) = self.objects.get(&key) else {
+            return (ApiResult::NotFound, vec![]);
+        };
+        if current.meta().deleting() && !current.meta().finalizers.is_empty() {
+            return (ApiResult::Ok(Some(current.clone())), vec![]);
+        }
+        let mut o = (**current).clone();
+        if o.meta().finalizers.is_empty() {
+            self.objects.remove(&key);
+            self.stamp(&mut o);
+            return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(o))]);
+        }
+        o.meta_mut().deletion_timestamp = Some(timestamp(now));
+        self.stamp(&mut o);
+        let shared = Arc::new(o);
+        self.objects.insert(key, shared.clone());
+        (
+            ApiResult::Ok(Some(shared.clone())),
+            vec![Watch::Applied(shared)],
+        )
     }
 }
 

@@ -196,14 +196,30 @@ impl Binder {
         self.queue.pop_front()
     }
 
+    /// A watch event: news (a version the cache has not seen) syncs what
+    /// it touches; the echo of a write whose answer already came, or a
+    /// stale event, changes nothing and syncs nothing.
     fn observe(&mut self, o: std::sync::Arc<Object>) {
-        let key = o.key();
-        match &*o {
+        if !self.cache.is_news(&o) || !self.dirty_around(&o) {
+            return;
+        }
+        if self.cache.apply(o.clone())
+            && let Object::Pv(pv) = &*o
+        {
+            self.update_index(pv);
+        }
+    }
+
+    /// Marks for a sync what a new version of `o` can change: the object
+    /// and the other side of its binding (a pod: its claims; a class: the
+    /// pending claims). False for a kind the binder does not keep.
+    fn dirty_around(&mut self, o: &Object) -> bool {
+        match o {
             Object::Pv(pv) => {
                 if let Some(r) = &pv.spec.claim_ref {
                     self.dirty.insert(pvc_key(&r.namespace, &r.name));
                 }
-                self.dirty.insert(key.clone());
+                self.dirty.insert(pv_key(pv.name()));
             }
             Object::Pvc(pvc) => {
                 if let Some(v) = pvc.spec.volume_name.as_deref().filter(|v| !v.is_empty()) {
@@ -215,7 +231,7 @@ impl Binder {
                     .map(|v| pv_key(v))
                     .collect();
                 self.dirty.extend(claimed);
-                self.dirty.insert(key.clone());
+                self.dirty.insert(claim_key(pvc));
             }
             Object::Class(_) => self.dirty_pending_claims(),
             Object::Pod(pod) => {
@@ -223,13 +239,9 @@ impl Binder {
                     self.dirty.insert(pvc_key(&pod.metadata.namespace, c));
                 }
             }
-            _ => return,
+            _ => return false,
         }
-        if self.cache.apply(o.clone())
-            && let Object::Pv(pv) = &*o
-        {
-            self.update_index(pv);
-        }
+        true
     }
 
     fn update_index(&mut self, pv: &PersistentVolume) {
@@ -299,6 +311,8 @@ impl Binder {
         self.announce(&p, &result);
         match result {
             ApiResult::Ok(Some(o)) => {
+                // The answer is the news its watch event will echo.
+                self.dirty_around(&o);
                 if let Object::Pv(pv) = &*o {
                     self.update_index(pv);
                 }
@@ -415,28 +429,16 @@ impl Binder {
         self.queue.push_back(Effect::Event(e));
     }
 
-    fn claim(&self, namespace: &str, name: &str) -> Option<PersistentVolumeClaim> {
-        match self
-            .cache
-            .find(Kind::PersistentVolumeClaim, namespace, name)
-        {
-            Some(Object::Pvc(c)) => Some(c.clone()),
-            _ => None,
-        }
+    fn claim(&self, namespace: &str, name: &str) -> Option<Shared<PersistentVolumeClaim>> {
+        self.cache.shared(namespace, name)
     }
 
-    fn volume(&self, name: &str) -> Option<PersistentVolume> {
-        self.cache
-            .find(Kind::PersistentVolume, "", name)
-            .and_then(Object::as_pv)
-            .cloned()
+    fn volume(&self, name: &str) -> Option<Shared<PersistentVolume>> {
+        self.cache.shared("", name)
     }
 
-    fn class(&self, name: &str) -> Option<StorageClass> {
-        self.cache
-            .find(Kind::StorageClass, "", name)
-            .and_then(Object::as_class)
-            .cloned()
+    fn class(&self, name: &str) -> Option<Shared<StorageClass>> {
+        self.cache.shared("", name)
     }
 
     /// A3.9: delayed binding when the claim's class exists and says WaitForFirstConsumer.
@@ -471,7 +473,7 @@ impl Binder {
             // Its volume's write will sync it again.
             return;
         }
-        let Some(Object::Pvc(claim)) = self.cache.get(key).cloned() else {
+        let Some(claim) = self.claim(&key.namespace, &key.name) else {
             return;
         };
         if claim.metadata.has_annotation(names::ANN_BIND_COMPLETED) {

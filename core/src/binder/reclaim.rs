@@ -5,7 +5,7 @@ use super::*;
 
 impl Binder {
     pub(super) fn sync_volume(&mut self, key: &ObjectKey) {
-        let Some(Object::Pv(pv)) = self.cache.get(key).cloned() else {
+        let Some(pv) = self.volume(&key.name) else {
             return;
         };
         let Some(r) = pv.spec.claim_ref.clone() else {

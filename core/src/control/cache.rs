@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::model::{Kind, Object, ObjectKey};
+use crate::model::{Kind, Object, ObjectKey, Shared, Variant};
 
 /// Objects are shared with the watch events that brought them (and with
 /// the other machines' caches): storing one never copies it.
@@ -41,16 +41,37 @@ impl Cache {
         {
             return false;
         }
-        let names = self
-            .objects
-            .entry(o.kind())
-            .or_default()
-            .entry(meta.namespace.clone())
-            .or_default();
-        if names.insert(meta.name.clone(), o).is_none() {
-            self.len += 1;
+        let spaces = self.objects.entry(o.kind()).or_default();
+        // A key is copied only for an object new to the cache.
+        if !spaces.contains_key(&meta.namespace) {
+            spaces.insert(meta.namespace.clone(), Names::new());
+        }
+        let names = spaces.get_mut(&meta.namespace).expect("inserted above");
+        match names.get_mut(&meta.name) {
+            Some(slot) => *slot = o,
+            None => {
+                names.insert(meta.name.clone(), o);
+                self.len += 1;
+            }
         }
         true
+    }
+
+    /// True when `o` is a version the cache has not seen: not an
+    /// incarnation known to be gone, and newer than what is cached (by
+    /// numeric resourceVersion; an unnumbered version is always news).
+    pub fn is_news(&self, o: &Object) -> bool {
+        let meta = o.meta();
+        if !meta.uid.is_empty() && self.gone.contains(&meta.uid) {
+            return false;
+        }
+        match self.find(o.kind(), &meta.namespace, &meta.name) {
+            Some(old) => match (version(old), version(o)) {
+                (Some(a), Some(b)) => b > a,
+                _ => true,
+            },
+            None => true,
+        }
     }
 
     /// Forgets the object `key` names; returns it.
@@ -110,6 +131,12 @@ impl Cache {
             .get(namespace)?
             .get(name)
             .map(|o| &**o)
+    }
+
+    /// The `T` named `name` in `namespace`, shared with the cache (no copy).
+    pub fn shared<T: Variant>(&self, namespace: &str, name: &str) -> Option<Shared<T>> {
+        let o = self.objects.get(&T::KIND)?.get(namespace)?.get(name)?;
+        Shared::new(o.clone())
     }
 
     /// Every object, in key order.

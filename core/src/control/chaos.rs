@@ -99,7 +99,7 @@ impl<M: ControlMachine> Chaos<M> {
 
     /// A user's write, applied now; its watch events are queued.
     pub fn user(&mut self, call: ApiCall) -> ApiResult {
-        let (result, watches) = self.store.apply(self.now, &call);
+        let (result, watches) = self.store.write(self.now, call);
         self.watches.extend(watches.into_iter().map(Input::Watch));
         result
     }

@@ -465,7 +465,7 @@ impl Sim {
                 match e {
                     Effect::Event(e) => self.events.push(e),
                     Effect::Api { op, call } => {
-                        let (result, watches) = self.api(&call);
+                        let (result, watches) = self.api(call);
                         self.inbox[a].push_back(Delivery::Input(Input::ApiDone { op, result }));
                         self.broadcast(watches);
                     }

@@ -304,7 +304,7 @@ impl Sim {
                 None => self.inbox[w].push_back(Delivery::Watcher(WatcherInput::NotifyDone { op })),
             },
             WatcherEffect::Api { op, call } => {
-                let (result, watches) = self.api(&call);
+                let (result, watches) = self.api(call);
                 self.inbox[w].push_back(Delivery::Watcher(WatcherInput::ApiDone { op, result }));
                 self.broadcast(watches);
             }
@@ -314,10 +314,10 @@ impl Sim {
     /// Carries out an API call from a machine: a write may meet an injected
     /// conflict. Returns the result and the watch events to broadcast once
     /// the caller has its completion queued.
-    pub(super) fn api(&mut self, call: &ApiCall) -> (ApiResult, Vec<crate::control::Watch>) {
+    pub(super) fn api(&mut self, call: ApiCall) -> (ApiResult, Vec<crate::control::Watch>) {
         let conflict = self.faults_on
             && !matches!(
-                call,
+                &call,
                 ApiCall::Create(_) | ApiCall::Get(_) | ApiCall::List { .. } | ApiCall::Delete(_)
             )
             && self.rng.chance(self.config.faults.api_conflict);
@@ -325,7 +325,7 @@ impl Sim {
             self.fault("api conflict");
             return (ApiResult::Conflict, vec![]);
         }
-        self.store.apply(self.now, call)
+        self.store.write(self.now, call)
     }
 
     fn rpc(&mut self, registrar: usize, watcher: usize, op: OpId) -> u64 {

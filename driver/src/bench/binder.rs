@@ -69,7 +69,7 @@ pub fn run(n: usize) -> BinderFigures {
         .map(Object::Pv)
         .chain(claims.into_iter().map(Object::Pvc))
     {
-        let (_, watches) = store.apply(0, &volplane_core::control::ApiCall::Create(o));
+        let (_, watches) = store.write(0, volplane_core::control::ApiCall::Create(o));
         events.extend(watches.into_iter().map(Input::Watch));
     }
     let setup_seconds = setup.elapsed().as_secs_f64();
@@ -86,11 +86,10 @@ pub fn run(n: usize) -> BinderFigures {
     let mut carry = |_: &Binder, now, e: Effect, done: &mut VecDeque<Input>| {
         if let Effect::Api { op, call } = e {
             writes += 1;
-            let (result, watches) = store.apply(now, &call);
+            let (verb, kind) = (call.verb(), call.kind());
+            let (result, watches) = store.write(now, call);
             let conflict = matches!(result, volplane_core::control::ApiResult::Conflict);
-            *counts
-                .entry((call.verb(), call.kind(), conflict))
-                .or_insert(0u64) += 1;
+            *counts.entry((verb, kind, conflict)).or_insert(0u64) += 1;
             done.push_back(Input::ApiDone { op, result });
             done.extend(watches.into_iter().map(Input::Watch));
         }

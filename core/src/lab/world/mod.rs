@@ -235,7 +235,7 @@ impl World {
     /// Applies a write to the store and delivers its watch events to every
     /// machine at once.
     fn write(&mut self, now: Tick, call: ApiCall) -> ApiResult {
-        let (result, watches) = self.store.apply(now, &call);
+        let (result, watches) = self.store.write(now, call);
         self.broadcast(now, None, watches);
         result
     }
