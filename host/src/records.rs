@@ -16,9 +16,16 @@ use volplane_core::driver::state::{Change, DROPPED_TABLES, TABLES};
 
 use crate::{HostError, Result};
 
-/// What [`RecordStore::read`] hands each record to: `(table, key, JSON)`;
+/// What [`RecordStore::read`] hands each record to: `(table, key, bytes)`;
 /// an error stops the reading.
 pub type Visit<'a> = dyn FnMut(&'static str, &str, &[u8]) -> std::result::Result<(), String> + 'a;
+
+/// redb's page cache. The driver holds its whole state in memory and
+/// reads the store only at start, so the cache serves only the pages a
+/// commit rewrites (the paths from the root to the changed records): a
+/// few MiB keep the upper levels of every table, where the default (1 GiB)
+/// kept a copy of the whole store, as much again as the state itself.
+const CACHE_BYTES: usize = 4 << 20;
 
 /// The record store of one driver process.
 #[derive(Debug)]
@@ -39,7 +46,11 @@ impl RecordStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| HostError::io("create state directory", dir, e))?;
         }
-        let db = std::panic::catch_unwind(|| Database::create(path))
+        let db = std::panic::catch_unwind(|| {
+            Database::builder()
+                .set_cache_size(CACHE_BYTES)
+                .create(path)
+        })
             .unwrap_or_else(|_| {
                 Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
                     "a page fails its check".into(),
@@ -79,7 +90,7 @@ impl RecordStore {
         &self.path
     }
 
-    /// Hands every record to `each` as `(table, key, JSON)`, one at a
+    /// Hands every record to `each` as `(table, key, bytes)`, one at a
     /// time; stops at the first error `each` returns. A damaged store
     /// (redb panics on some damage) is an error, never a crash.
     pub fn read(&self, each: &mut Visit<'_>) -> Result<()> {
@@ -93,7 +104,7 @@ impl RecordStore {
             })
     }
 
-    /// Every record: `(table, key, JSON)`, gathered (for tests; the driver
+    /// Every record: `(table, key, bytes)`, gathered (for tests; the driver
     /// reads them one at a time with [`RecordStore::read`]).
     #[cfg(test)]
     pub fn load(&self) -> Result<Vec<(&'static str, String, Vec<u8>)>> {

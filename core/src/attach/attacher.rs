@@ -128,7 +128,7 @@ impl Attach {
             node_id,
             capability,
             readonly: csi.read_only && self.config.publish_readonly,
-            volume_context: csi.volume_attributes,
+            volume_context: csi.volume_attributes.into(),
             secrets: Secrets::default(),
         });
         let op = self.ops.issue();
@@ -205,7 +205,7 @@ impl Attach {
                 self.backoff.succeed(&name);
                 self.set_status(&va, |s| {
                     s.attached = true;
-                    s.attachment_metadata = publish_context;
+                    s.attachment_metadata = publish_context.into();
                     s.attach_error = None;
                 });
             }

@@ -537,11 +537,10 @@ impl Driver {
         };
         let mut entry = listed(v);
         for (k, value) in &v.mutable_parameters {
-            entry
-                .volume
-                .volume_context
-                .entry(k.clone())
-                .or_insert_with(|| value.clone());
+            let context = &mut entry.volume.volume_context;
+            if !context.contains_key(k) {
+                context.insert(k.clone(), value.clone());
+            }
         }
         answer(Response::ControllerVolume(entry))
     }

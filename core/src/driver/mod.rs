@@ -25,6 +25,7 @@
 //! * **Idempotency.** A request repeated after it succeeded is answered from
 //!   memory with the same answer and no new plan.
 
+pub mod attributes;
 mod controller;
 mod group;
 mod node;

@@ -77,19 +77,19 @@ pub struct VolumeRecord {
     /// The parameters it was created with.
     pub parameters: Attributes,
     /// Its mutable parameters now.
-    #[serde(default, skip_serializing_if = "Attributes::is_empty")]
+    #[serde(default)]
     pub mutable_parameters: Attributes,
     /// The topology requirement it was created for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub accessibility: Option<TopologyRequirement>,
     /// The size range it was created (or last expanded) for.
-    #[serde(default, skip_serializing_if = "CapacityRange::unspecified")]
+    #[serde(default)]
     pub capacity: CapacityRange,
     /// The last expansion still needs the node to grow the filesystem.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub node_expansion_required: bool,
     /// Nodes the volume is published to (ControllerPublish).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub published: BTreeMap<String, Publication>,
 }
 
@@ -162,15 +162,15 @@ pub struct InFlight {
     pub rpc: Option<u64>,
 }
 
-/// One record a persist writes: `value` is its JSON, `None` when it was
-/// removed.
+/// One record a persist writes: `value` is its bytes (binary, see
+/// [`super::tracked::encode`]), `None` when it was removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The table (one of [`TABLES`]).
     pub table: &'static str,
     /// The record's key in its table.
     pub key: String,
-    /// The record's JSON; `None`: removed.
+    /// The record's bytes; `None`: removed.
     pub value: Option<Vec<u8>>,
 }
 

@@ -160,8 +160,36 @@ impl<K: Ord + Clone, V> Tracked<K, V> {
     }
 }
 
+/// The first byte of a record in the binary encoding (postcard: fields in
+/// order, no names, integers as varints). A record an earlier volplane
+/// wrote is JSON, and starts with `{`.
+const BINARY_V1: u8 = 1;
+
+/// A record's bytes: [`BINARY_V1`], then the value.
+pub fn encode<V: Serialize>(v: &V) -> Vec<u8> {
+    let mut out = vec![BINARY_V1];
+    out.extend(postcard::to_allocvec(v).expect("driver records serialise"));
+    out
+}
+
+/// A record's value, from the binary encoding or from JSON (an earlier
+/// volplane's).
+pub fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, String> {
+    match bytes.first() {
+        Some(&BINARY_V1) => match postcard::take_from_bytes(&bytes[1..]) {
+            Ok((v, [])) => Ok(v),
+            Ok((_, rest)) => Err(format!("{} bytes left over after the record", rest.len())),
+            Err(e) => Err(format!("not a record this volplane reads: {e}")),
+        },
+        Some(b'{') => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+        Some(b) => Err(format!("unknown record encoding {b:#04x}")),
+        None => Err("empty record".into()),
+    }
+}
+
 impl<K: RecordKey, V: Serialize + DeserializeOwned> Tracked<K, V> {
-    /// Each changed key's record now: its JSON, or `None` when removed.
+    /// Each changed key's record now: its bytes ([`encode`]), or `None`
+    /// when removed.
     pub fn changes(&mut self) -> Vec<(String, Option<Vec<u8>>)> {
         let dirty = self.take_dirty();
         dirty
@@ -170,7 +198,7 @@ impl<K: RecordKey, V: Serialize + DeserializeOwned> Tracked<K, V> {
                 let value = self
                     .map
                     .get(&k)
-                    .map(|v| serde_json::to_vec(v).expect("driver records serialise"));
+                    .map(encode);
                 (k.encode(), value)
             })
             .collect()
@@ -179,7 +207,7 @@ impl<K: RecordKey, V: Serialize + DeserializeOwned> Tracked<K, V> {
     /// Loads one stored record.
     pub fn load(&mut self, key: &str, bytes: &[u8]) -> Result<(), String> {
         let k = K::decode(key).ok_or_else(|| format!("record key {key:?} is not one"))?;
-        let v = serde_json::from_slice(bytes).map_err(|e| format!("record {key:?}: {e}"))?;
+        let v = decode(bytes).map_err(|e| format!("record {key:?}: {e}"))?;
         self.map.insert(k, v);
         Ok(())
     }
@@ -220,18 +248,66 @@ mod tests {
         assert_eq!(
             changes,
             vec![
-                ("a".to_string(), Some(b"10".to_vec())),
+                ("a".to_string(), Some(encode(&10u32))),
                 ("b".to_string(), None),
                 ("c".to_string(), None),
             ]
         );
         let mut back: Tracked<String, u32> = Tracked::default();
         assert_ne!(back, t, "an empty table is not one with a record");
-        back.load("a", b"10").unwrap();
+        back.load("a", &encode(&10u32)).unwrap();
         assert_eq!(back, t, "equal by content, whatever is still to be written");
         assert!(back.changes().is_empty(), "a loaded record is not a change");
         assert!(back.load("x", b"{").is_err());
         let mut ops: Tracked<OpId, u32> = Tracked::default();
-        assert!(ops.load("op", b"1").is_err(), "an op key is a number");
+        assert!(
+            ops.load("op", &encode(&1u32)).is_err(),
+            "an op key is a number"
+        );
+    }
+
+    /// A volume record as an earlier volplane wrote it (JSON) loads, and
+    /// is written back in the binary encoding, under half its size.
+    #[test]
+    fn an_earlier_json_record_loads_and_is_rewritten_binary() {
+        use crate::driver::state::VolumeRecord;
+        let json = br#"{"name":"volplane-bench-20055-fill-1","volume":{"volume_id":"vol-2cdba2a51abdc28fe936","capacity_bytes":1073741824,"volume_context":{"kind":"dir"},"accessible_topology":[{"topology.volplane.io/zone":"local"}]},"capabilities":[{"access_type":{"Mount":{}},"access_mode":"MultiNodeMultiWriter"}],"parameters":{"kind":"dir"}}"#;
+        let mut t: Tracked<String, VolumeRecord> = Tracked::default();
+        t.load("vol-2cdba2a51abdc28fe936", json).unwrap();
+        let r = &t["vol-2cdba2a51abdc28fe936"];
+        assert_eq!(r.name, "volplane-bench-20055-fill-1");
+        assert_eq!(r.volume.capacity_bytes, 1 << 30);
+        t.touch_all();
+        let changes = t.changes();
+        let bytes = changes[0].1.as_ref().unwrap();
+        assert_eq!(bytes[0], BINARY_V1);
+        assert!(
+            bytes.len() * 2 < json.len(),
+            "{} bytes binary, {} JSON",
+            bytes.len(),
+            json.len()
+        );
+        let mut back: Tracked<String, VolumeRecord> = Tracked::default();
+        back.load("vol-2cdba2a51abdc28fe936", bytes).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn a_damaged_record_is_refused_with_what_is_wrong() {
+        let mut t: Tracked<String, (u32, String)> = Tracked::default();
+        let good = encode(&(7u32, "seven".to_string()));
+        let cases: [(&[u8], &str); 5] = [
+            (&[], "empty record"),
+            (&[0x7f, 1, 2], "unknown record encoding 0x7f"),
+            (&good[..good.len() - 1], "not a record this volplane reads"),
+            (&[good.as_slice(), &[0]].concat(), "1 bytes left over"),
+            (b"{\"a\":", "at line 1"),
+        ];
+        for (bytes, why) in cases {
+            let e = t.load("k", bytes).unwrap_err();
+            assert!(e.contains(why) && e.contains("\"k\""), "{e}");
+        }
+        t.load("k", &good).unwrap();
+        assert_eq!(t["k"], (7, "seven".to_string()));
     }
 }

@@ -8,11 +8,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Opaque string maps (parameters, contexts) in a deterministic order.
-pub type Attributes = BTreeMap<String, String>;
+pub use super::attributes::Attributes;
 
 /// A topology segment map, e.g. `{"topology.volplane.io/node": "node-a"}`.
-pub type Topology = BTreeMap<String, String>;
+pub type Topology = Attributes;
 
 /// CSI access modes (`VolumeCapability.AccessMode.Mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -80,14 +79,14 @@ impl AccessMode {
 pub enum AccessType {
     /// A raw block device.
     Block,
-    /// A mounted filesystem. Empty fields are left out of a record.
+    /// A mounted filesystem.
     Mount {
         /// Empty means "the driver's default".
-        #[serde(default, skip_serializing_if = "String::is_empty")]
+        #[serde(default)]
         fs_type: String,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[serde(default)]
         mount_flags: Vec<String>,
-        #[serde(default, skip_serializing_if = "String::is_empty")]
+        #[serde(default)]
         volume_mount_group: String,
     },
 }
@@ -191,7 +190,7 @@ pub struct Volume {
     pub capacity_bytes: u64,
     pub volume_context: Attributes,
     pub accessible_topology: Vec<Topology>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub content_source: Option<ContentSource>,
 }
 

@@ -290,7 +290,7 @@ impl Kubelet {
         if !node.status.volumes_in_use.contains(&unique) {
             return;
         }
-        let mut publish_context = BTreeMap::new();
+        let mut publish_context = driver::Attributes::new();
         if attach_required {
             if !node
                 .status
@@ -308,7 +308,7 @@ impl Kubelet {
             match self.cache.find(Kind::VolumeAttachment, "", &va) {
                 // A VolumeAttachment being deleted is being detached: not usable.
                 Some(Object::Va(v)) if v.status.attached && !v.metadata.deleting() => {
-                    publish_context = v.status.attachment_metadata.clone()
+                    publish_context = v.status.attachment_metadata.clone().into()
                 }
                 _ => return,
             }
@@ -343,7 +343,7 @@ impl Kubelet {
                 publish_context,
                 staging_target_path: staging,
                 capability,
-                volume_context: csi.volume_attributes.clone(),
+                volume_context: csi.volume_attributes.clone().into(),
                 secrets: driver::Secrets::default(),
             });
             self.csi(
@@ -370,7 +370,7 @@ impl Kubelet {
                 target: target.clone(),
                 state: Certainty::Uncertain,
             });
-            let mut volume_context = csi.volume_attributes.clone();
+            let mut volume_context: driver::Attributes = csi.volume_attributes.clone().into();
             if self.csi_driver().is_some_and(|d| d.pod_info_on_mount()) {
                 let p = &w.pod;
                 volume_context.insert(

@@ -35,7 +35,7 @@ impl Provisioner {
         if claim.spec.selector.is_some() {
             return Err("claim Selector is not supported".into());
         }
-        let mut parameters = BTreeMap::new();
+        let mut parameters = driver::Attributes::new();
         let mut fs_type = String::new();
         for (k, v) in &class.parameters {
             if let Some(short) = k.strip_prefix(PREFIX) {
@@ -98,7 +98,7 @@ impl Provisioner {
             },
             capabilities,
             parameters,
-            mutable_parameters: BTreeMap::new(),
+            mutable_parameters: driver::Attributes::new(),
             secrets: Secrets::default(),
             content_source,
             accessibility,
@@ -283,7 +283,7 @@ impl Provisioner {
             driver: self.config.driver.clone(),
             volume_handle: v.volume_id.clone(),
             fs_type,
-            volume_attributes: attributes,
+            volume_attributes: attributes.into(),
             ..Default::default()
         });
         if !v.accessible_topology.is_empty() && self.config.topology {

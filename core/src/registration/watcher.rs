@@ -269,7 +269,7 @@ impl PluginWatcher {
                                 endpoint: info.endpoint,
                                 version,
                                 node_id,
-                                topology: accessible_topology.unwrap_or_default(),
+                                topology: accessible_topology.map(Into::into).unwrap_or_default(),
                                 max_volumes: max_volumes_per_node,
                             },
                         );

@@ -32,8 +32,8 @@ const KNOWN_PREFIXED: [&str; 4] = [
 /// RemovePrefixedParameters).
 pub fn csi_parameters(
     parameters: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, String>, String> {
-    let mut out = BTreeMap::new();
+) -> Result<crate::driver::Attributes, String> {
+    let mut out = crate::driver::Attributes::new();
     for (k, v) in parameters {
         match k.strip_prefix(PREFIX) {
             Some(short) if KNOWN_PREFIXED.contains(&short) => {}

@@ -2,7 +2,7 @@
 //! ([`ToWire`]), and the wire answer becomes the [`Response`] the machines
 //! read ([`IntoResponse`]). The server's direction is in the parent module.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use volplane_core::driver::{self as core, Response};
 use volplane_core::registration::PluginInfo;
@@ -25,8 +25,9 @@ pub trait IntoResponse {
     fn into_response(self) -> Result<Response, Status>;
 }
 
-pub(super) fn map(m: &BTreeMap<String, String>) -> HashMap<String, String> {
-    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+/// A string map on the wire (attributes, secrets).
+pub(super) fn map<'a>(m: impl IntoIterator<Item = (&'a String, &'a String)>) -> HashMap<String, String> {
+    m.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 fn range(r: &core::CapacityRange) -> Option<csi::CapacityRange> {
