@@ -47,16 +47,14 @@ impl RecordStore {
                 .map_err(|e| HostError::io("create state directory", dir, e))?;
         }
         let db = std::panic::catch_unwind(|| {
-            Database::builder()
-                .set_cache_size(CACHE_BYTES)
-                .create(path)
+            Database::builder().set_cache_size(CACHE_BYTES).create(path)
         })
-            .unwrap_or_else(|_| {
-                Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
-                    "a page fails its check".into(),
-                )))
-            })
-            .map_err(|e| failed("open", path, e))?;
+        .unwrap_or_else(|_| {
+            Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
+                "a page fails its check".into(),
+            )))
+        })
+        .map_err(|e| failed("open", path, e))?;
         let store = RecordStore {
             db,
             path: path.to_path_buf(),

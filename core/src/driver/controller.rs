@@ -112,7 +112,7 @@ impl Driver {
             .insert(p.name.clone(), volume.volume_id.clone());
         self.state.volumes.insert(
             volume.volume_id.clone(),
-            VolumeRecord {
+            Box::new(VolumeRecord {
                 name: p.name,
                 volume: volume.clone(),
                 capabilities: p.capabilities,
@@ -122,7 +122,7 @@ impl Driver {
                 capacity: p.capacity,
                 node_expansion_required: false,
                 published: Default::default(),
-            },
+            }),
         );
         Ok(Response::Volume(volume))
     }
@@ -539,7 +539,7 @@ impl Driver {
         for (k, value) in &v.mutable_parameters {
             let context = &mut entry.volume.volume_context;
             if !context.contains_key(k) {
-                context.insert(k.clone(), value.clone());
+                context.insert(k.to_string(), value.to_string());
             }
         }
         answer(Response::ControllerVolume(entry))

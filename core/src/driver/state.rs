@@ -13,8 +13,10 @@ use crate::OpId;
 /// Everything a driver process must remember across restarts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DriverState {
-    /// Volumes by id (controller side).
-    pub volumes: Tracked<String, VolumeRecord>,
+    /// Volumes by id (controller side). Boxed: a B-tree's nodes are
+    /// seldom full, and their spare slots then cost a pointer each, not a
+    /// whole record.
+    pub volumes: Tracked<String, Box<VolumeRecord>>,
     /// CreateVolume names to volume ids: an index of `volumes`, kept in
     /// memory and rebuilt as records load ([`DriverState::reindex`] for a
     /// whole state), never stored.

@@ -195,10 +195,7 @@ impl<K: RecordKey, V: Serialize + DeserializeOwned> Tracked<K, V> {
         dirty
             .into_iter()
             .map(|k| {
-                let value = self
-                    .map
-                    .get(&k)
-                    .map(encode);
+                let value = self.map.get(&k).map(encode);
                 (k.encode(), value)
             })
             .collect()

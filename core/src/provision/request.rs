@@ -296,9 +296,9 @@ impl Provisioner {
                             match_expressions: t
                                 .iter()
                                 .map(|(k, v)| NodeSelectorRequirement {
-                                    key: k.clone(),
+                                    key: k.to_string(),
                                     operator: "In".into(),
-                                    values: vec![v.clone()],
+                                    values: vec![v.to_string()],
                                 })
                                 .collect(),
                         })

@@ -62,7 +62,7 @@ fn kind_of(params: &Attributes) -> Result<Kind, Status> {
             "parameters: {unknown:?} is not a parameter of volplane's reference driver (it knows \"kind\")"
         )));
     }
-    match params.get(KIND).map(String::as_str) {
+    match params.get(KIND) {
         None | Some("block") => Ok(Kind::Block),
         Some("dir") => Ok(Kind::Dir),
         Some(other) => Err(Status::invalid(format!(
@@ -72,7 +72,7 @@ fn kind_of(params: &Attributes) -> Result<Kind, Status> {
 }
 
 fn context_kind(context: &Attributes) -> Kind {
-    match context.get(KIND).map(String::as_str) {
+    match context.get(KIND) {
         Some("dir") => Kind::Dir,
         _ => Kind::Block,
     }
@@ -417,7 +417,7 @@ impl Backend for Reference {
         }
         let id = volume_id.to_string();
         let (image, dir) = (self.image(&id), self.dir(&id));
-        let hint = publish_context.get(DEVICE_KEY).cloned();
+        let hint = publish_context.get(DEVICE_KEY).map(str::to_string);
         host.run(move |h| -> volplane_host::Result<NodeSource> {
             if let Some(img) = h.open_existing(&image)? {
                 let Some(dev) = h.loop_device_of(&image)? else {

@@ -26,8 +26,12 @@ pub trait IntoResponse {
 }
 
 /// A string map on the wire (attributes, secrets).
-pub(super) fn map<'a>(m: impl IntoIterator<Item = (&'a String, &'a String)>) -> HashMap<String, String> {
-    m.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+pub(super) fn map<K: AsRef<str>, V: AsRef<str>>(
+    m: impl IntoIterator<Item = (K, V)>,
+) -> HashMap<String, String> {
+    m.into_iter()
+        .map(|(k, v)| (k.as_ref().to_string(), v.as_ref().to_string()))
+        .collect()
 }
 
 fn range(r: &core::CapacityRange) -> Option<csi::CapacityRange> {

@@ -152,7 +152,7 @@ fn controller_get_volume_reports_the_mutable_parameters_as_they_are_now() {
         volume_id: v.volume_id.clone(),
     };
     let iops = |r: Response| match r {
-        Response::ControllerVolume(e) => e.volume.volume_context["iops"].clone(),
+        Response::ControllerVolume(e) => e.volume.volume_context["iops"].to_string(),
         r => panic!("{r:?}"),
     };
     assert_eq!(iops(h.ok(get())), "3000");

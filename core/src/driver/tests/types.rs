@@ -240,8 +240,8 @@ fn target_record(staging: &str) -> TargetRecord {
     }
 }
 
-fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> VolumeRecord {
-    VolumeRecord {
+fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> Box<VolumeRecord> {
+    Box::new(VolumeRecord {
         name: name.into(),
         volume: Volume {
             volume_id: format!("vol-{name}"),
@@ -270,7 +270,7 @@ fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> VolumeRecord {
                 )
             })
             .collect(),
-    }
+    })
 }
 
 /// Each invariant, broken alone, is named; the state around it is sound.

@@ -138,7 +138,7 @@ fn d2_2_d3_1_d3_2_stage_once_per_volume_and_publish_per_pod_at_kubelets_paths() 
         panic!()
     };
     assert_eq!(
-        s.publish_context["device"], "/dev/loop7",
+        &s.publish_context["device"], "/dev/loop7",
         "D3.5: publish_context from the VolumeAttachment"
     );
     assert!(

@@ -95,7 +95,7 @@ fn c1_8_a_csidriver_without_attach_and_with_pod_info_is_honoured() {
         "attachRequired: false stages without waiting for an attachment"
     );
     let context = &publishes(&r)[0].volume_context;
-    assert_eq!(context["csi.storage.k8s.io/pod.name"], "web-0");
+    assert_eq!(&context["csi.storage.k8s.io/pod.name"], "web-0");
     assert_eq!(context["csi.storage.k8s.io/pod.uid"], uid);
 }
 

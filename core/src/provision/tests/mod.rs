@@ -328,7 +328,7 @@ fn b4_4_resource_exhausted_on_the_selected_node_reschedules() {
     r.create(Object::Pvc(c));
     let calls = creates(&r);
     assert_eq!(
-        calls[0].accessibility.as_ref().unwrap().requisite[0]["topology.volplane.io/zone"],
+        &calls[0].accessibility.as_ref().unwrap().requisite[0]["topology.volplane.io/zone"],
         "z1"
     );
     let Some(Object::Pvc(after)) = r.get(Kind::PersistentVolumeClaim, "default", "data") else {
