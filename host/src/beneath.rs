@@ -152,11 +152,18 @@ pub(crate) fn create_dirs(
     dir: BorrowedFd<'_>,
     parts: &[&OsStr],
 ) -> std::result::Result<OwnedFd, Errno> {
-    if let Ok(fd) = open_below(dir, parts, OFlags::PATH | OFlags::DIRECTORY) {
-        return Ok(fd);
-    }
-    let mut cur: Option<OwnedFd> = None;
-    for p in parts {
+    // The deepest directory that exists, looked for from the end: a
+    // publish's target usually lacks only its last component.
+    let mut have = parts.len();
+    let mut cur = loop {
+        match open_below(dir, &parts[..have], OFlags::PATH | OFlags::DIRECTORY) {
+            Ok(fd) if have == parts.len() => return Ok(fd),
+            Ok(fd) => break Some(fd),
+            Err(Errno::NOENT) if have > 0 => have -= 1,
+            Err(e) => return Err(e),
+        }
+    };
+    for p in &parts[have..] {
         let at = cur.as_ref().map_or(dir, |f| f.as_fd());
         match rustix::fs::mkdirat(at, *p, Mode::from_raw_mode(0o750)) {
             Ok(()) | Err(Errno::EXIST) => {}

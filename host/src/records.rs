@@ -59,7 +59,15 @@ impl RecordStore {
             db,
             path: path.to_path_buf(),
         };
-        store.drop_tables()?;
+        // redb panics on some damage: an error, never a crash.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.drop_tables()))
+            .unwrap_or_else(|_| {
+                Err(failed(
+                    "open",
+                    path,
+                    "the store is damaged (a page fails its check)",
+                ))
+            })?;
         Ok(store)
     }
 

@@ -363,17 +363,28 @@ async fn bench_one<T: Transport>(
         println!("  NodePublish+NodeUnpublish  {f}");
         cycles.push(f);
     }
-    // The same cycle's syscalls in a plain loop, for the ratio.
-    match super::floor::publish_floor(&args.kubelet_dir, args.seconds.min(2.0)) {
-        Ok(floor) => {
-            let driver = cycles.first().map_or(Duration::ZERO, |f| f.median);
-            println!(
-                "  syscall floor (mkdir, bind mount, umount, rmdir in a loop): median {:.3} ms; the driver's cycle at one client is {:.1}× it",
+    // The same cycle's syscalls in a plain loop, for the ratio; and with a
+    // synced write per call, on the state's disk when it is known.
+    let driver = cycles.first().map_or(Duration::ZERO, |f| f.median);
+    let durable_dir = args.state_dir.as_deref().unwrap_or(&args.kubelet_dir);
+    for (what, durable) in [
+        (
+            "syscall floor (mkdir, bind mount, umount, rmdir in a loop)",
+            None,
+        ),
+        (
+            "durable floor (the same, with a 4 KiB write + fdatasync per call)",
+            Some(durable_dir),
+        ),
+    ] {
+        match super::floor::publish_floor(&args.kubelet_dir, durable, args.seconds.min(2.0)) {
+            Ok(floor) => println!(
+                "  {what}: median {:.3} ms; the driver's cycle at one client is {:.1}× it",
                 floor.as_secs_f64() * 1e3,
                 driver.as_secs_f64() / floor.as_secs_f64().max(1e-9)
-            );
+            ),
+            Err(why) => println!("  {what}: not measured ({why})"),
         }
-        Err(why) => println!("  syscall floor: not measured ({why})"),
     }
     report.push(("NodePublish+NodeUnpublish", cycles));
     for v in volumes.iter() {
