@@ -45,8 +45,9 @@ impl Events {
         let reference = ObjectReference {
             api_version: Some(r.api_version),
             kind: Some(r.kind),
-            name: Some(event.object.name.clone()),
-            namespace: (!event.object.namespace.is_empty()).then(|| event.object.namespace.clone()),
+            name: Some(event.object.name.to_string()),
+            namespace: (!event.object.namespace.is_empty())
+                .then(|| event.object.namespace.to_string()),
             uid: uid.filter(|u| !u.is_empty()),
             ..ObjectReference::default()
         };

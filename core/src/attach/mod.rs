@@ -181,7 +181,7 @@ impl Attach {
                         // went), or it was gone: forget it now rather than
                         // act on it again before its watch event arrives.
                         ApiResult::Ok(None) | ApiResult::NotFound => {
-                            self.detaching.remove(&object.name);
+                            self.detaching.remove(&*object.name);
                             self.cache.gone(&object, &uid);
                         }
                         _ => {

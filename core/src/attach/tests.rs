@@ -182,7 +182,7 @@ fn c3_4_an_rwo_volume_is_refused_on_a_second_node_with_one_event_per_pod() {
         .filter(|e| e.reason == reason::FAILED_ATTACH_VOLUME)
         .collect();
     assert_eq!(multi.len(), 1, "once per pod");
-    assert_eq!(multi[0].object.name, "web-1");
+    assert_eq!(&*multi[0].object.name, "web-1");
     assert_eq!(
         multi[0].message,
         "Multi-Attach error for volume \"pv-1\" Volume is already used by pod(s) web-0"
@@ -212,7 +212,7 @@ fn c2_attachments_of_another_attacher_are_left_alone() {
     r.run();
     assert!(r.csi_calls.is_empty(), "{:?}", r.csi_calls);
     assert!(
-        !r.writes.iter().any(|w| w.key().name == "theirs"),
+        !r.writes.iter().any(|w| &*w.key().name == "theirs"),
         "{:?}",
         r.writes
     );

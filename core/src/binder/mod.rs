@@ -301,7 +301,7 @@ impl Binder {
         };
         self.writing.remove(&p.key);
         for claim in &p.requeue {
-            if self.reserving.get(claim) == Some(&p.key.name) {
+            if self.reserving.get(claim).map(String::as_str) == Some(&*p.key.name) {
                 self.reserving.remove(claim);
             }
         }
@@ -403,7 +403,7 @@ impl Binder {
         let uid = call.uid().to_string();
         self.writing.insert(key.clone(), op);
         let verifying = match (&call, requeue.first()) {
-            (ApiCall::Get(_), Some(pv)) => Some(pv.name.clone()),
+            (ApiCall::Get(_), Some(pv)) => Some(pv.name.to_string()),
             _ => None,
         };
         self.pending.insert(

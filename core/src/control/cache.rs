@@ -77,10 +77,10 @@ impl Cache {
     /// Forgets the object `key` names; returns it.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Object> {
         let spaces = self.objects.get_mut(&key.kind)?;
-        let names = spaces.get_mut(&key.namespace)?;
-        let o = names.remove(&key.name)?;
+        let names = spaces.get_mut(&*key.namespace)?;
+        let o = names.remove(&*key.name)?;
         if names.is_empty() {
-            spaces.remove(&key.namespace);
+            spaces.remove(&*key.namespace);
         }
         self.len -= 1;
         Some(Arc::unwrap_or_clone(o))

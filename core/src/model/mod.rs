@@ -203,8 +203,8 @@ impl Object {
     pub fn key(&self) -> ObjectKey {
         ObjectKey {
             kind: self.kind(),
-            namespace: self.meta().namespace.clone(),
-            name: self.meta().name.clone(),
+            namespace: self.meta().namespace.as_str().into(),
+            name: self.meta().name.as_str().into(),
         }
     }
 
@@ -277,8 +277,8 @@ fn drop_nulls(v: &mut serde_json::Value) {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {
     pub kind: Kind,
-    pub namespace: String,
-    pub name: String,
+    pub namespace: std::sync::Arc<str>,
+    pub name: std::sync::Arc<str>,
 }
 
 /// Bytewise order of two short strings, eight bytes at a time, inlined:

@@ -255,7 +255,7 @@ impl Provisioner {
                 c.class().to_string(),
             ),
             None => {
-                let (ns, n) = (p.claim.namespace.clone(), p.claim.name.clone());
+                let (ns, n) = (p.claim.namespace.to_string(), p.claim.name.to_string());
                 (
                     vec![AccessMode::ReadWriteOnce],
                     None,

@@ -7,7 +7,7 @@ use super::*;
 use crate::control::{ApiResult, Effect, EventType};
 
 fn kinds_written(r: &Rig<Binder>, name: &str) -> usize {
-    r.writes.iter().filter(|w| w.key().name == name).count()
+    r.writes.iter().filter(|w| &*w.key().name == name).count()
 }
 
 fn lost_claim(name: &str, volume_name: &str) -> PersistentVolumeClaim {

@@ -380,7 +380,11 @@ fn a4_9_a_named_volume_bound_elsewhere_is_failed_binding() {
     c.spec.volume_name = Some("v".into());
     r.create(Object::Pvc(c));
     assert_eq!(claim(&r, "second").phase(), PvcPhase::Pending);
-    let e = r.events.iter().find(|e| e.object.name == "second").unwrap();
+    let e = r
+        .events
+        .iter()
+        .find(|e| &*e.object.name == "second")
+        .unwrap();
     assert_eq!(
         e.message,
         "volume \"v\" already bound to a different claim."

@@ -29,7 +29,7 @@ fn a4_9_a_controller_bound_claim_whose_volume_is_bound_elsewhere_is_left_as_it_i
     let e = r
         .events
         .iter()
-        .rfind(|e| e.object.name == "second")
+        .rfind(|e| &*e.object.name == "second")
         .unwrap();
     assert_eq!(e.reason, reason::FAILED_BINDING);
     assert_eq!(

@@ -324,7 +324,7 @@ fn d2_1_a_readwriteoncepod_volume_refuses_a_second_pod() {
     let e = r
         .events
         .iter()
-        .find(|e| e.object.name == "web-1")
+        .find(|e| &*e.object.name == "web-1")
         .expect("an event on the second pod");
     assert_eq!(
         e.message,

@@ -139,10 +139,10 @@ fn d2_a_pod_already_mounted_keeps_its_volume_while_the_claim_is_deleted() {
     assert!(
         r.events
             .iter()
-            .any(|e| e.object.name == "web-1" && e.message.contains("is being deleted")),
+            .any(|e| &*e.object.name == "web-1" && e.message.contains("is being deleted")),
         "the late pod is told why"
     );
-    assert!(!r.events.iter().any(|e| e.object.name == "web-0"));
+    assert!(!r.events.iter().any(|e| &*e.object.name == "web-0"));
     let _ = late;
 }
 
