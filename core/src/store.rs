@@ -203,11 +203,12 @@ impl Store {
     /// A spec write (`spec`) or a status write of `o`.
     fn update(&mut self, o: Object, spec: bool) -> (ApiResult, Vec<Watch>) {
         let key = o.key();
-        let Some(current) = self.objects.get(&key) else {
+        // The object's slot, looked up once: the new version replaces the
+        // old in place.
+        let Some(slot) = self.objects.get_mut(&key) else {
             return (ApiResult::NotFound, vec![]);
         };
-        let shared_current = current.clone();
-        let current = &**current;
+        let current = &**slot;
         let rv = &o.meta().resource_version;
         if !rv.is_empty() && *rv != current.meta().resource_version {
             return (ApiResult::Conflict, vec![]);
@@ -224,16 +225,16 @@ impl Store {
             take_status(current, o)
         };
         if next == *current {
-            return (ApiResult::Ok(Some(shared_current)), vec![]);
+            return (ApiResult::Ok(Some(slot.clone())), vec![]);
         }
+        self.version += 1;
+        next.meta_mut().resource_version = self.version.to_string();
         if next.meta().deleting() && next.meta().finalizers.is_empty() {
             self.objects.remove(&key);
-            self.stamp(&mut next);
             return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(next))]);
         }
-        self.stamp(&mut next);
         let shared = Arc::new(next);
-        self.objects.insert(key, shared.clone());
+        *slot = shared.clone();
         (
             ApiResult::Ok(Some(shared.clone())),
             vec![Watch::Applied(shared)],

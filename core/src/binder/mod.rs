@@ -484,8 +484,7 @@ impl Binder {
     }
 
     fn sync_unbound_claim(&mut self, claim: &PersistentVolumeClaim) {
-        let ckey = claim_key(claim);
-        let volume_name = claim.volume_name().to_string();
+        let volume_name = claim.volume_name();
         if volume_name.is_empty() {
             let delay = self.delay_binding(claim);
             if let Some(pv) = self.find_match(claim, delay) {
@@ -493,7 +492,7 @@ impl Binder {
                 self.bind(claim, &pv);
                 return;
             }
-            self.waiting.insert(ckey.clone());
+            self.waiting.insert(claim_key(claim));
             if claim.has_no_class()
                 && let Some(default) = self.default_class()
             {
@@ -520,17 +519,17 @@ impl Binder {
                     .collect();
                 let e = match waiting.len() {
                     0 => Event::normal(
-                        ckey,
+                        claim_key(claim),
                         reason::WAIT_FOR_FIRST_CONSUMER,
                         "waiting for first consumer to be created before binding",
                     ),
                     1 => Event::normal(
-                        ckey,
+                        claim_key(claim),
                         reason::WAIT_FOR_POD_SCHEDULED,
                         format!("waiting for pod {} to be scheduled", waiting[0]),
                     ),
                     _ => Event::normal(
-                        ckey,
+                        claim_key(claim),
                         reason::WAIT_FOR_POD_SCHEDULED,
                         format!("waiting for pods {} to be scheduled", waiting.join(",")),
                     ),
@@ -544,7 +543,7 @@ impl Binder {
                 return;
             }
             self.event(Event::normal(
-                ckey,
+                claim_key(claim),
                 reason::FAILED_BINDING,
                 "no persistent volumes available for this claim and no storage class is set",
             ));
@@ -562,7 +561,7 @@ impl Binder {
                 match mismatch {
                     Some(why) => {
                         self.event(Event::warning(
-                            ckey,
+                            claim_key(claim),
                             reason::VOLUME_MISMATCH,
                             format!("Cannot bind to requested volume {volume_name:?}: {why}"),
                         ));
@@ -573,7 +572,7 @@ impl Binder {
             }
             Some(_) => {
                 self.event(Event::warning(
-                    ckey,
+                    claim_key(claim),
                     reason::FAILED_BINDING,
                     format!("volume {volume_name:?} already bound to a different claim."),
                 ));
@@ -591,13 +590,12 @@ impl Binder {
     }
 
     fn sync_bound_claim(&mut self, claim: &PersistentVolumeClaim) {
-        let ckey = claim_key(claim);
-        let volume_name = claim.volume_name().to_string();
+        let volume_name = claim.volume_name();
         if volume_name.is_empty() {
             self.lose_claim(
                 claim,
                 Event::warning(
-                    ckey,
+                    claim_key(claim),
                     reason::CLAIM_LOST,
                     "Bound claim has lost reference to PersistentVolume. Data on the volume is lost!",
                 ),
@@ -608,7 +606,7 @@ impl Binder {
             self.lose_claim(
                 claim,
                 Event::warning(
-                    ckey,
+                    claim_key(claim),
                     reason::CLAIM_LOST,
                     "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
                 ),
@@ -623,7 +621,7 @@ impl Binder {
             Some(_) => self.lose_claim(
                 claim,
                 Event::warning(
-                    ckey,
+                    claim_key(claim),
                     reason::CLAIM_MISBOUND,
                     "Two claims are bound to the same volume, this one is bound incorrectly",
                 ),
@@ -638,7 +636,7 @@ impl Binder {
             return;
         }
         let mut c = claim.clone();
-        Self::claim_status(&mut c, claim, PvcPhase::Lost, None);
+        c.status = Self::claim_status(claim, PvcPhase::Lost, None);
         self.write(
             ApiCall::UpdateStatus(Object::Pvc(c)),
             vec![],
@@ -759,27 +757,30 @@ impl Binder {
         phase: PvcPhase,
         pv: Option<&PersistentVolume>,
     ) {
-        let mut c = claim.clone();
-        Self::claim_status(&mut c, claim, phase, pv);
-        if c.status != claim.status {
+        // The claim is copied only when its status changes.
+        let status = Self::claim_status(claim, phase, pv);
+        if status != claim.status {
+            let mut c = claim.clone();
+            c.status = status;
             self.call(ApiCall::UpdateStatus(Object::Pvc(c)), vec![]);
         }
     }
 
+    /// The status `claim` has in `phase`, with `pv` or without a volume.
     fn claim_status(
-        c: &mut PersistentVolumeClaim,
         claim: &PersistentVolumeClaim,
         phase: PvcPhase,
         pv: Option<&PersistentVolume>,
-    ) {
-        c.status.phase = Some(phase.clone());
+    ) -> PvcStatus {
+        let mut status = claim.status.clone();
+        status.phase = Some(phase.clone());
         let Some(pv) = pv else {
-            c.status.access_modes.clear();
-            c.status.capacity.clear();
-            c.status.current_volume_attributes_class_name = None;
-            return;
+            status.access_modes.clear();
+            status.capacity.clear();
+            status.current_volume_attributes_class_name = None;
+            return status;
         };
-        c.status.access_modes = pv.spec.access_modes.clone();
+        status.access_modes = pv.spec.access_modes.clone();
         if claim.phase() != phase {
             let capacity = pv
                 .metadata
@@ -787,13 +788,14 @@ impl Binder {
                 .and_then(|q| Quantity::parse(q).ok())
                 .or_else(|| pv.capacity());
             if let Some(q) = capacity {
-                c.status.capacity.insert("storage".into(), q);
+                status.capacity.insert("storage".into(), q);
             }
         }
         if claim.phase() == PvcPhase::Pending && phase == PvcPhase::Bound {
-            c.status.current_volume_attributes_class_name =
+            status.current_volume_attributes_class_name =
                 pv.spec.volume_attributes_class_name.clone();
         }
+        status
     }
 
     /// Sets a volume's phase and message unless the phase is already set

@@ -8,7 +8,7 @@ impl Binder {
         let Some(pv) = self.volume(&key.name) else {
             return;
         };
-        let Some(r) = pv.spec.claim_ref.clone() else {
+        let Some(r) = pv.spec.claim_ref.as_ref() else {
             self.missing_claim.remove(pv.name());
             self.set_volume_phase(&pv, PvPhase::Available, "");
             return;

@@ -35,20 +35,22 @@ impl Cache {
         if !meta.uid.is_empty() && self.gone.contains(&meta.uid) {
             return false;
         }
-        if let Some(old) = self.find(o.kind(), &meta.namespace, &meta.name)
-            && let (Some(a), Some(b)) = (version(old), version(&o))
-            && b < a
-        {
-            return false;
-        }
         let spaces = self.objects.entry(o.kind()).or_default();
-        // A key is copied only for an object new to the cache.
+        // A key is copied only for an object new to the cache, and the
+        // object's slot is looked up once.
         if !spaces.contains_key(&meta.namespace) {
             spaces.insert(meta.namespace.clone(), Names::new());
         }
         let names = spaces.get_mut(&meta.namespace).expect("inserted above");
         match names.get_mut(&meta.name) {
-            Some(slot) => *slot = o,
+            Some(slot) => {
+                if let (Some(a), Some(b)) = (version(slot), version(&o))
+                    && b < a
+                {
+                    return false;
+                }
+                *slot = o;
+            }
             None => {
                 names.insert(meta.name.clone(), o);
                 self.len += 1;
