@@ -29,6 +29,11 @@ pub struct DriverState {
     pub in_flight: Tracked<OpId, InFlight>,
     /// The next operation id (persisted, so ids are never reused).
     pub next_op: u64,
+    /// The `next_op` the store holds, as far as this process knows: it is
+    /// written only when it changed (a commit that only records a result
+    /// leaves its page alone).
+    #[serde(skip)]
+    next_op_written: Unwritten,
     /// Snapshots by id.
     #[serde(default)]
     pub snapshots: Tracked<String, SnapshotRecord>,
@@ -42,6 +47,17 @@ pub struct DriverState {
     /// CreateVolumeGroupSnapshot names to group ids: an index of `groups`.
     #[serde(skip)]
     pub group_names: BTreeMap<String, String>,
+}
+
+/// A value kept beside the state, not part of it: states compare equal
+/// whatever it holds (what is still to be written is not state).
+#[derive(Debug, Clone, Default)]
+struct Unwritten(Option<u64>);
+
+impl PartialEq for Unwritten {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// A group snapshot the controller cut. Its members are in
@@ -220,7 +236,7 @@ macro_rules! each_table {
 
 impl DriverState {
     /// The records changed since the last call (the next operation id
-    /// always among them), forgotten here: write them, or
+    /// among them when it changed), forgotten here: write them, or
     /// [`retouch`](Self::retouch) them when the write fails.
     pub fn take_changes(&mut self) -> Vec<Change> {
         let mut out = Vec::new();
@@ -233,17 +249,23 @@ impl DriverState {
                 });
             }
         });
-        out.push(Change {
-            table: "meta",
-            key: "next_op".into(),
-            value: Some(self.next_op.to_string().into_bytes()),
-        });
+        if self.next_op_written.0 != Some(self.next_op) {
+            self.next_op_written.0 = Some(self.next_op);
+            out.push(Change {
+                table: "meta",
+                key: "next_op".into(),
+                value: Some(self.next_op.to_string().into_bytes()),
+            });
+        }
         out
     }
 
     /// Marks the records `(table, key)` to be written again (their write
     /// failed).
     pub fn retouch(&mut self, records: Vec<(&'static str, String)>) {
+        if records.iter().any(|(table, _)| *table == "meta") {
+            self.next_op_written.0 = None;
+        }
         each_table!(self, |name, t| {
             t.retouch(
                 records
@@ -257,6 +279,7 @@ impl DriverState {
     /// Marks every record changed: the whole state is written next (an
     /// imported state).
     pub fn touch_all(&mut self) {
+        self.next_op_written.0 = None;
         each_table!(self, |_name, t| t.touch_all());
     }
 
@@ -281,6 +304,7 @@ impl DriverState {
                     self.next_op = text
                         .parse()
                         .map_err(|_| format!("meta next_op {text:?} is not a number"))?;
+                    self.next_op_written.0 = Some(self.next_op);
                     Ok(())
                 }
                 _ => Err(format!("meta record {key:?} is not one")),

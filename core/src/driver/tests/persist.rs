@@ -187,3 +187,37 @@ fn the_records_of_successful_persists_replay_to_the_state_across_a_failed_one() 
     }
     assert_eq!(h.d.state().node.len(), 3, "a, b and c are staged");
 }
+
+/// The next operation id is written when it changes, and again after a
+/// write of it failed; a commit that only records results leaves it alone.
+#[test]
+fn the_next_operation_id_is_written_only_when_it_changed() {
+    let has_next_op = |c: &[crate::driver::state::Change]| {
+        c.iter().any(|c| c.table == "meta" && c.key == "next_op")
+    };
+    let mut s = DriverState::default();
+    let first = s.take_changes();
+    assert!(has_next_op(&first), "a new store learns it");
+    assert!(!has_next_op(&s.take_changes()), "unchanged: not written");
+    s.next_op += 1;
+    let changed = s.take_changes();
+    assert!(has_next_op(&changed));
+    s.retouch(changed.iter().map(|c| (c.table, c.key.clone())).collect());
+    assert!(
+        has_next_op(&s.take_changes()),
+        "its write failed: written again"
+    );
+    let mut loaded = DriverState::default();
+    loaded.load_record("meta", "next_op", b"9").unwrap();
+    assert_eq!(loaded.next_op, 9);
+    assert!(!has_next_op(&loaded.take_changes()), "the store holds it");
+    assert_eq!(
+        loaded,
+        {
+            let mut l = DriverState::default();
+            l.next_op = 9;
+            l
+        },
+        "not part of the state"
+    );
+}
