@@ -550,7 +550,7 @@ impl Binder {
             self.set_claim_phase(claim, PvcPhase::Pending, None);
             return;
         }
-        match self.volume(&volume_name) {
+        match self.volume(volume_name) {
             None => self.set_claim_phase(claim, PvcPhase::Pending, None),
             Some(pv) if pv.spec.claim_ref.is_none() || bound_to_claim(&pv, claim) => {
                 let mismatch = if pv.spec.claim_ref.is_none() {
@@ -602,7 +602,7 @@ impl Binder {
             );
             return;
         }
-        let Some(pv) = self.volume(&volume_name) else {
+        let Some(pv) = self.volume(volume_name) else {
             self.lose_claim(
                 claim,
                 Event::warning(
