@@ -64,44 +64,37 @@ fn admit(o: &mut Object) {
     }
 }
 
-/// `into` with the status of `from`: a spec write keeps the stored
-/// status, a status write keeps the stored spec. `into` is taken, so the
-/// written object is not copied; only the kept status is.
-fn keep_status(mut into: Object, from: &Object) -> Object {
-    match (&mut into, from) {
-        (Object::Pv(a), Object::Pv(b)) => a.status = b.status.clone(),
-        (Object::Pvc(a), Object::Pvc(b)) => a.status = b.status.clone(),
-        (Object::Va(a), Object::Va(b)) => a.status = b.status.clone(),
-        (Object::Node(a), Object::Node(b)) => a.status = b.status.clone(),
-        (Object::Pod(a), Object::Pod(b)) => a.status = b.status.clone(),
-        (Object::Snapshot(a), Object::Snapshot(b)) => a.status = b.status.clone(),
-        (Object::Content(a), Object::Content(b)) => a.status = b.status.clone(),
-        (Object::GroupSnapshot(a), Object::GroupSnapshot(b)) => a.status = b.status.clone(),
-        (Object::GroupContent(a), Object::GroupContent(b)) => a.status = b.status.clone(),
-        _ => {}
-    }
-    into
+/// Runs `$body` with `$a` and `$b` bound to two objects of the same kind
+/// that have a status (nothing for other pairs).
+macro_rules! with_statuses {
+    ($x:expr, $y:expr, |$a:ident, $b:ident| $body:expr) => {
+        match ($x, $y) {
+            (Object::Pv($a), Object::Pv($b)) => $body,
+            (Object::Pvc($a), Object::Pvc($b)) => $body,
+            (Object::Va($a), Object::Va($b)) => $body,
+            (Object::Node($a), Object::Node($b)) => $body,
+            (Object::Pod($a), Object::Pod($b)) => $body,
+            (Object::Snapshot($a), Object::Snapshot($b)) => $body,
+            (Object::Content($a), Object::Content($b)) => $body,
+            (Object::GroupSnapshot($a), Object::GroupSnapshot($b)) => $body,
+            (Object::GroupContent($a), Object::GroupContent($b)) => $body,
+            _ => {}
+        }
+    };
 }
 
-/// The stored object with the status of `written` (a status write).
+/// A spec write: the written object with the stored status. The written
+/// object is taken, not copied; only the kept status is.
+fn keep_status(mut written: Object, stored: &Object) -> Object {
+    with_statuses!(&mut written, stored, |a, b| a.status = b.status.clone());
+    written
+}
+
+/// A status write: the stored object with the written status.
 fn take_status(stored: &Object, mut written: Object) -> Object {
     let mut out = stored.clone();
-    match (&mut out, &mut written) {
-        (Object::Pv(a), Object::Pv(b)) => a.status = std::mem::take(&mut b.status),
-        (Object::Pvc(a), Object::Pvc(b)) => a.status = std::mem::take(&mut b.status),
-        (Object::Va(a), Object::Va(b)) => a.status = std::mem::take(&mut b.status),
-        (Object::Node(a), Object::Node(b)) => a.status = std::mem::take(&mut b.status),
-        (Object::Pod(a), Object::Pod(b)) => a.status = std::mem::take(&mut b.status),
-        (Object::Snapshot(a), Object::Snapshot(b)) => a.status = std::mem::take(&mut b.status),
-        (Object::Content(a), Object::Content(b)) => a.status = std::mem::take(&mut b.status),
-        (Object::GroupSnapshot(a), Object::GroupSnapshot(b)) => {
-            a.status = std::mem::take(&mut b.status)
-        }
-        (Object::GroupContent(a), Object::GroupContent(b)) => {
-            a.status = std::mem::take(&mut b.status)
-        }
-        _ => {}
-    }
+    with_statuses!(&mut out, &mut written, |a, b| a.status =
+        std::mem::take(&mut b.status));
     out
 }
 
@@ -140,9 +133,10 @@ impl Store {
         self.version
     }
 
-    fn stamp(&mut self, o: &mut Object) {
-        self.version += 1;
-        o.meta_mut().resource_version = self.version.to_string();
+    /// Gives `o` the next resourceVersion of the counter `version`.
+    fn stamp(version: &mut u64, o: &mut Object) {
+        *version += 1;
+        o.meta_mut().resource_version = version.to_string();
     }
 
     /// Carries out one API call at `now`; returns the answer and the watch
@@ -186,7 +180,7 @@ impl Store {
                 meta.creation_timestamp
                     .get_or_insert_with(|| timestamp(now));
                 meta.deletion_timestamp = None;
-                self.stamp(&mut o);
+                Self::stamp(&mut self.version, &mut o);
                 let shared = Arc::new(o);
                 self.objects.insert(key, shared.clone());
                 (
@@ -227,8 +221,7 @@ impl Store {
         if next == *current {
             return (ApiResult::Ok(Some(slot.clone())), vec![]);
         }
-        self.version += 1;
-        next.meta_mut().resource_version = self.version.to_string();
+        Self::stamp(&mut self.version, &mut next);
         if next.meta().deleting() && next.meta().finalizers.is_empty() {
             self.objects.remove(&key);
             return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(next))]);
@@ -252,11 +245,11 @@ impl Store {
         let mut o = (**current).clone();
         if o.meta().finalizers.is_empty() {
             self.objects.remove(&key);
-            self.stamp(&mut o);
+            Self::stamp(&mut self.version, &mut o);
             return (ApiResult::Ok(None), vec![Watch::Deleted(Arc::new(o))]);
         }
         o.meta_mut().deletion_timestamp = Some(timestamp(now));
-        self.stamp(&mut o);
+        Self::stamp(&mut self.version, &mut o);
         let shared = Arc::new(o);
         self.objects.insert(key, shared.clone());
         (

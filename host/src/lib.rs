@@ -504,6 +504,32 @@ mod tests {
         assert!(!dir.path().join("real/x").exists());
     }
 
+    /// Creating directories starts from the deepest one that exists: a
+    /// link or a file anywhere above several missing components is
+    /// refused, and nothing is made through it or beside it.
+    #[test]
+    fn deep_creation_through_a_link_or_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let host = Host::new([dir.path()]).unwrap();
+        std::fs::create_dir(dir.path().join("pods")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("pods/escape")).unwrap();
+        std::fs::write(dir.path().join("pods/file"), b"").unwrap();
+        for p in ["pods/escape/a/b/c", "pods/file/a/b/c"] {
+            let e = host.create_dir(dir.path().join(p)).unwrap_err();
+            assert!(e.is_refusal(), "{p}: {e}");
+            let e = host.create_file(dir.path().join(p)).unwrap_err();
+            assert!(e.is_refusal(), "{p}: {e}");
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        let mut made: Vec<_> = std::fs::read_dir(dir.path().join("pods"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        made.sort();
+        assert_eq!(made, ["escape", "file"], "something was made beside them");
+    }
+
     #[test]
     fn a_symlinked_root_is_resolved_once_and_named_either_way() {
         let dir = tempfile::tempdir().unwrap();

@@ -46,28 +46,17 @@ impl RecordStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| HostError::io("create state directory", dir, e))?;
         }
-        let db = std::panic::catch_unwind(|| {
-            Database::builder().set_cache_size(CACHE_BYTES).create(path)
-        })
-        .unwrap_or_else(|_| {
-            Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
-                "a page fails its check".into(),
-            )))
-        })
-        .map_err(|e| failed("open", path, e))?;
+        let db = undamaged("open", path, || {
+            Database::builder()
+                .set_cache_size(CACHE_BYTES)
+                .create(path)
+                .map_err(|e| failed("open", path, e))
+        })?;
         let store = RecordStore {
             db,
             path: path.to_path_buf(),
         };
-        // redb panics on some damage: an error, never a crash.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.drop_tables()))
-            .unwrap_or_else(|_| {
-                Err(failed(
-                    "open",
-                    path,
-                    "the store is damaged (a page fails its check)",
-                ))
-            })?;
+        undamaged("open", path, || store.drop_tables())?;
         Ok(store)
     }
 
@@ -100,14 +89,7 @@ impl RecordStore {
     /// time; stops at the first error `each` returns. A damaged store
     /// (redb panics on some damage) is an error, never a crash.
     pub fn read(&self, each: &mut Visit<'_>) -> Result<()> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_all(each)))
-            .unwrap_or_else(|_| {
-                Err(failed(
-                    "read",
-                    &self.path,
-                    "the store is damaged (a page fails its check)",
-                ))
-            })
+        undamaged("read", &self.path, || self.read_all(each))
     }
 
     /// Every record: `(table, key, bytes)`, gathered (for tests; the driver
@@ -160,6 +142,18 @@ impl RecordStore {
         }
         txn.commit().map_err(|e| failed("commit", &self.path, e))
     }
+}
+
+/// Runs `f`, a redb call: redb panics on some damage, and that is an
+/// error naming the store, never a crash.
+fn undamaged<T>(op: &'static str, path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(failed(
+            op,
+            path,
+            "the store is damaged (a page fails its check)",
+        ))
+    })
 }
 
 fn failed(op: &'static str, path: &Path, e: impl std::fmt::Display) -> HostError {

@@ -27,14 +27,20 @@ fn version(o: &Object) -> Option<u64> {
     o.meta().resource_version.parse().ok()
 }
 
+/// How `o`'s version compares with `cached`'s (by numeric
+/// resourceVersion); `None` when either is not a number.
+fn against(o: &Object, cached: &Object) -> Option<std::cmp::Ordering> {
+    Some(version(o)?.cmp(&version(cached)?))
+}
+
 impl Cache {
     /// Stores `o` unless the cache holds a newer version; returns whether it did.
     pub fn apply(&mut self, o: impl Into<Arc<Object>>) -> bool {
         let o: Arc<Object> = o.into();
-        let meta = o.meta();
-        if !meta.uid.is_empty() && self.gone.contains(&meta.uid) {
+        if self.known_gone(&o) {
             return false;
         }
+        let meta = o.meta();
         let spaces = self.objects.entry(o.kind()).or_default();
         // A key is copied only for an object new to the cache, and the
         // object's slot is looked up once.
@@ -44,9 +50,7 @@ impl Cache {
         let names = spaces.get_mut(&meta.namespace).expect("inserted above");
         match names.get_mut(&meta.name) {
             Some(slot) => {
-                if let (Some(a), Some(b)) = (version(slot), version(&o))
-                    && b < a
-                {
+                if against(&o, slot) == Some(std::cmp::Ordering::Less) {
                     return false;
                 }
                 *slot = o;
@@ -64,16 +68,18 @@ impl Cache {
     /// numeric resourceVersion; an unnumbered version is always news).
     pub fn is_news(&self, o: &Object) -> bool {
         let meta = o.meta();
-        if !meta.uid.is_empty() && self.gone.contains(&meta.uid) {
-            return false;
-        }
-        match self.find(o.kind(), &meta.namespace, &meta.name) {
-            Some(old) => match (version(old), version(o)) {
-                (Some(a), Some(b)) => b > a,
-                _ => true,
-            },
-            None => true,
-        }
+        !self.known_gone(o)
+            && self
+                .find(o.kind(), &meta.namespace, &meta.name)
+                .is_none_or(|cached| {
+                    against(o, cached).is_none_or(|c| c == std::cmp::Ordering::Greater)
+                })
+    }
+
+    /// True when `o` is an incarnation a write's answer said is gone.
+    fn known_gone(&self, o: &Object) -> bool {
+        let uid = &o.meta().uid;
+        !uid.is_empty() && self.gone.contains(uid)
     }
 
     /// Forgets the object `key` names; returns it.
@@ -95,8 +101,7 @@ impl Cache {
         let meta = o.meta();
         self.gone.remove(&meta.uid);
         if let Some(cached) = self.find(o.kind(), &meta.namespace, &meta.name)
-            && let (Some(a), Some(b)) = (version(cached), version(o))
-            && a > b
+            && against(o, cached) == Some(std::cmp::Ordering::Less)
         {
             return None;
         }
@@ -215,5 +220,27 @@ mod tests {
         );
         assert_eq!(c.len(), 2);
         assert_eq!(c.values().count(), 2);
+    }
+
+    /// Only a newer version is news: the same version again (the echo of
+    /// a write whose answer came) or an older one is not, nor is an
+    /// incarnation known to be gone; an unnumbered version always is.
+    #[test]
+    fn only_a_newer_version_is_news() {
+        let mut c = Cache::default();
+        let at = |rv: &str| {
+            let mut v = PersistentVolume::new("v");
+            v.metadata.uid = "uid-1".into();
+            v.metadata.resource_version = rv.into();
+            Object::Pv(v)
+        };
+        assert!(c.is_news(&at("5")), "unknown: news");
+        c.apply(at("5"));
+        assert!(!c.is_news(&at("5")), "the same version");
+        assert!(!c.is_news(&at("4")), "an older version");
+        assert!(c.is_news(&at("6")));
+        assert!(c.is_news(&at("")), "unnumbered");
+        c.gone(&at("5").key(), "uid-1");
+        assert!(!c.is_news(&at("9")), "a gone incarnation");
     }
 }
