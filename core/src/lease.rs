@@ -14,7 +14,7 @@
 use crate::Tick;
 
 /// What a Lease says (`spec` and the resourceVersion).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct LeaseRecord {
     /// `holderIdentity` ("" when released).
     pub holder: String,
@@ -27,7 +27,7 @@ pub struct LeaseRecord {
 }
 
 /// How leadership is held (client-go's defaults: 15 s, 10 s, 2 s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LeaseTimings {
     /// How long a record that does not change is honoured.
     pub lease_duration: Tick,
@@ -67,7 +67,7 @@ impl LeaseTimings {
 }
 
 /// What to write to the Lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Decision {
     /// Create it, held by us.
     Create(LeaseRecord),
@@ -78,7 +78,7 @@ pub enum Decision {
 }
 
 /// One candidate's election state.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Elector {
     identity: String,
     timings: LeaseTimings,

@@ -163,7 +163,7 @@ pub fn effects<M: Machine + ?Sized>(m: &mut M, now: Tick) -> Vec<M::Effect> {
 /// `Timer` enum, or a key for per-object retries) is armed at most once.
 /// [`TimerTable::next`] is what `poll_timeout` returns; a deadline is
 /// reported until it fires, and fires once.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TimerTable<T: Ord> {
     armed: BTreeMap<T, Tick>,
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One line of mountinfo.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct MountEntry {
     /// The mount's id.
     pub mount_id: u32,
@@ -37,7 +37,7 @@ impl MountEntry {
 }
 
 /// Why a mountinfo line could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Hash)]
 #[error("mountinfo line {line}: {reason}")]
 pub struct ParseError {
     /// The line (1-based).

@@ -69,7 +69,7 @@ impl Plant {
 
 /// The mistake planted in one machine: nothing, unless this build has the
 /// `plants` feature and a simulation asked for one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Planted(#[cfg(any(test, feature = "plants"))] Option<Plant>);
 
 impl Planted {

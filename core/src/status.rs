@@ -112,7 +112,7 @@ impl std::fmt::Display for Code {
 
 /// A request refused or failed: the status code the CSI specification names
 /// for the condition, and a message that says what was wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error, Hash)]
 #[error("{code}: {message}")]
 pub struct Status {
     /// The gRPC status code the CSI spec names for this case.

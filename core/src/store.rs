@@ -12,7 +12,7 @@ use crate::control::{ApiCall, ApiResult, Watch};
 use crate::model::{Object, ObjectKey};
 
 /// Objects by key, with a global resourceVersion counter.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Hash)]
 pub struct Store {
     /// Shared with the watch events that announced them.
     objects: BTreeMap<ObjectKey, Arc<Object>>,

@@ -32,7 +32,7 @@ use crate::model::*;
 use crate::{OpId, Tick};
 
 /// How the attach machine runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct AttachConfig {
     /// The CSI driver whose volumes and VolumeAttachments this machine handles.
     pub driver: String,
@@ -74,7 +74,7 @@ impl AttachConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 enum Call {
     /// An API write; `key` is the lock it holds, `object` what it writes.
     Api {
@@ -92,7 +92,7 @@ enum Call {
 }
 
 /// The attach/detach controller and external-attacher. See the module docs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Attach {
     config: AttachConfig,
     cache: Cache,
@@ -121,7 +121,7 @@ pub struct Attach {
 }
 
 /// One desired attachment.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 struct Desired {
     pv: PersistentVolume,
     node: String,

@@ -9,7 +9,7 @@ use crate::model::{AccessMode, PersistentVolume, PersistentVolumeClaim, PvPhase,
 /// A volume's access modes, sorted and deduplicated.
 pub type ModeSet = BTreeSet<AccessMode>;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 struct Entry {
     modes: ModeSet,
     class: String,
@@ -21,7 +21,7 @@ struct Entry {
 }
 
 /// Candidate volumes and volumes with a claimRef, by claim.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Hash)]
 pub struct MatchIndex {
     /// mode set → class → (capacity, name) of Available, unclaimed volumes.
     groups: BTreeMap<ModeSet, BTreeMap<String, BTreeSet<(u64, String)>>>,

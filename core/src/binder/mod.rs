@@ -47,7 +47,7 @@ use crate::model::*;
 use crate::{OpId, Tick};
 
 /// What the binder is waiting for from one write.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 struct Pending {
     /// The object written.
     key: ObjectKey,
@@ -66,7 +66,7 @@ struct Pending {
 }
 
 /// The PV controller. See the module documentation.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Hash)]
 pub struct Binder {
     cache: Cache,
     index: MatchIndex,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::Tick;
 use crate::machine::TimerTable;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Hash)]
 struct Entry {
     failures: u32,
     retry_at: Tick,
@@ -20,7 +20,7 @@ struct Entry {
 /// calls `handle_timeout` at once — and `handle_timeout` takes
 /// [`Backoff::fire_due`], so a deadline is reported until it has fired, and
 /// fires exactly once.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Backoff<K: Ord> {
     start: Tick,
     max: Tick,

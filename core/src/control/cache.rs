@@ -16,7 +16,7 @@ type Names = BTreeMap<String, Arc<Object>>;
 /// An incarnation known to be gone (a write's answer said so) is never
 /// brought back by a late watch event about it: its UID is remembered until
 /// its own Deleted event, the last its watch delivers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Hash)]
 pub struct Cache {
     objects: BTreeMap<Kind, BTreeMap<String, Names>>,
     len: usize,

@@ -6,7 +6,7 @@ use crate::driver::{AccessMode as Csi, AccessType, Capability};
 use crate::model::{AccessMode as K8s, PersistentVolume, VolumeMode};
 
 /// What the driver advertises that changes the mapping.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct DriverModes {
     /// Controller/node SINGLE_NODE_MULTI_WRITER capability.
     pub single_node_multi_writer: bool,

@@ -29,7 +29,7 @@ pub use cache::Cache;
 use std::sync::Arc;
 
 /// An object as a watch delivers it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub enum Watch {
     /// Added or modified.
     Applied(Arc<Object>),
@@ -38,7 +38,7 @@ pub enum Watch {
 }
 
 /// A request to the API server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub enum ApiCall {
     /// Creates the object.
     Create(Object),
@@ -113,7 +113,7 @@ impl ApiCall {
 }
 
 /// What the API server answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub enum ApiResult {
     /// The object as stored now (`None` after a delete that removed it),
     /// shared with the watch event the write produced.
@@ -131,7 +131,7 @@ pub enum ApiResult {
 }
 
 /// Normal or Warning, as in Kubernetes events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum EventType {
     /// Normal.
     Normal,
@@ -140,7 +140,7 @@ pub enum EventType {
 }
 
 /// An event for the user, with Kubernetes' reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Event {
     /// The object the event is about.
     pub object: ObjectKey,
@@ -194,7 +194,7 @@ pub type CsiCall = crate::driver::Request;
 pub type CsiResult = Result<crate::driver::Response, Status>;
 
 /// What any control-plane machine asks its adapter to do.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub enum Effect {
     /// Call the API server; answer with [`Input::ApiDone`].
     Api {
@@ -217,7 +217,7 @@ pub enum Effect {
 }
 
 /// What any control-plane machine is told.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub enum Input {
     /// An object as a watch delivered it.
     Watch(Watch),
@@ -295,7 +295,7 @@ macro_rules! impl_machine {
 }
 
 /// Hands out operation ids.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, Hash)]
 pub struct Ops {
     next: u64,
 }

@@ -15,7 +15,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// String keys to string values, in key order, each key once.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Attributes {
     /// Entries in key order: key length, key, value length, value; each
     /// length a LEB128 varint. Only ever built from `&str`s.

@@ -55,7 +55,7 @@ use crate::{OpId, Status, Tick};
 pub type RpcId = u64;
 
 /// What the driver is and what it supports: fixed for the life of a process.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct DriverConfig {
     /// The driver name (GetPluginInfo), e.g. `volplane.csi.io`.
     pub name: String,
@@ -193,7 +193,7 @@ impl DriverConfig {
 }
 
 /// Something the adapter observed or completed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 // The fields of one-line variants are named in the variant's doc.
 #[allow(missing_docs)]
 pub enum Input {
@@ -219,7 +219,7 @@ pub enum Input {
 }
 
 /// What the adapter must do next.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 // The fields of one-line variants are named in the variant's doc.
 #[allow(missing_docs)]
 pub enum Effect {
@@ -250,7 +250,7 @@ enum Decision {
 }
 
 /// The driver machine. See the module documentation for its contract.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Driver {
     config: DriverConfig,
     state: DriverState,

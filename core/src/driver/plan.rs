@@ -11,7 +11,7 @@ use super::types::*;
 
 /// Create backing storage for a new volume. The backend chooses the volume id
 /// and must return the same volume when asked again for the same `name`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct CreatePlan {
     /// The volume's name (CreateVolume.name): the same name, the same volume.
     pub name: String,
@@ -40,7 +40,7 @@ pub struct CreatePlan {
 }
 
 /// The driver's record of what a new volume is filled from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub enum Source {
     /// Restore this snapshot.
     Snapshot(Snapshot),
@@ -51,7 +51,7 @@ pub enum Source {
 /// Cut a snapshot of a volume. The backend chooses the snapshot id and must
 /// return the same snapshot when asked again for the same `name`, reporting
 /// whether it is ready to use yet.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct SnapshotPlan {
     /// The snapshot's name (CreateSnapshot.name): the same name, the same snapshot.
     pub name: String,
@@ -67,7 +67,7 @@ pub struct SnapshotPlan {
 /// Cut snapshots of several volumes at one point in time, every one or
 /// none. The backend chooses the ids and must return the same group when
 /// asked again for the same `name`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct GroupPlan {
     /// The group's name (CreateVolumeGroupSnapshot.name).
     pub name: String,
@@ -82,7 +82,7 @@ pub struct GroupPlan {
 
 /// Make a volume usable at the staging path on this node (format when empty,
 /// then mount; or whatever the backend's storage needs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct StagePlan {
     /// The volume to stage or unstage.
     pub volume_id: String,
@@ -101,7 +101,7 @@ pub struct StagePlan {
 
 /// Make a volume visible at a workload's target path (a bind mount of the
 /// staging path, or of the device for raw block).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct PublishPlan {
     /// The volume to publish or unpublish.
     pub volume_id: String,
@@ -123,7 +123,7 @@ pub struct PublishPlan {
 }
 
 /// One step for the adapter to carry out.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub enum Plan {
     /// Create the volume (or find the one already made for this name).
     CreateVolume(CreatePlan),
@@ -281,7 +281,7 @@ impl Plan {
 }
 
 /// What a carried-out plan produced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum Outcome {
     /// The plan completed and has nothing to report.
     Done,

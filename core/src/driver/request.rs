@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::types::*;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct CreateVolume {
     pub name: String,
     pub capacity: CapacityRange,
@@ -21,13 +21,13 @@ pub struct CreateVolume {
     pub accessibility: Option<TopologyRequirement>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct DeleteVolume {
     pub volume_id: String,
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct ControllerPublish {
     pub volume_id: String,
     pub node_id: String,
@@ -37,7 +37,7 @@ pub struct ControllerPublish {
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct ControllerUnpublish {
     pub volume_id: String,
     /// `None`: unpublish from every node.
@@ -45,7 +45,7 @@ pub struct ControllerUnpublish {
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct ValidateCapabilities {
     pub volume_id: String,
     pub volume_context: Attributes,
@@ -54,21 +54,21 @@ pub struct ValidateCapabilities {
     pub mutable_parameters: Attributes,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct ListVolumes {
     /// 0: no limit.
     pub max_entries: u32,
     pub starting_token: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct GetCapacity {
     pub capabilities: Vec<Capability>,
     pub parameters: Attributes,
     pub accessible_topology: Option<Topology>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct ControllerExpand {
     pub volume_id: String,
     pub capacity: CapacityRange,
@@ -76,14 +76,14 @@ pub struct ControllerExpand {
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct ControllerModify {
     pub volume_id: String,
     pub mutable_parameters: Attributes,
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct CreateSnapshot {
     pub source_volume_id: String,
     pub name: String,
@@ -91,13 +91,13 @@ pub struct CreateSnapshot {
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct DeleteSnapshot {
     pub snapshot_id: String,
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct ListSnapshots {
     /// 0: no limit.
     pub max_entries: u32,
@@ -108,7 +108,7 @@ pub struct ListSnapshots {
     pub snapshot_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct CreateGroupSnapshot {
     pub name: String,
     pub source_volume_ids: Vec<String>,
@@ -116,7 +116,7 @@ pub struct CreateGroupSnapshot {
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct DeleteGroupSnapshot {
     pub group_snapshot_id: String,
     /// The members the CO believes the group has (empty: not given).
@@ -124,7 +124,7 @@ pub struct DeleteGroupSnapshot {
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct NodeStage {
     pub volume_id: String,
     pub publish_context: Attributes,
@@ -134,13 +134,13 @@ pub struct NodeStage {
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct NodeUnstage {
     pub volume_id: String,
     pub staging_target_path: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct NodePublish {
     pub volume_id: String,
     pub publish_context: Attributes,
@@ -153,20 +153,20 @@ pub struct NodePublish {
     pub secrets: Secrets,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct NodeUnpublish {
     pub volume_id: String,
     pub target_path: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct NodeVolumeStats {
     pub volume_id: String,
     pub volume_path: String,
     pub staging_target_path: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct NodeExpand {
     pub volume_id: String,
     pub volume_path: String,
@@ -177,7 +177,7 @@ pub struct NodeExpand {
 }
 
 /// Every request the driver machine handles.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub enum Request {
     GetPluginInfo,
     GetPluginCapabilities,
@@ -313,7 +313,7 @@ impl Request {
 }
 
 /// Controller capabilities (CSI `ControllerServiceCapability.RPC.Type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 pub enum ControllerCapability {
     CreateDeleteVolume,
     PublishUnpublishVolume,
@@ -333,7 +333,7 @@ pub enum ControllerCapability {
 }
 
 /// Node capabilities (CSI `NodeServiceCapability.RPC.Type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 pub enum NodeCapability {
     StageUnstageVolume,
     GetVolumeStats,
@@ -343,13 +343,13 @@ pub enum NodeCapability {
 }
 
 /// Group controller capabilities (CSI `GroupControllerServiceCapability.RPC.Type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 pub enum GroupCapability {
     CreateDeleteGetVolumeGroupSnapshot,
 }
 
 /// Plugin capabilities (CSI `PluginCapability`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 pub enum PluginCapability {
     ControllerService,
     GroupControllerService,
@@ -359,7 +359,7 @@ pub enum PluginCapability {
 }
 
 /// An entry of `ListVolumes`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ListedVolume {
     pub volume: Volume,
     pub published_node_ids: Vec<String>,
@@ -367,7 +367,7 @@ pub struct ListedVolume {
 }
 
 /// Every answer the driver machine gives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Response {
     PluginInfo {
         name: String,

@@ -11,7 +11,7 @@ use super::types::*;
 use crate::OpId;
 
 /// Everything a driver process must remember across restarts.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Hash)]
 pub struct DriverState {
     /// Volumes by id (controller side). Boxed: a B-tree's nodes are
     /// seldom full, and their spare slots then cost a pointer each, not a
@@ -60,9 +60,14 @@ impl PartialEq for Unwritten {
     }
 }
 
+impl std::hash::Hash for Unwritten {
+    /// Hashes nothing, as every two compare equal.
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
 /// A group snapshot the controller cut. Its members are in
 /// [`DriverState::snapshots`] too, without a name.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct GroupRecord {
     /// The name CreateVolumeGroupSnapshot was asked with.
     pub name: String,
@@ -73,7 +78,7 @@ pub struct GroupRecord {
 }
 
 /// A snapshot the controller cut.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct SnapshotRecord {
     /// The name CreateSnapshot was asked with; empty for a group's member.
     pub name: String,
@@ -84,7 +89,7 @@ pub struct SnapshotRecord {
 }
 
 /// A volume the controller created.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct VolumeRecord {
     /// The name CreateVolume was asked with.
     pub name: String,
@@ -112,7 +117,7 @@ pub struct VolumeRecord {
 }
 
 /// A ControllerPublish to one node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Publication {
     /// How the node uses it.
     pub capability: Capability,
@@ -126,7 +131,7 @@ pub struct Publication {
 }
 
 /// A volume on this node: its stage (if any) and its published targets.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Hash)]
 pub struct NodeVolume {
     /// The global mount, if staged (or staging).
     pub stage: Option<StageRecord>,
@@ -137,7 +142,7 @@ pub struct NodeVolume {
 }
 
 /// A NodeStageVolume.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct StageRecord {
     /// The global mount path.
     pub staging_path: String,
@@ -152,7 +157,7 @@ pub struct StageRecord {
 }
 
 /// A NodePublishVolume to one target path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct TargetRecord {
     /// The global mount it was published from.
     pub staging_path: String,
@@ -169,7 +174,7 @@ pub struct TargetRecord {
 }
 
 /// An operation the adapter is carrying out.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub struct InFlight {
     /// The lock it holds: a volume id, or `name:<name>` for a create.
     pub key: String,
@@ -182,7 +187,7 @@ pub struct InFlight {
 
 /// One record a persist writes: `value` is its bytes (binary, see
 /// [`super::tracked::encode`]), `None` when it was removed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Change {
     /// The table (one of [`TABLES`]).
     pub table: &'static str,

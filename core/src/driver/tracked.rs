@@ -8,6 +8,7 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
 use serde::de::DeserializeOwned;
@@ -61,6 +62,13 @@ impl<K: Ord, V: PartialEq> PartialEq for Tracked<K, V> {
     /// Equal when the maps are: what is still to be written is not state.
     fn eq(&self, other: &Self) -> bool {
         self.map == other.map
+    }
+}
+
+impl<K: Ord + Hash, V: Hash> Hash for Tracked<K, V> {
+    /// Hashes what equality compares: the map.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.map.hash(state);
     }
 }
 

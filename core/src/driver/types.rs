@@ -141,7 +141,7 @@ impl std::fmt::Display for Capability {
 }
 
 /// `CapacityRange`, with 0 meaning "unspecified" as in CSI.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct CapacityRange {
     pub required_bytes: u64,
     pub limit_bytes: u64,
@@ -160,21 +160,21 @@ impl CapacityRange {
 }
 
 /// `VolumeContentSource`: what a new volume is pre-populated from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum ContentSource {
     Snapshot(String),
     Volume(String),
 }
 
 /// `TopologyRequirement`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct TopologyRequirement {
     pub requisite: Vec<Topology>,
     pub preferred: Vec<Topology>,
 }
 
 /// Secrets from a request. Never persisted, never printed.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Secrets(pub BTreeMap<String, String>);
 
 impl std::fmt::Debug for Secrets {
@@ -184,7 +184,7 @@ impl std::fmt::Debug for Secrets {
 }
 
 /// A provisioned volume as the controller knows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Volume {
     pub volume_id: String,
     pub capacity_bytes: u64,
@@ -195,7 +195,7 @@ pub struct Volume {
 }
 
 /// `Snapshot`: a point-in-time copy of a volume, as the backend made it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Snapshot {
     pub snapshot_id: String,
     pub source_volume_id: String,
@@ -213,7 +213,7 @@ pub struct Snapshot {
 
 /// `VolumeGroupSnapshot`: snapshots of several volumes cut at one point in
 /// time, created and deleted together.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct GroupSnapshot {
     pub group_snapshot_id: String,
     /// One per source volume, each naming this group.
@@ -224,7 +224,9 @@ pub struct GroupSnapshot {
 }
 
 /// A point in time: seconds and nanoseconds since the Unix epoch.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash,
+)]
 pub struct Timestamp {
     pub seconds: i64,
     pub nanos: i32,
@@ -232,7 +234,7 @@ pub struct Timestamp {
 
 /// What a backend implements beyond volumes: volplane advertises the
 /// capabilities that need these only when the backend has them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Features {
     /// CreateSnapshot, DeleteSnapshot, and restoring a volume from one.
     pub snapshots: bool,
@@ -245,7 +247,7 @@ pub struct Features {
 }
 
 /// Space on a volume, from `NodeGetVolumeStats`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct VolumeUsage {
     pub total_bytes: u64,
     pub used_bytes: u64,
@@ -256,7 +258,7 @@ pub struct VolumeUsage {
 }
 
 /// `VolumeCondition`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct VolumeCondition {
     pub abnormal: bool,
     pub message: String,

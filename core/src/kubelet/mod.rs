@@ -37,7 +37,7 @@ use crate::model::*;
 use crate::{Code, OpId, Tick};
 
 /// How a node's kubelet runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct KubeletConfig {
     /// The node this kubelet runs on.
     pub node: String,
@@ -77,7 +77,7 @@ impl KubeletConfig {
 }
 
 /// How sure the kubelet is about a stage or publish.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum Certainty {
     /// The call succeeded.
     Done,
@@ -87,7 +87,7 @@ pub enum Certainty {
 }
 
 /// A staged volume (global mount).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Device {
     /// The volume handle.
     pub handle: String,
@@ -98,7 +98,7 @@ pub struct Device {
 }
 
 /// A volume published to a pod.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct PodMount {
     /// The volume handle.
     pub handle: String,
@@ -111,7 +111,7 @@ pub struct PodMount {
 }
 
 /// What the kubelet believes is on the node.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct ActualState {
     /// By PV name.
     pub devices: BTreeMap<String, Device>,
@@ -120,7 +120,7 @@ pub struct ActualState {
 }
 
 /// What a restarted kubelet finds on its node (D3.10).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Observed {
     /// (PV name, volume handle) of global mounts found.
     pub staged: Vec<(String, String)>,
@@ -128,7 +128,7 @@ pub struct Observed {
     pub published: Vec<(String, String, String)>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 enum Call {
     /// `retry`: an uncertain stage was already recorded when this one was
     /// sent (an earlier attempt timed out, or it was reconstructed).
@@ -173,7 +173,7 @@ impl Call {
 }
 
 /// One node's volume manager. See the module documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Kubelet {
     config: KubeletConfig,
     cache: Cache,

@@ -7,7 +7,7 @@ use crate::driver::{self, Request};
 use crate::model::names::{self, reason};
 
 /// A pod's use of a volume that should be published.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 struct Want {
     pod: Pod,
     claim: PersistentVolumeClaim,

@@ -11,7 +11,7 @@ use super::workload::{Pod, PodSpec};
 /// The label a Deployment's pods carry, naming it.
 pub const DEPLOYMENT_LABEL: &str = "volplane.io/deployment";
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PodTemplate {
     #[serde(default)]
@@ -20,7 +20,7 @@ pub struct PodTemplate {
     pub spec: PodSpec,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentSpec {
     /// Kubernetes' default is 1.
@@ -31,7 +31,7 @@ pub struct DeploymentSpec {
 }
 
 /// `apps/v1` Deployment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct Deployment {
     #[serde(default)]

@@ -15,7 +15,7 @@ pub const GROUP_SNAPSHOT_API_VERSION: &str = "groupsnapshot.storage.k8s.io/v1";
 /// Where a VolumeGroupSnapshot comes from: the claims a selector picks in
 /// its namespace (dynamic), or an existing content (pre-provisioned).
 /// Exactly one is set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -24,7 +24,7 @@ pub struct VolumeGroupSnapshotSource {
     pub volume_group_snapshot_content_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotSpec {
     #[serde(default)]
@@ -33,7 +33,7 @@ pub struct VolumeGroupSnapshotSpec {
     pub volume_group_snapshot_class_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,7 +49,7 @@ pub struct VolumeGroupSnapshotStatus {
 
 /// A VolumeGroupSnapshot (namespaced): a user's request for one
 /// crash-consistent snapshot of several claims.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshot {
     #[serde(default)]
@@ -105,7 +105,7 @@ impl VolumeGroupSnapshot {
 }
 
 /// The pre-provisioned group snapshot a content stands for.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupSnapshotHandles {
     #[serde(default)]
@@ -116,7 +116,7 @@ pub struct GroupSnapshotHandles {
 
 /// The volumes to cut together (dynamic) or an existing group snapshot
 /// (pre-provisioned). Exactly one is set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotContentSource {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -125,7 +125,7 @@ pub struct VolumeGroupSnapshotContentSource {
     pub group_snapshot_handles: Option<GroupSnapshotHandles>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotContentSpec {
     #[serde(default)]
@@ -141,7 +141,7 @@ pub struct VolumeGroupSnapshotContentSpec {
 }
 
 /// One member of a cut group: its volume and its snapshot.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotInfo {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -158,7 +158,7 @@ pub struct VolumeSnapshotInfo {
     pub restore_size: Option<i64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotContentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,7 +176,7 @@ pub struct VolumeGroupSnapshotContentStatus {
 
 /// A VolumeGroupSnapshotContent (cluster-scoped): a group snapshot on the
 /// storage.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotContent {
     #[serde(default)]
@@ -226,7 +226,7 @@ impl VolumeGroupSnapshotContent {
 }
 
 /// A VolumeGroupSnapshotClass (cluster-scoped): a driver and its parameters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotClass {
     #[serde(default)]

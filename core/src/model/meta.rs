@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// `metadata` of every object. Unknown fields are ignored.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
     #[serde(default)]
@@ -90,7 +90,7 @@ impl ObjectMeta {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
     #[serde(default)]
@@ -104,7 +104,7 @@ pub struct OwnerReference {
 }
 
 /// `ObjectReference` (a PV's `claimRef`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -122,7 +122,7 @@ pub struct ObjectReference {
 }
 
 /// A label selector: `matchLabels` and `matchExpressions`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -131,7 +131,7 @@ pub struct LabelSelector {
     pub match_expressions: Vec<LabelSelectorRequirement>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelectorRequirement {
     pub key: String,

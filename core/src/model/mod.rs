@@ -95,7 +95,7 @@ impl Kind {
 }
 
 /// Any object the machines know.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum Object {
     Pv(PersistentVolume),
     Pvc(PersistentVolumeClaim),
@@ -348,14 +348,14 @@ impl std::fmt::Display for ObjectKey {
 
 /// A manifest document the model does not know (a Deployment, a Service…):
 /// kept whole for whoever does.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct Unknown {
     pub kind: String,
     pub value: serde_json::Value,
 }
 
 /// Why a manifest did not load.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, Hash)]
 pub enum ManifestError {
     #[error("manifest is not valid YAML or JSON: {0}")]
     Syntax(String),

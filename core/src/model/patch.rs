@@ -114,7 +114,7 @@ mod tests {
     }
 
     /// Small JSON documents with no nulls (the model never writes one).
-    #[derive(Debug, Clone)]
+    #[derive(Debug, Clone, Hash)]
     struct Doc(Value);
 
     fn doc(g: &mut Gen, depth: u32) -> Value {

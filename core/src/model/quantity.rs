@@ -28,7 +28,7 @@ pub struct Quantity {
 }
 
 /// A malformed quantity.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Hash)]
 #[error("quantity {input:?} is malformed: {reason} (examples: 10Gi, 500M, 1.5Ti, 100m, 1e3)")]
 pub struct QuantityError {
     pub input: String,

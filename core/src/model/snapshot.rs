@@ -13,7 +13,7 @@ pub const SNAPSHOT_API_VERSION: &str = "snapshot.storage.k8s.io/v1";
 
 /// What a VolumeSnapshotContent (and its storage snapshot) becomes when its
 /// VolumeSnapshot goes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum DeletionPolicy {
     #[default]
     Delete,
@@ -24,7 +24,7 @@ pub enum DeletionPolicy {
 
 /// Where a VolumeSnapshot comes from: a claim to cut (dynamic), or an
 /// existing content (pre-provisioned). Exactly one is set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,7 +33,7 @@ pub struct VolumeSnapshotSource {
     pub volume_snapshot_content_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotSpec {
     #[serde(default)]
@@ -43,7 +43,7 @@ pub struct VolumeSnapshotSpec {
 }
 
 /// A snapshot's last error.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotError {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +52,7 @@ pub struct VolumeSnapshotError {
     pub message: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,7 +71,7 @@ pub struct VolumeSnapshotStatus {
 }
 
 /// A VolumeSnapshot (namespaced): a user's request for a snapshot.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshot {
     #[serde(default)]
@@ -125,7 +125,7 @@ impl VolumeSnapshot {
 
 /// The storage snapshot a content stands for: a volume to cut (dynamic) or
 /// an existing snapshot (pre-provisioned). Exactly one is set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotContentSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,7 +134,7 @@ pub struct VolumeSnapshotContentSource {
     pub snapshot_handle: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotContentSpec {
     #[serde(default)]
@@ -151,7 +151,7 @@ pub struct VolumeSnapshotContentSpec {
     pub source_volume_mode: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotContentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,7 +171,7 @@ pub struct VolumeSnapshotContentStatus {
 }
 
 /// A VolumeSnapshotContent (cluster-scoped): a snapshot on the storage.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotContent {
     #[serde(default)]
@@ -215,7 +215,7 @@ impl VolumeSnapshotContent {
 }
 
 /// A VolumeSnapshotClass (cluster-scoped): a driver and its parameters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotClass {
     #[serde(default)]

@@ -21,7 +21,7 @@ fn storage(list: &ResourceList) -> Option<Quantity> {
     list.get("storage").copied()
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretReference {
     #[serde(default)]
@@ -30,7 +30,7 @@ pub struct SecretReference {
     pub namespace: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct CsiSource {
     pub driver: String,
@@ -53,7 +53,7 @@ pub struct CsiSource {
     pub node_expand_secret_ref: Option<SecretReference>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorRequirement {
     pub key: String,
@@ -62,21 +62,21 @@ pub struct NodeSelectorRequirement {
     pub values: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorTerm {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<NodeSelectorRequirement>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelector {
     #[serde(default)]
     pub node_selector_terms: Vec<NodeSelectorTerm>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeNodeAffinity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,7 +105,7 @@ impl VolumeNodeAffinity {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PvSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -130,7 +130,7 @@ pub struct PvSpec {
     pub volume_attributes_class_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PvStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,7 +142,7 @@ pub struct PvStatus {
 }
 
 /// A PersistentVolume.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PersistentVolume {
     #[serde(default = "v1")]
@@ -216,7 +216,7 @@ impl PersistentVolume {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceRequirements {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -225,7 +225,7 @@ pub struct ResourceRequirements {
     pub limits: ResourceList,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct TypedLocalObjectReference {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -236,7 +236,7 @@ pub struct TypedLocalObjectReference {
 
 /// A claim's `dataSourceRef`: like `dataSource`, and may name another
 /// namespace.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct TypedObjectReference {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,7 +247,7 @@ pub struct TypedObjectReference {
     pub namespace: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PvcSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -271,7 +271,7 @@ pub struct PvcSpec {
 }
 
 /// A claim condition (`Resizing`, `FileSystemResizePending`, …).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PvcCondition {
     #[serde(rename = "type")]
@@ -283,7 +283,7 @@ pub struct PvcCondition {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PvcStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,7 +303,7 @@ pub struct PvcStatus {
 }
 
 /// A PersistentVolumeClaim.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PersistentVolumeClaim {
     #[serde(default = "v1")]
@@ -415,7 +415,7 @@ impl PersistentVolumeClaim {
 }
 
 /// A StorageClass.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct StorageClass {
     #[serde(default)]
@@ -469,14 +469,14 @@ impl StorageClass {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeAttachmentSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeAttachmentSpec {
     pub attacher: String,
@@ -486,7 +486,7 @@ pub struct VolumeAttachmentSpec {
 }
 
 /// `attachError` / `detachError`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeError {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -495,7 +495,7 @@ pub struct VolumeError {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeAttachmentStatus {
     #[serde(default)]
@@ -509,7 +509,7 @@ pub struct VolumeAttachmentStatus {
 }
 
 /// A VolumeAttachment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeAttachment {
     #[serde(default)]
@@ -550,14 +550,14 @@ impl VolumeAttachment {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeNodeResources {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<i32>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct CsiNodeDriver {
     pub name: String,
@@ -569,7 +569,7 @@ pub struct CsiNodeDriver {
     pub allocatable: Option<VolumeNodeResources>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct CsiNodeSpec {
     #[serde(default)]
@@ -577,7 +577,7 @@ pub struct CsiNodeSpec {
 }
 
 /// A CSINode: the drivers registered on a node.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct CsiNode {
     #[serde(default)]
@@ -605,7 +605,7 @@ impl CsiNode {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct CsiDriverSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -619,7 +619,7 @@ pub struct CsiDriverSpec {
 }
 
 /// A CSIDriver: how Kubernetes should treat a driver.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct CsiDriver {
     #[serde(default)]

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::enums::PodPhase;
 use super::meta::ObjectMeta;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct Taint {
     pub key: String,
@@ -15,7 +15,7 @@ pub struct Taint {
     pub effect: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -24,7 +24,7 @@ pub struct NodeSpec {
     pub unschedulable: bool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCondition {
     #[serde(rename = "type")]
@@ -33,7 +33,7 @@ pub struct NodeCondition {
 }
 
 /// An entry of `node.status.volumesAttached`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct AttachedVolume {
     pub name: String,
@@ -41,7 +41,7 @@ pub struct AttachedVolume {
     pub device_path: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -53,7 +53,7 @@ pub struct NodeStatus {
 }
 
 /// A Node.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct Node {
     #[serde(default)]
@@ -103,7 +103,7 @@ impl Node {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PvcSource {
     pub claim_name: String,
@@ -112,7 +112,7 @@ pub struct PvcSource {
 }
 
 /// A pod volume; only claims matter to the lifecycle, other sources are kept out.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PodVolume {
     pub name: String,
@@ -120,7 +120,7 @@ pub struct PodVolume {
     pub persistent_volume_claim: Option<PvcSource>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,7 +131,7 @@ pub struct PodSpec {
     pub service_account_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,7 +139,7 @@ pub struct PodStatus {
 }
 
 /// A Pod.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct Pod {
     #[serde(default)]

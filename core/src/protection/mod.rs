@@ -32,7 +32,7 @@ use crate::model::*;
 use crate::{OpId, Tick};
 
 /// What a protection controller guards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Guarded {
     /// PersistentVolumeClaims in use by pods (PVCProtectionController).
     Claims,
@@ -57,7 +57,7 @@ impl Guarded {
 }
 
 /// A protection controller. See the module documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Protection {
     guarded: Guarded,
     cache: Cache,

@@ -32,7 +32,7 @@ use crate::model::*;
 use crate::{Code, OpId, Status, Tick};
 
 /// How the provisioner runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct ProvisionerConfig {
     /// The driver name (the provisioner name claims are annotated with).
     pub driver: String,
@@ -70,7 +70,7 @@ impl ProvisionerConfig {
 }
 
 /// B4.1: what a failed CreateVolume means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureClass {
     /// The call may still be running: retry the same request, even without the claim.
     InBackground,
@@ -92,7 +92,7 @@ pub fn classify(code: Code, topology: bool, has_selected_node: bool) -> FailureC
 }
 
 /// A claim being provisioned.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 struct Provisioning {
     claim: ObjectKey,
     uid: String,
@@ -107,7 +107,7 @@ struct Provisioning {
     source: Option<ObjectKey>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 enum Call {
     /// DeleteVolume of a volume created too small, for the claim `uid`.
     Cleanup {
@@ -164,7 +164,7 @@ impl Call {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 /// The external-provisioner. See the module documentation.
 pub struct Provisioner {
     config: ProvisionerConfig,

@@ -13,7 +13,7 @@ pub mod watcher;
 use serde::{Deserialize, Serialize};
 
 /// `pluginregistration.PluginInfo`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct PluginInfo {
     /// "CSIPlugin", "DevicePlugin" or "DRAPlugin".
     pub type_: String,

@@ -11,7 +11,7 @@ use crate::machine::{Machine, TimerTable};
 use crate::{OpId, Status, Tick};
 
 /// How the registrar runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct RegistrarConfig {
     /// The kubelet's plugin registry directory (`/var/lib/kubelet/plugins_registry`).
     pub registry_dir: String,
@@ -36,7 +36,7 @@ impl RegistrarConfig {
 }
 
 /// What the registrar is told.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 // The fields of one-line variants are named in the variant's doc.
 #[allow(missing_docs)]
 pub enum RegistrarInput {
@@ -73,7 +73,7 @@ pub enum RegistrarInput {
 }
 
 /// What the registrar asks its adapter to do.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 // The fields of one-line variants are named in the variant's doc.
 #[allow(missing_docs)]
 pub enum RegistrarEffect {
@@ -94,7 +94,7 @@ pub enum RegistrarEffect {
 }
 
 /// Where the registrar is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 // The fields of one-line variants are named in the variant's doc.
 #[allow(missing_docs)]
 pub enum Phase {
@@ -111,14 +111,14 @@ pub enum Phase {
 }
 
 /// The registrar's one deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Timer {
     /// Ask the driver for its name again.
     AskDriver,
 }
 
 /// The registrar. See the module documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Registrar {
     config: RegistrarConfig,
     phase: Phase,

@@ -14,7 +14,7 @@ use crate::model::names;
 use crate::model::*;
 use crate::{OpId, Tick};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 /// What the plugin watcher is told.
 pub enum WatcherInput {
     /// A socket appeared in the registry.
@@ -51,7 +51,7 @@ pub enum WatcherInput {
     },
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 /// What the plugin watcher asks its adapter to do.
 pub enum WatcherEffect {
     /// Dial the registration socket and call GetInfo.
@@ -89,7 +89,7 @@ pub enum WatcherEffect {
 }
 
 /// A driver registered on this node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Registered {
     /// The registration socket it came from.
     pub socket: String,
@@ -105,7 +105,7 @@ pub struct Registered {
     pub max_volumes: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 enum Step {
     Info {
         socket: String,
@@ -126,7 +126,7 @@ enum Step {
 }
 
 /// One node's plugin watcher. See the module documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct PluginWatcher {
     node: String,
     cache: Cache,

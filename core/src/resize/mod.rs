@@ -31,7 +31,7 @@ pub const RESIZING: &str = "Resizing";
 pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
 
 /// How the resizer runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct ResizeConfig {
     /// The driver whose volumes it resizes.
     pub driver: String,
@@ -55,14 +55,14 @@ impl ResizeConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 enum Call {
     Expand { claim: ObjectKey, pv: String },
     Api { claim: ObjectKey },
 }
 
 /// The external resizer. See the module documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Resizer {
     config: ResizeConfig,
     cache: Cache,

@@ -277,7 +277,7 @@ pub fn allowed_errors(call: &CsiCall) -> &'static [Code] {
 }
 
 /// One driver process: the machine, and the state it last persisted.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct DriverProcess {
     /// The driver machine, as this process has it.
     pub machine: Driver,

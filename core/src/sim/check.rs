@@ -14,7 +14,7 @@ use crate::model::*;
 use crate::store::Store;
 
 /// An invariant that failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Violation {
     /// The step it broke at.
     pub step: u64,

@@ -63,7 +63,7 @@ pub const DRIVER: &str = "sim.volplane.io";
 pub const ROOT: &str = "/var/lib/kubelet";
 
 /// A control-plane machine in the simulation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub enum Actor {
     /// The PV controller.
     Binder(Binder),
@@ -229,7 +229,7 @@ impl Actor {
 }
 
 /// Something waiting to be delivered to an actor.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 enum Delivery {
     Input(Input),
     /// For a plugin watcher.
@@ -735,34 +735,21 @@ impl Sim {
         self.stats.steps - start
     }
 
-    /// A hash of everything that decides the future (for exhaustive search).
+    /// A hash of everything that decides the future (for exhaustive search):
+    /// the objects, every machine, what waits in their inboxes, what
+    /// storage holds and the drivers' states, hashed field by field.
     pub fn state_hash(&self) -> u64 {
-        use std::fmt::Write as _;
-        use std::hash::Hasher;
-        /// Feeds what `Debug` writes straight into the hasher: no string
-        /// of the whole state is built.
-        struct Feed<'h>(&'h mut std::collections::hash_map::DefaultHasher);
-        impl std::fmt::Write for Feed<'_> {
-            fn write_str(&mut self, s: &str) -> std::fmt::Result {
-                self.0.write(s.as_bytes());
-                Ok(())
-            }
-        }
+        use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        let mut feed = Feed(&mut h);
         for o in self.store.objects() {
-            let _ = write!(feed, "{o:?}\u{1}");
+            o.hash(&mut h);
         }
-        let _ = write!(
-            feed,
-            "{:?}\u{1}{:?}\u{1}{:?}\u{1}{:?}",
-            self.actors,
-            self.inbox,
-            self.storage,
-            self.controller.machine.state(),
-        );
+        self.actors.hash(&mut h);
+        self.inbox.hash(&mut h);
+        self.storage.hash(&mut h);
+        self.controller.machine.state().hash(&mut h);
         for d in self.nodes.values() {
-            let _ = write!(feed, "\u{1}{:?}", d.machine.state());
+            d.machine.state().hash(&mut h);
         }
         h.finish()
     }

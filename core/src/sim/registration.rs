@@ -51,7 +51,7 @@ pub const ROGUES: [(&str, &str, &str, &[&str]); 3] = [
 ];
 
 /// The sockets in the registries and the registration calls under way.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Hash)]
 pub(super) struct Registry {
     /// (node, socket) → the registrar actor listening there.
     sockets: BTreeMap<(String, String), usize>,

@@ -5,7 +5,7 @@ use super::workload::{Action, play};
 use super::{Sim, SimConfig};
 
 /// A failing run, shrunk.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Shrunk {
     /// The smallest workload still failing.
     pub actions: Vec<Action>,

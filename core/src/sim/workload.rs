@@ -6,7 +6,7 @@ use crate::control::ApiCall;
 use crate::model::*;
 
 /// One user action.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub enum Action {
     /// Create a storage class.
     Class {

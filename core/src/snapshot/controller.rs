@@ -42,7 +42,7 @@ use crate::model::*;
 use crate::{OpId, Tick};
 
 /// The snapshot controller. See the module documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct SnapshotController {
     /// The group snapshot kinds are served too.
     groups: bool,

@@ -38,7 +38,7 @@ use crate::model::*;
 use crate::{Code, OpId, Status, Tick};
 
 /// What a write settles once it succeeds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 enum Settles {
     Nothing,
     /// The driver's answer is in the status.
@@ -48,7 +48,7 @@ enum Settles {
 }
 
 /// An operation in flight, by the content it is for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 enum Call {
     /// An update of the content (metadata or status); the incarnation
     /// written, and what it settles.
@@ -67,7 +67,7 @@ enum Call {
 }
 
 /// What the driver answered, not yet in a content's status.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 enum Cut {
     One(driver::Snapshot),
     Group(driver::GroupSnapshot),
@@ -85,7 +85,7 @@ impl Call {
 }
 
 /// The csi-snapshotter machine for one driver. See the module documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 pub struct Snapshotter {
     driver: String,
     /// The group snapshot kinds are served too.
