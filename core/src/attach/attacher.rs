@@ -87,7 +87,7 @@ impl Attach {
         }
         if !pv.metadata.has_finalizer(finalizer) {
             if self.ready(pv.name()) {
-                let mut v = pv.clone();
+                let mut v = PersistentVolume::clone(&pv);
                 v.metadata.add_finalizer(finalizer);
                 self.api(pv.name().to_string(), ApiCall::Update(Object::Pv(v)));
             }
@@ -157,7 +157,7 @@ impl Attach {
         });
         let handle = self
             .pv(va.pv_name())
-            .and_then(|pv| pv.spec.csi.map(|c| c.volume_handle));
+            .and_then(|pv| pv.spec.csi.as_ref().map(|c| c.volume_handle.clone()));
         let (Some(node_id), Some(handle)) = (node_id, handle) else {
             // Nothing to unpublish from: the volume or the node is unknown.
             let mut v = va.clone();

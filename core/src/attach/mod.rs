@@ -123,7 +123,7 @@ pub struct Attach {
 /// One desired attachment.
 #[derive(Debug, Clone, Hash)]
 struct Desired {
-    pv: PersistentVolume,
+    pv: Shared<PersistentVolume>,
     node: String,
     /// The pods that want it: (namespace, name).
     pods: Vec<(String, String)>,
@@ -259,27 +259,19 @@ impl Attach {
         self.cache.find(kind, ns, name).and_then(f).cloned()
     }
 
-    fn pv(&self, name: &str) -> Option<PersistentVolume> {
-        self.get(Kind::PersistentVolume, "", name, |o| match o {
-            Object::Pv(v) => Some(v),
-            _ => None,
-        })
+    fn pv(&self, name: &str) -> Option<Shared<PersistentVolume>> {
+        self.cache.shared("", name)
     }
 
-    fn node(&self, name: &str) -> Option<Node> {
-        self.get(Kind::Node, "", name, |o| match o {
-            Object::Node(n) => Some(n),
-            _ => None,
-        })
+    fn node(&self, name: &str) -> Option<Shared<Node>> {
+        self.cache.shared("", name)
     }
 
-    fn vas(&self) -> Vec<VolumeAttachment> {
+    /// This driver's VolumeAttachments, shared with the cache.
+    fn vas(&self) -> Vec<Shared<VolumeAttachment>> {
         self.cache
-            .of_kind(Kind::VolumeAttachment)
-            .filter_map(|o| match o {
-                Object::Va(v) if v.spec.attacher == self.config.driver => Some(v.clone()),
-                _ => None,
-            })
+            .shared_all::<VolumeAttachment>()
+            .filter(|v| v.spec.attacher == self.config.driver)
             .collect()
     }
 
@@ -308,9 +300,7 @@ impl Attach {
                 else {
                     continue;
                 };
-                let Some(Object::Pv(pv)) =
-                    self.cache.find(Kind::PersistentVolume, "", c.volume_name())
-                else {
+                let Some(pv) = self.pv(c.volume_name()) else {
                     continue;
                 };
                 if pv
@@ -351,7 +341,7 @@ impl Attach {
     fn detach_pass(
         &mut self,
         desired: &BTreeMap<(String, String), Desired>,
-        vas: &[VolumeAttachment],
+        vas: &[Shared<VolumeAttachment>],
     ) {
         let wanted: BTreeSet<String> = vas
             .iter()
@@ -378,6 +368,7 @@ impl Attach {
             let unique = self.pv(va.pv_name()).and_then(|pv| {
                 pv.spec
                     .csi
+                    .as_ref()
                     .map(|c| names::unique_volume_name(&c.driver, &c.volume_handle))
             });
             let in_use = match (&node, &unique) {
@@ -400,7 +391,7 @@ impl Attach {
                 && n.status.volumes_attached.iter().any(|a| &a.name == u)
             {
                 if self.ready(&n.metadata.name) {
-                    let mut n = n.clone();
+                    let mut n = Node::clone(n);
                     n.status.volumes_attached.retain(|a| &a.name != u);
                     self.api(
                         n.metadata.name.clone(),
@@ -423,7 +414,7 @@ impl Attach {
     fn attach_pass(
         &mut self,
         desired: &BTreeMap<(String, String), Desired>,
-        vas: &[VolumeAttachment],
+        vas: &[Shared<VolumeAttachment>],
     ) {
         for d in desired.values() {
             let Some(csi) = d.pv.spec.csi.clone() else {
@@ -507,7 +498,7 @@ impl Attach {
     fn node_status_pass(
         &mut self,
         desired: &BTreeMap<(String, String), Desired>,
-        vas: &[VolumeAttachment],
+        vas: &[Shared<VolumeAttachment>],
     ) {
         let mut per_node: BTreeMap<String, BTreeSet<AttachedVolume>> = BTreeMap::new();
         for va in vas {
@@ -520,7 +511,7 @@ impl Attach {
             if !desired.contains_key(&(va.pv_name().to_string(), va.spec.node_name.clone())) {
                 continue;
             }
-            let Some(csi) = self.pv(va.pv_name()).and_then(|pv| pv.spec.csi) else {
+            let Some(csi) = self.pv(va.pv_name()).and_then(|pv| pv.spec.csi.clone()) else {
                 continue;
             };
             per_node

@@ -163,6 +163,15 @@ impl Cache {
             .map(|o| &**o)
     }
 
+    /// Every `T`, in key order, shared with the cache (no copy).
+    pub fn shared_all<T: Variant>(&self) -> impl Iterator<Item = Shared<T>> + '_ {
+        self.objects
+            .get(&T::KIND)
+            .into_iter()
+            .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
+            .filter_map(|o| Shared::new(o.clone()))
+    }
+
     /// How many objects are cached.
     pub fn len(&self) -> usize {
         self.len

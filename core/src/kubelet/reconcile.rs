@@ -9,17 +9,16 @@ use crate::model::names::{self, reason};
 /// A pod's use of a volume that should be published.
 #[derive(Debug, Clone, Hash)]
 struct Want {
-    pod: Pod,
-    claim: PersistentVolumeClaim,
-    pv: PersistentVolume,
+    pod: Shared<Pod>,
+    claim: Shared<PersistentVolumeClaim>,
+    pv: Shared<PersistentVolume>,
     readonly: bool,
 }
 
 impl Kubelet {
     fn want(&self) -> BTreeMap<(String, String), Want> {
         let mut out = BTreeMap::new();
-        for o in self.cache.of_kind(Kind::Pod) {
-            let Object::Pod(pod) = o else { continue };
+        for pod in self.cache.shared_all::<Pod>() {
             if pod.terminated()
                 || pod.metadata.deleting()
                 || pod.node() != Some(self.config.node.as_str())
@@ -30,16 +29,15 @@ impl Kubelet {
                 let Some(src) = &v.persistent_volume_claim else {
                     continue;
                 };
-                let Some(Object::Pvc(claim)) = self.cache.find(
-                    Kind::PersistentVolumeClaim,
-                    &pod.metadata.namespace,
-                    &src.claim_name,
-                ) else {
+                let Some(claim) = self
+                    .cache
+                    .shared::<PersistentVolumeClaim>(&pod.metadata.namespace, &src.claim_name)
+                else {
                     continue;
                 };
-                let Some(Object::Pv(pv)) =
-                    self.cache
-                        .find(Kind::PersistentVolume, "", claim.volume_name())
+                let Some(pv) = self
+                    .cache
+                    .shared::<PersistentVolume>("", claim.volume_name())
                 else {
                     continue;
                 };
@@ -66,11 +64,8 @@ impl Kubelet {
         out
     }
 
-    fn node(&self) -> Option<Node> {
-        match self.cache.find(Kind::Node, "", &self.config.node) {
-            Some(Object::Node(n)) => Some(n.clone()),
-            _ => None,
-        }
+    fn node(&self) -> Option<Shared<Node>> {
+        self.cache.shared("", &self.config.node)
     }
 
     fn csi_driver(&self) -> Option<CsiDriver> {
@@ -169,9 +164,9 @@ impl Kubelet {
         for m in self.actual.mounts.values() {
             in_use.insert(names::unique_volume_name(&self.config.driver, &m.handle));
         }
-        self.report_in_use(node.as_ref(), &in_use);
+        self.report_in_use(node.as_deref(), &in_use);
         for ((pod_uid, pv_name), w) in &want {
-            self.mount_pass(node.as_ref(), attach_required, pod_uid, pv_name, w);
+            self.mount_pass(node.as_deref(), attach_required, pod_uid, pv_name, w);
         }
         self.unstage_pass(&want);
     }

@@ -199,6 +199,20 @@ impl Object {
         }
     }
 
+    pub fn as_node(&self) -> Option<&Node> {
+        match self {
+            Object::Node(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    pub fn as_va(&self) -> Option<&VolumeAttachment> {
+        match self {
+            Object::Va(o) => Some(o),
+            _ => None,
+        }
+    }
+
     /// `Kind/namespace/name`: unique across kinds.
     pub fn key(&self) -> ObjectKey {
         ObjectKey {

@@ -6,7 +6,10 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use super::{Kind, Object, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
+use super::{
+    Kind, Node, Object, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass,
+    VolumeAttachment,
+};
 
 /// An object type that is one variant of [`Object`].
 pub trait Variant {
@@ -31,6 +34,8 @@ variant!(PersistentVolume, PersistentVolume, as_pv);
 variant!(PersistentVolumeClaim, PersistentVolumeClaim, as_pvc);
 variant!(StorageClass, StorageClass, as_class);
 variant!(Pod, Pod, as_pod);
+variant!(Node, Node, as_node);
+variant!(VolumeAttachment, VolumeAttachment, as_va);
 
 /// A shared object known to be a `T`; derefs to the `T`.
 pub struct Shared<T> {
@@ -67,6 +72,12 @@ impl<T: Variant> Deref for Shared<T> {
     type Target = T;
     fn deref(&self) -> &T {
         T::of(&self.object).expect("a Shared<T> holds a T (checked when made)")
+    }
+}
+
+impl<T> std::hash::Hash for Shared<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.object.hash(state);
     }
 }
 
