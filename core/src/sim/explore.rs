@@ -204,22 +204,24 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
         );
         if moves.is_empty() || node.path.len() >= limits.depth {
             out.branches_finished += 1;
-            let done = finish(node.sim.clone(), script, node.pos, &limits);
+            let done = finish(node.sim, script, node.pos, &limits);
             if !done.violations.is_empty() {
-                out.counterexample = Some(counterexample(
-                    &origin,
-                    script,
-                    node.path.clone(),
-                    true,
-                    &limits,
-                ));
+                out.counterexample =
+                    Some(counterexample(&origin, script, node.path, true, &limits));
                 return out;
             }
             continue;
         }
-        // Push in reverse so the first move is explored first.
-        for m in moves.into_iter().rev() {
-            let mut sim = node.sim.clone();
+        // Push in reverse so the first move is explored first; the last
+        // pushed takes the node's own state instead of a copy.
+        let mut parent = Some(node.sim);
+        let last = moves.len() - 1;
+        for (i, m) in moves.into_iter().rev().enumerate() {
+            let mut sim = if i == last {
+                parent.take().expect("taken once, by the last move")
+            } else {
+                parent.as_ref().expect("kept until the last move").clone()
+            };
             let (mut pos, mut faults) = (node.pos, node.faults);
             match m {
                 Move::Act => {

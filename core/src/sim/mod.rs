@@ -27,6 +27,7 @@ macro_rules! note {
 
 mod config;
 pub mod explore;
+mod hasher;
 mod registration;
 pub mod shrink;
 #[cfg(test)]
@@ -740,7 +741,7 @@ impl Sim {
     /// storage holds and the drivers' states, hashed field by field.
     pub fn state_hash(&self) -> u64 {
         use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = hasher::StateHasher::default();
         for o in self.store.objects() {
             o.hash(&mut h);
         }
