@@ -315,6 +315,8 @@ pub struct Sim {
     delete_asked_at: BTreeMap<String, u64>,
     /// The registration sockets and the calls between watchers and registrars.
     registry: registration::Registry,
+    /// Actors handed something since their last drain (see `drain_all`).
+    woken: Vec<bool>,
 }
 
 impl Sim {
@@ -365,7 +367,9 @@ impl Sim {
             created_at: BTreeMap::new(),
             delete_asked_at: BTreeMap::new(),
             registry: registration::Registry::default(),
+            woken: Vec::new(),
         };
+        s.woken = vec![true; s.actors.len()];
         let names: Vec<String> = s.nodes.keys().cloned().collect();
         for name in names {
             s.user(ApiCall::Create(Object::Node(Node::new(&name))));
@@ -455,13 +459,22 @@ impl Sim {
 
     /// Emits every actor's pending effects into the world (after telling
     /// any actor whose timer is overdue, as a runtime's pump would).
+    ///
+    /// A control machine changes only when it is handed something (an
+    /// input, a restart) or its timer is due, and each drain empties it;
+    /// so a machine neither woken since its last drain nor due has nothing
+    /// to say, and is not asked.
     fn drain_all(&mut self) {
         for a in 0..self.actors.len() {
             let now = self.now;
+            let woken = std::mem::take(&mut self.woken[a]);
             let Some(m) = self.actors[a].control() else {
                 self.drain_registration(a);
                 continue;
             };
+            if !woken && m.poll_timeout().is_none_or(|t| t > now) {
+                continue;
+            }
             for e in machine::effects(m, now) {
                 match e {
                     Effect::Event(e) => self.events.push(e),
@@ -588,6 +601,7 @@ impl Sim {
     /// was waiting for ever arrives.
     fn restart(&mut self, actor: usize) {
         let now = self.now;
+        self.woken[actor] = true;
         self.actors[actor] = self.actors[actor].fresh(self.config.plant);
         self.inbox[actor].clear();
         let Some(m) = self.actors[actor].control() else {
@@ -613,6 +627,7 @@ impl Sim {
         };
         let step = self.stats.steps;
         self.now += 1;
+        self.woken[a] = true;
         let name = self.actors[a].name();
         match d {
             Delivery::Input(input) => {
