@@ -2,7 +2,9 @@
 //! `crash-hooks` feature: a [`Backend`] wrapper that aborts the process
 //! right after carrying out the first plan of one kind, before the driver
 //! records its completion (`VOLPLANE_CRASH_AFTER=<kind>`, kinds as in
-//! `Plan::kind`). A release build has none of this.
+//! `Plan::kind`), or panics there instead (`panic:<kind>`: a backend's bug,
+//! which must stop the driver, not leave it serving). A release build has
+//! none of this.
 
 use std::future::Future;
 
@@ -18,17 +20,33 @@ use volplane_service::{Backend, CapacityInfo, NodeHost, NodeSource};
 pub struct CrashAfter<B> {
     inner: B,
     kind: String,
+    panics: bool,
 }
 
 impl<B> CrashAfter<B> {
-    /// Wraps `inner`; aborts after the first plan of `kind`.
+    /// Wraps `inner`; aborts after the first plan of `kind` (`panic:<kind>`:
+    /// panics there).
     pub fn new(inner: B, kind: String) -> CrashAfter<B> {
-        CrashAfter { inner, kind }
+        match kind.strip_prefix("panic:") {
+            Some(k) => CrashAfter {
+                inner,
+                kind: k.to_string(),
+                panics: true,
+            },
+            None => CrashAfter {
+                inner,
+                kind,
+                panics: false,
+            },
+        }
     }
 
     /// Passes `result` through, unless `kind` is the one to crash after.
     fn after<T>(&self, kind: &str, result: T) -> T {
         if self.kind == kind {
+            if self.panics {
+                panic!("panicking on purpose after {kind}, as VOLPLANE_CRASH_AFTER asked");
+            }
             eprintln!("volplane: crashing on purpose after {kind}, as VOLPLANE_CRASH_AFTER asked");
             std::process::abort();
         }

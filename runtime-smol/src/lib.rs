@@ -111,7 +111,8 @@ pub async fn serve<B: Backend>(
         Arc::new(SmolBlocking),
     )
     .await?;
-    let pump = rt.spawn(p.pump.run());
+    let (run, pump_ended) = volplane_service::supervised(p.pump.run());
+    let pump = rt.spawn(run);
     let listener =
         smol::net::unix::UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
             path: p.path.display().to_string(),
@@ -126,6 +127,7 @@ pub async fn serve<B: Backend>(
         routes = routes.add_service(NodeServer::new(p.service.clone()));
     }
     drop(p.service);
+    let shutdown = volplane_service::until_either(shutdown, pump_ended);
     let served = serve_routes(rt, &listener, &p.path, routes, shutdown).await;
     // The connection tasks are gone with serve_routes; the pump then drains.
     finish(&p.path, served, pump).await

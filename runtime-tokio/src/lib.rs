@@ -53,7 +53,8 @@ pub async fn serve<B: Backend>(
         Arc::new(TokioBlocking),
     )
     .await?;
-    let pump = tokio::spawn(p.pump.run());
+    let (run, pump_ended) = volplane_service::supervised(p.pump.run());
+    let pump = tokio::spawn(run);
     let listener = UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
         path: p.path.display().to_string(),
         source,
@@ -67,7 +68,10 @@ pub async fn serve<B: Backend>(
                 .then(|| GroupControllerServer::new(svc.clone())),
         )
         .add_optional_service(p.node.then(|| NodeServer::new(svc.clone())))
-        .serve_with_incoming_shutdown(fixed::incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(
+            fixed::incoming(listener),
+            volplane_service::until_either(shutdown, pump_ended),
+        )
         .await
         .map_err(|e| ServeError::Transport(e.to_string()));
     drop(svc);

@@ -87,6 +87,56 @@ pub async fn prepare<B: Backend>(
     })
 }
 
+/// The pump's run, watched: the second future completes when the run ends,
+/// whether by an error or a panic (a damaged store, a backend's bug). While
+/// the server holds its handles the pump only ends that way, and a driver
+/// whose pump is gone can only answer "unavailable": the runtime stops
+/// serving when it completes, so the process exits with the reason and the
+/// kubelet (or whoever runs it) starts it again, instead of a driver that
+/// looks alive and does nothing.
+pub fn supervised(
+    run: impl std::future::Future<Output = Result<(), PumpError>> + Send,
+) -> (
+    impl std::future::Future<Output = Result<(), PumpError>> + Send,
+    impl std::future::Future<Output = ()> + Send + Unpin,
+) {
+    use futures::FutureExt;
+    let (ended_tx, ended_rx) = futures::channel::oneshot::channel::<()>();
+    let watched = async move {
+        let result = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+            Ok(result) => result,
+            Err(panic) => Err(PumpError::Stopped(format!(
+                "the driver pump panicked: {}",
+                panic_message(panic.as_ref())
+            ))),
+        };
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "the driver pump stopped; stopping the server so the driver restarts");
+        }
+        let _ = ended_tx.send(());
+        result
+    };
+    (watched, ended_rx.map(|_| ()))
+}
+
+/// What a panic said, when it said it as text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// Completes at the first of `shutdown` and `ended` (see [`supervised`]).
+pub async fn until_either(
+    shutdown: impl std::future::Future<Output = ()>,
+    ended: impl std::future::Future<Output = ()> + Unpin,
+) {
+    let shutdown = std::pin::pin!(shutdown);
+    futures::future::select(shutdown, ended).await;
+}
+
 /// After the accept loop ended: remove our socket, wait for the pump to
 /// finish what is in flight.
 pub async fn finish(
@@ -99,4 +149,35 @@ pub async fn finish(
     pump.await?;
     tracing::info!(socket = %path.display(), "stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pump_that_panics_ends_the_serving_with_what_it_said() {
+        let (run, ended) = supervised(async { panic!("store page 7 is damaged") });
+        let result = futures::executor::block_on(run);
+        let Err(PumpError::Stopped(why)) = result else {
+            panic!("a panicking pump must end in an error, got {result:?}")
+        };
+        assert!(
+            why.contains("panicked") && why.contains("store page 7 is damaged"),
+            "{why}"
+        );
+        futures::executor::block_on(until_either(futures::future::pending(), ended));
+    }
+
+    #[test]
+    fn a_pump_that_fails_ends_the_serving_and_one_still_running_does_not() {
+        let (run, ended) = supervised(async { Err(PumpError::Stopped("gone".into())) });
+        assert!(futures::executor::block_on(run).is_err());
+        futures::executor::block_on(until_either(futures::future::pending(), ended));
+        // Not yet run: nothing ended, the shutdown signal decides.
+        let (_run, mut ended) = supervised(async { Ok(()) });
+        use futures::FutureExt;
+        assert!((&mut ended).now_or_never().is_none());
+        futures::executor::block_on(until_either(async {}, ended));
+    }
 }

@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use common::*;
 use volplane_proto::csi;
@@ -337,5 +338,63 @@ async fn two_volumes_with_symlinked_roots_survive_a_kill_between_every_two_steps
         }
     }
     assert_ne!(vols[0].id, vols[1].id);
+    assert_eq!(d.leftovers(), Vec::<String>::new());
+}
+
+both_runtimes!(
+    a_panic_in_the_backend_stops_the_driver_instead_of_leaving_it_serving,
+    a_panic_in_the_backend_stops_the_driver_instead_of_leaving_it_serving_on
+);
+
+/// A backend that panics mid-plan takes the pump down with it. A process
+/// that kept serving would answer every later call "unavailable" forever,
+/// and look alive to whoever runs it; it must exit instead, with its
+/// socket removed, so that it is started again, and the operation it was
+/// carrying out is finished at that start (its plan was recorded first).
+async fn a_panic_in_the_backend_stops_the_driver_instead_of_leaving_it_serving_on(rt: Runtime) {
+    require_root!();
+    let mut d = Driver::start(rt);
+    d.kill();
+    d.spawn(Some("panic:create"));
+    let request = csi::CreateVolumeRequest {
+        name: "pvc-panic".into(),
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: 1 << 20,
+            limit_bytes: 0,
+        }),
+        volume_capabilities: vec![multi_writer()],
+        parameters: params("dir"),
+        ..Default::default()
+    };
+    let mut c = d.client().await;
+    let e = c.controller.create_volume(request.clone()).await;
+    assert!(e.is_err(), "the backend panicked mid-create: {e:?}");
+    let status = d
+        .exited_within(Duration::from_secs(20))
+        .expect("a driver whose pump panicked must exit, not keep serving");
+    assert!(!status.success(), "it exits with a failure: {status}");
+    assert!(
+        !d.root().join("csi.sock").exists(),
+        "its socket is removed on the way out"
+    );
+    d.spawn(None);
+    let mut c = d.client().await;
+    let v = retry(|| {
+        let mut c = c.controller.clone();
+        let r = request.clone();
+        async move { c.create_volume(r).await }
+    })
+    .await
+    .expect("CreateVolume after the restart")
+    .into_inner()
+    .volume
+    .expect("a volume");
+    c.controller
+        .delete_volume(csi::DeleteVolumeRequest {
+            volume_id: v.volume_id,
+            ..Default::default()
+        })
+        .await
+        .expect("DeleteVolume");
     assert_eq!(d.leftovers(), Vec::<String>::new());
 }

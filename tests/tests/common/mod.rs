@@ -228,6 +228,23 @@ impl Driver {
         }
     }
 
+    /// Waits up to `limit` for the process to exit by itself; its status,
+    /// or `None` if it is still running (then it is left running).
+    pub fn exited_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        let c = self.child.as_mut().expect("driver is running");
+        loop {
+            if let Some(status) = c.try_wait().expect("wait for volplane serve") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM and wait: the clean shutdown path.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut c = self.child.take().expect("driver is running");
