@@ -317,6 +317,14 @@ pub struct Sim {
     registry: registration::Registry,
     /// Actors handed something since their last drain (see `drain_all`).
     woken: Vec<bool>,
+    /// Actors drained since their invariants were last checked (an actor
+    /// not drained has not changed).
+    unchecked: Vec<bool>,
+    /// Calls that could change storage so far, and the (store version,
+    /// that count) the world's invariants were last checked at: what they
+    /// read has not changed while both stay the same.
+    storage_writes: u64,
+    world_checked_at: Option<(u64, u64)>,
 }
 
 impl Sim {
@@ -368,8 +376,12 @@ impl Sim {
             delete_asked_at: BTreeMap::new(),
             registry: registration::Registry::default(),
             woken: Vec::new(),
+            unchecked: Vec::new(),
+            storage_writes: 0,
+            world_checked_at: None,
         };
         s.woken = vec![true; s.actors.len()];
+        s.unchecked = vec![true; s.actors.len()];
         let names: Vec<String> = s.nodes.keys().cloned().collect();
         for name in names {
             s.user(ApiCall::Create(Object::Node(Node::new(&name))));
@@ -469,12 +481,14 @@ impl Sim {
             let now = self.now;
             let woken = std::mem::take(&mut self.woken[a]);
             let Some(m) = self.actors[a].control() else {
+                self.unchecked[a] = true;
                 self.drain_registration(a);
                 continue;
             };
             if !woken && m.poll_timeout().is_none_or(|t| t > now) {
                 continue;
             }
+            self.unchecked[a] = true;
             for e in machine::effects(m, now) {
                 match e {
                     Effect::Event(e) => self.events.push(e),
@@ -575,6 +589,7 @@ impl Sim {
                     self.now
                 );
                 let now = self.now;
+                self.storage_writes += 1;
                 if let Some(d) = self.nodes.get_mut(&name) {
                     d.reboot(&mut self.storage, &name, now);
                 }
@@ -660,6 +675,7 @@ impl Sim {
                     });
                 }
                 let now = self.now;
+                self.storage_writes += 1;
                 let where_ = node.clone().unwrap_or_else(|| "controller".into());
                 let result = match node.as_deref() {
                     Some(n) if !self.registered(n) => Err(crate::Status::new(

@@ -91,6 +91,7 @@ impl Sim {
     /// A call to the node's driver on behalf of registration (never faulted).
     fn ask_driver(&mut self, node: &str, call: Request) -> crate::control::CsiResult {
         let now = self.now;
+        self.storage_writes += 1;
         match self.nodes.get_mut(node) {
             Some(d) => d.call(&mut self.storage, Some(node), now, call, None),
             None => Err(crate::Status::internal("no such node")),
