@@ -106,7 +106,8 @@ pub fn supervised(
         let result = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
             Ok(result) => result,
             Err(panic) => Err(PumpError::Stopped(format!(
-                "the driver pump panicked: {}",
+                "the driver pump panicked: {} (a bug in volplane or in its backend; the log above says where). \
+                 The driver exits so that it is started again, and then finishes what was in flight",
                 panic_message(panic.as_ref())
             ))),
         };

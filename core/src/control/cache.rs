@@ -154,22 +154,22 @@ impl Cache {
             .map(|o| &**o)
     }
 
-    /// Objects of one kind, in key order.
-    pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Object> {
+    /// The shared objects of one kind, in key order.
+    fn kind(&self, kind: Kind) -> impl Iterator<Item = &Arc<Object>> {
         self.objects
             .get(&kind)
             .into_iter()
             .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
-            .map(|o| &**o)
+    }
+
+    /// Objects of one kind, in key order.
+    pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Object> {
+        self.kind(kind).map(|o| &**o)
     }
 
     /// Every `T`, in key order, shared with the cache (no copy).
     pub fn shared_all<T: Variant>(&self) -> impl Iterator<Item = Shared<T>> + '_ {
-        self.objects
-            .get(&T::KIND)
-            .into_iter()
-            .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
-            .filter_map(|o| Shared::new(o.clone()))
+        self.kind(T::KIND).filter_map(|o| Shared::new(o.clone()))
     }
 
     /// How many objects are cached.

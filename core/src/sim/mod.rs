@@ -356,6 +356,7 @@ impl Sim {
             nodes.insert(name.clone(), DriverProcess::new(&name, false, plant));
         }
         let inbox = actors.iter().map(|_| VecDeque::new()).collect();
+        let count = actors.len();
         let mut s = Sim {
             rng: Rng::new(config.seed),
             controller: DriverProcess::new("controller", true, plant),
@@ -375,13 +376,11 @@ impl Sim {
             created_at: BTreeMap::new(),
             delete_asked_at: BTreeMap::new(),
             registry: registration::Registry::default(),
-            woken: Vec::new(),
-            unchecked: Vec::new(),
+            woken: vec![true; count],
+            unchecked: vec![true; count],
             storage_writes: 0,
             world_checked_at: None,
         };
-        s.woken = vec![true; s.actors.len()];
-        s.unchecked = vec![true; s.actors.len()];
         let names: Vec<String> = s.nodes.keys().cloned().collect();
         for name in names {
             s.user(ApiCall::Create(Object::Node(Node::new(&name))));
