@@ -41,7 +41,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub use index::MatchIndex;
 pub use matching::{check_one_to_one, prebind_mismatch, volume_mismatch};
 
-use crate::control::{ApiCall, ApiResult, Cache, Effect, Event, Input, Ops, Watch};
+use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Event, Input, Ops, Watch};
 use crate::model::names::{self, reason};
 use crate::model::*;
 use crate::{OpId, Tick};
@@ -53,6 +53,8 @@ struct Pending {
     key: ObjectKey,
     /// The incarnation written ("" for a read).
     uid: String,
+    /// The version written against ("" for a create, delete or read).
+    rv: String,
     /// Objects to sync again when the write completes.
     requeue: Vec<ObjectKey>,
     /// For a read of a volume's claim: the volume.
@@ -87,6 +89,10 @@ pub struct Binder {
     /// Claims whose volume's claimRef write is in flight, and that volume:
     /// such a claim chooses nothing more until the write completes.
     reserving: BTreeMap<ObjectKey, String>,
+    /// Objects whose write failed with nothing newer known, waiting out
+    /// their backoff (or news), and what syncs again with them.
+    backoff: Backoff<ObjectKey>,
+    retry: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
     queue: VecDeque<Effect>,
     ops: Ops,
     now: Tick,
@@ -143,9 +149,10 @@ impl Binder {
         }
     }
 
-    /// The binder keeps no timers: Kubernetes' periodic resync is [`Binder::resync`].
+    /// Its only timers are the retries of failed writes; Kubernetes'
+    /// periodic resync is [`Binder::resync`].
     fn deadline(&self) -> Option<Tick> {
-        None
+        self.backoff.next_timer()
     }
 
     /// One write per object at a time, and a deferred sync waits on a write
@@ -165,6 +172,11 @@ impl Binder {
 
     fn on_timeout(&mut self, now: Tick) {
         self.now = self.now.max(now);
+        for key in self.backoff.fire_due(self.now) {
+            let requeue = self.retry.remove(&key).unwrap_or_default();
+            self.dirty.insert(key);
+            self.dirty.extend(requeue);
+        }
     }
 
     /// Marks every claim and volume for another sync (A10.3).
@@ -305,10 +317,38 @@ impl Binder {
                 self.reserving.remove(claim);
             }
         }
-        if let Some(waiting) = self.deferred.remove(&p.key) {
+        let deferred = self.deferred.remove(&p.key).unwrap_or_default();
+        self.announce(&p, &result);
+        let failed = matches!(
+            result,
+            ApiResult::Conflict
+                | ApiResult::AlreadyExists
+                | ApiResult::Failed(_)
+                | ApiResult::Listed(_)
+        );
+        if failed {
+            // A volume taken for a claim whose write failed is offered again.
+            if let Some(Object::Pv(pv)) = self.cache.get(&p.key).cloned() {
+                self.update_index(&pv);
+            }
+            // Nothing newer known: the same write would fail the same way.
+            // It waits for its backoff, or for news of what it touches.
+            if !self.cache.newer_than(&p.key, &p.rv) {
+                self.backoff.fail(p.key.clone(), self.now);
+                let waiting = self.retry.entry(p.key).or_default();
+                waiting.extend(p.requeue);
+                waiting.extend(deferred);
+                return;
+            }
+        } else {
+            self.backoff.succeed(&p.key);
+        }
+        // What waited on this write, or on an earlier failed write of this
+        // object, syncs again.
+        self.dirty.extend(deferred);
+        if let Some(waiting) = self.retry.remove(&p.key) {
             self.dirty.extend(waiting);
         }
-        self.announce(&p, &result);
         match result {
             ApiResult::Ok(Some(o)) => {
                 // The answer is the news its watch event will echo.
@@ -326,12 +366,7 @@ impl Binder {
             ApiResult::Conflict
             | ApiResult::AlreadyExists
             | ApiResult::Failed(_)
-            | ApiResult::Listed(_) => {
-                // A volume taken for a claim whose write failed is offered again.
-                if let Some(Object::Pv(pv)) = self.cache.get(&p.key).cloned() {
-                    self.update_index(&pv);
-                }
-            }
+            | ApiResult::Listed(_) => {}
         }
         // A direct read of a volume's claim (A6.2): remember when it is really gone.
         if let Some(pv_name) = &p.verifying {
@@ -400,7 +435,7 @@ impl Binder {
             return;
         }
         let op = self.ops.issue();
-        let uid = call.uid().to_string();
+        let (uid, rv) = (call.uid().to_string(), call.version().to_string());
         self.writing.insert(key.clone(), op);
         let verifying = match (&call, requeue.first()) {
             (ApiCall::Get(_), Some(pv)) => Some(pv.name.to_string()),
@@ -411,6 +446,7 @@ impl Binder {
             Pending {
                 key,
                 uid,
+                rv,
                 requeue,
                 verifying,
                 announce,

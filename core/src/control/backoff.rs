@@ -28,6 +28,13 @@ pub struct Backoff<K: Ord> {
     timers: TimerTable<K>,
 }
 
+/// The sidecars' defaults: 1 s doubling to 5 min.
+impl<K: Ord + Clone> Default for Backoff<K> {
+    fn default() -> Backoff<K> {
+        Backoff::new(1_000, 300_000)
+    }
+}
+
 impl<K: Ord + Clone> Backoff<K> {
     /// Delays start at `start` and double up to `max`.
     pub fn new(start: Tick, max: Tick) -> Backoff<K> {
@@ -59,6 +66,20 @@ impl<K: Ord + Clone> Backoff<K> {
     pub fn succeed(&mut self, key: &K) {
         self.entries.remove(key);
         self.timers.stop(key);
+    }
+
+    /// News about `key` arrived (a newer version of its object): its wait
+    /// ends now, as an informer's event re-queues a key at once whatever
+    /// its rate limiter says. Its failure count stays, so the next failure
+    /// waits longer.
+    pub fn news<Q>(&mut self, key: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        if let Some(e) = self.entries.get_mut(key) {
+            e.retry_at = 0;
+        }
     }
 
     /// True when `key` must still wait at `now`.
@@ -107,6 +128,17 @@ mod tests {
         assert!(b.waiting(&"a", 10));
         b.succeed(&"a");
         assert!(!b.waiting(&"a", 10));
+    }
+
+    #[test]
+    fn news_ends_the_wait_but_not_the_count() {
+        let mut b = Backoff::new(1000, 300_000);
+        b.fail("a", 0);
+        assert!(b.waiting(&"a", 10));
+        b.news(&"a");
+        assert!(!b.waiting(&"a", 10), "news: retried at once");
+        assert_eq!(b.failures(&"a"), 1);
+        assert_eq!(b.fail("a", 10), 2010, "the next failure waits longer");
     }
 
     #[test]

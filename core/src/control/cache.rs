@@ -76,6 +76,17 @@ impl Cache {
                 })
     }
 
+    /// True when the cache holds a version of the object `key` names newer
+    /// than `rv` (by numeric resourceVersion): after a write made against
+    /// `rv` failed, news about the object has already arrived, so a retry
+    /// may go at once (it will not be the same call).
+    pub fn newer_than(&self, key: &ObjectKey, rv: &str) -> bool {
+        let (Some(cached), Ok(rv)) = (self.get(key), rv.parse::<u64>()) else {
+            return false;
+        };
+        version(cached).is_some_and(|v| v > rv)
+    }
+
     /// True when `o` is an incarnation a write's answer said is gone.
     fn known_gone(&self, o: &Object) -> bool {
         let uid = &o.meta().uid;
@@ -251,5 +262,19 @@ mod tests {
         assert!(c.is_news(&at("")), "unnumbered");
         c.gone(&at("5").key(), "uid-1");
         assert!(!c.is_news(&at("9")), "a gone incarnation");
+    }
+
+    #[test]
+    fn newer_than_compares_the_cached_version() {
+        let mut c = Cache::default();
+        let mut v = PersistentVolume::new("v");
+        v.metadata.resource_version = "7".into();
+        let key = Object::Pv(v.clone()).key();
+        assert!(!c.newer_than(&key, "6"), "nothing cached");
+        c.apply(Object::Pv(v));
+        assert!(c.newer_than(&key, "6"));
+        assert!(!c.newer_than(&key, "7"));
+        assert!(!c.newer_than(&key, "8"));
+        assert!(!c.newer_than(&key, ""), "an unnumbered version");
     }
 }

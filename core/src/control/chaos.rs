@@ -66,6 +66,8 @@ pub struct Chaos<M> {
     /// Restarts are among the faults.
     pub restarts: bool,
     found: Option<Found>,
+    /// The calls asked for since the machine's last news (no hot loop).
+    guard: super::HotLoopGuard,
 }
 
 impl<M: ControlMachine> Chaos<M> {
@@ -89,6 +91,7 @@ impl<M: ControlMachine> Chaos<M> {
             faults: true,
             restarts: true,
             found: None,
+            guard: super::HotLoopGuard::default(),
         }
     }
 
@@ -111,6 +114,7 @@ impl<M: ControlMachine> Chaos<M> {
         match choice % 8 {
             0..=2 => {
                 if let Some(i) = self.watches.pop_front() {
+                    self.guard.input(&i);
                     self.machine.handle(self.now, i);
                 }
             }
@@ -121,12 +125,13 @@ impl<M: ControlMachine> Chaos<M> {
                 } else {
                     self.done.swap_remove(i)
                 };
+                self.guard.input(&input);
                 self.machine.handle(self.now, input);
             }
             6 if self.faults && self.restarts && self.rng.chance(200) => self.restart(),
             _ => self.now += 1 + self.rng.below(4_000) as Tick,
         }
-        self.drain();
+        self.drain()?;
         self.machine.check_invariants()
     }
 
@@ -134,6 +139,7 @@ impl<M: ControlMachine> Chaos<M> {
     /// everything again, then say `Synced`.
     pub fn restart(&mut self) {
         self.machine = (self.fresh)();
+        self.guard.news();
         self.machine.handle(self.now, Input::Restarted);
         if let Some(found) = &self.found {
             for input in found(&self.csi, &self.store) {
@@ -162,12 +168,18 @@ impl<M: ControlMachine> Chaos<M> {
                 Some(t) => self.now = self.now.max(t),
                 None => return Ok(()),
             }
-            self.drain();
+            self.drain()?;
         }
         Err("the machine did not settle".into())
     }
 
-    fn drain(&mut self) {
+    /// The machine says everything it has to say. `Err` when it asked
+    /// for a call again with nothing new since (a hot loop).
+    fn drain(&mut self) -> Result<(), String> {
+        if self.machine.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.guard.news();
+        }
+        let mut looped = None;
         let Chaos {
             machine,
             store,
@@ -178,43 +190,50 @@ impl<M: ControlMachine> Chaos<M> {
             answer,
             rng,
             faults,
+            guard,
             ..
         } = self;
-        let mut carry = |_: &M, now: Tick, e: Effect, _: &mut VecDeque<Input>| match e {
-            Effect::Event(_) => {}
-            Effect::Api { op, call } => {
-                let write = !matches!(call, ApiCall::Get(_) | ApiCall::List { .. });
-                let result = if *faults && write && rng.chance(150) {
-                    ApiResult::Conflict
-                } else {
-                    let (result, w) = store.apply(now, &call);
-                    watches.extend(w.into_iter().map(Input::Watch));
-                    result
-                };
-                done.push(Input::ApiDone { op, result });
+        let mut carry = |_: &M, now: Tick, e: Effect, _: &mut VecDeque<Input>| {
+            if let Err(why) = guard.effect(&e) {
+                looped.get_or_insert(why);
             }
-            Effect::Csi { op, node, call } => {
-                let fault = if *faults { rng.below(10) } else { 9 };
-                let (result, happened) = match fault {
-                    0 => (Err(Status::new(Code::Unavailable, "injected")), false),
-                    1 => {
-                        let _ = answer(store, &call);
-                        (Err(Status::new(Code::DeadlineExceeded, "injected")), true)
-                    }
-                    _ => {
-                        let r = answer(store, &call);
-                        let ok = r.is_ok();
-                        (r, ok)
-                    }
-                };
-                csi.push(CsiRecord {
-                    node,
-                    call,
-                    done: happened,
-                });
-                done.push(Input::CsiDone { op, result });
+            match e {
+                Effect::Event(_) => {}
+                Effect::Api { op, call } => {
+                    let write = !matches!(call, ApiCall::Get(_) | ApiCall::List { .. });
+                    let result = if *faults && write && rng.chance(150) {
+                        ApiResult::Conflict
+                    } else {
+                        let (result, w) = store.apply(now, &call);
+                        watches.extend(w.into_iter().map(Input::Watch));
+                        result
+                    };
+                    done.push(Input::ApiDone { op, result });
+                }
+                Effect::Csi { op, node, call } => {
+                    let fault = if *faults { rng.below(10) } else { 9 };
+                    let (result, happened) = match fault {
+                        0 => (Err(Status::new(Code::Unavailable, "injected")), false),
+                        1 => {
+                            let _ = answer(store, &call);
+                            (Err(Status::new(Code::DeadlineExceeded, "injected")), true)
+                        }
+                        _ => {
+                            let r = answer(store, &call);
+                            let ok = r.is_ok();
+                            (r, ok)
+                        }
+                    };
+                    csi.push(CsiRecord {
+                        node,
+                        call,
+                        done: happened,
+                    });
+                    done.push(Input::CsiDone { op, result });
+                }
             }
         };
         machine::drain(machine, *now, &mut carry);
+        looped.map_or(Ok(()), Err)
     }
 }

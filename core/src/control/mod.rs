@@ -14,6 +14,7 @@ pub mod cache;
 #[cfg(test)]
 pub mod chaos;
 pub mod csi_map;
+pub mod repeats;
 #[cfg(any(test, feature = "rig"))]
 pub mod rig;
 
@@ -25,6 +26,7 @@ use crate::{OpId, Status};
 
 pub use backoff::Backoff;
 pub use cache::Cache;
+pub use repeats::HotLoopGuard;
 
 use std::sync::Arc;
 
@@ -96,6 +98,15 @@ impl ApiCall {
         match self {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => &o.meta().uid,
             ApiCall::Delete(_) | ApiCall::Get(_) | ApiCall::List { .. } => "",
+        }
+    }
+
+    /// The resourceVersion the call was made against: a write's
+    /// precondition ("" for a create, delete, get or list).
+    pub fn version(&self) -> &str {
+        match self {
+            ApiCall::Update(o) | ApiCall::UpdateStatus(o) => &o.meta().resource_version,
+            ApiCall::Create(_) | ApiCall::Delete(_) | ApiCall::Get(_) | ApiCall::List { .. } => "",
         }
     }
 

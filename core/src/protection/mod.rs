@@ -20,6 +20,15 @@
 //! after a live list of its namespace's pods (the watch may be behind a pod
 //! just created) finds none either. A pod created after that list is not
 //! seen: the kubelet refuses to start a pod whose claim is being deleted.
+//! One list answers for every claim of its namespace that was already
+//! being deleted, and free by the cache, when it was asked for (a mass
+//! delete lists each namespace once, not once per claim).
+//!
+//! A write that fails is retried at once only when a newer version of its
+//! object is already here; otherwise after its backoff, or sooner when the
+//! watch brings news of the object. A live list's pods decide, and are
+//! never stored: an answer older than the watch must not bring back a pod
+//! the watch saw go.
 
 #[cfg(test)]
 mod tests;
@@ -62,10 +71,11 @@ pub struct Protection {
     guarded: Guarded,
     cache: Cache,
     dirty: BTreeSet<ObjectKey>,
-    /// Writes in flight: the object and the incarnation (UID) written.
-    writing: BTreeMap<OpId, (ObjectKey, String)>,
-    /// Lists of pods in flight, by the claim they are for.
-    listing: BTreeMap<OpId, ObjectKey>,
+    /// Writes in flight: the object, the incarnation (UID) written and the
+    /// version written against.
+    writing: BTreeMap<OpId, (ObjectKey, String, String)>,
+    /// Lists of pods in flight, with the claims each answers for.
+    listing: BTreeMap<OpId, BTreeSet<ObjectKey>>,
     backoff: Backoff<ObjectKey>,
     queue: VecDeque<Effect>,
     ops: Ops,
@@ -119,6 +129,9 @@ impl Protection {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => {
+                if self.cache.is_news(&o) {
+                    self.backoff.news(&o.key());
+                }
                 self.mark(&o);
                 self.cache.apply(o);
             }
@@ -127,10 +140,10 @@ impl Protection {
                 self.cache.delete(&o);
             }
             Input::ApiDone { op, result } => {
-                if let Some(key) = self.listing.remove(&op) {
-                    return self.listed(key, result);
+                if let Some(claims) = self.listing.remove(&op) {
+                    return self.listed(claims, result);
                 }
-                let Some((key, uid)) = self.writing.remove(&op) else {
+                let Some((key, uid, rv)) = self.writing.remove(&op) else {
                     return;
                 };
                 match result {
@@ -142,6 +155,8 @@ impl Protection {
                         self.backoff.succeed(&key);
                         self.cache.gone(&key, &uid);
                     }
+                    // Changed meanwhile, and the change is already here.
+                    _ if self.cache.newer_than(&key, &rv) => {}
                     _ => {
                         self.backoff.fail(key.clone(), self.now);
                     }
@@ -187,7 +202,7 @@ impl Protection {
 
     /// One write per object at a time.
     fn invariants(&self) -> Result<(), String> {
-        let writing = self.writing.values().map(|(k, _)| k);
+        let writing = self.writing.values().map(|(k, _, _)| k);
         crate::machine::one_at_a_time("protection", writing.clone(), |_| true, writing.len())
     }
 
@@ -199,11 +214,8 @@ impl Protection {
     }
 
     fn busy(&self, key: &ObjectKey) -> bool {
-        self.writing
-            .values()
-            .map(|(k, _)| k)
-            .chain(self.listing.values())
-            .any(|k| k == key)
+        self.writing.values().any(|(k, _, _)| k == key)
+            || self.listing.values().any(|claims| claims.contains(key))
     }
 
     fn sync(&mut self, key: &ObjectKey) {
@@ -223,17 +235,7 @@ impl Protection {
         } else if meta.deleting() && has && !self.in_use(&o) {
             match o {
                 // Ask the API server, not only the cache, before letting go.
-                Object::Pvc(c) => {
-                    let op = self.ops.issue();
-                    self.listing.insert(op, key.clone());
-                    self.queue.push_back(Effect::Api {
-                        op,
-                        call: ApiCall::List {
-                            kind: Kind::Pod,
-                            namespace: c.metadata.namespace.clone(),
-                        },
-                    });
-                }
+                Object::Pvc(c) => self.list_pods(&c.metadata.namespace),
                 mut next => {
                     next.meta_mut().remove_finalizer(finalizer);
                     self.write(key, next);
@@ -242,38 +244,71 @@ impl Protection {
         }
     }
 
+    /// A claim being deleted that the cache says is free: its
+    /// namespace's pods are listed live, once for every such claim there.
+    fn list_pods(&mut self, namespace: &str) {
+        let claims: BTreeSet<ObjectKey> = self
+            .cache
+            .of_kind(Kind::PersistentVolumeClaim)
+            .filter_map(Object::as_pvc)
+            .filter(|c| c.metadata.namespace == namespace && self.may_let_go(c))
+            .map(|c| ObjectKey::new(Kind::PersistentVolumeClaim, namespace, &c.metadata.name))
+            .filter(|k| !self.busy(k) && !self.backoff.waiting(k, self.now))
+            .collect();
+        let op = self.ops.issue();
+        self.listing.insert(op, claims);
+        self.queue.push_back(Effect::Api {
+            op,
+            call: ApiCall::List {
+                kind: Kind::Pod,
+                namespace: namespace.to_string(),
+            },
+        });
+    }
+
+    /// Being deleted, still held by the finalizer, and free by the cache.
+    fn may_let_go(&self, c: &PersistentVolumeClaim) -> bool {
+        c.metadata.deleting()
+            && c.metadata.has_finalizer(FINALIZER_PVC_PROTECTION)
+            && self.users(c).is_empty()
+    }
+
     fn write(&mut self, key: &ObjectKey, next: Object) {
         let op = self.ops.issue();
-        let uid = next.meta().uid.clone();
-        self.writing.insert(op, (key.clone(), uid));
+        let meta = next.meta();
+        let (uid, rv) = (meta.uid.clone(), meta.resource_version.clone());
+        self.writing.insert(op, (key.clone(), uid, rv));
         self.queue.push_back(Effect::Api {
             op,
             call: ApiCall::Update(next),
         });
     }
 
-    /// The live list of a claim's namespace's pods came back: let the claim
-    /// go only if none of them uses it either.
-    fn listed(&mut self, key: ObjectKey, result: ApiResult) {
+    /// The live list of a namespace's pods came back: each claim it
+    /// answers for goes only if neither the cache nor the list shows a pod
+    /// using it. The listed pods are not stored (see the module docs).
+    fn listed(&mut self, claims: BTreeSet<ObjectKey>, result: ApiResult) {
         let ApiResult::Listed(pods) = result else {
-            self.backoff.fail(key.clone(), self.now);
-            self.dirty.insert(key);
+            for key in claims {
+                self.backoff.fail(key.clone(), self.now);
+                self.dirty.insert(key);
+            }
             return;
         };
-        for p in pods {
-            self.mark(&p);
-            self.cache.apply(p);
-        }
-        let Some(Object::Pvc(c)) = self.cache.get(&key).cloned() else {
-            return;
-        };
-        if c.metadata.deleting()
-            && c.metadata.has_finalizer(FINALIZER_PVC_PROTECTION)
-            && self.users(&c).is_empty()
-        {
-            let mut next = c;
-            next.metadata.remove_finalizer(FINALIZER_PVC_PROTECTION);
-            self.write(&key, Object::Pvc(next));
+        for key in claims {
+            let Some(Object::Pvc(c)) = self.cache.get(&key) else {
+                continue;
+            };
+            let (ns, name) = (&c.metadata.namespace, &c.metadata.name);
+            let listed_user = pods.iter().any(|p| match p {
+                Object::Pod(p) => p.uses_claim(ns, name),
+                _ => false,
+            });
+            if self.may_let_go(c) && !listed_user {
+                let mut next = c.clone();
+                next.metadata.remove_finalizer(FINALIZER_PVC_PROTECTION);
+                self.write(&key, Object::Pvc(next));
+            }
         }
     }
 

@@ -40,8 +40,11 @@ impl Provisioner {
             let mut v = pv.clone();
             v.metadata
                 .add_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            let uid = pv.metadata.uid.clone();
-            self.issue(Call::Finalizer { pv: name, uid }, |op| Effect::Api {
+            let (uid, rv) = (
+                pv.metadata.uid.clone(),
+                pv.metadata.resource_version.clone(),
+            );
+            self.issue(Call::Finalizer { pv: name, uid, rv }, |op| Effect::Api {
                 op,
                 call: ApiCall::Update(Object::Pv(v)),
             });
@@ -51,8 +54,11 @@ impl Provisioner {
             let mut v = pv.clone();
             v.metadata
                 .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            let uid = pv.metadata.uid.clone();
-            self.issue(Call::Finalizer { pv: name, uid }, |op| Effect::Api {
+            let (uid, rv) = (
+                pv.metadata.uid.clone(),
+                pv.metadata.resource_version.clone(),
+            );
+            self.issue(Call::Finalizer { pv: name, uid, rv }, |op| Effect::Api {
                 op,
                 call: ApiCall::Update(Object::Pv(v)),
             });
@@ -67,8 +73,11 @@ impl Provisioner {
             let mut v = pv.clone();
             v.metadata
                 .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            let uid = pv.metadata.uid.clone();
-            self.issue(Call::Finalizer { pv: name, uid }, |op| Effect::Api {
+            let (uid, rv) = (
+                pv.metadata.uid.clone(),
+                pv.metadata.resource_version.clone(),
+            );
+            self.issue(Call::Finalizer { pv: name, uid, rv }, |op| Effect::Api {
                 op,
                 call: ApiCall::Update(Object::Pv(v)),
             });

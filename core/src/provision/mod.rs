@@ -130,19 +130,25 @@ enum Call {
         pv: String,
         uid: String,
     },
+    /// `rv`: the version of the PV the write was made against.
     Finalizer {
         pv: String,
         uid: String,
+        rv: String,
     },
-    /// The finalizer on the source of the claim `uid` (B5.6).
+    /// The finalizer on the source of the claim `uid` (B5.6), written
+    /// against the source's version `rv`.
     Protect {
         uid: String,
         claim: ObjectKey,
+        rv: String,
     },
-    /// The finalizer's removal from a source whose UID is `uid`.
+    /// The finalizer's removal from a source whose UID is `uid`, written
+    /// against its version `rv`.
     Release {
         uid: String,
         source: ObjectKey,
+        rv: String,
     },
 }
 
@@ -214,6 +220,9 @@ impl Provisioner {
         self.now = self.now.max(now);
         match input {
             Input::Watch(Watch::Applied(o)) => {
+                if self.cache.is_news(&o) {
+                    self.news(&o);
+                }
                 self.dirty_for(&o);
                 self.cache.apply(o);
             }
@@ -269,6 +278,16 @@ impl Provisioner {
                     .insert(ObjectKey::new(Kind::PersistentVolume, "", &key));
             }
         }
+    }
+
+    /// A newer version of `o` arrived: a retry about it waiting out its
+    /// backoff goes now (a write that met a conflict waits for this).
+    fn news(&mut self, o: &Object) {
+        let key = match o {
+            Object::Pv(pv) => pv.name(),
+            _ => &o.meta().uid,
+        };
+        self.backoff.news(key);
     }
 
     fn dirty_for(&mut self, o: &Object) {
@@ -686,6 +705,32 @@ impl Provisioner {
         self.backoff.fail(p.uid.clone(), self.now);
     }
 
+    /// A write to (or the delete of) the PV `pv` completed. A failure is
+    /// retried at once only when a newer version of the PV is already
+    /// here (the retry is another call); otherwise after its backoff, or
+    /// sooner when the watch brings news of the PV.
+    fn pv_written(&mut self, pv: String, uid: &str, rv: Option<&str>, result: ApiResult) {
+        let key = ObjectKey::new(Kind::PersistentVolume, "", &pv);
+        match result {
+            ApiResult::Ok(None) | ApiResult::NotFound => {
+                self.cache.gone(&key, uid);
+                self.deleted.remove(&pv);
+                self.backoff.succeed(&pv);
+                self.dirty.insert(key);
+            }
+            ApiResult::Ok(Some(_)) => {
+                self.backoff.succeed(&pv);
+                self.dirty.insert(key);
+            }
+            _ if rv.is_some_and(|rv| self.cache.newer_than(&key, rv)) => {
+                self.dirty.insert(key);
+            }
+            _ => {
+                self.backoff.fail(pv, self.now);
+            }
+        }
+    }
+
     fn api_done(&mut self, op: OpId, result: ApiResult) {
         let Some(call) = self.calls.remove(&op) else {
             return;
@@ -725,23 +770,21 @@ impl Provisioner {
                     self.backoff.fail(uid, self.now);
                 }
             }
-            Call::DeletePvObject { pv, uid } | Call::Finalizer { pv, uid } => {
+            Call::DeletePvObject { pv, uid } => {
                 self.busy.remove(&pv);
-                if matches!(result, ApiResult::Ok(None) | ApiResult::NotFound) {
-                    self.cache
-                        .gone(&ObjectKey::new(Kind::PersistentVolume, "", &pv), &uid);
-                    self.deleted.remove(&pv);
-                }
-                self.dirty
-                    .insert(ObjectKey::new(Kind::PersistentVolume, "", &pv));
+                self.pv_written(pv, &uid, None, result);
             }
-            Call::Protect { uid, claim } => {
-                self.busy.remove(&uid);
-                self.protected(uid, claim, result);
+            Call::Finalizer { pv, uid, rv } => {
+                self.busy.remove(&pv);
+                self.pv_written(pv, &uid, Some(&rv), result);
             }
-            Call::Release { uid, source } => {
+            Call::Protect { uid, claim, rv } => {
                 self.busy.remove(&uid);
-                self.released(uid, source, result);
+                self.protected(uid, claim, &rv, result);
+            }
+            Call::Release { uid, source, rv } => {
+                self.busy.remove(&uid);
+                self.released(uid, source, &rv, result);
             }
             other => debug_assert!(false, "{other:?} is not an API call"),
         }

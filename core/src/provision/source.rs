@@ -115,6 +115,7 @@ impl Provisioner {
             return false;
         }
         let call = Call::Protect {
+            rv: next.meta().resource_version.clone(),
             uid: claim.metadata.uid.clone(),
             claim: ObjectKey::new(
                 Kind::PersistentVolumeClaim,
@@ -151,6 +152,7 @@ impl Provisioner {
         let call = Call::Release {
             uid,
             source: key.clone(),
+            rv: obj.meta().resource_version.clone(),
         };
         self.issue(call, |op| Effect::Api {
             op,
@@ -183,30 +185,38 @@ impl Provisioner {
     }
 
     /// The finalizer write for `claim`'s source completed.
-    pub(super) fn protected(&mut self, uid: String, claim: ObjectKey, result: ApiResult) {
-        if let ApiResult::Failed(msg) = result {
+    pub(super) fn protected(&mut self, uid: String, claim: ObjectKey, rv: &str, result: ApiResult) {
+        if let ApiResult::Failed(msg) = &result {
             self.event(Event::warning(
                 claim.clone(),
                 reason::PROVISIONING_FAILED,
                 format!("failed to protect the data source of the claim from deletion: {msg}"),
             ));
-            self.retry.insert(uid.clone(), claim);
-            self.backoff.fail(uid, self.now);
+        }
+        let changed_since = || {
+            let source = self.claim(&claim).and_then(|c| source_key(&c));
+            source.is_some_and(|s| self.cache.newer_than(&s, rv))
+        };
+        // Written, or gone (the next sync says so), or changed meanwhile
+        // and the change already here: looked at again now. Otherwise the
+        // retry waits for its backoff, or for news of the claim.
+        if matches!(result, ApiResult::Ok(_) | ApiResult::NotFound) || changed_since() {
+            self.dirty.insert(claim);
             return;
         }
-        // Written, or changed meanwhile (looked at again), or gone (the
-        // next sync says so).
-        self.dirty.insert(claim);
+        self.retry.insert(uid.clone(), claim);
+        self.backoff.fail(uid, self.now);
     }
 
     /// The finalizer removal from `source` completed.
-    pub(super) fn released(&mut self, uid: String, source: ObjectKey, result: ApiResult) {
+    pub(super) fn released(&mut self, uid: String, source: ObjectKey, rv: &str, result: ApiResult) {
         match result {
             ApiResult::Ok(_) | ApiResult::NotFound => {
                 self.backoff.succeed(&uid);
                 self.retry.remove(&uid);
             }
-            ApiResult::Conflict => {
+            // Changed meanwhile, and the change is already here.
+            _ if self.cache.newer_than(&source, rv) => {
                 self.dirty.insert(source);
             }
             _ => {

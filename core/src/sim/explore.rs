@@ -92,7 +92,7 @@ fn order(sim: &Sim, can_act: bool, faults_left: bool) -> Vec<Move> {
             ..
         } => 1,
         Choice::Deliver { fault: Some(_), .. } => 2,
-        Choice::Deliver { fault: None, .. } => 3,
+        Choice::Deliver { fault: None, .. } | Choice::Answer { .. } => 3,
         Choice::Restart { .. } | Choice::Reboot { .. } => 4,
         Choice::Timers => 6,
     };

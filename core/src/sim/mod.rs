@@ -4,7 +4,10 @@
 //!
 //! A seeded scheduler chooses what happens next among everything pending: a
 //! watch event for a machine (late, never reordered per machine), an API or
-//! CSI completion, a timer, a fault. Faults: a CSI call refused with a code
+//! CSI completion, a timer, a fault. An API write's answer travels apart
+//! from the watch events: it may arrive before the event of its own write
+//! or after the events of newer writes by other machines (as a late
+//! response does), never before the write was made. Faults: a CSI call refused with a code
 //! the spec allows for it; a call that times out although its effect
 //! happened; a driver that crashes after acting and restarts from its
 //! persisted state; a controller or kubelet that restarts and loses its
@@ -39,7 +42,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::attach::{Attach, AttachConfig};
 use crate::binder::Binder;
 use crate::control::csi_map::DriverModes;
-use crate::control::{ApiCall, ApiResult, ControlMachine, CsiCall, Effect, Event, Input, Watch};
+use crate::control::{
+    ApiCall, ApiResult, ControlMachine, CsiCall, Effect, Event, HotLoopGuard, Input, Watch,
+};
 use crate::driver::Request;
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::machine::{self, Machine};
@@ -257,6 +262,12 @@ pub enum Choice {
         /// A fault for a CSI call, if any.
         fault: Option<CallFault>,
     },
+    /// Deliver the next answer to an API call of actor `i` (answers travel
+    /// apart from watch events, so they may overtake or trail them).
+    Answer {
+        /// The actor.
+        actor: usize,
+    },
     /// Advance the clock to the next timer.
     Timers,
     /// Actor `i` restarts and loses its memory.
@@ -288,6 +299,10 @@ pub struct Sim {
     /// The machines.
     pub actors: Vec<Actor>,
     inbox: Vec<VecDeque<Delivery>>,
+    /// Each actor's answers to its API calls, in the order they were made.
+    answers: Vec<VecDeque<Input>>,
+    /// Each control machine's calls since its last news (no hot loop).
+    guards: Vec<HotLoopGuard>,
     /// The controller's driver process.
     pub controller: DriverProcess,
     /// Each node's driver process.
@@ -357,6 +372,8 @@ impl Sim {
         }
         let inbox = actors.iter().map(|_| VecDeque::new()).collect();
         let count = actors.len();
+        let answers = vec![VecDeque::new(); count];
+        let guards = vec![HotLoopGuard::default(); count];
         let mut s = Sim {
             rng: Rng::new(config.seed),
             controller: DriverProcess::new("controller", true, plant),
@@ -364,6 +381,8 @@ impl Sim {
             store: Store::with_admission(),
             actors,
             inbox,
+            answers,
+            guards,
             nodes,
             storage: Storage::default(),
             now: 0,
@@ -484,16 +503,24 @@ impl Sim {
                 self.drain_registration(a);
                 continue;
             };
-            if !woken && m.poll_timeout().is_none_or(|t| t > now) {
+            let due = m.poll_timeout().is_some_and(|t| t <= now);
+            if !woken && !due {
                 continue;
+            }
+            if due {
+                self.guards[a].news();
             }
             self.unchecked[a] = true;
             for e in machine::effects(m, now) {
+                if let Err(e) = self.guards[a].effect(&e) {
+                    let who = self.actors[a].name();
+                    self.violate("hot loop", format!("{who}: {e}"));
+                }
                 match e {
                     Effect::Event(e) => self.events.push(e),
                     Effect::Api { op, call } => {
                         let (result, watches) = self.api(call);
-                        self.inbox[a].push_back(Delivery::Input(Input::ApiDone { op, result }));
+                        self.answers[a].push_back(Input::ApiDone { op, result });
                         self.broadcast(watches);
                     }
                     Effect::Csi { op, node, call } => {
@@ -536,6 +563,11 @@ impl Sim {
                 }
             }
         }
+        for (a, q) in self.answers.iter().enumerate() {
+            if !q.is_empty() {
+                out.push(Choice::Answer { actor: a });
+            }
+        }
         if out.is_empty() && self.next_timer().is_some() {
             out.push(Choice::Timers);
         }
@@ -569,6 +601,7 @@ impl Sim {
                 note!(self, "{step:>6} t={} timers", self.now);
             }
             Choice::Deliver { actor, fault } => self.deliver(actor, fault),
+            Choice::Answer { actor } => self.answer(actor),
             Choice::Restart { actor } => {
                 self.fault("machine restart");
                 let name = self.actors[actor].name();
@@ -618,6 +651,8 @@ impl Sim {
         self.woken[actor] = true;
         self.actors[actor] = self.actors[actor].fresh(self.config.plant);
         self.inbox[actor].clear();
+        self.answers[actor].clear();
+        self.guards[actor].news();
         let Some(m) = self.actors[actor].control() else {
             self.restart_registration(actor);
             return;
@@ -658,6 +693,7 @@ impl Sim {
                     self.now,
                     describe(&input)
                 );
+                self.guards[a].input(&input);
                 if let Some(m) = self.actors[a].control() {
                     m.handle(self.now, input);
                 }
@@ -712,6 +748,26 @@ impl Sim {
                     m.handle(self.now, Input::CsiDone { op, result });
                 }
             }
+        }
+    }
+
+    /// Hands actor `a` the answer to its oldest API call still unanswered.
+    fn answer(&mut self, a: usize) {
+        let Some(input) = self.answers[a].pop_front() else {
+            return;
+        };
+        self.now += 1;
+        self.woken[a] = true;
+        note!(
+            self,
+            "{:>6} t={} {} <- {}",
+            self.stats.steps,
+            self.now,
+            self.actors[a].name(),
+            describe(&input)
+        );
+        if let Some(m) = self.actors[a].control() {
+            m.handle(self.now, input);
         }
     }
 
@@ -777,6 +833,7 @@ impl Sim {
         }
         self.actors.hash(&mut h);
         self.inbox.hash(&mut h);
+        self.answers.hash(&mut h);
         self.storage.hash(&mut h);
         self.controller.machine.state().hash(&mut h);
         for d in self.nodes.values() {

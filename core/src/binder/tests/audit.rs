@@ -290,6 +290,8 @@ fn a9_3_the_ga_annotation_decides_and_a_failed_save_is_provisioning_failed() {
         },
     );
     r.run();
+    // Nothing newer is known: the save is retried after its backoff.
+    r.advance(1_000);
     let e = &r.events[0];
     assert_eq!(
         (e.type_, e.reason.as_str()),
