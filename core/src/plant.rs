@@ -23,16 +23,20 @@ pub enum Plant {
     ForgetInFlightOnRestart,
     /// binder: match volumes that another claim already holds.
     BindClaimedVolume,
+    /// provisioner: retry a failed write of a PV (its finalizer) at once,
+    /// with nothing new known (issue 28's livelock, before its mend).
+    RetryFailedWriteAtOnce,
 }
 
 impl Plant {
     /// Every plant, in `--list-plants` order.
-    pub const ALL: [Plant; 5] = [
+    pub const ALL: [Plant; 6] = [
         Plant::UnstageAfterFirstUnpublish,
         Plant::DetachWithoutWaitingForUnmount,
         Plant::DeleteReleasedRetain,
         Plant::ForgetInFlightOnRestart,
         Plant::BindClaimedVolume,
+        Plant::RetryFailedWriteAtOnce,
     ];
 
     /// The name `--plant` takes.
@@ -43,6 +47,7 @@ impl Plant {
             Plant::DeleteReleasedRetain => "delete-released-retain",
             Plant::ForgetInFlightOnRestart => "forget-in-flight-on-restart",
             Plant::BindClaimedVolume => "bind-claimed-volume",
+            Plant::RetryFailedWriteAtOnce => "retry-failed-write-at-once",
         }
     }
 
@@ -58,6 +63,9 @@ impl Plant {
                 "driver forgets in-flight operations and unconfirmed records on restart"
             }
             Plant::BindClaimedVolume => "binder binds volumes another claim holds",
+            Plant::RetryFailedWriteAtOnce => {
+                "provisioner retries a failed PV write at once, with nothing new (a hot loop)"
+            }
         }
     }
 

@@ -34,15 +34,13 @@ pub struct HotLoopGuard {
 
 /// True when `input` is news to a machine: anything but a failed
 /// completion of one of its own calls (a conflict, a refusal, an error:
-/// the world as the machine knows it did not change).
+/// the world as the machine knows it did not change). An answer that the
+/// object is gone is news: the machine forgets it.
 pub fn is_news(input: &Input) -> bool {
     !matches!(
         input,
         Input::ApiDone {
-            result: ApiResult::Conflict
-                | ApiResult::Failed(_)
-                | ApiResult::AlreadyExists
-                | ApiResult::NotFound,
+            result: ApiResult::Conflict | ApiResult::Failed(_) | ApiResult::AlreadyExists,
             ..
         } | Input::CsiDone { result: Err(_), .. }
     )

@@ -722,7 +722,12 @@ impl Provisioner {
                 self.backoff.succeed(&pv);
                 self.dirty.insert(key);
             }
-            _ if rv.is_some_and(|rv| self.cache.newer_than(&key, rv)) => {
+            _ if rv.is_some_and(|rv| self.cache.newer_than(&key, rv))
+                || self
+                    .config
+                    .plant
+                    .is(crate::plant::Plant::RetryFailedWriteAtOnce) =>
+            {
                 self.dirty.insert(key);
             }
             _ => {

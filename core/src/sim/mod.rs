@@ -744,8 +744,10 @@ impl Sim {
                     call.method(),
                     call.volume().unwrap_or("")
                 );
+                let done = Input::CsiDone { op, result };
+                self.guards[a].input(&done);
                 if let Some(m) = self.actors[a].control() {
-                    m.handle(self.now, Input::CsiDone { op, result });
+                    m.handle(self.now, done);
                 }
             }
         }
@@ -766,6 +768,7 @@ impl Sim {
             self.actors[a].name(),
             describe(&input)
         );
+        self.guards[a].input(&input);
         if let Some(m) = self.actors[a].control() {
             m.handle(self.now, input);
         }

@@ -52,9 +52,11 @@ enum Settles {
 enum Call {
     /// An update of the content (metadata or status); the incarnation
     /// written, and what it settles.
+    /// `rv`: the version written against.
     Write {
         content: ObjectKey,
         uid: String,
+        rv: String,
         settles: Settles,
     },
     /// CreateSnapshot (CreateVolumeGroupSnapshot for a group content).
@@ -184,6 +186,7 @@ impl Snapshotter {
         let Some(Call::Write {
             content,
             uid,
+            rv,
             settles,
         }) = self.calls.remove(&op)
         else {
@@ -207,8 +210,14 @@ impl Snapshotter {
                 self.cache.gone(&content, &uid);
                 self.forget(&content);
             }
+            // Changed meanwhile, and the change is already here.
+            _ if self.cache.newer_than(&content, &rv) => {}
+            // A status write is not gated by the backoff (what the driver
+            // answered goes in first): it waits for the timer or for news,
+            // not for the next drain.
             _ => {
-                self.backoff.fail(content.clone(), self.now);
+                self.backoff.fail(content, self.now);
+                return;
             }
         }
         self.dirty.insert(content);
@@ -611,6 +620,7 @@ impl Snapshotter {
         let op = self.issue(Call::Write {
             content,
             uid: uid.to_string(),
+            rv: call.version().to_string(),
             settles,
         });
         self.queue.push_back(Effect::Api { op, call });
