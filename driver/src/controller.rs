@@ -107,9 +107,18 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     })
 }
 
-/// The kube client: from `kubeconfig`, or inferred (in-cluster first).
+/// The kube client of the controller process (User-Agent `volplane/<version>
+/// (controller)`): from `kubeconfig`, or inferred (in-cluster first).
 pub async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
-    let config = match kubeconfig {
+    let config = kube_config(kubeconfig).await?;
+    volplane_kube::client::client_for(&config, "controller")
+        .map_err(|e| format!("Kubernetes client: {e}"))
+}
+
+/// The kube client configuration: from `kubeconfig`, or inferred
+/// (in-cluster first).
+pub async fn kube_config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config, String> {
+    Ok(match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
@@ -120,8 +129,7 @@ pub async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, S
         None => kube::Config::infer().await.map_err(|e| {
             format!("no Kubernetes config (in-cluster, KUBECONFIG or ~/.kube/config): {e}")
         })?,
-    };
-    kube::Client::try_from(config).map_err(|e| format!("Kubernetes client: {e}"))
+    })
 }
 
 /// Connects to the driver, retrying every second as the sidecars do (the
@@ -163,7 +171,12 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
     }
     rt.block_on(async move {
         let mut stop = Box::pin(volplane_tokio::termination().map_err(|e| e.to_string())?);
-        let client = kube_client(args.kubeconfig.as_ref()).await?;
+        let kube_config = kube_config(args.kubeconfig.as_ref()).await?;
+        let client_for = |role: &str| volplane_kube::client::client_for(&kube_config, role);
+        let client =
+            client_for("leader-election").map_err(|e| format!("Kubernetes client: {e}"))?;
+        // The same configuration made a client above: the roles' cannot fail.
+        let clients = move |role: &str| client_for(role).unwrap_or_else(|_| client.clone());
         let http = match &args.http_endpoint {
             Some(address) => Some(volplane_tokio::bind_http(address).await?),
             None => None,
@@ -219,10 +232,11 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             default_fs_type: args.default_fs_type,
             metrics,
         };
-        let controller = volplane_kube::controller::run(client.clone(), csi, config, stop);
+        let elector = clients("leader-election");
+        let controller = volplane_kube::controller::run(clients, csi, config, stop);
         let result = match election {
             None => controller.await,
-            Some(lease) => lead(client, lease, controller)
+            Some(lease) => lead(elector, lease, controller)
                 .await
                 .map_err(|e| e.to_string())?,
         };

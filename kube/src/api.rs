@@ -7,14 +7,20 @@
 //! if the object changed since. Fields, labels, annotations and finalizers
 //! the machine did not change are never sent. Every write carries the
 //! field manager `volplane`.
+//!
+//! The adapter decides nothing: every update is sent, and only the API
+//! server says whether it conflicts. What was last seen is kept by the
+//! core's [`Cache`] rule (a version never replaces a newer one), so a late
+//! answer cannot hide what the watch already brought: the base of a patch
+//! is never older than what the machine wrote against. When it is newer,
+//! the machine's precondition is stale and the server answers 409.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kube::Client;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use volplane_core::control::{ApiCall, ApiResult};
+use volplane_core::control::{ApiCall, ApiResult, Cache};
 use volplane_core::model::patch::merge_patch;
 use volplane_core::model::{Object, ObjectKey};
 
@@ -24,37 +30,35 @@ use crate::resources::api;
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "volplane";
 
-/// The objects as last seen (from watches and from the answers to writes):
-/// the base every update's patch is computed from.
+/// The objects as last seen (from watches and from the answers to writes),
+/// each at the newest version seen: the base every update's patch is
+/// computed from, and the UIDs events name.
 #[derive(Debug, Clone, Default)]
-pub struct Seen(Arc<Mutex<BTreeMap<ObjectKey, Object>>>);
+pub struct Seen(Arc<Mutex<Cache>>);
 
 impl Seen {
-    /// Records `o` as the latest version of its object.
-    pub fn saw(&self, o: &Object) {
-        self.lock().insert(o.key(), o.clone());
+    /// Records `o` unless a newer version of it was seen.
+    pub fn saw(&self, o: &Arc<Object>) {
+        self.lock().apply(o.clone());
     }
 
-    /// Forgets a deleted object.
-    pub fn gone(&self, key: &ObjectKey) {
-        self.lock().remove(key);
+    /// A watch said `o` was deleted.
+    pub fn deleted(&self, o: &Object) {
+        self.lock().delete(o);
     }
 
-    /// The latest version seen of `key`.
+    /// An answer said the incarnation `uid` of `key` is gone ("" for
+    /// whichever is known).
+    pub fn gone(&self, key: &ObjectKey, uid: &str) {
+        self.lock().gone(key, uid);
+    }
+
+    /// The newest version seen of `key`.
     pub fn get(&self, key: &ObjectKey) -> Option<Object> {
         self.lock().get(key).cloned()
     }
 
-    /// Every object seen of `kind`.
-    pub fn of_kind(&self, kind: volplane_core::model::Kind) -> Vec<Object> {
-        self.lock()
-            .values()
-            .filter(|o| o.kind() == kind)
-            .cloned()
-            .collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjectKey, Object>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -80,7 +84,7 @@ impl ApiCaller {
 
     /// Carries out `call` and says what the API server answered.
     pub async fn call(&self, call: ApiCall) -> ApiResult {
-        let key = call.key();
+        let (key, uid) = (call.key(), call.uid().to_string());
         let result = match call {
             ApiCall::Create(o) => self.create(&o).await,
             ApiCall::Update(o) => gone_if_finalized(self.update(&o, false).await),
@@ -91,7 +95,7 @@ impl ApiCaller {
         };
         match &result {
             ApiResult::Ok(Some(o)) => self.seen.saw(o),
-            ApiResult::Ok(None) | ApiResult::NotFound => self.seen.gone(&key),
+            ApiResult::Ok(None) | ApiResult::NotFound => self.seen.gone(&key, &uid),
             _ => {}
         }
         result
@@ -122,26 +126,18 @@ impl ApiCaller {
     }
 
     /// A merge patch from the object as last seen to `o`: the main resource
-    /// (metadata and spec) or, with `status`, the status subresource.
+    /// (metadata and spec) or, with `status`, the status subresource. Sent
+    /// whatever was seen: the server judges the precondition.
     async fn update(&self, o: &Object, status: bool) -> ApiResult {
         let key = o.key();
-        let rv = &o.meta().resource_version;
         let base = match self.seen.get(&key) {
-            Some(b) if &b.meta().resource_version == rv => b,
-            // The object changed since the machine read it: the API server
-            // would refuse the precondition, so it is not asked.
-            Some(_) => return ApiResult::Conflict,
+            Some(b) => b,
             None => match self.get(&key).await {
-                ApiResult::Ok(Some(b)) if &b.meta().resource_version == rv => {
-                    std::sync::Arc::unwrap_or_clone(b)
-                }
-                ApiResult::Ok(Some(_)) => return ApiResult::Conflict,
+                ApiResult::Ok(Some(b)) => std::sync::Arc::unwrap_or_clone(b),
                 other => return other,
             },
         };
-        let Some(patch) = update_patch(&base, o, status) else {
-            return ApiResult::Ok(Some(base.into()));
-        };
+        let patch = update_patch(&base, o, status);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
@@ -163,15 +159,12 @@ impl ApiCaller {
             // hold it (it stays, marked for deletion) or it is gone.
             Ok(either::Either::Left(o)) => match convert(o) {
                 ApiResult::Ok(Some(o)) if o.meta().finalizers.is_empty() => {
-                    self.seen.gone(k);
+                    self.seen.gone(k, &o.meta().uid);
                     ApiResult::Ok(None)
                 }
                 other => other,
             },
-            Ok(either::Either::Right(_)) => {
-                self.seen.gone(k);
-                ApiResult::Ok(None)
-            }
+            Ok(either::Either::Right(_)) => ApiResult::Ok(None),
             Err(e) => failure(e, false),
         }
     }
@@ -223,8 +216,14 @@ fn gone_if_finalized(result: ApiResult) -> ApiResult {
 
 /// The patch that takes `base` to `new`: the metadata and spec (or, with
 /// `status`, the status) the machine changed, and the machine's
-/// resourceVersion as the precondition. `None` when it changed nothing.
-pub fn update_patch(base: &Object, new: &Object, status: bool) -> Option<Value> {
+/// resourceVersion as the precondition (alone when nothing changed: the
+/// server still judges it).
+pub fn update_patch(base: &Object, new: &Object, status: bool) -> Value {
+    let rv = json!({ "metadata": { "resourceVersion": new.meta().resource_version } });
+    changes(base, new, status).unwrap_or(rv)
+}
+
+fn changes(base: &Object, new: &Object, status: bool) -> Option<Value> {
     let part = |o: &Object| {
         let mut v = o.to_json();
         if let Value::Object(map) = &mut v {

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -19,7 +19,8 @@ use tokio::sync::mpsc;
 use volplane_core::attach::{Attach, AttachConfig};
 use volplane_core::binder::Binder;
 use volplane_core::control::csi_map::DriverModes;
-use volplane_core::control::{ApiResult, ControlMachine, Effect, Input};
+use volplane_core::control::repeats;
+use volplane_core::control::{ApiResult, ControlMachine, Effect, HotLoopGuard, Input};
 use volplane_core::driver::{ControllerCapability as Cap, PluginCapability, Request, Response};
 use volplane_core::machine;
 use volplane_core::model::Kind;
@@ -280,6 +281,10 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
     (out, off)
 }
 
+/// After this many failures in a row, a call's failures are logged as a
+/// warning (then at every doubling: 10, 20, 40…), with the last error.
+pub const WARN_AFTER_FAILURES: u32 = 5;
+
 /// What a machine's loop shares with the tasks carrying out its effects.
 struct Context<T> {
     api: ApiCaller,
@@ -289,11 +294,42 @@ struct Context<T> {
     clock: volplane_service::Clock,
     driver: String,
     metrics: Arc<Metrics>,
+    /// Failures in a row of each call (by what it names).
+    failures: Mutex<BTreeMap<String, u32>>,
+}
+
+/// Says whether the `n`th failure in a row of a call is logged: the
+/// [`WARN_AFTER_FAILURES`]th, then each doubling of it.
+pub fn warn_at(n: u32) -> bool {
+    n >= WARN_AFTER_FAILURES
+        && (n / WARN_AFTER_FAILURES).is_power_of_two()
+        && n % WARN_AFTER_FAILURES == 0
 }
 
 impl<T: Transport> Context<T> {
     fn now(&self) -> Tick {
         self.clock.now()
+    }
+
+    /// Counts a call's outcome: a success forgets its failures; a failure
+    /// counts as a retry, and a run of them is logged now and then.
+    fn outcome(&self, role: &'static str, what: &str, error: Option<String>) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(error) = error else {
+            failures.remove(what);
+            return;
+        };
+        self.metrics.retried(role);
+        let n = failures.entry(what.to_string()).or_insert(0);
+        *n += 1;
+        if warn_at(*n) {
+            tracing::warn!(
+                role,
+                call = what,
+                failures = *n,
+                "{what} failed {n} times in a row, retrying with backoff; last error: {error}"
+            );
+        }
     }
 
     /// Carries out one effect on a task of its own; its completion comes
@@ -311,12 +347,21 @@ impl<T: Transport> Context<T> {
                     let what = format!("{} {}", call.verb(), call.key());
                     let result = ctx.api.call(call).await;
                     tracing::debug!(role, "{what}: {result:?}");
-                    if matches!(result, ApiResult::Conflict | ApiResult::Failed(_)) {
-                        ctx.metrics.retried(role);
-                    }
+                    let error = match &result {
+                        ApiResult::Conflict => Some("the object has been modified (409)".into()),
+                        ApiResult::Failed(why) => Some(why.clone()),
+                        ApiResult::AlreadyExists => Some("it already exists (409)".into()),
+                        ApiResult::Ok(_) | ApiResult::NotFound | ApiResult::Listed(_) => None,
+                    };
+                    ctx.outcome(role, &what, error);
                     Input::ApiDone { op, result }
                 }
-                Effect::Csi { op, call, .. } => {
+                Effect::Csi { op, call, node } => {
+                    let what = repeats::describe(&Effect::Csi {
+                        op,
+                        node,
+                        call: call.clone(),
+                    });
                     let mut csi = ctx.csi.clone();
                     let started = Instant::now();
                     let result = tokio::time::timeout(ctx.timeout, csi.call(&call))
@@ -330,9 +375,11 @@ impl<T: Transport> Context<T> {
                     let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
                     ctx.metrics
                         .csi_call(&ctx.driver, call.method(), code, started.elapsed());
-                    if code != Code::Ok {
-                        ctx.metrics.retried(role);
-                    }
+                    let error = result
+                        .as_ref()
+                        .err()
+                        .map(|s| format!("{}: {}", s.code.name(), s.message));
+                    ctx.outcome(role, &what, error);
                     match &result {
                         Ok(_) => tracing::info!(
                             role,
@@ -370,13 +417,28 @@ async fn drive<T: Transport>(
 ) {
     let name = role.name;
     let mut next = Some(Input::Restarted);
+    // A hot loop would be a bug of the machine's: said loudly, once per
+    // stretch without news.
+    let mut guard = HotLoopGuard::default();
     loop {
-        let mut carry =
-            |_: &DynMachine, _, effect, _: &mut VecDeque<Input>| ctx.carry(name, effect, &done);
+        let now = ctx.now();
+        if role.machine.poll_timeout().is_some_and(|t| t <= now) {
+            guard.news();
+        }
+        let input = next.take();
+        if let Some(i) = &input {
+            guard.input(i);
+        }
+        let mut carry = |_: &DynMachine, _, effect: Effect, _: &mut VecDeque<Input>| {
+            if let Err(e) = guard.effect(&effect) {
+                tracing::error!(role = name, "bug: {e}");
+            }
+            ctx.carry(name, effect, &done)
+        };
         let m: &mut DynMachine = &mut *role.machine;
-        let deadline = match next.take() {
-            Some(input) => machine::feed(m, ctx.now(), input, &mut carry),
-            None => machine::drain(m, ctx.now(), &mut carry),
+        let deadline = match input {
+            Some(input) => machine::feed(m, now, input, &mut carry),
+            None => machine::drain(m, now, &mut carry),
         };
         ctx.metrics.queue_depth(name, inputs.len());
         if let Err(e) = role.machine.check_invariants() {
@@ -395,9 +457,11 @@ async fn drive<T: Transport>(
     }
 }
 
-/// Runs the roles until `stop` completes.
+/// Runs the roles until `stop` completes. `clients` gives the API client
+/// of each role (by its name; `informers` for the shared watches), so each
+/// role's requests carry its own User-Agent ([`crate::client`]).
 pub async fn run<T: Transport>(
-    client: Client,
+    clients: impl Fn(&str) -> Client,
     mut csi: CsiClient<T>,
     config: ControllerConfig,
     stop: impl Future<Output = ()>,
@@ -415,20 +479,25 @@ pub async fn run<T: Transport>(
         }));
     }
     let seen = Seen::default();
-    let ctx = Arc::new(Context {
-        api: ApiCaller::new(client.clone(), seen.clone()),
-        events: Events::new(
-            client.clone(),
-            &format!("volplane-{}", facts.name),
-            &config.identity,
-            seen.clone(),
-        ),
-        csi,
-        timeout: config.timeout,
-        clock: volplane_service::Clock::start(),
-        driver: facts.name.clone(),
-        metrics: config.metrics.clone(),
-    });
+    let clock = volplane_service::Clock::start();
+    let context = |role: &str| {
+        let client = clients(role);
+        Arc::new(Context {
+            api: ApiCaller::new(client.clone(), seen.clone()),
+            events: Events::new(
+                client,
+                &format!("volplane-{}", facts.name),
+                &config.identity,
+                seen.clone(),
+            ),
+            csi: csi.clone(),
+            timeout: config.timeout,
+            clock: clock.clone(),
+            driver: facts.name.clone(),
+            metrics: config.metrics.clone(),
+            failures: Mutex::default(),
+        })
+    };
     let kinds: BTreeSet<Kind> = roles.iter().flat_map(|r| r.kinds.iter().copied()).collect();
     let mut mailboxes: Vec<(BTreeSet<Kind>, mpsc::UnboundedSender<Input>)> = Vec::new();
     let mut tasks = Vec::new();
@@ -436,8 +505,10 @@ pub async fn run<T: Transport>(
         tracing::info!(role = role.name, driver = facts.name, "starting");
         let (tx, rx) = mpsc::unbounded_channel();
         mailboxes.push((role.kinds.clone(), tx.clone()));
-        tasks.push(tokio::spawn(drive(role, ctx.clone(), rx, tx)));
+        let ctx = context(role.name);
+        tasks.push(tokio::spawn(drive(role, ctx, rx, tx)));
     }
+    let client = clients("informers");
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<Feed>();
     for kind in &kinds {
         let tx = feed_tx.clone();
@@ -471,7 +542,7 @@ pub async fn run<T: Transport>(
                         volplane_core::control::Watch::Applied(o) => (o, false),
                         volplane_core::control::Watch::Deleted(o) => (o, true),
                     };
-                    if gone { seen.gone(&o.key()) } else { seen.saw(o) }
+                    if gone { seen.deleted(o) } else { seen.saw(o) }
                     tell(Some(o.kind()), &Input::Watch(w.clone()));
                 }
                 Some(Feed::Listed(kind)) => {
@@ -554,6 +625,15 @@ mod tests {
                 && !r.kinds.contains(&Kind::VolumeSnapshotContent)),
             "{made:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod warning_tests {
+    #[test]
+    fn a_run_of_failures_is_logged_at_the_fifth_then_at_each_doubling() {
+        let logged: Vec<u32> = (1..=80).filter(|n| super::warn_at(*n)).collect();
+        assert_eq!(logged, vec![5, 10, 20, 40, 80]);
     }
 }
 

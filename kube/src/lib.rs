@@ -13,6 +13,7 @@
 //! one of k8s-openapi's version features (`volplane` chooses `latest`).
 
 pub mod api;
+pub mod client;
 pub mod controller;
 pub mod convert;
 pub mod election;

@@ -250,3 +250,61 @@ async fn removing_the_last_finalizer_of_a_deleting_object_says_it_is_gone() {
         "forgotten, not kept as a deleting object"
     );
 }
+
+/// Issue 28: a write's answer that arrives after the watch brought a newer
+/// version never replaces it, so the next update patches against what the
+/// machine read and goes through; the adapter answers no conflict itself.
+#[tokio::test]
+async fn a_late_answer_never_hides_a_newer_version() {
+    let (api, caller, seen) = setup();
+    api.put(PV, pv_with_unknown_fields());
+    let old = read(&caller, key(Kind::PersistentVolume, "", "pv-1")).await;
+    // Another writer (pv-protection) changes it; the watch brings it here.
+    let mut theirs = api.get(PV).unwrap();
+    theirs["metadata"]["labels"]["changed"] = json!("by-someone");
+    api.put(PV, theirs);
+    let newer = read(&caller, key(Kind::PersistentVolume, "", "pv-1")).await;
+    // Then the late answer of an earlier write, older than what was seen.
+    seen.saw(&std::sync::Arc::new(old.clone()));
+    let kept = seen.get(&newer.key()).unwrap();
+    assert_eq!(
+        kept.meta().resource_version,
+        newer.meta().resource_version,
+        "an older version replaced a newer one"
+    );
+    let Object::Pv(mut pv) = newer else {
+        panic!("a PV")
+    };
+    pv.metadata
+        .finalizers
+        .retain(|f| f != "kubernetes.io/pv-protection");
+    let before = api.log().len();
+    assert!(
+        matches!(
+            caller.call(ApiCall::Update(Object::Pv(pv))).await,
+            ApiResult::Ok(Some(_))
+        ),
+        "the update against the newest version goes through"
+    );
+    assert_eq!(
+        api.get(PV).unwrap()["metadata"]["finalizers"],
+        json!(["example.com/keep"])
+    );
+    // An update against the old version is sent, and the server refuses it.
+    let Object::Pv(mut stale) = old else {
+        panic!("a PV")
+    };
+    stale.metadata.labels.insert("mine".into(), "x".into());
+    assert_eq!(
+        caller.call(ApiCall::Update(Object::Pv(stale))).await,
+        ApiResult::Conflict
+    );
+    let patches = api.log()[before..]
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .count();
+    assert_eq!(
+        patches, 2,
+        "both updates went to the server, which judged them"
+    );
+}

@@ -93,8 +93,9 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
     };
     let metrics = config.metrics.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let client = api.client();
     let run = tokio::spawn(controller::run(
-        api.client(),
+        move |_: &str| client.clone(),
         CsiClient::new(ch, None),
         config,
         async move {
