@@ -12,6 +12,7 @@ use crate::model::*;
 use crate::store::Store;
 use crate::{Status, Tick};
 
+mod faults;
 mod groups;
 
 const DRIVER: &str = "volplane.csi.io";

@@ -2,6 +2,8 @@
 //! temporary root, CSI clients, kubelet-shaped paths, and leak checks.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

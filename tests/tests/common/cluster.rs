@@ -1,0 +1,193 @@
+//! A real control plane on loopback for the tests that have one: etcd and
+//! kube-apiserver (and, for the benchmarks, kube-controller-manager) in a
+//! temporary directory, their logs shown when a test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+
+/// A TCP port free on loopback now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// etcd and kube-apiserver on loopback, in a temporary directory.
+pub struct Cluster {
+    /// Where its files and logs are.
+    pub dir: tempfile::TempDir,
+    children: Vec<Child>,
+    /// An admin's kubeconfig.
+    pub kubeconfig: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // A failure shows what each process said last.
+        if std::thread::panicking()
+            && let Ok(entries) = std::fs::read_dir(self.dir.path())
+        {
+            for e in entries
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+            {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: Vec<&str> = text
+                    .lines()
+                    .rev()
+                    .take(150)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                eprintln!("==> {} <==\n{}", e.path().display(), tail.join("\n"));
+            }
+        }
+    }
+}
+
+impl Cluster {
+    /// etcd (VOLPLANE_TEST_ETCD or PATH) and `apiserver`.
+    pub fn start(apiserver: &Path) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let etcd = std::env::var("VOLPLANE_TEST_ETCD").unwrap_or_else(|_| "etcd".into());
+        let (client, peer, secure) = (free_port(), free_port(), free_port());
+        let log = |name: &str| std::fs::File::create(d.join(name)).unwrap();
+        let etcd = Command::new(etcd)
+            .args(["--data-dir", &d.join("etcd").display().to_string()])
+            .args([
+                "--listen-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+            ])
+            .args([
+                "--advertise-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+            ])
+            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+            .stdout(Stdio::null())
+            .stderr(log("etcd.log"))
+            .spawn()
+            .expect("etcd (VOLPLANE_TEST_ETCD or PATH)");
+        let key = d.join("sa.key");
+        let made = Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(&key)
+            .arg("2048")
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(made.success(), "openssl genrsa");
+        std::fs::write(
+            d.join("tokens.csv"),
+            "volplane-test-token,admin,admin-uid,system:masters\n",
+        )
+        .unwrap();
+        let apiserver = Command::new(apiserver)
+            .args(["--etcd-servers", &format!("http://127.0.0.1:{client}")])
+            .args(["--bind-address", "127.0.0.1"])
+            .args(["--secure-port", &secure.to_string()])
+            .args(["--cert-dir", &d.join("certs").display().to_string()])
+            .args([
+                "--token-auth-file",
+                &d.join("tokens.csv").display().to_string(),
+            ])
+            .args(["--authorization-mode", "RBAC"])
+            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
+            .args(["--service-account-key-file", &key.display().to_string()])
+            .args([
+                "--service-account-signing-key-file",
+                &key.display().to_string(),
+            ])
+            .args(["--service-cluster-ip-range", "10.96.0.0/24"])
+            // As every cluster that runs CSI node plugins.
+            .arg("--allow-privileged=true")
+            .stdout(Stdio::null())
+            .stderr(log("kube-apiserver.log"))
+            .spawn()
+            .expect("kube-apiserver");
+        let kubeconfig = d.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://127.0.0.1:{secure}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    token: volplane-test-token\ncontexts:\n- name: test\n  context: {{cluster: test, user: admin}}\ncurrent-context: test\n"
+            ),
+        )
+        .unwrap();
+        Cluster {
+            dir,
+            children: vec![etcd, apiserver],
+            kubeconfig,
+        }
+    }
+
+    /// An admin's client, once the API server answers.
+    pub async fn client(&self) -> kube::Client {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Ok(c) = volplane::controller::kube_client(Some(&self.kubeconfig)).await
+                && Api::<Namespace>::all(c.clone())
+                    .get("default")
+                    .await
+                    .is_ok()
+            {
+                return c;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.path().join("kube-apiserver.log"))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                panic!(
+                    "the API server did not come up within 90 s:\n{}",
+                    tail.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// `volplane controller` against this cluster, as `pod`.
+    pub fn controller(&self, csi: &str, pod: &str, extra: &[&str]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_volplane-under-test"))
+            .args(["controller", "--csi-address", csi, "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .args([
+                "--binder",
+                "--pvc-protection",
+                "--pv-protection",
+                "--resync-period",
+                "30s",
+            ])
+            .args(extra)
+            .env("POD_NAME", pod)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.path().join(format!("{pod}.log"))).unwrap())
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// The CPU time (user + system, in clock ticks) process `pid` has used.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(11) + field(12)
+}
