@@ -18,7 +18,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, cpu_ticks};
+use common::cluster::{Cluster, bound_claims, cpu_ticks, env_number, volumes, wait_for};
 use common::{Driver, NODE, Runtime};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
@@ -54,12 +54,7 @@ async fn until<T, F: std::future::Future<Output = Option<T>>>(what: &str, f: imp
 }
 
 fn claim(name: &str) -> PersistentVolumeClaim {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "volplane",
-                 "resources": {"requests": {"storage": "64Mi"}}}
-    }))
-    .unwrap()
+    common::cluster::claim(name, "volplane", "64Mi")
 }
 
 async fn bound(api: &Api<PersistentVolumeClaim>, name: &str) -> Option<String> {
@@ -310,10 +305,7 @@ async fn bench_provisioning_1000_claims() {
         return;
     };
     require_root!();
-    let n: usize = std::env::var("VOLPLANE_BENCH_CLAIMS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    let n = env_number("VOLPLANE_BENCH_CLAIMS", 1000);
     let cluster = Cluster::start(Path::new(&apiserver));
     let client = cluster.client().await;
     seed(&client).await;
@@ -375,10 +367,7 @@ async fn a_mass_delete_leaves_no_volume_behind_and_the_controller_idle() {
         return;
     };
     require_root!();
-    let n: usize = std::env::var("VOLPLANE_TEST_MASS_CLAIMS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+    let n = env_number("VOLPLANE_TEST_MASS_CLAIMS", 300);
     let cluster = Cluster::start(Path::new(&apiserver));
     let client = cluster.client().await;
     seed(&client).await;
@@ -393,50 +382,30 @@ async fn a_mass_delete_leaves_no_volume_behind_and_the_controller_idle() {
             .await
             .unwrap();
     }
-    let bound_all = Instant::now() + Duration::from_secs(600);
-    loop {
-        let list = claims.list(&Default::default()).await.unwrap().items;
-        let bound = list
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
-        if bound == n {
-            break;
-        }
-        assert!(
-            Instant::now() < bound_all,
-            "{bound} of {n} Bound after 10 min"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let (_, bound) = wait_for(n, Duration::from_secs(600), || bound_claims(&claims)).await;
+    assert_eq!(bound, n, "{bound} of {n} Bound after 10 min");
     let start = Instant::now();
     let dp = DeleteParams::default();
     futures::future::join_all(names.iter().map(|name| claims.delete(name, &dp))).await;
-    let deadline = start + Duration::from_secs(300);
-    loop {
-        let left = pvs.list(&Default::default()).await.unwrap().items;
-        if left.is_empty() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let states: Vec<String> = left
-                .iter()
-                .take(5)
-                .map(|p| {
-                    format!(
-                        "{:?} {:?} {:?}",
-                        p.metadata.name,
-                        p.metadata.finalizers,
-                        p.status.as_ref().and_then(|s| s.phase.clone())
-                    )
-                })
-                .collect();
-            panic!(
-                "{} of {n} PVs left 5 min after their claims were deleted: {states:?}",
-                left.len()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    let (_, left) = wait_for(0, Duration::from_secs(300), || volumes(&client)).await;
+    if left > 0 {
+        let states: Vec<String> = pvs
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .take(5)
+            .map(|p| {
+                format!(
+                    "{:?} {:?} {:?}",
+                    p.metadata.name,
+                    p.metadata.finalizers,
+                    p.status.as_ref().and_then(|s| s.phase.clone())
+                )
+            })
+            .collect();
+        panic!("{left} of {n} PVs left 5 min after their claims were deleted: {states:?}");
     }
     let deleted = start.elapsed();
     // Idle: under a tenth of a core over 5 s (a livelock spins one or more).

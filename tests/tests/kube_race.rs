@@ -24,8 +24,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, cpu_ticks, free_port};
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use common::cluster::{
+    Cluster, bound_claims, claim, cpu_ticks, env_number, free_port, volumes, wait_for,
+};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
@@ -36,13 +38,6 @@ const TOPOLOGY: &str = "topology.hostpath.csi/node";
 
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).map(PathBuf::from)
-}
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
 }
 
 /// kube-controller-manager with the controllers the provisioner races:
@@ -160,15 +155,6 @@ async fn seed(client: &kube::Client) {
         .unwrap();
 }
 
-fn claim(name: &str) -> PersistentVolumeClaim {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "hostpath",
-                 "resources": {"requests": {"storage": "1Mi"}}}
-    }))
-    .unwrap()
-}
-
 /// What one round measured.
 struct Round {
     bound: Duration,
@@ -177,39 +163,16 @@ struct Round {
     idle_load: f64,
 }
 
-/// Polls `count` every 250 ms until it reaches `goal` or `limit` passes;
-/// returns how long it took and what it last counted.
-async fn wait_for<F: std::future::Future<Output = usize>>(
-    goal: usize,
-    limit: Duration,
-    count: impl Fn() -> F,
-) -> (Duration, usize) {
-    let start = Instant::now();
-    loop {
-        let n = count().await;
-        if n == goal || start.elapsed() > limit {
-            return (start.elapsed(), n);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 async fn round(client: &kube::Client, provisioner: &Child, n: usize, tag: usize) -> Round {
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
-    let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let names: Vec<String> = (0..n).map(|i| format!("r{tag}-{i:04}")).collect();
     let start = Instant::now();
     for chunk in names.chunks(50) {
         let pp = PostParams::default();
-        futures::future::join_all(chunk.iter().map(|name| claims.create(&pp, &claim(name)))).await;
+        let made: Vec<_> = chunk.iter().map(|n| claim(n, "hostpath", "1Mi")).collect();
+        futures::future::join_all(made.iter().map(|c| claims.create(&pp, c))).await;
     }
-    let (_, bound) = wait_for(n, Duration::from_secs(1200), || async {
-        let list = claims.list(&Default::default()).await.unwrap().items;
-        list.iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count()
-    })
-    .await;
+    let (_, bound) = wait_for(n, Duration::from_secs(1200), || bound_claims(&claims)).await;
     assert_eq!(bound, n, "{bound} of {n} claims Bound after 20 min");
     let bound = start.elapsed();
     let start = Instant::now();
@@ -217,10 +180,8 @@ async fn round(client: &kube::Client, provisioner: &Child, n: usize, tag: usize)
     for chunk in names.chunks(50) {
         futures::future::join_all(chunk.iter().map(|name| claims.delete(name, &dp))).await;
     }
-    let (deleted, left) = wait_for(0, Duration::from_secs(900), || async {
-        pvs.list(&Default::default()).await.unwrap().items.len()
-    })
-    .await;
+    let (_, left) = wait_for(0, Duration::from_secs(900), || volumes(client)).await;
+    let deleted = start.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (before, t0) = (cpu_ticks(provisioner.id()), Instant::now());
     tokio::time::sleep(Duration::from_secs(10)).await;

@@ -191,3 +191,56 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     };
     field(11) + field(12)
 }
+
+/// A ReadWriteOnce claim `name` in `default` of class `class` asking for `size`.
+pub fn claim(
+    name: &str,
+    class: &str,
+    size: &str,
+) -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                 "resources": {"requests": {"storage": size}}}
+    }))
+    .unwrap()
+}
+
+/// How many of `api`'s claims are Bound.
+pub async fn bound_claims(api: &Api<k8s_openapi::api::core::v1::PersistentVolumeClaim>) -> usize {
+    let list = api.list(&Default::default()).await.unwrap().items;
+    list.iter()
+        .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+        .count()
+}
+
+/// How many PVs there are.
+pub async fn volumes(client: &kube::Client) -> usize {
+    let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(client.clone());
+    pvs.list(&Default::default()).await.unwrap().items.len()
+}
+
+/// Polls `count` every 250 ms until it reaches `goal` or `limit` passes;
+/// returns how long it took and what it last counted.
+pub async fn wait_for<F: std::future::Future<Output = usize>>(
+    goal: usize,
+    limit: Duration,
+    count: impl Fn() -> F,
+) -> (Duration, usize) {
+    let start = Instant::now();
+    loop {
+        let n = count().await;
+        if n == goal || start.elapsed() > limit {
+            return (start.elapsed(), n);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The number in the environment variable `name`, else `default`.
+pub fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
