@@ -83,6 +83,16 @@ fn hostpath_plugin(cluster: &Cluster, binary: &Path, socket: &Path) -> Child {
         .expect("hostpathplugin")
 }
 
+/// A process killed when the benchmark ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A provisioner under test, started for one round.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Provisioner {
@@ -163,7 +173,7 @@ struct Round {
     idle_load: f64,
 }
 
-async fn round(client: &kube::Client, provisioner: &Child, n: usize, tag: usize) -> Round {
+async fn round(client: &kube::Client, provisioner: &mut Child, n: usize, tag: usize) -> Round {
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
     let names: Vec<String> = (0..n).map(|i| format!("r{tag}-{i:04}")).collect();
     let start = Instant::now();
@@ -172,7 +182,15 @@ async fn round(client: &kube::Client, provisioner: &Child, n: usize, tag: usize)
         let made: Vec<_> = chunk.iter().map(|n| claim(n, "hostpath", "1Mi")).collect();
         futures::future::join_all(made.iter().map(|c| claims.create(&pp, c))).await;
     }
-    let (_, bound) = wait_for(n, Duration::from_secs(1200), || bound_claims(&claims)).await;
+    let alive = std::sync::Mutex::new(provisioner);
+    let (_, bound) = wait_for(n, Duration::from_secs(1200), || async {
+        if let Ok(Some(status)) = alive.lock().unwrap().try_wait() {
+            panic!("the provisioner exited ({status}); see its log");
+        }
+        bound_claims(&claims).await
+    })
+    .await;
+    let provisioner = alive.into_inner().unwrap();
     assert_eq!(bound, n, "{bound} of {n} claims Bound after 20 min");
     let bound = start.elapsed();
     let start = Instant::now();
@@ -211,10 +229,10 @@ async fn bench_mass_delete_beside_csi_provisioner() {
     let rounds = env_number("VOLPLANE_BENCH_ROUNDS", 3);
     let cluster = Cluster::start(&apiserver);
     let client = cluster.client().await;
-    let mut kcm = controller_manager(&cluster, &kcm);
+    let _kcm = Killed(controller_manager(&cluster, &kcm));
     seed(&client).await;
     let socket = cluster.dir.path().join("hostpath.sock");
-    let mut plugin = hostpath_plugin(&cluster, &plugin, &socket);
+    let _plugin = Killed(hostpath_plugin(&cluster, &plugin, &socket));
     let mut who = vec![Provisioner::Volplane];
     if env_path("VOLPLANE_TEST_CSI_PROVISIONER").is_some() {
         who.push(Provisioner::CsiProvisioner);
@@ -224,10 +242,9 @@ async fn bench_mass_delete_beside_csi_provisioner() {
     for r in 0..rounds {
         for p in &who {
             tag += 1;
-            let mut child = p.start(&cluster, &socket, r);
-            let m = round(&client, &child, n, tag).await;
-            let _ = child.kill();
-            let _ = child.wait();
+            let mut child = Killed(p.start(&cluster, &socket, r));
+            let m = round(&client, &mut child.0, n, tag).await;
+            drop(child);
             println!(
                 "round {} {:<20} all Bound {:>6.1} s   all PVs gone {:>6.1} s ({} left)   then {:.2}% of a core",
                 r + 1,
@@ -239,9 +256,5 @@ async fn bench_mass_delete_beside_csi_provisioner() {
             );
             assert_eq!(m.left, 0, "{}: {} PVs left behind", p.name(), m.left);
         }
-    }
-    for c in [&mut kcm, &mut plugin] {
-        let _ = c.kill();
-        let _ = c.wait();
     }
 }
