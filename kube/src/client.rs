@@ -3,7 +3,7 @@
 //! volplane's requests in the audit log and can write API Priority and
 //! Fairness rules per role, as for client-go's components.
 
-use http::{HeaderName, HeaderValue};
+use http::HeaderValue;
 
 /// The User-Agent of `role`'s requests.
 pub fn user_agent(role: &str) -> String {
@@ -18,9 +18,7 @@ pub fn client_for(config: &kube::Config, role: &str) -> Result<kube::Client, kub
     config
         .headers
         .retain(|(name, _)| name != http::header::USER_AGENT);
-    config
-        .headers
-        .push((HeaderName::from(http::header::USER_AGENT), agent));
+    config.headers.push((http::header::USER_AGENT, agent));
     kube::Client::try_from(config)
 }
 

@@ -303,7 +303,7 @@ struct Context<T> {
 pub fn warn_at(n: u32) -> bool {
     n >= WARN_AFTER_FAILURES
         && (n / WARN_AFTER_FAILURES).is_power_of_two()
-        && n % WARN_AFTER_FAILURES == 0
+        && n.is_multiple_of(WARN_AFTER_FAILURES)
 }
 
 impl<T: Transport> Context<T> {
@@ -492,7 +492,7 @@ pub async fn run<T: Transport>(
             ),
             csi: csi.clone(),
             timeout: config.timeout,
-            clock: clock.clone(),
+            clock,
             driver: facts.name.clone(),
             metrics: config.metrics.clone(),
             failures: Mutex::default(),
