@@ -70,7 +70,8 @@ impl HotLoopGuard {
     /// The machine asked for `effect`. `Err` (once per stretch without
     /// news) when that call failed since its last news.
     pub fn effect(&mut self, effect: &Effect) -> Result<(), String> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        // The simulator's fixed-key hasher: fast, and the same in every run.
+        let mut h = crate::sim::hasher::StateHasher::default();
         let op = match effect {
             Effect::Event(_) => return Ok(()),
             Effect::Api { call, op } => {

@@ -30,7 +30,7 @@ macro_rules! note {
 
 mod config;
 pub mod explore;
-mod hasher;
+pub(crate) mod hasher;
 mod registration;
 pub mod shrink;
 #[cfg(test)]
