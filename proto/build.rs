@@ -45,6 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_transport(false)
         .generate_default_stubs(true)
+        .codec_path("crate::codec::CsiCodec")
         .skip_debug(secret_holders)
         .compile_fds(fds)?;
     Ok(())

@@ -19,6 +19,7 @@ pub mod registration {
 
 pub mod authority;
 pub mod client;
+pub mod codec;
 pub mod convert;
 pub mod endpoint;
 pub mod redact;

@@ -263,3 +263,81 @@ async fn the_smol_driver_runs_no_tokio_runtime() {
     );
     assert!(d.stop().success());
 }
+
+/// Sends `body` as the bytes of one message to `path`: what a broken or
+/// hostile client puts on the wire.
+mod raw {
+    use prost::bytes::BufMut;
+    use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+
+    #[derive(Debug, Default)]
+    pub struct Raw;
+
+    #[derive(Debug, Default)]
+    pub struct Bytes;
+
+    impl Encoder for Bytes {
+        type Item = Vec<u8>;
+        type Error = tonic::Status;
+        fn encode(&mut self, item: Vec<u8>, buf: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+            buf.put_slice(&item);
+            Ok(())
+        }
+    }
+
+    impl Decoder for Bytes {
+        type Item = Vec<u8>;
+        type Error = tonic::Status;
+        fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, tonic::Status> {
+            use prost::bytes::Buf;
+            let mut out = vec![0; buf.remaining()];
+            buf.copy_to_slice(&mut out);
+            Ok(Some(out))
+        }
+    }
+
+    impl Codec for Raw {
+        type Encode = Vec<u8>;
+        type Decode = Vec<u8>;
+        type Encoder = Bytes;
+        type Decoder = Bytes;
+        fn encoder(&mut self) -> Bytes {
+            Bytes
+        }
+        fn decoder(&mut self) -> Bytes {
+            Bytes
+        }
+    }
+}
+
+both_runtimes!(
+    a_malformed_message_is_invalid_argument,
+    a_malformed_message_is_invalid_argument_on
+);
+
+/// Issue 29: bytes that are not a valid protobuf message (a string field
+/// that is not UTF-8, a field cut short) are INVALID_ARGUMENT naming the
+/// message, not INTERNAL.
+async fn a_malformed_message_is_invalid_argument_on(rt: Runtime) {
+    let d = Driver::start(rt);
+    let channel = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    for (what, body) in [
+        ("a name that is not UTF-8", vec![0x0a, 0x02, 0xff, 0xfe]),
+        ("a field cut short", vec![0x0a, 0x10, b'x']),
+    ] {
+        grpc.ready().await.unwrap();
+        let path = http::uri::PathAndQuery::from_static("/csi.v1.Controller/CreateVolume");
+        let e = grpc
+            .unary(tonic::Request::new(body), path, raw::Raw)
+            .await
+            .expect_err(what);
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{what}: {e:?}");
+        assert!(
+            e.message()
+                .contains("CreateVolumeRequest is not valid protobuf"),
+            "{what}: {:?}",
+            e.message()
+        );
+    }
+}
