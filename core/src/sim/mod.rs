@@ -16,6 +16,7 @@
 //! every step; liveness once faults stop. The same seed and workload give the
 //! same trace, byte for byte.
 
+mod actor;
 pub mod backend;
 pub mod check;
 /// Writes a line of the trace, when the run keeps one (formatting nothing
@@ -41,24 +42,21 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::attach::{Attach, AttachConfig};
 use crate::binder::Binder;
-use crate::control::csi_map::DriverModes;
-use crate::control::{
-    ApiCall, ApiResult, ControlMachine, CsiCall, Effect, Event, HotLoopGuard, Input, Watch,
-};
+use crate::control::{ApiCall, ApiResult, CsiCall, Effect, Event, HotLoopGuard, Input, Watch};
 use crate::driver::Request;
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::machine::{self, Machine};
 use crate::model::*;
-use crate::plant::Planted;
-use crate::protection::{Guarded, Protection};
+use crate::protection::Protection;
 use crate::provision::{Provisioner, ProvisionerConfig};
-use crate::registration::registrar::{Registrar, RegistrarInput};
+use crate::registration::registrar::RegistrarInput;
 use crate::registration::watcher::{PluginWatcher, WatcherInput};
 use crate::resize::{ResizeConfig, Resizer};
 use crate::snapshot::{SnapshotController, Snapshotter};
 use crate::store::Store;
 use crate::{OpId, Tick};
 
+pub use actor::Actor;
 use backend::{CallFault, DriverProcess, Storage, allowed_errors, error_classes};
 pub use check::Violation;
 pub use config::{Faults, Rng, SimConfig};
@@ -67,172 +65,6 @@ pub use config::{Faults, Rng, SimConfig};
 pub const DRIVER: &str = "sim.volplane.io";
 /// The simulated kubelet root.
 pub const ROOT: &str = "/var/lib/kubelet";
-
-/// A control-plane machine in the simulation.
-#[derive(Debug, Clone, Hash)]
-pub enum Actor {
-    /// The PV controller.
-    Binder(Binder),
-    /// The external-provisioner.
-    Provisioner(Provisioner),
-    /// The attach/detach controller and attacher.
-    Attach(Attach),
-    /// The external-resizer.
-    Resizer(Resizer),
-    /// pvc-protection or pv-protection.
-    Protection(Protection),
-    /// The snapshot controller.
-    Snapshots(SnapshotController),
-    /// csi-snapshotter.
-    Snapshotter(Snapshotter),
-    /// A node's kubelet volume manager.
-    Kubelet(Box<Kubelet>),
-    /// A node's plugin watcher (the kubelet's plugin manager).
-    Watcher(Box<PluginWatcher>),
-    /// A node's node-driver-registrar.
-    Registrar {
-        /// The node it runs on.
-        node: String,
-        /// The machine.
-        m: Box<Registrar>,
-    },
-}
-
-fn modes() -> DriverModes {
-    DriverModes {
-        single_node_multi_writer: true,
-    }
-}
-
-impl Actor {
-    /// The control-plane machine this actor is, if it is one.
-    fn control(&mut self) -> Option<&mut dyn ControlMachine> {
-        Some(match self {
-            Actor::Binder(m) => m,
-            Actor::Provisioner(m) => m,
-            Actor::Attach(m) => m,
-            Actor::Resizer(m) => m,
-            Actor::Protection(m) => m,
-            Actor::Snapshots(m) => m,
-            Actor::Snapshotter(m) => m,
-            Actor::Kubelet(m) => m.as_mut(),
-            Actor::Watcher(_) | Actor::Registrar { .. } => return None,
-        })
-    }
-
-    fn poll_timeout(&self) -> Option<Tick> {
-        match self {
-            Actor::Binder(m) => m.poll_timeout(),
-            Actor::Provisioner(m) => m.poll_timeout(),
-            Actor::Attach(m) => m.poll_timeout(),
-            Actor::Resizer(m) => m.poll_timeout(),
-            Actor::Protection(m) => m.poll_timeout(),
-            Actor::Snapshots(m) => m.poll_timeout(),
-            Actor::Snapshotter(m) => m.poll_timeout(),
-            Actor::Kubelet(m) => m.poll_timeout(),
-            Actor::Watcher(m) => m.poll_timeout(),
-            Actor::Registrar { m, .. } => m.poll_timeout(),
-        }
-    }
-
-    fn check_invariants(&self) -> Result<(), String> {
-        match self {
-            Actor::Binder(m) => m.check_invariants(),
-            Actor::Provisioner(m) => m.check_invariants(),
-            Actor::Attach(m) => m.check_invariants(),
-            Actor::Resizer(m) => m.check_invariants(),
-            Actor::Protection(m) => m.check_invariants(),
-            Actor::Snapshots(m) => m.check_invariants(),
-            Actor::Snapshotter(m) => m.check_invariants(),
-            Actor::Kubelet(m) => m.check_invariants(),
-            Actor::Watcher(m) => m.check_invariants(),
-            Actor::Registrar { m, .. } => m.check_invariants(),
-        }
-    }
-
-    /// How a watch event of `kind` reaches this actor, if its informers
-    /// watch that kind.
-    fn watch(&self, w: &Watch) -> Option<Delivery> {
-        let kind = match w {
-            Watch::Applied(o) | Watch::Deleted(o) => o.kind(),
-        };
-        match self {
-            Actor::Protection(p) if !p.watches(kind) => None,
-            Actor::Snapshots(m) if !m.watches(kind) => None,
-            Actor::Snapshotter(m) if !m.watches(kind) => None,
-            Actor::Provisioner(m) if !m.watches(kind) => None,
-            // Only the snapshot machines (and the provisioner) watch the
-            // snapshot kinds.
-            Actor::Binder(_) | Actor::Attach(_) | Actor::Resizer(_) | Actor::Kubelet(_)
-                if matches!(
-                    kind,
-                    Kind::VolumeSnapshot | Kind::VolumeSnapshotContent | Kind::VolumeSnapshotClass
-                ) =>
-            {
-                None
-            }
-            Actor::Watcher(_) => matches!(kind, Kind::Node | Kind::CsiNode)
-                .then(|| Delivery::Watcher(WatcherInput::Watch(w.clone()))),
-            Actor::Registrar { .. } => None,
-            _ => Some(Delivery::Input(Input::Watch(w.clone()))),
-        }
-    }
-
-    /// The actor's name in the trace.
-    pub fn name(&self) -> String {
-        match self {
-            Actor::Binder(_) => "binder".into(),
-            Actor::Provisioner(_) => "provisioner".into(),
-            Actor::Attach(_) => "attach".into(),
-            Actor::Resizer(_) => "resizer".into(),
-            Actor::Protection(p) => match p.guarded() {
-                Guarded::Claims => "pvc-protection".into(),
-                Guarded::Volumes => "pv-protection".into(),
-            },
-            Actor::Snapshots(_) => "snapshot-controller".into(),
-            Actor::Snapshotter(_) => "csi-snapshotter".into(),
-            Actor::Kubelet(k) => format!("kubelet/{}", k.config().node),
-            Actor::Watcher(w) => format!("plugin-watcher/{}", w.node_name()),
-            Actor::Registrar { node, .. } => format!("node-driver-registrar/{node}"),
-        }
-    }
-
-    /// The same machine, as a fresh process would start it.
-    fn fresh(&self, plant: Planted) -> Actor {
-        match self {
-            Actor::Binder(_) => Actor::Binder(Binder::with_plant(plant)),
-            Actor::Provisioner(_) => {
-                let mut c = ProvisionerConfig::new(DRIVER);
-                c.modes = modes();
-                c.plant = plant;
-                c.snapshots = true;
-                Actor::Provisioner(Provisioner::new(c))
-            }
-            Actor::Attach(_) => {
-                let mut c = AttachConfig::new(DRIVER);
-                c.modes = modes();
-                c.plant = plant;
-                Actor::Attach(Attach::new(c))
-            }
-            Actor::Resizer(_) => {
-                let mut c = ResizeConfig::new(DRIVER);
-                c.modes = modes();
-                Actor::Resizer(Resizer::new(c))
-            }
-            Actor::Protection(p) => Actor::Protection(Protection::new(p.guarded())),
-            Actor::Snapshots(_) => Actor::Snapshots(SnapshotController::new().with_groups(true)),
-            Actor::Snapshotter(_) => Actor::Snapshotter(Snapshotter::new(DRIVER).with_groups(true)),
-            Actor::Kubelet(k) => {
-                let mut c = KubeletConfig::new(&k.config().node, DRIVER, ROOT);
-                c.modes = modes();
-                c.plant = plant;
-                Actor::Kubelet(Box::new(Kubelet::new(c)))
-            }
-            Actor::Watcher(w) => Actor::Watcher(Box::new(PluginWatcher::new(w.node_name()))),
-            Actor::Registrar { node, .. } => registration::registrar(node),
-        }
-    }
-}
 
 /// Something waiting to be delivered to an actor.
 #[derive(Debug, Clone, Hash)]
