@@ -210,11 +210,12 @@ mod tests {
             .spawn()
             .expect("flock(1), from util-linux");
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let started = std::time::Instant::now();
         let lock = StateLock::acquire_within(dir.path(), std::time::Duration::from_secs(10));
         assert!(lock.is_ok(), "{:?}", lock.err());
-        assert!(started.elapsed() >= std::time::Duration::from_millis(300));
-        child.wait().unwrap();
+        assert!(
+            child.try_wait().unwrap().is_some(),
+            "taken while the other holder still ran"
+        );
         drop(lock);
         // Waited for a bounded time only.
         std::fs::write(&path, "4194305\n").unwrap();

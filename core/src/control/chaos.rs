@@ -139,7 +139,7 @@ impl<M: ControlMachine> Chaos<M> {
     /// everything again, then say `Synced`.
     pub fn restart(&mut self) {
         self.machine = (self.fresh)();
-        self.guard.news();
+        self.guard = super::HotLoopGuard::default();
         self.machine.handle(self.now, Input::Restarted);
         if let Some(found) = &self.found {
             for input in found(&self.csi, &self.store) {

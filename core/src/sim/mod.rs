@@ -484,7 +484,7 @@ impl Sim {
         self.actors[actor] = self.actors[actor].fresh(self.config.plant);
         self.inbox[actor].clear();
         self.answers[actor].clear();
-        self.guards[actor].news();
+        self.guards[actor] = HotLoopGuard::default();
         let Some(m) = self.actors[actor].control() else {
             self.restart_registration(actor);
             return;
