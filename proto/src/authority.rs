@@ -18,6 +18,14 @@
 //! unchanged. A gRPC channel keeps one authority for its connection, so the
 //! first block decides. It is sans-IO: the runtimes' stream wrappers feed it
 //! what they read and hand on what it produced.
+//!
+//! It holds little: at most one frame of input and one header block
+//! ([`MAX_BLOCK`] bytes as sent, the header list size limit as decoded).
+//! Whatever is beyond a bound (a frame larger than [`MAX_FRAME`], a block
+//! past either bound) is handed to h2 as it came, and the rest of the
+//! connection with it: h2 applies its own limits to it and closes the
+//! connection with GOAWAY (FRAME_SIZE_ERROR, ENHANCE_YOUR_CALM,
+//! COMPRESSION_ERROR), or refuses the request.
 
 use std::io;
 use std::task::{Context, Poll};
@@ -30,9 +38,14 @@ const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
-/// Every HTTP/2 peer accepts frames of this size (SETTINGS_MAX_FRAME_SIZE's
-/// smallest value).
-const MAX_FRAME: usize = 16_384;
+use crate::limits::{Limits, MAX_FRAME};
+/// The most of one header block held, as sent: four times the header list
+/// size limit leaves room for any encoding of a list within the limit
+/// (Huffman coding at its worst), and is past what h2 accepts (its
+/// CONTINUATION count bound).
+const fn max_block(header_list: usize) -> usize {
+    4 * header_list + FRAME_HEADER
+}
 /// What the `:authority` of a request that had an unusable one becomes.
 pub const REPLACEMENT: &str = "localhost";
 
@@ -50,6 +63,8 @@ struct Block {
 /// that h2 accepts any `:authority`. See the module documentation.
 pub struct AuthorityFix {
     decoder: loona_hpack::Decoder<'static>,
+    /// The header list size limit (HTTP/2's count: name + value + 32).
+    header_list: usize,
     preface_left: usize,
     input: Vec<u8>,
     output: Vec<u8>,
@@ -75,9 +90,12 @@ impl std::fmt::Debug for AuthorityFix {
 
 impl Default for AuthorityFix {
     fn default() -> Self {
-        AuthorityFix::new()
+        AuthorityFix::new(Limits::DEFAULT.header_list)
     }
 }
+
+/// The most of one header block held, as sent, under the default limits.
+pub const MAX_BLOCK: usize = max_block(Limits::DEFAULT.header_list as usize);
 
 fn usable_authority(value: &[u8]) -> bool {
     http::uri::Authority::try_from(value).is_ok()
@@ -117,11 +135,14 @@ fn frame_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32)
 }
 
 impl AuthorityFix {
-    pub fn new() -> AuthorityFix {
+    /// A fix for a server whose SETTINGS_MAX_HEADER_LIST_SIZE is
+    /// `header_list`.
+    pub fn new(header_list: u32) -> AuthorityFix {
         let mut decoder = loona_hpack::Decoder::new();
         decoder.set_max_allowed_table_size(4096);
         AuthorityFix {
             decoder,
+            header_list: header_list as usize,
             preface_left: PREFACE.len(),
             input: Vec::new(),
             output: Vec::new(),
@@ -153,6 +174,15 @@ impl AuthorityFix {
             self.output.extend_from_slice(&b.raw);
         }
         self.output.append(&mut self.input);
+    }
+
+    /// How many bytes of the client's it holds that h2 has not been given.
+    pub fn held(&self) -> usize {
+        self.input.len()
+            + self
+                .block
+                .as_ref()
+                .map_or(0, |b| b.raw.len() + b.fragment.len())
     }
 
     /// Bytes ready for h2.
@@ -190,6 +220,11 @@ impl AuthorityFix {
         while self.input.len() - at >= FRAME_HEADER {
             let h = &self.input[at..at + FRAME_HEADER];
             let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+            if len > MAX_FRAME {
+                // h2 closes the connection: FRAME_SIZE_ERROR.
+                self.input.drain(..at);
+                return self.give_up();
+            }
             if self.input.len() - at < FRAME_HEADER + len {
                 break;
             }
@@ -228,6 +263,11 @@ impl AuthorityFix {
                 });
             }
             (CONTINUATION, Some(b)) if b.stream == stream => {
+                if b.raw.len() + frame.len() > max_block(self.header_list) {
+                    // A CONTINUATION flood: h2 sees it as it comes.
+                    b.raw.extend_from_slice(frame);
+                    return false;
+                }
                 b.fragment.extend_from_slice(payload);
                 b.raw.extend_from_slice(frame);
             }
@@ -248,7 +288,15 @@ impl AuthorityFix {
     fn emit(&mut self, b: Block) -> bool {
         let mut encoded = Vec::with_capacity(b.fragment.len() * 2);
         let mut fixed = false;
+        // HTTP/2's count; past the limit nothing more is encoded (an HPACK
+        // bomb: small indices to large table entries).
+        let mut size = 0usize;
+        let limit = self.header_list;
         let decoded = self.decoder.decode_with_cb(&b.fragment, |name, value| {
+            size = size.saturating_add(name.len() + value.len() + 32);
+            if size > limit {
+                return;
+            }
             if &*name == b":authority" && !usable_authority(&value) {
                 fixed = true;
                 put_literal(&mut encoded, &name, REPLACEMENT.as_bytes());
@@ -256,7 +304,8 @@ impl AuthorityFix {
                 put_literal(&mut encoded, &name, &value);
             }
         });
-        if decoded.is_err() {
+        if decoded.is_err() || size > limit {
+            // h2 refuses the request, or closes the connection.
             self.block = Some(b);
             return false;
         }
@@ -417,7 +466,7 @@ mod tests {
         data.extend_from_slice(&[0, 0, 0, 0, 0]);
         wire.extend(&data);
         wire.extend(headers_frame(3, END_HEADERS | END_STREAM, &again));
-        let mut fix = AuthorityFix::new();
+        let mut fix = AuthorityFix::default();
         // Byte by byte: frames split anywhere are reassembled.
         for b in &wire {
             fix.feed(std::slice::from_ref(b));
@@ -456,7 +505,7 @@ mod tests {
             END_HEADERS,
             &encode(&[(b":authority", b"/x.sock")]),
         ));
-        let mut fix = AuthorityFix::new();
+        let mut fix = AuthorityFix::default();
         fix.feed(&wire[..40]);
         fix.feed(&wire[40..]);
         assert_eq!(fix.rewritten(), 0);
@@ -472,8 +521,19 @@ mod tests {
         let big = vec![b'a'; 40_000];
         let block = encode(&[(b":authority", b"/s.sock"), (b"x-big", &big)]);
         let mut wire = PREFACE.to_vec();
-        wire.extend(headers_frame(1, END_HEADERS, &block));
-        let mut fix = AuthorityFix::new();
+        for (i, part) in block.chunks(MAX_FRAME).enumerate() {
+            let last = (i + 1) * MAX_FRAME >= block.len();
+            let kind = if i == 0 { HEADERS } else { CONTINUATION };
+            frame_header(
+                &mut wire,
+                part.len(),
+                kind,
+                if last { END_HEADERS } else { 0 },
+                1,
+            );
+            wire.extend_from_slice(part);
+        }
+        let mut fix = AuthorityFix::new(64 * 1024);
         fix.feed(&wire);
         let blocks = h2_view(fix.ready());
         assert_eq!(blocks[0][1].1.len(), 40_000);
@@ -481,10 +541,10 @@ mod tests {
 
     #[test]
     fn what_is_not_http2_passes_untouched() {
-        let mut fix = AuthorityFix::new();
+        let mut fix = AuthorityFix::default();
         fix.feed(b"GET / HTTP/1.1\r\n\r\n");
         assert_eq!(fix.ready(), b"GET / HTTP/1.1\r\n\r\n");
-        let mut fix = AuthorityFix::new();
+        let mut fix = AuthorityFix::default();
         let mut wire = PREFACE.to_vec();
         wire.extend(headers_frame(1, END_HEADERS, &[0xff, 0xff, 0xff, 0xff]));
         fix.feed(&wire);
@@ -493,5 +553,73 @@ mod tests {
             &wire[..],
             "a block we cannot decode goes to h2 as it came"
         );
+    }
+
+    fn continuation(stream: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        frame_header(&mut f, payload.len(), CONTINUATION, flags, stream);
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn a_continuation_flood_is_handed_to_h2_as_it_comes() {
+        let block = encode(&[(b":authority", b"/s.sock"), (b":path", b"/x")]);
+        let mut wire = PREFACE.to_vec();
+        wire.extend(headers_frame(1, 0, &block));
+        let mut fix = AuthorityFix::default();
+        fix.feed(&wire);
+        let mut sent = wire.len();
+        let filler = continuation(1, 0, &[0x20; MAX_FRAME]);
+        for _ in 0..1000 {
+            fix.feed(&filler);
+            sent += filler.len();
+            assert!(fix.held() <= 2 * MAX_BLOCK, "holds {}", fix.held());
+        }
+        assert_eq!(fix.held(), 0);
+        assert_eq!(fix.ready().len(), sent, "everything went on to h2");
+    }
+
+    #[test]
+    fn a_frame_larger_than_allowed_goes_to_h2_at_once() {
+        let mut wire = PREFACE.to_vec();
+        frame_header(&mut wire, 1 << 20, 0x0, 0, 1);
+        let mut fix = AuthorityFix::default();
+        fix.feed(&wire);
+        assert_eq!(fix.held(), 0, "the frame is not waited for");
+        assert_eq!(fix.ready(), &wire[..]);
+    }
+
+    #[test]
+    fn a_header_list_bomb_is_not_expanded() {
+        // One 4 KiB value enters the client's table, then ~4,000 one-byte
+        // references to it: 16 MB decoded from 8 KiB sent.
+        let mut block = Vec::new();
+        block.push(0x40); // literal with incremental indexing, new name
+        put_int(&mut block, 0, 7, 5);
+        block.extend_from_slice(b"x-big");
+        put_int(&mut block, 0, 7, 4000);
+        block.extend(std::iter::repeat_n(b'a', 4000));
+        let mut first = Vec::new();
+        put_literal(&mut first, b":authority", b"/s.sock");
+        first.extend(block);
+        first.extend(std::iter::repeat_n(0x80 | 62, 4000));
+        let mut wire = PREFACE.to_vec();
+        for (i, part) in first.chunks(MAX_FRAME).enumerate() {
+            let last = (i + 1) * MAX_FRAME >= first.len();
+            let kind = if i == 0 { HEADERS } else { CONTINUATION };
+            frame_header(
+                &mut wire,
+                part.len(),
+                kind,
+                if last { END_HEADERS } else { 0 },
+                1,
+            );
+            wire.extend_from_slice(part);
+        }
+        let mut fix = AuthorityFix::default();
+        fix.feed(&wire);
+        assert_eq!(fix.rewritten(), 0);
+        assert_eq!(fix.ready(), &wire[..], "h2 gets it as sent, and refuses it");
     }
 }

@@ -22,4 +22,6 @@ pub mod client;
 pub mod codec;
 pub mod convert;
 pub mod endpoint;
+pub mod limits;
 pub mod redact;
+pub mod status;

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use futures::io::{AsyncRead, AsyncWrite};
 use smol::net::unix::UnixStream;
 use volplane_proto::authority::AuthorityFix;
+use volplane_proto::limits::{Limits, Slot};
 
 /// A server-side unix stream with the `:authority` fix on what it reads.
 #[derive(Debug)]
@@ -16,14 +17,17 @@ pub struct FixedStream {
     inner: UnixStream,
     fix: AuthorityFix,
     scratch: Box<[u8]>,
+    /// This connection's place among the socket's; freed when it closes.
+    _slot: Slot,
 }
 
 impl FixedStream {
-    pub fn new(inner: UnixStream) -> FixedStream {
+    pub fn new(inner: UnixStream, slot: Slot, limits: &Limits) -> FixedStream {
         FixedStream {
             inner,
-            fix: AuthorityFix::new(),
+            fix: AuthorityFix::new(limits.header_list),
             scratch: vec![0; 16 * 1024].into_boxed_slice(),
+            _slot: slot,
         }
     }
 }

@@ -18,10 +18,8 @@ use futures::FutureExt;
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 use volplane_core::driver::DriverConfig;
 use volplane_host::Host;
-use volplane_proto::csi::controller_server::ControllerServer;
-use volplane_proto::csi::group_controller_server::GroupControllerServer;
-use volplane_proto::csi::identity_server::IdentityServer;
-use volplane_proto::csi::node_server::NodeServer;
+use volplane_proto::limits::{ConnectionSlots, Limits, MAX_FRAME};
+use volplane_proto::status::Answers;
 pub use volplane_service::ServeError;
 use volplane_service::{Backend, Blocking, PumpConfig, finish, prepare};
 
@@ -118,23 +116,20 @@ pub async fn serve<B: Backend>(
             path: p.path.display().to_string(),
             source,
         })?;
-    let mut routes = tonic::service::Routes::new(IdentityServer::new(p.service.clone()));
-    if p.controller {
-        routes = routes.add_service(ControllerServer::new(p.service.clone()));
-        routes = routes.add_service(GroupControllerServer::new(p.service.clone()));
-    }
-    if p.node {
-        routes = routes.add_service(NodeServer::new(p.service.clone()));
-    }
-    drop(p.service);
+    let routes = volplane_service::csi_routes(p.service, p.controller, p.node, &LIMITS);
     let shutdown = volplane_service::until_either(shutdown, pump_ended);
     let served = serve_routes(rt, &listener, &p.path, routes, shutdown).await;
     // The connection tasks are gone with serve_routes; the pump then drains.
     finish(&p.path, served, pump).await
 }
 
-/// Serves `routes` over HTTP/2 on `listener` until `shutdown` completes;
-/// dropping the connection tasks at the end cancels them.
+/// The bounds of every socket served (see `volplane_proto::limits`).
+const LIMITS: Limits = Limits::DEFAULT;
+
+/// Serves `routes` over HTTP/2 on `listener` until `shutdown` completes,
+/// held to [`LIMITS`], with early answers that name what went wrong (see
+/// `volplane_proto::status`); dropping the connection tasks at the end
+/// cancels them.
 async fn serve_routes(
     rt: &Runtime,
     listener: &smol::net::unix::UnixListener,
@@ -142,7 +137,8 @@ async fn serve_routes(
     routes: tonic::service::Routes,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let service = hyper_util::service::TowerToHyperService::new(routes);
+    let service = hyper_util::service::TowerToHyperService::new(Answers::new(routes));
+    let slots = ConnectionSlots::new(LIMITS.connections);
     let mut connections: Vec<smol::Task<()>> = Vec::new();
     let mut shutdown = std::pin::pin!(shutdown.fuse());
     loop {
@@ -160,11 +156,19 @@ async fn serve_routes(
             }
         };
         connections.retain(|t| !t.is_finished());
+        let Some(slot) = slots.take(path) else {
+            continue;
+        };
         let (service, spawner) = (service.clone(), Spawner(rt.ex.clone()));
         connections.push(rt.spawn(async move {
+            let stream = fixed::FixedStream::new(stream, slot, &LIMITS);
             let conn = hyper::server::conn::http2::Builder::new(spawner)
                 .timer(SmolTimer::new())
-                .serve_connection(FuturesIo::new(fixed::FixedStream::new(stream)), service);
+                .max_concurrent_streams(LIMITS.streams)
+                .max_header_list_size(LIMITS.header_list)
+                .max_pending_accept_reset_streams(LIMITS.pending_resets)
+                .max_frame_size(MAX_FRAME as u32)
+                .serve_connection(FuturesIo::new(stream), service);
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }
@@ -248,7 +252,8 @@ impl volplane_service::RegistrationRuntime for SmolRegistrar {
         let listener = smol::net::unix::UnixListener::bind(path)
             .map_err(|e| format!("listen on {}: {e}", path.display()))?;
         let (rt, path) = (self.0.clone(), path.to_path_buf());
-        let routes = tonic::service::Routes::new(RegistrationServer::new(service));
+        let service = RegistrationServer::new(service).max_decoding_message_size(LIMITS.message);
+        let routes = tonic::service::Routes::new(service);
         self.0
             .spawn(async move {
                 if let Err(e) = serve_routes(&rt, &listener, &path, routes, stop).await {

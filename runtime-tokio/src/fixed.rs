@@ -11,6 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{UnixListener, UnixStream};
 use tonic::transport::server::{Connected, UdsConnectInfo};
 use volplane_proto::authority::AuthorityFix;
+use volplane_proto::limits::{ConnectionSlots, Limits, Slot};
 
 /// A server-side unix stream with the `:authority` fix on what it reads.
 #[derive(Debug)]
@@ -18,14 +19,17 @@ pub struct FixedStream {
     inner: UnixStream,
     fix: AuthorityFix,
     scratch: Box<[u8]>,
+    /// This connection's place among the socket's; freed when it closes.
+    _slot: Slot,
 }
 
 impl FixedStream {
-    pub fn new(inner: UnixStream) -> FixedStream {
+    pub fn new(inner: UnixStream, slot: Slot, limits: &Limits) -> FixedStream {
         FixedStream {
             inner,
-            fix: AuthorityFix::new(),
+            fix: AuthorityFix::new(limits.header_list),
             scratch: vec![0; 16 * 1024].into_boxed_slice(),
+            _slot: slot,
         }
     }
 }
@@ -94,10 +98,27 @@ impl Connected for FixedStream {
     }
 }
 
-/// The connections `listener` accepts, each wrapped in [`FixedStream`].
-pub fn incoming(listener: UnixListener) -> impl Stream<Item = io::Result<FixedStream>> {
-    futures::stream::unfold(listener, |l| async move {
-        let next = l.accept().await.map(|(s, _)| FixedStream::new(s));
-        Some((next, l))
+/// The connections `listener` (on `socket`) accepts, each wrapped in
+/// [`FixedStream`]; one past `limits.connections` is closed at once.
+pub fn incoming(
+    listener: UnixListener,
+    socket: &std::path::Path,
+    limits: &Limits,
+) -> impl Stream<Item = io::Result<FixedStream>> {
+    let slots = ConnectionSlots::new(limits.connections);
+    let (socket, limits) = (socket.to_path_buf(), *limits);
+    futures::stream::unfold(listener, move |l| {
+        let (slots, socket) = (slots.clone(), socket.clone());
+        async move {
+            loop {
+                let stream = match l.accept().await {
+                    Ok((s, _)) => s,
+                    Err(e) => return Some((Err(e), l)),
+                };
+                if let Some(slot) = slots.take(&socket) {
+                    return Some((Ok(FixedStream::new(stream, slot, &limits)), l));
+                }
+            }
+        }
     })
 }

@@ -12,14 +12,13 @@ use std::sync::Arc;
 
 pub use fixed::FixedStream;
 use tokio::net::UnixListener;
+use tonic::service::Routes;
 use tonic::transport::{Channel, Endpoint, Server};
 use volplane_core::driver::DriverConfig;
 use volplane_host::Host;
-use volplane_proto::csi::controller_server::ControllerServer;
-use volplane_proto::csi::group_controller_server::GroupControllerServer;
-use volplane_proto::csi::identity_server::IdentityServer;
-use volplane_proto::csi::node_server::NodeServer;
 use volplane_proto::endpoint;
+use volplane_proto::limits::{Limits, MAX_FRAME};
+use volplane_proto::status::Answers;
 pub use volplane_service::ServeError;
 use volplane_service::{Backend, Blocking, PumpConfig, PumpError, finish, prepare};
 
@@ -59,27 +58,36 @@ pub async fn serve<B: Backend>(
         path: p.path.display().to_string(),
         source,
     })?;
-    let svc = p.service;
-    let served = Server::builder()
-        .add_service(IdentityServer::new(svc.clone()))
-        .add_optional_service(p.controller.then(|| ControllerServer::new(svc.clone())))
-        .add_optional_service(
-            p.controller
-                .then(|| GroupControllerServer::new(svc.clone())),
-        )
-        .add_optional_service(p.node.then(|| NodeServer::new(svc.clone())))
+    let limits = Limits::DEFAULT;
+    let routes = volplane_service::csi_routes(p.service, p.controller, p.node, &limits);
+    let served = server(&limits)
+        .add_routes(routes)
         .serve_with_incoming_shutdown(
-            fixed::incoming(listener),
+            fixed::incoming(listener, &p.path, &limits),
             volplane_service::until_either(shutdown, pump_ended),
         )
         .await
         .map_err(|e| ServeError::Transport(e.to_string()));
-    drop(svc);
     finish(&p.path, served, async move {
         pump.await
             .unwrap_or_else(|e| Err(PumpError::Stopped(format!("the driver pump ended: {e}"))))
     })
     .await
+}
+
+type Bounded =
+    tower_layer::Stack<tower_layer::LayerFn<fn(Routes) -> Answers<Routes>>, tower_layer::Identity>;
+
+/// A tonic server held to `limits` (see `volplane_proto::limits`), whose
+/// early answers name what went wrong (see `volplane_proto::status`).
+fn server(limits: &Limits) -> Server<Bounded> {
+    let answers: fn(Routes) -> Answers<Routes> = Answers::new;
+    Server::builder()
+        .max_concurrent_streams(limits.streams)
+        .http2_max_header_list_size(limits.header_list)
+        .http2_max_pending_accept_reset_streams(Some(limits.pending_resets))
+        .max_frame_size(MAX_FRAME as u32)
+        .layer(tower_layer::layer_fn(answers))
 }
 
 /// Installs the SIGTERM and SIGINT handlers (call it inside the runtime);
@@ -115,9 +123,16 @@ where
     R: volplane_proto::registration::registration_server::Registration,
 {
     use volplane_proto::registration::registration_server::RegistrationServer;
-    Server::builder()
-        .add_service(RegistrationServer::new(service))
-        .serve_with_incoming_shutdown(fixed::incoming(listener), shutdown)
+    let limits = Limits::DEFAULT;
+    let path = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(|p| p.to_path_buf()))
+        .unwrap_or_default();
+    let service = RegistrationServer::new(service).max_decoding_message_size(limits.message);
+    server(&limits)
+        .add_routes(Routes::new(service))
+        .serve_with_incoming_shutdown(fixed::incoming(listener, &path, &limits), shutdown)
         .await
         .map_err(|e| ServeError::Transport(e.to_string()))
 }

@@ -11,6 +11,7 @@ use volplane_host::Host;
 
 use crate::{Backend, Blocking, CsiService, NodeHost, Pump, PumpConfig, PumpError};
 use volplane_proto::endpoint::{self, EndpointError};
+use volplane_proto::limits::Limits;
 
 /// Why serving stopped.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +86,36 @@ pub async fn prepare<B: Backend>(
         controller,
         node,
     })
+}
+
+/// The CSI services a driver serves on its socket: Identity always,
+/// Controller and GroupController when `controller`, Node when `node`; each
+/// refusing a request message larger than `limits.message`.
+pub fn csi_routes(
+    service: CsiService,
+    controller: bool,
+    node: bool,
+    limits: &Limits,
+) -> tonic::service::Routes {
+    use volplane_proto::csi::controller_server::ControllerServer;
+    use volplane_proto::csi::group_controller_server::GroupControllerServer;
+    use volplane_proto::csi::identity_server::IdentityServer;
+    use volplane_proto::csi::node_server::NodeServer;
+    let message = limits.message;
+    let mut routes = tonic::service::Routes::new(
+        IdentityServer::new(service.clone()).max_decoding_message_size(message),
+    );
+    if controller {
+        routes = routes
+            .add_service(ControllerServer::new(service.clone()).max_decoding_message_size(message))
+            .add_service(
+                GroupControllerServer::new(service.clone()).max_decoding_message_size(message),
+            );
+    }
+    if node {
+        routes = routes.add_service(NodeServer::new(service).max_decoding_message_size(message));
+    }
+    routes
 }
 
 /// The pump's run, watched: the second future completes when the run ends,

@@ -341,3 +341,49 @@ async fn a_malformed_message_is_invalid_argument_on(rt: Runtime) {
         );
     }
 }
+
+both_runtimes!(
+    an_oversized_request_and_an_unknown_method_are_named,
+    an_oversized_request_and_an_unknown_method_are_named_on
+);
+
+/// Issue 29: a request larger than the 4 MiB limit is RESOURCE_EXHAUSTED
+/// (gRPC's convention) naming both sizes; a method the driver does not
+/// have is UNIMPLEMENTED naming it.
+async fn an_oversized_request_and_an_unknown_method_are_named_on(rt: Runtime) {
+    let d = Driver::start(rt);
+    let channel = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let path = http::uri::PathAndQuery::from_static("/csi.v1.Controller/CreateVolume");
+    let big = vec![0u8; 5 * 1024 * 1024];
+    let e = grpc
+        .unary(tonic::Request::new(big), path, raw::Raw)
+        .await
+        .expect_err("a 5 MiB request");
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+    assert_eq!(
+        e.message(),
+        "the request to /csi.v1.Controller/CreateVolume is 5242880 bytes, over the limit of \
+         4194304 bytes: send a smaller request"
+    );
+    for method in ["/csi.v1.Controller/Nope", "/csi.v9.Other/Call"] {
+        grpc.ready().await.unwrap();
+        let path = http::uri::PathAndQuery::from_maybe_shared(method).unwrap();
+        let e = grpc
+            .unary(tonic::Request::new(vec![]), path, raw::Raw)
+            .await
+            .expect_err(method);
+        assert_eq!(e.code(), tonic::Code::Unimplemented, "{e:?}");
+        assert_eq!(
+            e.message(),
+            format!("unknown method {method}: this server does not serve it")
+        );
+    }
+    // The connection still serves.
+    let mut csi = d.client().await;
+    csi.identity
+        .probe(volplane_proto::csi::ProbeRequest::default())
+        .await
+        .unwrap();
+}
