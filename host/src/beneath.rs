@@ -112,8 +112,14 @@ pub(crate) fn open_below(
         return rustix::fs::openat(dir, ".", oflags | OFlags::DIRECTORY, Mode::empty());
     }
     let rel: PathBuf = parts.iter().collect();
-    let fd = match rustix::fs::openat2(dir, &rel, oflags, Mode::empty(), resolve_flags()) {
-        Err(Errno::NOSYS) => walk(dir, parts, oflags)?,
+    let opened = match rustix::fs::openat2(dir, &rel, oflags, Mode::empty(), resolve_flags()) {
+        Err(Errno::NOSYS) => walk(dir, parts, oflags),
+        r => r,
+    };
+    let fd = match opened {
+        // O_DIRECTORY | O_NOFOLLOW meets a link as "not a directory": say
+        // what it is when a link is the cause.
+        Err(Errno::NOTDIR) => return Err(cause_of_notdir(dir, parts)),
         r => r?,
     };
     // O_PATH | O_NOFOLLOW opens a trailing symlink itself: refuse it here.
@@ -138,6 +144,29 @@ fn walk(
     }
     let at = cur.as_ref().map_or(dir, |f| f.as_fd());
     rustix::fs::openat(at, *last, oflags, Mode::empty())
+}
+
+/// ELOOP when a component of `parts` below `dir` is a symbolic link,
+/// ENOTDIR otherwise.
+fn cause_of_notdir(dir: BorrowedFd<'_>, parts: &[&OsStr]) -> Errno {
+    use rustix::fs::{AtFlags, FileType};
+    let step = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut cur: Option<OwnedFd> = None;
+    for p in parts {
+        let at = cur.as_ref().map_or(dir, |f| f.as_fd());
+        match rustix::fs::statat(at, *p, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                return Errno::LOOP;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+        match rustix::fs::openat(at, *p, step, Mode::empty()) {
+            Ok(fd) => cur = Some(fd),
+            Err(_) => break,
+        }
+    }
+    Errno::NOTDIR
 }
 
 fn is_symlink(fd: BorrowedFd<'_>) -> std::result::Result<bool, Errno> {

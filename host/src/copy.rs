@@ -52,7 +52,7 @@ impl Host {
         let allocated = rustix::fs::fstat(&src)
             .map(|s| (s.st_blocks as u64).saturating_mul(512))
             .map_err(|e| HostError::io("inspect", from, e.into()))?;
-        self.check_fits(&dir, allocated.min(len))?;
+        self.check_fits(&dir, len, allocated.min(len))?;
         let fd = rustix::fs::openat(
             dir.fd(),
             ".",

@@ -11,7 +11,10 @@ impl Host {
     /// Refuses `size` bytes on the filesystem holding directory `dir`
     /// before anything is written: bigger than the whole filesystem is out
     /// of range, bigger than what is free is no space.
-    pub(crate) fn check_fits(&self, dir: &crate::Opened, size: u64) -> Result<()> {
+    /// Whether a file of `size` bytes, `more` of them not yet allocated,
+    /// fits in the filesystem of `dir`. Messages quote `size`, the number
+    /// the caller asked for.
+    pub(crate) fn check_fits(&self, dir: &crate::Opened, size: u64, more: u64) -> Result<()> {
         let s = rustix::fs::fstatvfs(dir.fd())
             .map_err(|e| HostError::io("statvfs", dir.path(), e.into()))?;
         let frag = s.f_frsize.max(1);
@@ -25,9 +28,14 @@ impl Host {
                 dir.path().display()
             )));
         }
-        if size > free {
+        if more > free {
+            let needed = if more == size {
+                String::new()
+            } else {
+                format!(" ({more} of them still to be allocated)")
+            };
             return Err(HostError::NoSpace(format!(
-                "{size} bytes do not fit in {}: {free} bytes are free",
+                "{size} bytes{needed} do not fit in {}: {free} bytes are free",
                 dir.path().display()
             )));
         }
@@ -56,7 +64,7 @@ impl Host {
                 .map_err(|e| HostError::io("inspect", path, e));
         }
         let (dir, name) = self.parent(path, true)?;
-        self.check_fits(&dir, size)?;
+        self.check_fits(&dir, size, size)?;
         let io = |op, e: Errno| HostError::io(op, path, e.into());
         let fd = rustix::fs::openat(
             dir.fd(),
@@ -99,7 +107,7 @@ impl Host {
             return Ok(());
         }
         let (dir, _) = self.parent(path, false)?;
-        self.check_fits(&dir, size - len)?;
+        self.check_fits(&dir, size, size - len)?;
         f.set_len(size).and_then(|_| f.sync_all()).map_err(io)
     }
 

@@ -490,6 +490,14 @@ mod tests {
         for p in ["link", "link/x", "dangling"] {
             let e = host.open(dir.path().join(p)).unwrap_err();
             assert!(e.is_refusal(), "{p}: {e}");
+            assert!(e.to_string().contains("symbolic link"), "{p}: {e}");
+        }
+        // Whichever call meets the link, the message names it.
+        for p in ["link/a/b", "link/a", "link", "dangling"] {
+            let e = host.create_dir(dir.path().join(p)).unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{p}: {e}");
+            let e = host.remove(dir.path().join(p).join("x")).unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{p}/x: {e}");
         }
         let e = host.create_file(dir.path().join("dangling")).unwrap_err();
         assert!(e.is_refusal(), "{e}");
@@ -617,6 +625,13 @@ mod tests {
         );
         host.grow_image(&img, 2 << 20).unwrap();
         assert_eq!(std::fs::metadata(&img).unwrap().len(), 2 << 20);
+        // The refusal quotes the size asked for, not the growth.
+        let e = host.grow_image(&img, 1 << 62).unwrap_err();
+        assert!(matches!(e, HostError::OutOfRange(_)), "{e}");
+        assert!(
+            e.to_string().starts_with("4611686018427387904 bytes "),
+            "{e}"
+        );
         let huge = dir.path().join("huge.img");
         let e = host.create_image(&huge, u64::MAX / 2).unwrap_err();
         assert!(matches!(e, HostError::OutOfRange(_)), "{e}");

@@ -32,7 +32,12 @@ pub fn host_status(what: &str, e: HostError) -> Status {
         HostError::Stopped(_) => Code::Unavailable,
         _ => Code::Internal,
     };
-    Status::new(code, format!("{what}: {e}"))
+    let said = e.to_string();
+    if said.contains(what) {
+        // "volume v: volume v does not exist" says it twice.
+        return Status::new(code, said);
+    }
+    Status::new(code, format!("{what}: {said}"))
 }
 
 /// Host operations made async by running them on a [`Blocking`] pool.
@@ -356,5 +361,25 @@ fn expected(h: &Host, source: Option<&NodeSource>) -> volplane_host::Result<Opti
         Ok(held) => held.identity().map(Some),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_names_its_subject_once() {
+        let s = host_status(
+            "volume v1",
+            HostError::NotFound("volume v1 does not exist on this node".into()),
+        );
+        assert_eq!(s.code, Code::NotFound);
+        assert_eq!(s.message, "volume v1 does not exist on this node");
+        let s = host_status(
+            "volume v1",
+            HostError::Refused("/x passes through a symbolic link".into()),
+        );
+        assert_eq!(s.message, "volume v1: /x passes through a symbolic link");
     }
 }

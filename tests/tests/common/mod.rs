@@ -164,6 +164,14 @@ impl Driver {
 
     /// (Re)starts the process; `crash_after` sets VOLPLANE_CRASH_AFTER.
     pub fn spawn(&mut self, crash_after: Option<&str>) {
+        if let Err(status) = self.try_spawn(crash_after) {
+            panic!("volplane serve exited at start: {status}");
+        }
+    }
+
+    /// (Re)starts the process and waits for its socket; the exit status if
+    /// it exited instead.
+    pub fn try_spawn(&mut self, crash_after: Option<&str>) -> Result<(), std::process::ExitStatus> {
         let mut cmd = self.serve_command(&self.state(), &self.endpoint);
         if let Some(kind) = crash_after {
             cmd.env("VOLPLANE_CRASH_AFTER", kind);
@@ -172,8 +180,11 @@ impl Driver {
         }
         self.child = Some(cmd.spawn().expect("start volplane serve"));
         let sock = self.root().join("csi.sock");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(40);
         while !sock.exists() {
+            if let Some(status) = self.exited_within(Duration::ZERO) {
+                return Err(status);
+            }
             assert!(
                 Instant::now() < deadline,
                 "volplane serve did not create {}",
@@ -181,6 +192,7 @@ impl Driver {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+        Ok(())
     }
 
     /// `volplane serve` as this driver runs it, with another state
