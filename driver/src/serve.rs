@@ -222,6 +222,8 @@ fn serve_on<B: Backend>(
         RuntimeKind::Tokio => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
+                .max_blocking_threads(volplane_service::BLOCKING_THREADS)
+                .thread_keep_alive(volplane_service::BLOCKING_IDLE)
                 .build()
                 .map_err(|e| ServeError::Setup(format!("cannot start the tokio runtime: {e}")))?;
             if let (Some(address), Some(metrics)) = (&args.http_endpoint, &pump.metrics) {

@@ -1,7 +1,7 @@
 //! volplane on smol: serves the CSI services on a unix socket and connects
 //! CSI clients with hyper 1's HTTP/2 on smol's executor, timer and I/O, with
 //! no tokio runtime (tonic is used without its transport). Blocking host
-//! work runs on smol's blocking pool.
+//! work runs on volplane's bounded [`BlockingPool`].
 //!
 //! Everything runtime-neutral lives in `volplane-proto`; this crate holds
 //! only what differs from `volplane-tokio`: the executor, the transport, the
@@ -21,19 +21,9 @@ use volplane_host::Host;
 use volplane_proto::limits::{ConnectionSlots, Limits, MAX_FRAME};
 use volplane_proto::status::Answers;
 pub use volplane_service::ServeError;
-use volplane_service::{Backend, Blocking, PumpConfig, finish, prepare};
+use volplane_service::{Backend, BlockingPool, PumpConfig, finish, prepare};
 
 pub use client::{Channel, ConnectError, connect};
-
-/// smol's blocking pool.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SmolBlocking;
-
-impl Blocking for SmolBlocking {
-    fn spawn(&self, job: Box<dyn FnOnce() + Send>) {
-        smol::unblock(job).detach();
-    }
-}
 
 /// A multi-threaded smol executor.
 #[derive(Clone)]
@@ -106,7 +96,8 @@ pub async fn serve<B: Backend>(
         backend,
         host,
         pump_config,
-        Arc::new(SmolBlocking),
+        // Not smol's own pool: it never shrinks below 500 threads.
+        Arc::new(BlockingPool::default()),
     )
     .await?;
     let (run, pump_ended) = volplane_service::supervised(p.pump.run());

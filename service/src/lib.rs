@@ -11,6 +11,7 @@ mod grpc;
 pub mod metrics;
 mod node_host;
 pub mod plugin_watcher;
+mod pool;
 mod pump;
 pub mod registration;
 mod serve;
@@ -18,6 +19,7 @@ mod serve;
 pub use backend::{Backend, CapacityInfo, NodePlan, execute};
 pub use grpc::CsiService;
 pub use node_host::{DEVICE_KEY, NodeHost, NodeSource, host_status};
+pub use pool::{BLOCKING_IDLE, BLOCKING_THREADS, BlockingPool};
 pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
 pub use registration::{
     RegistrarExit, RegistrarSetup, RegistrationRuntime, RegistrationService, run_registrar,
@@ -60,7 +62,7 @@ impl Clock {
 }
 
 /// Offloads blocking work (syscalls, commands, fsync) from the async
-/// executor: tokio's `spawn_blocking`, smol's `unblock`.
+/// executor: tokio's `spawn_blocking`, a [`BlockingPool`] on smol.
 pub trait Blocking: Send + Sync + 'static {
     fn spawn(&self, job: Box<dyn FnOnce() + Send>);
 }

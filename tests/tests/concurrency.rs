@@ -135,3 +135,65 @@ async fn concurrent_requests_on_one_volume_abort_the_losers_and_keep_state_whole
     std::fs::remove_dir_all(std::path::Path::new(&staging).parent().unwrap()).unwrap();
     assert_eq!(d.leftovers(), Vec::<String>::new());
 }
+
+/// The driver's thread count, from /proc.
+fn threads(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+both_runtimes!(
+    after_a_burst_the_blocking_threads_end,
+    after_a_burst_the_blocking_threads_end_on
+);
+
+/// Issue 29: 400 CreateVolume calls at once put host work on the blocking
+/// pool; it grows to at most its bound and shrinks back once idle.
+async fn after_a_burst_the_blocking_threads_end_on(rt: Runtime) {
+    let d = Driver::start(rt);
+    let csi = d.client().await;
+    let pid = d.pid();
+    let before = threads(pid);
+    let mut calls = Vec::new();
+    for i in 0..400 {
+        let mut c = csi.controller.clone();
+        calls.push(tokio::spawn(async move {
+            c.create_volume(csi::CreateVolumeRequest {
+                name: format!("pvc-burst-{i}"),
+                volume_capabilities: vec![multi_writer()],
+                parameters: params("dir"),
+                ..Default::default()
+            })
+            .await
+        }));
+    }
+    let mut busiest = before;
+    for call in calls {
+        busiest = busiest.max(threads(pid));
+        call.await.unwrap().expect("CreateVolume");
+    }
+    let idle = volplane_service::BLOCKING_IDLE;
+    let start = std::time::Instant::now();
+    while threads(pid) > before + 1 && start.elapsed() < idle * 3 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let after = threads(pid);
+    eprintln!(
+        "{}: {before} threads before a burst of 400 CreateVolume, {busiest} at most during, \
+         {after} after {:.1} s",
+        rt.flag(),
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        busiest <= before + volplane_service::BLOCKING_THREADS,
+        "{busiest} threads"
+    );
+    assert!(
+        after <= before + 1,
+        "{after} threads remain (from {before})"
+    );
+}
