@@ -5,7 +5,7 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p volplane \
+RUN cargo build --release --locked -p volplane-cli \
  && cp target/release/volplane /volplane
 
 FROM debian:bookworm-slim

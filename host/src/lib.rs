@@ -39,7 +39,11 @@ use beneath::Root;
 /// What went wrong on the host.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    #[error("{path} is outside the directories volplane may touch ({roots})")]
+    #[error(
+        "{path} is outside the directories this driver may touch ({roots}): a request's paths \
+         must lie under the kubelet directory, a backend's own files under a storage directory \
+         it declares (volplane::Driver::storage_dir)"
+    )]
     OutsideRoots { path: String, roots: String },
     #[error("{op} {path}: {source}")]
     Io {
@@ -62,6 +66,10 @@ pub enum HostError {
     NoSpace(String),
     #[error("{0}")]
     OutOfRange(String),
+    /// Any other I/O error, from a backend's own code (`?` on an
+    /// `io::Result` inside `NodeHost::run`).
+    #[error("{0}")]
+    Other(#[from] io::Error),
     /// The process is shutting down and the operation never ran.
     #[error("{0}")]
     Stopped(String),

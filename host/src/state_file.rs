@@ -172,7 +172,7 @@ fn held(dir: &Path, pid: &str, dying: bool, wait: std::time::Duration) -> HostEr
         ));
     }
     HostError::Refused(format!(
-        "another volplane process{who} holds the state directory {}; two drivers on one state would undo each other's work: stop it, or give this one its own --state-dir",
+        "another volplane process{who} holds the state directory {}; two drivers on one state would undo each other's work: stop it, or give this one a state directory of its own",
         dir.display()
     ))
 }

@@ -3,7 +3,7 @@
 //! no tokio runtime (tonic is used without its transport). Blocking host
 //! work runs on volplane's bounded [`BlockingPool`].
 //!
-//! Everything runtime-neutral lives in `volplane-proto`; this crate holds
+//! Everything runtime-neutral lives in `volplane-service`; this crate holds
 //! only what differs from `volplane-tokio`: the executor, the transport, the
 //! signals. The two read alike.
 

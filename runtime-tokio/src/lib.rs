@@ -2,7 +2,7 @@
 //! clients, and offloads blocking host work to tokio's blocking pool.
 //!
 //! Everything runtime-neutral (validation, the driver machine, the pump, the
-//! backend trait, socket housekeeping) lives in `volplane-proto`; this crate
+//! backend trait, socket housekeeping) lives in `volplane-service`; this crate
 //! holds only the transport, spawning and signals. `volplane-smol` reads alike.
 
 mod fixed;

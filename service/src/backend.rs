@@ -37,9 +37,12 @@ pub struct CapacityInfo {
 /// `node_source` refuses, so a backend stages nothing until it says where
 /// its volumes are.
 pub trait Backend: Send + Sync + 'static {
-    /// What this backend implements beyond volumes. volplane advertises the
-    /// snapshot, clone and modify capabilities only for what this says, so
-    /// a backend that overrides [`Backend::create_snapshot`] says so here.
+    /// What this backend does beyond creating, deleting, staging and
+    /// publishing volumes: volplane advertises exactly that and calls no
+    /// method for a capability it lacks. A backend that overrides
+    /// [`Backend::controller_publish`], [`Backend::controller_expand`],
+    /// [`Backend::get_capacity`], [`Backend::create_snapshot`]… says so
+    /// here. Nothing by default.
     fn features(&self) -> Features {
         Features::default()
     }
@@ -67,35 +70,53 @@ pub trait Backend: Send + Sync + 'static {
     /// that NodeStage and NodePublish will receive.
     fn controller_publish(
         &self,
-        host: &NodeHost,
+        _host: &NodeHost,
         volume: &Volume,
         node_id: &str,
-        capability: &Capability,
-        readonly: bool,
-        secrets: &Secrets,
-    ) -> impl Future<Output = Result<Attributes, Status>> + Send;
+        _capability: &Capability,
+        _readonly: bool,
+        _secrets: &Secrets,
+    ) -> impl Future<Output = Result<Attributes, Status>> + Send {
+        let msg = format!(
+            "volume {} to node {node_id}: this backend does not attach volumes (Features::attach)",
+            volume.volume_id
+        );
+        async move { Err(Status::unimplemented(msg)) }
+    }
 
     /// Unpublishes from `node_id`; the volume stays published to
     /// `still_published`.
     fn controller_unpublish(
         &self,
-        host: &NodeHost,
+        _host: &NodeHost,
         volume: &Volume,
         node_id: &str,
-        still_published: &[String],
-        secrets: &Secrets,
-    ) -> impl Future<Output = Result<(), Status>> + Send;
+        _still_published: &[String],
+        _secrets: &Secrets,
+    ) -> impl Future<Output = Result<(), Status>> + Send {
+        let msg = format!(
+            "volume {} from node {node_id}: this backend does not attach volumes (Features::attach)",
+            volume.volume_id
+        );
+        async move { Err(Status::unimplemented(msg)) }
+    }
 
     /// Grows the volume; returns the new capacity and whether the node must
     /// grow the filesystem too.
     fn controller_expand(
         &self,
-        host: &NodeHost,
+        _host: &NodeHost,
         volume: &Volume,
-        capacity: CapacityRange,
-        capability: Option<&Capability>,
-        secrets: &Secrets,
-    ) -> impl Future<Output = Result<(u64, bool), Status>> + Send;
+        _capacity: CapacityRange,
+        _capability: Option<&Capability>,
+        _secrets: &Secrets,
+    ) -> impl Future<Output = Result<(u64, bool), Status>> + Send {
+        let msg = format!(
+            "volume {}: this backend does not expand volumes (Features::expand)",
+            volume.volume_id
+        );
+        async move { Err(Status::unimplemented(msg)) }
+    }
 
     /// Applies mutable parameters (ControllerModifyVolume). The default
     /// refuses: advertise MODIFY_VOLUME only when overriding it.
@@ -179,11 +200,17 @@ pub trait Backend: Send + Sync + 'static {
     /// Free capacity for volumes with these parameters.
     fn get_capacity(
         &self,
-        host: &NodeHost,
-        parameters: &Attributes,
-        capabilities: &[Capability],
-        topology: Option<&Topology>,
-    ) -> impl Future<Output = Result<CapacityInfo, Status>> + Send;
+        _host: &NodeHost,
+        _parameters: &Attributes,
+        _capabilities: &[Capability],
+        _topology: Option<&Topology>,
+    ) -> impl Future<Output = Result<CapacityInfo, Status>> + Send {
+        async move {
+            Err(Status::unimplemented(
+                "GetCapacity: this backend does not report capacity (Features::capacity)",
+            ))
+        }
+    }
 
     /// Where volume `volume_id`'s data is on this node: the device or
     /// directory the node side may format, mount and bind, and nothing else.
@@ -291,6 +318,7 @@ pub trait Backend: Send + Sync + 'static {
     fn volume_stats(
         &self,
         host: &NodeHost,
+        _volume_id: &str,
         volume_path: &str,
         block: bool,
     ) -> impl Future<Output = Result<(VolumeUsage, Option<VolumeCondition>), Status>> + Send {
@@ -441,9 +469,11 @@ pub async fn execute<B: Backend>(
                 .map(|capacity_bytes| Outcome::NodeExpanded { capacity_bytes })
         }
         Plan::VolumeStats {
-            volume_path, block, ..
+            volume_id,
+            volume_path,
+            block,
         } => backend
-            .volume_stats(host, volume_path, *block)
+            .volume_stats(host, volume_id, volume_path, *block)
             .await
             .map(|(usage, condition)| Outcome::Stats { usage, condition }),
     }

@@ -43,9 +43,26 @@ pub struct PumpConfig {
     pub state_store: Option<std::path::PathBuf>,
     /// A whole-state JSON file an earlier volplane wrote: imported into the
     /// store once (when the store is empty), then renamed `*.imported`.
-    pub legacy_state_file: Option<StateFile>,
+    legacy_state_file: Option<StateFile>,
     /// Where served calls are counted (`--http-endpoint`), if anywhere.
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+}
+
+impl PumpConfig {
+    /// State kept in `dir` as `<name>.redb` (and a `<name>.json` an
+    /// earlier volplane left there imported once), calls counted in
+    /// `metrics`.
+    pub fn in_dir(
+        dir: &std::path::Path,
+        name: &str,
+        metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    ) -> PumpConfig {
+        PumpConfig {
+            state_store: Some(dir.join(format!("{name}.redb"))),
+            legacy_state_file: Some(StateFile::new(dir.join(format!("{name}.json")))),
+            metrics,
+        }
+    }
 }
 
 /// A handle request handlers use to reach the pump.

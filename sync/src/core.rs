@@ -1,7 +1,7 @@
 //! The pump's core: owns the driver machine, takes requests with the slots
 //! their handlers wait on, feeds plan completions, and answers. What a pump
 //! must do beyond this (persist, carry out plans) comes out as
-//! [`Work`]; the runtime-neutral pump in `volplane-proto` does it.
+//! [`Work`]; the runtime-neutral pump in `volplane-service` does it.
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -201,7 +201,7 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
     );
     let listener = volplane_tokio::bind_http("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let probe = volplane::controller::health_probe(&d.endpoint, Duration::from_secs(5));
+    let probe = volplane_cli::controller::health_probe(&d.endpoint, Duration::from_secs(5));
     tokio::spawn(volplane_tokio::serve_http(
         listener,
         metrics,

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use volplane::lab::demo::{self, can_grow_mounted};
-use volplane::lab::{Lab, LabConfig};
+use volplane_cli::lab::demo::{self, can_grow_mounted};
+use volplane_cli::lab::{Lab, LabConfig};
 use volplane_core::model::{Kind, Object, ObjectKey, PvPhase, PvcPhase};
 
 const EXE: &str = env!("CARGO_BIN_EXE_volplane-under-test");
@@ -214,7 +214,7 @@ async fn a_node_driver_killed_mid_stage_is_restarted_and_the_pod_runs() {
                 .is_some_and(|t| Path::new(t).join("web-0.txt").exists())
         })
         .await?;
-        Ok::<_, volplane::lab::LabError>(())
+        Ok::<_, volplane_cli::lab::LabError>(())
     }
     .await;
     let restarts = lab.driver_restarts("node-a");

@@ -96,11 +96,8 @@ impl Driver {
             return Err(Status::new(
                 crate::Code::OutOfRange,
                 format!(
-                    "the backend created volume {} with {} bytes, outside the requested range {}..{}",
-                    volume.volume_id,
-                    volume.capacity_bytes,
-                    p.capacity.required_bytes,
-                    p.capacity.limit_bytes
+                    "the backend created volume {} with {} bytes; the request asked for {}",
+                    volume.volume_id, volume.capacity_bytes, p.capacity
                 ),
             ));
         }
@@ -607,8 +604,8 @@ fn default_size(range: CapacityRange, default: u64) -> u64 {
 fn incompatibility(v: &VolumeRecord, r: &CreateVolume) -> Option<String> {
     if v.volume.capacity_bytes != 0 && !r.capacity.admits(v.volume.capacity_bytes) {
         return Some(format!(
-            "{} bytes, outside the requested range {}..{}",
-            v.volume.capacity_bytes, r.capacity.required_bytes, r.capacity.limit_bytes
+            "{} bytes, and this request asks for {}",
+            v.volume.capacity_bytes, r.capacity
         ));
     }
     let mut have = v.capabilities.clone();

@@ -96,7 +96,7 @@ pub struct DriverConfig {
     /// adapter reports the node's mounts (after a reboot).
     pub reconcile_mounts: bool,
     /// Simulation only: a planted mistake.
-    pub plant: crate::plant::Planted,
+    pub(crate) plant: crate::plant::Planted,
 }
 
 impl DriverConfig {
@@ -160,6 +160,16 @@ impl DriverConfig {
         use ControllerCapability as C;
         let lacking: &[(bool, &[C])] = &[
             (
+                features.attach,
+                &[
+                    C::PublishUnpublishVolume,
+                    C::PublishReadonly,
+                    C::ListVolumesPublishedNodes,
+                ],
+            ),
+            (features.expand, &[C::ExpandVolume]),
+            (features.capacity, &[C::GetCapacity]),
+            (
                 features.snapshots,
                 &[C::CreateDeleteSnapshot, C::ListSnapshots, C::GetSnapshot],
             ),
@@ -172,6 +182,16 @@ impl DriverConfig {
                     self.controller_capabilities.remove(c);
                 }
             }
+        }
+        if !features.node_expand {
+            self.node_capabilities.remove(&NodeCapability::ExpandVolume);
+        }
+        if !features.expand && !features.node_expand {
+            self.plugin_capabilities
+                .remove(&PluginCapability::OnlineExpansion);
+        }
+        if !features.block {
+            self.block = false;
         }
         if !features.group_snapshots {
             self.group_capabilities.clear();

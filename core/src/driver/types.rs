@@ -159,6 +159,20 @@ impl CapacityRange {
     }
 }
 
+/// As a person reads it: "at least 1 bytes", "at most 5 bytes",
+/// "1 to 5 bytes", "any size".
+impl std::fmt::Display for CapacityRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.required_bytes, self.limit_bytes) {
+            (0, 0) => write!(f, "any size"),
+            (r, 0) => write!(f, "at least {r} bytes"),
+            (0, l) => write!(f, "at most {l} bytes"),
+            (r, l) if r == l => write!(f, "exactly {r} bytes"),
+            (r, l) => write!(f, "{r} to {l} bytes"),
+        }
+    }
+}
+
 /// `VolumeContentSource`: what a new volume is pre-populated from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum ContentSource {
@@ -232,10 +246,31 @@ pub struct Timestamp {
     pub nanos: i32,
 }
 
-/// What a backend implements beyond volumes: volplane advertises the
-/// capabilities that need these only when the backend has them.
+/// What a backend does beyond creating, deleting, staging and publishing
+/// volumes: the one place it says so. volplane advertises exactly these
+/// capabilities and never calls a backend method for one it lacks (the
+/// request is answered as the CSI spec says for a capability not
+/// advertised). Every field is false by default:
+///
+/// ```
+/// # use volplane_core::driver::Features;
+/// let features = Features { expand: true, node_expand: true, ..Features::default() };
+/// # assert!(!features.attach);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Features {
+    /// ControllerPublish and ControllerUnpublish (PUBLISH_UNPUBLISH_VOLUME,
+    /// PUBLISH_READONLY, LIST_VOLUMES_PUBLISHED_NODES): the backend attaches
+    /// volumes to nodes.
+    pub attach: bool,
+    /// ControllerExpandVolume (EXPAND_VOLUME, online expansion).
+    pub expand: bool,
+    /// NodeExpandVolume: a filesystem grown on the node after the volume.
+    pub node_expand: bool,
+    /// GetCapacity (GET_CAPACITY).
+    pub capacity: bool,
+    /// Raw block volumes (access type Block).
+    pub block: bool,
     /// CreateSnapshot, DeleteSnapshot, and restoring a volume from one.
     pub snapshots: bool,
     /// Creating a volume from another volume.
@@ -244,6 +279,21 @@ pub struct Features {
     pub modify: bool,
     /// The GroupController service: group snapshots.
     pub group_snapshots: bool,
+}
+
+impl Features {
+    /// Everything volplane can drive.
+    pub const ALL: Features = Features {
+        attach: true,
+        expand: true,
+        node_expand: true,
+        capacity: true,
+        block: true,
+        snapshots: true,
+        clones: true,
+        modify: true,
+        group_snapshots: true,
+    };
 }
 
 /// Space on a volume, from `NodeGetVolumeStats`.
@@ -262,4 +312,22 @@ pub struct VolumeUsage {
 pub struct VolumeCondition {
     pub abnormal: bool,
     pub message: String,
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::CapacityRange;
+
+    #[test]
+    fn a_range_reads_as_a_person_says_it() {
+        let r = |required_bytes, limit_bytes| CapacityRange {
+            required_bytes,
+            limit_bytes,
+        };
+        assert_eq!(r(0, 0).to_string(), "any size");
+        assert_eq!(r(9_000_000, 0).to_string(), "at least 9000000 bytes");
+        assert_eq!(r(0, 5).to_string(), "at most 5 bytes");
+        assert_eq!(r(5, 5).to_string(), "exactly 5 bytes");
+        assert_eq!(r(1, 5).to_string(), "1 to 5 bytes");
+    }
 }

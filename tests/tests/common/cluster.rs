@@ -135,7 +135,7 @@ impl Cluster {
     pub async fn client(&self) -> kube::Client {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
-            if let Ok(c) = volplane::controller::kube_client(Some(&self.kubeconfig)).await
+            if let Ok(c) = volplane_cli::controller::kube_client(Some(&self.kubeconfig)).await
                 && Api::<Namespace>::all(c.clone())
                     .get("default")
                     .await

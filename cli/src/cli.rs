@@ -47,16 +47,7 @@ pub fn run() -> ExitCode {
         Command::Registrar(a) => crate::controller::verbosity_filter(a.verbosity),
         _ => "info",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("VOLPLANE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal: `kubectl logs` and log
-        // collectors get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    volplane::init_logging(level);
     let result = match cli.command {
         // Each picks its own runtime (--runtime tokio|smol).
         Command::Serve(args) => crate::serve::run(args).map_err(|e| e.to_string()),

@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    volplane::cli::run()
+    volplane_cli::cli::run()
 }

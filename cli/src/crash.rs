@@ -10,8 +10,9 @@ use std::future::Future;
 
 use volplane_core::Status;
 use volplane_core::driver::{
-    Attributes, Capability, CapacityRange, CreatePlan, PublishPlan, Secrets, StagePlan, Topology,
-    Volume, VolumeCondition, VolumeUsage,
+    Attributes, Capability, CapacityRange, CreatePlan, Features, GroupPlan, GroupSnapshot,
+    PublishPlan, Secrets, Snapshot, SnapshotPlan, StagePlan, Topology, Volume, VolumeCondition,
+    VolumeUsage,
 };
 use volplane_service::{Backend, CapacityInfo, NodeHost, NodeSource};
 
@@ -55,6 +56,50 @@ impl<B> CrashAfter<B> {
 }
 
 impl<B: Backend> Backend for CrashAfter<B> {
+    fn features(&self) -> Features {
+        self.inner.features()
+    }
+
+    async fn create_snapshot(
+        &self,
+        host: &NodeHost,
+        plan: &SnapshotPlan,
+    ) -> Result<Snapshot, Status> {
+        self.after(
+            "create-snapshot",
+            self.inner.create_snapshot(host, plan).await,
+        )
+    }
+
+    async fn delete_snapshot(
+        &self,
+        host: &NodeHost,
+        snapshot: &Snapshot,
+        secrets: &Secrets,
+    ) -> Result<(), Status> {
+        let r = self.inner.delete_snapshot(host, snapshot, secrets).await;
+        self.after("delete-snapshot", r)
+    }
+
+    async fn create_group_snapshot(
+        &self,
+        host: &NodeHost,
+        plan: &GroupPlan,
+    ) -> Result<GroupSnapshot, Status> {
+        let r = self.inner.create_group_snapshot(host, plan).await;
+        self.after("create-group-snapshot", r)
+    }
+
+    async fn delete_group_snapshot(
+        &self,
+        host: &NodeHost,
+        group: &GroupSnapshot,
+        secrets: &Secrets,
+    ) -> Result<(), Status> {
+        let r = self.inner.delete_group_snapshot(host, group, secrets).await;
+        self.after("delete-group-snapshot", r)
+    }
+
     async fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> Result<Volume, Status> {
         self.after("create", self.inner.create_volume(host, plan).await)
     }
@@ -195,9 +240,10 @@ impl<B: Backend> Backend for CrashAfter<B> {
     fn volume_stats(
         &self,
         host: &NodeHost,
+        volume_id: &str,
         volume_path: &str,
         block: bool,
     ) -> impl Future<Output = Result<(VolumeUsage, Option<VolumeCondition>), Status>> + Send {
-        self.inner.volume_stats(host, volume_path, block)
+        self.inner.volume_stats(host, volume_id, volume_path, block)
     }
 }

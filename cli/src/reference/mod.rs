@@ -184,10 +184,8 @@ impl Reference {
 impl Backend for Reference {
     fn features(&self) -> Features {
         Features {
-            snapshots: true,
-            clones: true,
             modify: !self.mutable.is_empty(),
-            group_snapshots: true,
+            ..Features::ALL
         }
     }
 

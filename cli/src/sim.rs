@@ -109,7 +109,7 @@ pub fn run(args: SimArgs) -> u8 {
         #[cfg(not(feature = "plants"))]
         Some((name, Some(_))) => {
             eprintln!(
-                "volplane sim: --plant {name}: this build has no planted bugs; build it with `cargo build --release --features plants`"
+                "volplane sim: --plant {name}: this build has no planted bugs; build it with `cargo build --release -p volplane-cli --features plants`"
             );
             return 2;
         }

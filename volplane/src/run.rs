@@ -1,0 +1,106 @@
+//! Serving on the chosen runtime: the CSI socket, and `/metrics` with
+//! `/healthz` when asked, until SIGTERM or SIGINT.
+
+use std::sync::Arc;
+
+use volplane_core::driver::DriverConfig;
+use volplane_host::Host;
+use volplane_service::metrics::{HealthProbe, probe_driver};
+use volplane_service::{Backend, PumpConfig};
+
+use crate::{Error, Runtime};
+
+/// Serves `backend` on `runtime` until terminated.
+pub(crate) fn serve<B: Backend>(
+    runtime: Runtime,
+    endpoint: &str,
+    http: Option<&str>,
+    config: DriverConfig,
+    backend: B,
+    host: Host,
+    pump: PumpConfig,
+) -> Result<(), Error> {
+    match runtime {
+        #[cfg(feature = "tokio")]
+        Runtime::Tokio => on_tokio(endpoint, http, config, backend, host, pump),
+        #[cfg(feature = "smol")]
+        Runtime::Smol => on_smol(endpoint, http, config, backend, host, pump),
+    }
+}
+
+#[cfg(feature = "tokio")]
+fn on_tokio<B: Backend>(
+    endpoint: &str,
+    http: Option<&str>,
+    config: DriverConfig,
+    backend: B,
+    host: Host,
+    pump: PumpConfig,
+) -> Result<(), Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(volplane_service::BLOCKING_THREADS)
+        .thread_keep_alive(volplane_service::BLOCKING_IDLE)
+        .build()
+        .map_err(|e| Error::Setup(format!("cannot start the tokio runtime: {e}")))?;
+    if let (Some(address), Some(metrics)) = (http, &pump.metrics) {
+        let listener = rt
+            .block_on(volplane_tokio::bind_http(address))
+            .map_err(Error::Setup)?;
+        let (endpoint, metrics) = (endpoint.to_string(), metrics.clone());
+        let probe: HealthProbe = Arc::new(move || {
+            let endpoint = endpoint.clone();
+            Box::pin(async move {
+                let connected = volplane_tokio::connect(&endpoint).await;
+                probe_driver(&endpoint, connected, None).await
+            })
+        });
+        rt.spawn(volplane_tokio::serve_http(
+            listener,
+            metrics,
+            probe,
+            std::future::pending(),
+        ));
+    }
+    rt.block_on(async {
+        let stop = volplane_tokio::termination()?;
+        volplane_tokio::serve(endpoint, config, backend, host, pump, stop).await
+    })?;
+    Ok(())
+}
+
+#[cfg(feature = "smol")]
+fn on_smol<B: Backend>(
+    endpoint: &str,
+    http: Option<&str>,
+    config: DriverConfig,
+    backend: B,
+    host: Host,
+    pump: PumpConfig,
+) -> Result<(), Error> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let rt = volplane_smol::Runtime::new(threads)
+        .map_err(|e| Error::Setup(format!("cannot start the smol runtime: {e}")))?;
+    let stop = volplane_smol::termination()?;
+    if let (Some(address), Some(metrics)) = (http, &pump.metrics) {
+        let listener = rt
+            .block_on(volplane_smol::bind_http(address))
+            .map_err(Error::Setup)?;
+        let (endpoint, metrics) = (endpoint.to_string(), metrics.clone());
+        let probe: HealthProbe = Arc::new(move || {
+            let endpoint = endpoint.clone();
+            Box::pin(async move {
+                let connected = volplane_smol::connect(&endpoint).await;
+                let origin = http::Uri::from_static("http://localhost");
+                probe_driver(&endpoint, connected, Some(origin)).await
+            })
+        });
+        let serving =
+            volplane_smol::serve_http(rt.clone(), listener, metrics, probe, std::future::pending());
+        rt.spawn(serving).detach();
+    }
+    rt.block_on(volplane_smol::serve(
+        &rt, endpoint, config, backend, host, pump, stop,
+    ))?;
+    Ok(())
+}
