@@ -107,6 +107,8 @@
 //! - **Hostile input**: volplane rejects malformed requests before your
 //!   backend runs, with the code the spec names.
 
+#![deny(missing_docs)]
+
 mod driver;
 #[cfg(feature = "testing")]
 mod lifecycle;

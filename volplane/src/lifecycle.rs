@@ -1,4 +1,5 @@
-//! The steps of [`Lifecycle::run`](crate::testing::Lifecycle::run).
+//! The steps of [`Lifecycle`](crate::testing::Lifecycle), run straight
+//! through or with the driver restarted between every two.
 
 use std::path::Path;
 
@@ -9,6 +10,34 @@ use csi::volume_capability::access_mode::Mode;
 use csi::volume_capability::{AccessMode, AccessType, MountVolume};
 
 const CONTENT: &[u8] = b"written through one pod, read through another\n";
+
+/// One step of a volume's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    Create,
+    Attach,
+    Stage,
+    Publish(usize),
+    Share,
+    Unpublish(usize),
+    Unstage,
+    Detach,
+    Delete,
+}
+
+pub(crate) const STEPS: &[Step] = &[
+    Step::Create,
+    Step::Attach,
+    Step::Stage,
+    Step::Publish(0),
+    Step::Publish(1),
+    Step::Share,
+    Step::Unpublish(0),
+    Step::Unpublish(1),
+    Step::Unstage,
+    Step::Detach,
+    Step::Delete,
+];
 
 /// A call made twice: a CO repeats any call whose answer it did not get.
 macro_rules! twice {
@@ -34,151 +63,191 @@ fn capability() -> csi::VolumeCapability {
     }
 }
 
-pub(crate) async fn run(l: &Lifecycle, csi: &Csi) -> Result<Report, String> {
-    let mut report = Report::default();
-    let (mut c, mut n) = (csi.controller.clone(), csi.node.clone());
-    let ctl: Vec<i32> = c
-        .controller_get_capabilities(csi::ControllerGetCapabilitiesRequest {})
-        .await
-        .map_err(|e| format!("ControllerGetCapabilities: {e:?}"))?
-        .into_inner()
-        .capabilities
-        .iter()
-        .filter_map(|c| {
-            let csi::controller_service_capability::Type::Rpc(r) = c.r#type.as_ref()?;
-            Some(r.r#type)
-        })
-        .collect();
-    let node_caps = n
-        .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
-        .await
-        .map_err(|e| format!("NodeGetCapabilities: {e:?}"))?
-        .into_inner()
-        .capabilities;
-    let stages = node_caps.iter().any(|c| {
-        matches!(&c.r#type, Some(csi::node_service_capability::Type::Rpc(r)) if r.r#type == Nd::StageUnstageVolume as i32)
-    });
-    let attaches = ctl.contains(&(Ctl::PublishUnpublishVolume as i32));
-    let node_id = match l.node_id() {
-        Some(id) => id.to_string(),
-        None => {
-            n.node_get_info(csi::NodeGetInfoRequest {})
-                .await
-                .map_err(|e| format!("NodeGetInfo: {e:?}"))?
-                .into_inner()
-                .node_id
-        }
-    };
-    let create = csi::CreateVolumeRequest {
-        name: l.volume_name().into(),
-        capacity_range: Some(csi::CapacityRange {
-            required_bytes: l.bytes(),
-            limit_bytes: 0,
-        }),
-        volume_capabilities: vec![capability()],
-        parameters: l.parameters().clone(),
-        ..Default::default()
-    };
-    let volume = twice!(report, "CreateVolume", c.create_volume(create.clone()))
-        .volume
-        .ok_or("CreateVolume answered no volume")?;
-    let id = volume.volume_id.clone();
-    let mut publish_context = Default::default();
-    if attaches {
-        let req = csi::ControllerPublishVolumeRequest {
-            volume_id: id.clone(),
-            node_id: node_id.clone(),
-            volume_capability: Some(capability()),
-            volume_context: volume.volume_context.clone(),
-            ..Default::default()
+/// What a run has learnt so far.
+pub(crate) struct Run<'a> {
+    l: &'a Lifecycle,
+    stages: bool,
+    attaches: bool,
+    node_id: String,
+    volume: csi::Volume,
+    publish_context: std::collections::HashMap<String, String>,
+    pub(crate) report: Report,
+}
+
+impl<'a> Run<'a> {
+    /// Asks the driver what it does (capabilities, node id).
+    pub(crate) async fn start(l: &'a Lifecycle, csi: &Csi) -> Result<Run<'a>, String> {
+        let (mut c, mut n) = (csi.controller.clone(), csi.node.clone());
+        let ctl: Vec<i32> = c
+            .controller_get_capabilities(csi::ControllerGetCapabilitiesRequest {})
+            .await
+            .map_err(|e| format!("ControllerGetCapabilities: {e:?}"))?
+            .into_inner()
+            .capabilities
+            .iter()
+            .filter_map(|c| {
+                let csi::controller_service_capability::Type::Rpc(r) = c.r#type.as_ref()?;
+                Some(r.r#type)
+            })
+            .collect();
+        let stages = n
+            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+            .await
+            .map_err(|e| format!("NodeGetCapabilities: {e:?}"))?
+            .into_inner()
+            .capabilities
+            .iter()
+            .any(|c| {
+                matches!(&c.r#type, Some(csi::node_service_capability::Type::Rpc(r))
+                    if r.r#type == Nd::StageUnstageVolume as i32)
+            });
+        let node_id = match l.node_id() {
+            Some(id) => id.to_string(),
+            None => {
+                n.node_get_info(csi::NodeGetInfoRequest {})
+                    .await
+                    .map_err(|e| format!("NodeGetInfo: {e:?}"))?
+                    .into_inner()
+                    .node_id
+            }
         };
-        publish_context = twice!(
-            report,
-            "ControllerPublishVolume",
-            c.controller_publish_volume(req.clone())
-        )
-        .publish_context;
-    }
-    let staging = l.staging(&id);
-    if stages {
-        std::fs::create_dir_all(staging.parent().unwrap())
-            .map_err(|e| format!("create {}: {e}", staging.display()))?;
-        let req = csi::NodeStageVolumeRequest {
-            volume_id: id.clone(),
-            publish_context: publish_context.clone(),
-            staging_target_path: staging.display().to_string(),
-            volume_capability: Some(capability()),
-            volume_context: volume.volume_context.clone(),
-            ..Default::default()
-        };
-        twice!(report, "NodeStageVolume", n.node_stage_volume(req.clone()));
-    }
-    for pod in 0..2 {
-        let target = l.target(pod);
-        std::fs::create_dir_all(target.parent().unwrap())
-            .map_err(|e| format!("create {}: {e}", target.display()))?;
-        let req = csi::NodePublishVolumeRequest {
-            volume_id: id.clone(),
-            publish_context: publish_context.clone(),
-            staging_target_path: if stages {
-                staging.display().to_string()
-            } else {
-                String::new()
-            },
-            target_path: target.display().to_string(),
-            volume_capability: Some(capability()),
-            volume_context: volume.volume_context.clone(),
-            ..Default::default()
-        };
-        twice!(
-            report,
-            "NodePublishVolume",
-            n.node_publish_volume(req.clone())
-        );
-    }
-    data_is_shared(&l.target(0), &l.target(1))?;
-    for pod in 0..2 {
-        let req = csi::NodeUnpublishVolumeRequest {
-            volume_id: id.clone(),
-            target_path: l.target(pod).display().to_string(),
-        };
-        twice!(
-            report,
-            "NodeUnpublishVolume",
-            n.node_unpublish_volume(req.clone())
-        );
-    }
-    if stages {
-        let req = csi::NodeUnstageVolumeRequest {
-            volume_id: id.clone(),
-            staging_target_path: staging.display().to_string(),
-        };
-        twice!(
-            report,
-            "NodeUnstageVolume",
-            n.node_unstage_volume(req.clone())
-        );
-        let _ = std::fs::remove_dir_all(staging.parent().unwrap());
-    }
-    if attaches {
-        let req = csi::ControllerUnpublishVolumeRequest {
-            volume_id: id.clone(),
+        Ok(Run {
+            l,
+            stages,
+            attaches: ctl.contains(&(Ctl::PublishUnpublishVolume as i32)),
             node_id,
-            ..Default::default()
-        };
-        twice!(
-            report,
-            "ControllerUnpublishVolume",
-            c.controller_unpublish_volume(req.clone())
-        );
+            volume: csi::Volume::default(),
+            publish_context: Default::default(),
+            report: Report::default(),
+        })
     }
-    let req = csi::DeleteVolumeRequest {
-        volume_id: id,
-        ..Default::default()
-    };
-    twice!(report, "DeleteVolume", c.delete_volume(req.clone()));
-    report.leftovers = leftovers(l.kubelet());
-    Ok(report)
+
+    /// Takes `step` (nothing when the driver does not do it).
+    pub(crate) async fn step(&mut self, csi: &Csi, step: Step) -> Result<(), String> {
+        let (mut c, mut n) = (csi.controller.clone(), csi.node.clone());
+        let report = &mut self.report;
+        let id = self.volume.volume_id.clone();
+        let staging = self.l.staging(&id);
+        match step {
+            Step::Create => {
+                let req = csi::CreateVolumeRequest {
+                    name: self.l.volume_name().into(),
+                    capacity_range: Some(csi::CapacityRange {
+                        required_bytes: self.l.bytes(),
+                        limit_bytes: 0,
+                    }),
+                    volume_capabilities: vec![capability()],
+                    parameters: self.l.parameters().clone(),
+                    ..Default::default()
+                };
+                self.volume = twice!(report, "CreateVolume", c.create_volume(req.clone()))
+                    .volume
+                    .ok_or("CreateVolume answered no volume")?;
+            }
+            Step::Attach if self.attaches => {
+                let req = csi::ControllerPublishVolumeRequest {
+                    volume_id: id,
+                    node_id: self.node_id.clone(),
+                    volume_capability: Some(capability()),
+                    volume_context: self.volume.volume_context.clone(),
+                    ..Default::default()
+                };
+                let answer = twice!(
+                    report,
+                    "ControllerPublishVolume",
+                    c.controller_publish_volume(req.clone())
+                );
+                self.publish_context = answer.publish_context;
+            }
+            Step::Stage if self.stages => {
+                make_parent(&staging)?;
+                let req = csi::NodeStageVolumeRequest {
+                    volume_id: id,
+                    publish_context: self.publish_context.clone(),
+                    staging_target_path: staging.display().to_string(),
+                    volume_capability: Some(capability()),
+                    volume_context: self.volume.volume_context.clone(),
+                    ..Default::default()
+                };
+                twice!(report, "NodeStageVolume", n.node_stage_volume(req.clone()));
+            }
+            Step::Publish(pod) => {
+                let target = self.l.target(pod);
+                make_parent(&target)?;
+                let staged = if self.stages {
+                    staging.display().to_string()
+                } else {
+                    String::new()
+                };
+                let req = csi::NodePublishVolumeRequest {
+                    volume_id: id,
+                    publish_context: self.publish_context.clone(),
+                    staging_target_path: staged,
+                    target_path: target.display().to_string(),
+                    volume_capability: Some(capability()),
+                    volume_context: self.volume.volume_context.clone(),
+                    ..Default::default()
+                };
+                twice!(
+                    report,
+                    "NodePublishVolume",
+                    n.node_publish_volume(req.clone())
+                );
+            }
+            Step::Share => data_is_shared(&self.l.target(0), &self.l.target(1))?,
+            Step::Unpublish(pod) => {
+                let req = csi::NodeUnpublishVolumeRequest {
+                    volume_id: id,
+                    target_path: self.l.target(pod).display().to_string(),
+                };
+                twice!(
+                    report,
+                    "NodeUnpublishVolume",
+                    n.node_unpublish_volume(req.clone())
+                );
+            }
+            Step::Unstage if self.stages => {
+                let req = csi::NodeUnstageVolumeRequest {
+                    volume_id: id,
+                    staging_target_path: staging.display().to_string(),
+                };
+                twice!(
+                    report,
+                    "NodeUnstageVolume",
+                    n.node_unstage_volume(req.clone())
+                );
+                // The CO removes the directory it made (kubelet's UnmountDevice).
+                let _ = std::fs::remove_dir_all(staging.parent().unwrap_or(&staging));
+            }
+            Step::Detach if self.attaches => {
+                let req = csi::ControllerUnpublishVolumeRequest {
+                    volume_id: id,
+                    node_id: self.node_id.clone(),
+                    ..Default::default()
+                };
+                twice!(
+                    report,
+                    "ControllerUnpublishVolume",
+                    c.controller_unpublish_volume(req.clone())
+                );
+            }
+            Step::Delete => {
+                let req = csi::DeleteVolumeRequest {
+                    volume_id: id,
+                    ..Default::default()
+                };
+                twice!(report, "DeleteVolume", c.delete_volume(req.clone()));
+                report.leftovers = leftovers(self.l.kubelet());
+            }
+            Step::Attach | Step::Stage | Step::Unstage | Step::Detach => {}
+        }
+        Ok(())
+    }
+}
+
+fn make_parent(path: &Path) -> Result<(), String> {
+    let parent = path.parent().unwrap_or(path);
+    std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))
 }
 
 /// What one pod writes, the other reads.

@@ -20,13 +20,18 @@ use volplane_proto::csi::controller_client::ControllerClient;
 use volplane_proto::csi::identity_client::IdentityClient;
 use volplane_proto::csi::node_client::NodeClient;
 
+use crate::lifecycle::{Run, STEPS};
+
 type Channel = tonic::transport::Channel;
 
 /// The CSI services of one driver, on one connection.
 #[derive(Debug, Clone)]
 pub struct Csi {
+    /// The Identity service: GetPluginInfo, Probe, capabilities.
     pub identity: IdentityClient<Channel>,
+    /// The Controller service.
     pub controller: ControllerClient<Channel>,
+    /// The Node service.
     pub node: NodeClient<Channel>,
 }
 
@@ -61,6 +66,8 @@ pub struct Report {
     /// Mounts and targets still under the kubelet directory at the end
     /// (empty when the driver cleaned up after itself).
     pub leftovers: Vec<String>,
+    /// How many times the driver was restarted on the way.
+    pub restarts: usize,
 }
 
 /// A volume's life as one pod after another uses it: create, attach (when
@@ -104,7 +111,33 @@ impl Lifecycle {
     /// Runs it against `csi`; the first step that fails ends it with what
     /// was asked and answered.
     pub async fn run(&self, csi: &Csi) -> Result<Report, String> {
-        crate::lifecycle::run(self, csi).await
+        let mut run = Run::start(self, csi).await?;
+        for &step in STEPS {
+            run.step(csi, step).await?;
+        }
+        Ok(run.report)
+    }
+
+    /// Runs it with the driver killed and started again between every two
+    /// steps: `restart` does both (SIGKILL, as a crash would, then start;
+    /// it may block), and the lifecycle reconnects to `endpoint`. What the
+    /// driver answered before a kill must still hold after it.
+    pub async fn run_restarting(
+        &self,
+        endpoint: &str,
+        mut restart: impl FnMut(),
+    ) -> Result<Report, String> {
+        let mut csi = Csi::connect(endpoint).await?;
+        let mut run = Run::start(self, &csi).await?;
+        for (i, &step) in STEPS.iter().enumerate() {
+            run.step(&csi, step).await?;
+            if i + 1 < STEPS.len() {
+                restart();
+                run.report.restarts += 1;
+                csi = Csi::connect(endpoint).await?;
+            }
+        }
+        Ok(run.report)
     }
 
     pub(crate) fn staging(&self, volume_id: &str) -> PathBuf {

@@ -2,7 +2,6 @@
 //! wire boundary, then used by the machine and the backends.
 //!
 //! Fields mirror the CSI messages of the same names (see the CSI spec).
-#![allow(missing_docs)]
 
 use std::collections::BTreeMap;
 
@@ -16,16 +15,24 @@ pub type Topology = Attributes;
 /// CSI access modes (`VolumeCapability.AccessMode.Mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum AccessMode {
+    /// SINGLE_NODE_WRITER: one node, read-write.
     SingleNodeWriter,
+    /// SINGLE_NODE_READER_ONLY: one node, read-only.
     SingleNodeReaderOnly,
+    /// MULTI_NODE_READER_ONLY: many nodes, read-only.
     MultiNodeReaderOnly,
+    /// MULTI_NODE_SINGLE_WRITER: many nodes, one of them writing.
     MultiNodeSingleWriter,
+    /// MULTI_NODE_MULTI_WRITER: many nodes, all writing.
     MultiNodeMultiWriter,
+    /// SINGLE_NODE_SINGLE_WRITER: one pod on one node, read-write.
     SingleNodeSingleWriter,
+    /// SINGLE_NODE_MULTI_WRITER: pods of one node, all writing.
     SingleNodeMultiWriter,
 }
 
 impl AccessMode {
+    /// Every access mode.
     pub const ALL: [AccessMode; 7] = [
         AccessMode::SingleNodeWriter,
         AccessMode::SingleNodeReaderOnly,
@@ -85,13 +92,16 @@ pub enum AccessType {
         #[serde(default)]
         fs_type: String,
         #[serde(default)]
+        /// Mount options the CO asks for.
         mount_flags: Vec<String>,
         #[serde(default)]
+        /// The group the volume's files should be owned by (`volume_mount_group`).
         volume_mount_group: String,
     },
 }
 
 impl AccessType {
+    /// True for raw block access.
     pub fn is_block(&self) -> bool {
         matches!(self, AccessType::Block)
     }
@@ -100,7 +110,9 @@ impl AccessType {
 /// A `VolumeCapability`: access type plus access mode.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Capability {
+    /// Raw block or a mounted filesystem.
     pub access_type: AccessType,
+    /// Who may use the volume, from where.
     pub access_mode: AccessMode,
 }
 
@@ -143,7 +155,9 @@ impl std::fmt::Display for Capability {
 /// `CapacityRange`, with 0 meaning "unspecified" as in CSI.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct CapacityRange {
+    /// The least the volume may have (0: no lower bound).
     pub required_bytes: u64,
+    /// The most the volume may have (0: no upper bound).
     pub limit_bytes: u64,
 }
 
@@ -176,14 +190,18 @@ impl std::fmt::Display for CapacityRange {
 /// `VolumeContentSource`: what a new volume is pre-populated from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum ContentSource {
+    /// A snapshot, by id.
     Snapshot(String),
+    /// A volume, by id.
     Volume(String),
 }
 
 /// `TopologyRequirement`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct TopologyRequirement {
+    /// Segments the volume must be accessible from (one of them).
     pub requisite: Vec<Topology>,
+    /// Segments it should be accessible from, best first.
     pub preferred: Vec<Topology>,
 }
 
@@ -200,18 +218,25 @@ impl std::fmt::Debug for Secrets {
 /// A provisioned volume as the controller knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Volume {
+    /// The id the backend chose; every later call names the volume by it.
     pub volume_id: String,
+    /// Its size (0: unknown).
     pub capacity_bytes: u64,
+    /// What the backend wants back at every node call (NodeStage, NodePublish…).
     pub volume_context: Attributes,
+    /// The topology segments it can be reached from (empty: everywhere).
     pub accessible_topology: Vec<Topology>,
     #[serde(default)]
+    /// What it was filled from, if anything.
     pub content_source: Option<ContentSource>,
 }
 
 /// `Snapshot`: a point-in-time copy of a volume, as the backend made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Snapshot {
+    /// The id the backend chose.
     pub snapshot_id: String,
+    /// The volume it is a copy of.
     pub source_volume_id: String,
     /// The size of the source volume when cut: the smallest volume it can
     /// be restored into (0: unknown).
@@ -229,9 +254,11 @@ pub struct Snapshot {
 /// time, created and deleted together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct GroupSnapshot {
+    /// The id the backend chose for the group.
     pub group_snapshot_id: String,
     /// One per source volume, each naming this group.
     pub snapshots: Vec<Snapshot>,
+    /// When it was cut.
     pub creation_time: Timestamp,
     /// True once every member is ready to use.
     pub ready_to_use: bool,
@@ -242,7 +269,9 @@ pub struct GroupSnapshot {
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash,
 )]
 pub struct Timestamp {
+    /// Seconds since 1970.
     pub seconds: i64,
+    /// Nanoseconds within that second.
     pub nanos: i32,
 }
 
@@ -299,18 +328,26 @@ impl Features {
 /// Space on a volume, from `NodeGetVolumeStats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct VolumeUsage {
+    /// Capacity, in bytes.
     pub total_bytes: u64,
+    /// Bytes in use.
     pub used_bytes: u64,
+    /// Bytes free for use.
     pub available_bytes: u64,
+    /// Inodes in all (0 for a raw block volume).
     pub total_inodes: u64,
+    /// Inodes in use.
     pub used_inodes: u64,
+    /// Inodes free.
     pub available_inodes: u64,
 }
 
 /// `VolumeCondition`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct VolumeCondition {
+    /// True when the volume is not healthy.
     pub abnormal: bool,
+    /// What is wrong, for a person.
     pub message: String,
 }
 

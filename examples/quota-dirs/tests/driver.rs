@@ -8,29 +8,55 @@ use std::process::{Child, Command};
 
 use volplane::testing::{Csi, Lifecycle};
 
-struct Running(Child, tempfile::TempDir);
+/// A quota-dirs process in a temporary directory of its own.
+struct Running {
+    child: Child,
+    dir: tempfile::TempDir,
+    endpoint: String,
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
-fn start() -> (Running, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = format!("unix://{}/csi.sock", dir.path().display());
-    let child = Command::new(env!("CARGO_BIN_EXE_quota-dirs"))
+impl Running {
+    fn start() -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = format!("unix://{}/csi.sock", dir.path().display());
+        let child = spawn(dir.path(), &endpoint);
+        Running {
+            child,
+            dir,
+            endpoint,
+        }
+    }
+
+    /// SIGKILL, as a crash would, and start again on the same state.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(self.dir.path(), &self.endpoint);
+    }
+
+    fn kubelet(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubelet")
+    }
+}
+
+fn spawn(dir: &Path, endpoint: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_quota-dirs"))
         .arg("--endpoint")
-        .arg(&endpoint)
+        .arg(endpoint)
         .arg("--state-dir")
-        .arg(dir.path().join("state"))
+        .arg(dir.join("state"))
         .arg("--kubelet-dir")
-        .arg(dir.path().join("kubelet"))
+        .arg(dir.join("kubelet"))
         .env("VOLPLANE_LOG", "warn")
         .spawn()
-        .expect("start quota-dirs");
-    (Running(child, dir), endpoint)
+        .expect("start quota-dirs")
 }
 
 fn may_mount(test: &str) -> bool {
@@ -59,13 +85,36 @@ async fn a_volume_lives_and_leaves_nothing_behind() {
     if !may_mount("the lifecycle") {
         return;
     }
-    let (running, endpoint) = start();
-    let csi = Csi::connect(&endpoint).await.unwrap();
-    let kubelet = running.1.path().join("kubelet");
-    let report = Lifecycle::new(&kubelet).run(&csi).await.unwrap();
+    let running = Running::start();
+    let csi = Csi::connect(&running.endpoint).await.unwrap();
+    let report = Lifecycle::new(running.kubelet()).run(&csi).await.unwrap();
     eprintln!("quota-dirs: {}", report.steps.join(" → "));
     assert_eq!(report.leftovers, Vec::<String>::new());
-    let volumes = running.1.path().join("state/volumes");
+    no_storage_left(&running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_survives_a_kill_between_every_two_steps() {
+    if !may_mount("the lifecycle with restarts") {
+        return;
+    }
+    let mut running = Running::start();
+    let (endpoint, kubelet) = (running.endpoint.clone(), running.kubelet());
+    let report = Lifecycle::new(kubelet)
+        .run_restarting(&endpoint, || running.restart())
+        .await
+        .unwrap();
+    eprintln!(
+        "quota-dirs, killed {} times: {}",
+        report.restarts,
+        report.steps.join(" → ")
+    );
+    assert_eq!(report.leftovers, Vec::<String>::new());
+    no_storage_left(&running);
+}
+
+fn no_storage_left(running: &Running) {
+    let volumes = running.dir.path().join("state/volumes");
     let left: Vec<_> = std::fs::read_dir(&volumes).unwrap().flatten().collect();
     assert!(left.is_empty(), "storage left: {left:?}");
 }
@@ -79,8 +128,8 @@ fn csi_sanity_passes_what_it_declares() {
     if !may_mount("csi-sanity") {
         return;
     }
-    let (running, endpoint) = start();
-    let kubelet = running.1.path().join("kubelet");
+    let running = Running::start();
+    let (endpoint, kubelet) = (running.endpoint.clone(), running.kubelet());
     std::fs::create_dir_all(kubelet.join("plugins")).unwrap();
     std::fs::create_dir_all(kubelet.join("pods/sanity")).unwrap();
     let out = Command::new(Path::new(&sanity))
