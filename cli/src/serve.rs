@@ -13,7 +13,7 @@ pub const DRIVER_NAME: &str = volplane_lab::DRIVER_NAME;
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Where to listen, as kubelet writes it. Default:
-    /// unix://<kubelet-dir>/plugins/volplane.csi.io/csi.sock
+    /// `unix://<kubelet-dir>/plugins/volplane.csi.io/csi.sock`
     #[arg(long)]
     pub endpoint: Option<String>,
     /// This node's id (NodeGetInfo). Default: the host name.
@@ -25,7 +25,7 @@ pub struct ServeArgs {
     /// Staging and target paths must lie under this directory.
     #[arg(long, default_value = "/var/lib/kubelet")]
     pub kubelet_dir: PathBuf,
-    /// Where volume images and directories live. Default: <state-dir>/volumes
+    /// Where volume images and directories live. Default: `<state-dir>/volumes`
     #[arg(long)]
     pub volumes_dir: Option<PathBuf>,
     /// Serve the Controller service (both services when neither flag is given).

@@ -4,7 +4,7 @@
 //! driver's record store.
 //!
 //! Every path-taking operation resolves its path beneath one of the roots
-//! the host was created with, by file descriptor ([`beneath`]): a path
+//! the host was created with, by file descriptor (the `beneath` module): a path
 //! outside the roots, or one that passes through a symbolic link, is refused
 //! and is never mounted, created or removed. A mount point the host is not
 //! told is the caller's own is never mounted over or unmounted.

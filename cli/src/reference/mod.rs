@@ -9,7 +9,7 @@
 //!   path. Its capacity is nominal (no quota).
 //!
 //! Snapshots, restores and clones copy a volume's image or directory tree
-//! ([`snapshot`]); a volume made from a snapshot or another volume is of
+//! (`snapshot.rs`); a volume made from a snapshot or another volume is of
 //! that source's kind.
 //!
 //! Volume ids are `vol-` and 20 hex digits of SHA-256 of the CreateVolume

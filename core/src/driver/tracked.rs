@@ -173,7 +173,7 @@ impl<K: Ord + Clone, V> Tracked<K, V> {
 /// wrote is JSON, and starts with `{`.
 const BINARY_V1: u8 = 1;
 
-/// A record's bytes: [`BINARY_V1`], then the value.
+/// A record's bytes: the `BINARY_V1` tag, then the value.
 pub fn encode<V: Serialize>(v: &V) -> Vec<u8> {
     let mut out = vec![BINARY_V1];
     out.extend(postcard::to_allocvec(v).expect("driver records serialise"));

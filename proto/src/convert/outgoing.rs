@@ -1,4 +1,4 @@
-//! The client's direction: a driver [`Request`] becomes its wire message
+//! The client's direction: a driver [`Request`](volplane_core::driver::Request) becomes its wire message
 //! ([`ToWire`]), and the wire answer becomes the [`Response`] the machines
 //! read ([`IntoResponse`]). The server's direction is in the parent module.
 
