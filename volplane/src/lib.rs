@@ -111,6 +111,8 @@
 
 mod driver;
 #[cfg(feature = "testing")]
+mod hostile;
+#[cfg(feature = "testing")]
 mod lifecycle;
 mod run;
 #[cfg(feature = "testing")]

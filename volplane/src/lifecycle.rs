@@ -54,7 +54,7 @@ macro_rules! twice {
     }};
 }
 
-fn capability() -> csi::VolumeCapability {
+pub(crate) fn capability() -> csi::VolumeCapability {
     csi::VolumeCapability {
         access_type: Some(AccessType::Mount(MountVolume::default())),
         access_mode: Some(AccessMode {
@@ -120,6 +120,30 @@ impl<'a> Run<'a> {
             publish_context: Default::default(),
             report: Report::default(),
         })
+    }
+
+    /// The volume, once created.
+    pub(crate) fn volume(&self) -> &csi::Volume {
+        &self.volume
+    }
+
+    /// What ControllerPublish answered (empty when the driver does not attach).
+    pub(crate) fn publish_context(&self) -> &std::collections::HashMap<String, String> {
+        &self.publish_context
+    }
+
+    /// True when the driver stages (STAGE_UNSTAGE_VOLUME).
+    pub(crate) fn stages(&self) -> bool {
+        self.stages
+    }
+
+    /// The staging path NodePublish names (empty when the driver does not stage).
+    pub(crate) fn staging_path(&self) -> String {
+        if self.stages {
+            self.l.staging(&self.volume.volume_id).display().to_string()
+        } else {
+            String::new()
+        }
     }
 
     /// Takes `step` (nothing when the driver does not do it).

@@ -118,6 +118,17 @@ impl Lifecycle {
         Ok(run.report)
     }
 
+    /// Hostile node paths: with the volume created, attached and staged,
+    /// NodePublish and NodeStage to paths outside the kubelet directory
+    /// (outright, by `..`, through a symbolic link in it) and with a volume
+    /// id that is a path are each refused — INVALID_ARGUMENT,
+    /// FAILED_PRECONDITION or NOT_FOUND, never OK or INTERNAL — and nothing
+    /// appears outside; then the volume goes as usual. The report's steps
+    /// say how each was answered.
+    pub async fn run_hostile(&self, csi: &Csi) -> Result<Report, String> {
+        crate::hostile::run(self, csi).await
+    }
+
     /// Runs it with the driver killed and started again between every two
     /// steps: `restart` does both (SIGKILL, as a crash would, then start;
     /// it may block), and the lifecycle reconnects to `endpoint`. What the

@@ -102,10 +102,18 @@ impl Driver {
         }
         let nv = self.state.node.entry_or_default(r.volume_id.clone());
         if let Some(s) = &nv.stage {
-            if s.staging_path != staging || s.capability != r.capability {
+            if s.staging_path != staging {
                 return reject(Status::already_exists(format!(
-                    "volume {} is already staged at {} with capability {}, incompatible with {} at {staging}",
-                    r.volume_id, s.staging_path, s.capability, r.capability
+                    "volume {} is already staged at {}; a volume is staged at one path per node, \
+                     not also at {staging}",
+                    r.volume_id, s.staging_path
+                )));
+            }
+            if s.capability != r.capability {
+                return reject(Status::already_exists(format!(
+                    "volume {} is already staged at {staging} with capability {}, incompatible \
+                     with {}",
+                    r.volume_id, s.capability, r.capability
                 )));
             }
             if s.certain {

@@ -113,6 +113,22 @@ async fn a_volume_survives_a_kill_between_every_two_steps() {
     no_storage_left(&running);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_node_paths_are_refused_and_touch_nothing() {
+    if !may_mount("the hostile paths") {
+        return;
+    }
+    let running = Running::start();
+    let csi = Csi::connect(&running.endpoint).await.unwrap();
+    let report = Lifecycle::new(running.kubelet())
+        .run_hostile(&csi)
+        .await
+        .unwrap();
+    eprintln!("quota-dirs, hostile: {:#?}", report.steps);
+    assert_eq!(report.leftovers, Vec::<String>::new());
+    no_storage_left(&running);
+}
+
 fn no_storage_left(running: &Running) {
     let volumes = running.dir.path().join("state/volumes");
     let left: Vec<_> = std::fs::read_dir(&volumes).unwrap().flatten().collect();
