@@ -78,10 +78,11 @@ impl Driver {
             Outcome::Created(v) => v,
             other => return Err(unexpected("CreateVolume", &other)),
         };
-        if volume.volume_id.is_empty() {
+        if let Some(why) = unusable_id(&volume.volume_id) {
             return Err(Status::internal(format!(
-                "the backend created volume {:?} without a volume id",
-                p.name
+                "the backend created volume {:?} with volume id {:?}, which {why}: a CO could \
+                 never name the volume again",
+                p.name, volume.volume_id
             )));
         }
         if let Some(other) = self.state.volumes.get(&volume.volume_id)

@@ -68,10 +68,11 @@ impl Driver {
             Outcome::SnapshotCreated(s) => s,
             other => return Err(unexpected("CreateSnapshot", &other)),
         };
-        if snapshot.snapshot_id.is_empty() {
+        if let Some(why) = unusable_id(&snapshot.snapshot_id) {
             return Err(Status::internal(format!(
-                "the backend cut snapshot {:?} without a snapshot id",
-                p.name
+                "the backend cut snapshot {:?} with snapshot id {:?}, which {why}: a CO could \
+                 never name the snapshot again",
+                p.name, snapshot.snapshot_id
             )));
         }
         if snapshot.source_volume_id.is_empty() {

@@ -107,6 +107,29 @@ impl AccessType {
     }
 }
 
+/// Why `id`, made by a backend, could not be given to a CO: the CO could
+/// never name it again (CSI ids are at most 128 bytes; volplane refuses
+/// ids with control characters and ids that are not relative paths of
+/// plain components). `None` when it is usable.
+pub fn unusable_id(id: &str) -> Option<String> {
+    if id.is_empty() {
+        return Some("is empty".into());
+    }
+    if id.len() > 128 {
+        return Some(format!(
+            "is {} bytes long, over the 128 CSI allows",
+            id.len()
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Some("holds control characters".into());
+    }
+    if id.starts_with('/') || id.split('/').any(|p| p == ".." || p == "." || p.is_empty()) {
+        return Some("is not a relative path of plain components".into());
+    }
+    None
+}
+
 /// A `VolumeCapability`: access type plus access mode.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Capability {

@@ -1,190 +1,75 @@
-//! loop-block as the kubelet drives it (volplane::testing), and csi-sanity
-//! when VOLPLANE_TEST_CSI_SANITY names its binary. Mounting needs root:
-//! without it the lifecycle is skipped, unless VOLPLANE_REQUIRE_ALL=1 (CI)
-//! makes that a failure.
+//! loop-block as the kubelet drives it — attached, staged (formatted),
+//! published — straight through, killed between every two steps, hostile
+//! paths, and csi-sanity when VOLPLANE_TEST_CSI_SANITY names its binary.
+//! Loop devices and mounts need root (see `may_mount`).
 
-use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 
-use volplane::testing::{Csi, Lifecycle};
+use volplane::testing::{Csi, DriverProcess, Layout, Lifecycle, csi_sanity, may_mount};
 
-/// A loop-block process in a temporary directory of its own.
-struct Running {
-    child: Child,
-    dir: tempfile::TempDir,
-    endpoint: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Running {
-    fn start() -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let endpoint = format!("unix://{}/csi.sock", dir.path().display());
-        let child = spawn(dir.path(), &endpoint);
-        Running {
-            child,
-            dir,
-            endpoint,
-        }
-    }
-
-    /// SIGKILL, as a crash would, and start again on the same state.
-    fn restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.child = spawn(self.dir.path(), &self.endpoint);
-    }
-
-    fn kubelet(&self) -> std::path::PathBuf {
-        self.dir.path().join("kubelet")
-    }
-}
-
-fn spawn(dir: &Path, endpoint: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_loop-block"))
-        .arg("--endpoint")
-        .arg(endpoint)
+fn loop_block(l: &Layout) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loop-block"));
+    cmd.args(["--endpoint", &l.endpoint])
         .arg("--state-dir")
-        .arg(dir.join("state"))
+        .arg(&l.state_dir)
         .arg("--kubelet-dir")
-        .arg(dir.join("kubelet"))
-        .env("VOLPLANE_LOG", "warn")
-        .spawn()
-        .expect("start loop-block")
-}
-
-fn may_mount(test: &str) -> bool {
-    if rustix_is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var("VOLPLANE_REQUIRE_ALL").as_deref() != Ok("1"),
-        "{test} needs root to mount"
-    );
-    eprintln!("skipping {test}: mounting needs root");
-    false
-}
-
-fn rustix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|v| v.split_whitespace().nth(1).map(|u| u == "0"))
-        .unwrap_or(false)
+        .arg(&l.kubelet_dir)
+        .env("VOLPLANE_LOG", "warn");
+    cmd
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_volume_lives_and_leaves_nothing_behind() {
+async fn a_volume_is_attached_staged_published_and_gone_after() {
     if !may_mount("the lifecycle") {
         return;
     }
-    let running = Running::start();
-    let csi = Csi::connect(&running.endpoint).await.unwrap();
-    let report = Lifecycle::new(running.kubelet()).run(&csi).await.unwrap();
+    let mut d = DriverProcess::start(loop_block).unwrap();
+    let csi = Csi::connect(&d.layout().endpoint).await.unwrap();
+    let lifecycle = Lifecycle::new(&d.layout().kubelet_dir);
+    let report = lifecycle.run(&csi).await.unwrap();
     eprintln!("loop-block: {}", report.steps.join(" → "));
     assert_eq!(report.leftovers, Vec::<String>::new());
-    no_storage_left(&running);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_volume_survives_a_kill_between_every_two_steps() {
-    if !may_mount("the lifecycle with restarts") {
-        return;
-    }
-    let mut running = Running::start();
-    let (endpoint, kubelet) = (running.endpoint.clone(), running.kubelet());
-    let report = Lifecycle::new(kubelet)
-        .run_restarting(&endpoint, || running.restart())
+    let layout = d.layout().clone();
+    let report = lifecycle
+        .name("pvc-killed")
+        .run_restarting(&layout.endpoint, || d.restart())
         .await
         .unwrap();
-    eprintln!(
-        "loop-block, killed {} times: {}",
-        report.restarts,
-        report.steps.join(" → ")
-    );
+    eprintln!("loop-block, killed {} times: ok", report.restarts);
     assert_eq!(report.leftovers, Vec::<String>::new());
-    no_storage_left(&running);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hostile_node_paths_are_refused_and_touch_nothing() {
-    if !may_mount("the hostile paths") {
-        return;
-    }
-    let running = Running::start();
-    let csi = Csi::connect(&running.endpoint).await.unwrap();
-    let report = Lifecycle::new(running.kubelet())
+    let csi = Csi::connect(&layout.endpoint).await.unwrap();
+    let report = Lifecycle::new(&layout.kubelet_dir)
+        .name("pvc-hostile")
         .run_hostile(&csi)
         .await
         .unwrap();
     eprintln!("loop-block, hostile: {:#?}", report.steps);
-    assert_eq!(report.leftovers, Vec::<String>::new());
-    no_storage_left(&running);
-}
-
-fn no_storage_left(running: &Running) {
-    let volumes = running.dir.path().join("state/volumes");
-    let left: Vec<_> = std::fs::read_dir(&volumes).unwrap().flatten().collect();
-    assert!(left.is_empty(), "storage left: {left:?}");
+    let images: Vec<_> = std::fs::read_dir(layout.state_dir.join("volumes"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(images.is_empty(), "images left: {images:?}");
 }
 
 #[test]
-fn csi_sanity_passes_what_it_declares() {
-    let Some(sanity) = std::env::var_os("VOLPLANE_TEST_CSI_SANITY") else {
+fn csi_sanity_passes_and_skips_only_what_is_not_declared() {
+    if std::env::var_os("VOLPLANE_TEST_CSI_SANITY").is_some() && !may_mount("csi-sanity") {
+        return;
+    }
+    let d = DriverProcess::start(loop_block).unwrap();
+    // 64 MiB volumes: each is a real (sparse) image that must fit.
+    let Some(sanity) = csi_sanity(d.layout(), &["--csi.testvolumesize=67108864"]) else {
         eprintln!("skipping csi-sanity: set VOLPLANE_TEST_CSI_SANITY to a csi-sanity binary");
         return;
     };
-    if !may_mount("csi-sanity") {
-        return;
-    }
-    let running = Running::start();
-    let (endpoint, kubelet) = (running.endpoint.clone(), running.kubelet());
-    std::fs::create_dir_all(kubelet.join("plugins")).unwrap();
-    std::fs::create_dir_all(kubelet.join("pods/sanity")).unwrap();
-    let out = Command::new(Path::new(&sanity))
-        .arg(format!(
-            "--csi.endpoint={}",
-            endpoint.trim_start_matches("unix://")
-        ))
-        .arg(format!(
-            "--csi.mountdir={}",
-            kubelet.join("pods/sanity/mount").display()
-        ))
-        .arg(format!(
-            "--csi.stagingdir={}",
-            kubelet.join("plugins/stage").display()
-        ))
-        // 64 MiB volumes: each is a real (sparse) image that must fit.
-        .arg("--csi.testvolumesize=67108864")
-        .args(["--ginkgo.v", "--ginkgo.no-color"])
-        .output()
-        .expect("csi-sanity runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let summary = text.lines().rev().find(|l| l.contains("Passed"));
-    eprintln!("csi-sanity on loop-block: {}", summary.unwrap_or(""));
-    assert!(out.status.success(), "csi-sanity failed:\n{text}");
-    // Why specs were skipped: each must be a capability loop-block does not
-    // declare (it declares attach and block only).
-    let mut reasons: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter_map(|l| l.strip_prefix("[SKIPPED] "))
-        .filter(|l| !l.starts_with("in ["))
-        .collect();
-    reasons.sort();
-    reasons.dedup();
-    eprintln!("skipped because: {reasons:#?}");
+    let sanity = sanity.unwrap();
+    eprintln!("csi-sanity on loop-block: {}", sanity.summary);
+    eprintln!("skipped because: {:#?}", sanity.skipped_because);
+    // loop-block declares attach and block only.
     let undeclared = [
         "Expand", "Modify", "Snapshot", "Capacity", "Group", "Cloning",
     ];
-    for r in reasons {
+    for r in &sanity.skipped_because {
         assert!(
             (r.ends_with("not supported") && undeclared.iter().any(|u| r.contains(u)))
                 // A csi-sanity option, for drivers that report a limit.

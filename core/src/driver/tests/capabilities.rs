@@ -161,3 +161,21 @@ fn controller_get_volume_reports_the_mutable_parameters_as_they_are_now() {
     h.ok(modify("6000"));
     assert_eq!(iops(h.ok(get())), "6000");
 }
+
+/// A backend that makes an id no CO could send back (here 132 bytes, from
+/// a 128-byte name) is caught at CreateVolume, naming the problem, instead
+/// of a volume that can never be deleted.
+#[test]
+fn a_volume_id_a_co_could_not_send_back_is_refused() {
+    let mut h = Harness::new();
+    let name = "a".repeat(128);
+    let e = h.err(create(&name, 1 << 20));
+    assert_eq!(e.code, Code::Internal, "{e}");
+    assert!(
+        e.message
+            .contains("is 132 bytes long, over the 128 CSI allows"),
+        "{e}"
+    );
+    assert!(super::super::unusable_id("vol-1").is_none());
+    assert!(super::super::unusable_id("a/../b").is_some());
+}

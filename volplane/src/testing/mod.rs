@@ -22,6 +22,9 @@ use volplane_proto::csi::node_client::NodeClient;
 
 use crate::lifecycle::{Run, STEPS};
 
+mod process;
+pub use process::{DriverProcess, Layout, Sanity, csi_sanity, may_mount};
+
 type Channel = tonic::transport::Channel;
 
 /// The CSI services of one driver, on one connection.
