@@ -216,15 +216,18 @@ pub(crate) fn create_dirs(
 pub struct Stat {
     /// The device holding the file.
     pub dev: u64,
+    /// The inode.
     pub ino: u64,
     /// For device nodes, the device they name.
     pub rdev: u64,
+    /// What kind of file it is.
     pub kind: rustix::fs::FileType,
     /// Something is mounted here (this is the root of a mount).
     pub mount_root: bool,
 }
 
 impl Stat {
+    /// True for a directory.
     pub fn is_dir(&self) -> bool {
         self.kind == rustix::fs::FileType::Directory
     }

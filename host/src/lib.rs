@@ -11,6 +11,8 @@
 //!
 //! Nothing here formats a device that already holds a filesystem.
 
+#![deny(missing_docs)]
+
 mod beneath;
 mod copy;
 mod files;
@@ -44,27 +46,45 @@ pub enum HostError {
          must lie under the kubelet directory, a backend's own files under a storage directory \
          it declares (volplane::Driver::storage_dir)"
     )]
-    OutsideRoots { path: String, roots: String },
+    /// A path outside every root: refused before anything happens.
+    OutsideRoots {
+        /// The path asked for.
+        path: String,
+        /// The roots, as a person reads them.
+        roots: String,
+    },
     #[error("{op} {path}: {source}")]
+    /// A system call failed.
     Io {
+        /// What was being done (`mount`, `open`…).
         op: &'static str,
+        /// On what.
         path: String,
         #[source]
+        /// The error.
         source: io::Error,
     },
     #[error("{command} failed ({status}): {stderr}")]
+    /// A command (mkfs, resize2fs…) failed.
     Command {
+        /// The command line.
         command: String,
+        /// How it exited.
         status: String,
+        /// What it said.
         stderr: String,
     },
     #[error("{0}")]
+    /// Refused: a symbolic link, a mount that is not the driver's, a device in use.
     Refused(String),
     #[error("{0}")]
+    /// The path or device does not exist.
     NotFound(String),
     #[error("{0}")]
+    /// Not enough space.
     NoSpace(String),
     #[error("{0}")]
+    /// A size past what the filesystem can hold.
     OutOfRange(String),
     /// Any other I/O error, from a backend's own code (`?` on an
     /// `io::Result` inside `NodeHost::run`).
@@ -125,6 +145,7 @@ impl HostError {
     }
 }
 
+/// A host operation's result.
 pub type Result<T> = std::result::Result<T, HostError>;
 
 /// A file or directory resolved beneath a root and held open (O_PATH).
@@ -140,6 +161,7 @@ impl Opened {
         &self.path
     }
 
+    /// Its descriptor (O_PATH).
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

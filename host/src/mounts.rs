@@ -40,7 +40,12 @@ pub enum Identity {
     /// A filesystem on this block device, or a bind of its device node.
     Device(u64),
     /// A bind mount of this directory or file (device and inode).
-    File { dev: u64, ino: u64 },
+    File {
+        /// The device holding the file.
+        dev: u64,
+        /// Its inode.
+        ino: u64,
+    },
 }
 
 impl Identity {
@@ -77,10 +82,12 @@ pub struct Device {
 }
 
 impl Device {
+    /// The device's path (/dev/…).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// What identifies it, whatever path names it.
     pub fn identity(&self) -> Identity {
         Identity::Device(self.rdev)
     }

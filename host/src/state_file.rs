@@ -15,10 +15,12 @@ pub struct StateFile {
 }
 
 impl StateFile {
+    /// The state file at `path`.
     pub fn new(path: impl Into<PathBuf>) -> StateFile {
         StateFile { path: path.into() }
     }
 
+    /// Its path.
     pub fn path(&self) -> &Path {
         &self.path
     }

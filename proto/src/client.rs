@@ -51,8 +51,11 @@ impl<T> Transport for T where
 /// The three CSI clients on one connection.
 #[derive(Debug, Clone)]
 pub struct CsiClient<T> {
+    /// The Identity service.
     pub identity: IdentityClient<T>,
+    /// The Controller service.
     pub controller: ControllerClient<T>,
+    /// The Node service.
     pub node: NodeClient<T>,
 }
 

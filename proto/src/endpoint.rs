@@ -10,17 +10,23 @@ pub enum EndpointError {
     #[error(
         "endpoint {0:?} is not a unix socket address; write it as unix:///absolute/path/csi.sock"
     )]
+    /// The endpoint is not `unix://` (or a bare path).
     NotUnix(String),
     #[error("{0} exists and is not a socket; refusing to remove it (is --endpoint right?)")]
+    /// Something that is not a socket is at the path: it is left alone.
     NotASocket(PathBuf),
     #[error(
         "a live process already serves {0}; refusing to take its socket (stop it first, or choose another --endpoint)"
     )]
+    /// A live process serves the socket.
     InUse(PathBuf),
     #[error("{path}: {source}")]
+    /// The socket's path could not be prepared.
     Io {
+        /// The path.
         path: PathBuf,
         #[source]
+        /// Why.
         source: std::io::Error,
     },
 }

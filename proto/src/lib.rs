@@ -3,8 +3,10 @@
 //! volplane-core's types, both ways (server and client); endpoints.
 
 #![allow(missing_debug_implementations)]
+#![deny(missing_docs)]
 
-/// CSI (`csi.v1`): every service of spec v1.12.0.
+/// CSI (`csi.v1`): every service of spec v1.12.0. Generated code: its
+/// documentation is the CSI spec's comments, where the proto has them.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod csi {
     tonic::include_proto!("csi.v1");

@@ -34,6 +34,7 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The defaults, each documented on its field.
     pub const DEFAULT: Limits = Limits {
         connections: 128,
         streams: 64,
@@ -72,6 +73,7 @@ impl Drop for Slot {
 }
 
 impl ConnectionSlots {
+    /// Slots for at most `max` connections.
     pub fn new(max: usize) -> ConnectionSlots {
         ConnectionSlots {
             open: Arc::new(AtomicUsize::new(0)),

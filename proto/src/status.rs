@@ -28,6 +28,7 @@ pub struct Answers<S> {
 }
 
 impl<S> Answers<S> {
+    /// `inner` with its early answers fixed.
     pub fn new(inner: S) -> Answers<S> {
         Answers { inner }
     }

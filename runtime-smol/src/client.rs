@@ -11,8 +11,11 @@ use volplane_proto::endpoint::{self, EndpointError};
 /// Why a connection could not be made.
 #[derive(Debug)]
 pub enum ConnectError {
+    /// The endpoint is not one volplane can dial.
     Endpoint(EndpointError),
+    /// The socket could not be connected.
     Io(std::io::Error),
+    /// The HTTP/2 handshake failed.
     Http(hyper::Error),
 }
 

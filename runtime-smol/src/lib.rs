@@ -7,6 +7,8 @@
 //! only what differs from `volplane-tokio`: the executor, the transport, the
 //! signals. The two read alike.
 
+#![deny(missing_docs)]
+
 mod client;
 mod fixed;
 
@@ -56,6 +58,7 @@ impl Runtime {
         smol::block_on(self.ex.run(f))
     }
 
+    /// Spawns `f` on the executor.
     pub fn spawn<T: Send + 'static>(
         &self,
         f: impl Future<Output = T> + Send + 'static,

@@ -24,6 +24,7 @@ pub struct FixedStream {
 }
 
 impl FixedStream {
+    /// `inner`, holding `slot`, with the fix bounded by `limits`.
     pub fn new(inner: UnixStream, slot: Slot, limits: &Limits) -> FixedStream {
         FixedStream {
             inner,

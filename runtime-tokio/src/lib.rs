@@ -5,6 +5,8 @@
 //! backend trait, socket housekeeping) lives in `volplane-service`; this crate
 //! holds only the transport, spawning and signals. `volplane-smol` reads alike.
 
+#![deny(missing_docs)]
+
 mod fixed;
 
 use std::future::Future;

@@ -14,8 +14,11 @@ use crate::{NodeHost, NodeSource};
 /// Free capacity, for GetCapacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CapacityInfo {
+    /// Bytes free for new volumes.
     pub available_bytes: u64,
+    /// The largest volume that could be made now, when it is less than that.
     pub maximum_volume_size: Option<u64>,
+    /// The smallest volume the backend makes, if it has a floor.
     pub minimum_volume_size: Option<u64>,
 }
 
@@ -315,6 +318,7 @@ pub trait Backend: Send + Sync + 'static {
         }
     }
 
+    /// NodeGetVolumeStats: space and inodes on the volume published or staged at `volume_path` (raw block when `block`), and its condition. The default asks the filesystem (or the device) there.
     fn volume_stats(
         &self,
         host: &NodeHost,
@@ -333,6 +337,7 @@ pub trait Backend: Send + Sync + 'static {
 
 /// A node plan's volume and the contexts its caller sent.
 pub trait NodePlan: Sync {
+    /// The volume id, publish context and volume context of the plan.
     fn contexts(&self) -> (&str, &Attributes, &Attributes);
 }
 

@@ -25,6 +25,7 @@ pub struct CsiService {
 }
 
 impl CsiService {
+    /// The services over `pump`.
     pub fn new(pump: PumpHandle) -> CsiService {
         CsiService {
             pump,

@@ -6,6 +6,8 @@
 //! A runtime crate supplies only what differs between runtimes: a
 //! [`Blocking`] pool for syscalls, spawning the pump, and the transport.
 
+#![deny(missing_docs)]
+
 mod backend;
 mod grpc;
 pub mod metrics;
@@ -64,6 +66,7 @@ impl Clock {
 /// Offloads blocking work (syscalls, commands, fsync) from the async
 /// executor: tokio's `spawn_blocking`, a [`BlockingPool`] on smol.
 pub trait Blocking: Send + Sync + 'static {
+    /// Runs `job` on a thread where blocking is allowed; never on the caller's.
     fn spawn(&self, job: Box<dyn FnOnce() + Send>);
 }
 

@@ -149,14 +149,17 @@ fn mount_device(
 }
 
 impl NodeHost {
+    /// Host operations confined to `host`'s roots, run on `pool`.
     pub fn new(host: Arc<Host>, pool: Arc<dyn Blocking>) -> NodeHost {
         NodeHost { host, pool }
     }
 
+    /// The confined host itself, for a backend's own checks.
     pub fn host(&self) -> &Arc<Host> {
         &self.host
     }
 
+    /// The blocking pool its operations run on.
     pub fn pool(&self) -> &Arc<dyn Blocking> {
         &self.pool
     }

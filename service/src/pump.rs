@@ -30,8 +30,15 @@ pub enum PumpError {
     #[error(
         "driver state in {path} is unreadable: {reason}; move it aside only if you know no volume is in use"
     )]
-    Restore { path: String, reason: String },
+    /// The persisted state at `path` could not be read back.
+    Restore {
+        /// The state store.
+        path: String,
+        /// What was wrong with it.
+        reason: String,
+    },
     #[error("{0}")]
+    /// The pump stopped (its run ended, or it panicked); why.
     Stopped(String),
 }
 

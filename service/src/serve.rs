@@ -17,18 +17,25 @@ use volplane_proto::limits::Limits;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
+    /// The endpoint is not a unix socket volplane may use.
     Endpoint(#[from] EndpointError),
     #[error(transparent)]
+    /// The driver pump failed.
     Pump(#[from] PumpError),
     #[error("listen on {path}: {source}")]
+    /// The socket could not be listened on.
     Listen {
+        /// The socket's path.
         path: String,
         #[source]
+        /// Why.
         source: std::io::Error,
     },
     #[error("gRPC server: {0}")]
+    /// The gRPC server failed.
     Transport(String),
     #[error("cannot install the SIGTERM/SIGINT handlers: {0}")]
+    /// The signal handlers could not be installed.
     Signals(#[source] std::io::Error),
 }
 
@@ -38,6 +45,7 @@ pub struct Prepared<B> {
     pub path: PathBuf,
     /// Run this on the runtime's executor.
     pub pump: Pump<B>,
+    /// The CSI services, ready to be served.
     pub service: CsiService,
     /// Serve the Controller service.
     pub controller: bool,

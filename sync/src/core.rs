@@ -21,9 +21,19 @@ pub enum Work {
     /// Write `changes` (the records changed since the last persist) in one
     /// transaction, then hand the outcome to [`PumpCore::persisted`]; the
     /// machine says nothing more until then.
-    Persist { op: OpId, changes: Vec<Change> },
+    Persist {
+        /// The persist's id, for [`PumpCore::persisted`].
+        op: OpId,
+        /// The records to write.
+        changes: Vec<Change>,
+    },
     /// Carry out `plan` and hand its outcome to [`PumpCore::complete`].
-    Execute { op: OpId, plan: Plan },
+    Execute {
+        /// The operation's id, for [`PumpCore::complete`].
+        op: OpId,
+        /// What to carry out.
+        plan: Plan,
+    },
 }
 
 /// The machine and the handlers waiting for it.

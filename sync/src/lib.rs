@@ -10,6 +10,8 @@
 //! Both runtimes' pump (`volplane-proto`) is built on these, and
 //! `tests/loom.rs` checks them under every interleaving loom explores.
 
+#![deny(missing_docs)]
+
 pub mod core;
 mod loom;
 pub mod mailbox;

@@ -196,6 +196,7 @@ pub fn capacity(field: &str, range: Option<csi::CapacityRange>) -> Result<Capaci
     Ok(out)
 }
 
+/// A CSI access mode, checked to be one this driver knows.
 pub fn access_mode(field: &str, mode: i32) -> Result<AccessMode, Status> {
     use csi::volume_capability::access_mode::Mode;
     Ok(match Mode::try_from(mode) {
@@ -309,10 +310,12 @@ pub fn capabilities(
         .collect()
 }
 
+/// A topology segment (its map, bounded like any attributes).
 pub fn topology(field: &str, t: csi::Topology) -> Result<Topology, Status> {
     attributes(field, t.segments)
 }
 
+/// A topology requirement: requisite and preferred segments, each checked.
 pub fn topology_requirement(
     field: &str,
     t: Option<csi::TopologyRequirement>,
@@ -336,6 +339,7 @@ pub fn topology_requirement(
     }))
 }
 
+/// A volume content source: a snapshot or a volume, by a checked id.
 pub fn content_source(
     field: &str,
     s: Option<csi::VolumeContentSource>,

@@ -14,6 +14,7 @@ use fields as f;
 
 /// A wire request that becomes a driver [`Request`] once validated.
 pub trait IntoRequest {
+    /// The validated request; INVALID_ARGUMENT naming the field otherwise.
     fn into_request(self) -> Result<Request, Status>;
 }
 
@@ -264,6 +265,7 @@ impl IntoRequest for csi::NodeGetInfoRequest {
 
 /// A wire response built from a driver [`Response`].
 pub trait FromResponse: Sized {
+    /// The wire answer for `response`; INTERNAL when it is not this call's.
     fn from_response(response: Response) -> Result<Self, Status>;
 }
 
@@ -275,6 +277,7 @@ fn wire_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// A capability as CSI sends it.
 pub fn wire_capability(c: &core::Capability) -> csi::VolumeCapability {
     use csi::volume_capability::{
         AccessMode, AccessType, BlockVolume, MountVolume, access_mode::Mode,
@@ -323,6 +326,7 @@ fn wire_content_source(s: core::ContentSource) -> csi::VolumeContentSource {
     }
 }
 
+/// A volume as CSI sends it.
 pub fn wire_volume(v: core::Volume) -> csi::Volume {
     csi::Volume {
         capacity_bytes: wire_i64(v.capacity_bytes),
