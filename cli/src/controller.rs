@@ -11,6 +11,7 @@ use volplane_kube::controller::{ControllerConfig, Roles};
 use volplane_kube::election::{LeaseConfig, lead, lease_name};
 use volplane_proto::client::CsiClient;
 
+/// `volplane controller`'s flags.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
     /// The CSI driver's controller socket.

@@ -4,6 +4,8 @@
 //! would use it: a [`reference::Reference`] backend, a
 //! [`volplane_core::driver::DriverConfig`], and `volplane_tokio::serve`.
 
+#![deny(missing_docs)]
+
 pub mod bench;
 pub mod cli;
 pub mod controller;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::Args;
 use volplane_service::{RegistrarSetup, run_registrar};
 
+/// `volplane registrar`'s flags.
 #[derive(Debug, Args)]
 pub struct RegistrarArgs {
     /// The driver's socket, as this container reaches it.

@@ -10,6 +10,7 @@ use crate::reference::{Reference, ZONE_KEY};
 /// The reference driver's name.
 pub const DRIVER_NAME: &str = volplane_lab::DRIVER_NAME;
 
+/// `volplane serve`'s flags.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Where to listen, as kubelet writes it. Default:
@@ -61,7 +62,11 @@ pub struct ServeArgs {
     pub runtime: RuntimeKind,
 }
 
-/// Which async runtime runs the adapters.
+/// Which async runtime runs the adapters: tokio (with tonic's transport)
+/// or smol (hyper 1, no tokio runtime).
+// Doc comments on the variants would become clap's per-value help and
+// turn every --help that lists them into its long form.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RuntimeKind {
     Tokio,

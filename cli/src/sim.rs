@@ -10,6 +10,7 @@ use volplane_core::sim::shrink::shrink;
 use volplane_core::sim::workload::{Action, from_manifests, generate, play, small_configuration};
 use volplane_core::sim::{Faults, SimConfig, Stats};
 
+/// `volplane sim`'s flags.
 #[derive(Debug, Args)]
 pub struct SimArgs {
     /// The first seed; runs use seed, seed+1, …
@@ -24,8 +25,10 @@ pub struct SimArgs {
     /// User actions per generated workload.
     #[arg(long, default_value_t = 40)]
     pub actions: usize,
+    /// Nodes in the simulated cluster.
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,
+    /// Pods per generated workload.
     #[arg(long, default_value_t = 4)]
     pub pods: usize,
     /// Fault rate, 0.0–1.0 (of CSI calls; restarts, reboots and conflicts scale with it).

@@ -7,10 +7,15 @@ use std::time::Duration;
 use crate::world::World;
 use crate::{Lab, LabError};
 
+/// The StorageClasses and claims the demo applies first.
 pub const STORAGE: &str = include_str!("../../examples/lab/storage.yaml");
+/// The web Deployment (an RWX claim, scaled up and down).
 pub const WEB: &str = include_str!("../../examples/lab/web.yaml");
+/// Two pods that want one ReadWriteOnce claim.
 pub const SOLO: &str = include_str!("../../examples/lab/solo.yaml");
+/// A VolumeSnapshot of the shared claim.
 pub const SNAPSHOT: &str = include_str!("../../examples/lab/snapshot.yaml");
+/// A claim restored from that snapshot, and a pod reading it.
 pub const RESTORE: &str = include_str!("../../examples/lab/restore.yaml");
 
 const WAIT: Duration = Duration::from_secs(90);

@@ -28,20 +28,30 @@ use crate::{Layout, cleanup, node_names};
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     #[error("{0}")]
+    /// The lab could not be set up (directories, processes).
     Setup(String),
     #[error("{0}")]
+    /// A command on the world failed.
     Command(#[from] crate::world::CommandError),
     #[error(
         "timed out after {secs} s waiting for {what}; the events and CSI calls above (and \
          lab.log, and each driver's driver.log under the lab root) say what it is stuck on"
     )]
-    Timeout { what: String, secs: u64 },
+    /// Something did not happen in time.
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// For how long.
+        secs: u64,
+    },
 }
 
 /// How a lab starts.
 #[derive(Debug, Clone)]
 pub struct LabConfig {
+    /// The lab's root directory.
     pub root: PathBuf,
+    /// How many nodes.
     pub nodes: usize,
     /// The runtime the drivers serve on (`tokio` or `smol`).
     pub runtime: String,
@@ -52,12 +62,14 @@ pub struct LabConfig {
     pub crash: Option<(String, String)>,
     /// The `volplane` binary to run drivers with.
     pub exe: PathBuf,
+    /// The CSI driver's name.
     pub driver: String,
     /// Print every line on stdout as it happens.
     pub echo: bool,
 }
 
 impl LabConfig {
+    /// A lab of `nodes` nodes under `root`.
     pub fn new(root: impl Into<PathBuf>, nodes: usize) -> LabConfig {
         LabConfig {
             root: root.into(),
@@ -175,7 +187,9 @@ impl Shared {
 /// A running lab. See the module documentation.
 #[derive(Debug)]
 pub struct Lab {
+    /// The world and the machines, shared with the pumps.
     pub shared: Arc<Shared>,
+    /// Where everything is.
     pub layout: Layout,
     procs: Arc<Mutex<Processes>>,
     stop: watch::Sender<bool>,
@@ -325,6 +339,7 @@ impl Lab {
         self.shared.lines.subscribe()
     }
 
+    /// Runs `f` on the world at the lab's time.
     pub fn with<R>(&self, f: impl FnOnce(&mut World, Tick) -> R) -> R {
         self.shared.with(f)
     }
@@ -370,6 +385,7 @@ impl Lab {
         self.procs.lock().expect("processes").kill(role);
     }
 
+    /// How many times the driver process of `role` was restarted.
     pub fn driver_restarts(&self, role: &str) -> u32 {
         self.procs.lock().expect("processes").restarts(role)
     }

@@ -17,6 +17,8 @@
 //! lab.sock, lab.log, pids               the running lab
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod cleanup;
 pub mod daemon;
 pub mod demo;

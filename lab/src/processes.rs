@@ -34,6 +34,7 @@ pub struct Processes {
 }
 
 impl Processes {
+    /// Driver processes laid out as `layout` says, each running `exe`.
     pub fn new(layout: Layout, exe: PathBuf) -> Processes {
         Processes {
             layout,
@@ -190,6 +191,7 @@ impl Processes {
         said
     }
 
+    /// How many times the process of `role` was restarted.
     pub fn restarts(&self, role: &str) -> u32 {
         self.drivers.get(role).map_or(0, |d| d.restarts)
     }

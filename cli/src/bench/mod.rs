@@ -23,6 +23,7 @@ use futures::future::BoxFuture;
 use crate::serve::RuntimeKind;
 pub use phases::Figures;
 
+/// `volplane bench`'s flags.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The driver's endpoint (repeatable: each is measured, side by side),
@@ -66,14 +67,25 @@ pub struct BenchArgs {
 /// Why the bench could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
+    /// The driver could not be reached.
     #[error("connect to {endpoint}: {reason}")]
-    Connect { endpoint: String, reason: String },
+    Connect {
+        /// The endpoint dialled.
+        endpoint: String,
+        /// Why it failed.
+        reason: String,
+    },
     #[error("{rpc}: {code:?}: {message}")]
+    /// A call failed.
     Rpc {
+        /// The method.
         rpc: &'static str,
+        /// Its code.
         code: tonic::Code,
+        /// What the driver said.
         message: String,
     },
+    /// The flags do not make a bench.
     #[error("{0}")]
     Usage(String),
 }

@@ -22,11 +22,17 @@ fn rpc_err(rpc: &'static str) -> impl Fn(tonic::Status) -> BenchError {
 /// Figures of one measurement.
 #[derive(Debug, Clone)]
 pub struct Figures {
+    /// Clients calling at once.
     pub clients: usize,
+    /// Operations done.
     pub ops: usize,
+    /// Operations that failed.
     pub errors: usize,
+    /// Operations per second.
     pub per_second: f64,
+    /// The median operation's time.
     pub median: Duration,
+    /// The 99th percentile's.
     pub p99: Duration,
 }
 

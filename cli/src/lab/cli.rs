@@ -11,15 +11,18 @@ use volplane_lab::daemon;
 use volplane_lab::world::Command as Request;
 use volplane_lab::{Lab, LabConfig, LabError, Layout, cleanup, demo, require_root};
 
+/// `volplane lab`'s flags.
 #[derive(Debug, Args)]
 pub struct LabArgs {
     /// The lab's root directory: mounts, loop images, sockets and state.
     #[arg(long, global = true, default_value = "/var/lib/volplane-lab")]
     pub root: PathBuf,
+    /// What to do.
     #[command(subcommand)]
     pub command: LabCommand,
 }
 
+/// `volplane lab up`'s flags.
 #[derive(Debug, Args, Clone)]
 pub struct UpArgs {
     /// Simulated nodes (node-a, node-b, …), each with its own driver and kubelet.
@@ -33,6 +36,7 @@ pub struct UpArgs {
     pub registration_via_symlink: bool,
 }
 
+/// `volplane lab`'s commands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
     /// Start a lab in the background.
@@ -40,19 +44,30 @@ pub enum LabCommand {
     /// Create or update the objects of a manifest (StorageClass,
     /// PersistentVolumeClaim, PersistentVolume, Pod, Deployment).
     Apply {
+        /// The manifest (YAML, several documents allowed).
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
     },
     /// Delete an object: pvc/NAME, pv/NAME, pod/NAME, sc/NAME, deployment/NAME.
-    Delete { what: String },
+    Delete {
+        /// `kind/name`, as kubectl takes it.
+        what: String,
+    },
     /// Scale a deployment: deployment/NAME --replicas N.
     Scale {
+        /// `deployment/name`.
         what: String,
+        /// How many pods.
         #[arg(long)]
         replicas: u32,
     },
     /// Grow a claim: pvc/NAME SIZE (as 128Mi).
-    Resize { what: String, size: String },
+    Resize {
+        /// `pvc/name`.
+        what: String,
+        /// The new size (`128Mi`).
+        size: String,
+    },
     /// The objects and their phases, as kubectl get prints them.
     Status,
     /// Stop the lab and remove everything it made (also after a killed lab).

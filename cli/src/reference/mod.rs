@@ -116,6 +116,7 @@ impl Reference {
         Ok(size)
     }
 
+    /// The reference backend over `volumes_dir`, in topology zone `zone`.
     pub fn new(volumes_dir: impl Into<PathBuf>, zone: impl Into<String>) -> Reference {
         Reference {
             volumes_dir: volumes_dir.into(),
