@@ -36,7 +36,7 @@
 //! * Invariants are functions over a machine's state, written once and used
 //!   by unit tests, properties, the simulator and the fuzzers alike.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod attach;
 pub mod binder;

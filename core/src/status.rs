@@ -7,24 +7,40 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[repr(i32)]
 // Each code is gRPC's of the same name.
-#[allow(missing_docs)]
 pub enum Code {
+    /// Success.
     Ok = 0,
+    /// The caller cancelled.
     Cancelled = 1,
+    /// An error of no known kind.
     Unknown = 2,
+    /// The request is malformed.
     InvalidArgument = 3,
+    /// The deadline passed first.
     DeadlineExceeded = 4,
+    /// What was named does not exist.
     NotFound = 5,
+    /// It exists, incompatibly.
     AlreadyExists = 6,
+    /// Not allowed.
     PermissionDenied = 7,
+    /// Out of a resource (space, a per-node limit, size).
     ResourceExhausted = 8,
+    /// Not in a state that allows it; the caller must change something first.
     FailedPrecondition = 9,
+    /// Another operation on the same object is in flight; retry.
     Aborted = 10,
+    /// A value past what is supported.
     OutOfRange = 11,
+    /// Not offered.
     Unimplemented = 12,
+    /// A bug, or a broken invariant.
     Internal = 13,
+    /// Not reachable now; retry.
     Unavailable = 14,
+    /// Data lost or corrupted.
     DataLoss = 15,
+    /// No valid credentials.
     Unauthenticated = 16,
 }
 

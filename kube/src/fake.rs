@@ -24,10 +24,15 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
 pub struct Logged {
+    /// The HTTP method.
     pub method: String,
+    /// The path.
     pub path: String,
+    /// The query string.
     pub query: String,
+    /// The body's content type.
     pub content_type: String,
+    /// The body.
     pub body: Value,
 }
 

@@ -12,6 +12,8 @@
 //! The library does not choose a Kubernetes version: the binary turns on
 //! one of k8s-openapi's version features (`volplane` chooses `latest`).
 
+#![deny(missing_docs)]
+
 pub mod api;
 pub mod client;
 pub mod controller;

@@ -214,11 +214,14 @@ impl DriverConfig {
 
 /// Something the adapter observed or completed.
 #[derive(Debug, Clone, PartialEq, Hash)]
-// The fields of one-line variants are named in the variant's doc.
-#[allow(missing_docs)]
 pub enum Input {
-    /// A request arrived; `rpc` names it in the reply.
-    Request { rpc: RpcId, request: Request },
+    /// A request arrived.
+    Request {
+        /// Names it in the reply.
+        rpc: RpcId,
+        /// What it asks.
+        request: Request,
+    },
     /// A plan handed out as `Effect::Execute { op, .. }` completed.
     Done {
         /// The operation the plan was polled with.
@@ -240,8 +243,6 @@ pub enum Input {
 
 /// What the adapter must do next.
 #[derive(Debug, Clone, PartialEq, Hash)]
-// The fields of one-line variants are named in the variant's doc.
-#[allow(missing_docs)]
 pub enum Effect {
     /// Write `changes` durably, all or none (one transaction: the records
     /// of [`Driver::state`] changed since the last persist), then report
@@ -249,11 +250,18 @@ pub enum Effect {
     /// runs before it is recorded, and no answer leaves before what it
     /// acknowledges is durable. `op` is named again in the completion.
     Persist {
+        /// Named again in [`Input::Persisted`].
         op: OpId,
+        /// The records to write.
         changes: Vec<state::Change>,
     },
     /// Carry out `plan` and report [`Input::Done`] with `op`.
-    Execute { op: OpId, plan: Plan },
+    Execute {
+        /// Named again in [`Input::Done`].
+        op: OpId,
+        /// What to carry out.
+        plan: Plan,
+    },
     /// Answer request `rpc`.
     Reply {
         /// The request answered.

@@ -13,20 +13,25 @@ pub const DEPLOYMENT_LABEL: &str = "volplane.io/deployment";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `PodTemplate`, with the API's field names.
 pub struct PodTemplate {
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: PodSpec,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `DeploymentSpec`, with the API's field names.
 pub struct DeploymentSpec {
     /// Kubernetes' default is 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u32>,
     #[serde(default)]
+    /// `template`.
     pub template: PodTemplate,
 }
 
@@ -35,12 +40,16 @@ pub struct DeploymentSpec {
 #[serde(rename_all = "camelCase")]
 pub struct Deployment {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: DeploymentSpec,
 }
 
@@ -61,6 +70,7 @@ impl Deployment {
         Ok(d)
     }
 
+    /// `spec.replicas`; 1 when unset, as Kubernetes defaults it.
     pub fn replicas(&self) -> u32 {
         self.spec.replicas.unwrap_or(1)
     }

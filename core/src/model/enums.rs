@@ -9,12 +9,13 @@ macro_rules! string_enum {
         $(#[$m])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum $name {
-            $($variant,)*
+            $(#[doc = concat!("`", $s, "`.")] $variant,)*
             /// A value this version of volplane does not know.
             Other(String),
         }
 
         impl $name {
+            /// The value as the API spells it.
             pub fn as_str(&self) -> &str {
                 match self {
                     $($name::$variant => $s,)*

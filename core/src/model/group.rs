@@ -19,31 +19,40 @@ pub const GROUP_SNAPSHOT_API_VERSION: &str = "groupsnapshot.storage.k8s.io/v1";
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `selector`.
     pub selector: Option<LabelSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeGroupSnapshotContentName`.
     pub volume_group_snapshot_content_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeGroupSnapshotSpec`, with the API's field names.
 pub struct VolumeGroupSnapshotSpec {
     #[serde(default)]
+    /// `source`.
     pub source: VolumeGroupSnapshotSource,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeGroupSnapshotClassName`.
     pub volume_group_snapshot_class_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeGroupSnapshotStatus`, with the API's field names.
 pub struct VolumeGroupSnapshotStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `boundVolumeGroupSnapshotContentName`.
     pub bound_volume_group_snapshot_content_name: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `readyToUse`.
     pub ready_to_use: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `error`.
     pub error: Option<VolumeSnapshotError>,
 }
 
@@ -53,14 +62,19 @@ pub struct VolumeGroupSnapshotStatus {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshot {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: VolumeGroupSnapshotSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `status`.
     pub status: Option<VolumeGroupSnapshotStatus>,
 }
 
@@ -109,8 +123,10 @@ impl VolumeGroupSnapshot {
 #[serde(rename_all = "camelCase")]
 pub struct GroupSnapshotHandles {
     #[serde(default)]
+    /// `volumeGroupSnapshotHandle`.
     pub volume_group_snapshot_handle: String,
     #[serde(default)]
+    /// `volumeSnapshotHandles`.
     pub volume_snapshot_handles: Vec<String>,
 }
 
@@ -120,23 +136,31 @@ pub struct GroupSnapshotHandles {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotContentSource {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `volumeHandles`.
     pub volume_handles: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `groupSnapshotHandles`.
     pub group_snapshot_handles: Option<GroupSnapshotHandles>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeGroupSnapshotContentSpec`, with the API's field names.
 pub struct VolumeGroupSnapshotContentSpec {
     #[serde(default)]
+    /// `volumeGroupSnapshotRef`.
     pub volume_group_snapshot_ref: ObjectReference,
     #[serde(default)]
+    /// `deletionPolicy`.
     pub deletion_policy: DeletionPolicy,
     #[serde(default)]
+    /// `driver`.
     pub driver: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeGroupSnapshotClassName`.
     pub volume_group_snapshot_class_name: Option<String>,
     #[serde(default)]
+    /// `source`.
     pub source: VolumeGroupSnapshotContentSource,
 }
 
@@ -145,13 +169,16 @@ pub struct VolumeGroupSnapshotContentSpec {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotInfo {
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `volumeHandle`.
     pub volume_handle: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `snapshotHandle`.
     pub snapshot_handle: String,
     /// Nanoseconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_time: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `readyToUse`.
     pub ready_to_use: Option<bool>,
     /// Bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,17 +187,22 @@ pub struct VolumeSnapshotInfo {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeGroupSnapshotContentStatus`, with the API's field names.
 pub struct VolumeGroupSnapshotContentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeGroupSnapshotHandle`.
     pub volume_group_snapshot_handle: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `readyToUse`.
     pub ready_to_use: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `error`.
     pub error: Option<VolumeSnapshotError>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `volumeSnapshotInfoList`.
     pub volume_snapshot_info_list: Vec<VolumeSnapshotInfo>,
 }
 
@@ -180,18 +212,24 @@ pub struct VolumeGroupSnapshotContentStatus {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotContent {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: VolumeGroupSnapshotContentSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `status`.
     pub status: Option<VolumeGroupSnapshotContentStatus>,
 }
 
 impl VolumeGroupSnapshotContent {
+    /// An empty content named `name`.
     pub fn new(name: &str) -> VolumeGroupSnapshotContent {
         VolumeGroupSnapshotContent {
             api_version: GROUP_SNAPSHOT_API_VERSION.into(),
@@ -230,20 +268,27 @@ impl VolumeGroupSnapshotContent {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeGroupSnapshotClass {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `driver`.
     pub driver: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `parameters`.
     pub parameters: BTreeMap<String, String>,
     #[serde(default)]
+    /// `deletionPolicy`.
     pub deletion_policy: DeletionPolicy,
 }
 
 impl VolumeGroupSnapshotClass {
+    /// A class named `name` for `driver`.
     pub fn new(
         name: &str,
         driver: &str,

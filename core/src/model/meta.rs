@@ -9,30 +9,39 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
     #[serde(default)]
+    /// `name`.
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `namespace`.
     pub namespace: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `uid`.
     pub uid: String,
     /// The store's version of the object; writes carry it as a precondition.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `labels`.
     pub labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `annotations`.
     pub annotations: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `finalizers`.
     pub finalizers: Vec<String>,
     /// Set when deletion was requested; the object stays until its finalizers are gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `creationTimestamp`.
     pub creation_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `ownerReferences`.
     pub owner_references: Vec<OwnerReference>,
 }
 
 impl ObjectMeta {
+    /// Metadata of a cluster-scoped object named `name`.
     pub fn named(name: &str) -> ObjectMeta {
         ObjectMeta {
             name: name.into(),
@@ -40,6 +49,7 @@ impl ObjectMeta {
         }
     }
 
+    /// Metadata of the object `namespace`/`name`.
     pub fn namespaced(namespace: &str, name: &str) -> ObjectMeta {
         ObjectMeta {
             name: name.into(),
@@ -48,14 +58,17 @@ impl ObjectMeta {
         }
     }
 
+    /// The annotation `key`'s value, if it is set.
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.annotations.get(key).map(String::as_str)
     }
 
+    /// True when the annotation `key` is set.
     pub fn has_annotation(&self, key: &str) -> bool {
         self.annotations.contains_key(key)
     }
 
+    /// True when the finalizer `f` is present.
     pub fn has_finalizer(&self, f: &str) -> bool {
         self.finalizers.iter().any(|x| x == f)
     }
@@ -76,6 +89,7 @@ impl ObjectMeta {
         before != self.finalizers.len()
     }
 
+    /// True once deletion was asked for (`deletionTimestamp` set).
     pub fn deleting(&self) -> bool {
         self.deletion_timestamp.is_some()
     }
@@ -92,14 +106,19 @@ impl ObjectMeta {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `OwnerReference`, with the API's field names.
 pub struct OwnerReference {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `name`.
     pub name: String,
     #[serde(default)]
+    /// `uid`.
     pub uid: String,
 }
 
@@ -108,16 +127,22 @@ pub struct OwnerReference {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `kind`.
     pub kind: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `namespace`.
     pub namespace: String,
     #[serde(default)]
+    /// `name`.
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `uid`.
     pub uid: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `resourceVersion`.
     pub resource_version: String,
 }
 
@@ -126,18 +151,23 @@ pub struct ObjectReference {
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `matchLabels`.
     pub match_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `matchExpressions`.
     pub match_expressions: Vec<LabelSelectorRequirement>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `LabelSelectorRequirement`, with the API's field names.
 pub struct LabelSelectorRequirement {
+    /// `key`.
     pub key: String,
     /// In, NotIn, Exists, DoesNotExist.
     pub operator: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `values`.
     pub values: Vec<String>,
 }
 

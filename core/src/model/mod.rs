@@ -4,7 +4,6 @@
 //!
 //! Field documentation is Kubernetes' own (the API reference of the same
 //! names); what volplane relies on is stated in SEMANTICS.md.
-#![allow(missing_docs)]
 
 pub mod deployment;
 pub mod enums;
@@ -33,19 +32,33 @@ use serde::{Deserialize, Serialize};
 /// Object kinds the machines watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Kind {
+    /// `PersistentVolume`.
     PersistentVolume,
+    /// `PersistentVolumeClaim`.
     PersistentVolumeClaim,
+    /// `StorageClass`.
     StorageClass,
+    /// `VolumeAttachment`.
     VolumeAttachment,
+    /// `CsiNode`.
     CsiNode,
+    /// `CsiDriver`.
     CsiDriver,
+    /// `Node`.
     Node,
+    /// `Pod`.
     Pod,
+    /// `VolumeSnapshot`.
     VolumeSnapshot,
+    /// `VolumeSnapshotContent`.
     VolumeSnapshotContent,
+    /// `VolumeSnapshotClass`.
     VolumeSnapshotClass,
+    /// `VolumeGroupSnapshot`.
     VolumeGroupSnapshot,
+    /// `VolumeGroupSnapshotContent`.
     VolumeGroupSnapshotContent,
+    /// `VolumeGroupSnapshotClass`.
     VolumeGroupSnapshotClass,
 }
 
@@ -97,23 +110,38 @@ impl Kind {
 /// Any object the machines know.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum Object {
+    /// `Pv`.
     Pv(PersistentVolume),
+    /// `Pvc`.
     Pvc(PersistentVolumeClaim),
+    /// `Class`.
     Class(StorageClass),
+    /// `Va`.
     Va(VolumeAttachment),
+    /// `CsiNode`.
     CsiNode(CsiNode),
+    /// `CsiDriver`.
     CsiDriver(CsiDriver),
+    /// `Node`.
     Node(Node),
+    /// `Pod`.
     Pod(Pod),
+    /// `Snapshot`.
     Snapshot(VolumeSnapshot),
+    /// `Content`.
     Content(VolumeSnapshotContent),
+    /// `SnapshotClass`.
     SnapshotClass(VolumeSnapshotClass),
+    /// `GroupSnapshot`.
     GroupSnapshot(VolumeGroupSnapshot),
+    /// `GroupContent`.
     GroupContent(VolumeGroupSnapshotContent),
+    /// `GroupSnapshotClass`.
     GroupSnapshotClass(VolumeGroupSnapshotClass),
 }
 
 impl Object {
+    /// Which kind it is.
     pub fn kind(&self) -> Kind {
         match self {
             Object::Pv(_) => Kind::PersistentVolume,
@@ -133,6 +161,7 @@ impl Object {
         }
     }
 
+    /// Its metadata.
     pub fn meta(&self) -> &ObjectMeta {
         match self {
             Object::Pv(o) => &o.metadata,
@@ -152,6 +181,7 @@ impl Object {
         }
     }
 
+    /// Its metadata, to change.
     pub fn meta_mut(&mut self) -> &mut ObjectMeta {
         match self {
             Object::Pv(o) => &mut o.metadata,
@@ -171,6 +201,7 @@ impl Object {
         }
     }
 
+    /// The PersistentVolume, if it is one.
     pub fn as_pv(&self) -> Option<&PersistentVolume> {
         match self {
             Object::Pv(o) => Some(o),
@@ -178,6 +209,7 @@ impl Object {
         }
     }
 
+    /// The PersistentVolumeClaim, if it is one.
     pub fn as_pvc(&self) -> Option<&PersistentVolumeClaim> {
         match self {
             Object::Pvc(o) => Some(o),
@@ -185,6 +217,7 @@ impl Object {
         }
     }
 
+    /// The StorageClass, if it is one.
     pub fn as_class(&self) -> Option<&StorageClass> {
         match self {
             Object::Class(o) => Some(o),
@@ -192,6 +225,7 @@ impl Object {
         }
     }
 
+    /// The Pod, if it is one.
     pub fn as_pod(&self) -> Option<&Pod> {
         match self {
             Object::Pod(o) => Some(o),
@@ -199,6 +233,7 @@ impl Object {
         }
     }
 
+    /// The Node, if it is one.
     pub fn as_node(&self) -> Option<&Node> {
         match self {
             Object::Node(o) => Some(o),
@@ -206,6 +241,7 @@ impl Object {
         }
     }
 
+    /// The VolumeAttachment, if it is one.
     pub fn as_va(&self) -> Option<&VolumeAttachment> {
         match self {
             Object::Va(o) => Some(o),
@@ -290,8 +326,11 @@ fn drop_nulls(v: &mut serde_json::Value) {
 /// Ordered by those three, the strings bytewise (as a derived `Ord` would).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {
+    /// `kind`.
     pub kind: Kind,
+    /// `namespace`.
     pub namespace: std::sync::Arc<str>,
+    /// `name`.
     pub name: std::sync::Arc<str>,
 }
 
@@ -341,6 +380,7 @@ impl PartialOrd for ObjectKey {
 }
 
 impl ObjectKey {
+    /// The key of `kind` `namespace`/`name` (`namespace` empty when cluster-scoped).
     pub fn new(kind: Kind, namespace: &str, name: &str) -> ObjectKey {
         ObjectKey {
             kind,
@@ -364,7 +404,9 @@ impl std::fmt::Display for ObjectKey {
 /// kept whole for whoever does.
 #[derive(Debug, Clone, PartialEq, Hash)]
 pub struct Unknown {
+    /// `kind`.
     pub kind: String,
+    /// `value`.
     pub value: serde_json::Value,
 }
 
@@ -372,12 +414,18 @@ pub struct Unknown {
 #[derive(Debug, thiserror::Error, Hash)]
 pub enum ManifestError {
     #[error("manifest is not valid YAML or JSON: {0}")]
+    /// `Syntax`.
     Syntax(String),
     #[error("document {index} ({kind} {name:?}): {reason}")]
+    /// `Object`.
     Object {
+        /// `index`.
         index: usize,
+        /// `kind`.
         kind: String,
+        /// `name`.
         name: String,
+        /// `reason`.
         reason: String,
     },
 }

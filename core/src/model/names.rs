@@ -4,27 +4,45 @@
 
 use sha2::{Digest, Sha256};
 
+/// `pv.kubernetes.io/bind-completed`, as Kubernetes and the sidecars spell it.
 pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+/// `pv.kubernetes.io/bound-by-controller`, as Kubernetes and the sidecars spell it.
 pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+/// `volume.kubernetes.io/selected-node`, as Kubernetes and the sidecars spell it.
 pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+/// `pv.kubernetes.io/provisioned-by`, as Kubernetes and the sidecars spell it.
 pub const ANN_PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+/// `volume.kubernetes.io/storage-provisioner`, as Kubernetes and the sidecars spell it.
 pub const ANN_STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
+/// `volume.beta.kubernetes.io/storage-provisioner`, as Kubernetes and the sidecars spell it.
 pub const ANN_BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
+/// `pv.kubernetes.io/migrated-to`, as Kubernetes and the sidecars spell it.
 pub const ANN_MIGRATED_TO: &str = "pv.kubernetes.io/migrated-to";
+/// `volume.alpha.kubernetes.io/pre-resize-capacity`, as Kubernetes and the sidecars spell it.
 pub const ANN_PRE_RESIZE_CAPACITY: &str = "volume.alpha.kubernetes.io/pre-resize-capacity";
+/// `volume.kubernetes.io/provisioner-deletion-secret-name`, as Kubernetes and the sidecars spell it.
 pub const ANN_DELETION_SECRET_NAME: &str = "volume.kubernetes.io/provisioner-deletion-secret-name";
+/// `volume.kubernetes.io/provisioner-deletion-secret-namespace`, as Kubernetes and the sidecars spell it.
 pub const ANN_DELETION_SECRET_NAMESPACE: &str =
     "volume.kubernetes.io/provisioner-deletion-secret-namespace";
+/// `csi.volume.kubernetes.io/nodeid`, as Kubernetes and the sidecars spell it.
 pub const ANN_NODE_ID: &str = "csi.volume.kubernetes.io/nodeid";
+/// `csi.alpha.kubernetes.io/node-id`, as Kubernetes and the sidecars spell it.
 pub const ANN_VA_NODE_ID: &str = "csi.alpha.kubernetes.io/node-id";
+/// `volumes.kubernetes.io/controller-managed-attach-detach`, as Kubernetes and the sidecars spell it.
 pub const ANN_CONTROLLER_MANAGED_ATTACH: &str =
     "volumes.kubernetes.io/controller-managed-attach-detach";
+/// `kubernetes.io/no-provisioner`, as Kubernetes and the sidecars spell it.
 pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
+/// `external-provisioner.volume.kubernetes.io/finalizer`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_EXTERNAL_PROVISIONER: &str =
     "external-provisioner.volume.kubernetes.io/finalizer";
+/// `kubernetes.io/pv-controller`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_PV_CONTROLLER: &str = "kubernetes.io/pv-controller";
+/// `kubernetes.io/pvc-protection`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+/// `kubernetes.io/pv-protection`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_PV_PROTECTION: &str = "kubernetes.io/pv-protection";
 /// external-provisioner's hold on a clone's source claim while it is
 /// copied (B5.6).
@@ -38,16 +56,22 @@ pub const FINALIZER_PROVISIONER_SNAPSHOT_SOURCE: &str =
 /// external-snapshotter's finalizers and annotations (pkg/utils/util.go).
 pub const FINALIZER_CONTENT_BOUND: &str =
     "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection";
+/// `snapshot.storage.kubernetes.io/volumesnapshot-bound-protection`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_SNAPSHOT_BOUND: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection";
+/// `snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_SNAPSHOT_AS_SOURCE: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection";
+/// `snapshot.storage.kubernetes.io/pvc-as-source-protection`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_PVC_AS_SNAPSHOT_SOURCE: &str =
     "snapshot.storage.kubernetes.io/pvc-as-source-protection";
+/// `snapshot.storage.kubernetes.io/volumesnapshot-being-deleted`, as Kubernetes and the sidecars spell it.
 pub const ANN_SNAPSHOT_BEING_DELETED: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted";
+/// `snapshot.storage.kubernetes.io/volumesnapshot-being-created`, as Kubernetes and the sidecars spell it.
 pub const ANN_SNAPSHOT_BEING_CREATED: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-being-created";
+/// `snapshot.storage.kubernetes.io/is-default-class`, as Kubernetes and the sidecars spell it.
 pub const ANN_DEFAULT_SNAPSHOT_CLASS: &str = "snapshot.storage.kubernetes.io/is-default-class";
 
 /// The name of a VolumeSnapshot's dynamic content: `snapcontent-<uid>`.
@@ -64,14 +88,19 @@ pub fn csi_snapshot_name(snapshot_uid: &str) -> String {
 /// (pkg/utils/util.go).
 pub const FINALIZER_GROUP_CONTENT_BOUND: &str =
     "groupsnapshot.storage.kubernetes.io/volumegroupsnapshotcontent-bound-protection";
+/// `groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-bound-protection`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_GROUP_SNAPSHOT_BOUND: &str =
     "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-bound-protection";
+/// `snapshot.storage.kubernetes.io/volumesnapshot-in-group-protection`, as Kubernetes and the sidecars spell it.
 pub const FINALIZER_SNAPSHOT_IN_GROUP: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-in-group-protection";
+/// `groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-created`, as Kubernetes and the sidecars spell it.
 pub const ANN_GROUP_BEING_CREATED: &str =
     "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-created";
+/// `groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-deleted`, as Kubernetes and the sidecars spell it.
 pub const ANN_GROUP_BEING_DELETED: &str =
     "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-deleted";
+/// `groupsnapshot.storage.kubernetes.io/is-default-class`, as Kubernetes and the sidecars spell it.
 pub const ANN_DEFAULT_GROUP_SNAPSHOT_CLASS: &str =
     "groupsnapshot.storage.kubernetes.io/is-default-class";
 /// On a member's VolumeSnapshotContent: the group snapshot it was cut in.
@@ -103,60 +132,112 @@ pub const ATTR_PROVISIONER_IDENTITY: &str = "storage.kubernetes.io/csiProvisione
 
 /// Event reasons.
 pub mod reason {
+    /// The event reason `FailedBinding`.
     pub const FAILED_BINDING: &str = "FailedBinding";
+    /// The event reason `VolumeMismatch`.
     pub const VOLUME_MISMATCH: &str = "VolumeMismatch";
+    /// The event reason `ClaimLost`.
     pub const CLAIM_LOST: &str = "ClaimLost";
+    /// The event reason `ClaimMisbound`.
     pub const CLAIM_MISBOUND: &str = "ClaimMisbound";
+    /// The event reason `WaitForFirstConsumer`.
     pub const WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
+    /// The event reason `WaitForPodScheduled`.
     pub const WAIT_FOR_POD_SCHEDULED: &str = "WaitForPodScheduled";
+    /// The event reason `ExternalProvisioning`.
     pub const EXTERNAL_PROVISIONING: &str = "ExternalProvisioning";
+    /// The event reason `Provisioning`.
     pub const PROVISIONING: &str = "Provisioning";
+    /// The event reason `ProvisioningSucceeded`.
     pub const PROVISIONING_SUCCEEDED: &str = "ProvisioningSucceeded";
+    /// The event reason `ProvisioningFailed`.
     pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
+    /// The event reason `VolumeFailedDelete`.
     pub const VOLUME_FAILED_DELETE: &str = "VolumeFailedDelete";
+    /// The event reason `VolumeDelete`.
     pub const VOLUME_DELETE: &str = "VolumeDelete";
+    /// The event reason `VolumeRecycled`.
     pub const VOLUME_RECYCLED: &str = "VolumeRecycled";
+    /// The event reason `VolumeFailedRecycle`.
     pub const VOLUME_FAILED_RECYCLE: &str = "VolumeFailedRecycle";
+    /// The event reason `VolumeUnknownReclaimPolicy`.
     pub const VOLUME_UNKNOWN_RECLAIM_POLICY: &str = "VolumeUnknownReclaimPolicy";
+    /// The event reason `FailedAttachVolume`.
     pub const FAILED_ATTACH_VOLUME: &str = "FailedAttachVolume";
+    /// The event reason `SuccessfulAttachVolume`.
     pub const SUCCESSFUL_ATTACH_VOLUME: &str = "SuccessfulAttachVolume";
+    /// The event reason `FailedMount`.
     pub const FAILED_MOUNT: &str = "FailedMount";
+    /// The event reason `Resizing`.
     pub const RESIZING: &str = "Resizing";
+    /// The event reason `VolumeResizeFailed`.
     pub const VOLUME_RESIZE_FAILED: &str = "VolumeResizeFailed";
+    /// The event reason `FileSystemResizeRequired`.
     pub const FILE_SYSTEM_RESIZE_REQUIRED: &str = "FileSystemResizeRequired";
+    /// The event reason `FileSystemResizeSuccessful`.
     pub const FILE_SYSTEM_RESIZE_SUCCESSFUL: &str = "FileSystemResizeSuccessful";
+    /// The event reason `VolumeResizeSuccessful`.
     pub const VOLUME_RESIZE_SUCCESSFUL: &str = "VolumeResizeSuccessful";
     // external-snapshotter's snapshot controller and csi-snapshotter.
+    /// The event reason `SnapshotValidationError`.
     pub const SNAPSHOT_VALIDATION_ERROR: &str = "SnapshotValidationError";
+    /// The event reason `SnapshotContentMissing`.
     pub const SNAPSHOT_CONTENT_MISSING: &str = "SnapshotContentMissing";
+    /// The event reason `SnapshotMisbound`.
     pub const SNAPSHOT_MISBOUND: &str = "SnapshotMisbound";
+    /// The event reason `SnapshotContentMismatch`.
     pub const SNAPSHOT_CONTENT_MISMATCH: &str = "SnapshotContentMismatch";
+    /// The event reason `SnapshotContentMisbound`.
     pub const SNAPSHOT_CONTENT_MISBOUND: &str = "SnapshotContentMisbound";
+    /// The event reason `SnapshotBindFailed`.
     pub const SNAPSHOT_BIND_FAILED: &str = "SnapshotBindFailed";
+    /// The event reason `SnapshotPVCSourceMissing`.
     pub const SNAPSHOT_PVC_SOURCE_MISSING: &str = "SnapshotPVCSourceMissing";
+    /// The event reason `SnapshotContentCreationFailed`.
     pub const SNAPSHOT_CONTENT_CREATION_FAILED: &str = "SnapshotContentCreationFailed";
+    /// The event reason `CreatingSnapshot`.
     pub const CREATING_SNAPSHOT: &str = "CreatingSnapshot";
+    /// The event reason `SnapshotCreated`.
     pub const SNAPSHOT_CREATED: &str = "SnapshotCreated";
+    /// The event reason `SnapshotReady`.
     pub const SNAPSHOT_READY: &str = "SnapshotReady";
+    /// The event reason `SnapshotDeletePending`.
     pub const SNAPSHOT_DELETE_PENDING: &str = "SnapshotDeletePending";
+    /// The event reason `SnapshotCreationFailed`.
     pub const SNAPSHOT_CREATION_FAILED: &str = "SnapshotCreationFailed";
+    /// The event reason `SnapshotContentCheckandUpdateFailed`.
     pub const SNAPSHOT_CONTENT_CHECK_FAILED: &str = "SnapshotContentCheckandUpdateFailed";
+    /// The event reason `SnapshotDeleteError`.
     pub const SNAPSHOT_DELETE_ERROR: &str = "SnapshotDeleteError";
     // ... and for group snapshots.
+    /// The event reason `GroupSnapshotValidationError`.
     pub const GROUP_SNAPSHOT_VALIDATION_ERROR: &str = "GroupSnapshotValidationError";
+    /// The event reason `GroupSnapshotContentMissing`.
     pub const GROUP_SNAPSHOT_CONTENT_MISSING: &str = "GroupSnapshotContentMissing";
+    /// The event reason `GroupSnapshotMisbound`.
     pub const GROUP_SNAPSHOT_MISBOUND: &str = "GroupSnapshotMisbound";
+    /// The event reason `GroupSnapshotBindFailed`.
     pub const GROUP_SNAPSHOT_BIND_FAILED: &str = "GroupSnapshotBindFailed";
+    /// The event reason `GroupSnapshotContentMismatch`.
     pub const GROUP_SNAPSHOT_CONTENT_MISMATCH: &str = "GroupSnapshotContentMismatch";
+    /// The event reason `GroupSnapshotContentMisbound`.
     pub const GROUP_SNAPSHOT_CONTENT_MISBOUND: &str = "GroupSnapshotContentMisbound";
+    /// The event reason `GroupSnapshotContentCreationFailed`.
     pub const GROUP_SNAPSHOT_CONTENT_CREATION_FAILED: &str = "GroupSnapshotContentCreationFailed";
+    /// The event reason `CreateGroupSnapshotContentFailed`.
     pub const CREATE_GROUP_SNAPSHOT_CONTENT_FAILED: &str = "CreateGroupSnapshotContentFailed";
+    /// The event reason `CreatingGroupSnapshot`.
     pub const CREATING_GROUP_SNAPSHOT: &str = "CreatingGroupSnapshot";
+    /// The event reason `GroupSnapshotCreated`.
     pub const GROUP_SNAPSHOT_CREATED: &str = "GroupSnapshotCreated";
+    /// The event reason `GroupSnapshotReady`.
     pub const GROUP_SNAPSHOT_READY: &str = "GroupSnapshotReady";
+    /// The event reason `GroupSnapshotCreationFailed`.
     pub const GROUP_SNAPSHOT_CREATION_FAILED: &str = "GroupSnapshotCreationFailed";
+    /// The event reason `GroupSnapshotContentCheckandUpdateFailed`.
     pub const GROUP_SNAPSHOT_CONTENT_CHECK_FAILED: &str =
         "GroupSnapshotContentCheckandUpdateFailed";
+    /// The event reason `GroupSnapshotDeleteError`.
     pub const GROUP_SNAPSHOT_DELETE_ERROR: &str = "GroupSnapshotDeleteError";
 }
 

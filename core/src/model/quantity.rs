@@ -14,8 +14,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// How a quantity was written, and so how it prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
+    /// `BinarySi`.
     BinarySi,
+    /// `DecimalSi`.
     DecimalSi,
+    /// `DecimalExponent`.
     DecimalExponent,
 }
 
@@ -31,7 +34,9 @@ pub struct Quantity {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Hash)]
 #[error("quantity {input:?} is malformed: {reason} (examples: 10Gi, 500M, 1.5Ti, 100m, 1e3)")]
 pub struct QuantityError {
+    /// `input`.
     pub input: String,
+    /// `reason`.
     pub reason: &'static str,
 }
 
@@ -71,6 +76,7 @@ impl Quantity {
         }
     }
 
+    /// How it was written (binary, decimal, exponent), kept when formatted again.
     pub fn format(&self) -> Format {
         self.format
     }
@@ -87,6 +93,7 @@ impl Quantity {
         self.nanos.div_euclid(m) + i128::from(self.nanos.rem_euclid(m) != 0)
     }
 
+    /// True for a zero quantity.
     pub fn is_zero(&self) -> bool {
         self.nanos == 0
     }

@@ -16,9 +16,12 @@ pub const SNAPSHOT_API_VERSION: &str = "snapshot.storage.k8s.io/v1";
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum DeletionPolicy {
     #[default]
+    /// `Delete`.
     Delete,
+    /// `Retain`.
     Retain,
     #[serde(untagged)]
+    /// `Other`.
     Other(String),
 }
 
@@ -28,17 +31,22 @@ pub enum DeletionPolicy {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `persistentVolumeClaimName`.
     pub persistent_volume_claim_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeSnapshotContentName`.
     pub volume_snapshot_content_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeSnapshotSpec`, with the API's field names.
 pub struct VolumeSnapshotSpec {
     #[serde(default)]
+    /// `source`.
     pub source: VolumeSnapshotSource,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeSnapshotClassName`.
     pub volume_snapshot_class_name: Option<String>,
 }
 
@@ -47,26 +55,34 @@ pub struct VolumeSnapshotSpec {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotError {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `time`.
     pub time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `message`.
     pub message: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeSnapshotStatus`, with the API's field names.
 pub struct VolumeSnapshotStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `boundVolumeSnapshotContentName`.
     pub bound_volume_snapshot_content_name: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `readyToUse`.
     pub ready_to_use: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `restoreSize`.
     pub restore_size: Option<Quantity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `error`.
     pub error: Option<VolumeSnapshotError>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeGroupSnapshotName`.
     pub volume_group_snapshot_name: Option<String>,
 }
 
@@ -75,14 +91,19 @@ pub struct VolumeSnapshotStatus {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshot {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: VolumeSnapshotSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `status`.
     pub status: Option<VolumeSnapshotStatus>,
 }
 
@@ -129,32 +150,43 @@ impl VolumeSnapshot {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotContentSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeHandle`.
     pub volume_handle: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `snapshotHandle`.
     pub snapshot_handle: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeSnapshotContentSpec`, with the API's field names.
 pub struct VolumeSnapshotContentSpec {
     #[serde(default)]
+    /// `volumeSnapshotRef`.
     pub volume_snapshot_ref: ObjectReference,
     #[serde(default)]
+    /// `deletionPolicy`.
     pub deletion_policy: DeletionPolicy,
     #[serde(default)]
+    /// `driver`.
     pub driver: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeSnapshotClassName`.
     pub volume_snapshot_class_name: Option<String>,
     #[serde(default)]
+    /// `source`.
     pub source: VolumeSnapshotContentSource,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `sourceVolumeMode`.
     pub source_volume_mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeSnapshotContentStatus`, with the API's field names.
 pub struct VolumeSnapshotContentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `snapshotHandle`.
     pub snapshot_handle: Option<String>,
     /// Nanoseconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,10 +195,13 @@ pub struct VolumeSnapshotContentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_size: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `readyToUse`.
     pub ready_to_use: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `error`.
     pub error: Option<VolumeSnapshotError>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeGroupSnapshotHandle`.
     pub volume_group_snapshot_handle: Option<String>,
 }
 
@@ -175,18 +210,24 @@ pub struct VolumeSnapshotContentStatus {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotContent {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: VolumeSnapshotContentSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `status`.
     pub status: Option<VolumeSnapshotContentStatus>,
 }
 
 impl VolumeSnapshotContent {
+    /// An empty content named `name`.
     pub fn new(name: &str) -> VolumeSnapshotContent {
         VolumeSnapshotContent {
             api_version: SNAPSHOT_API_VERSION.into(),
@@ -219,20 +260,27 @@ impl VolumeSnapshotContent {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSnapshotClass {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `driver`.
     pub driver: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `parameters`.
     pub parameters: BTreeMap<String, String>,
     #[serde(default)]
+    /// `deletionPolicy`.
     pub deletion_policy: DeletionPolicy,
 }
 
 impl VolumeSnapshotClass {
+    /// A class named `name` for `driver`, with `deletion_policy`.
     pub fn new(name: &str, driver: &str, deletion_policy: DeletionPolicy) -> VolumeSnapshotClass {
         VolumeSnapshotClass {
             api_version: SNAPSHOT_API_VERSION.into(),

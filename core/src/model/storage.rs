@@ -23,63 +23,87 @@ fn storage(list: &ResourceList) -> Option<Quantity> {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `SecretReference`, with the API's field names.
 pub struct SecretReference {
     #[serde(default)]
+    /// `name`.
     pub name: String,
     #[serde(default)]
+    /// `namespace`.
     pub namespace: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `CsiSource`, with the API's field names.
 pub struct CsiSource {
+    /// `driver`.
     pub driver: String,
+    /// `volumeHandle`.
     pub volume_handle: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// `readOnly`.
     pub read_only: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `fsType`.
     pub fs_type: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `volumeAttributes`.
     pub volume_attributes: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `controllerPublishSecretRef`.
     pub controller_publish_secret_ref: Option<SecretReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `nodeStageSecretRef`.
     pub node_stage_secret_ref: Option<SecretReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `nodePublishSecretRef`.
     pub node_publish_secret_ref: Option<SecretReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `controllerExpandSecretRef`.
     pub controller_expand_secret_ref: Option<SecretReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `nodeExpandSecretRef`.
     pub node_expand_secret_ref: Option<SecretReference>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `NodeSelectorRequirement`, with the API's field names.
 pub struct NodeSelectorRequirement {
+    /// `key`.
     pub key: String,
+    /// `operator`.
     pub operator: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `values`.
     pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `NodeSelectorTerm`, with the API's field names.
 pub struct NodeSelectorTerm {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `matchExpressions`.
     pub match_expressions: Vec<NodeSelectorRequirement>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `NodeSelector`, with the API's field names.
 pub struct NodeSelector {
     #[serde(default)]
+    /// `nodeSelectorTerms`.
     pub node_selector_terms: Vec<NodeSelectorTerm>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeNodeAffinity`, with the API's field names.
 pub struct VolumeNodeAffinity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `required`.
     pub required: Option<NodeSelector>,
 }
 
@@ -107,37 +131,52 @@ impl VolumeNodeAffinity {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `PvSpec`, with the API's field names.
 pub struct PvSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `capacity`.
     pub capacity: ResourceList,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `accessModes`.
     pub access_modes: Vec<AccessMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `claimRef`.
     pub claim_ref: Option<ObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `persistentVolumeReclaimPolicy`.
     pub persistent_volume_reclaim_policy: Option<ReclaimPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `storageClassName`.
     pub storage_class_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeMode`.
     pub volume_mode: Option<VolumeMode>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `mountOptions`.
     pub mount_options: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `nodeAffinity`.
     pub node_affinity: Option<VolumeNodeAffinity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `csi`.
     pub csi: Option<CsiSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeAttributesClassName`.
     pub volume_attributes_class_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `PvStatus`, with the API's field names.
 pub struct PvStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `phase`.
     pub phase: Option<PvPhase>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `message`.
     pub message: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `reason`.
     pub reason: String,
 }
 
@@ -146,14 +185,19 @@ pub struct PvStatus {
 #[serde(rename_all = "camelCase")]
 pub struct PersistentVolume {
     #[serde(default = "v1")]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: PvSpec,
     #[serde(default)]
+    /// `status`.
     pub status: PvStatus,
 }
 
@@ -162,6 +206,7 @@ fn v1() -> String {
 }
 
 impl PersistentVolume {
+    /// An empty volume named `name`.
     pub fn new(name: &str) -> PersistentVolume {
         PersistentVolume {
             api_version: "v1".into(),
@@ -171,10 +216,12 @@ impl PersistentVolume {
         }
     }
 
+    /// Its name.
     pub fn name(&self) -> &str {
         &self.metadata.name
     }
 
+    /// `spec.capacity.storage`, if given.
     pub fn capacity(&self) -> Option<Quantity> {
         storage(&self.spec.capacity)
     }
@@ -211,6 +258,7 @@ impl PersistentVolume {
             .unwrap_or(ReclaimPolicy::Retain)
     }
 
+    /// `status.phase`; Pending when unset.
     pub fn phase(&self) -> PvPhase {
         self.status.phase.clone().unwrap_or(PvPhase::Pending)
     }
@@ -218,19 +266,26 @@ impl PersistentVolume {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `ResourceRequirements`, with the API's field names.
 pub struct ResourceRequirements {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `requests`.
     pub requests: ResourceList,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `limits`.
     pub limits: ResourceList,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `TypedLocalObjectReference`, with the API's field names.
 pub struct TypedLocalObjectReference {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `apiGroup`.
     pub api_group: Option<String>,
+    /// `kind`.
     pub kind: String,
+    /// `name`.
     pub name: String,
 }
 
@@ -240,33 +295,47 @@ pub struct TypedLocalObjectReference {
 #[serde(rename_all = "camelCase")]
 pub struct TypedObjectReference {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `apiGroup`.
     pub api_group: Option<String>,
+    /// `kind`.
     pub kind: String,
+    /// `name`.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `namespace`.
     pub namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `PvcSpec`, with the API's field names.
 pub struct PvcSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `accessModes`.
     pub access_modes: Vec<AccessMode>,
     #[serde(default)]
+    /// `resources`.
     pub resources: ResourceRequirements,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeName`.
     pub volume_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `storageClassName`.
     pub storage_class_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeMode`.
     pub volume_mode: Option<VolumeMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `selector`.
     pub selector: Option<LabelSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `dataSource`.
     pub data_source: Option<TypedLocalObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `dataSourceRef`.
     pub data_source_ref: Option<TypedObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeAttributesClassName`.
     pub volume_attributes_class_name: Option<String>,
 }
 
@@ -275,26 +344,36 @@ pub struct PvcSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PvcCondition {
     #[serde(rename = "type")]
+    /// `type`.
     pub type_: String,
+    /// `status`.
     pub status: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `reason`.
     pub reason: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `message`.
     pub message: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `PvcStatus`, with the API's field names.
 pub struct PvcStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `phase`.
     pub phase: Option<PvcPhase>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `accessModes`.
     pub access_modes: Vec<AccessMode>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `capacity`.
     pub capacity: ResourceList,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `conditions`.
     pub conditions: Vec<PvcCondition>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `allocatedResources`.
     pub allocated_resources: ResourceList,
     /// The VolumeAttributesClass the bound volume has now (set by the PV
     /// controller when the claim binds, by the resizer after a modify).
@@ -307,18 +386,24 @@ pub struct PvcStatus {
 #[serde(rename_all = "camelCase")]
 pub struct PersistentVolumeClaim {
     #[serde(default = "v1")]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: PvcSpec,
     #[serde(default)]
+    /// `status`.
     pub status: PvcStatus,
 }
 
 impl PersistentVolumeClaim {
+    /// An empty claim `namespace`/`name`.
     pub fn new(namespace: &str, name: &str) -> PersistentVolumeClaim {
         PersistentVolumeClaim {
             api_version: "v1".into(),
@@ -359,6 +444,7 @@ impl PersistentVolumeClaim {
             .unwrap_or("")
     }
 
+    /// `spec.volumeMode`; Filesystem when unset, as Kubernetes defaults it.
     pub fn volume_mode(&self) -> VolumeMode {
         self.spec
             .volume_mode
@@ -366,10 +452,12 @@ impl PersistentVolumeClaim {
             .unwrap_or(VolumeMode::Filesystem)
     }
 
+    /// `spec.volumeName`: the volume it is bound to, or "".
     pub fn volume_name(&self) -> &str {
         self.spec.volume_name.as_deref().unwrap_or("")
     }
 
+    /// `status.phase`; Pending when unset.
     pub fn phase(&self) -> PvcPhase {
         self.status.phase.clone().unwrap_or(PvcPhase::Pending)
     }
@@ -409,6 +497,7 @@ impl PersistentVolumeClaim {
             .filter(|ns| !ns.is_empty() && *ns != self.metadata.namespace)
     }
 
+    /// The condition of type `type_`, if present.
     pub fn condition(&self, type_: &str) -> Option<&PvcCondition> {
         self.status.conditions.iter().find(|c| c.type_ == type_)
     }
@@ -419,22 +508,31 @@ impl PersistentVolumeClaim {
 #[serde(rename_all = "camelCase")]
 pub struct StorageClass {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `provisioner`.
     pub provisioner: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `parameters`.
     pub parameters: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `reclaimPolicy`.
     pub reclaim_policy: Option<ReclaimPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `volumeBindingMode`.
     pub volume_binding_mode: Option<BindingMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `allowVolumeExpansion`.
     pub allow_volume_expansion: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `mountOptions`.
     pub mount_options: Vec<String>,
 }
 
@@ -442,6 +540,7 @@ pub struct StorageClass {
 pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
 
 impl StorageClass {
+    /// A class named `name` whose volumes `provisioner` makes.
     pub fn new(name: &str, provisioner: &str) -> StorageClass {
         StorageClass {
             api_version: "storage.k8s.io/v1".into(),
@@ -464,6 +563,7 @@ impl StorageClass {
             .unwrap_or(BindingMode::Immediate)
     }
 
+    /// True when annotated as the cluster's default class.
     pub fn is_default(&self) -> bool {
         self.metadata.annotation(DEFAULT_CLASS_ANNOTATION) == Some("true")
     }
@@ -471,17 +571,23 @@ impl StorageClass {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeAttachmentSource`, with the API's field names.
 pub struct VolumeAttachmentSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `persistentVolumeName`.
     pub persistent_volume_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeAttachmentSpec`, with the API's field names.
 pub struct VolumeAttachmentSpec {
+    /// `attacher`.
     pub attacher: String,
+    /// `nodeName`.
     pub node_name: String,
     #[serde(default)]
+    /// `source`.
     pub source: VolumeAttachmentSource,
 }
 
@@ -490,21 +596,28 @@ pub struct VolumeAttachmentSpec {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeError {
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `time`.
     pub time: String,
     #[serde(default)]
+    /// `message`.
     pub message: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeAttachmentStatus`, with the API's field names.
 pub struct VolumeAttachmentStatus {
     #[serde(default)]
+    /// `attached`.
     pub attached: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `attachmentMetadata`.
     pub attachment_metadata: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `attachError`.
     pub attach_error: Option<VolumeError>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `detachError`.
     pub detach_error: Option<VolumeError>,
 }
 
@@ -513,18 +626,24 @@ pub struct VolumeAttachmentStatus {
 #[serde(rename_all = "camelCase")]
 pub struct VolumeAttachment {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: VolumeAttachmentSpec,
     #[serde(default)]
+    /// `status`.
     pub status: VolumeAttachmentStatus,
 }
 
 impl VolumeAttachment {
+    /// An attachment named `name` of volume `pv` to `node` by `attacher`.
     pub fn new(name: &str, attacher: &str, node: &str, pv: &str) -> VolumeAttachment {
         VolumeAttachment {
             api_version: "storage.k8s.io/v1".into(),
@@ -541,6 +660,7 @@ impl VolumeAttachment {
         }
     }
 
+    /// The PersistentVolume it attaches, or "" for an inline volume.
     pub fn pv_name(&self) -> &str {
         self.spec
             .source
@@ -552,27 +672,36 @@ impl VolumeAttachment {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `VolumeNodeResources`, with the API's field names.
 pub struct VolumeNodeResources {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `count`.
     pub count: Option<i32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `CsiNodeDriver`, with the API's field names.
 pub struct CsiNodeDriver {
+    /// `name`.
     pub name: String,
     #[serde(rename = "nodeID")]
+    /// `nodeId`.
     pub node_id: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `topologyKeys`.
     pub topology_keys: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `allocatable`.
     pub allocatable: Option<VolumeNodeResources>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `CsiNodeSpec`, with the API's field names.
 pub struct CsiNodeSpec {
     #[serde(default)]
+    /// `drivers`.
     pub drivers: Vec<CsiNodeDriver>,
 }
 
@@ -581,16 +710,21 @@ pub struct CsiNodeSpec {
 #[serde(rename_all = "camelCase")]
 pub struct CsiNode {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: CsiNodeSpec,
 }
 
 impl CsiNode {
+    /// The CSINode of `node`, without drivers.
     pub fn new(node: &str) -> CsiNode {
         CsiNode {
             api_version: "storage.k8s.io/v1".into(),
@@ -600,6 +734,7 @@ impl CsiNode {
         }
     }
 
+    /// The registration of driver `name`, if present.
     pub fn driver(&self, name: &str) -> Option<&CsiNodeDriver> {
         self.spec.drivers.iter().find(|d| d.name == name)
     }
@@ -607,14 +742,19 @@ impl CsiNode {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `CsiDriverSpec`, with the API's field names.
 pub struct CsiDriverSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `attachRequired`.
     pub attach_required: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `podInfoOnMount`.
     pub pod_info_on_mount: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `fsGroupPolicy`.
     pub fs_group_policy: Option<FsGroupPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `requiresRepublish`.
     pub requires_republish: Option<bool>,
 }
 
@@ -623,12 +763,16 @@ pub struct CsiDriverSpec {
 #[serde(rename_all = "camelCase")]
 pub struct CsiDriver {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: CsiDriverSpec,
 }
 
@@ -638,10 +782,12 @@ impl CsiDriver {
         self.spec.attach_required.unwrap_or(true)
     }
 
+    /// `spec.podInfoOnMount`; false when unset.
     pub fn pod_info_on_mount(&self) -> bool {
         self.spec.pod_info_on_mount.unwrap_or(false)
     }
 
+    /// `spec.fsGroupPolicy`; ReadWriteOnceWithFSType when unset, as Kubernetes defaults it.
     pub fn fs_group_policy(&self) -> FsGroupPolicy {
         self.spec
             .fs_group_policy

@@ -7,28 +7,38 @@ use super::meta::ObjectMeta;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `Taint`, with the API's field names.
 pub struct Taint {
+    /// `key`.
     pub key: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `value`.
     pub value: String,
     #[serde(default)]
+    /// `effect`.
     pub effect: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `NodeSpec`, with the API's field names.
 pub struct NodeSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `taints`.
     pub taints: Vec<Taint>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// `unschedulable`.
     pub unschedulable: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `NodeCondition`, with the API's field names.
 pub struct NodeCondition {
     #[serde(rename = "type")]
+    /// `type`.
     pub type_: String,
+    /// `status`.
     pub status: String,
 }
 
@@ -36,19 +46,25 @@ pub struct NodeCondition {
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct AttachedVolume {
+    /// `name`.
     pub name: String,
     #[serde(default)]
+    /// `devicePath`.
     pub device_path: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `NodeStatus`, with the API's field names.
 pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `conditions`.
     pub conditions: Vec<NodeCondition>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `volumesAttached`.
     pub volumes_attached: Vec<AttachedVolume>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `volumesInUse`.
     pub volumes_in_use: Vec<String>,
 }
 
@@ -57,14 +73,19 @@ pub struct NodeStatus {
 #[serde(rename_all = "camelCase")]
 pub struct Node {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: NodeSpec,
     #[serde(default)]
+    /// `status`.
     pub status: NodeStatus,
 }
 
@@ -72,6 +93,7 @@ pub struct Node {
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
 
 impl Node {
+    /// A node named `name`.
     pub fn new(name: &str) -> Node {
         Node {
             api_version: "v1".into(),
@@ -88,6 +110,7 @@ impl Node {
         }
     }
 
+    /// True when its Ready condition is True.
     pub fn ready(&self) -> bool {
         self.status
             .conditions
@@ -95,6 +118,7 @@ impl Node {
             .any(|c| c.type_ == "Ready" && c.status == "True")
     }
 
+    /// True when it carries the out-of-service taint.
     pub fn out_of_service(&self) -> bool {
         self.spec
             .taints
@@ -105,9 +129,12 @@ impl Node {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `PvcSource`, with the API's field names.
 pub struct PvcSource {
+    /// `claimName`.
     pub claim_name: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// `readOnly`.
     pub read_only: bool,
 }
 
@@ -115,26 +142,34 @@ pub struct PvcSource {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct PodVolume {
+    /// `name`.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `persistentVolumeClaim`.
     pub persistent_volume_claim: Option<PvcSource>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `PodSpec`, with the API's field names.
 pub struct PodSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `nodeName`.
     pub node_name: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `volumes`.
     pub volumes: Vec<PodVolume>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `serviceAccountName`.
     pub service_account_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
+/// Kubernetes' `PodStatus`, with the API's field names.
 pub struct PodStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `phase`.
     pub phase: Option<PodPhase>,
 }
 
@@ -143,18 +178,24 @@ pub struct PodStatus {
 #[serde(rename_all = "camelCase")]
 pub struct Pod {
     #[serde(default)]
+    /// `apiVersion`.
     pub api_version: String,
     #[serde(default)]
+    /// `kind`.
     pub kind: String,
     #[serde(default)]
+    /// `metadata`.
     pub metadata: ObjectMeta,
     #[serde(default)]
+    /// `spec`.
     pub spec: PodSpec,
     #[serde(default)]
+    /// `status`.
     pub status: PodStatus,
 }
 
 impl Pod {
+    /// An empty pod `namespace`/`name`.
     pub fn new(namespace: &str, name: &str) -> Pod {
         Pod {
             api_version: "v1".into(),
@@ -177,6 +218,7 @@ impl Pod {
         pod
     }
 
+    /// The node it is scheduled to, if any.
     pub fn node(&self) -> Option<&str> {
         self.spec.node_name.as_deref().filter(|n| !n.is_empty())
     }
@@ -198,6 +240,7 @@ impl Pod {
             && self.claims().any(|c| c == name)
     }
 
+    /// True once it Succeeded or Failed.
     pub fn terminated(&self) -> bool {
         self.status.phase.as_ref().is_some_and(PodPhase::terminated)
     }

@@ -37,8 +37,6 @@ impl RegistrarConfig {
 
 /// What the registrar is told.
 #[derive(Debug, Clone, PartialEq, Hash)]
-// The fields of one-line variants are named in the variant's doc.
-#[allow(missing_docs)]
 pub enum RegistrarInput {
     /// The process started.
     Start,
@@ -58,7 +56,10 @@ pub enum RegistrarInput {
         result: Result<(), String>,
     },
     /// The kubelet called GetInfo.
-    GetInfo { rpc: u64 },
+    GetInfo {
+        /// Names the call in the answer.
+        rpc: u64,
+    },
     /// The kubelet called NotifyRegistrationStatus.
     Status {
         /// Names the call in the answer.
@@ -74,38 +75,64 @@ pub enum RegistrarInput {
 
 /// What the registrar asks its adapter to do.
 #[derive(Debug, Clone, PartialEq, Hash)]
-// The fields of one-line variants are named in the variant's doc.
-#[allow(missing_docs)]
 pub enum RegistrarEffect {
     /// Call GetPluginInfo on the driver's socket; answer with
     /// [`RegistrarInput::PluginInfo`].
-    GetPluginInfo { op: OpId },
-    /// Listen on this socket path for the kubelet; answer with
+    GetPluginInfo {
+        /// Named again in the answer.
+        op: OpId,
+    },
+    /// Listen on `socket` for the kubelet; answer with
     /// [`RegistrarInput::Listening`].
-    Listen { op: OpId, socket: String },
+    Listen {
+        /// Named again in the answer.
+        op: OpId,
+        /// The registration socket's path.
+        socket: String,
+    },
     /// Answer the kubelet's GetInfo `rpc`.
-    Info { rpc: u64, info: PluginInfo },
+    Info {
+        /// The call answered.
+        rpc: u64,
+        /// The answer.
+        info: PluginInfo,
+    },
     /// Answer the kubelet's NotifyRegistrationStatus `rpc`.
-    Ack { rpc: u64 },
+    Ack {
+        /// The call answered.
+        rpc: u64,
+    },
     /// Remove the registration socket (the kubelet then unregisters the driver).
-    RemoveSocket { socket: String },
-    /// Exit the process with this code, logging the reason.
-    Exit { code: i32, reason: String },
+    RemoveSocket {
+        /// Its path.
+        socket: String,
+    },
+    /// Exit the process with `code`, logging `reason`.
+    Exit {
+        /// The exit code.
+        code: i32,
+        /// Why, for the log.
+        reason: String,
+    },
 }
 
 /// Where the registrar is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-// The fields of one-line variants are named in the variant's doc.
-#[allow(missing_docs)]
 pub enum Phase {
     /// Not started.
     Idle,
     /// Waiting for the driver's name.
     AskingDriver,
     /// Listening for the kubelet on the driver's registration socket.
-    Listening { driver: String },
+    Listening {
+        /// The driver's name.
+        driver: String,
+    },
     /// The kubelet registered the driver.
-    Registered { driver: String },
+    Registered {
+        /// The driver's name.
+        driver: String,
+    },
     /// Exit was asked.
     Exited,
 }

@@ -84,8 +84,6 @@ enum Delivery {
 
 /// One thing the scheduler may make happen next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-// The fields of one-line variants are named in the variant's doc.
-#[allow(missing_docs)]
 pub enum Choice {
     /// Deliver the next item of actor `i`'s inbox (a CSI call with `fault`).
     Deliver {
@@ -102,10 +100,16 @@ pub enum Choice {
     },
     /// Advance the clock to the next timer.
     Timers,
-    /// Actor `i` restarts and loses its memory.
-    Restart { actor: usize },
-    /// Node `i` reboots and loses its mounts (its kubelet restarts too).
-    Reboot { node: usize },
+    /// An actor restarts and loses its memory.
+    Restart {
+        /// Which.
+        actor: usize,
+    },
+    /// A node reboots and loses its mounts (its kubelet restarts too).
+    Reboot {
+        /// Which.
+        node: usize,
+    },
 }
 
 /// What a run saw, for the summary.

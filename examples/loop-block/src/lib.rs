@@ -22,6 +22,7 @@ pub struct LoopBlock {
 }
 
 impl LoopBlock {
+    /// The backend over `root`.
     pub fn new(root: impl Into<PathBuf>) -> LoopBlock {
         LoopBlock { root: root.into() }
     }

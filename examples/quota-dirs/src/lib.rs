@@ -22,6 +22,7 @@ pub struct QuotaDirs {
 }
 
 impl QuotaDirs {
+    /// The backend over `root`.
     pub fn new(root: impl Into<PathBuf>) -> QuotaDirs {
         QuotaDirs { root: root.into() }
     }

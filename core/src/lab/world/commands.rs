@@ -15,17 +15,31 @@ use super::{CommandError, World};
 /// A user's command, as `volplane lab` sends it to a running lab.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
-// The fields of one-line variants are named in the variant's doc.
-#[allow(missing_docs)]
 pub enum Command {
     /// Apply manifests (YAML or JSON).
-    Apply { text: String },
-    /// Delete `kind/name`.
-    Delete { what: String },
+    Apply {
+        /// The manifests.
+        text: String,
+    },
+    /// Delete an object.
+    Delete {
+        /// `kind/name`.
+        what: String,
+    },
     /// Scale a deployment.
-    Scale { name: String, replicas: u32 },
+    Scale {
+        /// The deployment.
+        name: String,
+        /// How many pods.
+        replicas: u32,
+    },
     /// Ask for a claim to grow.
-    Resize { claim: String, size: String },
+    Resize {
+        /// The claim.
+        claim: String,
+        /// Its new size (`128Mi`).
+        size: String,
+    },
     /// Say what the lab holds.
     Status,
 }
