@@ -179,6 +179,26 @@ impl<B: Backend> Driver<B> {
         self
     }
 
+    /// Applies the [`Flags`](crate::Flags) that were given.
+    pub fn flags(mut self, flags: &crate::Flags) -> Self {
+        if let Some(e) = &flags.endpoint {
+            self = self.endpoint(e);
+        }
+        if let Some(id) = &flags.node_id {
+            self = self.node_id(id);
+        }
+        if let Some(dir) = &flags.state_dir {
+            self = self.state_dir(dir);
+        }
+        if let Some(dir) = &flags.kubelet_dir {
+            self = self.kubelet_dir(dir);
+        }
+        if let Some(address) = &flags.http_endpoint {
+            self = self.http_endpoint(address);
+        }
+        self
+    }
+
     /// The runtime to serve on (tokio when the `tokio` feature is on).
     pub fn runtime(mut self, runtime: Runtime) -> Self {
         self.runtime = runtime;

@@ -102,13 +102,17 @@
 //! }
 //! ```
 //!
+//! [`Flags`] gives a driver the flags every volplane driver takes
+//! (`--endpoint`, `--node-id`, `--state-dir`, `--kubelet-dir`,
+//! `--http-endpoint`): `Driver::new(…).flags(&Flags::from_env()?)`.
+//!
 //! Volume ids go back and forth through Kubernetes: at most 128 bytes,
 //! no control characters, no `..` (volplane refuses a CreateVolume whose
 //! backend made any other, rather than hand out a volume no one could
 //! delete). A real driver also records what it promised (the size) and
 //! checks on the node that the volume is its own: see
-//! `examples/quota-dirs` in the repository, a complete driver in under
-//! 150 lines, and `examples/loop-block` for block storage.
+//! `examples/quota-dirs` in the repository, a complete driver in 139
+//! lines, and `examples/loop-block` for block storage.
 //!
 //! ## Testing your driver
 //!
@@ -134,6 +138,7 @@
 #![deny(missing_docs)]
 
 mod driver;
+mod flags;
 #[cfg(feature = "testing")]
 mod hostile;
 #[cfg(feature = "testing")]
@@ -143,6 +148,7 @@ mod run;
 pub mod testing;
 
 pub use driver::{Driver, Runtime};
+pub use flags::{Flags, USAGE};
 
 pub use volplane_core::driver::{
     AccessMode, AccessType, Attributes, Capability, CapacityRange, ContentSource, CreatePlan,

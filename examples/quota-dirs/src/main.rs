@@ -3,36 +3,25 @@
 use std::process::ExitCode;
 
 use quota_dirs::{NAME, QuotaDirs};
-use volplane::Driver;
+use volplane::{Driver, Flags};
 
 fn main() -> ExitCode {
     volplane::init_logging("info");
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| {
-        let at = args.iter().position(|a| a == &format!("--{name}"))?;
-        args.get(at + 1).cloned()
-    };
-    let state = flag("state-dir").unwrap_or(format!("/var/lib/{NAME}"));
-    let storage = format!("{state}/volumes");
-    let mut driver = Driver::new(NAME, QuotaDirs::new(&storage))
-        .version(env!("CARGO_PKG_VERSION"))
-        .state_dir(&state)
-        .storage_dir(&storage);
-    if let Some(e) = flag("endpoint") {
-        driver = driver.endpoint(&e);
+    let served = Flags::from_env().and_then(|flags| {
+        let storage = flags
+            .state_dir_or(format!("/var/lib/{NAME}"))
+            .join("volumes");
+        Driver::new(NAME, QuotaDirs::new(&storage))
+            .version(env!("CARGO_PKG_VERSION"))
+            .flags(&flags)
+            .storage_dir(storage)
+            .serve()
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("quota-dirs: {e}");
+            ExitCode::FAILURE
+        }
     }
-    if let Some(id) = flag("node-id") {
-        driver = driver.node_id(&id);
-    }
-    if let Some(dir) = flag("kubelet-dir") {
-        driver = driver.kubelet_dir(dir);
-    }
-    if let Some(address) = flag("http-endpoint") {
-        driver = driver.http_endpoint(&address);
-    }
-    if let Err(e) = driver.serve() {
-        eprintln!("quota-dirs: {e}");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
 }
