@@ -360,6 +360,27 @@ pub async fn execute<B: Backend>(
     plan: &Plan,
 ) -> Result<Outcome, Status> {
     match plan {
+        Plan::CreateSnapshot(_)
+        | Plan::DeleteSnapshot { .. }
+        | Plan::CreateGroupSnapshot(_)
+        | Plan::DeleteGroupSnapshot { .. } => snapshot_plan(backend, host, plan).await,
+        Plan::Stage(_)
+        | Plan::Unstage(_)
+        | Plan::Publish(_)
+        | Plan::Unpublish(_)
+        | Plan::NodeExpand { .. }
+        | Plan::VolumeStats { .. } => node_plan(backend, host, plan).await,
+        _ => controller_plan(backend, host, plan).await,
+    }
+}
+
+/// The volume plans of the Controller service.
+async fn controller_plan<B: Backend>(
+    backend: &B,
+    host: &NodeHost,
+    plan: &Plan,
+) -> Result<Outcome, Status> {
+    match plan {
         Plan::CreateVolume(p) => backend.create_volume(host, p).await.map(Outcome::Created),
         Plan::DeleteVolume { volume, secrets } => backend
             .delete_volume(host, volume, secrets)
@@ -412,6 +433,29 @@ pub async fn execute<B: Backend>(
             .controller_modify(host, volume, mutable_parameters, secrets)
             .await
             .map(|_| Outcome::Done),
+        Plan::GetCapacity {
+            capabilities,
+            parameters,
+            accessible_topology,
+        } => backend
+            .get_capacity(host, parameters, capabilities, accessible_topology.as_ref())
+            .await
+            .map(|c| Outcome::Capacity {
+                available_bytes: c.available_bytes,
+                maximum_volume_size: c.maximum_volume_size,
+                minimum_volume_size: c.minimum_volume_size,
+            }),
+        other => unreachable!("{} is not a controller volume plan", other.kind()),
+    }
+}
+
+/// Snapshots and group snapshots.
+async fn snapshot_plan<B: Backend>(
+    backend: &B,
+    host: &NodeHost,
+    plan: &Plan,
+) -> Result<Outcome, Status> {
+    match plan {
         Plan::CreateSnapshot(p) => backend
             .create_snapshot(host, p)
             .await
@@ -428,18 +472,17 @@ pub async fn execute<B: Backend>(
             .delete_group_snapshot(host, group, secrets)
             .await
             .map(|_| Outcome::Done),
-        Plan::GetCapacity {
-            capabilities,
-            parameters,
-            accessible_topology,
-        } => backend
-            .get_capacity(host, parameters, capabilities, accessible_topology.as_ref())
-            .await
-            .map(|c| Outcome::Capacity {
-                available_bytes: c.available_bytes,
-                maximum_volume_size: c.maximum_volume_size,
-                minimum_volume_size: c.minimum_volume_size,
-            }),
+        other => unreachable!("{} is not a snapshot plan", other.kind()),
+    }
+}
+
+/// The plans of the Node service.
+async fn node_plan<B: Backend>(
+    backend: &B,
+    host: &NodeHost,
+    plan: &Plan,
+) -> Result<Outcome, Status> {
+    match plan {
         Plan::Stage(p) => backend.node_stage(host, p).await.map(|_| Outcome::Done),
         Plan::Unstage(p) => backend.node_unstage(host, p).await.map(|_| Outcome::Done),
         Plan::Publish(p) => backend.node_publish(host, p).await.map(|_| Outcome::Done),
@@ -481,5 +524,6 @@ pub async fn execute<B: Backend>(
             .volume_stats(host, volume_id, volume_path, *block)
             .await
             .map(|(usage, condition)| Outcome::Stats { usage, condition }),
+        other => unreachable!("{} is not a node plan", other.kind()),
     }
 }
