@@ -447,9 +447,53 @@ impl Driver {
     }
 
     fn decide(&mut self, request: Request) -> Decision {
+        if let Some(refused) = self.refusal(&request) {
+            return reject(refused);
+        }
+        match request {
+            Request::CreateVolume(r) => self.create_volume(r),
+            Request::DeleteVolume(r) => self.delete_volume(r),
+            Request::ControllerPublish(r) => self.controller_publish(r),
+            Request::ControllerUnpublish(r) => self.controller_unpublish(r),
+            Request::ValidateCapabilities(r) => self.validate_capabilities(r),
+            Request::ListVolumes(r) => self.list_volumes(r),
+            Request::GetCapacity(r) => self.get_capacity(r),
+            Request::ControllerExpand(r) => self.controller_expand(r),
+            Request::ControllerGetVolume { volume_id } => self.controller_get_volume(&volume_id),
+            Request::ControllerModify(r) => self.controller_modify(r),
+            Request::CreateSnapshot(r) => self.create_snapshot(r),
+            Request::DeleteSnapshot(r) => self.delete_snapshot(r),
+            Request::ListSnapshots(r) => self.list_snapshots(r),
+            Request::GetSnapshot { snapshot_id } => self.get_snapshot(&snapshot_id),
+            Request::CreateGroupSnapshot(r) => self.create_group(r),
+            Request::DeleteGroupSnapshot(r) => self.delete_group(r),
+            Request::GetGroupSnapshot {
+                group_snapshot_id,
+                snapshot_ids,
+            } => self.get_group(&group_snapshot_id, &snapshot_ids),
+            Request::NodeStage(r) => self.node_stage(r),
+            Request::NodeUnstage(r) => self.node_unstage(r),
+            Request::NodePublish(r) => self.node_publish(r),
+            Request::NodeUnpublish(r) => self.node_unpublish(r),
+            Request::NodeVolumeStats(r) => self.node_volume_stats(r),
+            Request::NodeExpand(r) => self.node_expand(r),
+            identity => match self.about(&identity) {
+                Some(about) => answer(about),
+                None => reject(Status::internal(format!(
+                    "{}: no answer for it (a bug in volplane)",
+                    identity.method()
+                ))),
+            },
+        }
+    }
+
+    /// Why `request` is refused before anything else: a service this
+    /// instance does not serve, a capability it does not advertise, an
+    /// operation already running on the same volume or snapshot.
+    fn refusal(&self, request: &Request) -> Option<Status> {
         let method = request.method();
         let controller = matches!(
-            request,
+            *request,
             Request::CreateVolume(_)
                 | Request::DeleteVolume(_)
                 | Request::ControllerPublish(_)
@@ -471,95 +515,75 @@ impl Driver {
                 | Request::GetGroupSnapshot { .. }
         );
         let node = request.path().is_some()
-            || matches!(request, Request::NodeGetCapabilities | Request::NodeGetInfo);
+            || matches!(
+                *request,
+                Request::NodeGetCapabilities | Request::NodeGetInfo
+            );
         if controller && !self.config.controller {
-            return reject(Status::unimplemented(format!(
+            return Some(Status::unimplemented(format!(
                 "{method}: this driver instance does not serve the Controller service"
             )));
         }
         if node && !self.config.node {
-            return reject(Status::unimplemented(format!(
+            return Some(Status::unimplemented(format!(
                 "{method}: this driver instance does not serve the Node service"
             )));
         }
-        if let Some(missing) = self.missing_capability(&request) {
-            return reject(Status::unimplemented(format!(
+        if let Some(missing) = self.missing_capability(request) {
+            return Some(Status::unimplemented(format!(
                 "{method}: driver {} does not advertise {missing}",
                 self.config.name
             )));
         }
-        if let Some(key) = lock_key(&request)
+        if let Some(key) = lock_key(request)
             && self.state.busy(&key)
         {
-            return reject(match request.snapshot() {
+            return Some(match request.snapshot() {
                 Some(snapshot) => Status::aborted_pending_snapshot(snapshot),
                 None => Status::aborted_pending(request.volume().unwrap_or_default()),
             });
         }
-        match request {
-            Request::GetPluginInfo => answer(Response::PluginInfo {
-                name: self.config.name.clone(),
-                vendor_version: self.config.vendor_version.clone(),
-                manifest: self.config.manifest.clone(),
-            }),
+        None
+    }
+
+    /// The answers about the driver itself (identity and capabilities).
+    fn about(&self, request: &Request) -> Option<Response> {
+        let config = &self.config;
+        Some(match request {
+            Request::GetPluginInfo => Response::PluginInfo {
+                name: config.name.clone(),
+                vendor_version: config.vendor_version.clone(),
+                manifest: config.manifest.clone(),
+            },
             Request::GetPluginCapabilities => {
-                let mut caps: Vec<_> = self.config.plugin_capabilities.iter().copied().collect();
-                if !self.config.controller {
+                let mut caps: Vec<_> = config.plugin_capabilities.iter().copied().collect();
+                if !config.controller {
                     caps.retain(|c| {
                         *c != PluginCapability::ControllerService
                             && *c != PluginCapability::GroupControllerService
                     });
                 }
-                answer(Response::PluginCapabilities(caps))
+                Response::PluginCapabilities(caps)
             }
-            Request::Probe => answer(Response::Probe {
+            Request::Probe => Response::Probe {
                 ready: !self.recovering(),
-            }),
-            Request::NodeGetCapabilities => answer(Response::NodeCapabilities(
-                self.config.node_capabilities.iter().copied().collect(),
-            )),
-            Request::NodeGetInfo => answer(Response::NodeInfo {
-                node_id: self.config.node_id.clone(),
-                max_volumes_per_node: self.config.max_volumes_per_node,
-                accessible_topology: self.config.topology.clone(),
-            }),
-            Request::ControllerGetCapabilities => answer(Response::ControllerCapabilities(
-                self.config
-                    .controller_capabilities
-                    .iter()
-                    .copied()
-                    .collect(),
-            )),
-            Request::CreateVolume(r) => self.create_volume(r),
-            Request::DeleteVolume(r) => self.delete_volume(r),
-            Request::ControllerPublish(r) => self.controller_publish(r),
-            Request::ControllerUnpublish(r) => self.controller_unpublish(r),
-            Request::ValidateCapabilities(r) => self.validate_capabilities(r),
-            Request::ListVolumes(r) => self.list_volumes(r),
-            Request::GetCapacity(r) => self.get_capacity(r),
-            Request::ControllerExpand(r) => self.controller_expand(r),
-            Request::ControllerGetVolume { volume_id } => self.controller_get_volume(&volume_id),
-            Request::ControllerModify(r) => self.controller_modify(r),
-            Request::CreateSnapshot(r) => self.create_snapshot(r),
-            Request::DeleteSnapshot(r) => self.delete_snapshot(r),
-            Request::ListSnapshots(r) => self.list_snapshots(r),
-            Request::GetSnapshot { snapshot_id } => self.get_snapshot(&snapshot_id),
-            Request::GroupControllerGetCapabilities => answer(Response::GroupCapabilities(
-                self.config.group_capabilities.iter().copied().collect(),
-            )),
-            Request::CreateGroupSnapshot(r) => self.create_group(r),
-            Request::DeleteGroupSnapshot(r) => self.delete_group(r),
-            Request::GetGroupSnapshot {
-                group_snapshot_id,
-                snapshot_ids,
-            } => self.get_group(&group_snapshot_id, &snapshot_ids),
-            Request::NodeStage(r) => self.node_stage(r),
-            Request::NodeUnstage(r) => self.node_unstage(r),
-            Request::NodePublish(r) => self.node_publish(r),
-            Request::NodeUnpublish(r) => self.node_unpublish(r),
-            Request::NodeVolumeStats(r) => self.node_volume_stats(r),
-            Request::NodeExpand(r) => self.node_expand(r),
-        }
+            },
+            Request::NodeGetCapabilities => {
+                Response::NodeCapabilities(config.node_capabilities.iter().copied().collect())
+            }
+            Request::NodeGetInfo => Response::NodeInfo {
+                node_id: config.node_id.clone(),
+                max_volumes_per_node: config.max_volumes_per_node,
+                accessible_topology: config.topology.clone(),
+            },
+            Request::ControllerGetCapabilities => Response::ControllerCapabilities(
+                config.controller_capabilities.iter().copied().collect(),
+            ),
+            Request::GroupControllerGetCapabilities => {
+                Response::GroupCapabilities(config.group_capabilities.iter().copied().collect())
+            }
+            _ => return None,
+        })
     }
 
     /// The capability a request needs that this driver does not advertise.
