@@ -14,7 +14,7 @@ fn loop_block(l: &Layout) -> Command {
         .arg(&l.state_dir)
         .arg("--kubelet-dir")
         .arg(&l.kubelet_dir)
-        .env("VOLPLANE_LOG", "warn");
+        .env("VOLPLANE_LOG", "error");
     cmd
 }
 
