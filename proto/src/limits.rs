@@ -19,6 +19,10 @@ pub struct Limits {
     /// csi-sanity each hold one or two.
     pub connections: usize,
     /// SETTINGS_MAX_CONCURRENT_STREAMS: requests in flight per connection.
+    /// Not below 100: grpc-go and h2 clients open up to 100 streams before
+    /// the server's SETTINGS reach them, and a stream past the limit is
+    /// refused (REFUSED_STREAM), which a tonic client reports as
+    /// UNAVAILABLE.
     pub streams: u32,
     /// SETTINGS_MAX_HEADER_LIST_SIZE, in bytes as HTTP/2 counts them
     /// (name + value + 32 per header). A request over it is refused; a
@@ -37,7 +41,7 @@ impl Limits {
     /// The defaults, each documented on its field.
     pub const DEFAULT: Limits = Limits {
         connections: 128,
-        streams: 64,
+        streams: 128,
         header_list: 16 * 1024,
         message: 4 * 1024 * 1024,
         pending_resets: 20,
