@@ -5,6 +5,7 @@ use crate::control::csi_map;
 use crate::control::{Effect, Event};
 use crate::driver::{self, Request};
 use crate::model::names::{self, reason};
+use crate::model::storage::CsiSource;
 
 /// A pod's use of a volume that should be published.
 #[derive(Debug, Clone, Hash)]
@@ -241,10 +242,36 @@ impl Kubelet {
         let Some(csi) = w.pv.spec.csi.clone() else {
             return;
         };
-        let unique = names::unique_volume_name(&csi.driver, &csi.volume_handle);
-        // A pod that has not mounted its claim yet does not start while the
-        // claim is being deleted (upstream's desired-state populator), so
-        // pvc-protection's last look at the pods stays true.
+        if self.held_back(pod_uid, pv_name, w) {
+            return;
+        }
+        let Some(node) = node else { return };
+        let Some(publish_context) = self.attached_context(node, attach_required, &csi) else {
+            return;
+        };
+        let capability = match csi_map::pv_capability(&w.pv, self.config.modes) {
+            Ok(c) => c,
+            Err(e) => {
+                self.failed_mount(pv_name, "MountVolume.SetUp", &crate::Status::invalid(e));
+                return;
+            }
+        };
+        if self.staging(pv_name, &csi, &publish_context, &capability)
+            || self.publishing(pod_uid, pv_name, &csi, w, &publish_context, &capability)
+        {
+            return;
+        }
+        self.expand_on_node(pod_uid, pv_name, &csi, w, capability);
+    }
+
+    /// True when the pod must not mount the volume now, with a warning on
+    /// the pod saying why: its claim is being deleted and the pod has not
+    /// mounted it yet (upstream's desired-state populator, so that
+    /// pvc-protection's last look at the pods stays true), or the volume is
+    /// ReadWriteOncePod and another pod has it (D2.1: of pods wanting it at
+    /// once, the first by uid wins — pods are visited in uid order and the
+    /// first's mount is recorded, uncertain, as soon as it is tried).
+    fn held_back(&mut self, pod_uid: &str, pv_name: &str, w: &Want) -> bool {
         let mounted = self
             .actual
             .mounts
@@ -255,162 +282,207 @@ impl Kubelet {
                 w.claim.metadata.namespace, w.claim.metadata.name
             );
             self.warn_pod(&w.pod, msg);
-            return;
+            return true;
         }
-        // D2.1: the ReadWriteOncePod guard. Of pods wanting the volume at
-        // once, the first by uid wins: pods are visited in uid order and
-        // the first's mount is recorded (uncertain) as soon as it is tried,
-        // while the volume's stage keeps it busy for the others.
         if w.pv.spec.access_modes == [AccessMode::ReadWriteOncePod] {
             let other = self
                 .actual
                 .mounts
                 .keys()
                 .any(|(p, v)| v == pv_name && p != pod_uid);
-            if other
-                && !self
-                    .actual
-                    .mounts
-                    .contains_key(&(pod_uid.to_string(), pv_name.to_string()))
-            {
+            if other && !mounted {
                 self.warn_pod(
                     &w.pod,
                     "volume uses the ReadWriteOncePod access mode and is already in use by another pod"
                         .to_string(),
                 );
-                return;
+                return true;
             }
         }
-        let Some(node) = node else { return };
+        false
+    }
+
+    /// The publish context the node's stage and publish get, once the
+    /// volume is in use on the node and (when the driver attaches) attached
+    /// to it by a VolumeAttachment not being deleted; `None` until then.
+    fn attached_context(
+        &self,
+        node: &Node,
+        attach_required: bool,
+        csi: &CsiSource,
+    ) -> Option<driver::Attributes> {
+        let unique = names::unique_volume_name(&csi.driver, &csi.volume_handle);
         if !node.status.volumes_in_use.contains(&unique) {
-            return;
+            return None;
         }
-        let mut publish_context = driver::Attributes::new();
-        if attach_required {
-            if !node
-                .status
-                .volumes_attached
-                .iter()
-                .any(|a| a.name == unique)
-            {
-                return;
-            }
-            let va = names::volume_attachment_name(
-                &csi.volume_handle,
-                &self.config.driver,
-                &self.config.node,
-            );
-            match self.cache.find(Kind::VolumeAttachment, "", &va) {
-                // A VolumeAttachment being deleted is being detached: not usable.
-                Some(Object::Va(v)) if v.status.attached && !v.metadata.deleting() => {
-                    publish_context = v.status.attachment_metadata.clone().into()
-                }
-                _ => return,
-            }
+        if !attach_required {
+            return Some(driver::Attributes::new());
         }
-        let capability = match csi_map::pv_capability(&w.pv, self.config.modes) {
-            Ok(c) => c,
-            Err(e) => {
-                self.failed_mount(pv_name, "MountVolume.SetUp", &crate::Status::invalid(e));
-                return;
+        if !node
+            .status
+            .volumes_attached
+            .iter()
+            .any(|a| a.name == unique)
+        {
+            return None;
+        }
+        let va = names::volume_attachment_name(
+            &csi.volume_handle,
+            &self.config.driver,
+            &self.config.node,
+        );
+        match self.cache.find(Kind::VolumeAttachment, "", &va) {
+            // A VolumeAttachment being deleted is being detached: not usable.
+            Some(Object::Va(v)) if v.status.attached && !v.metadata.deleting() => {
+                Some(v.status.attachment_metadata.clone().into())
             }
-        };
+            _ => None,
+        }
+    }
+
+    /// Stages the volume when the driver stages and it is not staged yet
+    /// for certain; true while that is so (the pod's publish waits).
+    fn staging(
+        &mut self,
+        pv_name: &str,
+        csi: &CsiSource,
+        publish_context: &driver::Attributes,
+        capability: &driver::Capability,
+    ) -> bool {
+        let staged = self
+            .actual
+            .devices
+            .get(pv_name)
+            .is_some_and(|d| d.state == Certainty::Done);
+        if !self.config.stage_unstage || staged {
+            return false;
+        }
         let staging =
             names::staging_path(&self.config.root, &self.config.driver, &csi.volume_handle);
-        if self.config.stage_unstage
-            && self
-                .actual
-                .devices
-                .get(pv_name)
-                .is_none_or(|d| d.state != Certainty::Done)
-        {
-            let retry = self.actual.devices.contains_key(pv_name);
-            self.actual
-                .devices
-                .entry(pv_name.to_string())
-                .or_insert(Device {
-                    handle: csi.volume_handle.clone(),
-                    staging_path: staging.clone(),
-                    state: Certainty::Uncertain,
-                });
-            let request = Request::NodeStage(driver::NodeStage {
-                volume_id: csi.volume_handle.clone(),
-                publish_context,
-                staging_target_path: staging,
-                capability,
-                volume_context: csi.volume_attributes.clone().into(),
-                secrets: driver::Secrets::default(),
+        let retry = self.actual.devices.contains_key(pv_name);
+        self.actual
+            .devices
+            .entry(pv_name.to_string())
+            .or_insert(Device {
+                handle: csi.volume_handle.clone(),
+                staging_path: staging.clone(),
+                state: Certainty::Uncertain,
             });
-            self.csi(
-                Call::Stage {
-                    pv: pv_name.to_string(),
-                    retry,
-                },
-                request,
-            );
-            return;
-        }
+        let request = Request::NodeStage(driver::NodeStage {
+            volume_id: csi.volume_handle.clone(),
+            publish_context: publish_context.clone(),
+            staging_target_path: staging,
+            capability: capability.clone(),
+            volume_context: csi.volume_attributes.clone().into(),
+            secrets: driver::Secrets::default(),
+        });
+        self.csi(
+            Call::Stage {
+                pv: pv_name.to_string(),
+                retry,
+            },
+            request,
+        );
+        true
+    }
+
+    /// Publishes the volume to the pod when it is not published for
+    /// certain; true while that is so.
+    fn publishing(
+        &mut self,
+        pod_uid: &str,
+        pv_name: &str,
+        csi: &CsiSource,
+        w: &Want,
+        publish_context: &driver::Attributes,
+        capability: &driver::Capability,
+    ) -> bool {
         let key = (pod_uid.to_string(), pv_name.to_string());
-        let target = names::publish_path(&self.config.root, pod_uid, pv_name);
         if self
             .actual
             .mounts
             .get(&key)
-            .is_none_or(|m| m.state != Certainty::Done)
+            .is_some_and(|m| m.state == Certainty::Done)
         {
-            let retry = self.actual.mounts.contains_key(&key);
-            self.actual.mounts.entry(key).or_insert(PodMount {
-                handle: csi.volume_handle.clone(),
-                pod: pod_uid.to_string(),
-                target: target.clone(),
-                state: Certainty::Uncertain,
-            });
-            let mut volume_context: driver::Attributes = csi.volume_attributes.clone().into();
-            if self.csi_driver().is_some_and(|d| d.pod_info_on_mount()) {
-                let p = &w.pod;
-                volume_context.insert(
-                    "csi.storage.k8s.io/pod.name".into(),
-                    p.metadata.name.clone(),
-                );
-                volume_context.insert(
-                    "csi.storage.k8s.io/pod.namespace".into(),
-                    p.metadata.namespace.clone(),
-                );
-                volume_context.insert("csi.storage.k8s.io/pod.uid".into(), p.metadata.uid.clone());
-                volume_context.insert(
-                    "csi.storage.k8s.io/serviceAccount.name".into(),
-                    p.spec
-                        .service_account_name
-                        .clone()
-                        .unwrap_or_else(|| "default".into()),
-                );
-                volume_context.insert("csi.storage.k8s.io/ephemeral".into(), "false".into());
-            }
-            let request = Request::NodePublish(driver::NodePublish {
-                volume_id: csi.volume_handle.clone(),
-                publish_context,
-                staging_target_path: if self.config.stage_unstage {
-                    staging
-                } else {
-                    String::new()
-                },
-                target_path: target,
-                capability,
-                readonly: w.readonly,
-                volume_context,
-                secrets: driver::Secrets::default(),
-            });
-            self.csi(
-                Call::Publish {
-                    pv: pv_name.to_string(),
-                    pod: pod_uid.to_string(),
-                    retry,
-                },
-                request,
-            );
-            return;
+            return false;
         }
-        // D3.11: the PV outgrew the claim and the resizer asked the node to finish.
+        let target = names::publish_path(&self.config.root, pod_uid, pv_name);
+        let retry = self.actual.mounts.contains_key(&key);
+        self.actual.mounts.entry(key).or_insert(PodMount {
+            handle: csi.volume_handle.clone(),
+            pod: pod_uid.to_string(),
+            target: target.clone(),
+            state: Certainty::Uncertain,
+        });
+        let request = Request::NodePublish(driver::NodePublish {
+            volume_id: csi.volume_handle.clone(),
+            publish_context: publish_context.clone(),
+            staging_target_path: self.staging_path_of(csi),
+            target_path: target,
+            capability: capability.clone(),
+            readonly: w.readonly,
+            volume_context: self.publish_volume_context(csi, w),
+            secrets: driver::Secrets::default(),
+        });
+        self.csi(
+            Call::Publish {
+                pv: pv_name.to_string(),
+                pod: pod_uid.to_string(),
+                retry,
+            },
+            request,
+        );
+        true
+    }
+
+    /// The staging path NodePublish and NodeExpand name: empty when the
+    /// driver does not stage.
+    fn staging_path_of(&self, csi: &CsiSource) -> String {
+        if self.config.stage_unstage {
+            names::staging_path(&self.config.root, &self.config.driver, &csi.volume_handle)
+        } else {
+            String::new()
+        }
+    }
+
+    /// The volume context NodePublish gets: the PV's attributes, and the
+    /// pod's identity when the CSIDriver asks for it (podInfoOnMount).
+    fn publish_volume_context(&self, csi: &CsiSource, w: &Want) -> driver::Attributes {
+        let mut volume_context: driver::Attributes = csi.volume_attributes.clone().into();
+        if self.csi_driver().is_some_and(|d| d.pod_info_on_mount()) {
+            let p = &w.pod;
+            volume_context.insert(
+                "csi.storage.k8s.io/pod.name".into(),
+                p.metadata.name.clone(),
+            );
+            volume_context.insert(
+                "csi.storage.k8s.io/pod.namespace".into(),
+                p.metadata.namespace.clone(),
+            );
+            volume_context.insert("csi.storage.k8s.io/pod.uid".into(), p.metadata.uid.clone());
+            volume_context.insert(
+                "csi.storage.k8s.io/serviceAccount.name".into(),
+                p.spec
+                    .service_account_name
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+            );
+            volume_context.insert("csi.storage.k8s.io/ephemeral".into(), "false".into());
+        }
+        volume_context
+    }
+
+    /// D3.11: the PV outgrew the claim and the resizer asked the node to
+    /// finish: NodeExpandVolume (or, when the driver has no node
+    /// expansion, the claim is marked expanded at once).
+    fn expand_on_node(
+        &mut self,
+        pod_uid: &str,
+        pv_name: &str,
+        csi: &CsiSource,
+        w: &Want,
+        capability: driver::Capability,
+    ) {
         let pv_bytes = w.pv.capacity().map_or(0, |q| q.bytes());
         let claim_bytes = w.claim.status_capacity().map_or(0, |q| q.bytes());
         let claim_key = ObjectKey::new(
@@ -418,38 +490,35 @@ impl Kubelet {
             &w.claim.metadata.namespace,
             &w.claim.metadata.name,
         );
-        if pv_bytes > claim_bytes
-            && w.claim.condition("FileSystemResizePending").is_some()
-            && !self.busy.contains(&format!("claim:{claim_key}"))
+        if pv_bytes <= claim_bytes
+            || w.claim.condition("FileSystemResizePending").is_none()
+            || self.busy.contains(&format!("claim:{claim_key}"))
         {
-            if !self.config.node_expand {
-                self.expanded(&claim_key, pv_bytes);
-                return;
-            }
-            let request = Request::NodeExpand(driver::NodeExpand {
-                volume_id: csi.volume_handle.clone(),
-                volume_path: names::publish_path(&self.config.root, pod_uid, pv_name),
-                capacity: driver::CapacityRange {
-                    required_bytes: pv_bytes,
-                    limit_bytes: 0,
-                },
-                staging_target_path: if self.config.stage_unstage {
-                    names::staging_path(&self.config.root, &self.config.driver, &csi.volume_handle)
-                } else {
-                    String::new()
-                },
-                capability: Some(capability),
-                secrets: driver::Secrets::default(),
-            });
-            self.csi(
-                Call::Expand {
-                    pv: pv_name.to_string(),
-                    claim: claim_key,
-                    bytes: pv_bytes,
-                },
-                request,
-            );
+            return;
         }
+        if !self.config.node_expand {
+            self.expanded(&claim_key, pv_bytes);
+            return;
+        }
+        let request = Request::NodeExpand(driver::NodeExpand {
+            volume_id: csi.volume_handle.clone(),
+            volume_path: names::publish_path(&self.config.root, pod_uid, pv_name),
+            capacity: driver::CapacityRange {
+                required_bytes: pv_bytes,
+                limit_bytes: 0,
+            },
+            staging_target_path: self.staging_path_of(csi),
+            capability: Some(capability),
+            secrets: driver::Secrets::default(),
+        });
+        self.csi(
+            Call::Expand {
+                pv: pv_name.to_string(),
+                claim: claim_key,
+                bytes: pv_bytes,
+            },
+            request,
+        );
     }
 
     /// Planted mistake: unstage at once, whatever is still published.
