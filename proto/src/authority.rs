@@ -521,18 +521,7 @@ mod tests {
         let big = vec![b'a'; 40_000];
         let block = encode(&[(b":authority", b"/s.sock"), (b"x-big", &big)]);
         let mut wire = PREFACE.to_vec();
-        for (i, part) in block.chunks(MAX_FRAME).enumerate() {
-            let last = (i + 1) * MAX_FRAME >= block.len();
-            let kind = if i == 0 { HEADERS } else { CONTINUATION };
-            frame_header(
-                &mut wire,
-                part.len(),
-                kind,
-                if last { END_HEADERS } else { 0 },
-                1,
-            );
-            wire.extend_from_slice(part);
-        }
+        wire.extend(block_frames(1, &block));
         let mut fix = AuthorityFix::new(64 * 1024);
         fix.feed(&wire);
         let blocks = h2_view(fix.ready());
@@ -553,6 +542,19 @@ mod tests {
             &wire[..],
             "a block we cannot decode goes to h2 as it came"
         );
+    }
+
+    /// `block` as HEADERS and CONTINUATION frames of at most MAX_FRAME.
+    fn block_frames(stream: u32, block: &[u8]) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for (i, part) in block.chunks(MAX_FRAME).enumerate() {
+            let last = (i + 1) * MAX_FRAME >= block.len();
+            let kind = if i == 0 { HEADERS } else { CONTINUATION };
+            let flags = if last { END_HEADERS } else { 0 };
+            frame_header(&mut wire, part.len(), kind, flags, stream);
+            wire.extend_from_slice(part);
+        }
+        wire
     }
 
     fn continuation(stream: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
@@ -605,18 +607,7 @@ mod tests {
         first.extend(block);
         first.extend(std::iter::repeat_n(0x80 | 62, 4000));
         let mut wire = PREFACE.to_vec();
-        for (i, part) in first.chunks(MAX_FRAME).enumerate() {
-            let last = (i + 1) * MAX_FRAME >= first.len();
-            let kind = if i == 0 { HEADERS } else { CONTINUATION };
-            frame_header(
-                &mut wire,
-                part.len(),
-                kind,
-                if last { END_HEADERS } else { 0 },
-                1,
-            );
-            wire.extend_from_slice(part);
-        }
+        wire.extend(block_frames(1, &first));
         let mut fix = AuthorityFix::default();
         fix.feed(&wire);
         assert_eq!(fix.rewritten(), 0);

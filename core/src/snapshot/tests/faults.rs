@@ -24,22 +24,20 @@ fn content(i: u8, policy: DeletionPolicy) -> VolumeSnapshotContent {
     c
 }
 
-fn snapshotter_under_faults(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
-    let mut c = Chaos::new(seed, || Snapshotter::new(DRIVER), |_, call| healthy(call));
-    c.user(ApiCall::Create(Object::SnapshotClass(
-        VolumeSnapshotClass::new("snaps", DRIVER, DeletionPolicy::Delete),
-    )));
+/// Plays `steps` on `c`: one in six creates the object `key(x)` names
+/// (when it is absent, with `create(x)`), one in six deletes it, the rest
+/// let the machine and the faults move; then the run must settle.
+fn play<M: crate::machine::Machine<Input = Input, Effect = Effect>>(
+    c: &mut Chaos<M>,
+    steps: Vec<(u8, u8)>,
+    key: impl Fn(u8) -> ObjectKey,
+    create: impl Fn(u8) -> Object,
+) -> TestResult {
     for (what, x) in steps {
-        let i = x % 3;
-        let key = ObjectKey::new(Kind::VolumeSnapshotContent, "", &format!("content-{i}"));
+        let key = key(x);
         match what % 6 {
             0 if c.store.get(&key).is_none() => {
-                let policy = if x % 2 == 0 {
-                    DeletionPolicy::Delete
-                } else {
-                    DeletionPolicy::Retain
-                };
-                c.user(ApiCall::Create(Object::Content(content(i, policy))));
+                c.user(ApiCall::Create(create(x)));
             }
             1 => {
                 c.user(ApiCall::Delete(key));
@@ -55,6 +53,28 @@ fn snapshotter_under_faults(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
         Ok(()) => TestResult::passed(),
         Err(e) => TestResult::error(e),
     }
+}
+
+fn snapshotter_under_faults(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
+    let mut c = Chaos::new(seed, || Snapshotter::new(DRIVER), |_, call| healthy(call));
+    c.user(ApiCall::Create(Object::SnapshotClass(
+        VolumeSnapshotClass::new("snaps", DRIVER, DeletionPolicy::Delete),
+    )));
+    let key = |x: u8| {
+        ObjectKey::new(
+            Kind::VolumeSnapshotContent,
+            "",
+            &format!("content-{}", x % 3),
+        )
+    };
+    play(&mut c, steps, key, |x| {
+        let policy = if x % 2 == 0 {
+            DeletionPolicy::Delete
+        } else {
+            DeletionPolicy::Retain
+        };
+        Object::Content(content(x % 3, policy))
+    })
 }
 
 #[test]
@@ -75,29 +95,15 @@ fn controller_under_faults(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
         o.meta_mut().uid.clear();
         c.user(ApiCall::Create(o));
     }
-    for (what, x) in steps {
-        let name = format!("s{}", x % 3);
-        let key = ObjectKey::new(Kind::VolumeSnapshot, "default", &name);
-        match what % 6 {
-            0 if c.store.get(&key).is_none() => {
-                c.user(ApiCall::Create(Object::Snapshot(VolumeSnapshot::of_claim(
-                    "default", &name, "data", "snaps",
-                ))));
-            }
-            1 => {
-                c.user(ApiCall::Delete(key));
-            }
-            _ => {
-                if let Err(e) = c.step(x) {
-                    return TestResult::error(e);
-                }
-            }
-        }
-    }
-    match c.settle() {
-        Ok(()) => TestResult::passed(),
-        Err(e) => TestResult::error(e),
-    }
+    let key = |x: u8| ObjectKey::new(Kind::VolumeSnapshot, "default", &format!("s{}", x % 3));
+    play(&mut c, steps, key, |x| {
+        Object::Snapshot(VolumeSnapshot::of_claim(
+            "default",
+            &format!("s{}", x % 3),
+            "data",
+            "snaps",
+        ))
+    })
 }
 
 #[test]
