@@ -132,6 +132,29 @@ impl Metrics {
 pub type HealthProbe =
     Arc<dyn Fn() -> crate::registration::BoxFuture<Result<(), String>> + Send + Sync>;
 
+/// A [`HealthProbe`] of the driver at `endpoint`: each probe dials it with
+/// `connect` (the runtime's) and asks Probe ([`probe_driver`]).
+pub fn health_probe<F, Fut, T, E>(
+    endpoint: &str,
+    connect: F,
+    origin: Option<http::Uri>,
+) -> HealthProbe
+where
+    F: Fn(String) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+    T: volplane_proto::client::Transport + Send,
+    E: std::fmt::Display + Send,
+{
+    let (endpoint, connect) = (endpoint.to_string(), Arc::new(connect));
+    Arc::new(move || {
+        let (endpoint, connect, origin) = (endpoint.clone(), connect.clone(), origin.clone());
+        Box::pin(async move {
+            let connected = connect(endpoint.clone()).await;
+            probe_driver(&endpoint, connected, origin).await
+        })
+    })
+}
+
 /// livenessprobe's check over `connected`, a channel a runtime opened to the
 /// driver at `endpoint`: it answers Probe, ready.
 pub async fn probe_driver<T, E>(

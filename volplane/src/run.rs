@@ -1,11 +1,9 @@
 //! Serving on the chosen runtime: the CSI socket, and `/metrics` with
 //! `/healthz` when asked, until SIGTERM or SIGINT.
 
-use std::sync::Arc;
-
 use volplane_core::driver::DriverConfig;
 use volplane_host::Host;
-use volplane_service::metrics::{HealthProbe, probe_driver};
+use volplane_service::metrics::health_probe;
 use volplane_service::{Backend, PumpConfig};
 
 use crate::{Error, Runtime};
@@ -47,17 +45,11 @@ fn on_tokio<B: Backend>(
         let listener = rt
             .block_on(volplane_tokio::bind_http(address))
             .map_err(Error::Setup)?;
-        let (endpoint, metrics) = (endpoint.to_string(), metrics.clone());
-        let probe: HealthProbe = Arc::new(move || {
-            let endpoint = endpoint.clone();
-            Box::pin(async move {
-                let connected = volplane_tokio::connect(&endpoint).await;
-                probe_driver(&endpoint, connected, None).await
-            })
-        });
+        let connect = |e: String| async move { volplane_tokio::connect(&e).await };
+        let probe = health_probe(endpoint, connect, None);
         rt.spawn(volplane_tokio::serve_http(
             listener,
-            metrics,
+            metrics.clone(),
             probe,
             std::future::pending(),
         ));
@@ -86,17 +78,16 @@ fn on_smol<B: Backend>(
         let listener = rt
             .block_on(volplane_smol::bind_http(address))
             .map_err(Error::Setup)?;
-        let (endpoint, metrics) = (endpoint.to_string(), metrics.clone());
-        let probe: HealthProbe = Arc::new(move || {
-            let endpoint = endpoint.clone();
-            Box::pin(async move {
-                let connected = volplane_smol::connect(&endpoint).await;
-                let origin = http::Uri::from_static("http://localhost");
-                probe_driver(&endpoint, connected, Some(origin)).await
-            })
-        });
-        let serving =
-            volplane_smol::serve_http(rt.clone(), listener, metrics, probe, std::future::pending());
+        let connect = |e: String| async move { volplane_smol::connect(&e).await };
+        let origin = http::Uri::from_static("http://localhost");
+        let probe = health_probe(endpoint, connect, Some(origin));
+        let serving = volplane_smol::serve_http(
+            rt.clone(),
+            listener,
+            metrics.clone(),
+            probe,
+            std::future::pending(),
+        );
         rt.spawn(serving).detach();
     }
     rt.block_on(volplane_smol::serve(
