@@ -38,6 +38,7 @@
 
 #![deny(missing_docs)]
 
+pub mod api;
 pub mod attach;
 pub mod binder;
 pub mod control;

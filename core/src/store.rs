@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::Tick;
-use crate::control::{ApiCall, ApiResult, Watch};
+use crate::api::{ApiCall, ApiResult, Watch};
 use crate::model::{Object, ObjectKey};
 
 /// Objects by key, with a global resourceVersion counter.

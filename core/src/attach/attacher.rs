@@ -7,7 +7,7 @@ use crate::driver::{ControllerPublish, ControllerUnpublish, Request, Response, S
 
 impl Attach {
     fn node_id(&self, node: &str) -> Option<String> {
-        match self.cache.find(Kind::CsiNode, "", node) {
+        match self.cx.cache.find(Kind::CsiNode, "", node) {
             Some(Object::CsiNode(n)) => n.driver(&self.config.driver).map(|d| d.node_id.clone()),
             _ => None,
         }
@@ -25,8 +25,8 @@ impl Attach {
     }
 
     fn attach_error(&mut self, va: &VolumeAttachment, message: String) {
-        self.backoff.fail(va.metadata.name.clone(), self.now);
-        let time = crate::store::timestamp(self.now);
+        self.cx.fail(va.metadata.name.clone());
+        let time = crate::store::timestamp(self.cx.now());
         self.set_status(va, |s| {
             s.attached = false;
             s.attach_error = Some(VolumeError { time, message });
@@ -50,6 +50,7 @@ impl Attach {
         let referenced: BTreeSet<String> =
             self.vas().iter().map(|v| v.pv_name().to_string()).collect();
         let pvs: Vec<PersistentVolume> = self
+            .cx
             .cache
             .of_kind(Kind::PersistentVolume)
             .filter_map(|o| match o {
@@ -131,19 +132,9 @@ impl Attach {
             volume_context: csi.volume_attributes.into(),
             secrets: Secrets::default(),
         });
-        let op = self.ops.issue();
         self.busy.insert(va.metadata.name.clone());
-        self.calls.insert(
-            op,
-            Call::Publish {
-                va: va.metadata.name.clone(),
-            },
-        );
-        self.queue.push_back(Effect::Csi {
-            op,
-            node: None,
-            call,
-        });
+        let va = va.metadata.name.clone();
+        self.cx.csi(None, call, Call::Publish { va });
     }
 
     fn detach(&mut self, va: &VolumeAttachment, finalizer: &str) {
@@ -170,39 +161,26 @@ impl Attach {
             node_id: Some(node_id),
             secrets: Secrets::default(),
         });
-        let op = self.ops.issue();
         self.busy.insert(va.metadata.name.clone());
-        self.calls.insert(
-            op,
-            Call::Unpublish {
-                va: va.metadata.name.clone(),
-            },
-        );
-        self.queue.push_back(Effect::Csi {
-            op,
-            node: None,
-            call,
-        });
+        let va = va.metadata.name.clone();
+        self.cx.csi(None, call, Call::Unpublish { va });
     }
 
-    pub(super) fn csi_done(&mut self, op: OpId, result: CsiResult) {
-        let Some(call) = self.calls.remove(&op) else {
-            return;
-        };
+    pub(super) fn csi_completed(&mut self, call: Call, result: CsiResult) {
         let (name, publish) = match call {
             Call::Publish { va } => (va, true),
             Call::Unpublish { va } => (va, false),
             Call::Api { .. } => return,
         };
         self.busy.remove(&name);
-        let va = match self.cache.find(Kind::VolumeAttachment, "", &name) {
+        let va = match self.cx.cache.find(Kind::VolumeAttachment, "", &name) {
             Some(Object::Va(v)) => v.clone(),
             _ => return,
         };
         let finalizer = names::attacher_finalizer(&self.config.driver);
         match (publish, result) {
             (true, Ok(Response::Published { publish_context })) => {
-                self.backoff.succeed(&name);
+                self.cx.backoff.succeed(&name);
                 self.set_status(&va, |s| {
                     s.attached = true;
                     s.attachment_metadata = publish_context.into();
@@ -212,15 +190,15 @@ impl Attach {
             (true, Ok(other)) => self.attach_error(&va, format!("unexpected answer {other:?}")),
             (true, Err(e)) => self.attach_error(&va, e.go_error()),
             (false, Ok(_)) => {
-                self.backoff.succeed(&name);
+                self.cx.backoff.succeed(&name);
                 let mut v = va.clone();
                 v.metadata.remove_finalizer(&finalizer);
                 v.status.attached = false;
                 self.api(name, ApiCall::Update(Object::Va(v)));
             }
             (false, Err(e)) => {
-                self.backoff.fail(name, self.now);
-                let time = crate::store::timestamp(self.now);
+                self.cx.fail(name);
+                let time = crate::store::timestamp(self.cx.now());
                 self.set_status(&va, |s| {
                     s.detach_error = Some(VolumeError {
                         time,

@@ -20,16 +20,14 @@ mod attacher;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::Tick;
 use crate::control::csi_map::DriverModes;
-use crate::control::{
-    ApiCall, ApiResult, Backoff, Cache, CsiResult, Effect, Event, Input, Ops, Watch,
-};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
 use crate::machine::TimerTable;
 use crate::model::names::{self, reason};
 use crate::model::*;
-use crate::{OpId, Tick};
 
 /// How the attach machine runs.
 #[derive(Debug, Clone, Hash)]
@@ -74,19 +72,26 @@ impl AttachConfig {
     }
 }
 
+/// What attach/detach has in flight.
 #[derive(Debug, Clone, Hash)]
-enum Call {
+pub enum Call {
     /// An API write; `key` is the lock it holds, `object` what it writes.
     Api {
+        /// The VolumeAttachment (or node status) held busy.
         key: String,
+        /// The object written.
         object: ObjectKey,
         /// The incarnation written ("" for a delete by name).
         uid: String,
     },
+    /// ControllerPublishVolume for the VolumeAttachment `va`.
     Publish {
+        /// The VolumeAttachment's name.
         va: String,
     },
+    /// ControllerUnpublishVolume for the VolumeAttachment `va`.
     Unpublish {
+        /// The VolumeAttachment's name.
         va: String,
     },
 }
@@ -95,9 +100,8 @@ enum Call {
 #[derive(Debug, Clone, Hash)]
 pub struct Attach {
     config: AttachConfig,
-    cache: Cache,
+    cx: Engine<(), Call, String>,
     busy: BTreeSet<String>,
-    calls: BTreeMap<OpId, Call>,
     /// (pod key, pv) pairs already told about multi-attach.
     multi_attach_told: BTreeSet<(String, String)>,
     /// VolumeAttachment → when its detach was first wanted.
@@ -111,13 +115,6 @@ pub struct Attach {
     /// VolumeAttachments created but not yet seen back: name → (PV, node).
     /// Counted by the multi-attach rule, like the controller's actual state.
     creating: BTreeMap<String, (String, String)>,
-    backoff: Backoff<String>,
-    queue: VecDeque<Effect>,
-    ops: Ops,
-    now: Tick,
-    dirty: bool,
-    /// Restarted and waiting for `Input::Synced`.
-    unsynced: bool,
 }
 
 /// One desired attachment.
@@ -132,118 +129,26 @@ struct Desired {
 impl Attach {
     /// A machine with empty memory (a process that just started).
     pub fn new(config: AttachConfig) -> Attach {
-        let backoff = Backoff::new(config.retry_start, config.retry_max);
         Attach {
+            cx: Engine::new(config.retry_start, config.retry_max),
             config,
-            cache: Cache::default(),
             busy: BTreeSet::new(),
-            calls: BTreeMap::new(),
             multi_attach_told: BTreeSet::new(),
             detach_wanted: BTreeMap::new(),
             force_at: TimerTable::default(),
             creating: BTreeMap::new(),
             detaching: BTreeSet::new(),
-            backoff,
-            queue: VecDeque::new(),
-            ops: Ops::default(),
-            now: 0,
-            dirty: false,
-            unsynced: false,
         }
-    }
-
-    fn on_input(&mut self, now: Tick, input: Input) {
-        self.now = self.now.max(now);
-        match input {
-            Input::Watch(Watch::Applied(o)) => {
-                // Only the live incarnation counts as the one created; a
-                // late event about one since deleted changes nothing.
-                let name = o.meta().name.clone();
-                if self.cache.apply(o) {
-                    self.creating.remove(&name);
-                }
-            }
-            Input::Watch(Watch::Deleted(o)) => {
-                // A late delete of an object since created again is stale.
-                if self.cache.delete(&o).is_some() {
-                    self.detaching.remove(&o.meta().name);
-                }
-            }
-            Input::ApiDone { op, result } => {
-                if let Some(Call::Api { key, object, uid }) = self.calls.remove(&op) {
-                    self.busy.remove(&key);
-                    match result {
-                        ApiResult::Ok(Some(o)) => {
-                            self.creating.remove(&o.meta().name);
-                            self.cache.apply(o);
-                        }
-                        // The write removed the object (its last finalizer
-                        // went), or it was gone: forget it now rather than
-                        // act on it again before its watch event arrives.
-                        ApiResult::Ok(None) | ApiResult::NotFound => {
-                            self.detaching.remove(&*object.name);
-                            self.cache.gone(&object, &uid);
-                        }
-                        _ => {
-                            self.creating.remove(&key);
-                            self.backoff.fail(key, self.now);
-                        }
-                    }
-                }
-            }
-            Input::CsiDone { op, result } => self.csi_done(op, result),
-            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
-        }
-        self.dirty = true;
-    }
-
-    fn next_effect(&mut self) -> Option<Effect> {
-        if self.queue.is_empty() && self.dirty {
-            self.dirty = false;
-            self.reconcile();
-        }
-        self.queue.pop_front()
-    }
-
-    fn deadline(&self) -> Option<Tick> {
-        [self.backoff.next_timer(), self.force_at.next()]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    /// One operation per VolumeAttachment (or node status) at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let keys = self.calls.values().map(|c| match c {
-            Call::Api { key, .. } => key,
-            Call::Publish { va } | Call::Unpublish { va } => va,
-        });
-        crate::machine::one_at_a_time(
-            "attach/detach",
-            keys,
-            |k: &String| self.busy.contains(k),
-            self.busy.len(),
-        )
-    }
-
-    fn on_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
-        self.backoff.fire_due(self.now);
-        // A detach that waited long enough goes ahead at the next pass.
-        self.force_at.expire(self.now);
-        self.dirty = true;
     }
 
     fn api(&mut self, key: String, call: ApiCall) {
-        let op = self.ops.issue();
         self.busy.insert(key.clone());
         let (object, uid) = (call.key(), call.uid().to_string());
-        self.calls.insert(op, Call::Api { key, object, uid });
-        self.queue.push_back(Effect::Api { op, call });
+        self.cx.api(call, Call::Api { key, object, uid });
     }
 
     fn ready(&self, key: &str) -> bool {
-        !self.busy.contains(key) && !self.backoff.waiting(key, self.now)
+        !self.busy.contains(key) && !self.cx.waiting(key)
     }
 
     fn get<T>(
@@ -256,20 +161,21 @@ impl Attach {
     where
         T: Clone,
     {
-        self.cache.find(kind, ns, name).and_then(f).cloned()
+        self.cx.cache.find(kind, ns, name).and_then(f).cloned()
     }
 
     fn pv(&self, name: &str) -> Option<Shared<PersistentVolume>> {
-        self.cache.shared("", name)
+        self.cx.cache.shared("", name)
     }
 
     fn node(&self, name: &str) -> Option<Shared<Node>> {
-        self.cache.shared("", name)
+        self.cx.cache.shared("", name)
     }
 
     /// This driver's VolumeAttachments, shared with the cache.
     fn vas(&self) -> Vec<Shared<VolumeAttachment>> {
-        self.cache
+        self.cx
+            .cache
             .shared_all::<VolumeAttachment>()
             .filter(|v| v.spec.attacher == self.config.driver)
             .collect()
@@ -287,7 +193,7 @@ impl Attach {
     /// Scheduled, live pods' claims → (pv, node) with the pods that want it.
     fn desired(&self) -> BTreeMap<(String, String), Desired> {
         let mut out: BTreeMap<(String, String), Desired> = BTreeMap::new();
-        for o in self.cache.of_kind(Kind::Pod) {
+        for o in self.cx.cache.of_kind(Kind::Pod) {
             let Object::Pod(pod) = o else { continue };
             let Some(node) = pod.node() else { continue };
             if pod.terminated() || pod.metadata.deleting() {
@@ -295,7 +201,8 @@ impl Attach {
             }
             for claim in pod.claims() {
                 let Some(Object::Pvc(c)) =
-                    self.cache
+                    self.cx
+                        .cache
                         .find(Kind::PersistentVolumeClaim, &pod.metadata.namespace, claim)
                 else {
                     continue;
@@ -324,7 +231,7 @@ impl Attach {
         out
     }
 
-    fn reconcile(&mut self) {
+    fn reconcile_world(&mut self) {
         if !self.config.attach_detach || !self.attach_required() {
             self.attacher_pass();
             return;
@@ -360,9 +267,11 @@ impl Attach {
                 continue;
             }
             let since = *self.detach_wanted.entry(name.clone()).or_insert_with(|| {
-                self.force_at
-                    .set(name.clone(), self.now + self.config.max_wait_for_unmount);
-                self.now
+                self.force_at.set(
+                    name.clone(),
+                    self.cx.now() + self.config.max_wait_for_unmount,
+                );
+                self.cx.now()
             });
             let node = self.node(&va.spec.node_name);
             let unique = self.pv(va.pv_name()).and_then(|pv| {
@@ -377,7 +286,7 @@ impl Attach {
             };
             let force = node.as_ref().is_some_and(|n| {
                 n.out_of_service()
-                    || (!n.ready() && self.now >= since + self.config.max_wait_for_unmount)
+                    || (!n.ready() && self.cx.now() >= since + self.config.max_wait_for_unmount)
             });
             let careless = self
                 .config
@@ -486,11 +395,8 @@ impl Attach {
                 m
             };
             let key = ObjectKey::new(Kind::Pod, namespace, name);
-            self.queue.push_back(Effect::Event(Event::warning(
-                key,
-                reason::FAILED_ATTACH_VOLUME,
-                msg,
-            )));
+            self.cx
+                .event(Event::warning(key, reason::FAILED_ATTACH_VOLUME, msg));
         }
     }
 
@@ -523,6 +429,7 @@ impl Attach {
                 });
         }
         let nodes: Vec<Node> = self
+            .cx
             .cache
             .of_kind(Kind::Node)
             .filter_map(|o| match o {
@@ -561,4 +468,103 @@ pub fn multi_attach_allowed(pv: &PersistentVolume) -> bool {
             .any(|m| matches!(m, AccessMode::ReadWriteMany | AccessMode::ReadOnlyMany))
 }
 
-crate::impl_machine!(Attach);
+/// Attach/detach reconciles the whole of its world in one pass (its one
+/// key is `()`); a failure backs off the VolumeAttachment (or node status)
+/// it was about.
+impl Controller for Attach {
+    type Key = ();
+    type Call = Call;
+    type Retry = String;
+
+    fn engine(&self) -> &Engine<(), Call, String> {
+        &self.cx
+    }
+
+    fn engine_mut(&mut self) -> &mut Engine<(), Call, String> {
+        &mut self.cx
+    }
+
+    fn retry(&mut self, _key: String) {}
+
+    fn observe(&mut self, watch: Watch) {
+        match watch {
+            Watch::Applied(o) => {
+                // Only the live incarnation counts as the one created; a
+                // late event about one since deleted changes nothing.
+                let name = o.meta().name.clone();
+                if self.cx.cache.apply(o) {
+                    self.creating.remove(&name);
+                }
+            }
+            Watch::Deleted(o) => {
+                // A late delete of an object since created again is stale.
+                if self.cx.cache.delete(&o).is_some() {
+                    self.detaching.remove(&o.meta().name);
+                }
+            }
+        }
+        self.cx.dirty.insert(());
+    }
+
+    fn reconcile(&mut self, _: ()) {
+        self.reconcile_world();
+    }
+
+    fn api_done(&mut self, call: Call, result: ApiResult) {
+        if let Call::Api { key, object, uid } = call {
+            self.busy.remove(&key);
+            match result {
+                ApiResult::Ok(Some(o)) => {
+                    self.creating.remove(&o.meta().name);
+                    self.cx.cache.apply(o);
+                }
+                // The write removed the object (its last finalizer
+                // went), or it was gone: forget it now rather than
+                // act on it again before its watch event arrives.
+                ApiResult::Ok(None) | ApiResult::NotFound => {
+                    self.detaching.remove(&*object.name);
+                    self.cx.cache.gone(&object, &uid);
+                }
+                _ => {
+                    self.creating.remove(&key);
+                    self.cx.fail(key);
+                }
+            }
+        }
+        self.cx.dirty.insert(());
+    }
+
+    fn csi_done(&mut self, call: Call, result: CsiResult) {
+        self.csi_completed(call, result);
+        self.cx.dirty.insert(());
+    }
+
+    fn resync(&mut self) {
+        self.cx.dirty.insert(());
+    }
+
+    fn deadline(&self) -> Option<Tick> {
+        self.force_at.next()
+    }
+
+    /// A detach that waited long enough goes ahead at the next pass (as
+    /// does whatever a backoff held back).
+    fn fire(&mut self, now: Tick) {
+        self.force_at.expire(now);
+        self.cx.dirty.insert(());
+    }
+
+    /// One operation per VolumeAttachment (or node status) at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let keys = self.cx.in_flight().map(|c| match c {
+            Call::Api { key, .. } => key,
+            Call::Publish { va } | Call::Unpublish { va } => va,
+        });
+        crate::machine::one_at_a_time(
+            "attach/detach",
+            keys,
+            |k: &String| self.busy.contains(k),
+            self.busy.len(),
+        )
+    }
+}

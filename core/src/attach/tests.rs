@@ -1,6 +1,7 @@
 //! Scenario tests of attach/detach, named after the SEMANTICS.md rules.
 
 use super::*;
+use crate::control::Input;
 use crate::Status;
 use crate::control::rig::Rig;
 use crate::driver::{Request, Response};

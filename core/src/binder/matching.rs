@@ -35,6 +35,7 @@ impl Binder {
         if self.plant.is(crate::plant::Plant::BindClaimedVolume) {
             // Planted mistake: any big-enough volume of the class, claimed or not.
             let taken = self
+                .cx
                 .cache
                 .of_kind(Kind::PersistentVolume)
                 .find_map(|o| match o {

@@ -36,19 +36,19 @@ mod reclaim;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use index::MatchIndex;
 pub use matching::{check_one_to_one, prebind_mismatch, volume_mismatch};
 
-use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Event, Input, Ops, Watch};
+use crate::OpId;
+use crate::control::{ApiCall, ApiResult, Controller, Engine, Event, Watch};
 use crate::model::names::{self, reason};
 use crate::model::*;
-use crate::{OpId, Tick};
 
 /// What the binder is waiting for from one write.
 #[derive(Debug, Clone, Hash)]
-struct Pending {
+pub struct Pending {
     /// The object written.
     key: ObjectKey,
     /// The incarnation written ("" for a read).
@@ -70,9 +70,10 @@ struct Pending {
 /// The PV controller. See the module documentation.
 #[derive(Debug, Clone, Default, Hash)]
 pub struct Binder {
-    cache: Cache,
+    /// Objects whose write failed with nothing newer known wait out their
+    /// backoff (or news) in the engine.
+    cx: Engine<ObjectKey, Pending>,
     index: MatchIndex,
-    dirty: BTreeSet<ObjectKey>,
     writing: BTreeMap<ObjectKey, OpId>,
     /// Objects whose sync wanted to write an object already being written:
     /// they sync again when that write completes (one write per object at
@@ -80,7 +81,6 @@ pub struct Binder {
     deferred: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
     /// The object being synced now.
     syncing: Option<ObjectKey>,
-    pending: BTreeMap<OpId, Pending>,
     /// PV name → claim UID that a direct read found missing (A6.2).
     missing_claim: BTreeMap<String, String>,
     last_event: BTreeMap<ObjectKey, (String, String)>,
@@ -89,16 +89,9 @@ pub struct Binder {
     /// Claims whose volume's claimRef write is in flight, and that volume:
     /// such a claim chooses nothing more until the write completes.
     reserving: BTreeMap<ObjectKey, String>,
-    /// Objects whose write failed with nothing newer known, waiting out
-    /// their backoff (or news), and what syncs again with them.
-    backoff: Backoff<ObjectKey>,
+    /// What syncs again with an object whose write is backing off.
     retry: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
-    queue: VecDeque<Effect>,
-    ops: Ops,
-    now: Tick,
     plant: crate::plant::Planted,
-    /// Restarted and waiting for `Input::Synced`.
-    unsynced: bool,
 }
 
 fn pv_key(name: &str) -> ObjectKey {
@@ -137,85 +130,26 @@ impl Binder {
         &self.index
     }
 
-    fn on_input(&mut self, now: Tick, input: Input) {
-        self.now = self.now.max(now);
-        match input {
-            Input::Watch(Watch::Applied(o)) => self.observe(o),
-            Input::Watch(Watch::Deleted(o)) => self.forget(&o),
-            Input::ApiDone { op, result } => self.completed(op, result),
-            Input::CsiDone { .. } => {}
-            Input::Resync => self.resync(),
-            Input::Synced | Input::Restarted | Input::Reconstruct(_) => {}
-        }
-    }
-
-    /// Its only timers are the retries of failed writes; Kubernetes'
-    /// periodic resync is [`Binder::resync`].
-    fn deadline(&self) -> Option<Tick> {
-        self.backoff.next_timer()
-    }
-
-    /// One write per object at a time, and a deferred sync waits on a write
-    /// that is really in flight.
-    fn invariants(&self) -> Result<(), String> {
-        crate::machine::one_at_a_time(
-            "binder",
-            self.pending.values().map(|p| &p.key),
-            |k| self.writing.contains_key(k),
-            self.writing.len(),
-        )?;
-        match self.deferred.keys().find(|k| !self.writing.contains_key(k)) {
-            Some(k) => Err(format!("binder: syncs wait on {k} with no write in flight")),
-            None => Ok(()),
-        }
-    }
-
-    fn on_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
-        for key in self.backoff.fire_due(self.now) {
-            let requeue = self.retry.remove(&key).unwrap_or_default();
-            self.dirty.insert(key);
-            self.dirty.extend(requeue);
-        }
-    }
-
     /// Marks every claim and volume for another sync (A10.3).
-    fn resync(&mut self) {
+    fn resync_all(&mut self) {
         let keys: Vec<ObjectKey> = self
+            .cx
             .cache
             .values()
             .filter(|o| matches!(o, Object::Pv(_) | Object::Pvc(_)))
             .map(Object::key)
             .collect();
-        self.dirty.extend(keys);
-    }
-
-    fn next_effect(&mut self) -> Option<Effect> {
-        while self.queue.is_empty() {
-            let key = self.dirty.pop_first()?;
-            if self.writing.contains_key(&key) {
-                // Its write's completion marks it again (`completed`).
-                continue;
-            }
-            self.syncing = Some(key.clone());
-            match key.kind {
-                Kind::PersistentVolumeClaim => self.sync_claim(&key),
-                Kind::PersistentVolume => self.sync_volume(&key),
-                _ => {}
-            }
-            self.syncing = None;
-        }
-        self.queue.pop_front()
+        self.cx.dirty.extend(keys);
     }
 
     /// A watch event: news (a version the cache has not seen) syncs what
     /// it touches; the echo of a write whose answer already came, or a
     /// stale event, changes nothing and syncs nothing.
-    fn observe(&mut self, o: std::sync::Arc<Object>) {
-        if !self.cache.is_news(&o) || !self.dirty_around(&o) {
+    fn applied(&mut self, o: std::sync::Arc<Object>) {
+        if !self.cx.cache.is_news(&o) || !self.dirty_around(&o) {
             return;
         }
-        if self.cache.apply(o.clone())
+        if self.cx.cache.apply(o.clone())
             && let Object::Pv(pv) = &*o
         {
             self.update_index(pv);
@@ -229,26 +163,26 @@ impl Binder {
         match o {
             Object::Pv(pv) => {
                 if let Some(r) = &pv.spec.claim_ref {
-                    self.dirty.insert(pvc_key(&r.namespace, &r.name));
+                    self.cx.dirty.insert(pvc_key(&r.namespace, &r.name));
                 }
-                self.dirty.insert(pv_key(pv.name()));
+                self.cx.dirty.insert(pv_key(pv.name()));
             }
             Object::Pvc(pvc) => {
                 if let Some(v) = pvc.spec.volume_name.as_deref().filter(|v| !v.is_empty()) {
-                    self.dirty.insert(pv_key(v));
+                    self.cx.dirty.insert(pv_key(v));
                 }
                 let claimed: Vec<ObjectKey> = self
                     .index
                     .claimed_by(&pvc.metadata.namespace, &pvc.metadata.name)
                     .map(|v| pv_key(v))
                     .collect();
-                self.dirty.extend(claimed);
-                self.dirty.insert(claim_key(pvc));
+                self.cx.dirty.extend(claimed);
+                self.cx.dirty.insert(claim_key(pvc));
             }
             Object::Class(_) => self.dirty_pending_claims(),
             Object::Pod(pod) => {
                 for c in pod.claims() {
-                    self.dirty.insert(pvc_key(&pod.metadata.namespace, c));
+                    self.cx.dirty.insert(pvc_key(&pod.metadata.namespace, c));
                 }
             }
             _ => return false,
@@ -262,13 +196,14 @@ impl Binder {
         if self.index.candidates() > was {
             // A new candidate volume: claims still waiting for one look again.
             let waiting = std::mem::take(&mut self.waiting);
-            self.dirty.extend(waiting);
+            self.cx.dirty.extend(waiting);
         }
     }
 
     fn forget(&mut self, o: &Object) {
-        if self.cache.delete(o).is_none()
+        if self.cx.cache.delete(o).is_none()
             && self
+                .cx
                 .cache
                 .find(o.kind(), &o.meta().namespace, &o.meta().name)
                 .is_some()
@@ -280,7 +215,7 @@ impl Binder {
             Object::Pv(pv) => {
                 self.index.remove(pv.name());
                 if let Some(r) = &pv.spec.claim_ref {
-                    self.dirty.insert(pvc_key(&r.namespace, &r.name));
+                    self.cx.dirty.insert(pvc_key(&r.namespace, &r.name));
                 }
             }
             Object::Pvc(pvc) => {
@@ -290,7 +225,7 @@ impl Binder {
                     .claimed_by(&pvc.metadata.namespace, &pvc.metadata.name)
                     .cloned()
                     .collect();
-                self.dirty.extend(volumes.iter().map(|v| pv_key(v)));
+                self.cx.dirty.extend(volumes.iter().map(|v| pv_key(v)));
             }
             Object::Class(_) => self.dirty_pending_claims(),
             _ => {}
@@ -299,18 +234,16 @@ impl Binder {
 
     fn dirty_pending_claims(&mut self) {
         let keys: Vec<ObjectKey> = self
+            .cx
             .cache
             .of_kind(Kind::PersistentVolumeClaim)
             .filter(|o| matches!(o, Object::Pvc(c) if c.phase() == PvcPhase::Pending))
             .map(Object::key)
             .collect();
-        self.dirty.extend(keys);
+        self.cx.dirty.extend(keys);
     }
 
-    fn completed(&mut self, op: OpId, result: ApiResult) {
-        let Some(p) = self.pending.remove(&op) else {
-            return;
-        };
+    fn completed(&mut self, p: Pending, result: ApiResult) {
         self.writing.remove(&p.key);
         for claim in &p.requeue {
             if self.reserving.get(claim).map(String::as_str) == Some(&*p.key.name) {
@@ -328,26 +261,26 @@ impl Binder {
         );
         if failed {
             // A volume taken for a claim whose write failed is offered again.
-            if let Some(Object::Pv(pv)) = self.cache.get(&p.key).cloned() {
+            if let Some(Object::Pv(pv)) = self.cx.cache.get(&p.key).cloned() {
                 self.update_index(&pv);
             }
             // Nothing newer known: the same write would fail the same way.
             // It waits for its backoff, or for news of what it touches.
-            if !self.cache.newer_than(&p.key, &p.rv) {
-                self.backoff.fail(p.key.clone(), self.now);
+            if !self.cx.cache.newer_than(&p.key, &p.rv) {
+                self.cx.fail(p.key.clone());
                 let waiting = self.retry.entry(p.key).or_default();
                 waiting.extend(p.requeue);
                 waiting.extend(deferred);
                 return;
             }
         } else {
-            self.backoff.succeed(&p.key);
+            self.cx.backoff.succeed(&p.key);
         }
         // What waited on this write, or on an earlier failed write of this
         // object, syncs again.
-        self.dirty.extend(deferred);
+        self.cx.dirty.extend(deferred);
         if let Some(waiting) = self.retry.remove(&p.key) {
-            self.dirty.extend(waiting);
+            self.cx.dirty.extend(waiting);
         }
         match result {
             ApiResult::Ok(Some(o)) => {
@@ -356,10 +289,10 @@ impl Binder {
                 if let Object::Pv(pv) = &*o {
                     self.update_index(pv);
                 }
-                self.cache.apply(o);
+                self.cx.cache.apply(o);
             }
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                if let Some(Object::Pv(pv)) = self.cache.gone(&p.key, &p.uid) {
+                if let Some(Object::Pv(pv)) = self.cx.cache.gone(&p.key, &p.uid) {
                     self.index.remove(pv.name());
                 }
             }
@@ -370,7 +303,7 @@ impl Binder {
         }
         // A direct read of a volume's claim (A6.2): remember when it is really gone.
         if let Some(pv_name) = &p.verifying {
-            let found = match self.cache.get(&p.key) {
+            let found = match self.cx.cache.get(&p.key) {
                 Some(Object::Pvc(c)) => Some(c.metadata.uid.clone()),
                 _ => None,
             };
@@ -381,8 +314,8 @@ impl Binder {
                 self.missing_claim.insert(pv_name.clone(), r.uid.clone());
             }
         }
-        self.dirty.insert(p.key);
-        self.dirty.extend(p.requeue);
+        self.cx.dirty.insert(p.key);
+        self.cx.dirty.extend(p.requeue);
     }
 
     /// After a write: its announced event when it succeeded, the
@@ -434,26 +367,22 @@ impl Binder {
             waiting.extend(self.syncing.clone());
             return;
         }
-        let op = self.ops.issue();
         let (uid, rv) = (call.uid().to_string(), call.version().to_string());
-        self.writing.insert(key.clone(), op);
         let verifying = match (&call, requeue.first()) {
             (ApiCall::Get(_), Some(pv)) => Some(pv.name.to_string()),
             _ => None,
         };
-        self.pending.insert(
-            op,
-            Pending {
-                key,
-                uid,
-                rv,
-                requeue,
-                verifying,
-                announce,
-                saving_claim,
-            },
-        );
-        self.queue.push_back(Effect::Api { op, call });
+        let pending = Pending {
+            key: key.clone(),
+            uid,
+            rv,
+            requeue,
+            verifying,
+            announce,
+            saving_claim,
+        };
+        let op = self.cx.api(call, pending);
+        self.writing.insert(key, op);
     }
 
     fn event(&mut self, e: Event) {
@@ -462,19 +391,19 @@ impl Binder {
             return;
         }
         self.last_event.insert(e.object.clone(), last);
-        self.queue.push_back(Effect::Event(e));
+        self.cx.event(e);
     }
 
     fn claim(&self, namespace: &str, name: &str) -> Option<Shared<PersistentVolumeClaim>> {
-        self.cache.shared(namespace, name)
+        self.cx.cache.shared(namespace, name)
     }
 
     fn volume(&self, name: &str) -> Option<Shared<PersistentVolume>> {
-        self.cache.shared("", name)
+        self.cx.cache.shared("", name)
     }
 
     fn class(&self, name: &str) -> Option<Shared<StorageClass>> {
-        self.cache.shared("", name)
+        self.cx.cache.shared("", name)
     }
 
     /// A3.9: delayed binding when the claim's class exists and says WaitForFirstConsumer.
@@ -488,7 +417,8 @@ impl Binder {
 
     /// The default StorageClass: the newest one marked default (ties by name).
     fn default_class(&self) -> Option<StorageClass> {
-        self.cache
+        self.cx
+            .cache
             .of_kind(Kind::StorageClass)
             .filter_map(|o| match o {
                 Object::Class(c) if c.is_default() => Some(c.clone()),
@@ -539,6 +469,7 @@ impl Binder {
             }
             if delay && !claim.metadata.has_annotation(names::ANN_SELECTED_NODE) {
                 let waiting: Vec<String> = self
+                    .cx
                     .cache
                     .of_kind(Kind::Pod)
                     .filter_map(|o| match o {
@@ -863,4 +794,69 @@ fn claim_key(c: &PersistentVolumeClaim) -> ObjectKey {
     pvc_key(&c.metadata.namespace, &c.metadata.name)
 }
 
-crate::impl_machine!(Binder);
+impl Controller for Binder {
+    type Key = ObjectKey;
+    type Call = Pending;
+    type Retry = ObjectKey;
+
+    fn engine(&self) -> &Engine<ObjectKey, Pending> {
+        &self.cx
+    }
+
+    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Pending> {
+        &mut self.cx
+    }
+
+    /// A failed write's backoff ran out: the object, and what waited on
+    /// it, sync again.
+    fn retry(&mut self, key: ObjectKey) {
+        let requeue = self.retry.remove(&key).unwrap_or_default();
+        self.cx.dirty.insert(key);
+        self.cx.dirty.extend(requeue);
+    }
+
+    fn observe(&mut self, watch: Watch) {
+        match watch {
+            Watch::Applied(o) => self.applied(o),
+            Watch::Deleted(o) => self.forget(&o),
+        }
+    }
+
+    fn reconcile(&mut self, key: ObjectKey) {
+        if self.writing.contains_key(&key) {
+            // Its write's completion marks it again (`completed`).
+            return;
+        }
+        self.syncing = Some(key.clone());
+        match key.kind {
+            Kind::PersistentVolumeClaim => self.sync_claim(&key),
+            Kind::PersistentVolume => self.sync_volume(&key),
+            _ => {}
+        }
+        self.syncing = None;
+    }
+
+    fn api_done(&mut self, pending: Pending, result: ApiResult) {
+        self.completed(pending, result);
+    }
+
+    /// Kubernetes' periodic resync ([`Input::Resync`](crate::control::Input::Resync)).
+    fn resync(&mut self) {
+        self.resync_all();
+    }
+
+    /// One write per object at a time, and a deferred sync waits on a write
+    /// that is really in flight.
+    fn invariants(&self) -> Result<(), String> {
+        crate::machine::one_at_a_time(
+            "binder",
+            self.cx.in_flight().map(|p| &p.key),
+            |k| self.writing.contains_key(k),
+            self.writing.len(),
+        )?;
+        match self.deferred.keys().find(|k| !self.writing.contains_key(k)) {
+            Some(k) => Err(format!("binder: syncs wait on {k} with no write in flight")),
+            None => Ok(()),
+        }
+    }
+}

@@ -61,7 +61,7 @@ impl Binder {
                 ));
                 return;
             }
-            self.dirty.insert(claim_key(&claim));
+            self.cx.dirty.insert(claim_key(&claim));
             return;
         }
         if volume_name == pv.name() {
@@ -113,6 +113,7 @@ impl Binder {
             return Vec::new();
         }
         let mut pods: Vec<String> = self
+            .cx
             .cache
             .of_kind(Kind::Pod)
             .filter_map(|o| match o {

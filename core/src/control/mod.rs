@@ -14,6 +14,7 @@ pub mod cache;
 #[cfg(test)]
 pub mod chaos;
 pub mod csi_map;
+pub mod engine;
 pub mod repeats;
 #[cfg(any(test, feature = "rig"))]
 pub mod rig;
@@ -21,125 +22,14 @@ pub mod rig;
 use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
-use crate::model::{Kind, Object, ObjectKey};
+use crate::model::ObjectKey;
 use crate::{OpId, Status};
 
+pub use crate::api::{ApiCall, ApiResult, Watch};
 pub use backoff::Backoff;
 pub use cache::Cache;
+pub use engine::{Controller, Engine};
 pub use repeats::HotLoopGuard;
-
-use std::sync::Arc;
-
-/// An object as a watch delivers it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
-pub enum Watch {
-    /// Added or modified.
-    Applied(Arc<Object>),
-    /// Deleted (the object's last state).
-    Deleted(Arc<Object>),
-}
-
-/// A request to the API server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
-pub enum ApiCall {
-    /// Creates the object.
-    Create(Object),
-    /// Replaces spec and metadata; `metadata.resourceVersion` is the precondition.
-    Update(Object),
-    /// Replaces status; `metadata.resourceVersion` is the precondition.
-    UpdateStatus(Object),
-    /// Deletes (or, with finalizers, marks for deletion).
-    Delete(ObjectKey),
-    /// Reads one object, bypassing the watch cache (A6.2).
-    Get(ObjectKey),
-    /// Lists the objects of one kind in a namespace, bypassing the watch
-    /// cache (what pvc-protection asks before it lets a claim go).
-    List {
-        /// The kind listed.
-        kind: Kind,
-        /// The namespace listed.
-        namespace: String,
-    },
-}
-
-impl ApiResult {
-    /// The object an `Ok` answer carries, owned (copied only when it is
-    /// still shared).
-    pub fn into_object(self) -> Option<Object> {
-        match self {
-            ApiResult::Ok(Some(o)) => Some(Arc::unwrap_or_clone(o)),
-            _ => None,
-        }
-    }
-}
-
-impl ApiCall {
-    /// The kind of object the call is about.
-    pub fn kind(&self) -> Kind {
-        match self {
-            ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => o.kind(),
-            ApiCall::Delete(k) | ApiCall::Get(k) => k.kind,
-            ApiCall::List { kind, .. } => *kind,
-        }
-    }
-
-    /// The object the call is about (for a list, the kind and namespace).
-    pub fn key(&self) -> ObjectKey {
-        match self {
-            ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => o.key(),
-            ApiCall::Delete(k) | ApiCall::Get(k) => k.clone(),
-            ApiCall::List { kind, namespace } => ObjectKey::new(*kind, namespace, ""),
-        }
-    }
-
-    /// The UID of the object the call writes ("" for a delete, get or
-    /// list, which name an object but not its incarnation).
-    pub fn uid(&self) -> &str {
-        match self {
-            ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => &o.meta().uid,
-            ApiCall::Delete(_) | ApiCall::Get(_) | ApiCall::List { .. } => "",
-        }
-    }
-
-    /// The resourceVersion the call was made against: a write's
-    /// precondition ("" for a create, delete, get or list).
-    pub fn version(&self) -> &str {
-        match self {
-            ApiCall::Update(o) | ApiCall::UpdateStatus(o) => &o.meta().resource_version,
-            ApiCall::Create(_) | ApiCall::Delete(_) | ApiCall::Get(_) | ApiCall::List { .. } => "",
-        }
-    }
-
-    /// The verb, as a log line says it.
-    pub fn verb(&self) -> &'static str {
-        match self {
-            ApiCall::Create(_) => "create",
-            ApiCall::Update(_) => "update",
-            ApiCall::UpdateStatus(_) => "update status",
-            ApiCall::Delete(_) => "delete",
-            ApiCall::Get(_) => "get",
-            ApiCall::List { .. } => "list",
-        }
-    }
-}
-
-/// What the API server answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
-pub enum ApiResult {
-    /// The object as stored now (`None` after a delete that removed it),
-    /// shared with the watch event the write produced.
-    Ok(Option<Arc<Object>>),
-    /// What a list found.
-    Listed(Vec<Object>),
-    /// The resourceVersion precondition failed.
-    Conflict,
-    /// The object does not exist.
-    NotFound,
-    /// The object already exists.
-    AlreadyExists,
-    /// Any other failure, with the server's message.
-    Failed(String),
-}
 
 /// Normal or Warning, as in Kubernetes events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
@@ -246,7 +136,7 @@ pub enum Input {
     Resync,
     /// What a restarted kubelet finds mounted on its node, taken as
     /// uncertain actual state (D3.10). Only the kubelet reads it.
-    Reconstruct(crate::kubelet::Observed),
+    Reconstruct(Observed),
     /// An API call completed.
     ApiDone {
         /// The operation the call was polled with.
@@ -263,47 +153,20 @@ pub enum Input {
     },
 }
 
+/// What a restarted kubelet finds mounted on its node (D3.10).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Observed {
+    /// (PV name, volume handle) of global mounts found.
+    pub staged: Vec<(String, String)>,
+    /// (pod UID, PV name, volume handle) of pod mounts found.
+    pub published: Vec<(String, String, String)>,
+}
+
 /// A control-plane machine: any [`Machine`] told [`Input`]s that asks for
 /// [`Effect`]s (the binder, provisioner, attacher, resizer, kubelet and the
 /// protection controllers).
 pub trait ControlMachine: Machine<Input = Input, Effect = Effect> {}
 impl<M: Machine<Input = Input, Effect = Effect> + ?Sized> ControlMachine for M {}
-
-/// Implements [`crate::machine::Machine`] for a control-plane machine by
-/// its private methods `on_input`, `next_effect`, `deadline`,
-/// `on_timeout` and `invariants`, keeping the sync gate (`unsynced`) in one place.
-#[macro_export]
-macro_rules! impl_machine {
-    ($t:ty) => {
-        impl $crate::machine::Machine for $t {
-            type Input = $crate::control::Input;
-            type Effect = $crate::control::Effect;
-            fn handle(&mut self, now: $crate::Tick, input: $crate::control::Input) {
-                match &input {
-                    $crate::control::Input::Restarted => self.unsynced = true,
-                    $crate::control::Input::Synced => self.unsynced = false,
-                    _ => {}
-                }
-                self.on_input(now, input)
-            }
-            fn poll(&mut self) -> Option<$crate::control::Effect> {
-                if self.unsynced {
-                    return None;
-                }
-                self.next_effect()
-            }
-            fn poll_timeout(&self) -> Option<$crate::Tick> {
-                self.deadline()
-            }
-            fn handle_timeout(&mut self, now: $crate::Tick) {
-                self.on_timeout(now)
-            }
-            fn check_invariants(&self) -> Result<(), String> {
-                self.invariants()
-            }
-        }
-    };
-}
 
 /// Hands out operation ids.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, Hash)]

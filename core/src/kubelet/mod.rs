@@ -27,14 +27,14 @@ mod reconcile;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::control::csi_map::DriverModes;
-use crate::control::{ApiCall, ApiResult, Backoff, Cache, CsiResult, Effect, Input, Ops, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Watch};
 use crate::model::*;
-use crate::{Code, OpId, Tick};
+use crate::{Code, Tick};
 
 /// How a node's kubelet runs.
 #[derive(Debug, Clone, Hash)]
@@ -119,41 +119,52 @@ pub struct ActualState {
     pub mounts: BTreeMap<(String, String), PodMount>,
 }
 
-/// What a restarted kubelet finds on its node (D3.10).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Observed {
-    /// (PV name, volume handle) of global mounts found.
-    pub staged: Vec<(String, String)>,
-    /// (pod UID, PV name, volume handle) of pod mounts found.
-    pub published: Vec<(String, String, String)>,
-}
+pub use crate::control::Observed;
 
+/// What the kubelet has in flight.
 #[derive(Debug, Clone, Hash)]
-enum Call {
-    /// `retry`: an uncertain stage was already recorded when this one was
-    /// sent (an earlier attempt timed out, or it was reconstructed).
+pub enum Call {
+    /// NodeStageVolume of the PV `pv`.
     Stage {
+        /// The PV's name.
         pv: String,
+        /// An uncertain stage was already recorded when this one was sent
+        /// (an earlier attempt timed out, or it was reconstructed).
         retry: bool,
     },
+    /// NodeUnstageVolume of the PV `pv`.
     Unstage {
+        /// The PV's name.
         pv: String,
     },
+    /// NodePublishVolume of the PV `pv` for the pod `pod`.
     Publish {
+        /// The PV's name.
         pv: String,
+        /// The pod's UID.
         pod: String,
+        /// An uncertain publish was already recorded when this one was sent.
         retry: bool,
     },
+    /// NodeUnpublishVolume of the PV `pv` for the pod `pod`.
     Unpublish {
+        /// The PV's name.
         pv: String,
+        /// The pod's UID.
         pod: String,
     },
+    /// NodeExpandVolume of the PV `pv` to `bytes`, for the claim `claim`.
     Expand {
+        /// The PV's name.
         pv: String,
+        /// The claim whose status capacity follows.
         claim: ObjectKey,
+        /// The size asked for.
         bytes: u64,
     },
+    /// An API write, holding `key` busy.
     Api {
+        /// The volume (or object) held busy.
         key: String,
     },
 }
@@ -176,37 +187,23 @@ impl Call {
 #[derive(Debug, Clone, Hash)]
 pub struct Kubelet {
     config: KubeletConfig,
-    cache: Cache,
+    /// One pass over the node's whole world (its one key is `()`); a
+    /// failure backs off the volume (or object) it was about.
+    cx: Engine<(), Call, String>,
     actual: ActualState,
     busy: BTreeSet<String>,
-    calls: BTreeMap<OpId, Call>,
-    backoff: Backoff<String>,
     last_event: BTreeMap<ObjectKey, String>,
-    queue: VecDeque<Effect>,
-    ops: Ops,
-    now: Tick,
-    dirty: bool,
-    /// Restarted and waiting for `Input::Synced`.
-    unsynced: bool,
 }
 
 impl Kubelet {
     /// A volume manager with empty memory (reconstruction comes as an input).
     pub fn new(config: KubeletConfig) -> Kubelet {
-        let backoff = Backoff::new(config.retry_start, config.retry_max);
         Kubelet {
+            cx: Engine::new(config.retry_start, config.retry_max),
             config,
-            cache: Cache::default(),
             actual: ActualState::default(),
             busy: BTreeSet::new(),
-            calls: BTreeMap::new(),
-            backoff,
             last_event: BTreeMap::new(),
-            queue: VecDeque::new(),
-            ops: Ops::default(),
-            now: 0,
-            dirty: false,
-            unsynced: false,
         }
     }
 
@@ -221,7 +218,7 @@ impl Kubelet {
     }
 
     /// Takes what a restarted kubelet finds mounted as uncertain actual state (D3.10).
-    fn reconstruct(&mut self, observed: Observed) {
+    fn reconstructed(&mut self, observed: Observed) {
         for (pv, handle) in observed.staged {
             let staging_path =
                 crate::model::names::staging_path(&self.config.root, &self.config.driver, &handle);
@@ -246,39 +243,7 @@ impl Kubelet {
                 },
             );
         }
-        self.dirty = true;
-    }
-
-    fn on_input(&mut self, now: Tick, input: Input) {
-        self.now = self.now.max(now);
-        match input {
-            Input::Watch(Watch::Applied(o)) => {
-                if self.relevant(&o) {
-                    self.cache.apply(o);
-                }
-            }
-            Input::Watch(Watch::Deleted(o)) => {
-                self.cache.delete(&o);
-            }
-            Input::ApiDone { op, result } => {
-                if let Some(Call::Api { key }) = self.calls.remove(&op) {
-                    self.busy.remove(&key);
-                    match result {
-                        ApiResult::Ok(Some(o)) => {
-                            self.cache.apply(o);
-                        }
-                        ApiResult::Ok(None) => {}
-                        _ => {
-                            self.backoff.fail(key, self.now);
-                        }
-                    }
-                }
-            }
-            Input::CsiDone { op, result } => self.csi_done(op, result),
-            Input::Reconstruct(observed) => self.reconstruct(observed),
-            Input::Synced | Input::Restarted | Input::Resync => {}
-        }
-        self.dirty = true;
+        self.cx.dirty.insert(());
     }
 
     /// Pods of other nodes are not this kubelet's business.
@@ -290,56 +255,14 @@ impl Kubelet {
         }
     }
 
-    fn next_effect(&mut self) -> Option<Effect> {
-        if self.queue.is_empty() && self.dirty {
-            self.dirty = false;
-            self.reconcile();
-        }
-        self.queue.pop_front()
-    }
-
-    fn deadline(&self) -> Option<Tick> {
-        self.backoff.next_timer()
-    }
-
-    /// One operation per volume at a time; a pod mount is recorded only
-    /// for a volume whose global mount is recorded (when the driver stages).
-    fn invariants(&self) -> Result<(), String> {
-        crate::machine::one_at_a_time(
-            "kubelet",
-            self.calls.values().map(Call::key),
-            |k| self.busy.contains(k),
-            self.busy.len(),
-        )?;
-        if self.config.stage_unstage {
-            for ((pod, pv), m) in &self.actual.mounts {
-                if m.state == Certainty::Done && !self.actual.devices.contains_key(pv) {
-                    return Err(format!(
-                        "kubelet: pod {pod} has {pv} mounted with no global mount recorded"
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn on_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
-        self.backoff.fire_due(self.now);
-        self.dirty = true;
-    }
-
-    fn csi_done(&mut self, op: OpId, result: CsiResult) {
-        let Some(call) = self.calls.remove(&op) else {
-            return;
-        };
+    fn csi_completed(&mut self, call: Call, result: CsiResult) {
         let uncertain = matches!(&result, Err(e) if matches!(e.code, Code::DeadlineExceeded | Code::Unavailable | Code::Cancelled | Code::Aborted));
         match call {
             Call::Stage { pv, retry } => {
                 self.busy.remove(&pv);
                 match result {
                     Ok(_) => {
-                        self.backoff.succeed(&pv);
+                        self.cx.backoff.succeed(&pv);
                         if let Some(d) = self.actual.devices.get_mut(&pv) {
                             d.state = Certainty::Done;
                         }
@@ -368,14 +291,14 @@ impl Kubelet {
                 self.busy.remove(&pv);
                 match result {
                     Ok(_) => {
-                        self.backoff.succeed(&pv);
+                        self.cx.backoff.succeed(&pv);
                         self.actual.devices.remove(&pv);
                     }
                     Err(_) => {
                         if let Some(d) = self.actual.devices.get_mut(&pv) {
                             d.state = Certainty::Uncertain;
                         }
-                        self.backoff.fail(pv, self.now);
+                        self.cx.fail(pv);
                     }
                 }
             }
@@ -384,7 +307,7 @@ impl Kubelet {
                 let key = (pod.clone(), pv.clone());
                 match result {
                     Ok(_) => {
-                        self.backoff.succeed(&pv);
+                        self.cx.backoff.succeed(&pv);
                         if let Some(m) = self.actual.mounts.get_mut(&key) {
                             m.state = Certainty::Done;
                         }
@@ -403,7 +326,7 @@ impl Kubelet {
                 self.busy.remove(&pv);
                 match result {
                     Ok(_) => {
-                        self.backoff.succeed(&pv);
+                        self.cx.backoff.succeed(&pv);
                         self.actual.mounts.remove(&(pod, pv.clone()));
                         if self
                             .config
@@ -417,7 +340,7 @@ impl Kubelet {
                         if let Some(m) = self.actual.mounts.get_mut(&(pod, pv.clone())) {
                             m.state = Certainty::Uncertain;
                         }
-                        self.backoff.fail(pv, self.now);
+                        self.cx.fail(pv);
                     }
                 }
             }
@@ -425,7 +348,7 @@ impl Kubelet {
                 self.busy.remove(&pv);
                 match result {
                     Ok(_) => {
-                        self.backoff.succeed(&pv);
+                        self.cx.backoff.succeed(&pv);
                         self.expanded(&claim, bytes);
                     }
                     Err(e) => self.failed_mount(&pv, "MountVolume.NodeExpandVolume", &e),
@@ -436,4 +359,91 @@ impl Kubelet {
     }
 }
 
-crate::impl_machine!(Kubelet);
+impl Controller for Kubelet {
+    type Key = ();
+    type Call = Call;
+    type Retry = String;
+
+    fn engine(&self) -> &Engine<(), Call, String> {
+        &self.cx
+    }
+
+    fn engine_mut(&mut self) -> &mut Engine<(), Call, String> {
+        &mut self.cx
+    }
+
+    fn retry(&mut self, _key: String) {}
+
+    fn observe(&mut self, watch: Watch) {
+        match watch {
+            Watch::Applied(o) => {
+                if self.relevant(&o) {
+                    self.cx.cache.apply(o);
+                }
+            }
+            Watch::Deleted(o) => {
+                self.cx.cache.delete(&o);
+            }
+        }
+        self.cx.dirty.insert(());
+    }
+
+    fn reconcile(&mut self, _: ()) {
+        self.reconcile_node();
+    }
+
+    fn api_done(&mut self, call: Call, result: ApiResult) {
+        if let Call::Api { key } = call {
+            self.busy.remove(&key);
+            match result {
+                ApiResult::Ok(Some(o)) => {
+                    self.cx.cache.apply(o);
+                }
+                ApiResult::Ok(None) => {}
+                _ => {
+                    self.cx.fail(key);
+                }
+            }
+        }
+        self.cx.dirty.insert(());
+    }
+
+    fn csi_done(&mut self, call: Call, result: CsiResult) {
+        self.csi_completed(call, result);
+        self.cx.dirty.insert(());
+    }
+
+    fn resync(&mut self) {
+        self.cx.dirty.insert(());
+    }
+
+    fn reconstruct(&mut self, observed: Observed) {
+        self.reconstructed(observed);
+    }
+
+    /// Whatever a backoff held back is looked at again.
+    fn fire(&mut self, _now: Tick) {
+        self.cx.dirty.insert(());
+    }
+
+    /// One operation per volume at a time; a pod mount is recorded only
+    /// for a volume whose global mount is recorded (when the driver stages).
+    fn invariants(&self) -> Result<(), String> {
+        crate::machine::one_at_a_time(
+            "kubelet",
+            self.cx.in_flight().map(Call::key),
+            |k| self.busy.contains(k),
+            self.busy.len(),
+        )?;
+        if self.config.stage_unstage {
+            for ((pod, pv), m) in &self.actual.mounts {
+                if m.state == Certainty::Done && !self.actual.devices.contains_key(pv) {
+                    return Err(format!(
+                        "kubelet: pod {pod} has {pv} mounted with no global mount recorded"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

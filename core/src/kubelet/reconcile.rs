@@ -1,8 +1,8 @@
 //! The reconciler's passes (D1.1, D2, D3).
 
 use super::*;
+use crate::control::Event;
 use crate::control::csi_map;
-use crate::control::{Effect, Event};
 use crate::driver::{self, Request};
 use crate::model::names::{self, reason};
 use crate::model::storage::CsiSource;
@@ -19,7 +19,7 @@ struct Want {
 impl Kubelet {
     fn want(&self) -> BTreeMap<(String, String), Want> {
         let mut out = BTreeMap::new();
-        for pod in self.cache.shared_all::<Pod>() {
+        for pod in self.cx.cache.shared_all::<Pod>() {
             if pod.terminated()
                 || pod.metadata.deleting()
                 || pod.node() != Some(self.config.node.as_str())
@@ -31,12 +31,14 @@ impl Kubelet {
                     continue;
                 };
                 let Some(claim) = self
+                    .cx
                     .cache
                     .shared::<PersistentVolumeClaim>(&pod.metadata.namespace, &src.claim_name)
                 else {
                     continue;
                 };
                 let Some(pv) = self
+                    .cx
                     .cache
                     .shared::<PersistentVolume>("", claim.volume_name())
                 else {
@@ -66,41 +68,34 @@ impl Kubelet {
     }
 
     fn node(&self) -> Option<Shared<Node>> {
-        self.cache.shared("", &self.config.node)
+        self.cx.cache.shared("", &self.config.node)
     }
 
     fn csi_driver(&self) -> Option<CsiDriver> {
-        match self.cache.find(Kind::CsiDriver, "", &self.config.driver) {
+        match self.cx.cache.find(Kind::CsiDriver, "", &self.config.driver) {
             Some(Object::CsiDriver(d)) => Some(d.clone()),
             _ => None,
         }
     }
 
     fn ready(&self, pv: &str) -> bool {
-        !self.busy.contains(pv) && !self.backoff.waiting(pv, self.now)
+        !self.busy.contains(pv) && !self.cx.waiting(pv)
     }
 
     fn csi(&mut self, call: Call, request: Request) {
-        let op = self.ops.issue();
         self.busy.insert(call.key().to_string());
-        self.calls.insert(op, call);
-        self.queue.push_back(Effect::Csi {
-            op,
-            node: Some(self.config.node.clone()),
-            call: request,
-        });
+        let node = Some(self.config.node.clone());
+        self.cx.csi(node, request, call);
     }
 
     fn api(&mut self, key: String, call: ApiCall) {
-        let op = self.ops.issue();
         self.busy.insert(key.clone());
-        self.calls.insert(op, Call::Api { key });
-        self.queue.push_back(Effect::Api { op, call });
+        self.cx.api(call, Call::Api { key });
     }
 
     /// A FailedMount warning on the pods using `pv`, and a backoff.
     pub(super) fn failed_mount(&mut self, pv: &str, what: &str, e: &crate::Status) {
-        self.backoff.fail(pv.to_string(), self.now);
+        self.cx.fail(pv.to_string());
         let msg = format!("{what} failed for volume {pv:?} : {}", e.go_error());
         let pods: Vec<ObjectKey> = self
             .want()
@@ -111,18 +106,15 @@ impl Kubelet {
         for key in pods {
             if self.last_event.get(&key) != Some(&msg) {
                 self.last_event.insert(key.clone(), msg.clone());
-                self.queue.push_back(Effect::Event(Event::warning(
-                    key,
-                    reason::FAILED_MOUNT,
-                    msg.clone(),
-                )));
+                self.cx
+                    .event(Event::warning(key, reason::FAILED_MOUNT, msg.clone()));
             }
         }
     }
 
     /// After NodeExpand: the claim's status capacity catches up with the PV (last step of resize).
     pub(super) fn expanded(&mut self, claim: &ObjectKey, bytes: u64) {
-        let Some(Object::Pvc(c)) = self.cache.get(claim).cloned() else {
+        let Some(Object::Pvc(c)) = self.cx.cache.get(claim).cloned() else {
             return;
         };
         let mut c2 = c.clone();
@@ -132,7 +124,7 @@ impl Kubelet {
         c2.status
             .conditions
             .retain(|x| x.type_ != "FileSystemResizePending" && x.type_ != "Resizing");
-        self.queue.push_back(Effect::Event(Event::normal(
+        self.cx.event(Event::normal(
             claim.clone(),
             reason::FILE_SYSTEM_RESIZE_SUCCESSFUL,
             format!(
@@ -140,14 +132,14 @@ impl Kubelet {
                 c.volume_name(),
                 self.config.node
             ),
-        )));
+        ));
         self.api(
             format!("claim:{}", claim),
             ApiCall::UpdateStatus(Object::Pvc(c2)),
         );
     }
 
-    pub(super) fn reconcile(&mut self) {
+    pub(super) fn reconcile_node(&mut self) {
         let want = self.want();
         self.unpublish_pass(&want);
         let node = self.node();
@@ -208,7 +200,7 @@ impl Kubelet {
         next.extend(in_use.iter().cloned());
         let have: BTreeSet<String> = node.status.volumes_in_use.iter().cloned().collect();
         let key = format!("node:{}", self.config.node);
-        if next != have && !self.busy.contains(&key) && !self.backoff.waiting(&key, self.now) {
+        if next != have && !self.busy.contains(&key) && !self.cx.waiting(&key) {
             let mut n = node.clone();
             n.status.volumes_in_use = next.into_iter().collect();
             self.api(key, ApiCall::UpdateStatus(Object::Node(n)));
@@ -220,11 +212,8 @@ impl Kubelet {
         let key = ObjectKey::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name);
         if self.last_event.get(&key) != Some(&msg) {
             self.last_event.insert(key.clone(), msg.clone());
-            self.queue.push_back(Effect::Event(Event::warning(
-                key,
-                reason::FAILED_MOUNT,
-                msg,
-            )));
+            self.cx
+                .event(Event::warning(key, reason::FAILED_MOUNT, msg));
         }
     }
 
@@ -331,7 +320,7 @@ impl Kubelet {
             &self.config.driver,
             &self.config.node,
         );
-        match self.cache.find(Kind::VolumeAttachment, "", &va) {
+        match self.cx.cache.find(Kind::VolumeAttachment, "", &va) {
             // A VolumeAttachment being deleted is being detached: not usable.
             Some(Object::Va(v)) if v.status.attached && !v.metadata.deleting() => {
                 Some(v.status.attachment_metadata.clone().into())

@@ -33,12 +33,11 @@
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
-use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Input, Ops, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, Engine, Watch};
 use crate::model::names::{FINALIZER_PV_PROTECTION, FINALIZER_PVC_PROTECTION};
 use crate::model::*;
-use crate::{OpId, Tick};
 
 /// What a protection controller guards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,23 +64,21 @@ impl Guarded {
     }
 }
 
+/// What a protection controller has in flight.
+#[derive(Debug, Clone, Hash)]
+pub enum Call {
+    /// A write: the object, the incarnation (UID) written and the version
+    /// written against.
+    Write(ObjectKey, String, String),
+    /// A live list of pods, with the claims it answers for.
+    List(BTreeSet<ObjectKey>),
+}
+
 /// A protection controller. See the module documentation.
 #[derive(Debug, Clone, Hash)]
 pub struct Protection {
     guarded: Guarded,
-    cache: Cache,
-    dirty: BTreeSet<ObjectKey>,
-    /// Writes in flight: the object, the incarnation (UID) written and the
-    /// version written against.
-    writing: BTreeMap<OpId, (ObjectKey, String, String)>,
-    /// Lists of pods in flight, with the claims each answers for.
-    listing: BTreeMap<OpId, BTreeSet<ObjectKey>>,
-    backoff: Backoff<ObjectKey>,
-    queue: VecDeque<Effect>,
-    ops: Ops,
-    now: Tick,
-    /// Restarted and waiting for `Input::Synced`.
-    unsynced: bool,
+    cx: Engine<ObjectKey, Call>,
 }
 
 impl Protection {
@@ -89,15 +86,7 @@ impl Protection {
     pub fn new(guarded: Guarded) -> Protection {
         Protection {
             guarded,
-            cache: Cache::default(),
-            dirty: BTreeSet::new(),
-            writing: BTreeMap::new(),
-            listing: BTreeMap::new(),
-            backoff: Backoff::new(1_000, 300_000),
-            queue: VecDeque::new(),
-            ops: Ops::default(),
-            now: 0,
-            unsynced: false,
+            cx: Engine::new(1_000, 300_000),
         }
     }
 
@@ -125,56 +114,13 @@ impl Protection {
         }
     }
 
-    fn on_input(&mut self, now: Tick, input: Input) {
-        self.now = self.now.max(now);
-        match input {
-            Input::Watch(Watch::Applied(o)) => {
-                if self.cache.is_news(&o) {
-                    self.backoff.news(&o.key());
-                }
-                self.mark(&o);
-                self.cache.apply(o);
-            }
-            Input::Watch(Watch::Deleted(o)) => {
-                self.mark(&o);
-                self.cache.delete(&o);
-            }
-            Input::ApiDone { op, result } => {
-                if let Some(claims) = self.listing.remove(&op) {
-                    return self.listed(claims, result);
-                }
-                let Some((key, uid, rv)) = self.writing.remove(&op) else {
-                    return;
-                };
-                match result {
-                    ApiResult::Ok(Some(o)) => {
-                        self.backoff.succeed(&key);
-                        self.cache.apply(o);
-                    }
-                    ApiResult::Ok(None) | ApiResult::NotFound => {
-                        self.backoff.succeed(&key);
-                        self.cache.gone(&key, &uid);
-                    }
-                    // Changed meanwhile, and the change is already here.
-                    _ if self.cache.newer_than(&key, &rv) => {}
-                    _ => {
-                        self.backoff.fail(key.clone(), self.now);
-                    }
-                }
-                self.dirty.insert(key);
-            }
-            Input::CsiDone { .. } => {}
-            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
-        }
-    }
-
     /// Marks what an object's change may unblock: the object itself, or the
     /// claims a pod uses.
     fn mark(&mut self, o: &Object) {
         match o {
             Object::Pod(p) if self.guarded == Guarded::Claims => {
                 for c in p.claims() {
-                    self.dirty.insert(ObjectKey::new(
+                    self.cx.dirty.insert(ObjectKey::new(
                         Kind::PersistentVolumeClaim,
                         &p.metadata.namespace,
                         c,
@@ -182,47 +128,24 @@ impl Protection {
                 }
             }
             o if o.kind() == self.guarded.kind() => {
-                self.dirty.insert(o.key());
+                self.cx.dirty.insert(o.key());
             }
             _ => {}
         }
     }
 
-    fn next_effect(&mut self) -> Option<Effect> {
-        while self.queue.is_empty() {
-            let key = self.dirty.pop_first()?;
-            self.sync(&key);
-        }
-        self.queue.pop_front()
-    }
-
-    fn deadline(&self) -> Option<Tick> {
-        self.backoff.next_timer()
-    }
-
-    /// One write per object at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let writing = self.writing.values().map(|(k, _, _)| k);
-        crate::machine::one_at_a_time("protection", writing.clone(), |_| true, writing.len())
-    }
-
-    fn on_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
-        for k in self.backoff.fire_due(self.now) {
-            self.dirty.insert(k);
-        }
-    }
-
     fn busy(&self, key: &ObjectKey) -> bool {
-        self.writing.values().any(|(k, _, _)| k == key)
-            || self.listing.values().any(|claims| claims.contains(key))
+        self.cx.in_flight().any(|c| match c {
+            Call::Write(k, _, _) => k == key,
+            Call::List(claims) => claims.contains(key),
+        })
     }
 
     fn sync(&mut self, key: &ObjectKey) {
-        if self.busy(key) || self.backoff.waiting(key, self.now) {
+        if self.busy(key) || self.cx.waiting(key) {
             return;
         }
-        let Some(o) = self.cache.get(key).cloned() else {
+        let Some(o) = self.cx.cache.get(key).cloned() else {
             return;
         };
         let finalizer = self.guarded.finalizer();
@@ -248,22 +171,19 @@ impl Protection {
     /// namespace's pods are listed live, once for every such claim there.
     fn list_pods(&mut self, namespace: &str) {
         let claims: BTreeSet<ObjectKey> = self
+            .cx
             .cache
             .of_kind(Kind::PersistentVolumeClaim)
             .filter_map(Object::as_pvc)
             .filter(|c| c.metadata.namespace == namespace && self.may_let_go(c))
             .map(|c| ObjectKey::new(Kind::PersistentVolumeClaim, namespace, &c.metadata.name))
-            .filter(|k| !self.busy(k) && !self.backoff.waiting(k, self.now))
+            .filter(|k| !self.busy(k) && !self.cx.waiting(k))
             .collect();
-        let op = self.ops.issue();
-        self.listing.insert(op, claims);
-        self.queue.push_back(Effect::Api {
-            op,
-            call: ApiCall::List {
-                kind: Kind::Pod,
-                namespace: namespace.to_string(),
-            },
-        });
+        let call = ApiCall::List {
+            kind: Kind::Pod,
+            namespace: namespace.to_string(),
+        };
+        self.cx.api(call, Call::List(claims));
     }
 
     /// Being deleted, still held by the finalizer, and free by the cache.
@@ -274,14 +194,10 @@ impl Protection {
     }
 
     fn write(&mut self, key: &ObjectKey, next: Object) {
-        let op = self.ops.issue();
         let meta = next.meta();
         let (uid, rv) = (meta.uid.clone(), meta.resource_version.clone());
-        self.writing.insert(op, (key.clone(), uid, rv));
-        self.queue.push_back(Effect::Api {
-            op,
-            call: ApiCall::Update(next),
-        });
+        self.cx
+            .api(ApiCall::Update(next), Call::Write(key.clone(), uid, rv));
     }
 
     /// The live list of a namespace's pods came back: each claim it
@@ -290,13 +206,13 @@ impl Protection {
     fn listed(&mut self, claims: BTreeSet<ObjectKey>, result: ApiResult) {
         let ApiResult::Listed(pods) = result else {
             for key in claims {
-                self.backoff.fail(key.clone(), self.now);
-                self.dirty.insert(key);
+                self.cx.fail(key.clone());
+                self.cx.dirty.insert(key);
             }
             return;
         };
         for key in claims {
-            let Some(Object::Pvc(c)) = self.cache.get(&key) else {
+            let Some(Object::Pvc(c)) = self.cx.cache.get(&key) else {
                 continue;
             };
             let (ns, name) = (&c.metadata.namespace, &c.metadata.name);
@@ -324,7 +240,8 @@ impl Protection {
 
     /// The pods (names, sorted) that keep claim `c` from going.
     pub fn users(&self, c: &PersistentVolumeClaim) -> Vec<String> {
-        self.cache
+        self.cx
+            .cache
             .of_kind(Kind::Pod)
             .filter_map(|o| match o {
                 Object::Pod(p) if p.uses_claim(&c.metadata.namespace, &c.metadata.name) => {
@@ -336,4 +253,71 @@ impl Protection {
     }
 }
 
-crate::impl_machine!(Protection);
+impl Controller for Protection {
+    type Key = ObjectKey;
+    type Call = Call;
+    type Retry = ObjectKey;
+
+    fn engine(&self) -> &Engine<ObjectKey, Call> {
+        &self.cx
+    }
+
+    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Call> {
+        &mut self.cx
+    }
+
+    fn retry(&mut self, key: ObjectKey) {
+        self.cx.dirty.insert(key);
+    }
+
+    fn observe(&mut self, watch: Watch) {
+        let o = match &watch {
+            Watch::Applied(o) => {
+                if self.cx.cache.is_news(o) {
+                    self.cx.news(&o.key());
+                }
+                o.clone()
+            }
+            Watch::Deleted(o) => o.clone(),
+        };
+        self.mark(&o);
+        self.cx.apply(watch);
+    }
+
+    fn reconcile(&mut self, key: ObjectKey) {
+        self.sync(&key);
+    }
+
+    fn api_done(&mut self, call: Call, result: ApiResult) {
+        let (key, uid, rv) = match call {
+            Call::List(claims) => return self.listed(claims, result),
+            Call::Write(key, uid, rv) => (key, uid, rv),
+        };
+        match result {
+            ApiResult::Ok(Some(o)) => {
+                self.cx.backoff.succeed(&key);
+                self.cx.cache.apply(o);
+            }
+            ApiResult::Ok(None) | ApiResult::NotFound => {
+                self.cx.backoff.succeed(&key);
+                self.cx.cache.gone(&key, &uid);
+            }
+            // Changed meanwhile, and the change is already here.
+            _ if self.cx.cache.newer_than(&key, &rv) => {}
+            _ => {
+                self.cx.fail(key.clone());
+            }
+        }
+        self.cx.dirty.insert(key);
+    }
+
+    /// One write per object at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let writing = self.cx.in_flight().filter_map(|c| match c {
+            Call::Write(k, _, _) => Some(k),
+            Call::List(_) => None,
+        });
+        let n = writing.clone().count();
+        crate::machine::one_at_a_time("protection", writing, |_| true, n)
+    }
+}

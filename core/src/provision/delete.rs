@@ -24,7 +24,7 @@ impl Provisioner {
             return;
         };
         let name = pv.name().to_string();
-        if !self.owns(&pv) || self.busy.contains(&name) || self.backoff.waiting(&name, self.now) {
+        if !self.owns(&pv) || self.busy.contains(&name) || self.cx.waiting(&name) {
             return;
         }
         let policy = pv.reclaim_policy();
@@ -44,10 +44,10 @@ impl Provisioner {
                 pv.metadata.uid.clone(),
                 pv.metadata.resource_version.clone(),
             );
-            self.issue(Call::Finalizer { pv: name, uid, rv }, |op| Effect::Api {
-                op,
-                call: ApiCall::Update(Object::Pv(v)),
-            });
+            self.api(
+                Call::Finalizer { pv: name, uid, rv },
+                ApiCall::Update(Object::Pv(v)),
+            );
             return;
         }
         if has && policy != ReclaimPolicy::Delete {
@@ -58,10 +58,10 @@ impl Provisioner {
                 pv.metadata.uid.clone(),
                 pv.metadata.resource_version.clone(),
             );
-            self.issue(Call::Finalizer { pv: name, uid, rv }, |op| Effect::Api {
-                op,
-                call: ApiCall::Update(Object::Pv(v)),
-            });
+            self.api(
+                Call::Finalizer { pv: name, uid, rv },
+                ApiCall::Update(Object::Pv(v)),
+            );
             return;
         }
         // The PV object was deleted after DeleteVolume: drop our finalizer.
@@ -77,10 +77,10 @@ impl Provisioner {
                 pv.metadata.uid.clone(),
                 pv.metadata.resource_version.clone(),
             );
-            self.issue(Call::Finalizer { pv: name, uid, rv }, |op| Effect::Api {
-                op,
-                call: ApiCall::Update(Object::Pv(v)),
-            });
+            self.api(
+                Call::Finalizer { pv: name, uid, rv },
+                ApiCall::Update(Object::Pv(v)),
+            );
             return;
         }
         // B5.3
@@ -97,6 +97,7 @@ impl Provisioner {
         }
         // B5.4: never while attached.
         let attached = self
+            .cx
             .cache
             .of_kind(Kind::VolumeAttachment)
             .find_map(|o| match o {
@@ -104,12 +105,12 @@ impl Provisioner {
                 _ => None,
             });
         if let Some(node) = attached {
-            self.queue.push_back(Effect::Event(Event::warning(
+            self.cx.event(Event::warning(
                 key.clone(),
                 reason::VOLUME_FAILED_DELETE,
                 format!("persistentvolume {name} is still attached to node {node}"),
-            )));
-            self.backoff.fail(name, self.now);
+            ));
+            self.cx.fail(name);
             return;
         }
         let Some(handle) = pv.spec.csi.as_ref().map(|c| c.volume_handle.clone()) else {
@@ -119,42 +120,36 @@ impl Provisioner {
             volume_id: handle,
             secrets: driver::Secrets::default(),
         });
-        self.issue(Call::Delete { pv: name }, |op| Effect::Csi {
-            op,
-            node: None,
-            call,
-        });
+        self.csi(Call::Delete { pv: name }, call);
     }
 
     pub(super) fn deleted_volume(&mut self, name: &str, result: CsiResult) {
         let key = ObjectKey::new(Kind::PersistentVolume, "", name);
         match result {
             Ok(_) => {
-                self.backoff.succeed(&name.to_string());
+                self.cx.backoff.succeed(&name.to_string());
                 self.deleted.insert(name.to_string());
                 let uid = self
+                    .cx
                     .cache
                     .get(&key)
                     .map(|o| o.meta().uid.clone())
                     .unwrap_or_default();
-                self.issue(
+                self.api(
                     Call::DeletePvObject {
                         pv: name.to_string(),
                         uid,
                     },
-                    |op| Effect::Api {
-                        op,
-                        call: ApiCall::Delete(key),
-                    },
+                    ApiCall::Delete(key),
                 );
             }
             Err(e) => {
-                self.queue.push_back(Effect::Event(Event::warning(
+                self.cx.event(Event::warning(
                     key,
                     reason::VOLUME_FAILED_DELETE,
                     e.go_error(),
-                )));
-                self.backoff.fail(name.to_string(), self.now);
+                ));
+                self.cx.fail(name.to_string());
             }
         }
     }

@@ -20,16 +20,14 @@ mod source;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::control::csi_map::DriverModes;
-use crate::control::{
-    ApiCall, ApiResult, Backoff, Cache, CsiResult, Effect, Event, Input, Ops, Watch,
-};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
 use crate::driver::{self, Request, Response};
 use crate::model::names::{self, reason};
 use crate::model::*;
-use crate::{Code, OpId, Status, Tick};
+use crate::{Code, Status, Tick};
 
 /// How the provisioner runs.
 #[derive(Debug, Clone, Hash)]
@@ -107,47 +105,69 @@ struct Provisioning {
     source: Option<ObjectKey>,
 }
 
+/// What the provisioner has in flight.
 #[derive(Debug, Clone, Hash)]
-enum Call {
+pub enum Call {
     /// DeleteVolume of a volume created too small, for the claim `uid`.
     Cleanup {
+        /// The claim's UID.
         uid: String,
     },
+    /// CreateVolume for the claim `uid`.
     Create {
+        /// The claim's UID.
         uid: String,
     },
+    /// The creation of the PV object for the claim `uid`.
     SavePv {
+        /// The claim's UID.
         uid: String,
     },
+    /// The removal of the selected-node annotation from the claim `uid`
+    /// (rescheduling).
     DropSelectedNode {
+        /// The claim's UID.
         uid: String,
     },
+    /// DeleteVolume of the PV `pv`'s storage.
     Delete {
+        /// The PV's name.
         pv: String,
     },
-    /// `uid`: the incarnation of the PV object deleted or written.
+    /// The deletion of the PV object `pv`.
     DeletePvObject {
+        /// The PV's name.
         pv: String,
+        /// The incarnation of the PV object deleted or written.
         uid: String,
     },
-    /// `rv`: the version of the PV the write was made against.
+    /// A write of the provisioner's finalizer on the PV `pv`.
     Finalizer {
+        /// The PV's name.
         pv: String,
+        /// The incarnation written.
         uid: String,
+        /// The version of the PV the write was made against.
         rv: String,
     },
     /// The finalizer on the source of the claim `uid` (B5.6), written
     /// against the source's version `rv`.
     Protect {
+        /// The claim's UID.
         uid: String,
+        /// The claim.
         claim: ObjectKey,
+        /// The source's version written against.
         rv: String,
     },
     /// The finalizer's removal from a source whose UID is `uid`, written
     /// against its version `rv`.
     Release {
+        /// The source's UID.
         uid: String,
+        /// The source.
         source: ObjectKey,
+        /// The source's version written against.
         rv: String,
     },
 }
@@ -174,109 +194,30 @@ impl Call {
 /// The external-provisioner. See the module documentation.
 pub struct Provisioner {
     config: ProvisionerConfig,
-    cache: Cache,
-    dirty: BTreeSet<ObjectKey>,
+    /// Retries back off by claim UID or PV name.
+    cx: Engine<ObjectKey, Call, String>,
     provisioning: BTreeMap<String, Provisioning>,
     /// Claim UIDs and PV names with an operation in flight.
     busy: BTreeSet<String>,
-    calls: BTreeMap<OpId, Call>,
-    backoff: Backoff<String>,
     /// Volumes whose storage DeleteVolume removed; their PV objects go next.
     deleted: BTreeSet<String>,
     /// Claim UIDs waiting out a backoff → the claim to sync when it ends.
     retry: BTreeMap<String, ObjectKey>,
     /// Claim UIDs left to an external populator (B1.8), told once.
     populated: BTreeSet<String>,
-    queue: VecDeque<Effect>,
-    ops: Ops,
-    now: Tick,
-    /// Restarted and waiting for `Input::Synced`.
-    unsynced: bool,
 }
 
 impl Provisioner {
     /// A provisioner with empty memory.
     pub fn new(config: ProvisionerConfig) -> Provisioner {
-        let backoff = Backoff::new(config.retry_start, config.retry_max);
         Provisioner {
+            cx: Engine::new(config.retry_start, config.retry_max),
             config,
-            cache: Cache::default(),
-            dirty: BTreeSet::new(),
             provisioning: BTreeMap::new(),
             busy: BTreeSet::new(),
-            calls: BTreeMap::new(),
-            backoff,
             deleted: BTreeSet::new(),
             retry: BTreeMap::new(),
             populated: BTreeSet::new(),
-            queue: VecDeque::new(),
-            ops: Ops::default(),
-            now: 0,
-            unsynced: false,
-        }
-    }
-
-    fn on_input(&mut self, now: Tick, input: Input) {
-        self.now = self.now.max(now);
-        match input {
-            Input::Watch(Watch::Applied(o)) => {
-                if self.cache.is_news(&o) {
-                    self.news(&o);
-                }
-                self.dirty_for(&o);
-                self.cache.apply(o);
-            }
-            Input::Watch(Watch::Deleted(o)) => {
-                self.dirty_for(&o);
-                self.cache.delete(&o);
-            }
-            Input::ApiDone { op, result } => self.api_done(op, result),
-            Input::CsiDone { op, result } => self.csi_done(op, result),
-            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
-        }
-    }
-
-    fn next_effect(&mut self) -> Option<Effect> {
-        while self.queue.is_empty() {
-            let key = self.dirty.pop_first()?;
-            match key.kind {
-                Kind::PersistentVolumeClaim => {
-                    self.sync_claim(&key);
-                    self.release_source(&key);
-                }
-                Kind::PersistentVolume => self.sync_volume(&key),
-                Kind::VolumeSnapshot => self.release_source(&key),
-                _ => {}
-            }
-        }
-        self.queue.pop_front()
-    }
-
-    fn deadline(&self) -> Option<Tick> {
-        self.backoff.next_timer()
-    }
-
-    /// One operation per claim or volume at a time.
-    fn invariants(&self) -> Result<(), String> {
-        crate::machine::one_at_a_time(
-            "provisioner",
-            self.calls.values().map(Call::key),
-            |k| self.busy.contains(k),
-            self.busy.len(),
-        )
-    }
-
-    fn on_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
-        for key in self.backoff.fire_due(self.now) {
-            if let Some(p) = self.provisioning.get(&key) {
-                self.dirty.insert(p.claim.clone());
-            } else if let Some(claim) = self.retry.get(&key) {
-                self.dirty.insert(claim.clone());
-            } else {
-                self.dirty
-                    .insert(ObjectKey::new(Kind::PersistentVolume, "", &key));
-            }
         }
     }
 
@@ -287,38 +228,40 @@ impl Provisioner {
             Object::Pv(pv) => pv.name(),
             _ => &o.meta().uid,
         };
-        self.backoff.news(key);
+        self.cx.backoff.news(key);
     }
 
     fn dirty_for(&mut self, o: &Object) {
         match o {
             Object::Pvc(c) => {
-                self.dirty.insert(o.key());
+                self.cx.dirty.insert(o.key());
                 // Its source may be released (B5.6).
-                self.dirty.extend(source::source_key(c));
+                self.cx.dirty.extend(source::source_key(c));
             }
             Object::Pv(_) => {
-                self.dirty.insert(o.key());
+                self.cx.dirty.insert(o.key());
             }
             Object::Va(va) => {
-                self.dirty
-                    .insert(ObjectKey::new(Kind::PersistentVolume, "", va.pv_name()));
+                self.cx
+                    .mark(ObjectKey::new(Kind::PersistentVolume, "", va.pv_name()));
             }
             Object::Class(_) => {
                 let claims: Vec<ObjectKey> = self
+                    .cx
                     .cache
                     .of_kind(Kind::PersistentVolumeClaim)
                     .map(Object::key)
                     .collect();
-                self.dirty.extend(claims);
+                self.cx.dirty.extend(claims);
             }
             // A snapshot (or its content) that changed may let the claims
             // restoring from it go on.
             Object::Snapshot(_) | Object::Content(_) => {
                 if let Object::Snapshot(_) = o {
-                    self.dirty.insert(o.key());
+                    self.cx.dirty.insert(o.key());
                 }
                 let claims: Vec<ObjectKey> = self
+                    .cx
                     .cache
                     .of_kind(Kind::PersistentVolumeClaim)
                     .filter(|c| match c {
@@ -329,7 +272,7 @@ impl Provisioner {
                     })
                     .map(Object::key)
                     .collect();
-                self.dirty.extend(claims);
+                self.cx.dirty.extend(claims);
             }
             _ => {}
         }
@@ -351,33 +294,38 @@ impl Provisioner {
         }
     }
 
-    fn issue(&mut self, call: Call, effect: impl FnOnce(OpId) -> Effect) {
-        let op = self.ops.issue();
-        self.busy.insert(call.key().to_string());
-        self.calls.insert(op, call);
-        self.queue.push_back(effect(op));
+    fn api(&mut self, what: Call, call: ApiCall) {
+        self.busy.insert(what.key().to_string());
+        self.cx.api(call, what);
+    }
+
+    fn csi(&mut self, what: Call, call: Request) {
+        self.busy.insert(what.key().to_string());
+        self.cx.csi(None, call, what);
     }
 
     fn event(&mut self, e: Event) {
-        self.queue.push_back(Effect::Event(e));
+        self.cx.event(e);
     }
 
     fn claim(&self, key: &ObjectKey) -> Option<PersistentVolumeClaim> {
-        match self.cache.get(key) {
+        match self.cx.cache.get(key) {
             Some(Object::Pvc(c)) => Some(c.clone()),
             _ => None,
         }
     }
 
     fn volume(&self, name: &str) -> Option<PersistentVolume> {
-        self.cache
+        self.cx
+            .cache
             .find(Kind::PersistentVolume, "", name)
             .and_then(Object::as_pv)
             .cloned()
     }
 
     fn class(&self, name: &str) -> Option<StorageClass> {
-        self.cache
+        self.cx
+            .cache
             .find(Kind::StorageClass, "", name)
             .and_then(Object::as_class)
             .cloned()
@@ -402,7 +350,7 @@ impl Provisioner {
                 None => return,
             },
         };
-        if self.busy.contains(&uid) || self.backoff.waiting(&uid, self.now) {
+        if self.busy.contains(&uid) || self.cx.waiting(&uid) {
             return;
         }
         self.retry.insert(uid.clone(), key.clone());
@@ -434,7 +382,7 @@ impl Provisioner {
                 reason::PROVISIONING_FAILED,
                 format!("storageclass.storage.k8s.io {:?} not found", claim.class()),
             ));
-            self.backoff.fail(uid, self.now);
+            self.cx.fail(uid);
             return;
         };
         if class.provisioner != self.config.driver {
@@ -453,7 +401,7 @@ impl Provisioner {
                 reason::PROVISIONING_FAILED,
                 "dataSourceRef namespace specified but the CrossNamespaceVolumeDataSource feature is disabled",
             ));
-            self.backoff.fail(uid, self.now);
+            self.cx.fail(uid);
             return;
         }
         if let Some(ds) = claim.data_source()
@@ -489,7 +437,7 @@ impl Provisioner {
                     reason::PROVISIONING_FAILED,
                     msg,
                 ));
-                self.backoff.fail(uid, self.now);
+                self.cx.fail(uid);
                 return;
             }
         };
@@ -521,7 +469,7 @@ impl Provisioner {
     /// released.
     fn forget(&mut self, uid: &str) {
         if let Some(p) = self.provisioning.remove(uid) {
-            self.dirty.extend(p.source);
+            self.cx.dirty.extend(p.source);
         }
     }
 
@@ -530,11 +478,7 @@ impl Provisioner {
             volume_id: volume_id.to_string(),
             secrets: p.request.secrets.clone(),
         });
-        self.issue(Call::Cleanup { uid: p.uid.clone() }, |op| Effect::Csi {
-            op,
-            node: None,
-            call,
-        });
+        self.csi(Call::Cleanup { uid: p.uid.clone() }, call);
     }
 
     /// B3.2: the too-small volume is gone (or not yet): either way the claim
@@ -561,22 +505,15 @@ impl Provisioner {
                 ));
             }
         }
-        self.backoff.fail(uid.to_string(), self.now);
+        self.cx.fail(uid.to_string());
     }
 
     fn call_create(&mut self, p: Provisioning) {
         let call = Request::CreateVolume(p.request.clone());
-        self.issue(Call::Create { uid: p.uid }, |op| Effect::Csi {
-            op,
-            node: None,
-            call,
-        });
+        self.csi(Call::Create { uid: p.uid }, call);
     }
 
-    fn csi_done(&mut self, op: OpId, result: CsiResult) {
-        let Some(call) = self.calls.remove(&op) else {
-            return;
-        };
+    fn csi_completed(&mut self, call: Call, result: CsiResult) {
         match call {
             Call::Create { uid } => {
                 self.busy.remove(&uid);
@@ -616,14 +553,11 @@ impl Provisioner {
                     return self.discard(p, &v.volume_id, "volume content source missing");
                 }
                 let pv = self.build_pv(&p, claim.as_ref(), &v);
-                self.issue(
+                self.api(
                     Call::SavePv {
                         uid: uid.to_string(),
                     },
-                    |op| Effect::Api {
-                        op,
-                        call: ApiCall::Create(Object::Pv(pv)),
-                    },
+                    ApiCall::Create(Object::Pv(pv)),
                 );
             }
             Ok(other) => {
@@ -632,7 +566,7 @@ impl Provisioner {
                     reason::PROVISIONING_FAILED,
                     format!("unexpected answer {other:?}"),
                 ));
-                self.backoff.fail(uid.to_string(), self.now);
+                self.cx.fail(uid.to_string());
             }
             Err(e) => self.create_failed(&p, claim.as_ref(), e),
         }
@@ -688,12 +622,10 @@ impl Provisioner {
                 if let Some(c) = claim {
                     let mut c = c.clone();
                     c.metadata.annotations.remove(names::ANN_SELECTED_NODE);
-                    self.issue(Call::DropSelectedNode { uid: p.uid.clone() }, |op| {
-                        Effect::Api {
-                            op,
-                            call: ApiCall::Update(Object::Pvc(c)),
-                        }
-                    });
+                    self.api(
+                        Call::DropSelectedNode { uid: p.uid.clone() },
+                        ApiCall::Update(Object::Pvc(c)),
+                    );
                 }
                 return;
             }
@@ -702,7 +634,7 @@ impl Provisioner {
                 self.forget(&p.uid);
             }
         }
-        self.backoff.fail(p.uid.clone(), self.now);
+        self.cx.fail(p.uid.clone());
     }
 
     /// A write to (or the delete of) the PV `pv` completed. A failure is
@@ -713,35 +645,32 @@ impl Provisioner {
         let key = ObjectKey::new(Kind::PersistentVolume, "", &pv);
         match result {
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                self.cache.gone(&key, uid);
+                self.cx.cache.gone(&key, uid);
                 self.deleted.remove(&pv);
-                self.backoff.succeed(&pv);
-                self.dirty.insert(key);
+                self.cx.backoff.succeed(&pv);
+                self.cx.dirty.insert(key);
             }
             ApiResult::Ok(Some(_)) => {
-                self.backoff.succeed(&pv);
-                self.dirty.insert(key);
+                self.cx.backoff.succeed(&pv);
+                self.cx.dirty.insert(key);
             }
-            _ if rv.is_some_and(|rv| self.cache.newer_than(&key, rv))
+            _ if rv.is_some_and(|rv| self.cx.cache.newer_than(&key, rv))
                 || self
                     .config
                     .plant
                     .is(crate::plant::Plant::RetryFailedWriteAtOnce) =>
             {
-                self.dirty.insert(key);
+                self.cx.dirty.insert(key);
             }
             _ => {
-                self.backoff.fail(pv, self.now);
+                self.cx.fail(pv);
             }
         }
     }
 
-    fn api_done(&mut self, op: OpId, result: ApiResult) {
-        let Some(call) = self.calls.remove(&op) else {
-            return;
-        };
+    fn api_completed(&mut self, call: Call, result: ApiResult) {
         if let ApiResult::Ok(Some(o)) = &result {
-            self.cache.apply(o.clone());
+            self.cx.cache.apply(o.clone());
         }
         match call {
             Call::SavePv { uid } => {
@@ -752,7 +681,7 @@ impl Provisioner {
                 match result {
                     ApiResult::Ok(_) | ApiResult::AlreadyExists => {
                         self.forget(&uid);
-                        self.backoff.succeed(&uid);
+                        self.cx.backoff.succeed(&uid);
                         self.retry.remove(&uid);
                         self.event(Event::normal(
                             p.claim.clone(),
@@ -765,14 +694,14 @@ impl Provisioner {
                         if let Some(q) = self.provisioning.get_mut(&uid) {
                             q.background = true;
                         }
-                        self.backoff.fail(uid, self.now);
+                        self.cx.fail(uid);
                     }
                 }
             }
             Call::DropSelectedNode { uid } => {
                 self.busy.remove(&uid);
                 if !matches!(result, ApiResult::Ok(_)) {
-                    self.backoff.fail(uid, self.now);
+                    self.cx.fail(uid);
                 }
             }
             Call::DeletePvObject { pv, uid } => {
@@ -796,4 +725,73 @@ impl Provisioner {
     }
 }
 
-crate::impl_machine!(Provisioner);
+impl Controller for Provisioner {
+    type Key = ObjectKey;
+    type Call = Call;
+    type Retry = String;
+
+    fn engine(&self) -> &Engine<ObjectKey, Call, String> {
+        &self.cx
+    }
+
+    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Call, String> {
+        &mut self.cx
+    }
+
+    /// A claim UID's backoff ran out: its claim syncs again; a PV name's:
+    /// the volume does.
+    fn retry(&mut self, key: String) {
+        if let Some(p) = self.provisioning.get(&key) {
+            self.cx.dirty.insert(p.claim.clone());
+        } else if let Some(claim) = self.retry.get(&key) {
+            self.cx.dirty.insert(claim.clone());
+        } else {
+            self.cx
+                .mark(ObjectKey::new(Kind::PersistentVolume, "", &key));
+        }
+    }
+
+    fn observe(&mut self, watch: Watch) {
+        let o = match &watch {
+            Watch::Applied(o) => {
+                if self.cx.cache.is_news(o) {
+                    self.news(o);
+                }
+                o
+            }
+            Watch::Deleted(o) => o,
+        };
+        self.dirty_for(&o.clone());
+        self.cx.apply(watch);
+    }
+
+    fn reconcile(&mut self, key: ObjectKey) {
+        match key.kind {
+            Kind::PersistentVolumeClaim => {
+                self.sync_claim(&key);
+                self.release_source(&key);
+            }
+            Kind::PersistentVolume => self.sync_volume(&key),
+            Kind::VolumeSnapshot => self.release_source(&key),
+            _ => {}
+        }
+    }
+
+    fn api_done(&mut self, call: Call, result: ApiResult) {
+        self.api_completed(call, result);
+    }
+
+    fn csi_done(&mut self, call: Call, result: CsiResult) {
+        self.csi_completed(call, result);
+    }
+
+    /// One operation per claim or volume at a time.
+    fn invariants(&self) -> Result<(), String> {
+        crate::machine::one_at_a_time(
+            "provisioner",
+            self.cx.in_flight().map(Call::key),
+            |k| self.busy.contains(k),
+            self.busy.len(),
+        )
+    }
+}

@@ -128,7 +128,8 @@ impl Provisioner {
         }
         let name = &ds.name;
         let Some(Object::Snapshot(s)) =
-            self.cache
+            self.cx
+                .cache
                 .find(Kind::VolumeSnapshot, &claim.metadata.namespace, name)
         else {
             return Err(format!(
@@ -148,7 +149,8 @@ impl Provisioner {
             return Err(format!("snapshot {name} not bound"));
         };
         let Some(Object::Content(c)) =
-            self.cache
+            self.cx
+                .cache
                 .find(Kind::VolumeSnapshotContent, "", content_name)
         else {
             return Err(format!(
@@ -200,7 +202,7 @@ impl Provisioner {
         let Some(node) = claim.metadata.annotation(names::ANN_SELECTED_NODE) else {
             return Ok(None);
         };
-        let keys = match self.cache.find(Kind::CsiNode, "", node) {
+        let keys = match self.cx.cache.find(Kind::CsiNode, "", node) {
             Some(Object::CsiNode(n)) => n
                 .driver(&self.config.driver)
                 .map(|d| d.topology_keys.clone()),
@@ -212,7 +214,7 @@ impl Provisioner {
                 self.config.driver
             )
         })?;
-        let labels = match self.cache.find(Kind::Node, "", node) {
+        let labels = match self.cx.cache.find(Kind::Node, "", node) {
             Some(Object::Node(n)) => n.metadata.labels.clone(),
             _ => return Err(format!("selected node {node:?} not found")),
         };

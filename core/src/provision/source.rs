@@ -108,7 +108,7 @@ impl Provisioner {
         let Some(finalizer) = protection(src.kind) else {
             return false;
         };
-        let Some(mut next) = self.cache.get(&src).cloned() else {
+        let Some(mut next) = self.cx.cache.get(&src).cloned() else {
             return false;
         };
         if !next.meta_mut().add_finalizer(finalizer) {
@@ -123,10 +123,7 @@ impl Provisioner {
                 &claim.metadata.name,
             ),
         };
-        self.issue(call, |op| Effect::Api {
-            op,
-            call: ApiCall::Update(next),
-        });
+        self.api(call, ApiCall::Update(next));
         true
     }
 
@@ -136,13 +133,13 @@ impl Provisioner {
         let Some(finalizer) = protection(key.kind) else {
             return;
         };
-        let Some(obj) = self.cache.get(key) else {
+        let Some(obj) = self.cx.cache.get(key) else {
             return;
         };
         let uid = obj.meta().uid.clone();
         if !obj.meta().has_finalizer(finalizer)
             || self.busy.contains(&uid)
-            || self.backoff.waiting(&uid, self.now)
+            || self.cx.waiting(&uid)
             || self.source_in_use(key)
         {
             return;
@@ -154,10 +151,7 @@ impl Provisioner {
             source: key.clone(),
             rv: obj.meta().resource_version.clone(),
         };
-        self.issue(call, |op| Effect::Api {
-            op,
-            call: ApiCall::Update(next),
-        });
+        self.api(call, ApiCall::Update(next));
     }
 
     /// A CreateVolume from `src` may still run: one is being retried, or a
@@ -170,7 +164,8 @@ impl Provisioner {
         {
             return true;
         }
-        self.cache
+        self.cx
+            .cache
             .of_kind(Kind::PersistentVolumeClaim)
             .filter_map(|o| match o {
                 Object::Pvc(c) => Some(c),
@@ -195,33 +190,33 @@ impl Provisioner {
         }
         let changed_since = || {
             let source = self.claim(&claim).and_then(|c| source_key(&c));
-            source.is_some_and(|s| self.cache.newer_than(&s, rv))
+            source.is_some_and(|s| self.cx.cache.newer_than(&s, rv))
         };
         // Written, or gone (the next sync says so), or changed meanwhile
         // and the change already here: looked at again now. Otherwise the
         // retry waits for its backoff, or for news of the claim.
         if matches!(result, ApiResult::Ok(_) | ApiResult::NotFound) || changed_since() {
-            self.dirty.insert(claim);
+            self.cx.dirty.insert(claim);
             return;
         }
         self.retry.insert(uid.clone(), claim);
-        self.backoff.fail(uid, self.now);
+        self.cx.fail(uid);
     }
 
     /// The finalizer removal from `source` completed.
     pub(super) fn released(&mut self, uid: String, source: ObjectKey, rv: &str, result: ApiResult) {
         match result {
             ApiResult::Ok(_) | ApiResult::NotFound => {
-                self.backoff.succeed(&uid);
+                self.cx.backoff.succeed(&uid);
                 self.retry.remove(&uid);
             }
             // Changed meanwhile, and the change is already here.
-            _ if self.cache.newer_than(&source, rv) => {
-                self.dirty.insert(source);
+            _ if self.cx.cache.newer_than(&source, rv) => {
+                self.cx.dirty.insert(source);
             }
             _ => {
                 self.retry.insert(uid.clone(), source);
-                self.backoff.fail(uid, self.now);
+                self.cx.fail(uid);
             }
         }
     }

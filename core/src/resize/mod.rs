@@ -14,16 +14,14 @@
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::Tick;
 use crate::control::csi_map::{self, DriverModes};
-use crate::control::{
-    ApiCall, ApiResult, Backoff, Cache, CsiResult, Effect, Event, Input, Ops, Watch,
-};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
 use crate::driver::{self, Request, Response};
 use crate::model::names::reason;
 use crate::model::*;
-use crate::{OpId, Tick};
 
 /// The claim condition while the controller expands.
 pub const RESIZING: &str = "Resizing";
@@ -55,29 +53,32 @@ impl ResizeConfig {
     }
 }
 
+/// What the resizer has in flight.
 #[derive(Debug, Clone, Hash)]
-enum Call {
-    Expand { claim: ObjectKey, pv: String },
-    Api { claim: ObjectKey },
+pub enum Call {
+    /// ControllerExpandVolume of the PV `pv`, for the claim `claim`.
+    Expand {
+        /// The claim.
+        claim: ObjectKey,
+        /// The PV's name.
+        pv: String,
+    },
+    /// An API write about the claim `claim`.
+    Api {
+        /// The claim.
+        claim: ObjectKey,
+    },
 }
 
 /// The external resizer. See the module documentation.
 #[derive(Debug, Clone, Hash)]
 pub struct Resizer {
     config: ResizeConfig,
-    cache: Cache,
-    dirty: BTreeSet<ObjectKey>,
+    cx: Engine<ObjectKey, Call>,
     busy: BTreeSet<ObjectKey>,
-    calls: BTreeMap<OpId, Call>,
     /// What ControllerExpand answered, by claim: (capacity, node expansion required).
     expanded: BTreeMap<ObjectKey, (u64, bool)>,
-    backoff: Backoff<ObjectKey>,
     told: BTreeMap<ObjectKey, String>,
-    queue: VecDeque<Effect>,
-    ops: Ops,
-    now: Tick,
-    /// Restarted and waiting for `Input::Synced`.
-    unsynced: bool,
 }
 
 fn with_condition(c: &PersistentVolumeClaim, type_: &str, reason: &str) -> PersistentVolumeClaim {
@@ -95,61 +96,23 @@ fn with_condition(c: &PersistentVolumeClaim, type_: &str, reason: &str) -> Persi
 impl Resizer {
     /// A resizer with empty memory.
     pub fn new(config: ResizeConfig) -> Resizer {
-        let backoff = Backoff::new(config.retry_start, config.retry_max);
         Resizer {
+            cx: Engine::new(config.retry_start, config.retry_max),
             config,
-            cache: Cache::default(),
-            dirty: BTreeSet::new(),
             busy: BTreeSet::new(),
-            calls: BTreeMap::new(),
             expanded: BTreeMap::new(),
-            backoff,
             told: BTreeMap::new(),
-            queue: VecDeque::new(),
-            ops: Ops::default(),
-            now: 0,
-            unsynced: false,
-        }
-    }
-
-    fn on_input(&mut self, now: Tick, input: Input) {
-        self.now = self.now.max(now);
-        match input {
-            Input::Watch(Watch::Applied(o)) => {
-                self.mark(&o);
-                self.cache.apply(o);
-            }
-            Input::Watch(Watch::Deleted(o)) => {
-                self.cache.delete(&o);
-            }
-            Input::ApiDone { op, result } => {
-                if let Some(Call::Api { claim }) = self.calls.remove(&op) {
-                    self.busy.remove(&claim);
-                    match result {
-                        ApiResult::Ok(Some(o)) => {
-                            self.cache.apply(o);
-                        }
-                        ApiResult::Ok(None) => {}
-                        _ => {
-                            self.backoff.fail(claim.clone(), self.now);
-                        }
-                    }
-                    self.dirty.insert(claim);
-                }
-            }
-            Input::CsiDone { op, result } => self.expand_done(op, result),
-            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
         }
     }
 
     fn mark(&mut self, o: &Object) {
         match o {
             Object::Pvc(_) => {
-                self.dirty.insert(o.key());
+                self.cx.dirty.insert(o.key());
             }
             Object::Pv(pv) => {
                 if let Some(r) = &pv.spec.claim_ref {
-                    self.dirty.insert(ObjectKey::new(
+                    self.cx.dirty.insert(ObjectKey::new(
                         Kind::PersistentVolumeClaim,
                         &r.namespace,
                         &r.name,
@@ -160,43 +123,10 @@ impl Resizer {
         }
     }
 
-    fn next_effect(&mut self) -> Option<Effect> {
-        while self.queue.is_empty() {
-            let key = self.dirty.pop_first()?;
-            self.sync(&key);
-        }
-        self.queue.pop_front()
-    }
-
-    fn deadline(&self) -> Option<Tick> {
-        self.backoff.next_timer()
-    }
-
-    /// One operation per claim at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let keys = self.calls.values().map(|c| match c {
-            Call::Expand { claim, .. } | Call::Api { claim } => claim,
-        });
-        crate::machine::one_at_a_time("resizer", keys, |k| self.busy.contains(k), self.busy.len())
-    }
-
-    fn on_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
-        for k in self.backoff.fire_due(self.now) {
-            self.dirty.insert(k);
-        }
-    }
-
     fn api(&mut self, claim: &ObjectKey, call: ApiCall) {
-        let op = self.ops.issue();
         self.busy.insert(claim.clone());
-        self.calls.insert(
-            op,
-            Call::Api {
-                claim: claim.clone(),
-            },
-        );
-        self.queue.push_back(Effect::Api { op, call });
+        let claim = claim.clone();
+        self.cx.api(call, Call::Api { claim });
     }
 
     fn tell(&mut self, claim: &ObjectKey, e: Event) {
@@ -204,20 +134,21 @@ impl Resizer {
             return;
         }
         self.told.insert(claim.clone(), e.message.clone());
-        self.queue.push_back(Effect::Event(e));
+        self.cx.event(e);
     }
 
     fn sync(&mut self, key: &ObjectKey) {
-        if self.busy.contains(key) || self.backoff.waiting(key, self.now) {
+        if self.busy.contains(key) || self.cx.waiting(key) {
             return;
         }
-        let Some(Object::Pvc(claim)) = self.cache.get(key).cloned() else {
+        let Some(Object::Pvc(claim)) = self.cx.cache.get(key).cloned() else {
             return;
         };
         if claim.phase() != PvcPhase::Bound {
             return;
         }
         let Some(Object::Pv(pv)) = self
+            .cx
             .cache
             .find(Kind::PersistentVolume, "", claim.volume_name())
             .cloned()
@@ -238,7 +169,7 @@ impl Resizer {
             self.expanded.remove(key);
             return;
         }
-        let allowed = match self.cache.find(Kind::StorageClass, "", claim.class()) {
+        let allowed = match self.cx.cache.find(Kind::StorageClass, "", claim.class()) {
             Some(Object::Class(c)) => c.allow_volume_expansion == Some(true),
             _ => false,
         };
@@ -291,20 +222,9 @@ impl Resizer {
                 capability,
                 secrets: driver::Secrets::default(),
             });
-            let op = self.ops.issue();
             self.busy.insert(key.clone());
-            self.calls.insert(
-                op,
-                Call::Expand {
-                    claim: key.clone(),
-                    pv: pv.name().to_string(),
-                },
-            );
-            self.queue.push_back(Effect::Csi {
-                op,
-                node: None,
-                call,
-            });
+            let (claim, pv) = (key.clone(), pv.name().to_string());
+            self.cx.csi(None, call, Call::Expand { claim, pv });
             return;
         };
         if pv_bytes < capacity {
@@ -344,48 +264,101 @@ impl Resizer {
         self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
     }
 
-    fn expand_done(&mut self, op: OpId, result: CsiResult) {
-        let Some(Call::Expand { claim, pv }) = self.calls.remove(&op) else {
-            return;
-        };
+    fn expand_done(&mut self, claim: ObjectKey, pv: String, result: CsiResult) {
         self.busy.remove(&claim);
         match result {
             Ok(Response::ControllerExpanded {
                 capacity_bytes,
                 node_expansion_required,
             }) => {
-                self.backoff.succeed(&claim);
+                self.cx.backoff.succeed(&claim);
                 self.expanded
                     .insert(claim.clone(), (capacity_bytes, node_expansion_required));
             }
             Ok(other) => {
-                self.backoff.fail(claim.clone(), self.now);
+                self.cx.fail(claim.clone());
                 let msg = format!(
                     "resize volume {pv:?} by resizer {:?} failed: unexpected answer {other:?}",
                     self.config.driver
                 );
-                self.queue.push_back(Effect::Event(Event::warning(
+                self.cx.event(Event::warning(
                     claim.clone(),
                     reason::VOLUME_RESIZE_FAILED,
                     msg,
-                )));
+                ));
             }
             Err(e) => {
-                self.backoff.fail(claim.clone(), self.now);
+                self.cx.fail(claim.clone());
                 let msg = format!(
                     "resize volume {pv:?} by resizer {:?} failed: {}",
                     self.config.driver,
                     e.go_error()
                 );
-                self.queue.push_back(Effect::Event(Event::warning(
+                self.cx.event(Event::warning(
                     claim.clone(),
                     reason::VOLUME_RESIZE_FAILED,
                     msg,
-                )));
+                ));
             }
         }
-        self.dirty.insert(claim);
+        self.cx.dirty.insert(claim);
     }
 }
 
-crate::impl_machine!(Resizer);
+impl Controller for Resizer {
+    type Key = ObjectKey;
+    type Call = Call;
+    type Retry = ObjectKey;
+
+    fn engine(&self) -> &Engine<ObjectKey, Call> {
+        &self.cx
+    }
+
+    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Call> {
+        &mut self.cx
+    }
+
+    fn retry(&mut self, key: ObjectKey) {
+        self.cx.dirty.insert(key);
+    }
+
+    fn observe(&mut self, watch: Watch) {
+        if let Watch::Applied(o) = &watch {
+            self.mark(o);
+        }
+        self.cx.apply(watch);
+    }
+
+    fn reconcile(&mut self, key: ObjectKey) {
+        self.sync(&key);
+    }
+
+    fn api_done(&mut self, call: Call, result: ApiResult) {
+        let Call::Api { claim } = call else { return };
+        self.busy.remove(&claim);
+        match result {
+            ApiResult::Ok(Some(o)) => {
+                self.cx.cache.apply(o);
+            }
+            ApiResult::Ok(None) => {}
+            _ => {
+                self.cx.fail(claim.clone());
+            }
+        }
+        self.cx.dirty.insert(claim);
+    }
+
+    fn csi_done(&mut self, call: Call, result: CsiResult) {
+        if let Call::Expand { claim, pv } = call {
+            self.expand_done(claim, pv, result);
+        }
+    }
+
+    /// One operation per claim at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let keys = self.cx.in_flight().map(|c| match c {
+            Call::Expand { claim, .. } | Call::Api { claim } => claim,
+        });
+        crate::machine::one_at_a_time("resizer", keys, |k| self.busy.contains(k), self.busy.len())
+    }
+}

@@ -30,34 +30,24 @@
 mod deletion;
 mod group;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
-use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Event, Input, Ops, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, Engine, Event, Watch};
 use crate::model::names::{
     ANN_DEFAULT_SNAPSHOT_CLASS, ANN_SNAPSHOT_BEING_DELETED, FINALIZER_CONTENT_BOUND,
     FINALIZER_PVC_AS_SNAPSHOT_SOURCE, FINALIZER_SNAPSHOT_AS_SOURCE, FINALIZER_SNAPSHOT_BOUND,
     FINALIZER_SNAPSHOT_IN_GROUP, reason, snapshot_content_name,
 };
 use crate::model::*;
-use crate::{OpId, Tick};
 
 /// The snapshot controller. See the module documentation.
 #[derive(Debug, Clone, Hash)]
 pub struct SnapshotController {
     /// The group snapshot kinds are served too.
     groups: bool,
-    cache: Cache,
-    dirty: BTreeSet<ObjectKey>,
     /// Writes in flight: the object synced when it was issued (busy until
     /// it completes), the object written and its incarnation.
-    writing: BTreeMap<OpId, (ObjectKey, ObjectKey, String)>,
+    cx: Engine<ObjectKey, (ObjectKey, ObjectKey, String)>,
     /// The object being synced now.
     syncing: Option<ObjectKey>,
-    backoff: Backoff<ObjectKey>,
-    queue: VecDeque<Effect>,
-    ops: Ops,
-    now: Tick,
-    unsynced: bool,
 }
 
 impl Default for SnapshotController {
@@ -87,15 +77,8 @@ impl SnapshotController {
     pub fn new() -> SnapshotController {
         SnapshotController {
             groups: false,
-            cache: Cache::default(),
-            dirty: BTreeSet::new(),
-            writing: BTreeMap::new(),
+            cx: Engine::new(1_000, 300_000),
             syncing: None,
-            backoff: Backoff::new(1_000, 300_000),
-            queue: VecDeque::new(),
-            ops: Ops::default(),
-            now: 0,
-            unsynced: false,
         }
     }
 
@@ -120,66 +103,13 @@ impl SnapshotController {
         }
     }
 
-    fn on_input(&mut self, now: Tick, input: Input) {
-        self.now = self.now.max(now);
-        match input {
-            Input::Watch(Watch::Applied(o)) => {
-                self.mark(&o);
-                self.cache.apply(o);
-            }
-            Input::Watch(Watch::Deleted(o)) => {
-                self.mark(&o);
-                self.cache.delete(&o);
-            }
-            Input::ApiDone { op, result } => {
-                let Some((owner, key, uid)) = self.writing.remove(&op) else {
-                    return;
-                };
-                match result {
-                    ApiResult::Ok(Some(o)) => {
-                        self.backoff.succeed(&key);
-                        self.mark(&o);
-                        self.cache.apply(o);
-                    }
-                    // A content made by an earlier attempt: it is the one.
-                    ApiResult::AlreadyExists => {
-                        self.backoff.succeed(&key);
-                    }
-                    ApiResult::Ok(None) | ApiResult::NotFound => {
-                        self.backoff.succeed(&key);
-                        if let Some(o) = self.cache.gone(&key, &uid) {
-                            self.mark(&o);
-                        }
-                    }
-                    _ => {
-                        self.backoff.fail(owner.clone(), self.now);
-                    }
-                }
-                self.dirty.insert(key);
-                self.dirty.insert(owner);
-            }
-            Input::CsiDone { .. } => {}
-            Input::Synced | Input::Restarted | Input::Reconstruct(_) => {}
-            Input::Resync => {
-                let all: Vec<ObjectKey> = self
-                    .cache
-                    .of_kind(Kind::VolumeSnapshot)
-                    .chain(self.cache.of_kind(Kind::VolumeSnapshotContent))
-                    .chain(self.cache.of_kind(Kind::VolumeGroupSnapshot))
-                    .chain(self.cache.of_kind(Kind::VolumeGroupSnapshotContent))
-                    .map(Object::key)
-                    .collect();
-                self.dirty.extend(all);
-            }
-        }
-    }
-
     /// What an object's change may move on: itself, the snapshot a content
     /// names, the snapshots of (or restoring into) a claim, the snapshots
     /// of a volume's claim, the snapshots a class may serve.
     fn mark(&mut self, o: &Object) {
         let snapshots = |ns: &str| -> Vec<&VolumeSnapshot> {
-            self.cache
+            self.cx
+                .cache
                 .of_kind(Kind::VolumeSnapshot)
                 .filter_map(|o| match o {
                     Object::Snapshot(s) if s.metadata.namespace == ns => Some(s),
@@ -229,7 +159,7 @@ impl SnapshotController {
                 }
             }
             Object::SnapshotClass(_) => {
-                for s in self.cache.of_kind(Kind::VolumeSnapshot) {
+                for s in self.cx.cache.of_kind(Kind::VolumeSnapshot) {
                     if let Object::Snapshot(s) = s
                         && s.bound_content().is_none()
                     {
@@ -242,53 +172,11 @@ impl SnapshotController {
         if self.groups {
             marked.extend(self.mark_group(o));
         }
-        self.dirty.extend(marked);
-    }
-
-    fn next_effect(&mut self) -> Option<Effect> {
-        while self.queue.is_empty() {
-            let key = self.dirty.pop_first()?;
-            if self.busy(&key) || self.backoff.waiting(&key, self.now) {
-                continue;
-            }
-            self.syncing = Some(key.clone());
-            match self.cache.get(&key).cloned() {
-                Some(Object::Snapshot(s)) => self.sync_snapshot(&s),
-                Some(Object::Content(c)) => self.sync_content(&c),
-                Some(Object::Pvc(c)) => self.sync_claim(&c),
-                Some(Object::GroupSnapshot(g)) => self.sync_group(&g),
-                Some(Object::GroupContent(c)) => self.sync_group_content(&c),
-                _ => {}
-            }
-            self.syncing = None;
-        }
-        self.queue.pop_front()
-    }
-
-    fn deadline(&self) -> Option<Tick> {
-        self.backoff.next_timer()
-    }
-
-    fn on_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
-        for k in self.backoff.fire_due(self.now) {
-            self.dirty.insert(k);
-        }
-    }
-
-    /// One write per object at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let writing = self.writing.values().map(|(k, _, _)| k);
-        crate::machine::one_at_a_time(
-            "snapshot controller",
-            writing.clone(),
-            |_| true,
-            writing.len(),
-        )
+        self.cx.dirty.extend(marked);
     }
 
     fn busy(&self, key: &ObjectKey) -> bool {
-        self.writing.values().any(|(owner, _, _)| owner == key)
+        self.cx.in_flight().any(|(owner, _, _)| owner == key)
     }
 
     fn write(&mut self, call: ApiCall) {
@@ -299,10 +187,8 @@ impl SnapshotController {
             ApiCall::Delete(k) | ApiCall::Get(k) => (k.clone(), String::new()),
             ApiCall::List { .. } => return,
         };
-        let op = self.ops.issue();
         let owner = self.syncing.clone().unwrap_or_else(|| key.clone());
-        self.writing.insert(op, (owner, key, uid));
-        self.queue.push_back(Effect::Api { op, call });
+        self.cx.api(call, (owner, key, uid));
     }
 
     fn event(&mut self, s: &VolumeSnapshot, normal: bool, reason: &str, message: String) {
@@ -312,11 +198,11 @@ impl SnapshotController {
         } else {
             Event::warning(key, reason, message)
         };
-        self.queue.push_back(Effect::Event(e));
+        self.cx.event(e);
     }
 
     fn content(&self, name: &str) -> Option<VolumeSnapshotContent> {
-        match self.cache.find(Kind::VolumeSnapshotContent, "", name) {
+        match self.cx.cache.find(Kind::VolumeSnapshotContent, "", name) {
             Some(Object::Content(c)) => Some(c.clone()),
             _ => None,
         }
@@ -324,7 +210,8 @@ impl SnapshotController {
 
     fn snapshots_of(&self, ns: &str) -> impl Iterator<Item = &VolumeSnapshot> {
         let ns = ns.to_string();
-        self.cache
+        self.cx
+            .cache
             .of_kind(Kind::VolumeSnapshot)
             .filter_map(move |o| match o {
                 Object::Snapshot(s) if s.metadata.namespace == ns => Some(s),
@@ -479,6 +366,7 @@ impl SnapshotController {
             )
         };
         let claim = match self
+            .cx
             .cache
             .find(Kind::PersistentVolumeClaim, ns, &claim_name)
         {
@@ -505,6 +393,7 @@ impl SnapshotController {
             return Ok(());
         }
         let pv = match self
+            .cx
             .cache
             .find(Kind::PersistentVolume, "", claim.volume_name())
         {
@@ -522,7 +411,7 @@ impl SnapshotController {
             )));
         };
         let class = match &s.spec.volume_snapshot_class_name {
-            Some(name) => match self.cache.find(Kind::VolumeSnapshotClass, "", name) {
+            Some(name) => match self.cx.cache.find(Kind::VolumeSnapshotClass, "", name) {
                 Some(Object::SnapshotClass(c)) => c.clone(),
                 _ => {
                     return Err(failed(format!(
@@ -564,6 +453,7 @@ impl SnapshotController {
     /// volume's driver, written to the snapshot.
     fn set_default_class(&mut self, s: &VolumeSnapshot, driver: &str) -> Result<(), Blocked> {
         let defaults: Vec<&VolumeSnapshotClass> = self
+            .cx
             .cache
             .of_kind(Kind::VolumeSnapshotClass)
             .filter_map(|o| match o {
@@ -702,11 +592,11 @@ impl SnapshotController {
     fn sync_content(&mut self, c: &VolumeSnapshotContent) {
         let source = &c.spec.source;
         if source.volume_handle.is_some() == source.snapshot_handle.is_some() {
-            self.queue.push_back(Effect::Event(Event::warning(
+            self.cx.event(Event::warning(
                 content_key(&c.metadata.name),
                 "ContentValidationError",
                 "Exactly one of VolumeHandle and SnapshotHandle should be specified",
-            )));
+            ));
             return;
         }
         if c.spec.volume_snapshot_ref.uid.is_empty() {
@@ -719,7 +609,8 @@ impl SnapshotController {
         }
         // The snapshot follows what changed on its content.
         let r = &c.spec.volume_snapshot_ref;
-        self.dirty
+        self.cx
+            .dirty
             .insert(ObjectKey::new(Kind::VolumeSnapshot, &r.namespace, &r.name));
     }
 
@@ -766,4 +657,94 @@ fn refers_to(c: &VolumeSnapshotContent, s: &VolumeSnapshot) -> bool {
     r.name == s.metadata.name && r.namespace == s.metadata.namespace && r.uid == s.metadata.uid
 }
 
-crate::impl_machine!(SnapshotController);
+impl Controller for SnapshotController {
+    type Key = ObjectKey;
+    type Call = (ObjectKey, ObjectKey, String);
+    type Retry = ObjectKey;
+
+    fn engine(&self) -> &Engine<ObjectKey, Self::Call> {
+        &self.cx
+    }
+
+    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Self::Call> {
+        &mut self.cx
+    }
+
+    fn retry(&mut self, key: ObjectKey) {
+        self.cx.dirty.insert(key);
+    }
+
+    fn observe(&mut self, watch: Watch) {
+        let (Watch::Applied(o) | Watch::Deleted(o)) = &watch;
+        self.mark(&o.clone());
+        self.cx.apply(watch);
+    }
+
+    fn reconcile(&mut self, key: ObjectKey) {
+        if self.busy(&key) || self.cx.waiting(&key) {
+            return;
+        }
+        self.syncing = Some(key.clone());
+        match self.cx.cache.get(&key).cloned() {
+            Some(Object::Snapshot(s)) => self.sync_snapshot(&s),
+            Some(Object::Content(c)) => self.sync_content(&c),
+            Some(Object::Pvc(c)) => self.sync_claim(&c),
+            Some(Object::GroupSnapshot(g)) => self.sync_group(&g),
+            Some(Object::GroupContent(c)) => self.sync_group_content(&c),
+            _ => {}
+        }
+        self.syncing = None;
+    }
+
+    /// The object synced when the write was issued, the object written
+    /// and its incarnation.
+    fn api_done(&mut self, (owner, key, uid): Self::Call, result: ApiResult) {
+        match result {
+            ApiResult::Ok(Some(o)) => {
+                self.cx.backoff.succeed(&key);
+                self.mark(&o);
+                self.cx.cache.apply(o);
+            }
+            // A content made by an earlier attempt: it is the one.
+            ApiResult::AlreadyExists => {
+                self.cx.backoff.succeed(&key);
+            }
+            ApiResult::Ok(None) | ApiResult::NotFound => {
+                self.cx.backoff.succeed(&key);
+                if let Some(o) = self.cx.cache.gone(&key, &uid) {
+                    self.mark(&o);
+                }
+            }
+            _ => {
+                self.cx.fail(owner.clone());
+            }
+        }
+        self.cx.dirty.insert(key);
+        self.cx.dirty.insert(owner);
+    }
+
+    /// Every snapshot and content is looked at again.
+    fn resync(&mut self) {
+        let all: Vec<ObjectKey> = self
+            .cx
+            .cache
+            .of_kind(Kind::VolumeSnapshot)
+            .chain(self.cx.cache.of_kind(Kind::VolumeSnapshotContent))
+            .chain(self.cx.cache.of_kind(Kind::VolumeGroupSnapshot))
+            .chain(self.cx.cache.of_kind(Kind::VolumeGroupSnapshotContent))
+            .map(Object::key)
+            .collect();
+        self.cx.dirty.extend(all);
+    }
+
+    /// One write per object at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let writing = self.cx.in_flight().map(|(k, _, _)| k);
+        crate::machine::one_at_a_time(
+            "snapshot controller",
+            writing,
+            |_| true,
+            self.cx.in_flight_count(),
+        )
+    }
+}

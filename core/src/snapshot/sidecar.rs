@@ -25,21 +25,22 @@
 
 mod group;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::csi_parameters;
-use crate::control::{ApiCall, ApiResult, Backoff, Cache, Effect, Event, Input, Ops, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
 use crate::driver::{self, Request, Response};
 use crate::model::names::{
     ANN_GROUP_SNAPSHOT_HANDLE, ANN_SNAPSHOT_BEING_CREATED, ANN_SNAPSHOT_BEING_DELETED,
     FINALIZER_CONTENT_BOUND, csi_snapshot_name, reason,
 };
 use crate::model::*;
-use crate::{Code, OpId, Status, Tick};
+use crate::{Code, Status};
 
 /// What a write settles once it succeeds.
 #[derive(Debug, Clone, PartialEq, Hash)]
-enum Settles {
+pub enum Settles {
+    /// Nothing.
     Nothing,
     /// The driver's answer is in the status.
     Cut,
@@ -49,23 +50,34 @@ enum Settles {
 
 /// An operation in flight, by the content it is for.
 #[derive(Debug, Clone, PartialEq, Hash)]
-enum Call {
-    /// An update of the content (metadata or status); the incarnation
-    /// written, and what it settles.
-    /// `rv`: the version written against.
+pub enum Call {
+    /// An update of the content (metadata or status).
     Write {
+        /// The content.
         content: ObjectKey,
+        /// The incarnation written.
         uid: String,
+        /// The version written against.
         rv: String,
+        /// What it settles once it succeeds.
         settles: Settles,
     },
     /// CreateSnapshot (CreateVolumeGroupSnapshot for a group content).
-    Create { content: ObjectKey },
+    Create {
+        /// The content.
+        content: ObjectKey,
+    },
     /// ListSnapshots for a pre-provisioned snapshot (GetVolumeGroupSnapshot
     /// for a group).
-    Check { content: ObjectKey },
+    Check {
+        /// The content.
+        content: ObjectKey,
+    },
     /// DeleteSnapshot (DeleteVolumeGroupSnapshot).
-    Delete { content: ObjectKey },
+    Delete {
+        /// The content.
+        content: ObjectKey,
+    },
 }
 
 /// What the driver answered, not yet in a content's status.
@@ -92,20 +104,13 @@ pub struct Snapshotter {
     driver: String,
     /// The group snapshot kinds are served too.
     groups: bool,
-    cache: Cache,
-    dirty: BTreeSet<ObjectKey>,
-    calls: BTreeMap<OpId, Call>,
+    cx: Engine<ObjectKey, Call>,
     /// What the driver answered, not yet in the content's status.
     cut: BTreeMap<ObjectKey, Cut>,
     /// Errors not yet in the content's status, and whether they are final.
     failed: BTreeMap<ObjectKey, (String, bool)>,
     /// Contents whose storage snapshot DeleteSnapshot removed.
     deleted: BTreeSet<ObjectKey>,
-    backoff: Backoff<ObjectKey>,
-    queue: VecDeque<Effect>,
-    ops: Ops,
-    now: Tick,
-    unsynced: bool,
 }
 
 fn key(name: &str) -> ObjectKey {
@@ -130,50 +135,26 @@ impl Snapshotter {
         Snapshotter {
             driver: driver.into(),
             groups: false,
-            cache: Cache::default(),
-            dirty: BTreeSet::new(),
-            calls: BTreeMap::new(),
+            cx: Engine::new(1_000, 300_000),
             cut: BTreeMap::new(),
             failed: BTreeMap::new(),
             deleted: BTreeSet::new(),
-            backoff: Backoff::new(1_000, 300_000),
-            queue: VecDeque::new(),
-            ops: Ops::default(),
-            now: 0,
-            unsynced: false,
-        }
-    }
-
-    fn on_input(&mut self, now: Tick, input: Input) {
-        self.now = self.now.max(now);
-        match input {
-            Input::Watch(Watch::Applied(o)) => {
-                self.mark(&o);
-                self.cache.apply(o);
-            }
-            Input::Watch(Watch::Deleted(o)) => {
-                self.mark(&o);
-                self.cache.delete(&o);
-            }
-            Input::ApiDone { op, result } => self.written(op, result),
-            Input::CsiDone { op, result } => self.answered(op, result),
-            Input::Synced | Input::Restarted | Input::Resync | Input::Reconstruct(_) => {}
         }
     }
 
     fn mark(&mut self, o: &Object) {
         match o {
             Object::Content(_) | Object::GroupContent(_) => {
-                self.dirty.insert(o.key());
+                self.cx.dirty.insert(o.key());
             }
             // A class appearing may unblock the contents that name it.
             Object::SnapshotClass(class) => {
-                for c in self.cache.of_kind(Kind::VolumeSnapshotContent) {
+                for c in self.cx.cache.of_kind(Kind::VolumeSnapshotContent) {
                     if let Object::Content(c) = c
                         && c.spec.volume_snapshot_class_name.as_deref()
                             == Some(class.metadata.name.as_str())
                     {
-                        self.dirty.insert(key(&c.metadata.name));
+                        self.cx.dirty.insert(key(&c.metadata.name));
                     }
                 }
             }
@@ -182,19 +163,19 @@ impl Snapshotter {
         }
     }
 
-    fn written(&mut self, op: OpId, result: ApiResult) {
-        let Some(Call::Write {
+    fn written(&mut self, call: Call, result: ApiResult) {
+        let Call::Write {
             content,
             uid,
             rv,
             settles,
-        }) = self.calls.remove(&op)
+        } = call
         else {
             return;
         };
         match result {
             ApiResult::Ok(Some(o)) => {
-                self.cache.apply(o);
+                self.cx.cache.apply(o);
                 match settles {
                     Settles::Nothing => {}
                     Settles::Cut => {
@@ -202,38 +183,35 @@ impl Snapshotter {
                     }
                     Settles::Failed(event) => {
                         self.failed.remove(&content);
-                        self.queue.push_back(Effect::Event(event));
+                        self.cx.event(event);
                     }
                 }
             }
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                self.cache.gone(&content, &uid);
+                self.cx.cache.gone(&content, &uid);
                 self.forget(&content);
             }
             // Changed meanwhile, and the change is already here.
-            _ if self.cache.newer_than(&content, &rv) => {}
+            _ if self.cx.cache.newer_than(&content, &rv) => {}
             // A status write is not gated by the backoff (what the driver
             // answered goes in first): it waits for the timer or for news,
             // not for the next drain.
             _ => {
-                self.backoff.fail(content, self.now);
+                self.cx.fail(content);
                 return;
             }
         }
-        self.dirty.insert(content);
+        self.cx.dirty.insert(content);
     }
 
     fn forget(&mut self, content: &ObjectKey) {
         self.cut.remove(content);
         self.failed.remove(content);
         self.deleted.remove(content);
-        self.backoff.succeed(content);
+        self.cx.backoff.succeed(content);
     }
 
-    fn answered(&mut self, op: OpId, result: Result<Response, Status>) {
-        let Some(call) = self.calls.remove(&op) else {
-            return;
-        };
+    fn answered(&mut self, call: Call, result: Result<Response, Status>) {
         let content = call.content().clone();
         match (call, result) {
             (Call::Create { .. } | Call::Check { .. }, Ok(Response::GroupSnapshot(g))) => {
@@ -260,7 +238,7 @@ impl Snapshotter {
                 }
             }
             (Call::Delete { .. }, Ok(_)) => {
-                self.backoff.succeed(&content);
+                self.cx.backoff.succeed(&content);
                 self.deleted.insert(content.clone());
             }
             (Call::Delete { .. }, Err(_)) => {
@@ -272,9 +250,8 @@ impl Snapshotter {
                 } else {
                     (reason::SNAPSHOT_DELETE_ERROR, "Failed to delete snapshot")
                 };
-                self.queue
-                    .push_back(Effect::Event(Event::warning(content.clone(), why, what)));
-                self.backoff.fail(content.clone(), self.now);
+                self.cx.event(Event::warning(content.clone(), why, what));
+                self.cx.fail(content.clone());
             }
             (Call::Create { .. }, Err(e)) => {
                 let msg = if content.kind == Kind::VolumeGroupSnapshotContent {
@@ -300,18 +277,18 @@ impl Snapshotter {
             ),
             (Call::Write { .. }, Err(_)) => {}
         }
-        self.dirty.insert(content);
+        self.cx.dirty.insert(content);
     }
 
     fn snapshot_handle(&self, content: &ObjectKey) -> String {
-        match self.cache.get(content) {
+        match self.cx.cache.get(content) {
             Some(Object::Content(c)) => c.snapshot_handle().unwrap_or_default().to_string(),
             _ => String::new(),
         }
     }
 
     fn volume_handle(&self, content: &ObjectKey) -> String {
-        match self.cache.get(content) {
+        match self.cx.cache.get(content) {
             Some(Object::Content(c)) => c.spec.source.volume_handle.clone().unwrap_or_default(),
             _ => String::new(),
         }
@@ -321,51 +298,22 @@ impl Snapshotter {
     /// with backoff.
     fn fail(&mut self, content: &ObjectKey, message: String, final_error: bool) {
         self.failed.insert(content.clone(), (message, final_error));
-        self.backoff.fail(content.clone(), self.now);
+        self.cx.fail(content.clone());
     }
 
     /// A content that cannot be cut as its class stands: in the status,
     /// and looked at again when the class changes (no timer).
     fn blocked(&mut self, content: &ObjectKey, message: String) {
         self.failed.insert(content.clone(), (message, false));
-        self.dirty.insert(content.clone());
-    }
-
-    fn next_effect(&mut self) -> Option<Effect> {
-        while self.queue.is_empty() {
-            let content = self.dirty.pop_first()?;
-            if content.kind == Kind::VolumeGroupSnapshotContent {
-                self.sync_group(&content);
-            } else {
-                self.sync(&content);
-            }
-        }
-        self.queue.pop_front()
-    }
-
-    fn deadline(&self) -> Option<Tick> {
-        self.backoff.next_timer()
-    }
-
-    fn on_timeout(&mut self, now: Tick) {
-        self.now = self.now.max(now);
-        for k in self.backoff.fire_due(self.now) {
-            self.dirty.insert(k);
-        }
-    }
-
-    /// One operation per content at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let busy = self.calls.values().map(Call::content);
-        crate::machine::one_at_a_time("snapshotter", busy.clone(), |_| true, busy.count())
+        self.cx.dirty.insert(content.clone());
     }
 
     fn busy(&self, content: &ObjectKey) -> bool {
-        self.calls.values().any(|c| c.content() == content)
+        self.cx.in_flight().any(|c| c.content() == content)
     }
 
     fn sync(&mut self, name: &ObjectKey) {
-        let Some(Object::Content(c)) = self.cache.get(name).cloned() else {
+        let Some(Object::Content(c)) = self.cx.cache.get(name).cloned() else {
             return;
         };
         if c.spec.driver != self.driver || self.busy(name) {
@@ -382,7 +330,7 @@ impl Snapshotter {
         if let Some((message, final_error)) = self.failed.get(name).cloned() {
             return self.write_error(&c, message, final_error);
         }
-        if self.backoff.waiting(name, self.now) {
+        if self.cx.waiting(name) {
             return;
         }
         if c.ready() {
@@ -404,19 +352,18 @@ impl Snapshotter {
             (Some(volume), _) if !member => self.create(&c, volume),
             (Some(_), None) => {}
             (_, Some(handle)) => {
-                let op = self.issue(Call::Check {
-                    content: name.clone(),
-                });
-                self.queue.push_back(Effect::Csi {
-                    op,
-                    node: None,
-                    call: Request::ListSnapshots(driver::ListSnapshots {
+                self.cx.csi(
+                    None,
+                    Request::ListSnapshots(driver::ListSnapshots {
                         max_entries: 0,
                         starting_token: String::new(),
                         source_volume_id: String::new(),
                         snapshot_id: handle.clone(),
                     }),
-                });
+                    Call::Check {
+                        content: name.clone(),
+                    },
+                );
             }
             (None, None) => {}
         }
@@ -427,7 +374,7 @@ impl Snapshotter {
         let name = c.metadata.name.clone();
         let content = key(&name);
         let class = c.spec.volume_snapshot_class_name.as_deref().and_then(|n| {
-            match self.cache.find(Kind::VolumeSnapshotClass, "", n) {
+            match self.cx.cache.find(Kind::VolumeSnapshotClass, "", n) {
                 Some(Object::SnapshotClass(class)) => Some(class.clone()),
                 _ => None,
             }
@@ -460,17 +407,16 @@ impl Snapshotter {
                 .insert(ANN_SNAPSHOT_BEING_CREATED.into(), "yes".into());
             return self.write(c, ApiCall::Update(Object::Content(next)));
         }
-        let op = self.issue(Call::Create { content });
-        self.queue.push_back(Effect::Csi {
-            op,
-            node: None,
-            call: Request::CreateSnapshot(driver::CreateSnapshot {
+        self.cx.csi(
+            None,
+            Request::CreateSnapshot(driver::CreateSnapshot {
                 source_volume_id: volume.into(),
                 name: csi_snapshot_name(&c.spec.volume_snapshot_ref.uid),
                 parameters,
                 secrets: driver::Secrets::default(),
             }),
-        });
+            Call::Create { content },
+        );
     }
 
     /// What the driver reported, merged into the content's status as
@@ -577,20 +523,19 @@ impl Snapshotter {
                 }
                 return self.write(c, ApiCall::UpdateStatus(Object::Content(next)));
             }
-            if self.backoff.waiting(&name, self.now) {
+            if self.cx.waiting(&name) {
                 return;
             }
-            let op = self.issue(Call::Delete {
-                content: name.clone(),
-            });
-            self.queue.push_back(Effect::Csi {
-                op,
-                node: None,
-                call: Request::DeleteSnapshot(driver::DeleteSnapshot {
+            self.cx.csi(
+                None,
+                Request::DeleteSnapshot(driver::DeleteSnapshot {
                     snapshot_id: handle,
                     secrets: driver::Secrets::default(),
                 }),
-            });
+                Call::Delete {
+                    content: name.clone(),
+                },
+            );
             return;
         }
         if c.metadata.has_finalizer(FINALIZER_CONTENT_BOUND) {
@@ -599,12 +544,6 @@ impl Snapshotter {
             return self.write(c, ApiCall::Update(Object::Content(next)));
         }
         self.deleted.remove(&name);
-    }
-
-    fn issue(&mut self, call: Call) -> OpId {
-        let op = self.ops.issue();
-        self.calls.insert(op, call);
-        op
     }
 
     fn write(&mut self, c: &VolumeSnapshotContent, call: ApiCall) {
@@ -617,21 +556,21 @@ impl Snapshotter {
 
     /// A write of the content at `content` (incarnation `uid`).
     fn write_object(&mut self, content: ObjectKey, uid: &str, call: ApiCall, settles: Settles) {
-        let op = self.issue(Call::Write {
+        let what = Call::Write {
             content,
             uid: uid.to_string(),
             rv: call.version().to_string(),
             settles,
-        });
-        self.queue.push_back(Effect::Api { op, call });
+        };
+        self.cx.api(call, what);
     }
 
     /// A cut not yet ready is asked after again later, not at once.
     fn ask_again_unless(&mut self, content: ObjectKey, ready: bool) {
         if ready {
-            self.backoff.succeed(&content);
+            self.cx.backoff.succeed(&content);
         } else {
-            self.backoff.fail(content, self.now);
+            self.cx.fail(content);
         }
     }
 }
@@ -657,4 +596,48 @@ fn should_delete(c: &VolumeSnapshotContent) -> bool {
         .contains_key(ANN_SNAPSHOT_BEING_DELETED)
 }
 
-crate::impl_machine!(Snapshotter);
+impl Controller for Snapshotter {
+    type Key = ObjectKey;
+    type Call = Call;
+    type Retry = ObjectKey;
+
+    fn engine(&self) -> &Engine<ObjectKey, Call> {
+        &self.cx
+    }
+
+    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Call> {
+        &mut self.cx
+    }
+
+    fn retry(&mut self, key: ObjectKey) {
+        self.cx.dirty.insert(key);
+    }
+
+    fn observe(&mut self, watch: Watch) {
+        let (Watch::Applied(o) | Watch::Deleted(o)) = &watch;
+        self.mark(&o.clone());
+        self.cx.apply(watch);
+    }
+
+    fn reconcile(&mut self, content: ObjectKey) {
+        if content.kind == Kind::VolumeGroupSnapshotContent {
+            self.sync_group(&content);
+        } else {
+            self.sync(&content);
+        }
+    }
+
+    fn api_done(&mut self, call: Call, result: ApiResult) {
+        self.written(call, result);
+    }
+
+    fn csi_done(&mut self, call: Call, result: CsiResult) {
+        self.answered(call, result);
+    }
+
+    /// One operation per content at a time.
+    fn invariants(&self) -> Result<(), String> {
+        let busy = self.cx.in_flight().map(Call::content);
+        crate::machine::one_at_a_time("snapshotter", busy, |_| true, self.cx.in_flight_count())
+    }
+}

@@ -4,6 +4,7 @@
 //! SEMANTICS.md and the upstream function whose behaviour it pins down.
 
 use super::*;
+use crate::control::Input;
 use crate::control::{ApiResult, Effect, EventType};
 
 fn kinds_written(r: &Rig<Binder>, name: &str) -> usize {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use quickcheck::TestResult;
 
 use super::*;
+use crate::control::{Effect, Input};
 use crate::control::chaos::{Chaos, checker};
 
 fn world(seed: u64) -> Chaos<Binder> {

@@ -1,6 +1,7 @@
 //! Scenario tests of the binder, named after the SEMANTICS.md rules they check.
 
 use super::*;
+use crate::control::Input;
 use crate::control::rig::Rig;
 use crate::machine::Machine;
 use crate::model::AccessMode::*;

@@ -3,6 +3,7 @@
 //! (pkg/controller/volume/persistentvolume/pv_controller.go) it checks.
 
 use super::*;
+use crate::control::Input;
 use crate::control::EventType;
 
 /// syncUnboundClaim, volumeName set, volume claimed by someone else, claim

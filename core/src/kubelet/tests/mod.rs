@@ -1,6 +1,7 @@
 //! Scenario tests of the kubelet volume manager, named after SEMANTICS.md D.
 
 use super::*;
+use crate::control::Input;
 use crate::control::rig::Rig;
 use crate::driver::{Request, Response};
 use crate::machine::Machine;

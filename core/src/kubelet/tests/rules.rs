@@ -3,6 +3,7 @@
 //! and what is left alone.
 
 use super::*;
+use crate::control::Input;
 
 fn claim(r: &Rig<Kubelet>) -> PersistentVolumeClaim {
     match r.get(Kind::PersistentVolumeClaim, "default", "data") {

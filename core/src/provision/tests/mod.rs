@@ -1,6 +1,7 @@
 //! Scenario tests of the provisioner, named after the SEMANTICS.md rules.
 
 use super::*;
+use crate::control::Input;
 use crate::control::rig::Rig;
 use crate::machine::Machine;
 

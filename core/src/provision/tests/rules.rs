@@ -4,6 +4,7 @@
 //! answered (B3.1).
 
 use super::*;
+use crate::control::Input;
 
 /// A Released, Delete volume with the given ownership marks and no finalizer.
 fn foreign(

@@ -19,6 +19,7 @@ impl SnapshotController {
         // not alone.
         if let Some(group) = super::group::group_of(s)
             && self
+                .cx
                 .cache
                 .find(Kind::VolumeGroupSnapshot, &s.metadata.namespace, group)
                 .is_some_and(|g| !g.meta().deleting())
@@ -101,7 +102,8 @@ impl SnapshotController {
     /// A Pending claim is being restored from this snapshot
     /// (isVolumeBeingCreatedFromSnapshot).
     pub(super) fn restoring(&self, s: &VolumeSnapshot) -> bool {
-        self.cache
+        self.cx
+            .cache
             .of_kind(Kind::PersistentVolumeClaim)
             .any(|o| match o {
                 Object::Pvc(c) => {

@@ -69,7 +69,11 @@ fn refers_to_group(c: &VolumeGroupSnapshotContent, g: &VolumeGroupSnapshot) -> b
 
 impl SnapshotController {
     fn group_content(&self, name: &str) -> Option<VolumeGroupSnapshotContent> {
-        match self.cache.find(Kind::VolumeGroupSnapshotContent, "", name) {
+        match self
+            .cx
+            .cache
+            .find(Kind::VolumeGroupSnapshotContent, "", name)
+        {
             Some(Object::GroupContent(c)) => Some(c.clone()),
             _ => None,
         }
@@ -79,7 +83,8 @@ impl SnapshotController {
     /// member) may move on.
     pub(super) fn mark_group(&mut self, o: &Object) -> Vec<ObjectKey> {
         let groups = |ns: Option<&str>| -> Vec<ObjectKey> {
-            self.cache
+            self.cx
+                .cache
                 .of_kind(Kind::VolumeGroupSnapshot)
                 .filter(|g| ns.is_none_or(|ns| g.meta().namespace == ns))
                 .map(Object::key)
@@ -236,6 +241,7 @@ impl SnapshotController {
     fn group_volumes(&self, g: &VolumeGroupSnapshot) -> Result<Vec<PersistentVolume>, String> {
         let selector = g.spec.source.selector.clone().unwrap_or_default();
         let claims: Vec<&PersistentVolumeClaim> = self
+            .cx
             .cache
             .of_kind(Kind::PersistentVolumeClaim)
             .filter_map(Object::as_pvc)
@@ -257,6 +263,7 @@ impl SnapshotController {
                 ));
             }
             let pv = self
+                .cx
                 .cache
                 .find(Kind::PersistentVolume, "", claim.volume_name())
                 .and_then(Object::as_pv)
@@ -280,6 +287,7 @@ impl SnapshotController {
         driver: &str,
     ) -> Result<Option<VolumeGroupSnapshotClass>, String> {
         let classes = self
+            .cx
             .cache
             .of_kind(Kind::VolumeGroupSnapshotClass)
             .filter_map(|o| match o {
@@ -411,6 +419,7 @@ impl SnapshotController {
         let (snapshot_name, content_name) =
             group_member_names(&g.metadata.uid, &info.volume_handle);
         let pv = self
+            .cx
             .cache
             .of_kind(Kind::PersistentVolume)
             .filter_map(Object::as_pv)
@@ -572,7 +581,7 @@ impl SnapshotController {
         } else {
             Event::warning(key, reason, message)
         };
-        self.queue.push_back(Effect::Event(e));
+        self.cx.event(e);
     }
 
     /// upstream's processGroupSnapshotWithDeletionTimestamp.
@@ -684,11 +693,11 @@ impl SnapshotController {
     pub(super) fn sync_group_content(&mut self, c: &VolumeGroupSnapshotContent) {
         let source = &c.spec.source;
         if source.group_snapshot_handles.is_some() != source.volume_handles.is_empty() {
-            self.queue.push_back(Effect::Event(Event::warning(
+            self.cx.event(Event::warning(
                 group_content_key(&c.metadata.name),
                 "GroupContentValidationError",
                 "Exactly one of GroupSnapshotHandles and VolumeHandles should be specified",
-            )));
+            ));
             return;
         }
         if c.spec.volume_group_snapshot_ref.uid.is_empty() {

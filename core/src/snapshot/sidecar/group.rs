@@ -83,25 +83,25 @@ impl Snapshotter {
 
     /// A class appearing may unblock the group contents that name it.
     pub(super) fn mark_group_class(&mut self, class: &VolumeGroupSnapshotClass) {
-        for c in self.cache.of_kind(Kind::VolumeGroupSnapshotContent) {
+        for c in self.cx.cache.of_kind(Kind::VolumeGroupSnapshotContent) {
             if let Object::GroupContent(c) = c
                 && c.spec.volume_group_snapshot_class_name.as_deref()
                     == Some(class.metadata.name.as_str())
             {
-                self.dirty.insert(group_key(&c.metadata.name));
+                self.cx.dirty.insert(group_key(&c.metadata.name));
             }
         }
     }
 
     pub(super) fn group_volume_handles(&self, content: &ObjectKey) -> Vec<String> {
-        match self.cache.get(content) {
+        match self.cx.cache.get(content) {
             Some(Object::GroupContent(c)) => c.spec.source.volume_handles.clone(),
             _ => Vec::new(),
         }
     }
 
     pub(super) fn sync_group(&mut self, key: &ObjectKey) {
-        let Some(Object::GroupContent(c)) = self.cache.get(key).cloned() else {
+        let Some(Object::GroupContent(c)) = self.cx.cache.get(key).cloned() else {
             return;
         };
         if c.spec.driver != self.driver || self.busy(key) {
@@ -125,23 +125,22 @@ impl Snapshotter {
                 Settles::Nothing,
             );
         }
-        if c.ready() || self.backoff.waiting(key, self.now) {
+        if c.ready() || self.cx.waiting(key) {
             return;
         }
         match c.group_handle() {
             Some(handle) => {
-                let op = self.issue(Call::Check {
-                    content: key.clone(),
-                });
                 let call = Request::GetGroupSnapshot {
                     group_snapshot_id: handle.to_string(),
                     snapshot_ids: member_ids(&c),
                 };
-                self.queue.push_back(Effect::Csi {
-                    op,
-                    node: None,
+                self.cx.csi(
+                    None,
                     call,
-                });
+                    Call::Check {
+                        content: key.clone(),
+                    },
+                );
             }
             None if !c.spec.source.volume_handles.is_empty() => self.create_group(&c),
             None => {}
@@ -154,13 +153,12 @@ impl Snapshotter {
         let key = group_key(&c.metadata.name);
         let name = &c.metadata.name;
         let class_name = c.spec.volume_group_snapshot_class_name.as_deref();
-        let class =
-            class_name.and_then(
-                |n| match self.cache.find(Kind::VolumeGroupSnapshotClass, "", n) {
-                    Some(Object::GroupSnapshotClass(class)) => Some(class.clone()),
-                    _ => None,
-                },
-            );
+        let class = class_name.and_then(|n| {
+            match self.cx.cache.find(Kind::VolumeGroupSnapshotClass, "", n) {
+                Some(Object::GroupSnapshotClass(class)) => Some(class.clone()),
+                _ => None,
+            }
+        });
         let Some(class) = class else {
             let why = match class_name {
                 None => {
@@ -206,12 +204,7 @@ impl Snapshotter {
             parameters,
             secrets: driver::Secrets::default(),
         });
-        let op = self.issue(Call::Create { content: key });
-        self.queue.push_back(Effect::Csi {
-            op,
-            node: None,
-            call,
-        });
+        self.cx.csi(None, call, Call::Create { content: key });
     }
 
     /// What the driver reported, merged into the status as upstream's
@@ -328,7 +321,7 @@ impl Snapshotter {
                 let call = ApiCall::UpdateStatus(Object::GroupContent(next));
                 return self.write_group(c, call, Settles::Nothing);
             }
-            if self.backoff.waiting(&key, self.now) {
+            if self.cx.waiting(&key) {
                 return;
             }
             let call = Request::DeleteGroupSnapshot(driver::DeleteGroupSnapshot {
@@ -336,12 +329,7 @@ impl Snapshotter {
                 snapshot_ids: member_ids(c),
                 secrets: driver::Secrets::default(),
             });
-            let op = self.issue(Call::Delete { content: key });
-            self.queue.push_back(Effect::Csi {
-                op,
-                node: None,
-                call,
-            });
+            self.cx.csi(None, call, Call::Delete { content: key });
             return;
         }
         if c.metadata.has_finalizer(FINALIZER_GROUP_CONTENT_BOUND) {
