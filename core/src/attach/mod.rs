@@ -428,15 +428,10 @@ impl Attach {
                     device_path: va.metadata.name.clone(),
                 });
         }
-        let nodes: Vec<Node> = self
-            .cx
-            .cache
-            .of_kind(Kind::Node)
-            .filter_map(|o| match o {
-                Object::Node(n) => Some(n.clone()),
-                _ => None,
-            })
-            .collect();
+        if per_node.is_empty() {
+            return;
+        }
+        let nodes: Vec<Shared<Node>> = self.cx.cache.shared_all::<Node>().collect();
         for n in nodes {
             let ours = per_node.remove(&n.metadata.name).unwrap_or_default();
             // Additions only here: removals happen in the detach pass, before the detach.
@@ -448,7 +443,7 @@ impl Attach {
             let mut merged: BTreeSet<AttachedVolume> =
                 n.status.volumes_attached.iter().cloned().collect();
             merged.extend(ours);
-            let mut n2 = n.clone();
+            let mut n2 = Node::clone(&n);
             n2.status.volumes_attached = merged.into_iter().collect();
             self.api(
                 n.metadata.name.clone(),

@@ -1,8 +1,8 @@
 //! Scenario tests of attach/detach, named after the SEMANTICS.md rules.
 
 use super::*;
-use crate::control::Input;
 use crate::Status;
+use crate::control::Input;
 use crate::control::rig::Rig;
 use crate::driver::{Request, Response};
 use crate::machine::Machine;

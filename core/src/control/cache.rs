@@ -141,6 +141,13 @@ impl Cache {
         self.find(key.kind, &key.namespace, &key.name)
     }
 
+    /// The object `key` names, shared with the cache (no copy): a pass can
+    /// hold it while it changes the machine.
+    pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Object>> {
+        let names = self.objects.get(&key.kind)?.get(&*key.namespace)?;
+        names.get(&*key.name).cloned()
+    }
+
     /// The object of `kind` named `name` in `namespace` ("" when
     /// cluster-scoped), found without allocating.
     pub fn find(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {

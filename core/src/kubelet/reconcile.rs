@@ -114,7 +114,10 @@ impl Kubelet {
 
     /// After NodeExpand: the claim's status capacity catches up with the PV (last step of resize).
     pub(super) fn expanded(&mut self, claim: &ObjectKey, bytes: u64) {
-        let Some(Object::Pvc(c)) = self.cx.cache.get(claim).cloned() else {
+        let Some(shared) = self.cx.cache.get_shared(claim) else {
+            return;
+        };
+        let Object::Pvc(c) = &*shared else {
             return;
         };
         let mut c2 = c.clone();

@@ -145,9 +145,10 @@ impl Protection {
         if self.busy(key) || self.cx.waiting(key) {
             return;
         }
-        let Some(o) = self.cx.cache.get(key).cloned() else {
+        let Some(shared) = self.cx.cache.get_shared(key) else {
             return;
         };
+        let o = &*shared;
         let finalizer = self.guarded.finalizer();
         let meta = o.meta();
         let has = meta.has_finalizer(finalizer);
@@ -155,11 +156,12 @@ impl Protection {
             let mut next = o.clone();
             next.meta_mut().add_finalizer(finalizer);
             self.write(key, next);
-        } else if meta.deleting() && has && !self.in_use(&o) {
+        } else if meta.deleting() && has && !self.in_use(o) {
             match o {
                 // Ask the API server, not only the cache, before letting go.
                 Object::Pvc(c) => self.list_pods(&c.metadata.namespace),
-                mut next => {
+                o => {
+                    let mut next = o.clone();
                     next.meta_mut().remove_finalizer(finalizer);
                     self.write(key, next);
                 }

@@ -1,11 +1,11 @@
 //! Scenario tests of pvc-protection and pv-protection (SEMANTICS A1.8).
 
 use super::*;
-use std::collections::BTreeMap;
-use crate::control::{Effect, Input};
 use crate::control::rig::Rig;
+use crate::control::{Effect, Input};
 use crate::machine::Machine;
 use crate::model::names::{FINALIZER_PV_PROTECTION, FINALIZER_PVC_PROTECTION};
+use std::collections::BTreeMap;
 
 fn claim_rig() -> Rig<Protection> {
     Rig::new(Protection::claims())

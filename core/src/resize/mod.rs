@@ -141,7 +141,10 @@ impl Resizer {
         if self.busy.contains(key) || self.cx.waiting(key) {
             return;
         }
-        let Some(Object::Pvc(claim)) = self.cx.cache.get(key).cloned() else {
+        let Some(shared) = self.cx.cache.get_shared(key) else {
+            return;
+        };
+        let Object::Pvc(claim) = &*shared else {
             return;
         };
         if claim.phase() != PvcPhase::Bound {

@@ -685,12 +685,13 @@ impl Controller for SnapshotController {
             return;
         }
         self.syncing = Some(key.clone());
-        match self.cx.cache.get(&key).cloned() {
-            Some(Object::Snapshot(s)) => self.sync_snapshot(&s),
-            Some(Object::Content(c)) => self.sync_content(&c),
-            Some(Object::Pvc(c)) => self.sync_claim(&c),
-            Some(Object::GroupSnapshot(g)) => self.sync_group(&g),
-            Some(Object::GroupContent(c)) => self.sync_group_content(&c),
+        let shared = self.cx.cache.get_shared(&key);
+        match shared.as_deref() {
+            Some(Object::Snapshot(s)) => self.sync_snapshot(s),
+            Some(Object::Content(c)) => self.sync_content(c),
+            Some(Object::Pvc(c)) => self.sync_claim(c),
+            Some(Object::GroupSnapshot(g)) => self.sync_group(g),
+            Some(Object::GroupContent(c)) => self.sync_group_content(c),
             _ => {}
         }
         self.syncing = None;

@@ -313,7 +313,10 @@ impl Snapshotter {
     }
 
     fn sync(&mut self, name: &ObjectKey) {
-        let Some(Object::Content(c)) = self.cx.cache.get(name).cloned() else {
+        let Some(shared) = self.cx.cache.get_shared(name) else {
+            return;
+        };
+        let Object::Content(c) = &*shared else {
             return;
         };
         if c.spec.driver != self.driver || self.busy(name) {

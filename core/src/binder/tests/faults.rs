@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use quickcheck::TestResult;
 
 use super::*;
-use crate::control::{Effect, Input};
 use crate::control::chaos::{Chaos, checker};
+use crate::control::{Effect, Input};
 
 fn world(seed: u64) -> Chaos<Binder> {
     Chaos::new(seed, Binder::new, |_, call| {

@@ -3,8 +3,8 @@
 //! (pkg/controller/volume/persistentvolume/pv_controller.go) it checks.
 
 use super::*;
-use crate::control::Input;
 use crate::control::EventType;
+use crate::control::Input;
 
 /// syncUnboundClaim, volumeName set, volume claimed by someone else, claim
 /// annotated bound-by-controller: the event, and no write (retried later).

@@ -101,7 +101,10 @@ impl Snapshotter {
     }
 
     pub(super) fn sync_group(&mut self, key: &ObjectKey) {
-        let Some(Object::GroupContent(c)) = self.cx.cache.get(key).cloned() else {
+        let Some(shared) = self.cx.cache.get_shared(key) else {
+            return;
+        };
+        let Object::GroupContent(c) = &*shared else {
             return;
         };
         if c.spec.driver != self.driver || self.busy(key) {
