@@ -63,9 +63,7 @@ fn main() {
         let mut carry = |_: &Binder, now, e, done: &mut VecDeque<Input>| {
             if let Effect::Api { op, call } = e {
                 writes += 1;
-                let (result, watches) = store.apply(now, &call);
-                done.push_back(Input::ApiDone { op, result });
-                done.extend(watches.into_iter().map(Input::Watch));
+                store.serve(now, op, call, done);
             }
         };
         machine::drain(binder, 0, &mut carry);

@@ -119,3 +119,14 @@ pub enum ApiResult {
     /// Any other failure, with the server's message.
     Failed(String),
 }
+
+/// What a machine that calls the API server is told about it: the answer
+/// to one of its calls, and a watch event. One carrier
+/// ([`crate::store::Store::serve`]) feeds any such machine: the
+/// control-plane machines and the plugin watcher.
+pub trait ApiInput {
+    /// The answer to the call polled as `op`.
+    fn answer(op: crate::OpId, result: ApiResult) -> Self;
+    /// An object as a watch delivered it.
+    fn watch(watch: Watch) -> Self;
+}

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::Tick;
-use crate::api::{ApiCall, ApiResult, Watch};
+use crate::api::{ApiCall, ApiInput, ApiResult, Watch};
 use crate::model::{Object, ObjectKey};
 
 /// Objects by key, with a global resourceVersion counter.
@@ -144,6 +144,23 @@ impl Store {
     /// call and so does not copy the object it writes.
     pub fn apply(&mut self, now: Tick, call: &ApiCall) -> (ApiResult, Vec<Watch>) {
         self.write(now, call.clone())
+    }
+
+    /// Carries out the API call a machine polled as `op`: its answer, then
+    /// the watch events the call produced, go into `done` in the order the
+    /// machine must be told them. Returns the watch events too, for the
+    /// other machines that watch.
+    pub fn serve<I: ApiInput>(
+        &mut self,
+        now: Tick,
+        op: crate::OpId,
+        call: ApiCall,
+        done: &mut std::collections::VecDeque<I>,
+    ) -> Vec<Watch> {
+        let (result, watches) = self.write(now, call);
+        done.push_back(I::answer(op, result));
+        done.extend(watches.iter().cloned().map(I::watch));
+        watches
     }
 
     /// Carries out one API call at `now`, taking it; returns the answer and

@@ -65,9 +65,7 @@ fuzz_target!(|plugins: Vec<Plugin>| {
                 }
                 WatcherEffect::Notify { op, .. } => done.push_back(WatcherInput::NotifyDone { op }),
                 WatcherEffect::Api { op, call } => {
-                    let (result, ws) = store.apply(0, &call);
-                    done.push_back(WatcherInput::ApiDone { op, result });
-                    done.extend(ws.into_iter().map(WatcherInput::Watch));
+                    store.serve(0, op, call, done);
                 }
             }
         };

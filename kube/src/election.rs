@@ -1,5 +1,5 @@
 //! Leader election on a coordination.k8s.io/v1 Lease: the core's
-//! [`Elector`] decides, this reads and writes the Lease. Writes are merge
+//! [`Candidate`] decides, this reads and writes the Lease. Writes are merge
 //! patches preconditioned on the Lease's resourceVersion (a create when it
 //! is missing), so two candidates never both succeed at one version.
 //!
@@ -16,8 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use volplane_core::Tick;
-use volplane_core::lease::{Decision, Elector, LeaseRecord, LeaseTimings};
+use volplane_core::lease::{Candidate, LeaseEffect, LeaseInput, LeaseRecord, LeaseTimings};
+use volplane_core::machine::Machine;
 
 use crate::api::FIELD_MANAGER;
 
@@ -74,62 +74,67 @@ fn record(lease: &Lease) -> LeaseRecord {
     }
 }
 
-/// One candidate talking to the API server.
-struct Candidate {
+/// Carries out a candidate's reads and writes of the Lease.
+#[derive(Clone)]
+struct LeaseApi {
     api: Api<Lease>,
-    config: LeaseConfig,
-    elector: Elector,
-    clock: volplane_service::Clock,
+    name: String,
 }
 
-impl Candidate {
-    fn now(&self) -> Tick {
-        self.clock.now()
+/// The Lease's spec as `r` says, renewed now.
+fn spec(r: &LeaseRecord, acquired: bool) -> LeaseSpec {
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    LeaseSpec {
+        holder_identity: Some(r.holder.clone()),
+        lease_duration_seconds: Some(i32::try_from(r.duration_seconds).unwrap_or(i32::MAX)),
+        lease_transitions: Some(i32::try_from(r.transitions).unwrap_or(i32::MAX)),
+        renew_time: Some(now.clone()),
+        acquire_time: acquired.then_some(now),
+        ..LeaseSpec::default()
     }
+}
 
-    /// One read-decide-write round; whether the Lease is ours after it.
-    async fn try_once(&mut self) -> bool {
-        let decided = self.now();
-        let current = match self.api.get_opt(&self.config.name).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(lease = self.config.name, "reading the lease: {e}");
-                return false;
+impl LeaseApi {
+    /// Carries out one call the candidate asked for; its answer.
+    async fn carry(self, namespace: String, effect: LeaseEffect) -> LeaseInput {
+        match effect {
+            LeaseEffect::Read { op } => {
+                let result = self.api.get_opt(&self.name).await;
+                if let Err(e) = &result {
+                    tracing::warn!(lease = self.name, "reading the lease: {e}");
+                }
+                LeaseInput::Read {
+                    op,
+                    result: result
+                        .map(|l| l.as_ref().map(record))
+                        .map_err(|e| e.to_string()),
+                }
             }
-        };
-        let previous = current.as_ref().map(record);
-        let ok = match self.elector.decide(decided, previous.clone()) {
-            Decision::Wait => false,
-            Decision::Create(r) => self.create(&r).await,
-            Decision::Update(r) => {
-                let acquired = previous.is_none_or(|p| p.holder != r.holder);
-                self.update(&r, acquired).await
+            LeaseEffect::Write {
+                op,
+                create,
+                record,
+                acquired,
+            } => {
+                let ok = if create {
+                    self.create(&namespace, &record).await
+                } else {
+                    self.update(&record, acquired).await
+                };
+                LeaseInput::Written { op, ok }
             }
-        };
-        self.elector.wrote(decided, ok);
-        ok
-    }
-
-    fn spec(&self, r: &LeaseRecord, acquired: bool) -> LeaseSpec {
-        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
-        LeaseSpec {
-            holder_identity: Some(r.holder.clone()),
-            lease_duration_seconds: Some(i32::try_from(r.duration_seconds).unwrap_or(i32::MAX)),
-            lease_transitions: Some(i32::try_from(r.transitions).unwrap_or(i32::MAX)),
-            renew_time: Some(now.clone()),
-            acquire_time: acquired.then_some(now),
-            ..LeaseSpec::default()
+            LeaseEffect::Leading(_) => unreachable!("not a call"),
         }
     }
 
-    async fn create(&self, r: &LeaseRecord) -> bool {
+    async fn create(&self, namespace: &str, r: &LeaseRecord) -> bool {
         let lease = Lease {
             metadata: ObjectMeta {
-                name: Some(self.config.name.clone()),
-                namespace: Some(self.config.namespace.clone()),
+                name: Some(self.name.clone()),
+                namespace: Some(namespace.to_string()),
                 ..ObjectMeta::default()
             },
-            spec: Some(self.spec(r, true)),
+            spec: Some(spec(r, true)),
         };
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -141,7 +146,7 @@ impl Candidate {
     async fn update(&self, r: &LeaseRecord, acquired: bool) -> bool {
         let patch = json!({
             "metadata": {"resourceVersion": r.resource_version},
-            "spec": self.spec(r, acquired),
+            "spec": spec(r, acquired),
         });
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -149,94 +154,112 @@ impl Candidate {
         };
         match self
             .api
-            .patch(&self.config.name, &params, &Patch::Merge(&patch))
+            .patch(&self.name, &params, &Patch::Merge(&patch))
             .await
         {
             Ok(_) => true,
             Err(e) => {
-                tracing::debug!(lease = self.config.name, "lease write refused: {e}");
+                tracing::debug!(lease = self.name, "lease write refused: {e}");
                 false
             }
         }
     }
 
     /// Gives the Lease up (holder "") so another candidate need not wait.
-    async fn release(&mut self) {
-        if let Ok(Some(l)) = self.api.get_opt(&self.config.name).await {
+    async fn release(&self, identity: &str) {
+        if let Ok(Some(l)) = self.api.get_opt(&self.name).await {
             let r = record(&l);
-            if r.holder == self.config.identity {
+            if r.holder == identity {
                 let patch = json!({"metadata": {"resourceVersion": r.resource_version},
                                    "spec": {"holderIdentity": ""}});
                 let _ = self
                     .api
-                    .patch(
-                        &self.config.name,
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
+                    .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
             }
         }
     }
 }
 
-/// Runs `work` while this candidate holds the Lease: waits to acquire it,
-/// renews it every retry period, and drops `work` the moment leadership
-/// lapses (then returns [`ElectionError::Lost`]). When `work` finishes, the
-/// Lease is released.
+type Answer = std::pin::Pin<Box<dyn Future<Output = LeaseInput> + Send>>;
+
+/// Runs `work` while this candidate holds the Lease: the core's
+/// [`Candidate`] decides; this carries out its reads and writes, one at a
+/// time, beside the work. `work` starts when the candidate says it leads
+/// and is dropped the moment it says it stopped — at the renew deadline of
+/// its last stored renewal, however long the API server takes to answer
+/// (then [`ElectionError::Lost`]). When `work` finishes, the Lease is
+/// released.
 pub async fn lead<F: Future>(
     client: Client,
     config: LeaseConfig,
     work: F,
 ) -> Result<F::Output, ElectionError> {
     config.timings.check().map_err(ElectionError::Timings)?;
-    let retry = Duration::from_millis(config.timings.retry_period);
-    let mut c = Candidate {
+    let lease_api = LeaseApi {
         api: Api::namespaced(client, &config.namespace),
-        elector: Elector::new(&config.identity, config.timings),
-        config,
-        clock: volplane_service::Clock::start(),
+        name: config.name.clone(),
     };
-    let lease = format!("{}/{}", c.config.namespace, c.config.name);
+    let clock = volplane_service::Clock::start();
+    let mut candidate = Candidate::new(&config.identity, config.timings);
+    let lease = format!("{}/{}", config.namespace, config.name);
     tracing::info!(
         lease,
-        identity = c.config.identity,
+        identity = config.identity,
         "attempting to acquire the leader lease"
     );
-    while !c.try_once().await {
-        tokio::time::sleep(retry).await;
-    }
-    tracing::info!(
-        lease,
-        identity = c.config.identity,
-        "successfully acquired the lease"
-    );
     let mut work = std::pin::pin!(work);
+    let mut answer: Option<Answer> = None;
+    let mut leading = false;
     loop {
-        tokio::select! {
-            out = &mut work => {
-                c.release().await;
-                return Ok(out);
-            }
-            _ = tokio::time::sleep(retry) => {}
+        let now = clock.now();
+        if candidate.poll_timeout().is_some_and(|t| t <= now) {
+            candidate.handle_timeout(now);
         }
-        // Renew; the work goes on meanwhile, but not past the moment
-        // leadership lapses, however long the API server takes to answer.
-        let until = c.elector.leading_until().unwrap_or(0);
-        let left = Duration::from_millis(until.saturating_sub(c.now()));
-        let renewed = tokio::select! {
-            out = &mut work => {
-                c.release().await;
+        while let Some(effect) = candidate.poll() {
+            match effect {
+                LeaseEffect::Leading(true) => {
+                    leading = true;
+                    tracing::info!(
+                        lease,
+                        identity = config.identity,
+                        "successfully acquired the lease"
+                    );
+                }
+                LeaseEffect::Leading(false) => {
+                    tracing::error!(
+                        lease,
+                        "leader election lost: not renewed within the renew deadline"
+                    );
+                    return Err(ElectionError::Lost(lease));
+                }
+                call => {
+                    let carried = lease_api.clone().carry(config.namespace.clone(), call);
+                    answer = Some(Box::pin(carried));
+                }
+            }
+        }
+        let wait = candidate
+            .poll_timeout()
+            .map_or(Duration::from_secs(3600), |t| {
+                Duration::from_millis(t.saturating_sub(clock.now()))
+            });
+        let answered = async {
+            match answer.as_mut() {
+                Some(a) => a.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            out = &mut work, if leading && candidate.acting_at(clock.now()) => {
+                lease_api.release(&config.identity).await;
                 return Ok(out);
             }
-            r = tokio::time::timeout(left, c.try_once()) => r.unwrap_or(false),
-        };
-        if !renewed && !c.elector.leading(c.now()) {
-            tracing::error!(
-                lease,
-                "leader election lost: not renewed within the renew deadline"
-            );
-            return Err(ElectionError::Lost(lease));
+            input = answered => {
+                answer = None;
+                candidate.handle(clock.now(), input);
+            }
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }

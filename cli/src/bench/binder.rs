@@ -87,11 +87,16 @@ pub fn run(n: usize) -> BinderFigures {
         if let Effect::Api { op, call } = e {
             writes += 1;
             let (verb, kind) = (call.verb(), call.kind());
-            let (result, watches) = store.write(now, call);
-            let conflict = matches!(result, volplane_core::control::ApiResult::Conflict);
+            let answer = done.len();
+            store.serve(now, op, call, done);
+            let conflict = matches!(
+                done.get(answer),
+                Some(Input::ApiDone {
+                    result: volplane_core::control::ApiResult::Conflict,
+                    ..
+                })
+            );
             *counts.entry((verb, kind, conflict)).or_insert(0u64) += 1;
-            done.push_back(Input::ApiDone { op, result });
-            done.extend(watches.into_iter().map(Input::Watch));
         }
     };
     machine::drain(&mut binder, 0, &mut carry);

@@ -162,6 +162,16 @@ pub struct Observed {
     pub published: Vec<(String, String, String)>,
 }
 
+impl crate::api::ApiInput for Input {
+    fn answer(op: OpId, result: ApiResult) -> Input {
+        Input::ApiDone { op, result }
+    }
+
+    fn watch(watch: Watch) -> Input {
+        Input::Watch(watch)
+    }
+}
+
 /// A control-plane machine: any [`Machine`] told [`Input`]s that asks for
 /// [`Effect`]s (the binder, provisioner, attacher, resizer, kubelet and the
 /// protection controllers).

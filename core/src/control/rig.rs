@@ -107,9 +107,7 @@ impl<M: ControlMachine> Rig<M> {
                     if !matches!(call, ApiCall::Get(_) | ApiCall::List { .. }) {
                         writes.push(call.clone());
                     }
-                    let (result, watches) = store.apply(now, &call);
-                    done.push_back(Input::ApiDone { op, result });
-                    done.extend(watches.into_iter().map(Input::Watch));
+                    store.serve(now, op, call, done);
                 }
                 Effect::Csi { op, node, call } => {
                     let result = csi(&call);

@@ -51,6 +51,16 @@ pub enum WatcherInput {
     },
 }
 
+impl crate::api::ApiInput for WatcherInput {
+    fn answer(op: OpId, result: ApiResult) -> WatcherInput {
+        WatcherInput::ApiDone { op, result }
+    }
+
+    fn watch(watch: Watch) -> WatcherInput {
+        WatcherInput::Watch(watch)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Hash)]
 /// What the plugin watcher asks its adapter to do.
 pub enum WatcherEffect {

@@ -203,7 +203,7 @@ impl Resizer {
             if claim.condition(RESIZING).is_none() {
                 self.api(
                     key,
-                    ApiCall::UpdateStatus(Object::Pvc(with_condition(&claim, RESIZING, ""))),
+                    ApiCall::UpdateStatus(Object::Pvc(with_condition(claim, RESIZING, ""))),
                 );
                 self.tell(
                     key,

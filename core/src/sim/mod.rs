@@ -32,6 +32,7 @@ macro_rules! note {
 mod config;
 pub mod explore;
 pub(crate) mod hasher;
+pub mod lease;
 mod registration;
 pub mod shrink;
 #[cfg(test)]

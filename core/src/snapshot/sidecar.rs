@@ -322,16 +322,16 @@ impl Snapshotter {
         if c.spec.driver != self.driver || self.busy(name) {
             return;
         }
-        if should_delete(&c) {
-            return self.sync_deleted(&c);
+        if should_delete(c) {
+            return self.sync_deleted(c);
         }
         // What the driver answered goes into the status first, even while
         // backing off (it is not an attempt).
         if let Some(Cut::One(s)) = self.cut.get(name).cloned() {
-            return self.write_status(&c, &s);
+            return self.write_status(c, &s);
         }
         if let Some((message, final_error)) = self.failed.get(name).cloned() {
-            return self.write_error(&c, message, final_error);
+            return self.write_error(c, message, final_error);
         }
         if self.cx.waiting(name) {
             return;
@@ -343,7 +343,7 @@ impl Snapshotter {
             {
                 let mut next = c.clone();
                 next.metadata.annotations.remove(ANN_SNAPSHOT_BEING_CREATED);
-                self.write(&c, ApiCall::Update(Object::Content(next)));
+                self.write(c, ApiCall::Update(Object::Content(next)));
             }
             return;
         }
@@ -352,7 +352,7 @@ impl Snapshotter {
         let member = c.metadata.has_annotation(ANN_GROUP_SNAPSHOT_HANDLE);
         let handle = c.snapshot_handle().map(str::to_string);
         match (&c.spec.source.volume_handle, &handle) {
-            (Some(volume), _) if !member => self.create(&c, volume),
+            (Some(volume), _) if !member => self.create(c, volume),
             (Some(_), None) => {}
             (_, Some(handle)) => {
                 self.cx.csi(

@@ -334,10 +334,7 @@ impl World {
                                 events.push(ev);
                             }
                             Effect::Api { op, call } => {
-                                let (result, w) = store.apply(now, &call);
-                                done.push_back(Input::ApiDone { op, result });
-                                done.extend(w.iter().cloned().map(Input::Watch));
-                                watches.extend(w);
+                                watches.extend(store.serve(now, op, call, done));
                             }
                             Effect::Csi { op, node, call } => {
                                 let reply = match &reply_to {
@@ -370,10 +367,7 @@ impl World {
                     carried += 1;
                     match e {
                         WatcherEffect::Api { op, call } => {
-                            let (result, w) = store.apply(now, &call);
-                            done.push_back(WatcherInput::ApiDone { op, result });
-                            done.extend(w.iter().cloned().map(WatcherInput::Watch));
-                            watches.extend(w);
+                            watches.extend(store.serve(now, op, call, done));
                         }
                         effect => jobs.push(Job::Registration {
                             node: n.clone(),

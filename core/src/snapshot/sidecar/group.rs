@@ -110,20 +110,20 @@ impl Snapshotter {
         if c.spec.driver != self.driver || self.busy(key) {
             return;
         }
-        if should_delete(&c) {
-            return self.sync_deleted_group(&c);
+        if should_delete(c) {
+            return self.sync_deleted_group(c);
         }
         if let Some(Cut::Group(g)) = self.cut.get(key).cloned() {
-            return self.write_group_status(&c, &g);
+            return self.write_group_status(c, &g);
         }
         if let Some((message, final_error)) = self.failed.get(key).cloned() {
-            return self.write_group_error(&c, message, final_error);
+            return self.write_group_error(c, message, final_error);
         }
         if c.group_handle().is_some() && c.metadata.has_annotation(ANN_GROUP_BEING_CREATED) {
             let mut next = c.clone();
             next.metadata.annotations.remove(ANN_GROUP_BEING_CREATED);
             return self.write_group(
-                &c,
+                c,
                 ApiCall::Update(Object::GroupContent(next)),
                 Settles::Nothing,
             );
@@ -135,7 +135,7 @@ impl Snapshotter {
             Some(handle) => {
                 let call = Request::GetGroupSnapshot {
                     group_snapshot_id: handle.to_string(),
-                    snapshot_ids: member_ids(&c),
+                    snapshot_ids: member_ids(c),
                 };
                 self.cx.csi(
                     None,
@@ -145,7 +145,7 @@ impl Snapshotter {
                     },
                 );
             }
-            None if !c.spec.source.volume_handles.is_empty() => self.create_group(&c),
+            None if !c.spec.source.volume_handles.is_empty() => self.create_group(c),
             None => {}
         }
     }

@@ -11,6 +11,10 @@
 //!   successful renewal stops leading ([`Elector::leading`] turns false)
 //!   before any other candidate can take the Lease.
 
+mod candidate;
+
+pub use candidate::{Candidate, LeaseEffect, LeaseInput};
+
 use crate::Tick;
 
 /// What a Lease says (`spec` and the resourceVersion).
