@@ -33,39 +33,31 @@ impl Attach {
         });
     }
 
-    pub(super) fn attacher_pass(&mut self) {
+    /// The external-attacher's part for one volume: its
+    /// VolumeAttachments published or unpublished, and (C2.7) the PV's
+    /// finalizer kept while any references it.
+    pub(super) fn attacher_pass(&mut self, volume: &str) {
         let finalizer = names::attacher_finalizer(&self.config.driver);
-        for va in self.vas() {
+        let vas = self.vas_of(volume);
+        for va in &vas {
             let name = va.metadata.name.clone();
             if !self.ready(&name) {
                 continue;
             }
             if va.metadata.deleting() {
-                self.detach(&va, &finalizer);
+                self.detach(va, &finalizer);
             } else if !va.status.attached {
-                self.attach(&va, &finalizer);
+                self.attach(va, &finalizer);
             }
         }
-        // C2.7: a deleting PV keeps our finalizer while a VolumeAttachment references it.
-        let referenced: BTreeSet<String> =
-            self.vas().iter().map(|v| v.pv_name().to_string()).collect();
-        let pvs: Vec<PersistentVolume> = self
-            .cx
-            .cache
-            .of_kind(Kind::PersistentVolume)
-            .filter_map(|o| match o {
-                Object::Pv(v) if v.metadata.deleting() && v.metadata.has_finalizer(&finalizer) => {
-                    Some(v.clone())
-                }
-                _ => None,
-            })
-            .collect();
-        for pv in pvs {
-            if !referenced.contains(pv.name()) && self.ready(pv.name()) {
-                let mut v = pv.clone();
-                v.metadata.remove_finalizer(&finalizer);
-                self.api(pv.name().to_string(), ApiCall::Update(Object::Pv(v)));
-            }
+        if !self.vas_of(volume).is_empty() {
+            return;
+        }
+        let Some(pv) = self.pv(volume) else { return };
+        if pv.metadata.deleting() && pv.metadata.has_finalizer(&finalizer) && self.ready(volume) {
+            let mut v = PersistentVolume::clone(&pv);
+            v.metadata.remove_finalizer(&finalizer);
+            self.api(volume.to_string(), ApiCall::Update(Object::Pv(v)));
         }
     }
 

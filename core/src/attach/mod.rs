@@ -17,8 +17,11 @@
 //! * A volume leaves `volumesAttached` before its detach starts (C3.7).
 
 mod attacher;
+mod keys;
 #[cfg(test)]
 mod tests;
+
+pub use keys::{AttachKey, Users};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,6 +86,9 @@ pub enum Call {
         object: ObjectKey,
         /// The incarnation written ("" for a delete by name).
         uid: String,
+        /// The passes to run again when it completes (or, after a
+        /// failure, when its retry comes).
+        marks: Vec<AttachKey>,
     },
     /// ControllerPublishVolume for the VolumeAttachment `va`.
     Publish {
@@ -100,7 +106,12 @@ pub enum Call {
 #[derive(Debug, Clone, Hash)]
 pub struct Attach {
     config: AttachConfig,
-    cx: Engine<(), Call, String>,
+    /// Passes are per volume or node; a failure backs off the
+    /// VolumeAttachment, node or volume it wrote.
+    cx: Engine<AttachKey, Call, String>,
+    users: Users,
+    /// What to look at again when a failed write's retry comes.
+    retrying: BTreeMap<String, Vec<AttachKey>>,
     busy: BTreeSet<String>,
     /// (pod key, pv) pairs already told about multi-attach.
     multi_attach_told: BTreeSet<(String, String)>,
@@ -131,6 +142,8 @@ impl Attach {
     pub fn new(config: AttachConfig) -> Attach {
         Attach {
             cx: Engine::new(config.retry_start, config.retry_max),
+            users: Users::default(),
+            retrying: BTreeMap::new(),
             config,
             busy: BTreeSet::new(),
             multi_attach_told: BTreeSet::new(),
@@ -144,7 +157,14 @@ impl Attach {
     fn api(&mut self, key: String, call: ApiCall) {
         self.busy.insert(key.clone());
         let (object, uid) = (call.key(), call.uid().to_string());
-        self.cx.api(call, Call::Api { key, object, uid });
+        let marks = self.keys_of_call(&call);
+        let what = Call::Api {
+            key,
+            object,
+            uid,
+            marks,
+        };
+        self.cx.api(call, what);
     }
 
     fn ready(&self, key: &str) -> bool {
@@ -172,12 +192,21 @@ impl Attach {
         self.cx.cache.shared("", name)
     }
 
-    /// This driver's VolumeAttachments, shared with the cache.
-    fn vas(&self) -> Vec<Shared<VolumeAttachment>> {
+    /// This driver's VolumeAttachments of `volume`, shared with the cache.
+    fn vas_of(&self, volume: &str) -> Vec<Shared<VolumeAttachment>> {
+        self.vas_where(|v| v.pv_name() == volume)
+    }
+
+    /// This driver's VolumeAttachments on `node`.
+    fn vas_on(&self, node: &str) -> Vec<Shared<VolumeAttachment>> {
+        self.vas_where(|v| v.spec.node_name == node)
+    }
+
+    fn vas_where(&self, f: impl Fn(&VolumeAttachment) -> bool) -> Vec<Shared<VolumeAttachment>> {
         self.cx
             .cache
             .shared_all::<VolumeAttachment>()
-            .filter(|v| v.spec.attacher == self.config.driver)
+            .filter(|v| v.spec.attacher == self.config.driver && f(v))
             .collect()
     }
 
@@ -190,58 +219,70 @@ impl Attach {
         .is_none_or(|d| d.attach_required())
     }
 
-    /// Scheduled, live pods' claims → (pv, node) with the pods that want it.
-    fn desired(&self) -> BTreeMap<(String, String), Desired> {
+    /// The nodes scheduled, live pods want `volume` on ((pv, node) → the
+    /// pods), found through the claims bound to it.
+    fn desired_of(&self, volume: &str) -> BTreeMap<(String, String), Desired> {
         let mut out: BTreeMap<(String, String), Desired> = BTreeMap::new();
-        for o in self.cx.cache.of_kind(Kind::Pod) {
-            let Object::Pod(pod) = o else { continue };
-            let Some(node) = pod.node() else { continue };
-            if pod.terminated() || pod.metadata.deleting() {
-                continue;
-            }
-            for claim in pod.claims() {
-                let Some(Object::Pvc(c)) =
-                    self.cx
-                        .cache
-                        .find(Kind::PersistentVolumeClaim, &pod.metadata.namespace, claim)
-                else {
+        let Some(pv) = self.pv(volume) else {
+            return out;
+        };
+        if pv
+            .spec
+            .csi
+            .as_ref()
+            .is_none_or(|s| s.driver != self.config.driver)
+        {
+            return out;
+        }
+        for (namespace, claim) in self.users.claims_of(volume) {
+            for name in self.users.pods_of(namespace, claim) {
+                let Some(Object::Pod(pod)) = self.cx.cache.find(Kind::Pod, namespace, name) else {
                     continue;
                 };
-                let Some(pv) = self.pv(c.volume_name()) else {
-                    continue;
-                };
-                if pv
-                    .spec
-                    .csi
-                    .as_ref()
-                    .is_none_or(|s| s.driver != self.config.driver)
-                {
+                let Some(node) = pod.node() else { continue };
+                if pod.terminated() || pod.metadata.deleting() {
                     continue;
                 }
-                out.entry((pv.name().to_string(), node.to_string()))
+                out.entry((volume.to_string(), node.to_string()))
                     .or_insert_with(|| Desired {
                         pv: pv.clone(),
                         node: node.to_string(),
                         pods: vec![],
                     })
                     .pods
-                    .push((pod.metadata.namespace.clone(), pod.metadata.name.clone()));
+                    .push((namespace.clone(), name.clone()));
             }
         }
         out
     }
 
-    fn reconcile_world(&mut self) {
-        if !self.config.attach_detach || !self.attach_required() {
-            self.attacher_pass();
+    /// True when this machine runs the attach/detach controller half now.
+    fn controlling(&self) -> bool {
+        self.config.attach_detach && self.attach_required()
+    }
+
+    /// One volume: detach what is no longer wanted, attach what is, carry
+    /// its VolumeAttachments out.
+    fn sync_volume(&mut self, volume: &str) {
+        if self.controlling() {
+            let desired = self.desired_of(volume);
+            self.detach_pass(&desired, &self.vas_of(volume));
+            self.attach_pass(&desired, &self.vas_of(volume));
+        }
+        self.attacher_pass(volume);
+    }
+
+    /// One node: its `status.volumesAttached`.
+    fn sync_node(&mut self, node: &str) {
+        if !self.controlling() {
             return;
         }
-        let desired = self.desired();
-        let vas = self.vas();
-        self.detach_pass(&desired, &vas);
-        self.attach_pass(&desired, &vas);
-        self.node_status_pass(&desired, &vas);
-        self.attacher_pass();
+        let vas = self.vas_on(node);
+        let mut desired = BTreeMap::new();
+        for volume in vas.iter().map(|v| v.pv_name()).collect::<BTreeSet<_>>() {
+            desired.extend(self.desired_of(volume));
+        }
+        self.node_status_pass(node, &desired, &vas);
     }
 
     /// C3.6, C3.7: detach what is no longer wanted, once it is safe.
@@ -403,6 +444,7 @@ impl Attach {
     /// C3.8: `node.status.volumesAttached` lists what is attached there.
     fn node_status_pass(
         &mut self,
+        node: &str,
         desired: &BTreeMap<(String, String), Desired>,
         vas: &[Shared<VolumeAttachment>],
     ) {
@@ -431,14 +473,13 @@ impl Attach {
         if per_node.is_empty() {
             return;
         }
-        let nodes: Vec<Shared<Node>> = self.cx.cache.shared_all::<Node>().collect();
-        for n in nodes {
+        if let Some(n) = self.node(node) {
             let ours = per_node.remove(&n.metadata.name).unwrap_or_default();
             // Additions only here: removals happen in the detach pass, before the detach.
             if ours.iter().all(|a| n.status.volumes_attached.contains(a))
                 || !self.ready(&n.metadata.name)
             {
-                continue;
+                return;
             }
             let mut merged: BTreeSet<AttachedVolume> =
                 n.status.volumes_attached.iter().cloned().collect();
@@ -463,90 +504,103 @@ pub fn multi_attach_allowed(pv: &PersistentVolume) -> bool {
             .any(|m| matches!(m, AccessMode::ReadWriteMany | AccessMode::ReadOnlyMany))
 }
 
-/// Attach/detach reconciles the whole of its world in one pass (its one
-/// key is `()`); a failure backs off the VolumeAttachment (or node status)
-/// it was about.
+/// Attach/detach reconciles one volume or one node at a time (see
+/// [`keys`]); a failure backs off the VolumeAttachment, node or volume it
+/// wrote.
 impl Controller for Attach {
-    type Key = ();
+    type Key = AttachKey;
     type Call = Call;
     type Retry = String;
 
-    fn engine(&self) -> &Engine<(), Call, String> {
+    fn engine(&self) -> &Engine<AttachKey, Call, String> {
         &self.cx
     }
 
-    fn engine_mut(&mut self) -> &mut Engine<(), Call, String> {
+    fn engine_mut(&mut self) -> &mut Engine<AttachKey, Call, String> {
         &mut self.cx
     }
 
-    fn retry(&mut self, _key: String) {}
-
-    fn observe(&mut self, watch: Watch) {
-        match watch {
-            Watch::Applied(o) => {
-                // Only the live incarnation counts as the one created; a
-                // late event about one since deleted changes nothing.
-                let name = o.meta().name.clone();
-                if self.cx.cache.apply(o) {
-                    self.creating.remove(&name);
-                }
-            }
-            Watch::Deleted(o) => {
-                // A late delete of an object since created again is stale.
-                if self.cx.cache.delete(&o).is_some() {
-                    self.detaching.remove(&o.meta().name);
-                }
-            }
-        }
-        self.cx.dirty.insert(());
+    fn retry(&mut self, name: String) {
+        let marks = self.retrying.remove(&name).unwrap_or_default();
+        self.cx.dirty.extend(marks);
+        self.mark_name(&name);
     }
 
-    fn reconcile(&mut self, _: ()) {
-        self.reconcile_world();
+    fn observe(&mut self, watch: Watch) {
+        self.observe_watch(watch);
+    }
+
+    fn reconcile(&mut self, key: AttachKey) {
+        match key {
+            AttachKey::Volume(v) => self.sync_volume(&v),
+            AttachKey::Node(n) => self.sync_node(&n),
+        }
     }
 
     fn api_done(&mut self, call: Call, result: ApiResult) {
-        if let Call::Api { key, object, uid } = call {
-            self.busy.remove(&key);
-            match result {
-                ApiResult::Ok(Some(o)) => {
-                    self.creating.remove(&o.meta().name);
-                    self.cx.cache.apply(o);
-                }
-                // The write removed the object (its last finalizer
-                // went), or it was gone: forget it now rather than
-                // act on it again before its watch event arrives.
-                ApiResult::Ok(None) | ApiResult::NotFound => {
-                    self.detaching.remove(&*object.name);
-                    self.cx.cache.gone(&object, &uid);
-                }
-                _ => {
-                    self.creating.remove(&key);
-                    self.cx.fail(key);
+        let Call::Api {
+            key,
+            object,
+            uid,
+            marks,
+        } = call
+        else {
+            return;
+        };
+        self.busy.remove(&key);
+        self.cx.dirty.extend(marks.iter().cloned());
+        match result {
+            ApiResult::Ok(Some(o)) => {
+                self.creating.remove(&o.meta().name);
+                self.mark_object(&o);
+                let old = self.cx.cache.get_shared(&o.key());
+                if self.cx.cache.apply(o.clone()) {
+                    if let Some(old) = old {
+                        self.index(&old, false);
+                    }
+                    self.index(&o, true);
                 }
             }
+            // The write removed the object (its last finalizer
+            // went), or it was gone: forget it now rather than
+            // act on it again before its watch event arrives.
+            ApiResult::Ok(None) | ApiResult::NotFound => {
+                self.detaching.remove(&*object.name);
+                if let Some(gone) = self.cx.cache.gone(&object, &uid) {
+                    self.index(&gone, false);
+                }
+            }
+            _ => {
+                self.creating.remove(&key);
+                self.cx.fail(key.clone());
+                self.retrying.insert(key.clone(), marks);
+            }
         }
-        self.cx.dirty.insert(());
+        self.mark_name(&key);
     }
 
     fn csi_done(&mut self, call: Call, result: CsiResult) {
+        let va = match &call {
+            Call::Publish { va } | Call::Unpublish { va } => va.clone(),
+            Call::Api { .. } => return,
+        };
         self.csi_completed(call, result);
-        self.cx.dirty.insert(());
+        self.mark_name(&va);
     }
 
     fn resync(&mut self) {
-        self.cx.dirty.insert(());
+        self.mark_everything();
     }
 
     fn deadline(&self) -> Option<Tick> {
         self.force_at.next()
     }
 
-    /// A detach that waited long enough goes ahead at the next pass (as
-    /// does whatever a backoff held back).
+    /// A detach that waited long enough goes ahead.
     fn fire(&mut self, now: Tick) {
-        self.force_at.expire(now);
-        self.cx.dirty.insert(());
+        for va in self.force_at.expire(now) {
+            self.mark_name(&va);
+        }
     }
 
     /// One operation per VolumeAttachment (or node status) at a time.
