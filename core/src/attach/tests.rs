@@ -415,7 +415,7 @@ mod under_faults {
             let name = format!("p{}", x % 3);
             match what % 8 {
                 0 if !pods.contains_key(&name) => {
-                    let node = if x % 2 == 0 { "node-a" } else { "node-b" };
+                    let node = if x.is_multiple_of(2) { "node-a" } else { "node-b" };
                     pods.insert(name.clone(), node);
                     c.user(ApiCall::Create(pod(&name, node)));
                 }
@@ -485,7 +485,7 @@ mod incremental {
         let calls = Rc::new(Cell::new(0u32));
         r.answer_csi(move |call| {
             calls.set(calls.get() + 1);
-            if calls.get() % 7 == 0 {
+            if calls.get().is_multiple_of(7) {
                 return Err(Status::new(crate::Code::Unavailable, "injected"));
             }
             driver(call)
@@ -520,7 +520,7 @@ mod incremental {
     /// The user's change for `(what, x)`, against what `r` stores.
     fn change(r: &Rig<Attach>, what: u8, x: u8) -> Option<ApiCall> {
         let name = format!("p{}", x % 4);
-        let node = if x % 2 == 0 { "node-a" } else { "node-b" };
+        let node = if x.is_multiple_of(2) { "node-a" } else { "node-b" };
         let claim = if x % 8 < 4 { "data" } else { "data2" };
         let stored = |kind, ns, name: &str| r.get(kind, ns, name).cloned();
         Some(match what % 6 {
