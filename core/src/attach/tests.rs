@@ -415,7 +415,11 @@ mod under_faults {
             let name = format!("p{}", x % 3);
             match what % 8 {
                 0 if !pods.contains_key(&name) => {
-                    let node = if x.is_multiple_of(2) { "node-a" } else { "node-b" };
+                    let node = if x.is_multiple_of(2) {
+                        "node-a"
+                    } else {
+                        "node-b"
+                    };
                     pods.insert(name.clone(), node);
                     c.user(ApiCall::Create(pod(&name, node)));
                 }
@@ -520,7 +524,11 @@ mod incremental {
     /// The user's change for `(what, x)`, against what `r` stores.
     fn change(r: &Rig<Attach>, what: u8, x: u8) -> Option<ApiCall> {
         let name = format!("p{}", x % 4);
-        let node = if x.is_multiple_of(2) { "node-a" } else { "node-b" };
+        let node = if x.is_multiple_of(2) {
+            "node-a"
+        } else {
+            "node-b"
+        };
         let claim = if x % 8 < 4 { "data" } else { "data2" };
         let stored = |kind, ns, name: &str| r.get(kind, ns, name).cloned();
         Some(match what % 6 {

@@ -449,6 +449,47 @@ impl Binder {
         }
     }
 
+    /// A claim that binds only once a pod using it is scheduled
+    /// (WaitForFirstConsumer): says which pods it waits for, and stays
+    /// Pending.
+    fn wait_for_consumer(&mut self, claim: &PersistentVolumeClaim) {
+        let waiting: Vec<String> = self
+            .cx
+            .cache
+            .of_kind(Kind::Pod)
+            .filter_map(|o| match o {
+                Object::Pod(p)
+                    if p.metadata.namespace == claim.metadata.namespace
+                        && p.node().is_none()
+                        && !p.terminated()
+                        && p.claims().any(|c| c == claim.metadata.name) =>
+                {
+                    Some(p.metadata.name.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let e = match waiting.len() {
+            0 => Event::normal(
+                claim_key(claim),
+                reason::WAIT_FOR_FIRST_CONSUMER,
+                "waiting for first consumer to be created before binding",
+            ),
+            1 => Event::normal(
+                claim_key(claim),
+                reason::WAIT_FOR_POD_SCHEDULED,
+                format!("waiting for pod {} to be scheduled", waiting[0]),
+            ),
+            _ => Event::normal(
+                claim_key(claim),
+                reason::WAIT_FOR_POD_SCHEDULED,
+                format!("waiting for pods {} to be scheduled", waiting.join(",")),
+            ),
+        };
+        self.event(e);
+        self.set_claim_phase(claim, PvcPhase::Pending, None);
+    }
+
     fn sync_unbound_claim(&mut self, claim: &PersistentVolumeClaim) {
         let volume_name = claim.volume_name();
         if volume_name.is_empty() {
@@ -468,41 +509,7 @@ impl Binder {
                 return;
             }
             if delay && !claim.metadata.has_annotation(names::ANN_SELECTED_NODE) {
-                let waiting: Vec<String> = self
-                    .cx
-                    .cache
-                    .of_kind(Kind::Pod)
-                    .filter_map(|o| match o {
-                        Object::Pod(p)
-                            if p.metadata.namespace == claim.metadata.namespace
-                                && p.node().is_none()
-                                && !p.terminated()
-                                && p.claims().any(|c| c == claim.metadata.name) =>
-                        {
-                            Some(p.metadata.name.clone())
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let e = match waiting.len() {
-                    0 => Event::normal(
-                        claim_key(claim),
-                        reason::WAIT_FOR_FIRST_CONSUMER,
-                        "waiting for first consumer to be created before binding",
-                    ),
-                    1 => Event::normal(
-                        claim_key(claim),
-                        reason::WAIT_FOR_POD_SCHEDULED,
-                        format!("waiting for pod {} to be scheduled", waiting[0]),
-                    ),
-                    _ => Event::normal(
-                        claim_key(claim),
-                        reason::WAIT_FOR_POD_SCHEDULED,
-                        format!("waiting for pods {} to be scheduled", waiting.join(",")),
-                    ),
-                };
-                self.event(e);
-                self.set_claim_phase(claim, PvcPhase::Pending, None);
+                self.wait_for_consumer(claim);
                 return;
             }
             if !claim.class().is_empty() {

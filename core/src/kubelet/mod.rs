@@ -170,6 +170,18 @@ pub enum Call {
 }
 
 impl Call {
+    /// The volume a node call is about (None for an API call).
+    fn volume(&self) -> Option<&String> {
+        match self {
+            Call::Stage { pv, .. }
+            | Call::Unstage { pv }
+            | Call::Publish { pv, .. }
+            | Call::Unpublish { pv, .. }
+            | Call::Expand { pv, .. } => Some(pv),
+            Call::Api { .. } => None,
+        }
+    }
+
     /// What the call holds busy: the volume, or the object an API call writes.
     fn key(&self) -> &str {
         match self {
@@ -255,106 +267,81 @@ impl Kubelet {
         }
     }
 
+    /// A node call completed: what the node now has (or may have), and a
+    /// backoff after a failure.
     fn csi_completed(&mut self, call: Call, result: CsiResult) {
         let uncertain = matches!(&result, Err(e) if matches!(e.code, Code::DeadlineExceeded | Code::Unavailable | Code::Cancelled | Code::Aborted));
-        match call {
-            Call::Stage { pv, retry } => {
-                self.busy.remove(&pv);
-                match result {
-                    Ok(_) => {
-                        self.cx.backoff.succeed(&pv);
-                        if let Some(d) = self.actual.devices.get_mut(&pv) {
-                            d.state = Certainty::Done;
-                        }
-                    }
-                    Err(e) => {
-                        // A final error proves this attempt did nothing, not
-                        // that an earlier uncertain one did nothing: a retried
-                        // stage stays uncertain until an unstage succeeds.
-                        // (Upstream's markDeviceErrorState marks it unmounted,
-                        // so the volume can be detached while still staged.)
-                        if !uncertain
-                            && !retry
-                            && self
-                                .actual
-                                .devices
-                                .get(&pv)
-                                .is_some_and(|d| d.state == Certainty::Uncertain)
-                        {
-                            self.actual.devices.remove(&pv);
-                        }
-                        self.failed_mount(&pv, "MountVolume.MountDevice", &e);
-                    }
+        if let Some(pv) = call.volume() {
+            self.busy.remove(pv);
+            if result.is_ok() {
+                self.cx.backoff.succeed(pv);
+            }
+        }
+        match (call, result) {
+            (Call::Stage { pv, .. }, Ok(_)) => {
+                if let Some(d) = self.actual.devices.get_mut(&pv) {
+                    d.state = Certainty::Done;
                 }
             }
-            Call::Unstage { pv } => {
-                self.busy.remove(&pv);
-                match result {
-                    Ok(_) => {
-                        self.cx.backoff.succeed(&pv);
-                        self.actual.devices.remove(&pv);
-                    }
-                    Err(_) => {
-                        if let Some(d) = self.actual.devices.get_mut(&pv) {
-                            d.state = Certainty::Uncertain;
-                        }
-                        self.cx.fail(pv);
-                    }
+            (Call::Stage { pv, retry }, Err(e)) => {
+                // A final error proves this attempt did nothing, not that
+                // an earlier uncertain one did nothing: a retried stage
+                // stays uncertain until an unstage succeeds. (Upstream's
+                // markDeviceErrorState marks it unmounted, so the volume
+                // can be detached while still staged.)
+                let was_uncertain = self
+                    .actual
+                    .devices
+                    .get(&pv)
+                    .is_some_and(|d| d.state == Certainty::Uncertain);
+                if !uncertain && !retry && was_uncertain {
+                    self.actual.devices.remove(&pv);
+                }
+                self.failed_mount(&pv, "MountVolume.MountDevice", &e);
+            }
+            (Call::Unstage { pv }, Ok(_)) => {
+                self.actual.devices.remove(&pv);
+            }
+            (Call::Unstage { pv }, Err(_)) => {
+                if let Some(d) = self.actual.devices.get_mut(&pv) {
+                    d.state = Certainty::Uncertain;
+                }
+                self.cx.fail(pv);
+            }
+            (Call::Publish { pv, pod, .. }, Ok(_)) => {
+                if let Some(m) = self.actual.mounts.get_mut(&(pod, pv)) {
+                    m.state = Certainty::Done;
                 }
             }
-            Call::Publish { pv, pod, retry } => {
-                self.busy.remove(&pv);
-                let key = (pod.clone(), pv.clone());
-                match result {
-                    Ok(_) => {
-                        self.cx.backoff.succeed(&pv);
-                        if let Some(m) = self.actual.mounts.get_mut(&key) {
-                            m.state = Certainty::Done;
-                        }
-                    }
-                    Err(e) => {
-                        // As for stages: only a first attempt's final error
-                        // forgets the mount.
-                        if !uncertain && !retry {
-                            self.actual.mounts.remove(&key);
-                        }
-                        self.failed_mount(&pv, "MountVolume.SetUp", &e);
-                    }
+            (Call::Publish { pv, pod, retry }, Err(e)) => {
+                // As for stages: only a first attempt's final error
+                // forgets the mount.
+                if !uncertain && !retry {
+                    self.actual.mounts.remove(&(pod, pv.clone()));
+                }
+                self.failed_mount(&pv, "MountVolume.SetUp", &e);
+            }
+            (Call::Unpublish { pv, pod }, Ok(_)) => {
+                self.actual.mounts.remove(&(pod, pv.clone()));
+                if self
+                    .config
+                    .plant
+                    .is(crate::plant::Plant::UnstageAfterFirstUnpublish)
+                {
+                    self.unstage_now(&pv);
                 }
             }
-            Call::Unpublish { pv, pod } => {
-                self.busy.remove(&pv);
-                match result {
-                    Ok(_) => {
-                        self.cx.backoff.succeed(&pv);
-                        self.actual.mounts.remove(&(pod, pv.clone()));
-                        if self
-                            .config
-                            .plant
-                            .is(crate::plant::Plant::UnstageAfterFirstUnpublish)
-                        {
-                            self.unstage_now(&pv);
-                        }
-                    }
-                    Err(_) => {
-                        if let Some(m) = self.actual.mounts.get_mut(&(pod, pv.clone())) {
-                            m.state = Certainty::Uncertain;
-                        }
-                        self.cx.fail(pv);
-                    }
+            (Call::Unpublish { pv, pod }, Err(_)) => {
+                if let Some(m) = self.actual.mounts.get_mut(&(pod, pv.clone())) {
+                    m.state = Certainty::Uncertain;
                 }
+                self.cx.fail(pv);
             }
-            Call::Expand { pv, claim, bytes } => {
-                self.busy.remove(&pv);
-                match result {
-                    Ok(_) => {
-                        self.cx.backoff.succeed(&pv);
-                        self.expanded(&claim, bytes);
-                    }
-                    Err(e) => self.failed_mount(&pv, "MountVolume.NodeExpandVolume", &e),
-                }
+            (Call::Expand { claim, bytes, .. }, Ok(_)) => self.expanded(&claim, bytes),
+            (Call::Expand { pv, .. }, Err(e)) => {
+                self.failed_mount(&pv, "MountVolume.NodeExpandVolume", &e)
             }
-            Call::Api { .. } => {}
+            (Call::Api { .. }, _) => {}
         }
     }
 }

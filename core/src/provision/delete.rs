@@ -19,6 +19,9 @@ impl Provisioner {
         }
     }
 
+    /// One volume of this provisioner's: its finalizer kept in step
+    /// (B5.2), then, Released under Delete, its storage deleted (B5.3)
+    /// unless it is still attached (B5.4).
     pub(super) fn sync_volume(&mut self, key: &ObjectKey) {
         let Some(pv) = self.volume(&key.name) else {
             return;
@@ -27,19 +30,15 @@ impl Provisioner {
         if !self.owns(&pv) || self.busy.contains(&name) || self.cx.waiting(&name) {
             return;
         }
-        let policy = pv.reclaim_policy();
-        let has = pv
-            .metadata
-            .has_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-        // B5.2: finalizer maintenance.
-        if !pv.metadata.deleting()
-            && pv.phase() == PvPhase::Bound
-            && policy == ReclaimPolicy::Delete
-            && !has
-        {
+        if let Some(add) = self.finalizer_change(&pv) {
             let mut v = pv.clone();
-            v.metadata
-                .add_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+            if add {
+                v.metadata
+                    .add_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+            } else {
+                v.metadata
+                    .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+            }
             let (uid, rv) = (
                 pv.metadata.uid.clone(),
                 pv.metadata.resource_version.clone(),
@@ -50,61 +49,21 @@ impl Provisioner {
             );
             return;
         }
-        if has && policy != ReclaimPolicy::Delete {
-            let mut v = pv.clone();
-            v.metadata
-                .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            let (uid, rv) = (
-                pv.metadata.uid.clone(),
-                pv.metadata.resource_version.clone(),
-            );
-            self.api(
-                Call::Finalizer { pv: name, uid, rv },
-                ApiCall::Update(Object::Pv(v)),
-            );
-            return;
-        }
-        // The PV object was deleted after DeleteVolume: drop our finalizer.
-        if pv.metadata.deleting()
-            && has
-            && pv.phase() == PvPhase::Released
-            && self.deleted.contains(&name)
-        {
-            let mut v = pv.clone();
-            v.metadata
-                .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            let (uid, rv) = (
-                pv.metadata.uid.clone(),
-                pv.metadata.resource_version.clone(),
-            );
-            self.api(
-                Call::Finalizer { pv: name, uid, rv },
-                ApiCall::Update(Object::Pv(v)),
-            );
-            return;
-        }
-        // B5.3
         let careless = self
             .config
             .plant
             .is(crate::plant::Plant::DeleteReleasedRetain);
+        let has = pv
+            .metadata
+            .has_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
         let should_delete = pv.phase() == PvPhase::Released
-            && (policy == ReclaimPolicy::Delete || careless)
+            && (pv.reclaim_policy() == ReclaimPolicy::Delete || careless)
             && (!pv.metadata.deleting() || has)
             && !self.deleted.contains(&name);
         if !should_delete {
             return;
         }
-        // B5.4: never while attached.
-        let attached = self
-            .cx
-            .cache
-            .of_kind(Kind::VolumeAttachment)
-            .find_map(|o| match o {
-                Object::Va(va) if va.pv_name() == name => Some(va.spec.node_name.clone()),
-                _ => None,
-            });
-        if let Some(node) = attached {
+        if let Some(node) = self.attached_to(&name) {
             self.cx.event(Event::warning(
                 key.clone(),
                 reason::VOLUME_FAILED_DELETE,
@@ -121,6 +80,39 @@ impl Provisioner {
             secrets: driver::Secrets::default(),
         });
         self.csi(Call::Delete { pv: name }, call);
+    }
+
+    /// B5.2: whether the provisioner's finalizer must be added (true) or
+    /// removed (false): added to a bound volume under Delete, removed
+    /// under any other policy, and removed once the PV object is being
+    /// deleted after DeleteVolume removed its storage.
+    fn finalizer_change(&self, pv: &PersistentVolume) -> Option<bool> {
+        let policy = pv.reclaim_policy();
+        let has = pv
+            .metadata
+            .has_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+        if !pv.metadata.deleting()
+            && pv.phase() == PvPhase::Bound
+            && policy == ReclaimPolicy::Delete
+            && !has
+        {
+            return Some(true);
+        }
+        let deleted = pv.metadata.deleting()
+            && pv.phase() == PvPhase::Released
+            && self.deleted.contains(pv.name());
+        (has && (policy != ReclaimPolicy::Delete || deleted)).then_some(false)
+    }
+
+    /// B5.4: the node a volume is still attached to, if any.
+    fn attached_to(&self, volume: &str) -> Option<String> {
+        self.cx
+            .cache
+            .of_kind(Kind::VolumeAttachment)
+            .find_map(|o| match o {
+                Object::Va(va) if va.pv_name() == volume => Some(va.spec.node_name.clone()),
+                _ => None,
+            })
     }
 
     pub(super) fn deleted_volume(&mut self, name: &str, result: CsiResult) {

@@ -341,6 +341,9 @@ impl Provisioner {
             || c.metadata.annotation(names::ANN_MIGRATED_TO) == Some(self.config.driver.as_str())
     }
 
+    /// One claim: an operation already asked of the driver goes on with
+    /// the same request (B4.5); otherwise a claim of this provisioner's
+    /// that is ready to be provisioned starts.
     fn sync_claim(&mut self, key: &ObjectKey) {
         let claim = self.claim(key);
         let uid = match &claim {
@@ -355,7 +358,6 @@ impl Provisioner {
         }
         self.retry.insert(uid.clone(), key.clone());
         if let Some(p) = self.provisioning.get(&uid).cloned() {
-            // Already asked the driver: carry on with the same request (B4.5).
             if let Some(volume_id) = &p.orphan {
                 self.call_cleanup(&p, volume_id);
             } else if claim.is_some() || p.background {
@@ -366,80 +368,15 @@ impl Provisioner {
             return;
         }
         let Some(claim) = claim else { return };
-        if !claim.volume_name().is_empty()
-            || claim.metadata.deleting()
-            || !self.annotated_for_us(&claim)
-        {
-            return;
-        }
-        let pv_name = format!("pvc-{uid}");
-        if self.volume(&pv_name).is_some() {
-            return;
-        }
-        let Some(class) = self.class(claim.class()) else {
-            self.event(Event::warning(
-                key.clone(),
-                reason::PROVISIONING_FAILED,
-                format!("storageclass.storage.k8s.io {:?} not found", claim.class()),
-            ));
-            self.cx.fail(uid);
+        let Some(class) = self.provisionable(key, &uid, &claim) else {
             return;
         };
-        if class.provisioner != self.config.driver {
-            return;
-        }
-        let selected = claim
-            .metadata
-            .annotation(names::ANN_SELECTED_NODE)
-            .unwrap_or("");
-        if class.binding_mode() == BindingMode::WaitForFirstConsumer && selected.is_empty() {
-            return;
-        }
-        if claim.cross_namespace_source().is_some() {
-            self.event(Event::warning(
-                key.clone(),
-                reason::PROVISIONING_FAILED,
-                "dataSourceRef namespace specified but the CrossNamespaceVolumeDataSource feature is disabled",
-            ));
-            self.cx.fail(uid);
-            return;
-        }
-        if let Some(ds) = claim.data_source()
-            && !matches!(ds.kind.as_str(), "VolumeSnapshot" | "PersistentVolumeClaim")
-        {
-            // B1.8: an external populator's business.
-            if self.populated.insert(uid) {
-                self.event(Event::normal(
-                    key.clone(),
-                    reason::PROVISIONING,
-                    "Assuming an external populator will provision the volume",
-                ));
-            }
-            return;
-        }
-        // A restore waits for its snapshot: the snapshot's (or its
-        // content's) next change looks again, no timer needed.
-        if let Some(ds) = claim.data_source().filter(|d| d.kind == "VolumeSnapshot")
-            && let Err(msg) = self.snapshot_source(&claim, &class, &ds)
-        {
-            self.event(Event::warning(
-                key.clone(),
-                reason::PROVISIONING_FAILED,
-                msg,
-            ));
+        if !self.source_ready(key, &uid, &claim, &class) {
             return;
         }
         let request = match self.build_request(&claim, &class) {
             Ok(r) => r,
-            Err(msg) => {
-                self.event(Event::warning(
-                    key.clone(),
-                    reason::PROVISIONING_FAILED,
-                    msg,
-                ));
-                self.cx.fail(uid);
-                return;
-            }
+            Err(msg) => return self.refuse(key, uid, msg),
         };
         if self.protect_source(&claim) {
             return;
@@ -463,6 +400,96 @@ impl Provisioner {
         };
         self.provisioning.insert(uid, p.clone());
         self.call_create(p);
+    }
+
+    /// A ProvisioningFailed warning, and the claim backs off.
+    fn refuse(&mut self, key: &ObjectKey, uid: String, message: impl Into<String>) {
+        self.event(Event::warning(
+            key.clone(),
+            reason::PROVISIONING_FAILED,
+            message,
+        ));
+        self.cx.fail(uid);
+    }
+
+    /// The claim's class, when the claim is one this provisioner must
+    /// provision now: unbound, not being deleted, annotated for it, with
+    /// no volume yet, of a class of this driver's, its node selected when
+    /// the class waits for the first consumer.
+    fn provisionable(
+        &mut self,
+        key: &ObjectKey,
+        uid: &str,
+        claim: &PersistentVolumeClaim,
+    ) -> Option<StorageClass> {
+        if !claim.volume_name().is_empty()
+            || claim.metadata.deleting()
+            || !self.annotated_for_us(claim)
+            || self.volume(&format!("pvc-{uid}")).is_some()
+        {
+            return None;
+        }
+        let Some(class) = self.class(claim.class()) else {
+            let msg = format!("storageclass.storage.k8s.io {:?} not found", claim.class());
+            self.refuse(key, uid.to_string(), msg);
+            return None;
+        };
+        if class.provisioner != self.config.driver {
+            return None;
+        }
+        let selected = claim
+            .metadata
+            .annotation(names::ANN_SELECTED_NODE)
+            .unwrap_or("");
+        if class.binding_mode() == BindingMode::WaitForFirstConsumer && selected.is_empty() {
+            return None;
+        }
+        Some(class)
+    }
+
+    /// False when the claim's data source keeps it from being provisioned
+    /// now: a cross-namespace source (refused), an external populator's
+    /// kind (B1.8, told once), or a snapshot not ready yet (its next
+    /// change looks again, no timer needed).
+    fn source_ready(
+        &mut self,
+        key: &ObjectKey,
+        uid: &str,
+        claim: &PersistentVolumeClaim,
+        class: &StorageClass,
+    ) -> bool {
+        if claim.cross_namespace_source().is_some() {
+            self.refuse(
+                key,
+                uid.to_string(),
+                "dataSourceRef namespace specified but the CrossNamespaceVolumeDataSource feature is disabled",
+            );
+            return false;
+        }
+        let Some(ds) = claim.data_source() else {
+            return true;
+        };
+        if !matches!(ds.kind.as_str(), "VolumeSnapshot" | "PersistentVolumeClaim") {
+            if self.populated.insert(uid.to_string()) {
+                self.event(Event::normal(
+                    key.clone(),
+                    reason::PROVISIONING,
+                    "Assuming an external populator will provision the volume",
+                ));
+            }
+            return false;
+        }
+        if ds.kind == "VolumeSnapshot"
+            && let Err(msg) = self.snapshot_source(claim, class, &ds)
+        {
+            self.event(Event::warning(
+                key.clone(),
+                reason::PROVISIONING_FAILED,
+                msg,
+            ));
+            return false;
+        }
+        true
     }
 
     /// The claim `uid` is no longer being provisioned: its source may be

@@ -209,6 +209,83 @@ impl PluginWatcher {
         });
     }
 
+    /// GetInfo on a registration socket answered: valid info goes on to
+    /// NodeGetInfo; nobody answering is retried later.
+    fn info_done(&mut self, op: OpId, result: Result<PluginInfo, String>) {
+        let Some(Step::Info { socket }) = self.steps.remove(&op) else {
+            return;
+        };
+        let info = match result {
+            Ok(info) => info,
+            Err(_) => {
+                // Nobody answered on the socket: nothing to notify;
+                // the kubelet's reconciler tries again later.
+                if self.sockets.contains(&socket) {
+                    self.retry.fail(socket, self.now);
+                }
+                return;
+            }
+        };
+        match self.validate(&socket, &info).map(|v| (info, v)) {
+            Ok((info, version)) => {
+                let endpoint = info.endpoint.clone();
+                let op = self.op(Step::NodeInfo {
+                    socket,
+                    info,
+                    version,
+                });
+                self.queue
+                    .push_back(WatcherEffect::NodeGetInfo { op, endpoint });
+            }
+            Err(e) => self.notify(&socket, false, e),
+        }
+    }
+
+    /// NodeGetInfo answered: a node id makes the registration pending
+    /// (its writes come next); anything else is told to the plugin.
+    fn node_info_done(&mut self, op: OpId, result: CsiResult) {
+        let Some(Step::NodeInfo {
+            socket,
+            info,
+            version,
+        }) = self.steps.remove(&op)
+        else {
+            return;
+        };
+        match result {
+            Ok(Response::NodeInfo {
+                node_id,
+                max_volumes_per_node,
+                accessible_topology,
+            }) if !node_id.is_empty() => {
+                // Registering again cancels a removal not yet written.
+                self.removing.remove(&info.name);
+                self.pending.insert(
+                    info.name.clone(),
+                    Registered {
+                        socket,
+                        endpoint: info.endpoint,
+                        version,
+                        node_id,
+                        topology: accessible_topology.map(Into::into).unwrap_or_default(),
+                        max_volumes: max_volumes_per_node,
+                    },
+                );
+            }
+            Ok(Response::NodeInfo { .. }) => self.notify(
+                &socket,
+                false,
+                "error registering CSI driver: node ID is empty".into(),
+            ),
+            Ok(other) => self.notify(&socket, false, format!("NodeGetInfo answered {other:?}")),
+            Err(e) => self.notify(
+                &socket,
+                false,
+                format!("error during CSI NodeGetInfo call: {}", e.go_error()),
+            ),
+        }
+    }
+
     fn on_input(&mut self, now: Tick, input: WatcherInput) {
         self.now = self.now.max(now);
         match input {
@@ -226,79 +303,8 @@ impl PluginWatcher {
                 self.retry.succeed(&socket);
                 self.deregister(&socket);
             }
-            WatcherInput::InfoDone { op, result } => {
-                let Some(Step::Info { socket }) = self.steps.remove(&op) else {
-                    return;
-                };
-                let info = match result {
-                    Ok(info) => info,
-                    Err(_) => {
-                        // Nobody answered on the socket: nothing to notify;
-                        // the kubelet's reconciler tries again later.
-                        if self.sockets.contains(&socket) {
-                            self.retry.fail(socket, self.now);
-                        }
-                        return;
-                    }
-                };
-                match self.validate(&socket, &info).map(|v| (info, v)) {
-                    Ok((info, version)) => {
-                        let endpoint = info.endpoint.clone();
-                        let op = self.op(Step::NodeInfo {
-                            socket,
-                            info,
-                            version,
-                        });
-                        self.queue
-                            .push_back(WatcherEffect::NodeGetInfo { op, endpoint });
-                    }
-                    Err(e) => self.notify(&socket, false, e),
-                }
-            }
-            WatcherInput::NodeInfoDone { op, result } => {
-                let Some(Step::NodeInfo {
-                    socket,
-                    info,
-                    version,
-                }) = self.steps.remove(&op)
-                else {
-                    return;
-                };
-                match result {
-                    Ok(Response::NodeInfo {
-                        node_id,
-                        max_volumes_per_node,
-                        accessible_topology,
-                    }) if !node_id.is_empty() => {
-                        // Registering again cancels a removal not yet written.
-                        self.removing.remove(&info.name);
-                        self.pending.insert(
-                            info.name.clone(),
-                            Registered {
-                                socket,
-                                endpoint: info.endpoint,
-                                version,
-                                node_id,
-                                topology: accessible_topology.map(Into::into).unwrap_or_default(),
-                                max_volumes: max_volumes_per_node,
-                            },
-                        );
-                    }
-                    Ok(Response::NodeInfo { .. }) => self.notify(
-                        &socket,
-                        false,
-                        "error registering CSI driver: node ID is empty".into(),
-                    ),
-                    Ok(other) => {
-                        self.notify(&socket, false, format!("NodeGetInfo answered {other:?}"))
-                    }
-                    Err(e) => self.notify(
-                        &socket,
-                        false,
-                        format!("error during CSI NodeGetInfo call: {}", e.go_error()),
-                    ),
-                }
-            }
+            WatcherInput::InfoDone { op, result } => self.info_done(op, result),
+            WatcherInput::NodeInfoDone { op, result } => self.node_info_done(op, result),
             WatcherInput::NotifyDone { op } => {
                 self.steps.remove(&op);
             }
@@ -406,6 +412,8 @@ impl PluginWatcher {
 
     /// The next node or CSINode write a registration or removal needs; when a
     /// registration needs none, it is notified.
+    /// The next write a registration or a removal needs, one at a time:
+    /// registrations first, in driver order.
     fn next_write(&mut self) {
         if self.pending.is_empty() && self.removing.is_empty() {
             return;
@@ -417,101 +425,108 @@ impl PluginWatcher {
             .next()
             .map(|(d, r)| (d.clone(), r.clone()))
         {
-            let step = Step::Write {
-                socket: reg.socket.clone(),
-                driver: driver.clone(),
-            };
-            // E5.6: the nodeid annotation (merged) and topology labels.
-            let mut n = node.clone();
-            let mut ids = node_ids(&n);
-            ids.insert(driver.clone(), reg.node_id.clone());
+            return self.register_next(&node, driver, &reg);
+        }
+        if let Some(driver) = self.removing.keys().next().cloned() {
+            self.remove_next(&node, driver);
+        }
+    }
+
+    /// One step of registering `driver`: the node's annotation and
+    /// labels (E5.6), then its CSINode entry (E5.7), then the plugin is
+    /// told it is registered.
+    fn register_next(&mut self, node: &Node, driver: String, reg: &Registered) {
+        let step = Step::Write {
+            socket: reg.socket.clone(),
+            driver: driver.clone(),
+        };
+        let mut n = node.clone();
+        let mut ids = node_ids(&n);
+        ids.insert(driver.clone(), reg.node_id.clone());
+        n.metadata.annotations.insert(
+            names::ANN_NODE_ID.into(),
+            serde_json::to_string(&ids).expect("map serialises"),
+        );
+        for (k, v) in &reg.topology {
+            match n.metadata.labels.get(k) {
+                Some(old) if old != v => {
+                    self.pending.remove(&driver);
+                    let msg = format!(
+                        "error registering CSI driver: node label {k} is {old:?}, topology wants {v:?}"
+                    );
+                    self.notify(&reg.socket, false, msg);
+                    return;
+                }
+                _ => {
+                    n.metadata.labels.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        if n != *node {
+            return self.write(step, ApiCall::Update(Object::Node(n)));
+        }
+        let mut keys: Vec<String> = reg.topology.keys().cloned().collect();
+        keys.sort();
+        let entry = CsiNodeDriver {
+            name: driver.clone(),
+            node_id: reg.node_id.clone(),
+            topology_keys: keys,
+            allocatable: (reg.max_volumes > 0).then(|| VolumeNodeResources {
+                count: Some(reg.max_volumes.min(i32::MAX as u64) as i32),
+            }),
+        };
+        match self.csinode() {
+            None => {
+                let mut c = CsiNode::new(&self.node);
+                c.metadata.owner_references.push(OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Node".into(),
+                    name: self.node.clone(),
+                    uid: node.metadata.uid.clone(),
+                });
+                c.spec.drivers.push(entry);
+                self.write(step, ApiCall::Create(Object::CsiNode(c)));
+            }
+            Some(c) if c.driver(&driver) != Some(&entry) => {
+                let mut c2 = c.clone();
+                c2.spec.drivers.retain(|d| d.name != driver);
+                c2.spec.drivers.push(entry);
+                self.write(step, ApiCall::Update(Object::CsiNode(c2)));
+            }
+            Some(_) => {
+                self.pending.remove(&driver);
+                self.plugins.insert(driver, reg.clone());
+                self.notify(&reg.socket, true, String::new());
+            }
+        }
+    }
+
+    /// One step of removing `driver`: out of the node's annotation, then
+    /// out of its CSINode.
+    fn remove_next(&mut self, node: &Node, driver: String) {
+        let step = Step::Remove;
+        let mut n = node.clone();
+        let mut ids = node_ids(&n);
+        ids.remove(&driver);
+        if ids.is_empty() {
+            n.metadata.annotations.remove(names::ANN_NODE_ID);
+        } else {
             n.metadata.annotations.insert(
                 names::ANN_NODE_ID.into(),
                 serde_json::to_string(&ids).expect("map serialises"),
             );
-            for (k, v) in &reg.topology {
-                match n.metadata.labels.get(k) {
-                    Some(old) if old != v => {
-                        self.pending.remove(&driver);
-                        let msg = format!(
-                            "error registering CSI driver: node label {k} is {old:?}, topology wants {v:?}"
-                        );
-                        self.notify(&reg.socket, false, msg);
-                        return;
-                    }
-                    _ => {
-                        n.metadata.labels.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            if n != node {
-                self.write(step, ApiCall::Update(Object::Node(n)));
-                return;
-            }
-            // E5.7: the CSINode entry.
-            let mut keys: Vec<String> = reg.topology.keys().cloned().collect();
-            keys.sort();
-            let entry = CsiNodeDriver {
-                name: driver.clone(),
-                node_id: reg.node_id.clone(),
-                topology_keys: keys,
-                allocatable: (reg.max_volumes > 0).then(|| VolumeNodeResources {
-                    count: Some(reg.max_volumes.min(i32::MAX as u64) as i32),
-                }),
-            };
-            match self.csinode() {
-                None => {
-                    let mut c = CsiNode::new(&self.node);
-                    c.metadata.owner_references.push(OwnerReference {
-                        api_version: "v1".into(),
-                        kind: "Node".into(),
-                        name: self.node.clone(),
-                        uid: node.metadata.uid.clone(),
-                    });
-                    c.spec.drivers.push(entry);
-                    self.write(step, ApiCall::Create(Object::CsiNode(c)));
-                }
-                Some(c) if c.driver(&driver) != Some(&entry) => {
-                    let mut c2 = c.clone();
-                    c2.spec.drivers.retain(|d| d.name != driver);
-                    c2.spec.drivers.push(entry);
-                    self.write(step, ApiCall::Update(Object::CsiNode(c2)));
-                }
-                Some(_) => {
-                    self.pending.remove(&driver);
-                    self.plugins.insert(driver, reg.clone());
-                    self.notify(&reg.socket, true, String::new());
-                }
-            }
-            return;
         }
-        if let Some(driver) = self.removing.keys().next().cloned() {
-            let step = Step::Remove;
-            let mut n = node.clone();
-            let mut ids = node_ids(&n);
-            ids.remove(&driver);
-            if ids.is_empty() {
-                n.metadata.annotations.remove(names::ANN_NODE_ID);
-            } else {
-                n.metadata.annotations.insert(
-                    names::ANN_NODE_ID.into(),
-                    serde_json::to_string(&ids).expect("map serialises"),
-                );
-            }
-            if n != node {
-                self.write(step, ApiCall::Update(Object::Node(n)));
-                return;
-            }
-            if let Some(c) = self.csinode()
-                && c.driver(&driver).is_some()
-            {
-                let mut c2 = c.clone();
-                c2.spec.drivers.retain(|d| d.name != driver);
-                self.write(step, ApiCall::Update(Object::CsiNode(c2)));
-                return;
-            }
-            self.removing.remove(&driver);
+        if n != *node {
+            return self.write(step, ApiCall::Update(Object::Node(n)));
         }
+        if let Some(c) = self.csinode()
+            && c.driver(&driver).is_some()
+        {
+            let mut c2 = c.clone();
+            c2.spec.drivers.retain(|d| d.name != driver);
+            return self.write(step, ApiCall::Update(Object::CsiNode(c2)));
+        }
+        self.removing.remove(&driver);
     }
 
     fn written(&mut self, op: OpId, result: ApiResult) {

@@ -137,6 +137,9 @@ impl Resizer {
         self.cx.event(e);
     }
 
+    /// One claim: a bound claim of this driver's whose request outgrew
+    /// its status capacity is marked Resizing, expanded, its PV's capacity
+    /// follows, and its status is finished (or left to the node).
     fn sync(&mut self, key: &ObjectKey) {
         if self.busy.contains(key) || self.cx.waiting(key) {
             return;
@@ -147,122 +150,137 @@ impl Resizer {
         let Object::Pvc(claim) = &*shared else {
             return;
         };
-        if claim.phase() != PvcPhase::Bound {
+        let Some((pv, request)) = self.wanted(key, claim) else {
             return;
+        };
+        let answered = self
+            .expanded
+            .get(key)
+            .copied()
+            .filter(|(cap, _)| *cap >= request);
+        match answered {
+            None => self.expand(key, claim, &pv, request),
+            Some((capacity, _)) if pv.capacity().map_or(0, |q| q.bytes()) < capacity => {
+                let mut v = pv.clone();
+                v.spec
+                    .capacity
+                    .insert("storage".into(), Quantity::from_bytes(capacity));
+                self.api(key, ApiCall::Update(Object::Pv(v)));
+            }
+            Some((capacity, node_required)) => self.finish(key, claim, capacity, node_required),
         }
-        let Some(Object::Pv(pv)) = self
+    }
+
+    /// The claim's volume and the size asked for, when the claim is a
+    /// bound one of this driver's that wants to grow, its class allows it
+    /// and the node is not finishing it already.
+    fn wanted(
+        &mut self,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+    ) -> Option<(PersistentVolume, u64)> {
+        if claim.phase() != PvcPhase::Bound {
+            return None;
+        }
+        let pv = match self
             .cx
             .cache
             .find(Kind::PersistentVolume, "", claim.volume_name())
-            .cloned()
-        else {
-            return;
+        {
+            Some(Object::Pv(pv)) => pv.clone(),
+            _ => return None,
         };
-        let Some(csi) = pv
-            .spec
+        pv.spec
             .csi
-            .clone()
-            .filter(|c| c.driver == self.config.driver)
-        else {
-            return;
-        };
+            .as_ref()
+            .filter(|c| c.driver == self.config.driver)?;
         let request = claim.request().map_or(0, |q| q.bytes());
         let status = claim.status_capacity().map_or(0, |q| q.bytes());
         if request <= status {
             self.expanded.remove(key);
-            return;
+            return None;
         }
         let allowed = match self.cx.cache.find(Kind::StorageClass, "", claim.class()) {
             Some(Object::Class(c)) => c.allow_volume_expansion == Some(true),
             _ => false,
         };
         if !allowed {
-            self.tell(
-                key,
-                Event::warning(
-                    key.clone(),
-                    reason::VOLUME_RESIZE_FAILED,
-                    format!(
-                        "storageclass {:?} does not allow volume expansion",
-                        claim.class()
-                    ),
-                ),
+            let msg = format!(
+                "storageclass {:?} does not allow volume expansion",
+                claim.class()
             );
+            let e = Event::warning(key.clone(), reason::VOLUME_RESIZE_FAILED, msg);
+            self.tell(key, e);
+            return None;
+        }
+        // With FileSystemResizePending, the kubelet finishes it.
+        claim
+            .condition(FS_RESIZE_PENDING)
+            .is_none()
+            .then_some((pv, request))
+    }
+
+    /// Marks the claim Resizing (first), then asks ControllerExpand.
+    fn expand(
+        &mut self,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        request: u64,
+    ) {
+        if claim.condition(RESIZING).is_none() {
+            let resizing = with_condition(claim, RESIZING, "");
+            self.api(key, ApiCall::UpdateStatus(Object::Pvc(resizing)));
+            let msg = format!("External resizer is resizing volume {}", pv.name());
+            self.tell(key, Event::normal(key.clone(), reason::RESIZING, msg));
             return;
         }
-        if claim.condition(FS_RESIZE_PENDING).is_some() {
-            return; // the kubelet finishes it
-        }
-        let pv_bytes = pv.capacity().map_or(0, |q| q.bytes());
-        let answered = self
-            .expanded
-            .get(key)
-            .copied()
-            .filter(|(cap, _)| *cap >= request);
-        let Some((capacity, node_required)) = answered else {
-            if claim.condition(RESIZING).is_none() {
-                self.api(
-                    key,
-                    ApiCall::UpdateStatus(Object::Pvc(with_condition(claim, RESIZING, ""))),
-                );
-                self.tell(
-                    key,
-                    Event::normal(
-                        key.clone(),
-                        reason::RESIZING,
-                        format!("External resizer is resizing volume {}", pv.name()),
-                    ),
-                );
-                return;
-            }
-            let capability = csi_map::pv_capability(&pv, self.config.modes).ok();
-            let call = Request::ControllerExpand(driver::ControllerExpand {
-                volume_id: csi.volume_handle.clone(),
-                capacity: driver::CapacityRange {
-                    required_bytes: request,
-                    limit_bytes: 0,
-                },
-                capability,
-                secrets: driver::Secrets::default(),
-            });
-            self.busy.insert(key.clone());
-            let (claim, pv) = (key.clone(), pv.name().to_string());
-            self.cx.csi(None, call, Call::Expand { claim, pv });
-            return;
-        };
-        if pv_bytes < capacity {
-            let mut v = pv.clone();
-            v.spec
-                .capacity
-                .insert("storage".into(), Quantity::from_bytes(capacity));
-            self.api(key, ApiCall::Update(Object::Pv(v)));
-            return;
-        }
+        let Some(csi) = &pv.spec.csi else { return };
+        let capability = csi_map::pv_capability(pv, self.config.modes).ok();
+        let call = Request::ControllerExpand(driver::ControllerExpand {
+            volume_id: csi.volume_handle.clone(),
+            capacity: driver::CapacityRange {
+                required_bytes: request,
+                limit_bytes: 0,
+            },
+            capability,
+            secrets: driver::Secrets::default(),
+        });
+        self.busy.insert(key.clone());
+        let (claim, pv) = (key.clone(), pv.name().to_string());
+        self.cx.csi(None, call, Call::Expand { claim, pv });
+    }
+
+    /// The controller's part is done: the claim leaves Resizing, and
+    /// either waits for the node (FileSystemResizePending) or gets its
+    /// new capacity.
+    fn finish(
+        &mut self,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+        capacity: u64,
+        node_required: bool,
+    ) {
         let mut c = claim.clone();
         c.status.conditions.retain(|x| x.type_ != RESIZING);
-        if node_required {
+        let e = if node_required {
             c = with_condition(&c, FS_RESIZE_PENDING, "");
-            self.tell(
-                key,
-                Event::normal(
-                    key.clone(),
-                    reason::FILE_SYSTEM_RESIZE_REQUIRED,
-                    "Require file system resize of volume on node",
-                ),
-            );
+            Event::normal(
+                key.clone(),
+                reason::FILE_SYSTEM_RESIZE_REQUIRED,
+                "Require file system resize of volume on node",
+            )
         } else {
             c.status
                 .capacity
                 .insert("storage".into(), Quantity::from_bytes(capacity));
-            self.tell(
-                key,
-                Event::normal(
-                    key.clone(),
-                    reason::VOLUME_RESIZE_SUCCESSFUL,
-                    "Resize volume succeeded",
-                ),
-            );
-        }
+            Event::normal(
+                key.clone(),
+                reason::VOLUME_RESIZE_SUCCESSFUL,
+                "Resize volume succeeded",
+            )
+        };
+        self.tell(key, e);
         self.expanded.remove(key);
         self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
     }
