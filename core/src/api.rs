@@ -121,9 +121,9 @@ pub enum ApiResult {
 }
 
 /// What a machine that calls the API server is told about it: the answer
-/// to one of its calls, and a watch event. One carrier
-/// ([`crate::store::Store::serve`]) feeds any such machine: the
-/// control-plane machines and the plugin watcher.
+/// to one of its calls, and a watch event. One carrier (the in-memory
+/// store's `serve`) feeds any such machine: the control-plane machines
+/// and the plugin watcher.
 pub trait ApiInput {
     /// The answer to the call polled as `op`.
     fn answer(op: crate::OpId, result: ApiResult) -> Self;

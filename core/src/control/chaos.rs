@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use super::{ApiCall, ApiResult, ControlMachine, CsiCall, CsiResult, Effect, Input, Watch};
 use crate::machine;
-use crate::sim::Rng;
+use crate::rng::Rng;
 use crate::store::Store;
 use crate::{Code, Status, Tick};
 

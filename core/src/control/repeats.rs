@@ -70,8 +70,8 @@ impl HotLoopGuard {
     /// The machine asked for `effect`. `Err` (once per stretch without
     /// news) when that call failed since its last news.
     pub fn effect(&mut self, effect: &Effect) -> Result<(), String> {
-        // The simulator's fixed-key hasher: fast, and the same in every run.
-        let mut h = crate::sim::hasher::StateHasher::default();
+        // The fixed-key state hasher: fast, and the same in every run.
+        let mut h = crate::hasher::StateHasher::default();
         let op = match effect {
             Effect::Event(_) => return Ok(()),
             Effect::Api { call, op } => {

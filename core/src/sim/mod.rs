@@ -31,7 +31,7 @@ macro_rules! note {
 
 mod config;
 pub mod explore;
-pub(crate) mod hasher;
+
 pub mod lease;
 mod registration;
 pub mod shrink;
@@ -667,7 +667,7 @@ impl Sim {
     /// storage holds and the drivers' states, hashed field by field.
     pub fn state_hash(&self) -> u64 {
         use std::hash::{Hash, Hasher};
-        let mut h = hasher::StateHasher::default();
+        let mut h = crate::hasher::StateHasher::default();
         for o in self.store.objects() {
             o.hash(&mut h);
         }

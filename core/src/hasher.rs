@@ -1,5 +1,6 @@
-//! The explorer's state hasher: folded 64×64→128-bit multiplies (the mix
-//! wyhash and foldhash use), several times faster than SipHash on the
+//! The state hasher of the explorer and the hot-loop guard: folded
+//! 64×64→128-bit multiplies (the mix wyhash and foldhash use), several
+//! times faster than SipHash on the
 //! short integers and strings a state is made of. Fixed keys: the same
 //! state hashes the same in every run. Not for untrusted input (no keys
 //! to resist chosen collisions); a search only hashes its own states.
