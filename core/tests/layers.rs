@@ -55,6 +55,9 @@ fn no_module_imports_one_that_imports_it_back() {
             }
         }
     }
-    assert!(circles.is_empty(), "modules that import each other: {circles:?}");
+    assert!(
+        circles.is_empty(),
+        "modules that import each other: {circles:?}"
+    );
     assert!(imports.len() > 10, "the source tree was not read");
 }

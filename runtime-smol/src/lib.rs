@@ -188,6 +188,18 @@ fn origin() -> http::Uri {
     http::Uri::from_static("http://localhost")
 }
 
+impl volplane_service::drive::Runtime for SmolRegistrar {
+    fn sleep(&self, delay: std::time::Duration) -> volplane_service::drive::BoxFuture<()> {
+        Box::pin(async move {
+            smol::Timer::after(delay).await;
+        })
+    }
+
+    fn spawn(&self, task: volplane_service::drive::BoxFuture<()>) {
+        self.0.spawn(task).detach();
+    }
+}
+
 impl volplane_service::RegistrationRuntime for SmolRegistrar {
     fn plugin_info(
         &self,
@@ -256,16 +268,6 @@ impl volplane_service::RegistrationRuntime for SmolRegistrar {
             })
             .detach();
         Ok(())
-    }
-
-    fn sleep(&self, delay: std::time::Duration) -> volplane_service::registration::BoxFuture<()> {
-        Box::pin(async move {
-            smol::Timer::after(delay).await;
-        })
-    }
-
-    fn spawn(&self, task: volplane_service::registration::BoxFuture<()>) {
-        self.0.spawn(task).detach();
     }
 }
 

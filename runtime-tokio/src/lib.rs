@@ -143,6 +143,16 @@ where
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioRegistrar;
 
+impl volplane_service::drive::Runtime for TokioRegistrar {
+    fn sleep(&self, delay: std::time::Duration) -> volplane_service::drive::BoxFuture<()> {
+        Box::pin(tokio::time::sleep(delay))
+    }
+
+    fn spawn(&self, task: volplane_service::drive::BoxFuture<()>) {
+        tokio::spawn(task);
+    }
+}
+
 impl volplane_service::RegistrationRuntime for TokioRegistrar {
     fn plugin_info(
         &self,
@@ -193,14 +203,6 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
             UnixListener::bind(path).map_err(|e| format!("listen on {}: {e}", path.display()))?;
         tokio::spawn(serve_registration(listener, service, stop));
         Ok(())
-    }
-
-    fn sleep(&self, delay: std::time::Duration) -> volplane_service::registration::BoxFuture<()> {
-        Box::pin(tokio::time::sleep(delay))
-    }
-
-    fn spawn(&self, task: volplane_service::registration::BoxFuture<()>) {
-        tokio::spawn(task);
     }
 }
 

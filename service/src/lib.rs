@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+pub mod drive;
 mod grpc;
 pub mod metrics;
 mod node_host;

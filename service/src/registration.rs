@@ -7,12 +7,10 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use volplane_core::Status;
 use volplane_core::driver::Response;
 use volplane_core::machine;
@@ -24,11 +22,11 @@ use volplane_proto::registration as pb;
 use volplane_sync::mailbox;
 use volplane_sync::reply::{self, ReplySender};
 
-/// A future the runtime runs.
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+pub use crate::drive::BoxFuture;
+use crate::drive::{Runtime, Turn};
 
-/// What a runtime supplies to the registrar.
-pub trait RegistrationRuntime: Send + Sync + 'static {
+/// What a runtime supplies to the registrar, beside a timer and tasks.
+pub trait RegistrationRuntime: Runtime {
     /// Calls GetPluginInfo on the driver's CSI socket.
     fn plugin_info(&self, csi_socket: &str) -> BoxFuture<Result<Response, Status>>;
     /// Serves `service` on the unix socket `path` (already free) until
@@ -48,10 +46,6 @@ pub trait RegistrationRuntime: Send + Sync + 'static {
         registered: bool,
         error: String,
     ) -> BoxFuture<Result<(), String>>;
-    /// Completes after `delay`.
-    fn sleep(&self, delay: Duration) -> BoxFuture<()>;
-    /// Runs `task` on its own.
-    fn spawn(&self, task: BoxFuture<()>);
 }
 
 /// GetPluginInfo over `connected`, a channel a runtime opened to `socket`
@@ -223,7 +217,7 @@ pub async fn run_registrar(
     stop: impl Future<Output = ()>,
 ) -> RegistrarExit {
     let listen_dir = setup.via_symlink.clone().unwrap_or(setup.registry.clone());
-    let mut r = Registrar::new(RegistrarConfig::new(
+    let mut registrar = Registrar::new(RegistrarConfig::new(
         &listen_dir.display().to_string(),
         &setup.kubelet_registration_path,
     ));
@@ -234,64 +228,103 @@ pub async fn run_registrar(
         next: Arc::default(),
     };
     let (server_stop, server_stopped) = futures::channel::oneshot::channel::<()>();
-    let mut server_stop = Some(server_stop);
-    let mut server_stopped = Some(server_stopped);
-    let clock = crate::Clock::start();
-    let now = || clock.now();
-    let mut stop = std::pin::pin!(stop.fuse());
-    let mut input = Some(RegistrarInput::Start);
-    loop {
-        let mut exit = None;
-        let deadline = {
-            let mut carry = |_: &Registrar, _, e, done: &mut VecDeque<RegistrarInput>| match e {
-                RegistrarEffect::GetPluginInfo { op } => {
-                    let (tx, call) = (
-                        tx.clone(),
-                        rt.plugin_info(&setup.csi_socket.display().to_string()),
-                    );
-                    rt.spawn(Box::pin(async move {
-                        let _ = tx.send(RegistrarInput::PluginInfo {
-                            op,
-                            result: call.await,
-                        });
-                    }));
-                }
-                RegistrarEffect::Listen { op, socket } => {
-                    let stopped = server_stopped.take().map(|s| s.map(|_| ()).boxed());
-                    let result = listen(&*rt, &setup, &socket, service.clone(), stopped);
-                    done.push_back(RegistrarInput::Listening { op, result });
-                }
-                RegistrarEffect::Info { rpc, info } => service.answer(rpc, Some(info)),
-                RegistrarEffect::Ack { rpc } => service.answer(rpc, None),
-                RegistrarEffect::RemoveSocket { socket } => {
-                    drop(server_stop.take());
-                    let _ = std::fs::remove_file(&socket);
-                    if let (Some(_), Some(name)) =
-                        (&setup.via_symlink, Path::new(&socket).file_name())
-                    {
-                        let _ = std::fs::remove_file(setup.registry.join(name));
-                    }
-                }
-                RegistrarEffect::Exit { code, reason } => {
-                    exit = Some(RegistrarExit { code, reason })
-                }
-            };
-            match input.take() {
-                Some(i) => machine::feed(&mut r, now(), i, &mut carry),
-                None => machine::drain(&mut r, now(), &mut carry),
+    let mut turn = RegistrarTurn {
+        rt: rt.clone(),
+        setup,
+        tx,
+        service,
+        server_stop: Some(server_stop),
+        server_stopped: Some(server_stopped),
+        exit: None,
+    };
+    // A stop comes first, whatever else is waiting.
+    let stopping = stop.into_stream().map(|()| RegistrarInput::Terminate);
+    let received =
+        futures::stream::unfold(
+            rx,
+            |rx| async move { rx.recv().await.map(|input| (input, rx)) },
+        );
+    let inputs = futures::stream::select_with_strategy(
+        Box::pin(stopping),
+        Box::pin(received),
+        |_: &mut ()| futures::stream::PollNext::Left,
+    );
+    let runtime: &dyn Runtime = &*rt;
+    crate::drive::drive(
+        &mut registrar,
+        runtime,
+        crate::Clock::start(),
+        Some(RegistrarInput::Start),
+        inputs,
+        &mut turn,
+    )
+    .await;
+    turn.exit.unwrap_or(RegistrarExit {
+        code: 0,
+        reason: "stopped".into(),
+    })
+}
+
+/// What the registrar's loop carries out, and when it ends.
+struct RegistrarTurn {
+    rt: Arc<dyn RegistrationRuntime>,
+    setup: RegistrarSetup,
+    tx: mailbox::Sender<RegistrarInput>,
+    service: RegistrationService,
+    server_stop: Option<futures::channel::oneshot::Sender<()>>,
+    server_stopped: Option<futures::channel::oneshot::Receiver<()>>,
+    exit: Option<RegistrarExit>,
+}
+
+impl machine::Carry<Registrar> for RegistrarTurn {
+    fn carry(
+        &mut self,
+        _: &Registrar,
+        _: volplane_core::Tick,
+        effect: RegistrarEffect,
+        done: &mut VecDeque<RegistrarInput>,
+    ) {
+        match effect {
+            RegistrarEffect::GetPluginInfo { op } => {
+                let socket = self.setup.csi_socket.display().to_string();
+                let (tx, call) = (self.tx.clone(), self.rt.plugin_info(&socket));
+                self.rt.spawn(Box::pin(async move {
+                    let _ = tx.send(RegistrarInput::PluginInfo {
+                        op,
+                        result: call.await,
+                    });
+                }));
             }
-        };
-        if let Some(exit) = exit {
-            return exit;
+            RegistrarEffect::Listen { op, socket } => {
+                let stopped = self.server_stopped.take().map(|s| s.map(|_| ()).boxed());
+                let service = self.service.clone();
+                let result = listen(&*self.rt, &self.setup, &socket, service, stopped);
+                done.push_back(RegistrarInput::Listening { op, result });
+            }
+            RegistrarEffect::Info { rpc, info } => self.service.answer(rpc, Some(info)),
+            RegistrarEffect::Ack { rpc } => self.service.answer(rpc, None),
+            RegistrarEffect::RemoveSocket { socket } => {
+                drop(self.server_stop.take());
+                let _ = std::fs::remove_file(&socket);
+                if let (Some(_), Some(name)) =
+                    (&self.setup.via_symlink, Path::new(&socket).file_name())
+                {
+                    let _ = std::fs::remove_file(self.setup.registry.join(name));
+                }
+            }
+            RegistrarEffect::Exit { code, reason } => {
+                self.exit = Some(RegistrarExit { code, reason })
+            }
         }
-        let sleep = deadline.map_or(Duration::from_secs(3600), |t| {
-            Duration::from_millis(t.saturating_sub(now()))
-        });
-        let mut timer = rt.sleep(sleep).fuse();
-        futures::select_biased! {
-            _ = stop => input = Some(RegistrarInput::Terminate),
-            received = rx.recv().fuse() => input = received,
-            _ = timer => {}
+    }
+}
+
+impl Turn<Registrar> for RegistrarTurn {
+    fn after(&mut self, _: &Registrar) -> std::ops::ControlFlow<()> {
+        if self.exit.is_some() {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
         }
     }
 }

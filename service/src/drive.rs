@@ -1,0 +1,99 @@
+//! The one async driver of a machine, runtime-neutral: feed the machine
+//! its next input (or let it drain), carry out every effect it asks for,
+//! then wait for the next input or its deadline, whichever comes first.
+//! The Kubernetes controller roles and the registrar run on it, on tokio or
+//! smol alike: a runtime supplies only a timer and a way to run a task
+//! ([`Runtime`]).
+
+use std::future::Future;
+use std::ops::ControlFlow;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::{FutureExt, Stream, StreamExt};
+use volplane_core::Tick;
+use volplane_core::machine::{self, Carry, Machine};
+
+use crate::Clock;
+
+/// A future a runtime runs.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What the runtime-neutral loops need from a runtime.
+pub trait Runtime: Send + Sync + 'static {
+    /// Completes after `delay`.
+    fn sleep(&self, delay: Duration) -> BoxFuture<()>;
+    /// Runs `task` on its own.
+    fn spawn(&self, task: BoxFuture<()>);
+}
+
+/// Runs `future` unless `limit` passes first (then `None`), on `rt`'s timer.
+pub async fn within<T>(
+    rt: &dyn Runtime,
+    limit: Duration,
+    future: impl Future<Output = T>,
+) -> Option<T> {
+    let mut timer = rt.sleep(limit).fuse();
+    let mut future = std::pin::pin!(future.fuse());
+    futures::select_biased! {
+        out = future => Some(out),
+        _ = timer => None,
+    }
+}
+
+/// What a driven machine's adapter does around each turn, beside carrying
+/// its effects.
+pub trait Turn<M: Machine + ?Sized>: Carry<M> {
+    /// Before a turn at `now`: the input about to be fed (`None`: the
+    /// machine only drains, its deadline perhaps due).
+    fn before(&mut self, _machine: &M, _now: Tick, _input: Option<&M::Input>) {}
+    /// After a turn: `Break` ends the loop.
+    fn after(&mut self, _machine: &M) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+}
+
+/// The longest wait when the machine holds no deadline.
+const IDLE: Duration = Duration::from_secs(3600);
+
+/// Drives `machine` from `first` (if any) and then `inputs`, until the
+/// inputs end or `turn` says stop: each input is fed and the machine
+/// drained, every effect handed to `turn` in order; between inputs the
+/// loop sleeps until the machine's deadline.
+pub async fn drive<M, I, T>(
+    machine: &mut M,
+    rt: &dyn Runtime,
+    clock: Clock,
+    first: Option<M::Input>,
+    mut inputs: I,
+    turn: &mut T,
+) where
+    M: Machine + ?Sized,
+    I: Stream<Item = M::Input> + Unpin,
+    T: Turn<M>,
+{
+    let mut next = first;
+    loop {
+        let now = clock.now();
+        turn.before(machine, now, next.as_ref());
+        let deadline = match next.take() {
+            Some(input) => machine::feed(machine, now, input, turn),
+            None => machine::drain(machine, now, turn),
+        };
+        if turn.after(machine).is_break() {
+            return;
+        }
+        let wait = deadline.map_or(IDLE, |t| {
+            Duration::from_millis(t.saturating_sub(clock.now()))
+        });
+        let mut timer = rt.sleep(wait).fuse();
+        let mut input = inputs.next().fuse();
+        futures::select_biased! {
+            input = input => match input {
+                Some(input) => next = Some(input),
+                None => return,
+            },
+            _ = timer => {}
+        }
+    }
+}
