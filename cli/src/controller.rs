@@ -234,10 +234,12 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             metrics,
         };
         let elector = clients("leader-election");
-        let controller = volplane_kube::controller::run(clients, csi, config, stop);
+        let rt: std::sync::Arc<dyn volplane_service::drive::Runtime> =
+            std::sync::Arc::new(volplane_tokio::Tokio);
+        let controller = volplane_kube::controller::run(rt.clone(), clients, csi, config, stop);
         let result = match election {
             None => controller.await,
-            Some(lease) => lead(elector, lease, controller)
+            Some(lease) => lead(rt, elector, lease, controller)
                 .await
                 .map_err(|e| e.to_string())?,
         };

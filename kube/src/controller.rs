@@ -14,15 +14,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
+use futures::StreamExt;
+use futures::channel::mpsc;
 use kube::Client;
-use tokio::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use volplane_core::attach::{Attach, AttachConfig};
 use volplane_core::binder::Binder;
 use volplane_core::control::csi_map::DriverModes;
 use volplane_core::control::repeats;
 use volplane_core::control::{ApiResult, ControlMachine, Effect, HotLoopGuard, Input};
 use volplane_core::driver::{ControllerCapability as Cap, PluginCapability, Request, Response};
-use volplane_core::machine;
 use volplane_core::model::Kind;
 use volplane_core::protection::{Guarded, Protection};
 use volplane_core::provision::{Provisioner, ProvisionerConfig};
@@ -30,6 +31,7 @@ use volplane_core::resize::{ResizeConfig, Resizer};
 use volplane_core::snapshot::{SnapshotController, Snapshotter};
 use volplane_core::{Code, Status, Tick};
 use volplane_proto::client::{CsiClient, Transport};
+use volplane_service::drive::{self as driver, Runtime, Turn};
 use volplane_service::metrics::Metrics;
 
 use crate::api::{ApiCaller, Seen};
@@ -287,6 +289,7 @@ pub const WARN_AFTER_FAILURES: u32 = 5;
 
 /// What a machine's loop shares with the tasks carrying out its effects.
 struct Context<T> {
+    rt: Arc<dyn Runtime>,
     api: ApiCaller,
     events: Events,
     csi: CsiClient<T>,
@@ -307,10 +310,6 @@ pub fn warn_at(n: u32) -> bool {
 }
 
 impl<T: Transport> Context<T> {
-    fn now(&self) -> Tick {
-        self.clock.now()
-    }
-
     /// Counts a call's outcome: a success forgets its failures; a failure
     /// counts as a retry, and a run of them is logged now and then.
     fn outcome(&self, role: &'static str, what: &str, error: Option<String>) {
@@ -334,14 +333,9 @@ impl<T: Transport> Context<T> {
 
     /// Carries out one effect on a task of its own; its completion comes
     /// back through `done`.
-    fn carry(
-        self: &Arc<Self>,
-        role: &'static str,
-        effect: Effect,
-        done: &mpsc::UnboundedSender<Input>,
-    ) {
+    fn carry(self: &Arc<Self>, role: &'static str, effect: Effect, done: &Inbox) {
         let (ctx, done) = (self.clone(), done.clone());
-        tokio::spawn(async move {
+        self.rt.spawn(Box::pin(async move {
             let input = match effect {
                 Effect::Api { op, call } => {
                     let what = format!("{} {}", call.verb(), call.key());
@@ -364,9 +358,9 @@ impl<T: Transport> Context<T> {
                     });
                     let mut csi = ctx.csi.clone();
                     let started = Instant::now();
-                    let result = tokio::time::timeout(ctx.timeout, csi.call(&call))
+                    let result = driver::within(&*ctx.rt, ctx.timeout, csi.call(&call))
                         .await
-                        .unwrap_or_else(|_| {
+                        .unwrap_or_else(|| {
                             Err(Status::new(
                                 Code::DeadlineExceeded,
                                 format!("{} got no answer within {:?}", call.method(), ctx.timeout),
@@ -403,64 +397,107 @@ impl<T: Transport> Context<T> {
                     return;
                 }
             };
-            let _ = done.send(input);
-        });
+            done.send(input);
+        }));
     }
 }
 
-/// Runs one machine on the core's one loop until its inputs end.
+/// A role's inputs, counted (the queue depth the metrics show).
+#[derive(Clone)]
+struct Inbox {
+    tx: mpsc::UnboundedSender<Input>,
+    depth: Arc<AtomicUsize>,
+}
+
+impl Inbox {
+    fn new() -> (Inbox, mpsc::UnboundedReceiver<Input>) {
+        let (tx, rx) = mpsc::unbounded();
+        let depth = Arc::default();
+        (Inbox { tx, depth }, rx)
+    }
+
+    fn send(&self, input: Input) {
+        if self.tx.unbounded_send(input).is_ok() {
+            self.depth.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a role's loop does around its machine: carries each effect out
+/// on a task of its own and keeps the hot-loop guard.
+struct RoleTurn<T> {
+    name: &'static str,
+    ctx: Arc<Context<T>>,
+    done: Inbox,
+    // A hot loop would be a bug of the machine's: said loudly, once per
+    // stretch without news.
+    guard: HotLoopGuard,
+}
+
+impl<T: Transport> volplane_core::machine::Carry<DynMachine> for RoleTurn<T> {
+    fn carry(&mut self, _: &DynMachine, _: Tick, effect: Effect, _: &mut VecDeque<Input>) {
+        if let Err(e) = self.guard.effect(&effect) {
+            tracing::error!(role = self.name, "bug: {e}");
+        }
+        self.ctx.carry(self.name, effect, &self.done)
+    }
+}
+
+impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
+    fn before(&mut self, machine: &DynMachine, now: Tick, input: Option<&Input>) {
+        if machine.poll_timeout().is_some_and(|t| t <= now) {
+            self.guard.news();
+        }
+        if let Some(i) = input {
+            self.guard.input(i);
+        }
+    }
+
+    fn after(&mut self, machine: &DynMachine) -> std::ops::ControlFlow<()> {
+        let depth = self.done.depth.load(Ordering::Relaxed);
+        self.ctx.metrics.queue_depth(self.name, depth);
+        if let Err(e) = machine.check_invariants() {
+            tracing::error!(role = self.name, "invariant broken: {e}");
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+/// Runs one machine on the one driver until its inputs end.
 async fn drive<T: Transport>(
     mut role: Role,
     ctx: Arc<Context<T>>,
-    mut inputs: mpsc::UnboundedReceiver<Input>,
-    done: mpsc::UnboundedSender<Input>,
+    inputs: mpsc::UnboundedReceiver<Input>,
+    done: Inbox,
 ) {
-    let name = role.name;
-    let mut next = Some(Input::Restarted);
-    // A hot loop would be a bug of the machine's: said loudly, once per
-    // stretch without news.
-    let mut guard = HotLoopGuard::default();
-    loop {
-        let now = ctx.now();
-        if role.machine.poll_timeout().is_some_and(|t| t <= now) {
-            guard.news();
-        }
-        let input = next.take();
-        if let Some(i) = &input {
-            guard.input(i);
-        }
-        let mut carry = |_: &DynMachine, _, effect: Effect, _: &mut VecDeque<Input>| {
-            if let Err(e) = guard.effect(&effect) {
-                tracing::error!(role = name, "bug: {e}");
-            }
-            ctx.carry(name, effect, &done)
-        };
-        let m: &mut DynMachine = &mut *role.machine;
-        let deadline = match input {
-            Some(input) => machine::feed(m, now, input, &mut carry),
-            None => machine::drain(m, now, &mut carry),
-        };
-        ctx.metrics.queue_depth(name, inputs.len());
-        if let Err(e) = role.machine.check_invariants() {
-            tracing::error!(role = name, "invariant broken: {e}");
-        }
-        let sleep = deadline.map_or(Duration::from_secs(3600), |t| {
-            Duration::from_millis(t.saturating_sub(ctx.now()))
-        });
-        tokio::select! {
-            input = inputs.recv() => match input {
-                Some(i) => next = Some(i),
-                None => return,
-            },
-            _ = tokio::time::sleep(sleep) => {}
-        }
-    }
+    let depth = done.depth.clone();
+    let inputs = inputs.inspect(move |_| {
+        depth.fetch_sub(1, Ordering::Relaxed);
+    });
+    let (rt, clock) = (ctx.rt.clone(), ctx.clock);
+    let mut turn = RoleTurn {
+        name: role.name,
+        ctx,
+        done,
+        guard: HotLoopGuard::default(),
+    };
+    let machine: &mut DynMachine = &mut *role.machine;
+    driver::drive(
+        machine,
+        &*rt,
+        clock,
+        Some(Input::Restarted),
+        inputs,
+        &mut turn,
+    )
+    .await;
 }
 
 /// Runs the roles until `stop` completes. `clients` gives the API client
 /// of each role (by its name; `informers` for the shared watches), so each
 /// role's requests carry its own User-Agent ([`crate::client`]).
 pub async fn run<T: Transport>(
+    rt: Arc<dyn Runtime>,
     clients: impl Fn(&str) -> Client,
     mut csi: CsiClient<T>,
     config: ControllerConfig,
@@ -483,6 +520,7 @@ pub async fn run<T: Transport>(
     let context = |role: &str| {
         let client = clients(role);
         Arc::new(Context {
+            rt: rt.clone(),
             api: ApiCaller::new(client.clone(), seen.clone()),
             events: Events::new(
                 client,
@@ -499,44 +537,55 @@ pub async fn run<T: Transport>(
         })
     };
     let kinds: BTreeSet<Kind> = roles.iter().flat_map(|r| r.kinds.iter().copied()).collect();
-    let mut mailboxes: Vec<(BTreeSet<Kind>, mpsc::UnboundedSender<Input>)> = Vec::new();
+    let mut mailboxes: Vec<(BTreeSet<Kind>, Inbox)> = Vec::new();
+    // Every task is aborted when the controller stops.
     let mut tasks = Vec::new();
+    let mut spawn = |task: driver::BoxFuture<()>| {
+        let (task, handle) = futures::future::abortable(task);
+        rt.spawn(Box::pin(task.map(|_| ())));
+        tasks.push(handle);
+    };
     for role in roles {
         tracing::info!(role = role.name, driver = facts.name, "starting");
-        let (tx, rx) = mpsc::unbounded_channel();
-        mailboxes.push((role.kinds.clone(), tx.clone()));
+        let (inbox, rx) = Inbox::new();
+        mailboxes.push((role.kinds.clone(), inbox.clone()));
         let ctx = context(role.name);
-        tasks.push(tokio::spawn(drive(role, ctx, rx, tx)));
+        spawn(Box::pin(drive(role, ctx, rx, inbox)));
     }
     let client = clients("informers");
-    let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<Feed>();
+    let (feed_tx, mut feed_rx) = mpsc::unbounded::<Feed>();
     for kind in &kinds {
         let tx = feed_tx.clone();
-        tasks.push(tokio::spawn(inform(
+        spawn(Box::pin(inform(
             client.clone(),
             *kind,
             String::new(),
             move |f| {
-                let _ = tx.send(f);
+                let _ = tx.unbounded_send(f);
             },
         )));
     }
     let mut unlisted = kinds.clone();
-    let mut resync = tokio::time::interval(config.resync);
-    resync.tick().await;
+    let period = config.resync;
+    let mut resync = futures::stream::unfold(rt.clone(), move |rt| async move {
+        rt.sleep(period).await;
+        Some(((), rt))
+    })
+    .boxed()
+    .fuse();
     let mut stop = std::pin::pin!(stop.fuse());
     let tell = |kind: Option<Kind>, input: &Input| {
-        for (watches, tx) in &mailboxes {
+        for (watches, inbox) in &mailboxes {
             if kind.is_none_or(|k| watches.contains(&k)) {
-                let _ = tx.send(input.clone());
+                inbox.send(input.clone());
             }
         }
     };
     loop {
-        tokio::select! {
-            _ = &mut stop => break,
-            _ = resync.tick() => if unlisted.is_empty() { tell(None, &Input::Resync) },
-            feed = feed_rx.recv() => match feed {
+        futures::select! {
+            _ = stop => break,
+            _ = resync.next() => if unlisted.is_empty() { tell(None, &Input::Resync) },
+            feed = feed_rx.next() => match feed {
                 Some(Feed::Watch(w)) => {
                     let (o, gone) = match &w {
                         volplane_core::control::Watch::Applied(o) => (o, false),

@@ -11,13 +11,16 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use std::sync::Arc;
 use volplane_core::lease::{Candidate, LeaseEffect, LeaseInput, LeaseRecord, LeaseTimings};
 use volplane_core::machine::Machine;
+use volplane_service::drive::Runtime;
 
 use crate::api::FIELD_MANAGER;
 
@@ -191,6 +194,7 @@ type Answer = std::pin::Pin<Box<dyn Future<Output = LeaseInput> + Send>>;
 /// (then [`ElectionError::Lost`]). When `work` finishes, the Lease is
 /// released.
 pub async fn lead<F: Future>(
+    rt: Arc<dyn Runtime>,
     client: Client,
     config: LeaseConfig,
     work: F,
@@ -250,8 +254,21 @@ pub async fn lead<F: Future>(
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            out = &mut work, if leading && candidate.acting_at(clock.now()) => {
+        let acting = leading && candidate.acting_at(clock.now());
+        let working = async {
+            if acting {
+                (&mut work).await
+            } else {
+                std::future::pending().await
+            }
+        };
+        let mut timer = rt.sleep(wait).fuse();
+        let (mut working, mut answered) = (
+            std::pin::pin!(working.fuse()),
+            std::pin::pin!(answered.fuse()),
+        );
+        futures::select_biased! {
+            out = working => {
                 lease_api.release(&config.identity).await;
                 return Ok(out);
             }
@@ -259,7 +276,7 @@ pub async fn lead<F: Future>(
                 answer = None;
                 candidate.handle(clock.now(), input);
             }
-            _ = tokio::time::sleep(wait) => {}
+            _ = timer => {}
         }
     }
 }

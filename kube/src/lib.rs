@@ -6,8 +6,9 @@
 //! roles (provisioner, attacher, resizer; binder and protection behind
 //! flags) on the core's one loop.
 //!
-//! kube's client is tokio-bound: run this on tokio (from smol, through
-//! async-compat, which starts a hidden tokio runtime thread).
+//! It runs on any runtime that supplies `volplane_service::drive::Runtime`:
+//! kube's client is tokio-bound, so on smol its tasks run inside
+//! async-compat's tokio context ([`runtime`]).
 //!
 //! The library does not choose a Kubernetes version: the binary turns on
 //! one of k8s-openapi's version features (`volplane` chooses `latest`).
@@ -23,4 +24,5 @@ pub mod events;
 #[cfg(feature = "fake-api")]
 pub mod fake;
 pub mod resources;
+pub mod runtime;
 pub mod watch;

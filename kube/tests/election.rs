@@ -1,14 +1,20 @@
-//! Leader election against a played API server: one leader at a time; a
-//! leader cut off from the API server stops acting before another takes
-//! over; a leader that finishes hands the Lease over at once.
+//! Leader election against a played API server, on tokio and on smol: one
+//! leader at a time; a leader cut off from the API server stops acting
+//! before another takes over; a leader that finishes hands the Lease over
+//! at once.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
+use futures::channel::oneshot;
 use volplane_core::lease::LeaseTimings;
 use volplane_kube::election::{ElectionError, LeaseConfig, lead, lease_name};
 use volplane_kube::fake::FakeApi;
+use volplane_kube::runtime::{TokioContext, with_tokio};
+use volplane_service::drive::Runtime;
 
 fn config(identity: &str) -> LeaseConfig {
     LeaseConfig {
@@ -37,7 +43,7 @@ impl Drop for Turn {
 
 impl Acting {
     /// Work that acts until dropped.
-    async fn act(self, started: tokio::sync::oneshot::Sender<Instant>) {
+    async fn act(self, started: oneshot::Sender<Instant>) {
         let before = self.0.fetch_add(1, Ordering::SeqCst);
         assert_eq!(before, 0, "two replicas acting at once");
         let _turn = Turn(self.0.clone());
@@ -46,29 +52,62 @@ impl Acting {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cut_off_leader_stops_acting_before_another_takes_over() {
+/// Runs `task` on `rt`; its output comes back on the receiver, and
+/// dropping the handle stops it.
+fn spawn<T: Send + 'static>(
+    rt: &Arc<dyn Runtime>,
+    task: impl Future<Output = T> + Send + 'static,
+) -> (oneshot::Receiver<T>, futures::future::AbortHandle) {
+    let (tx, rx) = oneshot::channel();
+    let (task, abort) = futures::future::abortable(task);
+    rt.spawn(Box::pin(task.map(move |out| {
+        if let Ok(out) = out {
+            let _ = tx.send(out);
+        }
+    })));
+    (rx, abort)
+}
+
+/// `future` unless `limit` passes first.
+async fn within<T>(rt: &Arc<dyn Runtime>, limit: Duration, future: impl Future<Output = T>) -> T {
+    volplane_service::drive::within(&**rt, limit, future)
+        .await
+        .expect("within the time limit")
+}
+
+async fn cut_off_leader(rt: Arc<dyn Runtime>) {
     assert_eq!(
         lease_name("csi.Example.com/x"),
         "volplane-csi.example.com-x"
     );
     let api = FakeApi::default();
     let acting = Acting::default();
-    let (a_started, a_acting) = tokio::sync::oneshot::channel();
-    let a = tokio::spawn(lead(
-        api.client_named("a"),
-        config("a"),
-        acting.clone().act(a_started),
-    ));
+    let (a_started, a_acting) = oneshot::channel();
+    let (a, _a) = spawn(
+        &rt,
+        lead(
+            rt.clone(),
+            api.client_named("a"),
+            config("a"),
+            acting.clone().act(a_started),
+        ),
+    );
     a_acting.await.expect("a leads");
-    let (b_started, mut b_acting) = tokio::sync::oneshot::channel();
-    let b = tokio::spawn(lead(
-        api.client_named("b"),
-        config("b"),
-        acting.clone().act(b_started),
-    ));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(b_acting.try_recv().is_err(), "b waits while a renews");
+    let (b_started, mut b_acting) = oneshot::channel();
+    let (_b, b) = spawn(
+        &rt,
+        lead(
+            rt.clone(),
+            api.client_named("b"),
+            config("b"),
+            acting.clone().act(b_started),
+        ),
+    );
+    rt.sleep(Duration::from_secs(3)).await;
+    assert!(
+        matches!(b_acting.try_recv(), Ok(None)),
+        "b waits while a renews"
+    );
     let lease = api
         .get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/volplane-csi.example.com")
         .unwrap();
@@ -80,10 +119,7 @@ async fn a_cut_off_leader_stops_acting_before_another_takes_over() {
     let lost = a.await.unwrap();
     let a_stopped = Instant::now();
     assert!(matches!(lost, Err(ElectionError::Lost(_))), "{lost:?}");
-    let b_start = tokio::time::timeout(Duration::from_secs(5), b_acting)
-        .await
-        .unwrap()
-        .unwrap();
+    let b_start = within(&rt, Duration::from_secs(5), b_acting).await.unwrap();
     assert!(
         b_start > a_stopped,
         "b took over only after a stopped acting"
@@ -91,10 +127,9 @@ async fn a_cut_off_leader_stops_acting_before_another_takes_over() {
     b.abort();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_that_finishes_hands_the_lease_over_at_once() {
+async fn finished_leader(rt: Arc<dyn Runtime>) {
     let api = FakeApi::default();
-    let done = lead(api.client_named("a"), config("a"), async { 7 })
+    let done = lead(rt.clone(), api.client_named("a"), config("a"), async { 7 })
         .await
         .unwrap();
     assert_eq!(done, 7);
@@ -105,16 +140,48 @@ async fn a_leader_that_finishes_hands_the_lease_over_at_once() {
         "",
         "a released the lease: nobody has to wait out its duration"
     );
-    let (b_started, b_acting) = tokio::sync::oneshot::channel();
-    let b = tokio::spawn(lead(
-        api.client_named("b"),
-        config("b"),
-        Acting::default().act(b_started),
-    ));
-    tokio::time::timeout(Duration::from_secs(5), b_acting)
-        .await
-        .unwrap()
-        .unwrap();
+    let (b_started, b_acting) = oneshot::channel();
+    let (_b, b) = spawn(
+        &rt,
+        lead(
+            rt.clone(),
+            api.client_named("b"),
+            config("b"),
+            Acting::default().act(b_started),
+        ),
+    );
+    within(&rt, Duration::from_secs(5), b_acting).await.unwrap();
     assert_eq!(api.get(lease).unwrap()["spec"]["holderIdentity"], "b");
     b.abort();
+}
+
+fn tokio_rt() -> Arc<dyn Runtime> {
+    Arc::new(volplane_tokio::Tokio)
+}
+
+/// smol's executor, with kube-rs's futures inside a tokio context.
+fn on_smol<F: Future<Output = ()>>(case: impl FnOnce(Arc<dyn Runtime>) -> F) {
+    let executor = volplane_smol::Runtime::new(2).expect("smol's threads start");
+    let rt: Arc<dyn Runtime> = Arc::new(TokioContext(Arc::new(executor)));
+    smol::block_on(with_tokio(case(rt)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_leader_stops_acting_before_another_takes_over_on_tokio() {
+    cut_off_leader(tokio_rt()).await;
+}
+
+#[test]
+fn a_cut_off_leader_stops_acting_before_another_takes_over_on_smol() {
+    on_smol(cut_off_leader);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_finishes_hands_the_lease_over_at_once_on_tokio() {
+    finished_leader(tokio_rt()).await;
+}
+
+#[test]
+fn a_leader_that_finishes_hands_the_lease_over_at_once_on_smol() {
+    on_smol(finished_leader);
 }

@@ -188,7 +188,8 @@ fn origin() -> http::Uri {
     http::Uri::from_static("http://localhost")
 }
 
-impl volplane_service::drive::Runtime for SmolRegistrar {
+/// The timer and tasks of the runtime-neutral loops, on this executor.
+impl volplane_service::drive::Runtime for Runtime {
     fn sleep(&self, delay: std::time::Duration) -> volplane_service::drive::BoxFuture<()> {
         Box::pin(async move {
             smol::Timer::after(delay).await;
@@ -196,7 +197,17 @@ impl volplane_service::drive::Runtime for SmolRegistrar {
     }
 
     fn spawn(&self, task: volplane_service::drive::BoxFuture<()>) {
-        self.0.spawn(task).detach();
+        self.ex.spawn(task).detach();
+    }
+}
+
+impl volplane_service::drive::Runtime for SmolRegistrar {
+    fn sleep(&self, delay: std::time::Duration) -> volplane_service::drive::BoxFuture<()> {
+        self.0.sleep(delay)
+    }
+
+    fn spawn(&self, task: volplane_service::drive::BoxFuture<()>) {
+        volplane_service::drive::Runtime::spawn(&self.0, task)
     }
 }
 

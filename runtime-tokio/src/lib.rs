@@ -143,13 +143,28 @@ where
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioRegistrar;
 
-impl volplane_service::drive::Runtime for TokioRegistrar {
+/// The timer and tasks of the runtime-neutral loops (the Kubernetes
+/// controller roles, the registrar), on tokio.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tokio;
+
+impl volplane_service::drive::Runtime for Tokio {
     fn sleep(&self, delay: std::time::Duration) -> volplane_service::drive::BoxFuture<()> {
         Box::pin(tokio::time::sleep(delay))
     }
 
     fn spawn(&self, task: volplane_service::drive::BoxFuture<()>) {
         tokio::spawn(task);
+    }
+}
+
+impl volplane_service::drive::Runtime for TokioRegistrar {
+    fn sleep(&self, delay: std::time::Duration) -> volplane_service::drive::BoxFuture<()> {
+        Tokio.sleep(delay)
+    }
+
+    fn spawn(&self, task: volplane_service::drive::BoxFuture<()>) {
+        Tokio.spawn(task)
     }
 }
 

@@ -77,6 +77,56 @@ fn bound_pv(api: &FakeApi) -> Option<(String, Value)> {
     Some((name, pv))
 }
 
+/// The roles on smol (kube-rs's futures inside async-compat's tokio
+/// context): a claim provisioned and Bound through the API, then deleted
+/// with its volume.
+#[test]
+fn a_claim_is_provisioned_and_deleted_with_the_roles_on_smol() {
+    use std::sync::Arc;
+    use volplane_kube::runtime::{TokioContext, with_tokio};
+    require_root!();
+    let d = Driver::start(Runtime::Smol);
+    let api = FakeApi::default();
+    seed(&api);
+    let executor = volplane_smol::Runtime::new(2).expect("smol's threads start");
+    let rt: Arc<dyn volplane_service::drive::Runtime> = Arc::new(TokioContext(Arc::new(executor)));
+    smol::block_on(with_tokio(async {
+        let ch = volplane_smol::connect(&d.endpoint).await.unwrap();
+        let csi = CsiClient::new(ch, Some(http::Uri::from_static("http://localhost")));
+        let config = ControllerConfig {
+            roles: Roles {
+                binder: true,
+                ..Roles::default()
+            },
+            ..ControllerConfig::default()
+        };
+        let (stop, stopped) = futures::channel::oneshot::channel::<()>();
+        let (done, ended) = futures::channel::oneshot::channel();
+        let client = api.client();
+        let run = controller::run(
+            rt.clone(),
+            move |_: &str| client.clone(),
+            csi,
+            config,
+            async move {
+                let _ = stopped.await;
+            },
+        );
+        rt.spawn(Box::pin(async move {
+            let _ = done.send(run.await.map_err(|e| e.to_string()));
+        }));
+        let (pv_name, _) = eventually("the claim Bound to a provisioned PV", &api, bound_pv).await;
+        api.delete_as_user(CLAIM).expect("the claim exists");
+        let pv_path = format!("/api/v1/persistentvolumes/{pv_name}");
+        eventually("the PV deleted", &api, |a| {
+            a.get(&pv_path).is_none().then_some(())
+        })
+        .await;
+        let _ = stop.send(());
+        ended.await.unwrap().unwrap();
+    }));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
     require_root!();
@@ -95,6 +145,7 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let client = api.client();
     let run = tokio::spawn(controller::run(
+        std::sync::Arc::new(volplane_tokio::Tokio),
         move |_: &str| client.clone(),
         CsiClient::new(ch, None),
         config,
