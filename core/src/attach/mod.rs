@@ -505,7 +505,7 @@ pub fn multi_attach_allowed(pv: &PersistentVolume) -> bool {
 }
 
 /// Attach/detach reconciles one volume or one node at a time (see
-/// [`keys`]); a failure backs off the VolumeAttachment, node or volume it
+/// [`AttachKey`]); a failure backs off the VolumeAttachment, node or volume it
 /// wrote.
 impl Controller for Attach {
     type Key = AttachKey;

@@ -15,7 +15,7 @@
 //! * One operation per volume at a time.
 //! * A call that timed out leaves its volume "uncertain": it is retried or
 //!   cleaned up, never forgotten (D2.3). After a restart,
-//!   [`Input::Reconstruct`] hands it what
+//!   [`Input::Reconstruct`](crate::control::Input::Reconstruct) hands it what
 //!   is mounted on the node, taken as uncertain.
 //! * Deliberately stricter than upstream: a final error on the *retry* of an
 //!   uncertain stage or publish keeps it uncertain (and the volume in use)
