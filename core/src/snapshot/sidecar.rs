@@ -23,6 +23,7 @@
 //! has none), and `status.error.time` is left unset (the core has no
 //! wall clock).
 
+mod content;
 mod group;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -447,114 +448,15 @@ impl Snapshotter {
         self.ask_again_unless(key(&c.metadata.name), s.ready_to_use);
         let mut next = c.clone();
         next.status = Some(status);
-        self.write_settling(
+        self.write_content(
             c,
             ApiCall::UpdateStatus(Object::Content(next)),
             Settles::Cut,
         );
     }
 
-    /// An error in the content's status (readyToUse false) with its event;
-    /// a final CreateSnapshot error also ends the being-created mark.
-    fn write_error(&mut self, c: &VolumeSnapshotContent, message: String, final_error: bool) {
-        let name = key(&c.metadata.name);
-        let creating = c
-            .metadata
-            .annotations
-            .contains_key(ANN_SNAPSHOT_BEING_CREATED);
-        if final_error && creating {
-            let mut next = c.clone();
-            next.metadata.annotations.remove(ANN_SNAPSHOT_BEING_CREATED);
-            return self.write(c, ApiCall::Update(Object::Content(next)));
-        }
-        let (reason, shown) = if c.spec.source.volume_handle.is_some() {
-            (
-                reason::SNAPSHOT_CREATION_FAILED,
-                format!("Failed to create snapshot: {message}"),
-            )
-        } else {
-            (
-                reason::SNAPSHOT_CONTENT_CHECK_FAILED,
-                format!("Failed to check and update snapshot content: {message}"),
-            )
-        };
-        let same = c
-            .status
-            .as_ref()
-            .and_then(|s| s.error.as_ref())
-            .and_then(|e| e.message.as_deref())
-            == Some(shown.as_str());
-        if same {
-            self.failed.remove(&name);
-            return;
-        }
-        let mut status = c.status.clone().unwrap_or_default();
-        status.ready_to_use = Some(false);
-        status.error = Some(VolumeSnapshotError {
-            time: None,
-            message: Some(shown.clone()),
-        });
-        let event = Event::warning(name, reason, shown);
-        let mut next = c.clone();
-        next.status = Some(status);
-        let call = ApiCall::UpdateStatus(Object::Content(next));
-        self.write_settling(c, call, Settles::Failed(event));
-    }
-
-    /// A content going: DeleteSnapshot (policy Delete), the status
-    /// cleared, the finalizer removed.
-    fn sync_deleted(&mut self, c: &VolumeSnapshotContent) {
-        let name = key(&c.metadata.name);
-        let handle = c.status.as_ref().and_then(|s| s.snapshot_handle.clone());
-        // A member of a group snapshot goes with its group
-        // (DeleteVolumeGroupSnapshot), not on its own.
-        let member = c
-            .status
-            .as_ref()
-            .is_some_and(|s| s.volume_group_snapshot_handle.is_some());
-        if c.spec.deletion_policy == DeletionPolicy::Delete
-            && !member
-            && let Some(handle) = handle
-        {
-            if self.deleted.contains(&name) {
-                let mut next = c.clone();
-                if let Some(s) = next.status.as_mut() {
-                    s.snapshot_handle = None;
-                    s.ready_to_use = None;
-                    s.creation_time = None;
-                    s.restore_size = None;
-                }
-                return self.write(c, ApiCall::UpdateStatus(Object::Content(next)));
-            }
-            if self.cx.waiting(&name) {
-                return;
-            }
-            self.cx.csi(
-                None,
-                Request::DeleteSnapshot(driver::DeleteSnapshot {
-                    snapshot_id: handle,
-                    secrets: driver::Secrets::default(),
-                }),
-                Call::Delete {
-                    content: name.clone(),
-                },
-            );
-            return;
-        }
-        if c.metadata.has_finalizer(FINALIZER_CONTENT_BOUND) {
-            let mut next = c.clone();
-            next.metadata.remove_finalizer(FINALIZER_CONTENT_BOUND);
-            return self.write(c, ApiCall::Update(Object::Content(next)));
-        }
-        self.deleted.remove(&name);
-    }
-
-    fn write(&mut self, c: &VolumeSnapshotContent, call: ApiCall) {
-        self.write_settling(c, call, Settles::Nothing);
-    }
-
-    fn write_settling(&mut self, c: &VolumeSnapshotContent, call: ApiCall, settles: Settles) {
-        self.write_object(key(&c.metadata.name), &c.metadata.uid, call, settles);
+    fn write<C: content::CutContent>(&mut self, c: &C, call: ApiCall) {
+        self.write_content(c, call, Settles::Nothing);
     }
 
     /// A write of the content at `content` (incarnation `uid`).

@@ -19,8 +19,7 @@
 
 use super::*;
 use crate::model::names::{
-    ANN_GROUP_BEING_CREATED, ANN_GROUP_BEING_DELETED, FINALIZER_GROUP_CONTENT_BOUND,
-    csi_group_snapshot_name,
+    ANN_GROUP_BEING_CREATED, ANN_GROUP_BEING_DELETED, csi_group_snapshot_name,
 };
 
 fn group_key(name: &str) -> ObjectKey {
@@ -29,7 +28,7 @@ fn group_key(name: &str) -> ObjectKey {
 
 /// The member snapshots a content names: those the driver reported, else
 /// the pre-provisioned handles.
-fn member_ids(c: &VolumeGroupSnapshotContent) -> Vec<String> {
+pub(super) fn member_ids(c: &VolumeGroupSnapshotContent) -> Vec<String> {
     let reported: Vec<String> = c
         .status
         .iter()
@@ -111,18 +110,18 @@ impl Snapshotter {
             return;
         }
         if should_delete(c) {
-            return self.sync_deleted_group(c);
+            return self.sync_deleted(c);
         }
         if let Some(Cut::Group(g)) = self.cut.get(key).cloned() {
             return self.write_group_status(c, &g);
         }
         if let Some((message, final_error)) = self.failed.get(key).cloned() {
-            return self.write_group_error(c, message, final_error);
+            return self.write_error(c, message, final_error);
         }
         if c.group_handle().is_some() && c.metadata.has_annotation(ANN_GROUP_BEING_CREATED) {
             let mut next = c.clone();
             next.metadata.annotations.remove(ANN_GROUP_BEING_CREATED);
-            return self.write_group(
+            return self.write_content(
                 c,
                 ApiCall::Update(Object::GroupContent(next)),
                 Settles::Nothing,
@@ -195,7 +194,7 @@ impl Snapshotter {
             next.metadata
                 .annotations
                 .insert(ANN_GROUP_BEING_CREATED.into(), "yes".into());
-            return self.write_group(
+            return self.write_content(
                 c,
                 ApiCall::Update(Object::GroupContent(next)),
                 Settles::Nothing,
@@ -248,107 +247,10 @@ impl Snapshotter {
         self.ask_again_unless(group_key(&c.metadata.name), g.ready_to_use);
         let mut next = c.clone();
         next.status = Some(status);
-        self.write_group(
+        self.write_content(
             c,
             ApiCall::UpdateStatus(Object::GroupContent(next)),
             Settles::Cut,
         );
-    }
-
-    /// An error in the status (readyToUse false) with its event; a final
-    /// CreateVolumeGroupSnapshot error also ends the being-created mark.
-    fn write_group_error(
-        &mut self,
-        c: &VolumeGroupSnapshotContent,
-        message: String,
-        final_error: bool,
-    ) {
-        let key = group_key(&c.metadata.name);
-        if final_error && c.metadata.has_annotation(ANN_GROUP_BEING_CREATED) {
-            let mut next = c.clone();
-            next.metadata.annotations.remove(ANN_GROUP_BEING_CREATED);
-            return self.write_group(
-                c,
-                ApiCall::Update(Object::GroupContent(next)),
-                Settles::Nothing,
-            );
-        }
-        let (reason, shown) = if c.group_handle().is_none() {
-            (
-                reason::GROUP_SNAPSHOT_CREATION_FAILED,
-                format!("Failed to create group snapshot: {message}"),
-            )
-        } else {
-            (
-                reason::GROUP_SNAPSHOT_CONTENT_CHECK_FAILED,
-                format!("Failed to check and update group snapshot content: {message}"),
-            )
-        };
-        let shown_now = c.status.as_ref().and_then(|s| s.error.as_ref());
-        if shown_now.and_then(|e| e.message.as_deref()) == Some(shown.as_str()) {
-            self.failed.remove(&key);
-            return;
-        }
-        let mut status = c.status.clone().unwrap_or_default();
-        status.ready_to_use = Some(false);
-        status.error = Some(VolumeSnapshotError {
-            time: None,
-            message: Some(shown.clone()),
-        });
-        let event = Event::warning(key, reason, shown);
-        let mut next = c.clone();
-        next.status = Some(status);
-        let call = ApiCall::UpdateStatus(Object::GroupContent(next));
-        self.write_group(c, call, Settles::Failed(event));
-    }
-
-    /// A group content going: DeleteVolumeGroupSnapshot (policy Delete),
-    /// the status cleared, the finalizer removed.
-    fn sync_deleted_group(&mut self, c: &VolumeGroupSnapshotContent) {
-        let key = group_key(&c.metadata.name);
-        let handle = c
-            .status
-            .as_ref()
-            .and_then(|s| s.volume_group_snapshot_handle.clone());
-        if c.spec.deletion_policy == DeletionPolicy::Delete
-            && let Some(handle) = handle
-        {
-            if self.deleted.contains(&key) {
-                let mut next = c.clone();
-                if let Some(s) = next.status.as_mut() {
-                    s.volume_group_snapshot_handle = None;
-                    s.ready_to_use = None;
-                    s.creation_time = None;
-                    s.volume_snapshot_info_list.clear();
-                }
-                let call = ApiCall::UpdateStatus(Object::GroupContent(next));
-                return self.write_group(c, call, Settles::Nothing);
-            }
-            if self.cx.waiting(&key) {
-                return;
-            }
-            let call = Request::DeleteGroupSnapshot(driver::DeleteGroupSnapshot {
-                group_snapshot_id: handle,
-                snapshot_ids: member_ids(c),
-                secrets: driver::Secrets::default(),
-            });
-            self.cx.csi(None, call, Call::Delete { content: key });
-            return;
-        }
-        if c.metadata.has_finalizer(FINALIZER_GROUP_CONTENT_BOUND) {
-            let mut next = c.clone();
-            next.metadata
-                .remove_finalizer(FINALIZER_GROUP_CONTENT_BOUND);
-            return self.write_group(
-                c,
-                ApiCall::Update(Object::GroupContent(next)),
-                Settles::Nothing,
-            );
-        }
-        self.deleted.remove(&key);
-    }
-
-    fn write_group(&mut self, c: &VolumeGroupSnapshotContent, call: ApiCall, settles: Settles) {
-        self.write_object(group_key(&c.metadata.name), &c.metadata.uid, call, settles);
     }
 }

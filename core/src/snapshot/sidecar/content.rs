@@ -1,0 +1,230 @@
+//! What the snapshotter does the same way to a VolumeSnapshotContent and a
+//! VolumeGroupSnapshotContent: an error written into the status with its
+//! event, and a content going (the storage deleted, the status cleared,
+//! the bound finalizer removed). [`Cut`] says where the two differ.
+
+use super::*;
+use crate::model::names::{ANN_GROUP_BEING_CREATED, FINALIZER_GROUP_CONTENT_BOUND, reason};
+
+/// A content the snapshotter cuts: the one snapshot or the group.
+pub(super) trait CutContent: Clone {
+    /// The annotation that marks a cut under way.
+    const BEING_CREATED: &'static str;
+    /// The finalizer that holds the content while it is bound.
+    const BOUND_FINALIZER: &'static str;
+    /// Its key.
+    fn key(&self) -> ObjectKey;
+    /// Its metadata.
+    fn meta(&self) -> &ObjectMeta;
+    /// Its metadata, to change.
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    /// As an API object.
+    fn object(self) -> Object;
+    /// The event reason and the status message for `message`: a failed
+    /// creation, or a failed check of what exists.
+    fn failure(&self, message: &str) -> (&'static str, String);
+    /// The error message the status shows now.
+    fn shown_error(&self) -> Option<&str>;
+    /// The status with readyToUse false and the error `shown`.
+    fn set_error(&mut self, shown: String);
+    /// The call that deletes its storage, when the policy is Delete and
+    /// there is something of its own to delete.
+    fn deletion(&self) -> Option<Request>;
+    /// The status after the storage went.
+    fn clear_cut(&mut self);
+}
+
+impl CutContent for VolumeSnapshotContent {
+    const BEING_CREATED: &'static str = ANN_SNAPSHOT_BEING_CREATED;
+    const BOUND_FINALIZER: &'static str = FINALIZER_CONTENT_BOUND;
+
+    fn key(&self) -> ObjectKey {
+        ObjectKey::new(Kind::VolumeSnapshotContent, "", &self.metadata.name)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    fn object(self) -> Object {
+        Object::Content(self)
+    }
+
+    fn failure(&self, message: &str) -> (&'static str, String) {
+        if self.spec.source.volume_handle.is_some() {
+            (
+                reason::SNAPSHOT_CREATION_FAILED,
+                format!("Failed to create snapshot: {message}"),
+            )
+        } else {
+            (
+                reason::SNAPSHOT_CONTENT_CHECK_FAILED,
+                format!("Failed to check and update snapshot content: {message}"),
+            )
+        }
+    }
+
+    fn shown_error(&self) -> Option<&str> {
+        let error = self.status.as_ref()?.error.as_ref()?;
+        error.message.as_deref()
+    }
+
+    fn set_error(&mut self, shown: String) {
+        let status = self.status.get_or_insert_with(Default::default);
+        status.ready_to_use = Some(false);
+        status.error = Some(VolumeSnapshotError {
+            time: None,
+            message: Some(shown),
+        });
+    }
+
+    /// A member of a group snapshot goes with its group
+    /// (DeleteVolumeGroupSnapshot), not on its own.
+    fn deletion(&self) -> Option<Request> {
+        let status = self.status.as_ref()?;
+        let handle = status.snapshot_handle.clone()?;
+        let member = status.volume_group_snapshot_handle.is_some();
+        (self.spec.deletion_policy == DeletionPolicy::Delete && !member).then(|| {
+            Request::DeleteSnapshot(driver::DeleteSnapshot {
+                snapshot_id: handle,
+                secrets: driver::Secrets::default(),
+            })
+        })
+    }
+
+    fn clear_cut(&mut self) {
+        if let Some(s) = self.status.as_mut() {
+            s.snapshot_handle = None;
+            s.ready_to_use = None;
+            s.creation_time = None;
+            s.restore_size = None;
+        }
+    }
+}
+
+impl CutContent for VolumeGroupSnapshotContent {
+    const BEING_CREATED: &'static str = ANN_GROUP_BEING_CREATED;
+    const BOUND_FINALIZER: &'static str = FINALIZER_GROUP_CONTENT_BOUND;
+
+    fn key(&self) -> ObjectKey {
+        ObjectKey::new(Kind::VolumeGroupSnapshotContent, "", &self.metadata.name)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    fn object(self) -> Object {
+        Object::GroupContent(self)
+    }
+
+    fn failure(&self, message: &str) -> (&'static str, String) {
+        if self.group_handle().is_none() {
+            (
+                reason::GROUP_SNAPSHOT_CREATION_FAILED,
+                format!("Failed to create group snapshot: {message}"),
+            )
+        } else {
+            (
+                reason::GROUP_SNAPSHOT_CONTENT_CHECK_FAILED,
+                format!("Failed to check and update group snapshot content: {message}"),
+            )
+        }
+    }
+
+    fn shown_error(&self) -> Option<&str> {
+        let error = self.status.as_ref()?.error.as_ref()?;
+        error.message.as_deref()
+    }
+
+    fn set_error(&mut self, shown: String) {
+        let status = self.status.get_or_insert_with(Default::default);
+        status.ready_to_use = Some(false);
+        status.error = Some(VolumeSnapshotError {
+            time: None,
+            message: Some(shown),
+        });
+    }
+
+    fn deletion(&self) -> Option<Request> {
+        let handle = self.status.as_ref()?.volume_group_snapshot_handle.clone()?;
+        (self.spec.deletion_policy == DeletionPolicy::Delete).then(|| {
+            Request::DeleteGroupSnapshot(driver::DeleteGroupSnapshot {
+                group_snapshot_id: handle,
+                snapshot_ids: super::group::member_ids(self),
+                secrets: driver::Secrets::default(),
+            })
+        })
+    }
+
+    fn clear_cut(&mut self) {
+        if let Some(s) = self.status.as_mut() {
+            s.volume_group_snapshot_handle = None;
+            s.ready_to_use = None;
+            s.creation_time = None;
+            s.volume_snapshot_info_list.clear();
+        }
+    }
+}
+
+impl Snapshotter {
+    /// A write of content `c`, settling `settles` once it succeeds.
+    pub(super) fn write_content<C: CutContent>(&mut self, c: &C, call: ApiCall, settles: Settles) {
+        self.write_object(c.key(), &c.meta().uid, call, settles);
+    }
+
+    /// An error in the content's status (readyToUse false) with its event;
+    /// a final create error also ends the being-created mark.
+    pub(super) fn write_error<C: CutContent>(&mut self, c: &C, message: String, final_error: bool) {
+        let key = c.key();
+        if final_error && c.meta().has_annotation(C::BEING_CREATED) {
+            let mut next = c.clone();
+            next.meta_mut().annotations.remove(C::BEING_CREATED);
+            return self.write_content(c, ApiCall::Update(next.object()), Settles::Nothing);
+        }
+        let (reason, shown) = c.failure(&message);
+        if c.shown_error() == Some(shown.as_str()) {
+            self.failed.remove(&key);
+            return;
+        }
+        let event = Event::warning(key, reason, shown.clone());
+        let mut next = c.clone();
+        next.set_error(shown);
+        let call = ApiCall::UpdateStatus(next.object());
+        self.write_content(c, call, Settles::Failed(event));
+    }
+
+    /// A content going: its storage deleted (policy Delete), the status
+    /// cleared, the bound finalizer removed.
+    pub(super) fn sync_deleted<C: CutContent>(&mut self, c: &C) {
+        let key = c.key();
+        if let Some(call) = c.deletion() {
+            if self.deleted.contains(&key) {
+                let mut next = c.clone();
+                next.clear_cut();
+                let call = ApiCall::UpdateStatus(next.object());
+                return self.write_content(c, call, Settles::Nothing);
+            }
+            if self.cx.waiting(&key) {
+                return;
+            }
+            self.cx.csi(None, call, Call::Delete { content: key });
+            return;
+        }
+        if c.meta().has_finalizer(C::BOUND_FINALIZER) {
+            let mut next = c.clone();
+            next.meta_mut().remove_finalizer(C::BOUND_FINALIZER);
+            let call = ApiCall::Update(next.object());
+            return self.write_content(c, call, Settles::Nothing);
+        }
+        self.deleted.remove(&key);
+    }
+}
