@@ -23,10 +23,24 @@ pub(super) trait CutContent: Clone {
     /// The event reason and the status message for `message`: a failed
     /// creation, or a failed check of what exists.
     fn failure(&self, message: &str) -> (&'static str, String);
+    /// The status's error.
+    fn error(&self) -> Option<&VolumeSnapshotError>;
+    /// The status's readyToUse and error, to change (the status made
+    /// when there is none).
+    fn error_mut(&mut self) -> (&mut Option<bool>, &mut Option<VolumeSnapshotError>);
     /// The error message the status shows now.
-    fn shown_error(&self) -> Option<&str>;
+    fn shown_error(&self) -> Option<&str> {
+        self.error()?.message.as_deref()
+    }
     /// The status with readyToUse false and the error `shown`.
-    fn set_error(&mut self, shown: String);
+    fn set_error(&mut self, shown: String) {
+        let (ready, error) = self.error_mut();
+        *ready = Some(false);
+        *error = Some(VolumeSnapshotError {
+            time: None,
+            message: Some(shown),
+        });
+    }
     /// The call that deletes its storage, when the policy is Delete and
     /// there is something of its own to delete.
     fn deletion(&self) -> Option<Request>;
@@ -68,18 +82,13 @@ impl CutContent for VolumeSnapshotContent {
         }
     }
 
-    fn shown_error(&self) -> Option<&str> {
-        let error = self.status.as_ref()?.error.as_ref()?;
-        error.message.as_deref()
+    fn error(&self) -> Option<&VolumeSnapshotError> {
+        self.status.as_ref()?.error.as_ref()
     }
 
-    fn set_error(&mut self, shown: String) {
+    fn error_mut(&mut self) -> (&mut Option<bool>, &mut Option<VolumeSnapshotError>) {
         let status = self.status.get_or_insert_with(Default::default);
-        status.ready_to_use = Some(false);
-        status.error = Some(VolumeSnapshotError {
-            time: None,
-            message: Some(shown),
-        });
+        (&mut status.ready_to_use, &mut status.error)
     }
 
     /// A member of a group snapshot goes with its group
@@ -140,18 +149,13 @@ impl CutContent for VolumeGroupSnapshotContent {
         }
     }
 
-    fn shown_error(&self) -> Option<&str> {
-        let error = self.status.as_ref()?.error.as_ref()?;
-        error.message.as_deref()
+    fn error(&self) -> Option<&VolumeSnapshotError> {
+        self.status.as_ref()?.error.as_ref()
     }
 
-    fn set_error(&mut self, shown: String) {
+    fn error_mut(&mut self) -> (&mut Option<bool>, &mut Option<VolumeSnapshotError>) {
         let status = self.status.get_or_insert_with(Default::default);
-        status.ready_to_use = Some(false);
-        status.error = Some(VolumeSnapshotError {
-            time: None,
-            message: Some(shown),
-        });
+        (&mut status.ready_to_use, &mut status.error)
     }
 
     fn deletion(&self) -> Option<Request> {
