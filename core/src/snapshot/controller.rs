@@ -29,6 +29,9 @@
 
 mod deletion;
 mod group;
+mod kinds;
+
+use kinds::Bound;
 
 use crate::control::{ApiCall, ApiResult, Controller, Engine, Event, Watch};
 use crate::model::names::{
@@ -289,60 +292,14 @@ impl SnapshotController {
             return Ok(());
         }
         if let Some(name) = &s.spec.source.volume_snapshot_content_name {
-            let Some(c) = self.content(name) else {
-                return Err(blocked(
-                    reason::SNAPSHOT_CONTENT_MISSING,
-                    "VolumeSnapshotContent is missing",
-                ));
-            };
-            if c.spec.source.snapshot_handle.is_none() {
-                return Err(blocked(
-                    reason::SNAPSHOT_CONTENT_MISMATCH,
-                    "VolumeSnapshotContent is dynamically provisioned while expecting a pre-provisioned one",
-                ));
+            if let Bound::Follow(c) = self.bind_named(s, name, self.content(name))? {
+                self.update_status(s, &c);
             }
-            let r = &c.spec.volume_snapshot_ref;
-            if r.name != s.metadata.name
-                || r.namespace != s.metadata.namespace
-                || (!r.uid.is_empty() && r.uid != s.metadata.uid)
-            {
-                return Err(blocked(
-                    reason::SNAPSHOT_CONTENT_MISBOUND,
-                    format!("VolumeSnapshotContent [{name}] is bound to a different snapshot"),
-                ));
-            }
-            if r.uid.is_empty() || c.spec.volume_snapshot_class_name.is_none() {
-                // checkandBindSnapshotContent.
-                let mut next = c.clone();
-                next.spec.volume_snapshot_ref.uid = s.metadata.uid.clone();
-                if s.spec.volume_snapshot_class_name.is_some() {
-                    next.spec.volume_snapshot_class_name =
-                        s.spec.volume_snapshot_class_name.clone();
-                }
-                if next != c {
-                    self.write(ApiCall::Update(Object::Content(next)));
-                    return Ok(());
-                }
-            }
-            self.update_status(s, &c);
             return Ok(());
         }
         let name = snapshot_content_name(&s.metadata.uid);
         if let Some(c) = self.content(&name) {
-            if c.spec.source.volume_handle.is_none() {
-                return Err(blocked(
-                    reason::SNAPSHOT_CONTENT_MISMATCH,
-                    format!(
-                        "VolumeSnapshotContent {name} is pre-provisioned while expecting a dynamically provisioned one"
-                    ),
-                ));
-            }
-            if !refers_to(&c, s) {
-                return Err(blocked(
-                    reason::SNAPSHOT_CONTENT_MISBOUND,
-                    format!("VolumeSnapshotContent [{name}] is bound to a different snapshot"),
-                ));
-            }
+            self.check_made::<VolumeSnapshot>(&name, &c, refers_to(&c, s))?;
             self.update_status(s, &c);
             return Ok(());
         }
@@ -565,28 +522,6 @@ impl SnapshotController {
     /// message) with a warning. What blocks it is in objects this machine
     /// watches, so it is looked at again when they change (and at each
     /// resync), not on a timer.
-    fn block(&mut self, s: &VolumeSnapshot, b: Blocked) {
-        let current = s
-            .status
-            .as_ref()
-            .and_then(|st| st.error.as_ref())
-            .and_then(|e| e.message.as_deref());
-        if current == Some(b.message.as_str()) {
-            return;
-        }
-        let mut next = s.clone();
-        let status = next.status.get_or_insert_with(Default::default);
-        status.error = Some(VolumeSnapshotError {
-            time: None,
-            message: Some(b.message.clone()),
-        });
-        if b.unready {
-            status.ready_to_use = Some(false);
-        }
-        self.event(s, false, b.reason, b.message);
-        self.write(ApiCall::UpdateStatus(Object::Snapshot(next)));
-    }
-
     /// upstream's syncContent: the bound finalizer while bound and not
     /// being deleted; a snapshot being deleted marks its content.
     fn sync_content(&mut self, c: &VolumeSnapshotContent) {

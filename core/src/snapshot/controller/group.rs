@@ -133,7 +133,7 @@ impl SnapshotController {
                 reason::GROUP_SNAPSHOT_VALIDATION_ERROR,
                 "Exactly one of Selector and VolumeGroupSnapshotContentName should be specified",
             );
-            return self.block_group(g, b);
+            return self.block(g, b);
         }
         if !g.metadata.has_finalizer(FINALIZER_GROUP_SNAPSHOT_BOUND) {
             let mut next = g.clone();
@@ -146,7 +146,7 @@ impl SnapshotController {
             self.sync_ready_group(g)
         };
         if let Err(b) = result {
-            self.block_group(g, b);
+            self.block(g, b);
         }
     }
 
@@ -169,66 +169,16 @@ impl SnapshotController {
 
     fn sync_unready_group(&mut self, g: &VolumeGroupSnapshot) -> Result<(), Blocked> {
         if let Some(name) = &g.spec.source.volume_group_snapshot_content_name {
-            let Some(c) = self.group_content(name) else {
-                return Err(blocked(
-                    reason::GROUP_SNAPSHOT_CONTENT_MISSING,
-                    "VolumeGroupSnapshotContent is missing",
-                ));
-            };
-            if c.spec.source.group_snapshot_handles.is_none() {
-                return Err(blocked(
-                    reason::GROUP_SNAPSHOT_CONTENT_MISMATCH,
-                    "VolumeGroupSnapshotContent is dynamically provisioned while expecting a pre-provisioned one",
-                ));
+            if let Bound::Follow(c) = self.bind_named(g, name, self.group_content(name))? {
+                self.update_group_status(g, &c);
             }
-            let r = &c.spec.volume_group_snapshot_ref;
-            if r.name != g.metadata.name
-                || r.namespace != g.metadata.namespace
-                || (!r.uid.is_empty() && r.uid != g.metadata.uid)
-            {
-                return Err(blocked(
-                    reason::GROUP_SNAPSHOT_CONTENT_MISBOUND,
-                    format!(
-                        "VolumeGroupSnapshotContent [{name}] is bound to a different group snapshot"
-                    ),
-                ));
-            }
-            if r.uid.is_empty() || c.spec.volume_group_snapshot_class_name.is_none() {
-                // checkAndBindGroupSnapshotContent.
-                let mut next = c.clone();
-                next.spec.volume_group_snapshot_ref.uid = g.metadata.uid.clone();
-                if g.spec.volume_group_snapshot_class_name.is_some() {
-                    next.spec.volume_group_snapshot_class_name =
-                        g.spec.volume_group_snapshot_class_name.clone();
-                }
-                if next != c {
-                    self.write(ApiCall::Update(Object::GroupContent(next)));
-                    return Ok(());
-                }
-            }
-            self.update_group_status(g, &c);
             return Ok(());
         }
         let name = group_content_name(&g.metadata.uid);
         let Some(c) = self.group_content(&name) else {
             return self.create_group_content(g);
         };
-        if c.spec.source.group_snapshot_handles.is_some() {
-            return Err(blocked(
-                reason::GROUP_SNAPSHOT_CONTENT_MISMATCH,
-                format!(
-                    "VolumeGroupSnapshotContent {name} is pre-provisioned while expecting a dynamically provisioned one"
-                ),
-            ));
-        }
-        if !refers_to_group(&c, g) {
-            return Err(blocked(
-                reason::GROUP_SNAPSHOT_CONTENT_MISBOUND,
-                format!(
-                    "VolumeGroupSnapshotContent [{name}] is bound to a different group snapshot"
-                ),
-            ));
-        }
+        self.check_made::<VolumeGroupSnapshot>(&name, &c, refers_to_group(&c, g))?;
         if self.make_members(g, &c) {
             return Ok(());
         }
@@ -550,24 +500,6 @@ impl SnapshotController {
 
     /// A group that cannot go on: the error in its status (once per
     /// message) with a warning.
-    fn block_group(&mut self, g: &VolumeGroupSnapshot, b: Blocked) {
-        let current = g.status.as_ref().and_then(|st| st.error.as_ref());
-        if current.and_then(|e| e.message.as_deref()) == Some(b.message.as_str()) {
-            return;
-        }
-        let mut next = g.clone();
-        let status = next.status.get_or_insert_with(Default::default);
-        status.error = Some(VolumeSnapshotError {
-            time: None,
-            message: Some(b.message.clone()),
-        });
-        if b.unready {
-            status.ready_to_use = Some(false);
-        }
-        self.group_event(g, false, b.reason, b.message);
-        self.write(ApiCall::UpdateStatus(Object::GroupSnapshot(next)));
-    }
-
     fn group_event(
         &mut self,
         g: &VolumeGroupSnapshot,
