@@ -336,8 +336,13 @@ impl Sim {
             let now = self.now;
             let woken = std::mem::take(&mut self.woken[a]);
             let Some(m) = self.actors[a].control() else {
-                self.unchecked[a] = true;
-                self.drain_registration(a);
+                // The registrar and the plugin watcher: likewise asked only
+                // when woken or due.
+                let due = self.actors[a].poll_timeout().is_some_and(|t| t <= now);
+                if woken || due {
+                    self.unchecked[a] = true;
+                    self.drain_registration(a);
+                }
                 continue;
             };
             let due = m.poll_timeout().is_some_and(|t| t <= now);
