@@ -553,7 +553,7 @@ pub async fn run<T: Transport>(
         spawn(Box::pin(drive(role, ctx, rx, inbox)));
     }
     let client = clients("informers");
-    let (feed_tx, mut feed_rx) = mpsc::unbounded::<Feed>();
+    let (feed_tx, feed_rx) = mpsc::unbounded::<Feed>();
     for kind in &kinds {
         let tx = feed_tx.clone();
         spawn(Box::pin(inform(
@@ -565,8 +565,26 @@ pub async fn run<T: Transport>(
             },
         )));
     }
-    let mut unlisted = kinds.clone();
-    let period = config.resync;
+    distribute(&rt, config.resync, kinds, &mailboxes, feed_rx, &seen, stop).await;
+    for t in tasks {
+        t.abort();
+    }
+    Ok(())
+}
+
+/// Hands every role what the informers deliver (each the kinds it
+/// watches), `Synced` once every kind has listed, and `Resync` every
+/// `period` after that, until `stop` completes or the informers end.
+async fn distribute(
+    rt: &Arc<dyn Runtime>,
+    period: Duration,
+    kinds: BTreeSet<Kind>,
+    mailboxes: &[(BTreeSet<Kind>, Inbox)],
+    mut feed_rx: mpsc::UnboundedReceiver<Feed>,
+    seen: &Seen,
+    stop: impl Future<Output = ()>,
+) {
+    let mut unlisted = kinds;
     let mut resync = futures::stream::unfold(rt.clone(), move |rt| async move {
         rt.sleep(period).await;
         Some(((), rt))
@@ -575,7 +593,7 @@ pub async fn run<T: Transport>(
     .fuse();
     let mut stop = std::pin::pin!(stop.fuse());
     let tell = |kind: Option<Kind>, input: &Input| {
-        for (watches, inbox) in &mailboxes {
+        for (watches, inbox) in mailboxes {
             if kind.is_none_or(|k| watches.contains(&k)) {
                 inbox.send(input.clone());
             }
@@ -604,10 +622,6 @@ pub async fn run<T: Transport>(
             },
         }
     }
-    for t in tasks {
-        t.abort();
-    }
-    Ok(())
 }
 
 /// The roles as `name (kinds)`, for the startup log.

@@ -40,9 +40,6 @@ pub struct Storage {
 impl Storage {
     /// Carries out a plan for real (in memory) on `node` (None: the controller).
     fn carry_out(&mut self, node: Option<&str>, plan: &Plan) -> Outcome {
-        fn mounts<'a>(s: &'a mut Storage, node: Option<&str>) -> &'a mut BTreeMap<String, String> {
-            s.mounts.entry(node.unwrap_or("").to_string()).or_default()
-        }
         match plan {
             Plan::CreateVolume(p) => {
                 let id = format!("vol-{}", p.name);
@@ -100,23 +97,7 @@ impl Storage {
             Plan::CreateSnapshot(p) => {
                 Outcome::SnapshotCreated(self.cut(format!("snap-{}", p.name), &p.source, ""))
             }
-            Plan::CreateGroupSnapshot(p) => {
-                let group = format!("group-{}", p.name);
-                let snapshots = p
-                    .sources
-                    .iter()
-                    .map(|v| self.cut(format!("snap-{}-{}", p.name, v.volume_id), v, &group))
-                    .collect();
-                Outcome::GroupCreated(driver::GroupSnapshot {
-                    group_snapshot_id: group,
-                    snapshots,
-                    creation_time: driver::Timestamp {
-                        seconds: 1,
-                        nanos: 0,
-                    },
-                    ready_to_use: true,
-                })
-            }
+            Plan::CreateGroupSnapshot(p) => Outcome::GroupCreated(self.cut_group(p)),
             Plan::DeleteGroupSnapshot { group, .. } => {
                 for s in &group.snapshots {
                     self.snapshots.remove(&s.snapshot_id);
@@ -132,6 +113,24 @@ impl Storage {
                 maximum_volume_size: None,
                 minimum_volume_size: None,
             },
+            Plan::Stage(_)
+            | Plan::Unstage(_)
+            | Plan::Publish(_)
+            | Plan::Unpublish(_)
+            | Plan::NodeExpand { .. } => self.carry_out_on_node(node, plan),
+            Plan::VolumeStats { .. } => Outcome::Stats {
+                usage: Default::default(),
+                condition: None,
+            },
+        }
+    }
+
+    /// A node plan: the node's mounts change.
+    fn carry_out_on_node(&mut self, node: Option<&str>, plan: &Plan) -> Outcome {
+        fn mounts<'a>(s: &'a mut Storage, node: Option<&str>) -> &'a mut BTreeMap<String, String> {
+            s.mounts.entry(node.unwrap_or("").to_string()).or_default()
+        }
+        match plan {
             Plan::Stage(p) => {
                 mounts(self, node).insert(p.staging_path.clone(), p.volume_id.clone());
                 Outcome::Done
@@ -155,14 +154,30 @@ impl Storage {
             Plan::NodeExpand { required_bytes, .. } => Outcome::NodeExpanded {
                 capacity_bytes: *required_bytes,
             },
-            Plan::VolumeStats { .. } => Outcome::Stats {
-                usage: Default::default(),
-                condition: None,
-            },
+            _ => unreachable!("not a node plan: {plan:?}"),
         }
     }
 
     /// Records snapshot `id` of `source` with what the source holds now.
+    /// A group snapshot of `p`'s volumes, one member each.
+    fn cut_group(&mut self, p: &crate::driver::plan::GroupPlan) -> driver::GroupSnapshot {
+        let group = format!("group-{}", p.name);
+        let snapshots = p
+            .sources
+            .iter()
+            .map(|v| self.cut(format!("snap-{}-{}", p.name, v.volume_id), v, &group))
+            .collect();
+        driver::GroupSnapshot {
+            group_snapshot_id: group,
+            snapshots,
+            creation_time: driver::Timestamp {
+                seconds: 1,
+                nanos: 0,
+            },
+            ready_to_use: true,
+        }
+    }
+
     fn cut(&mut self, id: String, source: &driver::Volume, group: &str) -> driver::Snapshot {
         let data = self
             .volumes

@@ -10,6 +10,11 @@ use super::{ROOT, Sim};
 use crate::control::CsiCall;
 use crate::driver::Request;
 use crate::kubelet::Observed;
+
+/// (node, volume handle) → needed there.
+type Needed = BTreeMap<(String, String), bool>;
+/// (node, target path, volume handle, pod) of a volume a pod needs published.
+type Target = (String, String, String, String);
 use crate::model::*;
 use crate::store::Store;
 
@@ -142,6 +147,42 @@ impl Sim {
     }
 
     /// Safety on a CSI call, judged by what exists when it is made.
+    /// Why `who`'s DeleteVolume of `volume` is unsafe, if it is: the
+    /// volume is attached, staged or published, its PV says Retain, or it
+    /// holds data its claim was not deleted for.
+    fn unsafe_delete(&self, who: &str, volume: &str) -> Option<(&'static str, String)> {
+        let s = &self.storage;
+        if s.attached.iter().any(|(h, _)| h == volume) {
+            let what = format!("{who} deletes {volume} while it is attached");
+            return Some(("delete while in use", what));
+        }
+        if s.mounts.values().any(|m| m.values().any(|h| h == volume)) {
+            let what = format!("{who} deletes {volume} while it is staged or published");
+            return Some(("delete while in use", what));
+        }
+        let pv = pv_of(&self.store, volume)?;
+        let claim_deleted_with_delete = pv
+            .spec
+            .claim_ref
+            .as_ref()
+            .and_then(|c| self.deleted_claims.get(&c.uid))
+            .is_some_and(|p| *p == Some(ReclaimPolicy::Delete));
+        if pv.reclaim_policy() == ReclaimPolicy::Retain {
+            let what = format!(
+                "{who} deletes {volume} although its PV {} says Retain",
+                pv.name()
+            );
+            return Some(("Retain deleted", what));
+        }
+        if s.volumes.get(volume) == Some(&true) && !claim_deleted_with_delete {
+            let what = format!(
+                "{who} deletes {volume}, which holds data, although its claim was not deleted under Delete"
+            );
+            return Some(("data lost", what));
+        }
+        None
+    }
+
     pub(super) fn check_call(&mut self, who: &str, node: Option<&str>, call: &CsiCall) {
         self.stats.checks += 1;
         let s = &self.storage;
@@ -193,53 +234,7 @@ impl Sim {
                     ));
                 }
             }
-            Request::DeleteVolume(r) => {
-                if s.attached.iter().any(|(h, _)| *h == r.volume_id) {
-                    bad = Some((
-                        "delete while in use",
-                        format!("{who} deletes {} while it is attached", r.volume_id),
-                    ));
-                } else if s
-                    .mounts
-                    .values()
-                    .any(|m| m.values().any(|h| *h == r.volume_id))
-                {
-                    bad = Some((
-                        "delete while in use",
-                        format!(
-                            "{who} deletes {} while it is staged or published",
-                            r.volume_id
-                        ),
-                    ));
-                } else if let Some(pv) = pv_of(&self.store, &r.volume_id) {
-                    let claim_deleted_with_delete = pv
-                        .spec
-                        .claim_ref
-                        .as_ref()
-                        .and_then(|c| self.deleted_claims.get(&c.uid))
-                        .is_some_and(|p| *p == Some(ReclaimPolicy::Delete));
-                    if pv.reclaim_policy() == ReclaimPolicy::Retain {
-                        bad = Some((
-                            "Retain deleted",
-                            format!(
-                                "{who} deletes {} although its PV {} says Retain",
-                                r.volume_id,
-                                pv.name()
-                            ),
-                        ));
-                    } else if s.volumes.get(&r.volume_id) == Some(&true)
-                        && !claim_deleted_with_delete
-                    {
-                        bad = Some((
-                            "data lost",
-                            format!(
-                                "{who} deletes {}, which holds data, although its claim was not deleted under Delete",
-                                r.volume_id
-                            ),
-                        ));
-                    }
-                }
-            }
+            Request::DeleteVolume(r) => bad = self.unsafe_delete(who, &r.volume_id),
             _ => {}
         }
         if let Some((kind, what)) = bad {
@@ -400,10 +395,19 @@ impl Sim {
     pub fn check_converged(&mut self) {
         let mut found = Vec::new();
         self.snapshots_converged(&mut found);
-        // Every node's driver is registered: in the watcher, on its CSINode
-        // and in its node-id annotation.
-        let nodes: Vec<String> = self.nodes.keys().cloned().collect();
-        for n in &nodes {
+        self.registrations_converged(&mut found);
+        let (needed, targets) = self.wanted_mounts(&mut found);
+        self.mounts_converged(&needed, &targets, &mut found);
+        self.storage_converged(&mut found);
+        for what in found {
+            self.violate("not converged", format!("not converged: {what}"));
+        }
+    }
+
+    /// Every node's driver is registered: in the watcher, on its CSINode
+    /// and in its node-id annotation.
+    fn registrations_converged(&self, found: &mut Vec<String>) {
+        for n in self.nodes.keys() {
             let on_csinode = matches!(
                 self.store.get(&ObjectKey::new(Kind::CsiNode, "", n)),
                 Some(Object::CsiNode(c)) if c.driver(super::DRIVER).is_some()
@@ -415,13 +419,20 @@ impl Sim {
             );
             if !self.registered(n) || !on_csinode || !annotated {
                 found.push(format!(
-                        "driver {} is not registered on {n} (watcher {}, CSINode {on_csinode}, annotation {annotated})",
+                    "driver {} is not registered on {n} (watcher {}, CSINode {on_csinode}, annotation {annotated})",
                     super::DRIVER,
                     self.registered(n)
                 ));
             }
         }
-        let mut needed: BTreeMap<(String, String), bool> = BTreeMap::new(); // (node, handle) → any target needed
+    }
+
+    /// What the running pods need: (node, handle) pairs staged or
+    /// attached, and the (node, target, handle, pod) each pod's volume
+    /// must be published at. A pod whose claim never got a volume is
+    /// found wanting.
+    fn wanted_mounts(&self, found: &mut Vec<String>) -> (Needed, Vec<Target>) {
+        let mut needed = Needed::new();
         let mut targets = Vec::new();
         for o in self.store.objects() {
             let Object::Pod(pod) = o else { continue };
@@ -457,25 +468,30 @@ impl Sim {
                 let Some(csi) = &pv.spec.csi else { continue };
                 needed.insert((node.to_string(), csi.volume_handle.clone()), true);
                 let target = crate::model::names::publish_path(ROOT, &pod.metadata.uid, pv.name());
-                if c.metadata.deleting()
-                    && !self
-                        .storage
-                        .mounts
-                        .get(node)
-                        .is_some_and(|m| m.contains_key(&target))
-                {
+                let mounted = self
+                    .storage
+                    .mounts
+                    .get(node)
+                    .is_some_and(|m| m.contains_key(&target));
+                if c.metadata.deleting() && !mounted {
                     // The kubelet starts no pod on a claim being deleted.
                     continue;
                 }
                 targets.push((
                     node.to_string(),
-                    crate::model::names::publish_path(ROOT, &pod.metadata.uid, pv.name()),
+                    target,
                     csi.volume_handle.clone(),
                     pod.metadata.key(),
                 ));
             }
         }
-        for (node, path, handle, pod) in &targets {
+        (needed, targets)
+    }
+
+    /// Each target published, and nothing mounted or attached that no
+    /// running pod needs.
+    fn mounts_converged(&self, needed: &Needed, targets: &[Target], found: &mut Vec<String>) {
+        for (node, path, handle, pod) in targets {
             let mounted = self.storage.mounts.get(node).and_then(|m| m.get(path));
             if mounted != Some(handle) {
                 found.push(format!(
@@ -502,6 +518,10 @@ impl Sim {
                 found.push(format!("orphan attachment of {handle} to {node}"));
             }
         }
+    }
+
+    /// The storage of every claim deleted under Delete is gone.
+    fn storage_converged(&self, found: &mut Vec<String>) {
         let terminating: std::collections::BTreeSet<&str> = self
             .store
             .objects()
@@ -521,9 +541,6 @@ impl Sim {
                     "the storage of deleted claim {uid} (Delete) still exists: {handle}"
                 ));
             }
-        }
-        for what in found {
-            self.violate("not converged", format!("not converged: {what}"));
         }
     }
 }

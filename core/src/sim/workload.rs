@@ -284,118 +284,46 @@ fn pods_using(sim: &Sim, claim: &str) -> Vec<Pod> {
 impl Sim {
     /// Carries out one user action.
     pub fn act(&mut self, a: &Action) {
-        match a {
+        let call = match a {
+            Action::RoguePlugin { node, kind } => {
+                return self.rogue_plugin(&format!("node-{node}"), *kind);
+            }
+            Action::Run { steps } => {
+                self.run(u64::from(*steps));
+                return;
+            }
             Action::Class { name, policy } => {
                 let mut sc = StorageClass::new(name, super::DRIVER);
                 sc.reclaim_policy = Some(policy.clone());
                 sc.allow_volume_expansion = Some(true);
-                self.user(ApiCall::Create(Object::Class(sc)));
+                Some(ApiCall::Create(Object::Class(sc)))
             }
             Action::Claim { name, class, mode } => {
-                let mut c = PersistentVolumeClaim::new("default", name);
-                let n: usize = name.trim_start_matches('c').parse().unwrap_or(0);
-                c.metadata
-                    .labels
-                    .insert("group".into(), format!("g{}", n % 2));
-                c.spec.storage_class_name = Some(class.clone());
-                c.spec.access_modes = vec![mode.clone()];
-                c.spec
-                    .resources
-                    .requests
-                    .insert("storage".into(), Quantity::from_bytes(1 << 30));
-                self.user(ApiCall::Create(Object::Pvc(c)));
+                Some(ApiCall::Create(Object::Pvc(new_claim(name, class, mode))))
             }
-            Action::Pod { name, claim, node } => {
-                // The scheduler places no pod whose claim does not exist or
-                // is being deleted.
-                let Some(c) = claim_of(self, claim).filter(|c| !c.metadata.deleting()) else {
-                    return;
-                };
-                let users = pods_using(self, claim);
-                let mode = c.spec.access_modes.first().cloned();
-                let single = matches!(
-                    mode,
-                    Some(AccessMode::ReadWriteOnce | AccessMode::ReadWriteOncePod)
-                );
-                if mode == Some(AccessMode::ReadWriteOncePod) && !users.is_empty() {
-                    return; // the scheduler would not place a second RWOP pod
-                }
-                let node = match users.first().and_then(|p| p.node().map(str::to_string)) {
-                    Some(n) if single => n,
-                    _ => format!("node-{node}"),
-                };
-                let mut p = Pod::new("default", name);
-                p.spec.node_name = Some(node);
-                p.spec.volumes.push(PodVolume {
-                    name: "data".into(),
-                    persistent_volume_claim: Some(PvcSource {
-                        claim_name: claim.clone(),
-                        read_only: false,
-                    }),
-                });
-                self.user(ApiCall::Create(Object::Pod(p)));
-            }
-            Action::DeletePod { name } => {
-                self.user(ApiCall::Delete(ObjectKey::new(Kind::Pod, "default", name)));
-            }
-            Action::DeleteClaim { name } => {
-                // Even while pods use it: pvc-protection holds it Terminating.
-                self.user(ApiCall::Delete(ObjectKey::new(
-                    Kind::PersistentVolumeClaim,
-                    "default",
-                    name,
-                )));
-            }
-            Action::DeleteVolume { claim } => {
-                if let Some(c) = claim_of(self, claim).filter(|c| !c.volume_name().is_empty()) {
-                    self.user(ApiCall::Delete(ObjectKey::new(
-                        Kind::PersistentVolume,
-                        "",
-                        c.volume_name(),
-                    )));
-                }
-            }
-            Action::Resize { claim } => {
-                // The API server only lets bound claims grow.
-                if let Some(mut c) = claim_of(self, claim).filter(|c| c.phase() == PvcPhase::Bound)
-                {
-                    let q = c.request().map_or(1 << 30, |q| q.bytes()) + (1 << 30);
-                    c.spec
-                        .resources
-                        .requests
-                        .insert("storage".into(), Quantity::from_bytes(q));
-                    self.user(ApiCall::Update(Object::Pvc(c)));
-                }
-            }
-            Action::RoguePlugin { node, kind } => {
-                self.rogue_plugin(&format!("node-{node}"), *kind);
-            }
+            Action::Pod { name, claim, node } => self
+                .place_pod(name, claim, node)
+                .map(|p| ApiCall::Create(Object::Pod(p))),
+            Action::DeletePod { name } => Some(delete(Kind::Pod, name)),
+            // Even while pods use it: pvc-protection holds it Terminating.
+            Action::DeleteClaim { name } => Some(delete(Kind::PersistentVolumeClaim, name)),
+            Action::DeleteVolume { claim } => claim_of(self, claim)
+                .filter(|c| !c.volume_name().is_empty())
+                .map(|c| {
+                    let key = ObjectKey::new(Kind::PersistentVolume, "", c.volume_name());
+                    ApiCall::Delete(key)
+                }),
+            // The API server only lets bound claims grow.
+            Action::Resize { claim } => claim_of(self, claim)
+                .filter(|c| c.phase() == PvcPhase::Bound)
+                .map(|c| ApiCall::Update(Object::Pvc(grown(c)))),
             Action::Snapshot { name, claim } => {
                 let s = VolumeSnapshot::of_claim("default", name, claim, "snapshots");
-                self.user(ApiCall::Create(Object::Snapshot(s)));
+                Some(ApiCall::Create(Object::Snapshot(s)))
             }
-            Action::DeleteSnapshot { name } => {
-                self.user(ApiCall::Delete(ObjectKey::new(
-                    Kind::VolumeSnapshot,
-                    "default",
-                    name,
-                )));
-            }
+            Action::DeleteSnapshot { name } => Some(delete(Kind::VolumeSnapshot, name)),
             Action::Restore { name, snapshot } => {
-                let mut c = PersistentVolumeClaim::new("default", name);
-                c.spec.storage_class_name = Some("delete".into());
-                c.spec.access_modes = vec![AccessMode::ReadWriteOnce];
-                // Big enough for a snapshot of a claim grown a few times.
-                c.spec
-                    .resources
-                    .requests
-                    .insert("storage".into(), Quantity::from_bytes(8 << 30));
-                c.spec.data_source = Some(TypedLocalObjectReference {
-                    api_group: Some("snapshot.storage.k8s.io".into()),
-                    kind: "VolumeSnapshot".into(),
-                    name: snapshot.clone(),
-                });
-                self.user(ApiCall::Create(Object::Pvc(c)));
+                Some(ApiCall::Create(Object::Pvc(restore_claim(name, snapshot))))
             }
             Action::GroupSnapshot { name, group } => {
                 let selector = LabelSelector {
@@ -403,22 +331,45 @@ impl Sim {
                     match_expressions: Vec::new(),
                 };
                 let g = VolumeGroupSnapshot::of_claims("default", name, selector, "groups");
-                self.user(ApiCall::Create(Object::GroupSnapshot(g)));
+                Some(ApiCall::Create(Object::GroupSnapshot(g)))
             }
-            Action::DeleteGroupSnapshot { name } => {
-                self.user(ApiCall::Delete(ObjectKey::new(
-                    Kind::VolumeGroupSnapshot,
-                    "default",
-                    name,
-                )));
-            }
-            Action::Run { steps } => {
-                self.run(u64::from(*steps));
-            }
-            Action::Apply(o) => {
-                self.user(ApiCall::Create((**o).clone()));
-            }
+            Action::DeleteGroupSnapshot { name } => Some(delete(Kind::VolumeGroupSnapshot, name)),
+            Action::Apply(o) => Some(ApiCall::Create((**o).clone())),
+        };
+        if let Some(call) = call {
+            self.user(call);
         }
+    }
+
+    /// The pod the scheduler would place for `name`: none when its claim
+    /// does not exist or is being deleted, or is ReadWriteOncePod and in
+    /// use; on the node of the claim's other pods when the claim is
+    /// single-node.
+    fn place_pod(&self, name: &str, claim: &str, node: &usize) -> Option<Pod> {
+        let c = claim_of(self, claim).filter(|c| !c.metadata.deleting())?;
+        let users = pods_using(self, claim);
+        let mode = c.spec.access_modes.first().cloned();
+        let single = matches!(
+            mode,
+            Some(AccessMode::ReadWriteOnce | AccessMode::ReadWriteOncePod)
+        );
+        if mode == Some(AccessMode::ReadWriteOncePod) && !users.is_empty() {
+            return None;
+        }
+        let node = match users.first().and_then(|p| p.node().map(str::to_string)) {
+            Some(n) if single => n,
+            _ => format!("node-{node}"),
+        };
+        let mut p = Pod::new("default", name);
+        p.spec.node_name = Some(node);
+        p.spec.volumes.push(PodVolume {
+            name: "data".into(),
+            persistent_volume_claim: Some(PvcSource {
+                claim_name: claim.to_string(),
+                read_only: false,
+            }),
+        });
+        Some(p)
     }
 }
 
@@ -500,4 +451,58 @@ pub fn small_configuration(plant: crate::plant::Planted) -> (Sim, Vec<Action>) {
         Action::DeletePod { name: "p1".into() },
     ];
     (sim, script)
+}
+
+/// A user's delete of `kind` `default`/`name` (or cluster-scoped).
+fn delete(kind: Kind, name: &str) -> ApiCall {
+    let namespace = if kind == Kind::PersistentVolume {
+        ""
+    } else {
+        "default"
+    };
+    ApiCall::Delete(ObjectKey::new(kind, namespace, name))
+}
+
+/// A 1 GiB claim of `class`, labelled with its group (`g0`, `g1`).
+fn new_claim(name: &str, class: &str, mode: &AccessMode) -> PersistentVolumeClaim {
+    let mut c = PersistentVolumeClaim::new("default", name);
+    let n: usize = name.trim_start_matches('c').parse().unwrap_or(0);
+    c.metadata
+        .labels
+        .insert("group".into(), format!("g{}", n % 2));
+    c.spec.storage_class_name = Some(class.to_string());
+    c.spec.access_modes = vec![mode.clone()];
+    c.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::from_bytes(1 << 30));
+    c
+}
+
+/// `c` asking for 1 GiB more.
+fn grown(mut c: PersistentVolumeClaim) -> PersistentVolumeClaim {
+    let q = c.request().map_or(1 << 30, |q| q.bytes()) + (1 << 30);
+    c.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::from_bytes(q));
+    c
+}
+
+/// A claim restoring `snapshot`, big enough for a snapshot of a claim
+/// grown a few times.
+fn restore_claim(name: &str, snapshot: &str) -> PersistentVolumeClaim {
+    let mut c = PersistentVolumeClaim::new("default", name);
+    c.spec.storage_class_name = Some("delete".into());
+    c.spec.access_modes = vec![AccessMode::ReadWriteOnce];
+    c.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::from_bytes(8 << 30));
+    c.spec.data_source = Some(TypedLocalObjectReference {
+        api_group: Some("snapshot.storage.k8s.io".into()),
+        kind: "VolumeSnapshot".into(),
+        name: snapshot.to_string(),
+    });
+    c
 }
