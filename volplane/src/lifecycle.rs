@@ -148,10 +148,22 @@ impl<'a> Run<'a> {
 
     /// Takes `step` (nothing when the driver does not do it).
     pub(crate) async fn step(&mut self, csi: &Csi, step: Step) -> Result<(), String> {
-        let (mut c, mut n) = (csi.controller.clone(), csi.node.clone());
+        match step {
+            Step::Share => data_is_shared(&self.l.target(0), &self.l.target(1)),
+            Step::Create | Step::Attach | Step::Detach | Step::Delete => {
+                self.controller_step(csi, step).await
+            }
+            Step::Stage | Step::Publish(_) | Step::Unpublish(_) | Step::Unstage => {
+                self.node_step(csi, step).await
+            }
+        }
+    }
+
+    /// A controller call: create, attach, detach, delete (each sent twice).
+    async fn controller_step(&mut self, csi: &Csi, step: Step) -> Result<(), String> {
+        let mut c = csi.controller.clone();
         let report = &mut self.report;
         let id = self.volume.volume_id.clone();
-        let staging = self.l.staging(&id);
         match step {
             Step::Create => {
                 let req = csi::CreateVolumeRequest {
@@ -183,6 +195,38 @@ impl<'a> Run<'a> {
                 );
                 self.publish_context = answer.publish_context;
             }
+            Step::Detach if self.attaches => {
+                let req = csi::ControllerUnpublishVolumeRequest {
+                    volume_id: id,
+                    node_id: self.node_id.clone(),
+                    ..Default::default()
+                };
+                twice!(
+                    report,
+                    "ControllerUnpublishVolume",
+                    c.controller_unpublish_volume(req.clone())
+                );
+            }
+            Step::Delete => {
+                let req = csi::DeleteVolumeRequest {
+                    volume_id: id,
+                    ..Default::default()
+                };
+                twice!(report, "DeleteVolume", c.delete_volume(req.clone()));
+                report.leftovers = leftovers(self.l.kubelet());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A node call: stage, publish, unpublish, unstage (each sent twice).
+    async fn node_step(&mut self, csi: &Csi, step: Step) -> Result<(), String> {
+        let mut n = csi.node.clone();
+        let report = &mut self.report;
+        let id = self.volume.volume_id.clone();
+        let staging = self.l.staging(&id);
+        match step {
             Step::Stage if self.stages => {
                 make_parent(&staging)?;
                 let req = csi::NodeStageVolumeRequest {
@@ -218,7 +262,6 @@ impl<'a> Run<'a> {
                     n.node_publish_volume(req.clone())
                 );
             }
-            Step::Share => data_is_shared(&self.l.target(0), &self.l.target(1))?,
             Step::Unpublish(pod) => {
                 let req = csi::NodeUnpublishVolumeRequest {
                     volume_id: id,
@@ -243,27 +286,7 @@ impl<'a> Run<'a> {
                 // The CO removes the directory it made (kubelet's UnmountDevice).
                 let _ = std::fs::remove_dir_all(staging.parent().unwrap_or(&staging));
             }
-            Step::Detach if self.attaches => {
-                let req = csi::ControllerUnpublishVolumeRequest {
-                    volume_id: id,
-                    node_id: self.node_id.clone(),
-                    ..Default::default()
-                };
-                twice!(
-                    report,
-                    "ControllerUnpublishVolume",
-                    c.controller_unpublish_volume(req.clone())
-                );
-            }
-            Step::Delete => {
-                let req = csi::DeleteVolumeRequest {
-                    volume_id: id,
-                    ..Default::default()
-                };
-                twice!(report, "DeleteVolume", c.delete_volume(req.clone()));
-                report.leftovers = leftovers(self.l.kubelet());
-            }
-            Step::Attach | Step::Stage | Step::Unstage | Step::Detach => {}
+            _ => {}
         }
         Ok(())
     }

@@ -49,22 +49,79 @@ fn or_none(s: &str) -> String {
 
 /// Renders every kind the lab plays with.
 pub fn render(store: &Store) -> String {
-    let mut classes = Vec::new();
-    let mut pvs = Vec::new();
-    let mut pvcs = Vec::new();
-    let mut pods = Vec::new();
-    let mut vas = Vec::new();
-    let mut csinodes = Vec::new();
+    let mut rows: Vec<Vec<Vec<String>>> = vec![Vec::new(); TABLES.len()];
     for o in store.objects() {
-        match o {
-            Object::Class(c) => classes.push(vec![
+        if let Some((table, row)) = row(o) {
+            rows[table].push(row);
+        }
+    }
+    let mut out = String::new();
+    for ((title, headers), rows) in TABLES.iter().zip(rows) {
+        table(&mut out, title, headers, rows);
+    }
+    snapshots(store, &mut out);
+    out.trim_end().to_string()
+}
+
+/// The tables `render` shows, in order, with kubectl's columns.
+const TABLES: [(&str, &[&str]); 6] = [
+    (
+        "STORAGECLASSES",
+        &[
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+        ],
+    ),
+    (
+        "PERSISTENTVOLUMECLAIMS",
+        &[
+            "NAME",
+            "STATUS",
+            "VOLUME",
+            "CAPACITY",
+            "ACCESS MODES",
+            "STORAGECLASS",
+        ],
+    ),
+    (
+        "PERSISTENTVOLUMES",
+        &[
+            "NAME",
+            "CAPACITY",
+            "ACCESS MODES",
+            "RECLAIM POLICY",
+            "STATUS",
+            "CLAIM",
+            "STORAGECLASS",
+        ],
+    ),
+    ("PODS", &["NAME", "STATUS", "NODE", "CLAIMS"]),
+    (
+        "VOLUMEATTACHMENTS",
+        &["NAME", "ATTACHER", "PV", "NODE", "ATTACHED"],
+    ),
+    ("CSINODES", &["NAME", "DRIVERS", "NODE IDS"]),
+];
+
+/// The table (an index into [`TABLES`]) and row `o` shows as, if any.
+fn row(o: &Object) -> Option<(usize, Vec<String>)> {
+    Some(match o {
+        Object::Class(c) => (
+            0,
+            vec![
                 c.metadata.name.clone(),
                 c.provisioner.clone(),
                 c.reclaim_policy().to_string(),
                 c.binding_mode().to_string(),
                 c.allow_volume_expansion.unwrap_or(false).to_string(),
-            ]),
-            Object::Pv(pv) => pvs.push(vec![
+            ],
+        ),
+        Object::Pv(pv) => (
+            2,
+            vec![
                 pv.metadata.name.clone(),
                 pv.capacity().map(|q| q.to_string()).unwrap_or_default(),
                 modes(&pv.spec.access_modes),
@@ -80,8 +137,11 @@ pub fn render(store: &Store) -> String {
                     .map(|r| format!("{}/{}", r.namespace, r.name))
                     .unwrap_or_default(),
                 pv.class().to_string(),
-            ]),
-            Object::Pvc(c) => pvcs.push(vec![
+            ],
+        ),
+        Object::Pvc(c) => (
+            1,
+            vec![
                 c.metadata.name.clone(),
                 if c.metadata.deleting() {
                     "Terminating".into()
@@ -94,8 +154,11 @@ pub fn render(store: &Store) -> String {
                     .unwrap_or_default(),
                 modes(&c.status.access_modes),
                 c.class().to_string(),
-            ]),
-            Object::Pod(p) => pods.push(vec![
+            ],
+        ),
+        Object::Pod(p) => (
+            3,
+            vec![
                 p.metadata.name.clone(),
                 if p.metadata.deletion_timestamp.is_some() {
                     "Terminating".into()
@@ -107,15 +170,21 @@ pub fn render(store: &Store) -> String {
                 },
                 p.node().unwrap_or("<none>").to_string(),
                 or_none(&p.claims().collect::<Vec<_>>().join(",")),
-            ]),
-            Object::Va(va) => vas.push(vec![
+            ],
+        ),
+        Object::Va(va) => (
+            4,
+            vec![
                 va.metadata.name.clone(),
                 va.spec.attacher.clone(),
                 va.pv_name().to_string(),
                 va.spec.node_name.clone(),
                 va.status.attached.to_string(),
-            ]),
-            Object::CsiNode(n) => csinodes.push(vec![
+            ],
+        ),
+        Object::CsiNode(n) => (
+            5,
+            vec![
                 n.metadata.name.clone(),
                 n.spec.drivers.len().to_string(),
                 or_none(
@@ -126,77 +195,10 @@ pub fn render(store: &Store) -> String {
                         .collect::<Vec<_>>()
                         .join(","),
                 ),
-            ]),
-            Object::Node(_)
-            | Object::CsiDriver(_)
-            | Object::Snapshot(_)
-            | Object::Content(_)
-            | Object::SnapshotClass(_)
-            | Object::GroupSnapshot(_)
-            | Object::GroupContent(_)
-            | Object::GroupSnapshotClass(_) => {}
-        }
-    }
-    let mut out = String::new();
-    table(
-        &mut out,
-        "STORAGECLASSES",
-        &[
-            "NAME",
-            "PROVISIONER",
-            "RECLAIMPOLICY",
-            "VOLUMEBINDINGMODE",
-            "ALLOWVOLUMEEXPANSION",
-        ],
-        classes,
-    );
-    table(
-        &mut out,
-        "PERSISTENTVOLUMECLAIMS",
-        &[
-            "NAME",
-            "STATUS",
-            "VOLUME",
-            "CAPACITY",
-            "ACCESS MODES",
-            "STORAGECLASS",
-        ],
-        pvcs,
-    );
-    table(
-        &mut out,
-        "PERSISTENTVOLUMES",
-        &[
-            "NAME",
-            "CAPACITY",
-            "ACCESS MODES",
-            "RECLAIM POLICY",
-            "STATUS",
-            "CLAIM",
-            "STORAGECLASS",
-        ],
-        pvs,
-    );
-    table(
-        &mut out,
-        "PODS",
-        &["NAME", "STATUS", "NODE", "CLAIMS"],
-        pods,
-    );
-    table(
-        &mut out,
-        "VOLUMEATTACHMENTS",
-        &["NAME", "ATTACHER", "PV", "NODE", "ATTACHED"],
-        vas,
-    );
-    table(
-        &mut out,
-        "CSINODES",
-        &["NAME", "DRIVERS", "NODE IDS"],
-        csinodes,
-    );
-    snapshots(store, &mut out);
-    out.trim_end().to_string()
+            ],
+        ),
+        _ => return None,
+    })
 }
 
 /// VolumeSnapshots and their contents, with kubectl's columns (when there
