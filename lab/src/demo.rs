@@ -175,6 +175,18 @@ async fn snapshot_and_restore(lab: &Lab) -> Result<(), LabError> {
 
 /// Plays the story on a lab of at least two nodes.
 pub async fn play(lab: &Lab) -> Result<(), LabError> {
+    claims_bind(lab).await?;
+    web_scales_up(lab).await?;
+    let single = rwo_refused(lab).await?;
+    let shared = web_scales_down(lab).await?;
+    resize(lab, &shared).await?;
+    snapshot_and_restore(lab).await?;
+    protected_then_deleted(lab, &shared).await?;
+    retained(lab, &single).await
+}
+
+/// The claims are provisioned and bound.
+async fn claims_bind(lab: &Lab) -> Result<(), LabError> {
     step(
         lab,
         "kubectl apply -f examples/lab/storage.yaml: claims are provisioned and bound",
@@ -191,6 +203,11 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
         .await?;
     }
 
+    Ok(())
+}
+
+/// web scales to 3 pods over two nodes.
+async fn web_scales_up(lab: &Lab) -> Result<(), LabError> {
     step(
         lab,
         "deployment/web, 1 replica: node-a attaches, stages once and publishes",
@@ -217,6 +234,11 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
     scale(lab, 3).await?;
     running(lab, "web-2").await?;
 
+    Ok(())
+}
+
+/// The ReadWriteOnce claim refused on a second node; its volume's name.
+async fn rwo_refused(lab: &Lab) -> Result<String, LabError> {
     step(
         lab,
         "two pods on two nodes want the ReadWriteOnce claim: the second is refused",
@@ -241,6 +263,11 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
     })
     .await?;
 
+    Ok(single)
+}
+
+/// web scales back to 1; the shared volume's name.
+async fn web_scales_down(lab: &Lab) -> Result<String, LabError> {
     step(
         lab,
         "scale to 1: node-b's last pod unstages and detaches; web-1 only unpublishes",
@@ -255,6 +282,11 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
     })
     .await?;
 
+    Ok(shared)
+}
+
+/// The shared claim grows to 128Mi, online where this machine can.
+async fn resize(lab: &Lab, shared: &str) -> Result<(), LabError> {
     if can_grow_mounted() {
         step(
             lab,
@@ -275,13 +307,13 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
         scale(lab, 0).await?;
         gone(lab, "web-0").await?;
         lab.wait_for("the shared volume to detach", WAIT, |w| {
-            w.attached_to(&shared).is_empty()
+            w.attached_to(shared).is_empty()
         })
         .await?;
         lab.shared
             .say(lab.with(|w, t| w.resize(t, "shared", "128Mi"))?);
         lab.wait_for("ControllerExpandVolume to grow the PV", WAIT, |w| {
-            w.pv(&shared)
+            w.pv(shared)
                 .and_then(|pv| pv.capacity())
                 .is_some_and(|q| q.bytes() >= 128 << 20)
         })
@@ -295,8 +327,11 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
         say_growth(lab, target.as_deref(), before, after);
     }
 
-    snapshot_and_restore(lab).await?;
+    Ok(())
+}
 
+/// The claim in use is held Terminating, then goes with its volume.
+async fn protected_then_deleted(lab: &Lab, shared: &str) -> Result<(), LabError> {
     step(
         lab,
         "delete pvc/shared while web-0 still uses it: pvc-protection keeps it Terminating",
@@ -326,18 +361,23 @@ pub async fn play(lab: &Lab) -> Result<(), LabError> {
     scale(lab, 0).await?;
     gone(lab, "web-0").await?;
     lab.wait_for("the shared volume to detach", WAIT, |w| {
-        w.attached_to(&shared).is_empty()
+        w.attached_to(shared).is_empty()
     })
     .await?;
     lab.wait_for("the claim to go", WAIT, |w| w.claim("shared").is_none())
         .await?;
-    lab.wait_for("the Delete volume to go", WAIT, |w| w.pv(&shared).is_none())
+    lab.wait_for("the Delete volume to go", WAIT, |w| w.pv(shared).is_none())
         .await?;
 
+    Ok(())
+}
+
+/// Retain leaves the other volume Released.
+async fn retained(lab: &Lab, single: &str) -> Result<(), LabError> {
     step(lab, "delete pvc/single: Retain leaves its volume Released").await;
     lab.shared.say(lab.with(|w, t| w.delete(t, "pvc/single"))?);
     lab.wait_for("the Retain volume to be Released", WAIT, |w| {
-        w.pv(&single)
+        w.pv(single)
             .is_some_and(|pv| pv.phase() == volplane_core::model::PvPhase::Released)
     })
     .await?;
