@@ -236,31 +236,7 @@ impl Lab {
             .lock()
             .expect("processes")
             .start_controller(&config.runtime, &nodes)?;
-        let endpoint = layout.controller_endpoint();
-        wait_for_controller(&layout, &procs).await?;
-        let ch = volplane_tokio::connect(&endpoint).await.map_err(|e| {
-            LabError::Setup(format!(
-                "cannot dial the controller driver at {endpoint}: {e}"
-            ))
-        })?;
-        let mut client = CsiClient::new(ch, None);
-        let mut discovery = Vec::new();
-        for call in [CsiCall::GetPluginInfo, CsiCall::ControllerGetCapabilities] {
-            let r = client.call(&call).await;
-            early.push(format!(
-                "{CONTROLLER:<8} {} -> {}",
-                call.method(),
-                match &r {
-                    Ok(resp) => format!("OK {resp:?}"),
-                    Err(s) => format!("{}: {}", s.code.name(), s.message),
-                }
-            ));
-            discovery.push((call, r));
-        }
-        let multi_writer = discovery.iter().any(|(_, r)| {
-            matches!(r, Ok(Response::ControllerCapabilities(c))
-                if c.contains(&ControllerCapability::SingleNodeMultiWriter))
-        });
+        let (discovery, multi_writer) = discover(&layout, &procs, &mut early).await?;
         let mut world = World::new(layout.clone(), &config.driver, &nodes, multi_writer);
         for (call, r) in &discovery {
             world.record(CONTROLLER, call, r);
@@ -285,34 +261,7 @@ impl Lab {
             tokio::spawn(engine(shared.clone(), stop.subscribe())),
             tokio::spawn(supervise(shared.clone(), procs.clone(), stop.subscribe())),
         ];
-        for n in &nodes {
-            let crash = config
-                .crash
-                .as_ref()
-                .filter(|(node, _)| node == n)
-                .map(|(_, kind)| kind.clone());
-            procs
-                .lock()
-                .expect("processes")
-                .start_node(&config.runtime, n, crash)?;
-            let setup = RegistrarSetup {
-                node: n.clone(),
-                csi_socket: layout.csi_socket(n),
-                registry: layout.registry_dir(n),
-                via_symlink: config.via_symlink.then(|| layout.registrar_dir(n)),
-            };
-            tasks.push(tokio::spawn(run_registrar(
-                shared.clone(),
-                setup,
-                stop.subscribe(),
-            )));
-            tasks.push(tokio::spawn(watch_registry(
-                shared.clone(),
-                n.clone(),
-                layout.registry_dir(n),
-                stop.subscribe(),
-            )));
-        }
+        start_nodes(&config, &layout, &procs, &shared, &stop, &nodes, &mut tasks)?;
         let lab = Lab {
             shared,
             layout,
@@ -556,4 +505,80 @@ async fn supervise(
             shared.say(l);
         }
     }
+}
+
+/// The controller driver's GetPluginInfo and ControllerGetCapabilities (each
+/// said in `early`), and whether it can write from many pods on a node.
+async fn discover(
+    layout: &Layout,
+    procs: &Arc<Mutex<Processes>>,
+    early: &mut Vec<String>,
+) -> Result<(Vec<(CsiCall, CsiResult)>, bool), LabError> {
+    let endpoint = layout.controller_endpoint();
+    wait_for_controller(layout, procs).await?;
+    let ch = volplane_tokio::connect(&endpoint).await.map_err(|e| {
+        LabError::Setup(format!(
+            "cannot dial the controller driver at {endpoint}: {e}"
+        ))
+    })?;
+    let mut client = CsiClient::new(ch, None);
+    let mut discovery = Vec::new();
+    for call in [CsiCall::GetPluginInfo, CsiCall::ControllerGetCapabilities] {
+        let r = client.call(&call).await;
+        early.push(format!(
+            "{CONTROLLER:<8} {} -> {}",
+            call.method(),
+            match &r {
+                Ok(resp) => format!("OK {resp:?}"),
+                Err(s) => format!("{}: {}", s.code.name(), s.message),
+            }
+        ));
+        discovery.push((call, r));
+    }
+    let multi_writer = discovery.iter().any(|(_, r)| {
+        matches!(r, Ok(Response::ControllerCapabilities(c))
+        if c.contains(&ControllerCapability::SingleNodeMultiWriter))
+    });
+    Ok((discovery, multi_writer))
+}
+
+/// Each node's driver process, registrar and registry watcher.
+fn start_nodes(
+    config: &LabConfig,
+    layout: &Layout,
+    procs: &Arc<Mutex<Processes>>,
+    shared: &Arc<Shared>,
+    stop: &watch::Sender<bool>,
+    nodes: &[String],
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Result<(), LabError> {
+    for n in nodes {
+        let crash = config
+            .crash
+            .as_ref()
+            .filter(|(node, _)| node == n)
+            .map(|(_, kind)| kind.clone());
+        procs
+            .lock()
+            .expect("processes")
+            .start_node(&config.runtime, n, crash)?;
+        let setup = RegistrarSetup {
+            node: n.clone(),
+            csi_socket: layout.csi_socket(n),
+            registry: layout.registry_dir(n),
+            via_symlink: config.via_symlink.then(|| layout.registrar_dir(n)),
+        };
+        tasks.push(tokio::spawn(run_registrar(
+            shared.clone(),
+            setup,
+            stop.subscribe(),
+        )));
+        tasks.push(tokio::spawn(watch_registry(
+            shared.clone(),
+            n.clone(),
+            layout.registry_dir(n),
+            stop.subscribe(),
+        )));
+    }
+    Ok(())
 }
