@@ -93,19 +93,14 @@ fn summary(total: &Stats, secs: f64) {
     }
 }
 
-/// Runs the simulator; the process exit code: 0 nothing failed, 1 an invariant failed, 2 bad arguments.
-pub fn run(args: SimArgs) -> u8 {
-    if args.list_plants {
-        for p in Plant::ALL {
-            println!("{:<38} {}", p.name(), p.describe());
-        }
-        return 0;
-    }
-    let plant = match args.plant.as_deref().map(|p| (p, Plant::parse(p))) {
+/// The planted bug `--plant` names (none without it); `None` after
+/// saying why it cannot be planted.
+fn planted(args: &SimArgs) -> Option<Planted> {
+    Some(match args.plant.as_deref().map(|p| (p, Plant::parse(p))) {
         None => Planted::default(),
         Some((name, None)) => {
             eprintln!("volplane sim: unknown --plant {name:?}; --list-plants shows them");
-            return 2;
+            return None;
         }
         #[cfg(feature = "plants")]
         Some((_, Some(p))) => Planted::new(Some(p)),
@@ -114,8 +109,39 @@ pub fn run(args: SimArgs) -> u8 {
             eprintln!(
                 "volplane sim: --plant {name}: this build has no planted bugs; build it with `cargo build --release -p volplane-cli --features plants`"
             );
-            return 2;
+            return None;
         }
+    })
+}
+
+/// The actions of `--manifest`, if given; `Err` after saying why it cannot
+/// be read.
+fn read_manifest(args: &SimArgs) -> Result<Option<Vec<Action>>, ()> {
+    match &args.manifest {
+        None => Ok(None),
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| from_manifests(&t, args.nodes).map_err(|e| e.to_string()))
+        {
+            Ok(a) => Ok(Some(a)),
+            Err(e) => {
+                eprintln!("volplane sim: {}: {e}", path.display());
+                Err(())
+            }
+        },
+    }
+}
+
+/// Runs the simulator; the process exit code: 0 nothing failed, 1 an invariant failed, 2 bad arguments.
+pub fn run(args: SimArgs) -> u8 {
+    if args.list_plants {
+        for p in Plant::ALL {
+            println!("{:<38} {}", p.name(), p.describe());
+        }
+        return 0;
+    }
+    let Some(plant) = planted(&args) else {
+        return 2;
     };
     if !(0.0..=1.0).contains(&args.faults) || args.nodes == 0 {
         eprintln!("volplane sim: --faults takes 0.0–1.0 and --nodes at least 1");
@@ -124,18 +150,9 @@ pub fn run(args: SimArgs) -> u8 {
     if args.exhaustive {
         return exhaustive(&args, plant);
     }
-    let manifest: Option<Vec<Action>> = match &args.manifest {
-        None => None,
-        Some(path) => match std::fs::read_to_string(path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| from_manifests(&t, args.nodes).map_err(|e| e.to_string()))
-        {
-            Ok(a) => Some(a),
-            Err(e) => {
-                eprintln!("volplane sim: {}: {e}", path.display());
-                return 2;
-            }
-        },
+    let manifest = match read_manifest(&args) {
+        Ok(m) => m,
+        Err(()) => return 2,
     };
     let start = Instant::now();
     let bar = ProgressBar::new(args.runs);
