@@ -238,8 +238,26 @@ pub async fn lead<F: Future>(
                     return Err(ElectionError::Lost(lease));
                 }
                 call => {
-                    let carried = lease_api.clone().carry(config.namespace.clone(), call);
-                    answer = Some(Box::pin(carried));
+                    // A call gets at most the renew deadline: one that
+                    // hangs must not keep a waiting candidate from trying
+                    // again, as client-go bounds each attempt.
+                    let carried = lease_api
+                        .clone()
+                        .carry(config.namespace.clone(), call.clone());
+                    let (rt, limit) = (
+                        rt.clone(),
+                        Duration::from_millis(config.timings.renew_deadline),
+                    );
+                    answer = Some(Box::pin(async move {
+                        match volplane_service::drive::within(&*rt, limit, carried).await {
+                            Some(input) => input,
+                            None => {
+                                let why = format!("no answer within {limit:?}");
+                                tracing::warn!("lease call: {why}");
+                                call.unanswered(&why).expect("a call")
+                            }
+                        }
+                    }));
                 }
             }
         }

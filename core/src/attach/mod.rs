@@ -548,6 +548,8 @@ impl Controller for Attach {
             return;
         };
         self.busy.remove(&key);
+        // A retry remembered for this key is superseded by this answer.
+        self.retrying.remove(&key);
         self.cx.dirty.extend(marks.iter().cloned());
         match result {
             ApiResult::Ok(Some(o)) => {
@@ -584,6 +586,10 @@ impl Controller for Attach {
             Call::Publish { va } | Call::Unpublish { va } => va.clone(),
             Call::Api { .. } => return,
         };
+        if result.is_ok() {
+            // Its backoff ends (csi_completed): no retry will come for it.
+            self.retrying.remove(&va);
+        }
         self.csi_completed(call, result);
         self.mark_name(&va);
     }
@@ -604,6 +610,7 @@ impl Controller for Attach {
     }
 
     /// One operation per VolumeAttachment (or node status) at a time.
+    /// A retry is remembered only for a key still backing off.
     fn invariants(&self) -> Result<(), String> {
         let keys = self.cx.in_flight().map(|c| match c {
             Call::Api { key, .. } => key,
@@ -614,6 +621,16 @@ impl Controller for Attach {
             keys,
             |k: &String| self.busy.contains(k),
             self.busy.len(),
-        )
+        )?;
+        match self
+            .retrying
+            .keys()
+            .find(|k| self.cx.backoff.failures(k.as_str()) == 0)
+        {
+            Some(k) => Err(format!(
+                "attach/detach: a retry of {k} is remembered with no failure to retry"
+            )),
+            None => Ok(()),
+        }
     }
 }

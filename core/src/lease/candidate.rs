@@ -61,6 +61,23 @@ pub enum LeaseEffect {
     Leading(bool),
 }
 
+impl LeaseEffect {
+    /// The answer that says a call failed without an answer (it timed out,
+    /// or its answer was lost), whatever the API server did with it: a
+    /// read found nothing usable, a write is not known to be stored.
+    /// `None` for [`LeaseEffect::Leading`], which is not a call.
+    pub fn unanswered(&self, why: &str) -> Option<LeaseInput> {
+        match self {
+            LeaseEffect::Read { op } => Some(LeaseInput::Read {
+                op: *op,
+                result: Err(why.to_string()),
+            }),
+            LeaseEffect::Write { op, .. } => Some(LeaseInput::Written { op: *op, ok: false }),
+            LeaseEffect::Leading(_) => None,
+        }
+    }
+}
+
 /// Which call is in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Pending {

@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 
 use super::Rng;
+use crate::Tick;
 use crate::lease::{Candidate, LeaseEffect, LeaseInput, LeaseRecord, LeaseTimings};
 use crate::machine::Machine;
-use crate::{OpId, Tick};
 
 /// The Lease as the API server stores it.
 #[derive(Debug, Clone, Default)]
@@ -117,7 +117,9 @@ pub fn run(
             // A lost answer is the adapter's timeout: the call failed, as
             // far as the candidate knows, whatever the server did.
             let input = if c.lost {
-                failed(&c.effect)
+                c.effect
+                    .unanswered("the request timed out")
+                    .expect("a call")
             } else {
                 c.outcome.take().expect("served")
             };
@@ -187,20 +189,6 @@ fn serve(server: &mut Server, effect: &LeaseEffect) -> LeaseInput {
             ok: server.write(*create, record),
         },
         LeaseEffect::Leading(_) => unreachable!("not a call"),
-    }
-}
-
-fn failed(effect: &LeaseEffect) -> LeaseInput {
-    let op = match effect {
-        LeaseEffect::Read { op } | LeaseEffect::Write { op, .. } => *op,
-        LeaseEffect::Leading(_) => OpId(0),
-    };
-    match effect {
-        LeaseEffect::Read { .. } => LeaseInput::Read {
-            op,
-            result: Err("the request timed out".into()),
-        },
-        _ => LeaseInput::Written { op, ok: false },
     }
 }
 
