@@ -416,9 +416,12 @@ impl Inbox {
         (Inbox { tx, depth }, rx)
     }
 
+    /// Counted before it is sent, so the receiver never counts it out
+    /// first (the depth would wrap below zero).
     fn send(&self, input: Input) {
-        if self.tx.unbounded_send(input).is_ok() {
-            self.depth.fetch_add(1, Ordering::Relaxed);
+        self.depth.fetch_add(1, Ordering::Relaxed);
+        if self.tx.unbounded_send(input).is_err() {
+            self.depth.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
