@@ -248,12 +248,15 @@ pub async fn lead<F: Future>(
                         rt.clone(),
                         Duration::from_millis(config.timings.renew_deadline),
                     );
+                    let name = lease.clone();
                     answer = Some(Box::pin(async move {
                         match volplane_service::drive::within(&*rt, limit, carried).await {
                             Some(input) => input,
                             None => {
-                                let why = format!("no answer within {limit:?}");
-                                tracing::warn!("lease call: {why}");
+                                let why = format!(
+                                    "the API server did not answer within the renew deadline ({limit:?}); trying again in the next retry period"
+                                );
+                                tracing::warn!(lease = name, "{why}");
                                 call.unanswered(&why).expect("a call")
                             }
                         }
