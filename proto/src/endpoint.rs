@@ -70,6 +70,35 @@ pub fn prepare_socket(path: &Path) -> Result<(), EndpointError> {
     }
 }
 
+/// Listens at `path` (prepared by [`prepare_socket`]), non-blocking. The
+/// socket is bound and listening under a neighbouring name first and then
+/// renamed into place, so whoever sees the socket at `path` — a kubelet, a
+/// sidecar, a test — can connect at once: there is no moment when the file
+/// exists and connections are refused.
+pub fn listen(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
+    let mut beside = path.as_os_str().to_owned();
+    beside.push(format!(".{}", std::process::id()));
+    let beside = PathBuf::from(beside);
+    let _ = std::fs::remove_file(&beside);
+    let listener = match std::os::unix::net::UnixListener::bind(&beside) {
+        Ok(l) => {
+            if let Err(e) = std::fs::rename(&beside, path) {
+                let _ = std::fs::remove_file(&beside);
+                return Err(e);
+            }
+            l
+        }
+        // A path near the 107-byte limit of a socket address has no room
+        // for the suffix: bind in place.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            std::os::unix::net::UnixListener::bind(path)?
+        }
+        Err(e) => return Err(e),
+    };
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
 /// Removes our socket at shutdown (only if it is still a socket).
 pub fn remove_socket(path: &Path) {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
@@ -121,5 +150,27 @@ mod tests {
             Err(EndpointError::NotASocket(_))
         ));
         assert!(file.exists());
+    }
+
+    #[test]
+    fn a_socket_appears_listening_and_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("csi.sock");
+        prepare_socket(&sock).unwrap();
+        let listener = listen(&sock).unwrap();
+        // Connectable the moment it exists, and nothing else left beside it.
+        std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("csi.sock")]);
+        drop(listener);
+        // A path with no room for the neighbouring name is bound in place.
+        let long = dir
+            .path()
+            .join("s".repeat(104 - dir.path().as_os_str().len()));
+        let _in_place = listen(&long).unwrap();
+        std::os::unix::net::UnixStream::connect(&long).unwrap();
     }
 }

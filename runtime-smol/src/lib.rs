@@ -105,8 +105,9 @@ pub async fn serve<B: Backend>(
     .await?;
     let (run, pump_ended) = volplane_service::supervised(p.pump.run());
     let pump = rt.spawn(run);
-    let listener =
-        smol::net::unix::UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
+    let listener = volplane_proto::endpoint::listen(&p.path)
+        .and_then(smol::net::unix::UnixListener::try_from)
+        .map_err(|source| ServeError::Listen {
             path: p.path.display().to_string(),
             source,
         })?;
@@ -266,7 +267,8 @@ impl volplane_service::RegistrationRuntime for SmolRegistrar {
         stop: volplane_service::registration::BoxFuture<()>,
     ) -> Result<(), String> {
         use volplane_proto::registration::registration_server::RegistrationServer;
-        let listener = smol::net::unix::UnixListener::bind(path)
+        let listener = volplane_proto::endpoint::listen(path)
+            .and_then(smol::net::unix::UnixListener::try_from)
             .map_err(|e| format!("listen on {}: {e}", path.display()))?;
         let (rt, path) = (self.0.clone(), path.to_path_buf());
         let service = RegistrationServer::new(service).max_decoding_message_size(LIMITS.message);

@@ -56,10 +56,12 @@ pub async fn serve<B: Backend>(
     .await?;
     let (run, pump_ended) = volplane_service::supervised(p.pump.run());
     let pump = tokio::spawn(run);
-    let listener = UnixListener::bind(&p.path).map_err(|source| ServeError::Listen {
-        path: p.path.display().to_string(),
-        source,
-    })?;
+    let listener = volplane_proto::endpoint::listen(&p.path)
+        .and_then(UnixListener::from_std)
+        .map_err(|source| ServeError::Listen {
+            path: p.path.display().to_string(),
+            source,
+        })?;
     let limits = Limits::DEFAULT;
     let routes = volplane_service::csi_routes(p.service, p.controller, p.node, &limits);
     let served = server(&limits)
@@ -214,8 +216,9 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
         service: volplane_service::RegistrationService,
         stop: volplane_service::registration::BoxFuture<()>,
     ) -> Result<(), String> {
-        let listener =
-            UnixListener::bind(path).map_err(|e| format!("listen on {}: {e}", path.display()))?;
+        let listener = volplane_proto::endpoint::listen(path)
+            .and_then(UnixListener::from_std)
+            .map_err(|e| format!("listen on {}: {e}", path.display()))?;
         tokio::spawn(serve_registration(listener, service, stop));
         Ok(())
     }
