@@ -265,11 +265,13 @@ fn exhaustive(args: &SimArgs, plant: Planted) -> u8 {
     let found = explore(&start, &script, limits);
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "{} states explored in {secs:.2}s ({:.0} states/s), deepest {} moves, {} branches finished{}",
+        "{} distinct states ({} expansions) in {secs:.2}s ({:.0} states/s), deepest {} moves, {} branches finished ({} joined a finish already played){}",
         found.states,
+        found.expansions,
         found.states as f64 / secs.max(1e-9),
         found.deepest,
         found.branches_finished,
+        found.finishes_joined,
         if found.truncated {
             " (stopped at --max-states)"
         } else {

@@ -71,6 +71,146 @@ impl Hasher for StateHasher {
     }
 }
 
+/// Values whose meaning is only their order (resourceVersions, op ids) or
+/// their distance from now (times) hash through these functions. An
+/// ordinary hasher hashes the value itself; [`canonical`] renames it, so
+/// that two states equal but for such numbering hash the same.
+pub mod canon {
+    use std::hash::Hasher;
+
+    use crate::Tick;
+
+    // The tag travels in the high word of a u128, which nothing else in a
+    // state writes.
+    pub(super) const RV: u64 = 0x7256_ca11_0000_0001;
+    pub(super) const OP: u64 = 0x0f1d_ca11_0000_0002;
+    pub(super) const TIME: u64 = 0x71ce_ca11_0000_0003;
+
+    fn tagged<H: Hasher>(h: &mut H, tag: u64, v: u64) {
+        h.write_u128((u128::from(tag) << 64) | u128::from(v));
+    }
+
+    /// A resourceVersion: a number the store counts up (any other string is
+    /// hashed as it is).
+    pub fn rv<H: Hasher>(h: &mut H, rv: &str) {
+        match rv.parse::<u64>() {
+            Ok(v) => tagged(h, RV, v),
+            Err(_) => h.write(rv.as_bytes()),
+        }
+    }
+
+    /// The store's resourceVersion counter.
+    pub fn version<H: Hasher>(h: &mut H, v: u64) {
+        tagged(h, RV, v);
+    }
+
+    /// An op id, or the counter that issues them.
+    pub fn op<H: Hasher>(h: &mut H, v: u64) {
+        tagged(h, OP, v);
+    }
+
+    /// A time: a deadline, or the latest time a machine was told.
+    pub fn time<H: Hasher>(h: &mut H, t: Tick) {
+        tagged(h, TIME, t);
+    }
+}
+
+/// First pass of [`canonical`]: the tagged values, nothing else.
+#[derive(Default)]
+struct Collect {
+    rvs: Vec<u64>,
+    ops: Vec<u64>,
+}
+
+impl Hasher for Collect {
+    fn write(&mut self, _: &[u8]) {}
+
+    fn write_u128(&mut self, i: u128) {
+        let (tag, v) = ((i >> 64) as u64, i as u64);
+        match tag {
+            canon::RV => self.rvs.push(v),
+            canon::OP => self.ops.push(v),
+            _ => {}
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        0
+    }
+}
+
+/// Second pass of [`canonical`]: a [`StateHasher`] that hashes a tagged
+/// number by its rank among its kind and a time by its distance from now.
+struct Ranked<'a> {
+    inner: StateHasher,
+    rvs: &'a [u64],
+    ops: &'a [u64],
+    now: crate::Tick,
+}
+
+fn rank(sorted: &[u64], v: u64) -> u64 {
+    sorted.binary_search(&v).unwrap_or_else(|i| i) as u64
+}
+
+impl Hasher for Ranked<'_> {
+    fn write(&mut self, bytes: &[u8]) {
+        self.inner.write(bytes);
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.inner.write_u8(i);
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.inner.write_u16(i);
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.inner.write_u32(i);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.inner.write_u64(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.inner.write_usize(i);
+    }
+    fn write_u128(&mut self, i: u128) {
+        let (tag, v) = ((i >> 64) as u64, i as u64);
+        let word = match tag {
+            canon::RV => rank(self.rvs, v),
+            canon::OP => rank(self.ops, v),
+            canon::TIME => v.wrapping_sub(self.now),
+            _ => return self.inner.write(&i.to_le_bytes()),
+        };
+        self.inner.mix(tag);
+        self.inner.mix(word);
+    }
+    fn finish(&self) -> u64 {
+        self.inner.finish()
+    }
+}
+
+/// The hash of `state` up to renumbering: resourceVersions and op ids by
+/// their rank (order kept: caches compare resourceVersions), times by their
+/// distance from `now`. Two states reached by different paths that differ
+/// only in how many versions the store counted, how many ops were issued,
+/// or when the same wait started hash the same — the explorer's notion of
+/// one situation. Sound because the machines only compare such values with
+/// each other, never with constants.
+pub fn canonical<T: std::hash::Hash + ?Sized>(state: &T, now: crate::Tick) -> u64 {
+    let mut c = Collect::default();
+    state.hash(&mut c);
+    for v in [&mut c.rvs, &mut c.ops] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    let mut r = Ranked {
+        inner: StateHasher::default(),
+        rvs: &c.rvs,
+        ops: &c.ops,
+        now,
+    };
+    state.hash(&mut r);
+    r.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +241,47 @@ mod tests {
         }
         let names: HashSet<u64> = (0..100_000).map(|i| hash(&format!("pvc-{i}"))).collect();
         assert_eq!(names.len(), 100_000, "names collided");
+    }
+
+    /// A state of versions, ops and times, hashed through `canon`.
+    #[derive(Hash)]
+    struct Numbered(Vec<Tagged>);
+
+    enum Tagged {
+        Rv(&'static str),
+        Op(u64),
+        At(u64),
+        Plain(u64),
+    }
+
+    impl Hash for Tagged {
+        fn hash<H: Hasher>(&self, h: &mut H) {
+            match self {
+                Tagged::Rv(v) => canon::rv(h, v),
+                Tagged::Op(v) => canon::op(h, *v),
+                Tagged::At(t) => canon::time(h, *t),
+                Tagged::Plain(v) => h.write_u64(*v),
+            }
+        }
+    }
+
+    #[test]
+    fn canonical_hashes_renumberings_alike_and_orders_apart() {
+        use Tagged::*;
+        let a = Numbered(vec![Rv("7"), Rv("3"), Op(10), At(1_500), Plain(4)]);
+        // Versions and ops shifted with their order kept, times moved with now.
+        let b = Numbered(vec![Rv("70"), Rv("12"), Op(99), At(11_500), Plain(4)]);
+        assert_eq!(canonical(&a, 1_000), canonical(&b, 11_000));
+        // The order of two versions is part of the state.
+        let swapped = Numbered(vec![Rv("3"), Rv("7"), Op(10), At(1_500), Plain(4)]);
+        assert_ne!(canonical(&a, 1_000), canonical(&swapped, 1_000));
+        // So is equality, the distance to a deadline, and a plain number.
+        let merged = Numbered(vec![Rv("7"), Rv("7"), Op(10), At(1_500), Plain(4)]);
+        assert_ne!(canonical(&a, 1_000), canonical(&merged, 1_000));
+        assert_ne!(canonical(&a, 1_000), canonical(&a, 1_001));
+        let plain = Numbered(vec![Rv("7"), Rv("3"), Op(10), At(1_500), Plain(5)]);
+        assert_ne!(canonical(&a, 1_000), canonical(&plain, 1_000));
+        // A plain hash still tells the numberings apart.
+        assert_ne!(hash(&a), hash(&b));
     }
 }

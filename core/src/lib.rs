@@ -73,9 +73,17 @@ pub type Tick = u64;
 /// Identifies one effect handed to an adapter; its completion comes back
 /// with the same id.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub struct OpId(pub u64);
+
+/// Through `hasher::canon::op`: the explorer counts states equal up to
+/// renumbered ops as one.
+impl std::hash::Hash for OpId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        hasher::canon::op(h, self.0);
+    }
+}
 
 impl std::fmt::Display for OpId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -12,7 +12,7 @@ use crate::api::{ApiCall, ApiInput, ApiResult, Watch};
 use crate::model::{Object, ObjectKey};
 
 /// Objects by key, with a global resourceVersion counter.
-#[derive(Debug, Clone, Default, Hash)]
+#[derive(Debug, Clone, Default)]
 pub struct Store {
     /// Shared with the watch events that announced them.
     objects: BTreeMap<ObjectKey, Arc<Object>>,
@@ -25,6 +25,21 @@ pub struct Store {
     /// them. Off unless set: a store without the protection controllers
     /// would never remove such objects.
     pub admission: bool,
+}
+
+/// The version counter through `canon::version`: the explorer counts states
+/// equal up to renumbered versions as one.
+impl std::hash::Hash for Store {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let Store {
+            objects,
+            version,
+            uids,
+            admission,
+        } = self;
+        (objects, uids, admission).hash(h);
+        crate::hasher::canon::version(h, *version);
+    }
 }
 
 /// A tick as an RFC 3339 timestamp (ticks are milliseconds since 1970).

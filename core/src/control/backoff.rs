@@ -5,10 +5,17 @@ use std::collections::BTreeMap;
 use crate::Tick;
 use crate::machine::TimerTable;
 
-#[derive(Debug, Clone, Copy, Hash)]
+#[derive(Debug, Clone, Copy)]
 struct Entry {
     failures: u32,
     retry_at: Tick,
+}
+
+impl std::hash::Hash for Entry {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.failures.hash(h);
+        crate::hasher::canon::time(h, self.retry_at);
+    }
 }
 
 /// Per-key exponential backoff (1 s doubling to 5 min by default, as the

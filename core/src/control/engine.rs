@@ -21,7 +21,9 @@
 //! are the engine's timers, and a fired one dirties its key.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::hash::{Hash, Hasher};
 
+use crate::hasher::canon;
 use crate::machine::Machine;
 use crate::{OpId, Tick};
 
@@ -31,7 +33,7 @@ use super::{ApiCall, ApiResult, Backoff, Cache, CsiCall, CsiResult, Effect, Even
 /// reconciles; `C` is the record kept for an operation in flight, handed
 /// back with its completion; `R` is what a failure backs off (the key
 /// itself unless the controller retries by something else, such as a UID).
-#[derive(Debug, Clone, Hash)]
+#[derive(Debug, Clone)]
 pub struct Engine<K: Ord, C, R: Ord = K> {
     /// The objects the controller's watches delivered.
     pub cache: Cache,
@@ -45,6 +47,26 @@ pub struct Engine<K: Ord, C, R: Ord = K> {
     now: Tick,
     /// Restarted, and waiting for `Input::Synced`.
     unsynced: bool,
+}
+
+/// The op counter through `canon::op` and the clock through `canon::time`:
+/// the explorer counts states equal up to renumbering as one.
+impl<K: Ord + Hash, C: Hash, R: Ord + Hash> Hash for Engine<K, C, R> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let Engine {
+            cache,
+            dirty,
+            backoff,
+            calls,
+            queue,
+            next_op,
+            now,
+            unsynced,
+        } = self;
+        (cache, dirty, backoff, calls, queue, unsynced).hash(h);
+        canon::op(h, *next_op);
+        canon::time(h, *now);
+    }
 }
 
 /// The sidecars' retry defaults: 1 s doubling to 5 min.

@@ -1,11 +1,14 @@
 //! Object metadata, references and label selectors, with Kubernetes' field names.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 
+use crate::hasher::canon;
+
 /// `metadata` of every object. Unknown fields are ignored.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
     #[serde(default)]
@@ -38,6 +41,45 @@ pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     /// `ownerReferences`.
     pub owner_references: Vec<OwnerReference>,
+}
+
+/// Field by field, the resourceVersion through `canon::rv` (the explorer
+/// counts states equal up to renumbered versions as one).
+impl Hash for ObjectMeta {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let ObjectMeta {
+            name,
+            namespace,
+            uid,
+            resource_version,
+            labels,
+            annotations,
+            finalizers,
+            deletion_timestamp,
+            creation_timestamp,
+            owner_references,
+        } = self;
+        (name, namespace, uid).hash(h);
+        canon::rv(h, resource_version);
+        (labels, annotations, finalizers).hash(h);
+        (deletion_timestamp, creation_timestamp, owner_references).hash(h);
+    }
+}
+
+/// As [`ObjectMeta`]'s: the resourceVersion through `canon::rv`.
+impl Hash for ObjectReference {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let ObjectReference {
+            kind,
+            api_version,
+            namespace,
+            name,
+            uid,
+            resource_version,
+        } = self;
+        (kind, api_version, namespace, name, uid).hash(h);
+        canon::rv(h, resource_version);
+    }
 }
 
 impl ObjectMeta {
@@ -123,7 +165,7 @@ pub struct OwnerReference {
 }
 
 /// `ObjectReference` (a PV's `claimRef`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
     #[serde(default, skip_serializing_if = "String::is_empty")]

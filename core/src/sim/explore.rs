@@ -35,8 +35,12 @@ pub enum Move {
 /// What the search found.
 #[derive(Debug, Clone, Default)]
 pub struct Explored {
-    /// Distinct states visited.
+    /// Distinct states visited (canonical: see `Sim::state_hash`).
     pub states: u64,
+    /// States expanded: a state reached again with more moves or faults
+    /// left than before is expanded again, so nothing within the bounds is
+    /// cut short by having been seen deeper first.
+    pub expansions: u64,
     /// The longest path explored.
     pub deepest: usize,
     /// Paths explored to their end.
@@ -45,6 +49,37 @@ pub struct Explored {
     pub counterexample: Option<(Vec<Move>, Vec<String>, String)>,
     /// The search stopped at `max_states` before covering the bound.
     pub truncated: bool,
+    /// Finished branches cut short on joining a finish already played.
+    pub finishes_joined: u64,
+}
+
+/// What a state was reached with: moves made and faults used.
+type Budget = (usize, usize);
+
+/// The states seen, by canonical hash and script position, each with the
+/// budgets it was expanded with (none better than another).
+#[derive(Default)]
+struct Seen(std::collections::HashMap<(u64, usize), Vec<Budget>>);
+
+enum Visit {
+    New,
+    /// Seen, but now with more moves or faults left.
+    Again,
+    /// Seen with at least as many moves and faults left.
+    Covered,
+}
+
+impl Seen {
+    fn visit(&mut self, state: (u64, usize), (moves, faults): Budget) -> Visit {
+        let budgets = self.0.entry(state).or_default();
+        if budgets.iter().any(|&(m, f)| m <= moves && f <= faults) {
+            return Visit::Covered;
+        }
+        let first = budgets.is_empty();
+        budgets.retain(|&(m, f)| !(moves <= m && faults <= f));
+        budgets.push((moves, faults));
+        if first { Visit::New } else { Visit::Again }
+    }
 }
 
 struct Node {
@@ -128,6 +163,63 @@ fn finish(mut sim: Sim, script: &[Action], pos: usize, limits: &ExploreLimits) -
     sim
 }
 
+/// Canonical states known to finish without a violation. A finish without
+/// faults is one fixed sequence of steps, so a branch that reaches such a
+/// state is known to end well from there. States are looked up where a
+/// finish lets the clock move (and where it starts): those points come at
+/// the same places of two finishes that met, so a finish stops soon after
+/// it joins one already played.
+#[derive(Default)]
+struct Finishes {
+    good: HashSet<u64>,
+    /// Finishes cut short by one already played.
+    joined: u64,
+}
+
+impl Finishes {
+    /// Finishes `sim` as [`finish`] does; `None` when it ends well (here or
+    /// in a finish already played), the failed simulation otherwise.
+    fn finish(
+        &mut self,
+        mut sim: Sim,
+        script: &[Action],
+        pos: usize,
+        limits: &ExploreLimits,
+    ) -> Option<Sim> {
+        sim.faults_on = false;
+        for a in &script[pos..] {
+            sim.act(a);
+        }
+        let mut passed = vec![sim.state_hash()];
+        let mut steps = 0;
+        loop {
+            let last = *passed.last().expect("the start is passed");
+            if self.good.contains(&last) && sim.violations.is_empty() {
+                self.joined += 1;
+                self.good.extend(passed);
+                return None;
+            }
+            let next = sim.choices(false).first().copied();
+            let Some(c) = next.filter(|_| steps < limits.finish_steps) else {
+                break;
+            };
+            sim.apply(c);
+            steps += 1;
+            if matches!(c, Choice::Timers) {
+                passed.push(sim.state_hash());
+            }
+        }
+        if sim.violations.is_empty() {
+            sim.check_converged();
+        }
+        if !sim.violations.is_empty() {
+            return Some(sim);
+        }
+        self.good.extend(passed);
+        None
+    }
+}
+
 /// Plays `path` from `start` again, this time with a trace (the search
 /// keeps none), and finishes the branch when the failure came there.
 fn replay(
@@ -175,12 +267,13 @@ fn counterexample(
 /// Explores from `start`, with `script` the user actions still to come.
 pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explored {
     let mut out = Explored::default();
-    let mut seen: HashSet<(u64, usize, usize)> = HashSet::new();
+    let mut seen = Seen::default();
     let mut start = start.clone();
     start.trace.clear();
     start.faults_on = false;
     start.config.trace = false;
     let origin = start.clone();
+    let mut finishes = Finishes::default();
     let mut stack = vec![Node {
         sim: start,
         pos: 0,
@@ -188,10 +281,13 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
         path: Vec::new(),
     }];
     while let Some(node) = stack.pop() {
-        if !seen.insert((node.sim.state_hash(), node.pos, node.faults)) {
-            continue;
+        let budget = (node.path.len(), node.faults);
+        match seen.visit((node.sim.state_hash(), node.pos), budget) {
+            Visit::Covered => continue,
+            Visit::New => out.states += 1,
+            Visit::Again => {}
         }
-        out.states += 1;
+        out.expansions += 1;
         out.deepest = out.deepest.max(node.path.len());
         if out.states >= limits.max_states {
             out.truncated = true;
@@ -204,12 +300,15 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
         );
         if moves.is_empty() || node.path.len() >= limits.depth {
             out.branches_finished += 1;
-            let done = finish(node.sim, script, node.pos, &limits);
-            if !done.violations.is_empty() {
+            if finishes
+                .finish(node.sim, script, node.pos, &limits)
+                .is_some()
+            {
                 out.counterexample =
                     Some(counterexample(&origin, script, node.path, true, &limits));
                 return out;
             }
+            out.finishes_joined = finishes.joined;
             continue;
         }
         // Push in reverse so the first move is explored first; the last
@@ -256,15 +355,38 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
 /// so the counterexample found is among the shortest.
 pub fn explore_shortest(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explored {
     let mut depth = 4;
-    let mut total = 0;
+    let mut total = (0, 0);
     loop {
         let d = depth.min(limits.depth);
         let mut found = explore(start, script, ExploreLimits { depth: d, ..limits });
-        total += found.states;
+        total.0 += found.states;
+        total.1 += found.expansions;
         if found.counterexample.is_some() || d >= limits.depth {
-            found.states = total;
+            (found.states, found.expansions) = total;
             return found;
         }
         depth *= 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_seen_again_with_more_left_is_expanded_again() {
+        let mut seen = Seen::default();
+        let s = (7, 0);
+        assert!(matches!(seen.visit(s, (5, 1)), Visit::New));
+        // Reached again deeper or with more faults used: nothing new below.
+        assert!(matches!(seen.visit(s, (5, 1)), Visit::Covered));
+        assert!(matches!(seen.visit(s, (6, 2)), Visit::Covered));
+        // Reached sooner: more moves left before the bound, so again.
+        assert!(matches!(seen.visit(s, (3, 1)), Visit::Again));
+        // Fewer faults used but deeper: neither budget covers the other.
+        assert!(matches!(seen.visit(s, (4, 0)), Visit::Again));
+        assert!(matches!(seen.visit(s, (4, 1)), Visit::Covered));
+        // The same state at another point of the script is another state.
+        assert!(matches!(seen.visit((7, 1), (9, 2)), Visit::New));
     }
 }

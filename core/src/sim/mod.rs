@@ -669,22 +669,32 @@ impl Sim {
 
     /// A hash of everything that decides the future (for exhaustive search):
     /// the objects, every machine, what waits in their inboxes, what
-    /// storage holds and the drivers' states, hashed field by field.
+    /// storage holds and the drivers' states, hashed up to renumbered
+    /// resourceVersions and ops and with times relative to now
+    /// (`hasher::canonical`), so one situation reached by two paths is one
+    /// state.
     pub fn state_hash(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = crate::hasher::StateHasher::default();
-        for o in self.store.objects() {
-            o.hash(&mut h);
+        crate::hasher::canonical(&Situation(self), self.now)
+    }
+}
+
+/// What a state of the simulation is, for the explorer: the objects, the
+/// machines, what is in flight and what really exists — not the clock, the
+/// trace or the statistics.
+struct Situation<'a>(&'a Sim);
+
+impl std::hash::Hash for Situation<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let s = self.0;
+        s.store.hash(h);
+        s.actors.hash(h);
+        s.inbox.hash(h);
+        s.answers.hash(h);
+        s.storage.hash(h);
+        s.controller.machine.state().hash(h);
+        for d in s.nodes.values() {
+            d.machine.state().hash(h);
         }
-        self.actors.hash(&mut h);
-        self.inbox.hash(&mut h);
-        self.answers.hash(&mut h);
-        self.storage.hash(&mut h);
-        self.controller.machine.state().hash(&mut h);
-        for d in self.nodes.values() {
-            d.machine.state().hash(&mut h);
-        }
-        h.finish()
     }
 }
 
