@@ -21,7 +21,8 @@ mod keys;
 #[cfg(test)]
 mod tests;
 
-pub use keys::{AttachKey, Users};
+use crate::control::Users;
+pub use keys::AttachKey;
 
 use std::collections::{BTreeMap, BTreeSet};
 

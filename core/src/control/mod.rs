@@ -18,6 +18,7 @@ pub mod engine;
 pub mod repeats;
 #[cfg(any(test, feature = "rig"))]
 pub mod rig;
+pub mod users;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,7 @@ pub use backoff::Backoff;
 pub use cache::Cache;
 pub use engine::{Controller, Engine};
 pub use repeats::HotLoopGuard;
+pub use users::Users;
 
 /// Normal or Warning, as in Kubernetes events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]

@@ -23,6 +23,7 @@
 //!   `markDeviceErrorState` marks it unmounted, and the volume can then be
 //!   detached while the first, timed-out attempt left it staged.
 
+mod keys;
 mod reconcile;
 #[cfg(test)]
 mod tests;
@@ -32,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::control::csi_map::DriverModes;
-use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Users, Watch};
 use crate::model::*;
 use crate::{Code, Tick};
 
@@ -120,6 +121,7 @@ pub struct ActualState {
 }
 
 pub use crate::control::Observed;
+pub use keys::KubeletKey;
 
 /// What the kubelet has in flight.
 #[derive(Debug, Clone, Hash)]
@@ -164,8 +166,10 @@ pub enum Call {
     },
     /// An API write, holding `key` busy.
     Api {
-        /// The volume (or object) held busy.
+        /// What is held busy (`node:…` or `claim:…`).
         key: String,
+        /// The object written.
+        object: ObjectKey,
     },
 }
 
@@ -190,7 +194,7 @@ impl Call {
             | Call::Publish { pv, .. }
             | Call::Unpublish { pv, .. }
             | Call::Expand { pv, .. } => pv,
-            Call::Api { key } => key,
+            Call::Api { key, .. } => key,
         }
     }
 }
@@ -199,9 +203,11 @@ impl Call {
 #[derive(Debug, Clone, Hash)]
 pub struct Kubelet {
     config: KubeletConfig,
-    /// One pass over the node's whole world (its one key is `()`); a
-    /// failure backs off the volume (or object) it was about.
-    cx: Engine<(), Call, String>,
+    /// A pass per volume and one for the node; a failure backs off the
+    /// volume (or object) it was about.
+    cx: Engine<KubeletKey, Call, String>,
+    /// The claims bound to each volume and the pods naming each claim.
+    users: Users,
     actual: ActualState,
     busy: BTreeSet<String>,
     last_event: BTreeMap<ObjectKey, String>,
@@ -213,6 +219,7 @@ impl Kubelet {
         Kubelet {
             cx: Engine::new(config.retry_start, config.retry_max),
             config,
+            users: Users::default(),
             actual: ActualState::default(),
             busy: BTreeSet::new(),
             last_event: BTreeMap::new(),
@@ -255,7 +262,7 @@ impl Kubelet {
                 },
             );
         }
-        self.cx.dirty.insert(());
+        self.mark_everything();
     }
 
     /// Pods of other nodes are not this kubelet's business.
@@ -347,70 +354,51 @@ impl Kubelet {
 }
 
 impl Controller for Kubelet {
-    type Key = ();
+    type Key = KubeletKey;
     type Call = Call;
     type Retry = String;
 
-    fn engine(&self) -> &Engine<(), Call, String> {
+    fn engine(&self) -> &Engine<KubeletKey, Call, String> {
         &self.cx
     }
 
-    fn engine_mut(&mut self) -> &mut Engine<(), Call, String> {
+    fn engine_mut(&mut self) -> &mut Engine<KubeletKey, Call, String> {
         &mut self.cx
     }
 
-    fn retry(&mut self, _key: String) {}
-
-    fn observe(&mut self, watch: Watch) {
-        match watch {
-            Watch::Applied(o) => {
-                if self.relevant(&o) {
-                    self.cx.cache.apply(o);
-                }
-            }
-            Watch::Deleted(o) => {
-                self.cx.cache.delete(&o);
-            }
-        }
-        self.cx.dirty.insert(());
+    fn retry(&mut self, key: String) {
+        self.mark_name(&key);
     }
 
-    fn reconcile(&mut self, _: ()) {
-        self.reconcile_node();
+    fn observe(&mut self, watch: Watch) {
+        self.observe_watch(watch);
+    }
+
+    fn reconcile(&mut self, key: KubeletKey) {
+        match key {
+            KubeletKey::Node => self.node_pass(),
+            KubeletKey::Volume(pv) => self.volume_pass(&pv),
+        }
     }
 
     fn api_done(&mut self, call: Call, result: ApiResult) {
-        if let Call::Api { key } = call {
-            self.busy.remove(&key);
-            match result {
-                ApiResult::Ok(Some(o)) => {
-                    self.cx.cache.apply(o);
-                }
-                ApiResult::Ok(None) => {}
-                _ => {
-                    self.cx.fail(key);
-                }
-            }
-        }
-        self.cx.dirty.insert(());
+        self.api_completed(call, result);
     }
 
     fn csi_done(&mut self, call: Call, result: CsiResult) {
+        if let Some(pv) = call.volume() {
+            let pv = pv.clone();
+            self.mark_volume(&pv);
+        }
         self.csi_completed(call, result);
-        self.cx.dirty.insert(());
     }
 
     fn resync(&mut self) {
-        self.cx.dirty.insert(());
+        self.mark_everything();
     }
 
     fn reconstruct(&mut self, observed: Observed) {
         self.reconstructed(observed);
-    }
-
-    /// Whatever a backoff held back is looked at again.
-    fn fire(&mut self, _now: Tick) {
-        self.cx.dirty.insert(());
     }
 
     /// One operation per volume at a time; a pod mount is recorded only

@@ -9,7 +9,7 @@ use crate::model::storage::CsiSource;
 
 /// A pod's use of a volume that should be published.
 #[derive(Debug, Clone, Hash)]
-struct Want {
+pub(super) struct Want {
     pod: Shared<Pod>,
     claim: Shared<PersistentVolumeClaim>,
     pv: Shared<PersistentVolume>,
@@ -17,54 +17,82 @@ struct Want {
 }
 
 impl Kubelet {
-    fn want(&self) -> BTreeMap<(String, String), Want> {
+    /// What every pod of the node wants published, by (pod UID, PV name).
+    pub(super) fn want(&self) -> BTreeMap<(String, String), Want> {
         let mut out = BTreeMap::new();
         for pod in self.cx.cache.shared_all::<Pod>() {
-            if pod.terminated()
-                || pod.metadata.deleting()
-                || pod.node() != Some(self.config.node.as_str())
-            {
-                continue;
-            }
-            for v in &pod.spec.volumes {
-                let Some(src) = &v.persistent_volume_claim else {
-                    continue;
-                };
-                let Some(claim) = self
-                    .cx
-                    .cache
-                    .shared::<PersistentVolumeClaim>(&pod.metadata.namespace, &src.claim_name)
-                else {
-                    continue;
-                };
-                let Some(pv) = self
-                    .cx
-                    .cache
-                    .shared::<PersistentVolume>("", claim.volume_name())
-                else {
-                    continue;
-                };
-                if pv
-                    .spec
-                    .csi
-                    .as_ref()
-                    .is_none_or(|c| c.driver != self.config.driver)
-                {
-                    continue;
+            self.wants_of_pod(&pod, None, &mut out);
+        }
+        out
+    }
+
+    /// What the node's pods want of the volume `pv`, found through the
+    /// claims bound to it and the pods naming them.
+    fn want_of(&self, pv: &str) -> BTreeMap<(String, String), Want> {
+        let mut out = BTreeMap::new();
+        for (namespace, claim) in self.users.claims_of(pv) {
+            for name in self.users.pods_of(namespace, claim) {
+                if let Some(pod) = self.cx.cache.shared::<Pod>(namespace, name) {
+                    self.wants_of_pod(&pod, Some(pv), &mut out);
                 }
-                let readonly = src.read_only || pv.spec.csi.as_ref().is_some_and(|c| c.read_only);
-                out.insert(
-                    (pod.metadata.uid.clone(), pv.name().to_string()),
-                    Want {
-                        pod: pod.clone(),
-                        claim: claim.clone(),
-                        pv: pv.clone(),
-                        readonly,
-                    },
-                );
             }
         }
         out
+    }
+
+    /// The volumes `pod` wants published (only `pv`'s when named).
+    fn wants_of_pod(
+        &self,
+        pod: &Shared<Pod>,
+        only: Option<&str>,
+        out: &mut BTreeMap<(String, String), Want>,
+    ) {
+        if pod.terminated()
+            || pod.metadata.deleting()
+            || pod.node() != Some(self.config.node.as_str())
+        {
+            return;
+        }
+        for v in &pod.spec.volumes {
+            let Some(src) = &v.persistent_volume_claim else {
+                continue;
+            };
+            let Some(claim) = self
+                .cx
+                .cache
+                .shared::<PersistentVolumeClaim>(&pod.metadata.namespace, &src.claim_name)
+            else {
+                continue;
+            };
+            if only.is_some_and(|pv| pv != claim.volume_name()) {
+                continue;
+            }
+            let Some(pv) = self
+                .cx
+                .cache
+                .shared::<PersistentVolume>("", claim.volume_name())
+            else {
+                continue;
+            };
+            if pv
+                .spec
+                .csi
+                .as_ref()
+                .is_none_or(|c| c.driver != self.config.driver)
+            {
+                continue;
+            }
+            let readonly = src.read_only || pv.spec.csi.as_ref().is_some_and(|c| c.read_only);
+            out.insert(
+                (pod.metadata.uid.clone(), pv.name().to_string()),
+                Want {
+                    pod: pod.clone(),
+                    claim: claim.clone(),
+                    pv: pv.clone(),
+                    readonly,
+                },
+            );
+        }
     }
 
     fn node(&self) -> Option<Shared<Node>> {
@@ -90,7 +118,8 @@ impl Kubelet {
 
     fn api(&mut self, key: String, call: ApiCall) {
         self.busy.insert(key.clone());
-        self.cx.api(call, Call::Api { key });
+        let object = call.key();
+        self.cx.api(call, Call::Api { key, object });
     }
 
     /// A FailedMount warning on the pods using `pv`, and a backoff.
@@ -98,9 +127,8 @@ impl Kubelet {
         self.cx.fail(pv.to_string());
         let msg = format!("{what} failed for volume {pv:?} : {}", e.go_error());
         let pods: Vec<ObjectKey> = self
-            .want()
+            .want_of(pv)
             .values()
-            .filter(|w| w.pv.name() == pv)
             .map(|w| ObjectKey::new(Kind::Pod, &w.pod.metadata.namespace, &w.pod.metadata.name))
             .collect();
         for key in pods {
@@ -142,38 +170,46 @@ impl Kubelet {
         );
     }
 
-    pub(super) fn reconcile_node(&mut self) {
+    /// The node's pass: what is in use is reported (D1.2).
+    pub(super) fn node_pass(&mut self) {
         let want = self.want();
-        self.unpublish_pass(&want);
         let node = self.node();
-        let attach_required = self.csi_driver().is_none_or(|d| d.attach_required());
         let mut in_use: BTreeSet<String> = BTreeSet::new();
         for w in want.values() {
             if let Some(c) = &w.pv.spec.csi {
                 in_use.insert(names::unique_volume_name(&c.driver, &c.volume_handle));
             }
         }
-        for (pv, d) in &self.actual.devices {
-            let _ = pv;
+        for d in self.actual.devices.values() {
             in_use.insert(names::unique_volume_name(&self.config.driver, &d.handle));
         }
         for m in self.actual.mounts.values() {
             in_use.insert(names::unique_volume_name(&self.config.driver, &m.handle));
         }
         self.report_in_use(node.as_deref(), &in_use);
+    }
+
+    /// One volume's pass (D1.1): unpublish what no pod wants any more,
+    /// make it ready for each pod that wants it, unstage it when unused.
+    pub(super) fn volume_pass(&mut self, pv: &str) {
+        let want = self.want_of(pv);
+        self.unpublish_pass(pv, &want);
+        let node = self.node();
+        let attach_required = self.csi_driver().is_none_or(|d| d.attach_required());
         for ((pod_uid, pv_name), w) in &want {
             self.mount_pass(node.as_deref(), attach_required, pod_uid, pv_name, w);
         }
-        self.unstage_pass(&want);
+        self.unstage_pass(pv, &want);
     }
 
-    /// D1.1 step one: unpublish pods' volumes no pod wants any more (D2.4, D3.8).
-    fn unpublish_pass(&mut self, want: &BTreeMap<(String, String), Want>) {
+    /// D1.1 step one: unpublish the volume from pods that no longer want
+    /// it (D2.4, D3.8).
+    fn unpublish_pass(&mut self, pv: &str, want: &BTreeMap<(String, String), Want>) {
         let gone: Vec<((String, String), PodMount)> = self
             .actual
             .mounts
             .iter()
-            .filter(|(k, _)| !want.contains_key(k))
+            .filter(|(k, _)| k.1 == pv && !want.contains_key(k))
             .map(|(k, m)| (k.clone(), m.clone()))
             .collect();
         for ((pod, pv), m) in gone {
@@ -525,30 +561,26 @@ impl Kubelet {
         self.csi(Call::Unstage { pv: pv.to_string() }, request);
     }
 
-    /// D1.1 last step: unstage volumes with no publish left and no pod wanting them (D1.3, D3.9).
-    fn unstage_pass(&mut self, want: &BTreeMap<(String, String), Want>) {
-        let wanted: BTreeSet<&str> = want.values().map(|w| w.pv.name()).collect();
-        let idle: Vec<(String, Device)> = self
-            .actual
-            .devices
-            .iter()
-            .filter(|(pv, _)| !wanted.contains(pv.as_str()))
-            .filter(|(pv, _)| !self.actual.mounts.keys().any(|(_, v)| v == *pv))
-            .map(|(pv, d)| (pv.clone(), d.clone()))
-            .collect();
-        for (pv, d) in idle {
-            if !self.ready(&pv) {
-                continue;
-            }
-            if !self.config.stage_unstage {
-                self.actual.devices.remove(&pv);
-                continue;
-            }
-            let request = Request::NodeUnstage(driver::NodeUnstage {
-                volume_id: d.handle.clone(),
-                staging_target_path: d.staging_path.clone(),
-            });
-            self.csi(Call::Unstage { pv }, request);
+    /// D1.1 last step: unstage the volume once no publish is left and no
+    /// pod wants it (D1.3, D3.9).
+    fn unstage_pass(&mut self, pv: &str, want: &BTreeMap<(String, String), Want>) {
+        if !want.is_empty() || self.actual.mounts.keys().any(|(_, v)| v == pv) {
+            return;
         }
+        let Some(d) = self.actual.devices.get(pv).cloned() else {
+            return;
+        };
+        if !self.ready(pv) {
+            return;
+        }
+        if !self.config.stage_unstage {
+            self.actual.devices.remove(pv);
+            return;
+        }
+        let request = Request::NodeUnstage(driver::NodeUnstage {
+            volume_id: d.handle.clone(),
+            staging_target_path: d.staging_path.clone(),
+        });
+        self.csi(Call::Unstage { pv: pv.to_string() }, request);
     }
 }

@@ -400,6 +400,7 @@ fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
     );
 }
 
+mod incremental;
 mod rules;
 
 /// Properties under faults (see `control::chaos`).
