@@ -18,6 +18,7 @@ pub mod engine;
 pub mod repeats;
 #[cfg(any(test, feature = "rig"))]
 pub mod rig;
+pub mod secrets;
 pub mod users;
 
 use serde::{Deserialize, Serialize};

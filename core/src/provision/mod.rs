@@ -16,6 +16,7 @@
 
 mod delete;
 mod request;
+mod secrets;
 mod source;
 #[cfg(test)]
 mod tests;
@@ -103,6 +104,8 @@ struct Provisioning {
     orphan: Option<String>,
     /// The claim or snapshot it copies (B5.6).
     source: Option<ObjectKey>,
+    /// The Secrets its calls use, resolved with the request (B2.9).
+    secrets: secrets::VolumeSecrets,
 }
 
 /// What the provisioner has in flight.
@@ -378,6 +381,10 @@ impl Provisioner {
             Ok(r) => r,
             Err(msg) => return self.refuse(key, uid, msg),
         };
+        let secrets = match secrets::VolumeSecrets::resolve(&class, &request.name, &claim) {
+            Ok(s) => s,
+            Err(msg) => return self.refuse(key, uid, msg),
+        };
         if self.protect_source(&claim) {
             return;
         }
@@ -397,6 +404,7 @@ impl Provisioner {
             background: false,
             orphan: None,
             source: source::source_key(&claim),
+            secrets,
         };
         self.provisioning.insert(uid, p.clone());
         self.call_create(p);

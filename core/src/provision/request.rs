@@ -321,8 +321,7 @@ impl Provisioner {
             names::ANN_PROVISIONED_BY.into(),
             p.class.provisioner.clone(),
         );
-        ann.insert(names::ANN_DELETION_SECRET_NAME.into(), String::new());
-        ann.insert(names::ANN_DELETION_SECRET_NAMESPACE.into(), String::new());
+        p.secrets.write_on(&mut pv);
         pv.metadata
             .finalizers
             .push(names::FINALIZER_EXTERNAL_PROVISIONER.into());

@@ -92,6 +92,7 @@ fn b2_b3_an_annotated_claim_gets_a_volume_and_a_pv_named_pvc_uid() {
             ("kind", "block"),
             ("csi.storage.k8s.io/fstype", "ext4"),
             ("csi.storage.k8s.io/node-stage-secret-name", "s"),
+            ("csi.storage.k8s.io/node-stage-secret-namespace", "storage"),
         ],
     );
     let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
@@ -199,6 +200,69 @@ fn b2_6_an_unknown_prefixed_parameter_is_a_final_error() {
     assert!(creates(&r).is_empty());
     assert_eq!(r.reasons(), vec![reason::PROVISIONING_FAILED]);
     assert!(r.events[0].message.contains("csi.storage.k8s.io/fsgroup"));
+}
+
+#[test]
+fn b2_10_b2_11_the_class_secret_references_are_written_on_the_pv() {
+    let mut r = rig();
+    class(
+        &mut r,
+        &[
+            ("csi.storage.k8s.io/secret-name", "${pvc.name}-creds"),
+            ("csi.storage.k8s.io/secret-namespace", "${pvc.namespace}"),
+            ("csi.storage.k8s.io/provisioner-secret-name", "provisioner"),
+            ("csi.storage.k8s.io/provisioner-secret-namespace", "storage"),
+            ("csiNodePublishSecretName", "${pv.name}"),
+            ("csiNodePublishSecretNamespace", "storage"),
+        ],
+    );
+    let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
+        unreachable!()
+    };
+    let name = format!("pvc-{}", c.metadata.uid);
+    let pv = pv(&r, &name).expect("provisioned");
+    let csi = pv.spec.csi.as_ref().unwrap();
+    let secret = |name: &str, namespace: &str| {
+        Some(SecretReference {
+            name: name.into(),
+            namespace: namespace.into(),
+        })
+    };
+    let default = secret("data-creds", "default");
+    assert_eq!(csi.controller_publish_secret_ref, default);
+    assert_eq!(csi.node_stage_secret_ref, default);
+    assert_eq!(csi.controller_expand_secret_ref, default);
+    assert_eq!(csi.node_expand_secret_ref, default);
+    assert_eq!(csi.node_publish_secret_ref, secret(&name, "storage"));
+    let ann = &pv.metadata.annotations;
+    assert_eq!(ann[names::ANN_DELETION_SECRET_NAME], "provisioner");
+    assert_eq!(ann[names::ANN_DELETION_SECRET_NAMESPACE], "storage");
+    // The deprecated keys are passed on to the driver; the prefixed are not.
+    let params = &creates(&r)[0].parameters;
+    assert_eq!(params.len(), 2, "{params:?}");
+    assert!(params.contains_key("csiNodePublishSecretName"));
+}
+
+#[test]
+fn b2_9_a_secret_reference_that_cannot_resolve_fails_before_create_volume() {
+    let mut r = rig();
+    class(
+        &mut r,
+        &[
+            ("csi.storage.k8s.io/node-stage-secret-name", "creds"),
+            (
+                "csi.storage.k8s.io/node-stage-secret-namespace",
+                "${pvc.name}",
+            ),
+        ],
+    );
+    r.create(Object::Pvc(claim("data")));
+    assert!(creates(&r).is_empty());
+    assert_eq!(r.reasons(), vec![reason::PROVISIONING_FAILED]);
+    assert_eq!(
+        r.events[0].message,
+        "error resolving value \"${pvc.name}\": invalid tokens: [\"pvc.name\"]"
+    );
 }
 
 #[test]

@@ -1,0 +1,317 @@
+//! Which Secret a CSI call gets, from a class's parameters (B2.9): the
+//! `csi.storage.k8s.io/<operation>-secret-name` / `-namespace` pairs (and
+//! the deprecated `csi<Operation>SecretName` keys), falling back to the
+//! default `csi.storage.k8s.io/secret-name` pair, their `${…}` templates
+//! resolved against the volume and the claim, and the result checked as
+//! the API server would check a Secret's name and namespace.
+//!
+//! Only references are resolved here; what a Secret holds reaches a
+//! machine as an object like any other, and never its logs or events.
+
+use std::collections::BTreeSet;
+
+use crate::model::{PersistentVolumeClaim, SecretReference};
+
+/// One operation's secret parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecretParams {
+    /// How messages name it ("Provisioner", "NodeStage", …).
+    pub name: &'static str,
+    /// `csi.storage.k8s.io/<name>`.
+    name_key: &'static str,
+    /// `csi.storage.k8s.io/<namespace>`.
+    namespace_key: &'static str,
+    /// The deprecated unprefixed keys, honoured and not stripped (B2.7).
+    deprecated: Option<(&'static str, &'static str)>,
+}
+
+const fn params(
+    name: &'static str,
+    name_key: &'static str,
+    namespace_key: &'static str,
+    deprecated: Option<(&'static str, &'static str)>,
+) -> SecretParams {
+    SecretParams {
+        name,
+        name_key,
+        namespace_key,
+        deprecated,
+    }
+}
+
+/// `csi.storage.k8s.io/secret-name` and `-namespace`: every operation's
+/// fallback.
+pub const DEFAULT: SecretParams = params(
+    "Default",
+    "csi.storage.k8s.io/secret-name",
+    "csi.storage.k8s.io/secret-namespace",
+    None,
+);
+/// CreateVolume and DeleteVolume.
+pub const PROVISIONER: SecretParams = params(
+    "Provisioner",
+    "csi.storage.k8s.io/provisioner-secret-name",
+    "csi.storage.k8s.io/provisioner-secret-namespace",
+    Some(("csiProvisionerSecretName", "csiProvisionerSecretNamespace")),
+);
+/// ControllerPublishVolume and ControllerUnpublishVolume.
+pub const CONTROLLER_PUBLISH: SecretParams = params(
+    "ControllerPublish",
+    "csi.storage.k8s.io/controller-publish-secret-name",
+    "csi.storage.k8s.io/controller-publish-secret-namespace",
+    Some((
+        "csiControllerPublishSecretName",
+        "csiControllerPublishSecretNamespace",
+    )),
+);
+/// NodeStageVolume.
+pub const NODE_STAGE: SecretParams = params(
+    "NodeStage",
+    "csi.storage.k8s.io/node-stage-secret-name",
+    "csi.storage.k8s.io/node-stage-secret-namespace",
+    Some(("csiNodeStageSecretName", "csiNodeStageSecretNamespace")),
+);
+/// NodePublishVolume.
+pub const NODE_PUBLISH: SecretParams = params(
+    "NodePublish",
+    "csi.storage.k8s.io/node-publish-secret-name",
+    "csi.storage.k8s.io/node-publish-secret-namespace",
+    Some(("csiNodePublishSecretName", "csiNodePublishSecretNamespace")),
+);
+/// ControllerExpandVolume.
+pub const CONTROLLER_EXPAND: SecretParams = params(
+    "ControllerExpand",
+    "csi.storage.k8s.io/controller-expand-secret-name",
+    "csi.storage.k8s.io/controller-expand-secret-namespace",
+    None,
+);
+/// NodeExpandVolume.
+pub const NODE_EXPAND: SecretParams = params(
+    "NodeExpand",
+    "csi.storage.k8s.io/node-expand-secret-name",
+    "csi.storage.k8s.io/node-expand-secret-namespace",
+    None,
+);
+
+/// The name and namespace templates `p` gives in `parameters`, checked as
+/// upstream checks them: each given once, both or neither, neither empty.
+fn templates<'a>(
+    p: &SecretParams,
+    parameters: &'a std::collections::BTreeMap<String, String>,
+) -> Result<Option<(&'a str, &'a str)>, String> {
+    let mut names = Vec::new();
+    let mut namespaces = Vec::new();
+    let keys = p
+        .deprecated
+        .into_iter()
+        .chain(std::iter::once((p.name_key, p.namespace_key)));
+    for (name_key, namespace_key) in keys {
+        names.extend(parameters.get(name_key).map(String::as_str));
+        namespaces.extend(parameters.get(namespace_key).map(String::as_str));
+    }
+    if names.len() > 1 || namespaces.len() > 1 {
+        return Err(format!(
+            "{} secrets specified in parameters with both \"csi\" and \"csi.storage.k8s.io/\" keys",
+            p.name
+        ));
+    }
+    match (names.pop(), namespaces.pop()) {
+        (None, None) => Ok(None),
+        (Some(""), Some(_)) | (Some(_), Some("")) => Err(format!(
+            "{} secrets specified in parameters but value of either namespace or name is empty",
+            p.name
+        )),
+        (Some(name), Some(namespace)) => Ok(Some((name, namespace))),
+        _ => Err(format!(
+            "either name and namespace for {} secrets specified, Both must be specified",
+            p.name
+        )),
+    }
+}
+
+/// Expands `$name` and `${name}` in `template` as Go's `os.Expand` does
+/// (which upstream uses), looking names up in `lookup`; the names it could
+/// not resolve, sorted, when there are any.
+pub fn expand(
+    template: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, Vec<String>> {
+    let bytes = template.as_bytes();
+    let mut out = String::with_capacity(template.len());
+    let mut missing = BTreeSet::new();
+    let mut plain = 0;
+    let mut j = 0;
+    while j < bytes.len() {
+        if bytes[j] != b'$' || j + 1 == bytes.len() {
+            j += 1;
+            continue;
+        }
+        out.push_str(&template[plain..j]);
+        let (name, width) = shell_name(&template[j + 1..]);
+        match name {
+            Some(name) => match lookup(name) {
+                Some(v) => out.push_str(&v),
+                None => {
+                    missing.insert(name.to_string());
+                }
+            },
+            // A `$` followed by no name stays; bad syntax is eaten.
+            None if width == 0 => out.push('$'),
+            None => {}
+        }
+        j += width + 1;
+        plain = j;
+    }
+    out.push_str(&template[plain..]);
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(missing.into_iter().collect())
+    }
+}
+
+fn special(b: u8) -> bool {
+    matches!(
+        b,
+        b'*' | b'#' | b'$' | b'@' | b'!' | b'?' | b'-' | b'0'..=b'9'
+    )
+}
+
+/// The name after a `$` and how many bytes it takes (`None` with a width:
+/// bad syntax, eaten; with none: no name).
+fn shell_name(s: &str) -> (Option<&str>, usize) {
+    let b = s.as_bytes();
+    if b[0] == b'{' {
+        if b.len() > 2 && special(b[1]) && b[2] == b'}' {
+            return (Some(&s[1..2]), 3);
+        }
+        return match s[1..].find('}') {
+            Some(0) => (None, 2),
+            Some(i) => (Some(&s[1..=i]), i + 2),
+            None => (None, 1),
+        };
+    }
+    if special(b[0]) {
+        return (Some(&s[..1]), 1);
+    }
+    let n = b
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+        .count();
+    if n == 0 {
+        (None, 0)
+    } else {
+        (Some(&s[..n]), n)
+    }
+}
+
+/// A DNS-1123 label: what a namespace must be.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A DNS-1123 subdomain: what a Secret's name must be.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(|l| !l.is_empty() && is_dns1123_label(l))
+}
+
+/// What a template may name: the volume's name, and the claim's
+/// namespace, name and annotations.
+#[derive(Debug, Clone, Copy)]
+pub struct Tokens<'a> {
+    /// `${pv.name}`.
+    pub pv_name: &'a str,
+    /// `${pvc.namespace}`, `${pvc.name}`, `${pvc.annotations['…']}`, when
+    /// there is a claim (a volume deleted after its claim has none).
+    pub claim: Option<&'a PersistentVolumeClaim>,
+}
+
+impl Tokens<'_> {
+    /// What a namespace template may use: values the claim's user does not
+    /// choose.
+    fn namespace(&self, token: &str) -> Option<String> {
+        match token {
+            "pv.name" => Some(self.pv_name.to_string()),
+            "pvc.namespace" => self.claim.map(|c| c.metadata.namespace.clone()),
+            _ => None,
+        }
+    }
+
+    fn name(&self, token: &str) -> Option<String> {
+        if let Some(v) = self.namespace(token) {
+            return Some(v);
+        }
+        let c = self.claim?;
+        if token == "pvc.name" {
+            return Some(c.metadata.name.clone());
+        }
+        let key = token
+            .strip_prefix("pvc.annotations['")?
+            .strip_suffix("']")?;
+        c.metadata.annotations.get(key).cloned()
+    }
+}
+
+fn resolve(
+    template: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+    valid: fn(&str) -> bool,
+    what: &str,
+) -> Result<String, String> {
+    let resolved = expand(template, lookup).map_err(|missing| {
+        let quoted: Vec<String> = missing.iter().map(|m| format!("{m:?}")).collect();
+        format!(
+            "error resolving value {template:?}: invalid tokens: [{}]",
+            quoted.join(" ")
+        )
+    })?;
+    if valid(&resolved) {
+        Ok(resolved)
+    } else if resolved != template {
+        Err(format!(
+            "{template:?} resolved to {resolved:?} which is not a valid {what} name"
+        ))
+    } else {
+        Err(format!("{template:?} is not a valid {what} name"))
+    }
+}
+
+/// The Secret `p`'s operation gets under a class with `parameters` (its
+/// own pair, else the default pair; `None` when neither is given), with
+/// upstream's messages when the parameters are wrong or resolve to
+/// something that cannot name a Secret.
+pub fn secret_ref(
+    p: &SecretParams,
+    parameters: &std::collections::BTreeMap<String, String>,
+    tokens: Tokens<'_>,
+) -> Result<Option<SecretReference>, String> {
+    let own = templates(p, parameters)
+        .map_err(|e| format!("failed to get name and namespace template from params: {e}"))?;
+    let pair = match own {
+        Some(pair) => pair,
+        None => match templates(&DEFAULT, parameters).map_err(|e| {
+            format!("failed to get default name and namespace template from params: {e}")
+        })? {
+            Some(pair) => pair,
+            None => return Ok(None),
+        },
+    };
+    let (name, namespace) = pair;
+    let namespace = resolve(
+        namespace,
+        |t| tokens.namespace(t),
+        is_dns1123_label,
+        "namespace",
+    )?;
+    let name = resolve(name, |t| tokens.name(t), is_dns1123_subdomain, "secret")?;
+    Ok(Some(SecretReference { name, namespace }))
+}
+
+#[cfg(test)]
+mod tests;

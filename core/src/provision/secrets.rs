@@ -1,0 +1,64 @@
+//! B2.9–B2.11: the Secrets a provisioned volume's calls use, resolved from
+//! the class when the claim is provisioned, before CreateVolume (as
+//! upstream's prepareProvision does), and written on the PV.
+
+use super::*;
+use crate::control::secrets::{self, Tokens};
+
+/// The Secret references of one provisioned volume.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub(super) struct VolumeSecrets {
+    /// CreateVolume's and DeleteVolume's (on the PV as the deletion
+    /// annotations).
+    pub provisioner: Option<SecretReference>,
+    pub controller_publish: Option<SecretReference>,
+    pub node_stage: Option<SecretReference>,
+    pub node_publish: Option<SecretReference>,
+    pub controller_expand: Option<SecretReference>,
+    pub node_expand: Option<SecretReference>,
+}
+
+impl VolumeSecrets {
+    /// Resolves every operation's reference for the volume `pv_name` of
+    /// `claim` under `class`; the first that cannot be resolved is the
+    /// error, in upstream's words.
+    pub(super) fn resolve(
+        class: &StorageClass,
+        pv_name: &str,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<VolumeSecrets, String> {
+        let tokens = Tokens {
+            pv_name,
+            claim: Some(claim),
+        };
+        let of = |p| secrets::secret_ref(p, &class.parameters, tokens);
+        Ok(VolumeSecrets {
+            provisioner: of(&secrets::PROVISIONER)?,
+            controller_publish: of(&secrets::CONTROLLER_PUBLISH)?,
+            node_stage: of(&secrets::NODE_STAGE)?,
+            node_publish: of(&secrets::NODE_PUBLISH)?,
+            controller_expand: of(&secrets::CONTROLLER_EXPAND)?,
+            node_expand: of(&secrets::NODE_EXPAND)?,
+        })
+    }
+
+    /// Writes the references on the PV: the five in `spec.csi`, the
+    /// provisioner's as the deletion annotations (empty when there is none).
+    pub(super) fn write_on(&self, pv: &mut PersistentVolume) {
+        if let Some(csi) = &mut pv.spec.csi {
+            csi.controller_publish_secret_ref = self.controller_publish.clone();
+            csi.node_stage_secret_ref = self.node_stage.clone();
+            csi.node_publish_secret_ref = self.node_publish.clone();
+            csi.controller_expand_secret_ref = self.controller_expand.clone();
+            csi.node_expand_secret_ref = self.node_expand.clone();
+        }
+        let (name, namespace) = self
+            .provisioner
+            .as_ref()
+            .map(|r| (r.name.clone(), r.namespace.clone()))
+            .unwrap_or_default();
+        let ann = &mut pv.metadata.annotations;
+        ann.insert(names::ANN_DELETION_SECRET_NAME.into(), name);
+        ann.insert(names::ANN_DELETION_SECRET_NAMESPACE.into(), namespace);
+    }
+}
