@@ -94,6 +94,9 @@ impl ApiCaller {
             ApiCall::List { kind, namespace } => self.list(kind, &namespace).await,
         };
         match &result {
+            // A Secret read is handed to the one call that needs it; it is
+            // never kept to patch against (nothing writes Secrets).
+            ApiResult::Ok(Some(o)) if o.kind() == volplane_core::model::Kind::Secret => {}
             ApiResult::Ok(Some(o)) => self.seen.saw(o),
             ApiResult::Ok(None) | ApiResult::NotFound => self.seen.gone(&key, &uid),
             _ => {}

@@ -34,6 +34,7 @@ pub fn api_resource(kind: Kind) -> ApiResource {
         Kind::VolumeGroupSnapshotClass => {
             group_api("VolumeGroupSnapshotClass", "volumegroupsnapshotclasses")
         }
+        Kind::Secret => erase::<core_v1::Secret>(),
     }
 }
 
@@ -59,12 +60,16 @@ fn group_api(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
-/// Claims, pods, VolumeSnapshots and VolumeGroupSnapshots live in a namespace; the rest are
-/// cluster-scoped.
+/// Claims, pods, VolumeSnapshots, VolumeGroupSnapshots and Secrets live in
+/// a namespace; the rest are cluster-scoped.
 pub fn namespaced(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::PersistentVolumeClaim | Kind::Pod | Kind::VolumeSnapshot | Kind::VolumeGroupSnapshot
+        Kind::PersistentVolumeClaim
+            | Kind::Pod
+            | Kind::VolumeSnapshot
+            | Kind::VolumeGroupSnapshot
+            | Kind::Secret
     )
 }
 
@@ -108,6 +113,7 @@ mod tests {
                 "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshot volumegroupsnapshots",
                 "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotContent volumegroupsnapshotcontents",
                 "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotClass volumegroupsnapshotclasses",
+                "v1 Secret secrets",
             ]
         );
         for k in Kind::ALL {

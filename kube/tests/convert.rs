@@ -41,6 +41,7 @@ fn check(text: &str) -> Vec<Kind> {
             Kind::CsiDriver => round_trip::<storage_v1::CSIDriver>(&doc),
             Kind::Node => round_trip::<core_v1::Node>(&doc),
             Kind::Pod => round_trip::<core_v1::Pod>(&doc),
+            Kind::Secret => round_trip::<core_v1::Secret>(&doc),
             // The snapshot CRDs have no k8s-openapi types: through JSON.
             Kind::VolumeSnapshot
             | Kind::VolumeSnapshotContent

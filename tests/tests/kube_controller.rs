@@ -25,7 +25,17 @@ fn seed(api: &FakeApi) {
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                "metadata": {"name": "fast"}, "provisioner": DRIVER,
                "reclaimPolicy": "Delete", "allowVolumeExpansion": true,
-               "volumeBindingMode": "Immediate"}),
+               "volumeBindingMode": "Immediate",
+               "parameters": {
+                   "csi.storage.k8s.io/provisioner-secret-name": "provisioner",
+                   "csi.storage.k8s.io/provisioner-secret-namespace": "storage"}}),
+    );
+    // The provisioner reads it with a get (deploy/rbac.yaml grants just that).
+    api.put(
+        "/api/v1/namespaces/storage/secrets/provisioner",
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "provisioner", "namespace": "storage"},
+               "data": {"password": "czNjcjN0"}}),
     );
     api.put(
         &format!("/api/v1/nodes/{NODE}"),
@@ -167,6 +177,10 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
     assert_eq!(
         pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"],
         json!(DRIVER)
+    );
+    assert_eq!(
+        pv["metadata"]["annotations"]["volume.kubernetes.io/provisioner-deletion-secret-namespace"],
+        json!("storage")
     );
     let claim = api.get(CLAIM).unwrap();
     assert_eq!(

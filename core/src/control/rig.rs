@@ -25,6 +25,8 @@ pub struct Rig<M> {
     pub events: Vec<Event>,
     /// Every API write the machine made (not reads), in order.
     pub writes: Vec<ApiCall>,
+    /// Every get and list the machine made, in order.
+    pub reads: Vec<ApiCall>,
     /// Every CSI call the machine made, with the node it addressed.
     pub csi_calls: Vec<(Option<String>, CsiCall)>,
     csi: Box<dyn FnMut(&CsiCall) -> CsiResult>,
@@ -39,6 +41,7 @@ impl<M: ControlMachine> Rig<M> {
             now: 0,
             events: Vec::new(),
             writes: Vec::new(),
+            reads: Vec::new(),
             csi_calls: Vec::new(),
             csi: Box::new(|call| {
                 Err(crate::Status::unimplemented(format!(
@@ -91,6 +94,7 @@ impl<M: ControlMachine> Rig<M> {
             now,
             events,
             writes,
+            reads,
             csi_calls,
             csi,
         } = self;
@@ -104,7 +108,9 @@ impl<M: ControlMachine> Rig<M> {
             match e {
                 Effect::Event(ev) => events.push(ev),
                 Effect::Api { op, call } => {
-                    if !matches!(call, ApiCall::Get(_) | ApiCall::List { .. }) {
+                    if matches!(call, ApiCall::Get(_) | ApiCall::List { .. }) {
+                        reads.push(call.clone());
+                    } else {
                         writes.push(call.clone());
                     }
                     store.serve(now, op, call, done);

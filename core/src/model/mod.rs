@@ -12,6 +12,7 @@ pub mod meta;
 pub mod names;
 pub mod patch;
 pub mod quantity;
+pub mod secret;
 pub mod shared;
 pub mod snapshot;
 pub mod storage;
@@ -22,6 +23,7 @@ pub use enums::*;
 pub use group::*;
 pub use meta::*;
 pub use quantity::{Quantity, QuantityError};
+pub use secret::Secret;
 pub use shared::{Shared, Variant};
 pub use snapshot::*;
 pub use storage::*;
@@ -60,11 +62,13 @@ pub enum Kind {
     VolumeGroupSnapshotContent,
     /// `VolumeGroupSnapshotClass`.
     VolumeGroupSnapshotClass,
+    /// `Secret` (read when a call needs it, never watched).
+    Secret,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
         Kind::StorageClass,
@@ -79,6 +83,7 @@ impl Kind {
         Kind::VolumeGroupSnapshot,
         Kind::VolumeGroupSnapshotContent,
         Kind::VolumeGroupSnapshotClass,
+        Kind::Secret,
     ];
 
     /// The kind a manifest's `kind` string names, if the model knows it.
@@ -103,6 +108,7 @@ impl Kind {
             Kind::VolumeGroupSnapshot => "VolumeGroupSnapshot",
             Kind::VolumeGroupSnapshotContent => "VolumeGroupSnapshotContent",
             Kind::VolumeGroupSnapshotClass => "VolumeGroupSnapshotClass",
+            Kind::Secret => "Secret",
         }
     }
 }
@@ -138,6 +144,8 @@ pub enum Object {
     GroupContent(VolumeGroupSnapshotContent),
     /// `GroupSnapshotClass`.
     GroupSnapshotClass(VolumeGroupSnapshotClass),
+    /// `Secret`.
+    Secret(Secret),
 }
 
 impl Object {
@@ -158,6 +166,7 @@ impl Object {
             Object::GroupSnapshot(_) => Kind::VolumeGroupSnapshot,
             Object::GroupContent(_) => Kind::VolumeGroupSnapshotContent,
             Object::GroupSnapshotClass(_) => Kind::VolumeGroupSnapshotClass,
+            Object::Secret(_) => Kind::Secret,
         }
     }
 
@@ -178,6 +187,7 @@ impl Object {
             Object::GroupSnapshot(o) => &o.metadata,
             Object::GroupContent(o) => &o.metadata,
             Object::GroupSnapshotClass(o) => &o.metadata,
+            Object::Secret(o) => &o.metadata,
         }
     }
 
@@ -198,6 +208,7 @@ impl Object {
             Object::GroupSnapshot(o) => &mut o.metadata,
             Object::GroupContent(o) => &mut o.metadata,
             Object::GroupSnapshotClass(o) => &mut o.metadata,
+            Object::Secret(o) => &mut o.metadata,
         }
     }
 
@@ -284,6 +295,7 @@ impl Object {
             Some(Kind::VolumeGroupSnapshot) => Object::GroupSnapshot(load(doc)?),
             Some(Kind::VolumeGroupSnapshotContent) => Object::GroupContent(load(doc)?),
             Some(Kind::VolumeGroupSnapshotClass) => Object::GroupSnapshotClass(load(doc)?),
+            Some(Kind::Secret) => Object::Secret(load(doc)?),
             None => return Err(format!("kind {kind:?} is not one the machines know")),
         })
     }
@@ -305,6 +317,7 @@ impl Object {
             Object::GroupSnapshot(o) => serde_json::to_value(o),
             Object::GroupContent(o) => serde_json::to_value(o),
             Object::GroupSnapshotClass(o) => serde_json::to_value(o),
+            Object::Secret(o) => serde_json::to_value(o),
         };
         v.expect("model objects serialise")
     }

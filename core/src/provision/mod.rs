@@ -132,6 +132,16 @@ pub enum Call {
         /// The claim's UID.
         uid: String,
     },
+    /// The read of the provisioner Secret `secret` for the claim `uid`
+    /// (B2.10): its data goes into CreateVolume, and nowhere else.
+    GetSecret {
+        /// The claim's UID.
+        uid: String,
+        /// The claim.
+        claim: ObjectKey,
+        /// The Secret read.
+        secret: SecretReference,
+    },
     /// DeleteVolume of the PV `pv`'s storage.
     Delete {
         /// The PV's name.
@@ -185,7 +195,8 @@ impl Call {
             | Call::SavePv { uid }
             | Call::DropSelectedNode { uid }
             | Call::Protect { uid, .. }
-            | Call::Release { uid, .. } => uid,
+            | Call::Release { uid, .. }
+            | Call::GetSecret { uid, .. } => uid,
             Call::Delete { pv } | Call::DeletePvObject { pv, .. } | Call::Finalizer { pv, .. } => {
                 pv
             }
@@ -208,6 +219,9 @@ pub struct Provisioner {
     retry: BTreeMap<String, ObjectKey>,
     /// Claim UIDs left to an external populator (B1.8), told once.
     populated: BTreeSet<String>,
+    /// Claim UIDs → the provisioner Secret's data read for their
+    /// CreateVolume, until the request takes it (never printed).
+    credentials: BTreeMap<String, driver::Secrets>,
 }
 
 impl Provisioner {
@@ -221,6 +235,7 @@ impl Provisioner {
             deleted: BTreeSet::new(),
             retry: BTreeMap::new(),
             populated: BTreeSet::new(),
+            credentials: BTreeMap::new(),
         }
     }
 
@@ -385,6 +400,13 @@ impl Provisioner {
             Ok(s) => s,
             Err(msg) => return self.refuse(key, uid, msg),
         };
+        let mut request = request;
+        if let Some(secret) = &secrets.provisioner {
+            match self.credentials.get(&uid) {
+                Some(data) => request.secrets = data.clone(),
+                None => return self.get_secret(key, uid, secret.clone()),
+            }
+        }
         if self.protect_source(&claim) {
             return;
         }
@@ -406,6 +428,7 @@ impl Provisioner {
             source: source::source_key(&claim),
             secrets,
         };
+        self.credentials.remove(&uid);
         self.provisioning.insert(uid, p.clone());
         self.call_create(p);
     }
@@ -704,6 +727,9 @@ impl Provisioner {
     }
 
     fn api_completed(&mut self, call: Call, result: ApiResult) {
+        if let Call::GetSecret { uid, claim, secret } = call {
+            return self.secret_read(uid, claim, secret, result);
+        }
         if let ApiResult::Ok(Some(o)) = &result {
             self.cx.cache.apply(o.clone());
         }

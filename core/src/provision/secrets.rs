@@ -62,3 +62,56 @@ impl VolumeSecrets {
         ann.insert(names::ANN_DELETION_SECRET_NAMESPACE.into(), namespace);
     }
 }
+
+impl Provisioner {
+    /// Reads the provisioner Secret of the claim `uid` (upstream's
+    /// getCredentials); the claim is looked at again with its data.
+    pub(super) fn get_secret(&mut self, claim: &ObjectKey, uid: String, secret: SecretReference) {
+        let key = ObjectKey::new(Kind::Secret, &secret.namespace, &secret.name);
+        self.busy.insert(uid.clone());
+        let call = Call::GetSecret {
+            uid,
+            claim: claim.clone(),
+            secret,
+        };
+        self.cx.api(ApiCall::Get(key), call);
+    }
+
+    /// The provisioner Secret was read, or not: its data is kept for the
+    /// claim's CreateVolume (not cached: no other pass needs it), or the
+    /// claim fails with upstream's message and backs off.
+    pub(super) fn secret_read(
+        &mut self,
+        uid: String,
+        claim: ObjectKey,
+        secret: SecretReference,
+        result: ApiResult,
+    ) {
+        self.busy.remove(&uid);
+        let data = match result {
+            ApiResult::Ok(Some(o)) => match &*o {
+                Object::Secret(s) => s.credentials(),
+                other => Err(format!(
+                    "the API server answered with a {}",
+                    other.kind().as_str()
+                )),
+            },
+            ApiResult::NotFound => Err(format!("secrets {:?} not found", secret.name)),
+            ApiResult::Failed(e) => Err(e),
+            other => Err(format!("unexpected answer {other:?}")),
+        };
+        match data {
+            Ok(data) => {
+                self.credentials.insert(uid, driver::Secrets(data));
+                self.cx.dirty.insert(claim);
+            }
+            Err(e) => {
+                let message = format!(
+                    "error getting secret {} in namespace {}: {e}",
+                    secret.name, secret.namespace
+                );
+                self.refuse(&claim, uid, message);
+            }
+        }
+    }
+}

@@ -216,6 +216,7 @@ fn b2_10_b2_11_the_class_secret_references_are_written_on_the_pv() {
             ("csiNodePublishSecretNamespace", "storage"),
         ],
     );
+    r.create(Object::Secret(Secret::new("storage", "provisioner", &[])));
     let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
         unreachable!()
     };
@@ -241,6 +242,61 @@ fn b2_10_b2_11_the_class_secret_references_are_written_on_the_pv() {
     let params = &creates(&r)[0].parameters;
     assert_eq!(params.len(), 2, "{params:?}");
     assert!(params.contains_key("csiNodePublishSecretName"));
+}
+
+const PROVISIONER_SECRET: [(&str, &str); 2] = [
+    ("csi.storage.k8s.io/provisioner-secret-name", "provisioner"),
+    ("csi.storage.k8s.io/provisioner-secret-namespace", "storage"),
+];
+
+#[test]
+fn b2_10_create_volume_gets_the_provisioner_secret_and_nothing_else_shows_it() {
+    let mut r = rig();
+    class(&mut r, &PROVISIONER_SECRET);
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "provisioner",
+        &[("password", "s3cr3t-value")],
+    )));
+    r.create(Object::Pvc(claim("data")));
+    let calls = creates(&r);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].secrets.0["password"], "s3cr3t-value");
+    // Read with a get, as upstream's sidecar does (it may not list or watch).
+    assert!(
+        r.writes
+            .iter()
+            .chain(r.reads.iter())
+            .any(|c| matches!(c, ApiCall::Get(k) if k.kind == Kind::Secret))
+    );
+    let shown = format!("{:?} {:?} {:?}", r.machine, r.events, r.csi_calls);
+    assert!(
+        !shown.contains("s3cr3t-value"),
+        "the secret leaked: {shown}"
+    );
+    assert!(shown.contains("redacted"));
+}
+
+#[test]
+fn b2_10_a_missing_provisioner_secret_fails_with_upstreams_message_then_recovers() {
+    let mut r = rig();
+    class(&mut r, &PROVISIONER_SECRET);
+    r.create(Object::Pvc(claim("data")));
+    assert!(creates(&r).is_empty());
+    assert_eq!(r.reasons(), vec![reason::PROVISIONING_FAILED]);
+    assert_eq!(
+        r.events[0].message,
+        "error getting secret provisioner in namespace storage: secrets \"provisioner\" not found"
+    );
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "provisioner",
+        &[("k", "v")],
+    )));
+    r.advance(10_000);
+    let calls = creates(&r);
+    assert_eq!(calls.len(), 1, "provisioned once the Secret exists");
+    assert_eq!(calls[0].secrets.0["k"], "v");
 }
 
 #[test]
