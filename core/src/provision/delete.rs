@@ -75,9 +75,22 @@ impl Provisioner {
         let Some(handle) = pv.spec.csi.as_ref().map(|c| c.volume_handle.clone()) else {
             return;
         };
+        let secrets = match self.deletion_secret(&pv) {
+            Ok(None) => driver::Secrets::default(),
+            Ok(Some(secret)) => match self.deletion_credentials.remove(&name) {
+                Some(data) => data,
+                None => return self.get_deletion_secret(name, secret),
+            },
+            Err(e) => {
+                self.cx
+                    .event(Event::warning(key.clone(), reason::VOLUME_FAILED_DELETE, e));
+                self.cx.fail(name);
+                return;
+            }
+        };
         let call = Request::DeleteVolume(driver::DeleteVolume {
             volume_id: handle,
-            secrets: driver::Secrets::default(),
+            secrets,
         });
         self.csi(Call::Delete { pv: name }, call);
     }

@@ -142,6 +142,14 @@ pub enum Call {
         /// The Secret read.
         secret: SecretReference,
     },
+    /// The read of the Secret `secret` the DeleteVolume of the PV `pv`
+    /// uses (B5.4).
+    GetDeletionSecret {
+        /// The PV's name.
+        pv: String,
+        /// The Secret read.
+        secret: SecretReference,
+    },
     /// DeleteVolume of the PV `pv`'s storage.
     Delete {
         /// The PV's name.
@@ -197,9 +205,10 @@ impl Call {
             | Call::Protect { uid, .. }
             | Call::Release { uid, .. }
             | Call::GetSecret { uid, .. } => uid,
-            Call::Delete { pv } | Call::DeletePvObject { pv, .. } | Call::Finalizer { pv, .. } => {
-                pv
-            }
+            Call::Delete { pv }
+            | Call::DeletePvObject { pv, .. }
+            | Call::Finalizer { pv, .. }
+            | Call::GetDeletionSecret { pv, .. } => pv,
         }
     }
 }
@@ -222,6 +231,9 @@ pub struct Provisioner {
     /// Claim UIDs → the provisioner Secret's data read for their
     /// CreateVolume, until the request takes it (never printed).
     credentials: BTreeMap<String, driver::Secrets>,
+    /// PV names → what their DeleteVolume's Secret held (empty when it
+    /// could not be read: deletion goes on without), until it is sent.
+    deletion_credentials: BTreeMap<String, driver::Secrets>,
 }
 
 impl Provisioner {
@@ -236,6 +248,7 @@ impl Provisioner {
             retry: BTreeMap::new(),
             populated: BTreeSet::new(),
             credentials: BTreeMap::new(),
+            deletion_credentials: BTreeMap::new(),
         }
     }
 
@@ -727,8 +740,12 @@ impl Provisioner {
     }
 
     fn api_completed(&mut self, call: Call, result: ApiResult) {
-        if let Call::GetSecret { uid, claim, secret } = call {
-            return self.secret_read(uid, claim, secret, result);
+        match call {
+            Call::GetSecret { uid, claim, secret } => {
+                return self.secret_read(uid, claim, secret, result);
+            }
+            Call::GetDeletionSecret { pv, .. } => return self.deletion_secret_read(pv, result),
+            _ => {}
         }
         if let ApiResult::Ok(Some(o)) = &result {
             self.cx.cache.apply(o.clone());

@@ -115,3 +115,62 @@ impl Provisioner {
         }
     }
 }
+
+impl Provisioner {
+    /// B5.4: the Secret a volume's DeleteVolume uses: the one its deletion
+    /// annotations name (none when they are empty), or, on a PV without
+    /// them, the one its StorageClass names (none when the class is gone).
+    pub(super) fn deletion_secret(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<Option<SecretReference>, String> {
+        let ann = |k| pv.metadata.annotation(k);
+        match (
+            ann(names::ANN_DELETION_SECRET_NAME),
+            ann(names::ANN_DELETION_SECRET_NAMESPACE),
+        ) {
+            (Some(""), Some("")) => Ok(None),
+            (Some(name), Some(namespace)) => Ok(Some(SecretReference {
+                name: name.into(),
+                namespace: namespace.into(),
+            })),
+            _ => {
+                let class = pv.spec.storage_class_name.as_deref().unwrap_or("");
+                let Some(class) = self.class(class) else {
+                    return Ok(None);
+                };
+                let tokens = Tokens {
+                    pv_name: pv.name(),
+                    claim: None,
+                };
+                secrets::secret_ref(&secrets::PROVISIONER, &class.parameters, tokens)
+            }
+        }
+    }
+
+    pub(super) fn get_deletion_secret(&mut self, pv: String, secret: SecretReference) {
+        let key = ObjectKey::new(Kind::Secret, &secret.namespace, &secret.name);
+        self.busy.insert(pv.clone());
+        self.cx
+            .api(ApiCall::Get(key), Call::GetDeletionSecret { pv, secret });
+    }
+
+    /// A deletion Secret was read, or not: deletion goes on with its data,
+    /// or without any when it could not be read (the Secret may have gone
+    /// before the volume, as upstream allows).
+    pub(super) fn deletion_secret_read(&mut self, pv: String, result: ApiResult) {
+        self.busy.remove(&pv);
+        let data = match result {
+            ApiResult::Ok(Some(o)) => match &*o {
+                Object::Secret(s) => s.credentials().unwrap_or_default(),
+                _ => BTreeMap::new(),
+            },
+            _ => BTreeMap::new(),
+        };
+        self.deletion_credentials
+            .insert(pv.clone(), driver::Secrets(data));
+        self.cx
+            .dirty
+            .insert(ObjectKey::new(Kind::PersistentVolume, "", &pv));
+    }
+}

@@ -495,6 +495,84 @@ fn b5_a_released_delete_volume_is_deleted_then_its_pv() {
     );
 }
 
+/// A Released PV under Delete whose deletion annotations name
+/// `storage/deleter`, and whose class names `storage/by-class`.
+fn released_with_secret(r: &mut Rig<Provisioner>, annotated: bool) -> Vec<driver::Secrets> {
+    class(
+        r,
+        &[
+            ("csi.storage.k8s.io/provisioner-secret-name", "by-class"),
+            ("csi.storage.k8s.io/provisioner-secret-namespace", "storage"),
+        ],
+    );
+    let mut v = PersistentVolume::new("pvc-1");
+    v.spec.persistent_volume_reclaim_policy = Some(ReclaimPolicy::Delete);
+    v.spec.storage_class_name = Some("fast".into());
+    v.spec.csi = Some(CsiSource {
+        driver: DRIVER.into(),
+        volume_handle: "vol-1".into(),
+        ..Default::default()
+    });
+    let ann = &mut v.metadata.annotations;
+    ann.insert(names::ANN_PROVISIONED_BY.into(), DRIVER.into());
+    if annotated {
+        ann.insert(names::ANN_DELETION_SECRET_NAME.into(), "deleter".into());
+        ann.insert(
+            names::ANN_DELETION_SECRET_NAMESPACE.into(),
+            "storage".into(),
+        );
+    }
+    v.status.phase = Some(PvPhase::Released);
+    r.create(Object::Pv(v));
+    r.csi_calls
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Request::DeleteVolume(d) => Some(d.secrets.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn b5_4_delete_volume_gets_the_secret_the_deletion_annotations_name() {
+    let mut r = rig();
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "deleter",
+        &[("token", "t1")],
+    )));
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "by-class",
+        &[("token", "t2")],
+    )));
+    let sent = released_with_secret(&mut r, true);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].0["token"], "t1");
+    assert!(pv(&r, "pvc-1").is_none(), "then the PV goes");
+}
+
+#[test]
+fn b5_4_without_the_annotations_the_class_names_the_secret() {
+    let mut r = rig();
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "by-class",
+        &[("token", "t2")],
+    )));
+    let sent = released_with_secret(&mut r, false);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].0["token"], "t2");
+}
+
+#[test]
+fn b5_4_a_secret_gone_before_its_volume_does_not_keep_the_volume() {
+    let mut r = rig();
+    let sent = released_with_secret(&mut r, true);
+    assert_eq!(sent, vec![driver::Secrets::default()]);
+    assert!(pv(&r, "pvc-1").is_none());
+}
+
 #[test]
 fn b5_4_a_volume_still_attached_is_not_deleted() {
     let mut r = rig();
