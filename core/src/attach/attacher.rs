@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::control::csi_map;
+use crate::control::secrets;
 use crate::driver::{ControllerPublish, ControllerUnpublish, Request, Response, Secrets};
 
 impl Attach {
@@ -116,13 +117,16 @@ impl Attach {
             Ok(c) => c,
             Err(e) => return self.attach_error(va, e),
         };
+        let Some(secrets) = self.secrets_for(va, true, &csi.controller_publish_secret_ref) else {
+            return;
+        };
         let call = Request::ControllerPublish(ControllerPublish {
             volume_id: csi.volume_handle,
             node_id,
             capability,
             readonly: csi.read_only && self.config.publish_readonly,
             volume_context: csi.volume_attributes.into(),
-            secrets: Secrets::default(),
+            secrets,
         });
         self.busy.insert(va.metadata.name.clone());
         let va = va.metadata.name.clone();
@@ -138,31 +142,91 @@ impl Attach {
                 .annotation(names::ANN_VA_NODE_ID)
                 .map(str::to_string)
         });
-        let handle = self
-            .pv(va.pv_name())
-            .and_then(|pv| pv.spec.csi.as_ref().map(|c| c.volume_handle.clone()));
-        let (Some(node_id), Some(handle)) = (node_id, handle) else {
+        let csi = self.pv(va.pv_name()).and_then(|pv| pv.spec.csi.clone());
+        let (Some(node_id), Some(csi)) = (node_id, csi) else {
             // Nothing to unpublish from: the volume or the node is unknown.
             let mut v = va.clone();
             v.metadata.remove_finalizer(finalizer);
             self.api(va.metadata.name.clone(), ApiCall::Update(Object::Va(v)));
             return;
         };
+        let Some(secrets) = self.secrets_for(va, false, &csi.controller_publish_secret_ref) else {
+            return;
+        };
         let call = Request::ControllerUnpublish(ControllerUnpublish {
-            volume_id: handle,
+            volume_id: csi.volume_handle,
             node_id: Some(node_id),
-            secrets: Secrets::default(),
+            secrets,
         });
         self.busy.insert(va.metadata.name.clone());
         let va = va.metadata.name.clone();
         self.cx.csi(None, call, Call::Unpublish { va });
     }
 
+    /// The secrets `va`'s ControllerPublish (or Unpublish) gets from the
+    /// PV's `controllerPublishSecretRef` (none without one); `None` while
+    /// the Secret is being read (C2.3).
+    fn secrets_for(
+        &mut self,
+        va: &VolumeAttachment,
+        publish: bool,
+        secret: &Option<SecretReference>,
+    ) -> Option<Secrets> {
+        let Some(secret) = secret else {
+            return Some(Secrets::default());
+        };
+        let name = &va.metadata.name;
+        if let Some(data) = self.credentials.remove(name) {
+            return Some(data);
+        }
+        self.busy.insert(name.clone());
+        let call = Call::GetSecret {
+            va: name.clone(),
+            publish,
+            secret: secret.clone(),
+        };
+        self.cx.api(secrets::get(secret), call);
+        None
+    }
+
+    /// The controller-publish Secret of `va` was read, or not: its data
+    /// waits for the call, or the attach (detach) fails with upstream's
+    /// message.
+    pub(super) fn secret_read(
+        &mut self,
+        name: String,
+        publish: bool,
+        secret: &SecretReference,
+        result: crate::control::ApiResult,
+    ) {
+        self.busy.remove(&name);
+        let va = match self.cx.cache.find(Kind::VolumeAttachment, "", &name) {
+            Some(Object::Va(v)) => v.clone(),
+            _ => return,
+        };
+        match secrets::read(secret, result) {
+            Ok(data) => {
+                self.credentials.insert(name.clone(), data);
+            }
+            Err(message) if publish => self.attach_error(&va, message),
+            Err(message) => self.detach_error(&va, message),
+        }
+        self.mark_name(&name);
+    }
+
+    fn detach_error(&mut self, va: &VolumeAttachment, message: String) {
+        self.cx.fail(va.metadata.name.clone());
+        let time = crate::store::timestamp(self.cx.now());
+        self.set_status(va, |s| {
+            s.detach_error = Some(VolumeError { time, message });
+        });
+    }
+
     pub(super) fn csi_completed(&mut self, call: Call, result: CsiResult) {
         let (name, publish) = match call {
             Call::Publish { va } => (va, true),
             Call::Unpublish { va } => (va, false),
-            Call::Api { .. } => return,
+            Call::Api { .. } | Call::GetSecret { .. } => return,
         };
         self.busy.remove(&name);
         let va = match self.cx.cache.find(Kind::VolumeAttachment, "", &name) {
@@ -188,16 +252,7 @@ impl Attach {
                 v.status.attached = false;
                 self.api(name, ApiCall::Update(Object::Va(v)));
             }
-            (false, Err(e)) => {
-                self.cx.fail(name);
-                let time = crate::store::timestamp(self.cx.now());
-                self.set_status(&va, |s| {
-                    s.detach_error = Some(VolumeError {
-                        time,
-                        message: e.go_error(),
-                    });
-                });
-            }
+            (false, Err(e)) => self.detach_error(&va, e.go_error()),
         }
     }
 }

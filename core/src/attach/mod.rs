@@ -101,6 +101,16 @@ pub enum Call {
         /// The VolumeAttachment's name.
         va: String,
     },
+    /// The read of the PV's `controllerPublishSecretRef` for the
+    /// VolumeAttachment `va`'s publish (or, `publish` false, unpublish).
+    GetSecret {
+        /// The VolumeAttachment's name.
+        va: String,
+        /// Publish (true) or unpublish.
+        publish: bool,
+        /// The Secret read.
+        secret: SecretReference,
+    },
 }
 
 /// The attach/detach controller and external-attacher. See the module docs.
@@ -127,6 +137,9 @@ pub struct Attach {
     /// VolumeAttachments created but not yet seen back: name → (PV, node).
     /// Counted by the multi-attach rule, like the controller's actual state.
     creating: BTreeMap<String, (String, String)>,
+    /// VolumeAttachment → the controller-publish Secret's data read for
+    /// its next ControllerPublish or ControllerUnpublish (never printed).
+    credentials: BTreeMap<String, crate::driver::Secrets>,
 }
 
 /// One desired attachment.
@@ -151,6 +164,7 @@ impl Attach {
             detach_wanted: BTreeMap::new(),
             force_at: TimerTable::default(),
             creating: BTreeMap::new(),
+            credentials: BTreeMap::new(),
             detaching: BTreeSet::new(),
         }
     }
@@ -539,6 +553,14 @@ impl Controller for Attach {
     }
 
     fn api_done(&mut self, call: Call, result: ApiResult) {
+        if let Call::GetSecret {
+            va,
+            publish,
+            secret,
+        } = call
+        {
+            return self.secret_read(va, publish, &secret, result);
+        }
         let Call::Api {
             key,
             object,
@@ -585,7 +607,7 @@ impl Controller for Attach {
     fn csi_done(&mut self, call: Call, result: CsiResult) {
         let va = match &call {
             Call::Publish { va } | Call::Unpublish { va } => va.clone(),
-            Call::Api { .. } => return,
+            Call::Api { .. } | Call::GetSecret { .. } => return,
         };
         if result.is_ok() {
             // Its backoff ends (csi_completed): no retry will come for it.
@@ -615,7 +637,7 @@ impl Controller for Attach {
     fn invariants(&self) -> Result<(), String> {
         let keys = self.cx.in_flight().map(|c| match c {
             Call::Api { key, .. } => key,
-            Call::Publish { va } | Call::Unpublish { va } => va,
+            Call::Publish { va } | Call::Unpublish { va } | Call::GetSecret { va, .. } => va,
         });
         crate::machine::one_at_a_time(
             "attach/detach",

@@ -349,6 +349,71 @@ fn c2_4_a_failed_publish_is_reported_in_status_and_retried() {
     assert!(v.status.attach_error.is_none());
 }
 
+/// A rig whose PV names `storage/publish` as its controllerPublishSecretRef.
+fn rig_with_publish_secret() -> Rig<Attach> {
+    let mut r = Rig::new(Attach::new(AttachConfig::new(DRIVER)));
+    r.answer_csi(driver);
+    for mut o in objects(&[AccessMode::ReadWriteOnce]) {
+        if let Object::Pv(pv) = &mut o {
+            pv.spec.csi.as_mut().unwrap().controller_publish_secret_ref = Some(SecretReference {
+                name: "publish".into(),
+                namespace: "storage".into(),
+            });
+        }
+        r.create(o);
+    }
+    r
+}
+
+#[test]
+fn c2_3_publish_and_unpublish_get_the_controller_publish_secret() {
+    let mut r = rig_with_publish_secret();
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "publish",
+        &[("key", "k1")],
+    )));
+    r.create(pod("web-0", "node-a"));
+    assert!(va(&r, "node-a").unwrap().status.attached);
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Pod,
+        "default",
+        "web-0",
+    )));
+    r.advance(400_000);
+    let sent: Vec<(&str, &str)> = r
+        .csi_calls
+        .iter()
+        .map(|(_, c)| match c {
+            Request::ControllerPublish(p) => ("publish", p.secrets.0["key"].as_str()),
+            Request::ControllerUnpublish(u) => ("unpublish", u.secrets.0["key"].as_str()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sent, [("publish", "k1"), ("unpublish", "k1")]);
+    assert!(!format!("{:?}", r.machine).contains("k1"), "never printed");
+}
+
+#[test]
+fn c2_3_a_missing_controller_publish_secret_is_an_attach_error() {
+    let mut r = rig_with_publish_secret();
+    r.create(pod("web-0", "node-a"));
+    let v = va(&r, "node-a").unwrap();
+    assert!(!v.status.attached);
+    assert_eq!(
+        v.status.attach_error.unwrap().message,
+        "error getting secret publish in namespace storage: secrets \"publish\" not found"
+    );
+    assert!(r.csi_calls.is_empty(), "no ControllerPublish without it");
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "publish",
+        &[("key", "k1")],
+    )));
+    r.advance(2_000);
+    assert!(va(&r, "node-a").unwrap().status.attached, "then retried");
+}
+
 /// Properties under faults: API conflicts, CSI calls failing before or after
 /// their effect, completions late, reordered and duplicated, restarts.
 mod under_faults {

@@ -313,5 +313,41 @@ pub fn secret_ref(
     Ok(Some(SecretReference { name, namespace }))
 }
 
+/// What the API server answered to the get of `secret`, as a CSI call's
+/// secrets, or upstream's message (`error getting secret … in namespace
+/// …: …`) saying why there are none.
+pub fn read(
+    secret: &SecretReference,
+    result: crate::api::ApiResult,
+) -> Result<crate::driver::Secrets, String> {
+    use crate::api::ApiResult;
+    use crate::model::Object;
+    let data = match result {
+        ApiResult::Ok(Some(o)) => match &*o {
+            Object::Secret(s) => s.credentials(),
+            other => Err(format!(
+                "the API server answered with a {}",
+                other.kind().as_str()
+            )),
+        },
+        ApiResult::NotFound => Err(format!("secrets {:?} not found", secret.name)),
+        ApiResult::Failed(e) => Err(e),
+        other => Err(format!("unexpected answer {other:?}")),
+    };
+    data.map(crate::driver::Secrets).map_err(|e| {
+        format!(
+            "error getting secret {} in namespace {}: {e}",
+            secret.name, secret.namespace
+        )
+    })
+}
+
+/// The get of `secret`.
+pub fn get(secret: &SecretReference) -> crate::api::ApiCall {
+    let key =
+        crate::model::ObjectKey::new(crate::model::Kind::Secret, &secret.namespace, &secret.name);
+    crate::api::ApiCall::Get(key)
+}
+
 #[cfg(test)]
 mod tests;

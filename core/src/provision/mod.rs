@@ -744,7 +744,9 @@ impl Provisioner {
             Call::GetSecret { uid, claim, secret } => {
                 return self.secret_read(uid, claim, secret, result);
             }
-            Call::GetDeletionSecret { pv, .. } => return self.deletion_secret_read(pv, result),
+            Call::GetDeletionSecret { pv, secret } => {
+                return self.deletion_secret_read(pv, secret, result);
+            }
             _ => {}
         }
         if let ApiResult::Ok(Some(o)) = &result {

@@ -67,14 +67,14 @@ impl Provisioner {
     /// Reads the provisioner Secret of the claim `uid` (upstream's
     /// getCredentials); the claim is looked at again with its data.
     pub(super) fn get_secret(&mut self, claim: &ObjectKey, uid: String, secret: SecretReference) {
-        let key = ObjectKey::new(Kind::Secret, &secret.namespace, &secret.name);
         self.busy.insert(uid.clone());
+        let get = secrets::get(&secret);
         let call = Call::GetSecret {
             uid,
             claim: claim.clone(),
             secret,
         };
-        self.cx.api(ApiCall::Get(key), call);
+        self.cx.api(get, call);
     }
 
     /// The provisioner Secret was read, or not: its data is kept for the
@@ -88,30 +88,12 @@ impl Provisioner {
         result: ApiResult,
     ) {
         self.busy.remove(&uid);
-        let data = match result {
-            ApiResult::Ok(Some(o)) => match &*o {
-                Object::Secret(s) => s.credentials(),
-                other => Err(format!(
-                    "the API server answered with a {}",
-                    other.kind().as_str()
-                )),
-            },
-            ApiResult::NotFound => Err(format!("secrets {:?} not found", secret.name)),
-            ApiResult::Failed(e) => Err(e),
-            other => Err(format!("unexpected answer {other:?}")),
-        };
-        match data {
+        match secrets::read(&secret, result) {
             Ok(data) => {
-                self.credentials.insert(uid, driver::Secrets(data));
+                self.credentials.insert(uid, data);
                 self.cx.dirty.insert(claim);
             }
-            Err(e) => {
-                let message = format!(
-                    "error getting secret {} in namespace {}: {e}",
-                    secret.name, secret.namespace
-                );
-                self.refuse(&claim, uid, message);
-            }
+            Err(message) => self.refuse(&claim, uid, message),
         }
     }
 }
@@ -149,28 +131,24 @@ impl Provisioner {
     }
 
     pub(super) fn get_deletion_secret(&mut self, pv: String, secret: SecretReference) {
-        let key = ObjectKey::new(Kind::Secret, &secret.namespace, &secret.name);
         self.busy.insert(pv.clone());
-        self.cx
-            .api(ApiCall::Get(key), Call::GetDeletionSecret { pv, secret });
+        let get = secrets::get(&secret);
+        self.cx.api(get, Call::GetDeletionSecret { pv, secret });
     }
 
     /// A deletion Secret was read, or not: deletion goes on with its data,
     /// or without any when it could not be read (the Secret may have gone
     /// before the volume, as upstream allows).
-    pub(super) fn deletion_secret_read(&mut self, pv: String, result: ApiResult) {
+    pub(super) fn deletion_secret_read(
+        &mut self,
+        pv: String,
+        secret: SecretReference,
+        result: ApiResult,
+    ) {
         self.busy.remove(&pv);
-        let data = match result {
-            ApiResult::Ok(Some(o)) => match &*o {
-                Object::Secret(s) => s.credentials().unwrap_or_default(),
-                _ => BTreeMap::new(),
-            },
-            _ => BTreeMap::new(),
-        };
-        self.deletion_credentials
-            .insert(pv.clone(), driver::Secrets(data));
+        let data = secrets::read(&secret, result).unwrap_or_default();
+        self.deletion_credentials.insert(pv.clone(), data);
         self.cx
-            .dirty
-            .insert(ObjectKey::new(Kind::PersistentVolume, "", &pv));
+            .mark(ObjectKey::new(Kind::PersistentVolume, "", &pv));
     }
 }

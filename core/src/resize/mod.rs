@@ -68,6 +68,16 @@ pub enum Call {
         /// The claim.
         claim: ObjectKey,
     },
+    /// The read of the PV `pv`'s `controllerExpandSecretRef`, for the
+    /// claim `claim`'s ControllerExpandVolume.
+    GetSecret {
+        /// The claim.
+        claim: ObjectKey,
+        /// The PV's name.
+        pv: String,
+        /// The Secret read.
+        secret: SecretReference,
+    },
 }
 
 /// The external resizer. See the module documentation.
@@ -79,6 +89,9 @@ pub struct Resizer {
     /// What ControllerExpand answered, by claim: (capacity, node expansion required).
     expanded: BTreeMap<ObjectKey, (u64, bool)>,
     told: BTreeMap<ObjectKey, String>,
+    /// Claim → the controller-expand Secret's data read for its next
+    /// ControllerExpandVolume (never printed).
+    credentials: BTreeMap<ObjectKey, driver::Secrets>,
 }
 
 fn with_condition(c: &PersistentVolumeClaim, type_: &str, reason: &str) -> PersistentVolumeClaim {
@@ -102,6 +115,7 @@ impl Resizer {
             busy: BTreeSet::new(),
             expanded: BTreeMap::new(),
             told: BTreeMap::new(),
+            credentials: BTreeMap::new(),
         }
     }
 
@@ -236,6 +250,23 @@ impl Resizer {
             return;
         }
         let Some(csi) = &pv.spec.csi else { return };
+        let secrets = match &csi.controller_expand_secret_ref {
+            None => driver::Secrets::default(),
+            Some(secret) => match self.credentials.remove(key) {
+                Some(data) => data,
+                None => {
+                    self.busy.insert(key.clone());
+                    let (claim, pv) = (key.clone(), pv.name().to_string());
+                    let call = Call::GetSecret {
+                        claim,
+                        pv,
+                        secret: secret.clone(),
+                    };
+                    self.cx.api(crate::control::secrets::get(secret), call);
+                    return;
+                }
+            },
+        };
         let capability = csi_map::pv_capability(pv, self.config.modes).ok();
         let call = Request::ControllerExpand(driver::ControllerExpand {
             volume_id: csi.volume_handle.clone(),
@@ -244,7 +275,7 @@ impl Resizer {
                 limit_bytes: 0,
             },
             capability,
-            secrets: driver::Secrets::default(),
+            secrets,
         });
         self.busy.insert(key.clone());
         let (claim, pv) = (key.clone(), pv.name().to_string());
@@ -285,6 +316,28 @@ impl Resizer {
         self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
     }
 
+    /// The controller-expand Secret was read, or not: its data waits for
+    /// ControllerExpandVolume, or the resize fails as a failed call would.
+    fn secret_read(
+        &mut self,
+        claim: ObjectKey,
+        pv: String,
+        secret: &SecretReference,
+        result: ApiResult,
+    ) {
+        self.busy.remove(&claim);
+        match crate::control::secrets::read(secret, result) {
+            Ok(data) => {
+                self.credentials.insert(claim.clone(), data);
+                self.cx.dirty.insert(claim);
+            }
+            Err(message) => {
+                self.resize_failed(&claim, &pv, &message);
+                self.cx.dirty.insert(claim);
+            }
+        }
+    }
+
     fn expand_done(&mut self, claim: ObjectKey, pv: String, result: CsiResult) {
         self.busy.remove(&claim);
         match result {
@@ -296,33 +349,24 @@ impl Resizer {
                 self.expanded
                     .insert(claim.clone(), (capacity_bytes, node_expansion_required));
             }
-            Ok(other) => {
-                self.cx.fail(claim.clone());
-                let msg = format!(
-                    "resize volume {pv:?} by resizer {:?} failed: unexpected answer {other:?}",
-                    self.config.driver
-                );
-                self.cx.event(Event::warning(
-                    claim.clone(),
-                    reason::VOLUME_RESIZE_FAILED,
-                    msg,
-                ));
-            }
-            Err(e) => {
-                self.cx.fail(claim.clone());
-                let msg = format!(
-                    "resize volume {pv:?} by resizer {:?} failed: {}",
-                    self.config.driver,
-                    e.go_error()
-                );
-                self.cx.event(Event::warning(
-                    claim.clone(),
-                    reason::VOLUME_RESIZE_FAILED,
-                    msg,
-                ));
-            }
+            Ok(other) => self.resize_failed(&claim, &pv, &format!("unexpected answer {other:?}")),
+            Err(e) => self.resize_failed(&claim, &pv, &e.go_error()),
         }
         self.cx.dirty.insert(claim);
+    }
+
+    /// A VolumeResizeFailed warning saying why, and the claim backs off.
+    fn resize_failed(&mut self, claim: &ObjectKey, pv: &str, why: &str) {
+        self.cx.fail(claim.clone());
+        let msg = format!(
+            "resize volume {pv:?} by resizer {:?} failed: {why}",
+            self.config.driver
+        );
+        self.cx.event(Event::warning(
+            claim.clone(),
+            reason::VOLUME_RESIZE_FAILED,
+            msg,
+        ));
     }
 }
 
@@ -355,6 +399,9 @@ impl Controller for Resizer {
     }
 
     fn api_done(&mut self, call: Call, result: ApiResult) {
+        if let Call::GetSecret { claim, pv, secret } = call {
+            return self.secret_read(claim, pv, &secret, result);
+        }
         let Call::Api { claim } = call else { return };
         self.busy.remove(&claim);
         match result {
@@ -378,7 +425,9 @@ impl Controller for Resizer {
     /// One operation per claim at a time.
     fn invariants(&self) -> Result<(), String> {
         let keys = self.cx.in_flight().map(|c| match c {
-            Call::Expand { claim, .. } | Call::Api { claim } => claim,
+            Call::Expand { claim, .. } | Call::Api { claim } | Call::GetSecret { claim, .. } => {
+                claim
+            }
         });
         crate::machine::one_at_a_time("resizer", keys, |k| self.busy.contains(k), self.busy.len())
     }

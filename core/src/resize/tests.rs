@@ -284,3 +284,61 @@ mod under_faults {
         checker(200, 60).quickcheck(resize as fn(u64, Vec<(u8, u8)>) -> TestResult);
     }
 }
+
+/// A rig whose PV names `storage/expand` as its controllerExpandSecretRef.
+fn rig_with_expand_secret() -> Rig<Resizer> {
+    let mut r = Rig::new(Resizer::new(ResizeConfig::new(DRIVER)));
+    r.answer_csi(expand(false));
+    for mut o in objects(true) {
+        if let Object::Pv(pv) = &mut o {
+            pv.spec.csi.as_mut().unwrap().controller_expand_secret_ref = Some(SecretReference {
+                name: "expand".into(),
+                namespace: "storage".into(),
+            });
+        }
+        r.create(o);
+    }
+    r
+}
+
+#[test]
+fn controller_expand_gets_the_controller_expand_secret() {
+    let mut r = rig_with_expand_secret();
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "expand",
+        &[("key", "e1")],
+    )));
+    grow(&mut r, "2Gi");
+    assert!(
+        matches!(&r.csi_calls[..], [(None, Request::ControllerExpand(e))] if e.secrets.0["key"] == "e1")
+    );
+    assert_eq!(pv_bytes(&r), 2 << 30);
+    assert!(!format!("{:?}", r.machine).contains("e1"), "never printed");
+}
+
+#[test]
+fn a_missing_controller_expand_secret_fails_the_resize_with_upstreams_message() {
+    let mut r = rig_with_expand_secret();
+    grow(&mut r, "2Gi");
+    assert!(r.csi_calls.is_empty());
+    let failed: Vec<&str> = r
+        .events
+        .iter()
+        .filter(|e| e.reason == reason::VOLUME_RESIZE_FAILED)
+        .map(|e| e.message.as_str())
+        .collect();
+    assert_eq!(
+        failed,
+        [format!(
+            "resize volume \"pv-1\" by resizer \"{DRIVER}\" failed: error getting secret expand in namespace storage: secrets \"expand\" not found"
+        )]
+    );
+    r.create(Object::Secret(Secret::new(
+        "storage",
+        "expand",
+        &[("key", "e1")],
+    )));
+    r.advance(2_000);
+    assert_eq!(pv_bytes(&r), 2 << 30, "then retried");
+}
