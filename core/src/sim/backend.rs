@@ -299,6 +299,22 @@ pub struct DriverProcess {
     /// The records it persisted, as a record store keeps them:
     /// (table, key) → JSON. A restart reads the state back from them.
     persisted: BTreeMap<(&'static str, String), Vec<u8>>,
+    /// The credentials its controller calls must carry, when its
+    /// StorageClasses name a Secret for them (a cloud driver's API key).
+    pub credentials: Option<driver::Secrets>,
+}
+
+/// The secrets a controller call carries, for the calls the provisioner,
+/// the attacher and the resizer fill from a Secret.
+fn carried(call: &CsiCall) -> Option<&driver::Secrets> {
+    match call {
+        CsiCall::CreateVolume(c) => Some(&c.secrets),
+        CsiCall::DeleteVolume(c) => Some(&c.secrets),
+        CsiCall::ControllerPublish(c) => Some(&c.secrets),
+        CsiCall::ControllerUnpublish(c) => Some(&c.secrets),
+        CsiCall::ControllerExpand(c) => Some(&c.secrets),
+        _ => None,
+    }
 }
 
 fn config(node: &str, controller: bool, plant: Planted) -> DriverConfig {
@@ -316,6 +332,7 @@ impl DriverProcess {
         DriverProcess {
             machine: Driver::new(config(node, controller, plant), DriverState::default()),
             persisted: BTreeMap::new(),
+            credentials: None,
         }
     }
 
@@ -423,6 +440,14 @@ impl DriverProcess {
     ) -> CsiResult {
         if let Some(CallFault::Error(code)) = fault {
             return Err(Status::new(code, format!("injected {}", code.name())));
+        }
+        if let (Some(want), Some(got)) = (&self.credentials, carried(&call)) {
+            if want != got {
+                return Err(Status::new(
+                    Code::Unauthenticated,
+                    format!("{} without the driver's credentials", call.method()),
+                ));
+            }
         }
         self.machine.handle(
             now,

@@ -5,6 +5,17 @@ use super::{Rng, Sim, SimConfig};
 use crate::control::ApiCall;
 use crate::model::*;
 
+/// The Secret (namespace, name) holding the driver's credentials, which
+/// a generated workload's classes name for the controller calls.
+const CREDENTIALS: (&str, &str) = ("kube-system", "sim-creds");
+/// Its one key and value.
+const TOKEN: (&str, &str) = ("token", "sim-token");
+
+/// What the driver's controller calls must carry.
+fn driver_credentials() -> crate::driver::Secrets {
+    crate::driver::Secrets([(TOKEN.0.to_string(), TOKEN.1.to_string())].into())
+}
+
 /// One user action.
 #[derive(Debug, Clone, PartialEq, Hash)]
 pub enum Action {
@@ -14,6 +25,9 @@ pub enum Action {
         name: String,
         /// Its reclaim policy.
         policy: ReclaimPolicy,
+        /// It names the Secret holding the driver's credentials for the
+        /// controller calls (which the driver then requires).
+        credentials: bool,
     },
     /// Create a claim.
     Claim {
@@ -109,8 +123,17 @@ pub enum Action {
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Action::Class { name, policy } => {
-                write!(f, "create StorageClass {name} (reclaim {policy})")
+            Action::Class {
+                name,
+                policy,
+                credentials,
+            } => {
+                let with = if *credentials {
+                    ", with credentials"
+                } else {
+                    ""
+                };
+                write!(f, "create StorageClass {name} (reclaim {policy}{with})")
             }
             Action::Claim { name, class, mode } => {
                 write!(f, "create PVC {name} (class {class}, {})", mode.short())
@@ -158,14 +181,19 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
     let mut rng = Rng::new(seed ^ 0x57a7e);
     let mut snaps = Rng::new(seed ^ 0x5a95);
     let claims = pods.div_ceil(2).max(1);
+    let (namespace, name) = CREDENTIALS;
+    let secret = Secret::new(namespace, name, &[(TOKEN.0, TOKEN.1)]);
     let mut out = vec![
+        Action::Apply(Box::new(Object::Secret(secret))),
         Action::Class {
             name: "delete".into(),
             policy: ReclaimPolicy::Delete,
+            credentials: true,
         },
         Action::Class {
             name: "retain".into(),
             policy: ReclaimPolicy::Retain,
+            credentials: true,
         },
         Action::Apply(Box::new(Object::SnapshotClass(VolumeSnapshotClass::new(
             "snapshots",
@@ -292,10 +320,28 @@ impl Sim {
                 self.run(u64::from(*steps));
                 return;
             }
-            Action::Class { name, policy } => {
+            Action::Class {
+                name,
+                policy,
+                credentials,
+            } => {
                 let mut sc = StorageClass::new(name, super::DRIVER);
                 sc.reclaim_policy = Some(policy.clone());
                 sc.allow_volume_expansion = Some(true);
+                // The driver's controller calls need its credentials,
+                // which the class names (the workload applied the Secret).
+                let ops = ["provisioner", "controller-publish", "controller-expand"];
+                for op in ops.iter().filter(|_| *credentials) {
+                    let (namespace, secret) = CREDENTIALS;
+                    let prefix = format!("csi.storage.k8s.io/{op}-secret");
+                    sc.parameters
+                        .insert(format!("{prefix}-name"), secret.into());
+                    sc.parameters
+                        .insert(format!("{prefix}-namespace"), namespace.into());
+                }
+                if *credentials {
+                    self.controller.credentials = Some(driver_credentials());
+                }
                 Some(ApiCall::Create(Object::Class(sc)))
             }
             Action::Claim { name, class, mode } => {
@@ -403,10 +449,12 @@ pub fn small_configuration(plant: crate::plant::Planted) -> (Sim, Vec<Action>) {
         Action::Class {
             name: "delete".into(),
             policy: ReclaimPolicy::Delete,
+            credentials: false,
         },
         Action::Class {
             name: "retain".into(),
             policy: ReclaimPolicy::Retain,
+            credentials: false,
         },
         Action::Claim {
             name: "c0".into(),
