@@ -441,13 +441,13 @@ impl DriverProcess {
         if let Some(CallFault::Error(code)) = fault {
             return Err(Status::new(code, format!("injected {}", code.name())));
         }
-        if let (Some(want), Some(got)) = (&self.credentials, carried(&call)) {
-            if want != got {
-                return Err(Status::new(
-                    Code::Unauthenticated,
-                    format!("{} without the driver's credentials", call.method()),
-                ));
-            }
+        if let (Some(want), Some(got)) = (&self.credentials, carried(&call))
+            && want != got
+        {
+            return Err(Status::new(
+                Code::Unauthenticated,
+                format!("{} without the driver's credentials", call.method()),
+            ));
         }
         self.machine.handle(
             now,
