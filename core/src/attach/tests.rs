@@ -646,38 +646,7 @@ mod incremental {
     }
 
     fn same_effects(steps: Vec<(u8, u8)>) -> TestResult {
-        let (mut a, mut b) = (world(), world());
-        b.input(Input::Resync);
-        for (i, (what, x)) in steps.into_iter().enumerate() {
-            match change(&a, what, x) {
-                Some(call) => {
-                    a.user(call.clone());
-                    b.user(call);
-                }
-                None => {
-                    let ms = Tick::from(x) * 5_000;
-                    a.advance(ms);
-                    b.advance(ms);
-                }
-            }
-            b.input(Input::Resync);
-            if a.writes != b.writes || a.csi_calls != b.csi_calls || a.events != b.events {
-                let n = a.writes.len().min(b.writes.len());
-                let first = (0..n).find(|j| a.writes[*j] != b.writes[*j]).unwrap_or(n);
-                return TestResult::error(format!(
-                    "after step {i} ({what}, {x}): incremental wrote {} times, whole-world {} ({} CSI calls vs {}, {} events vs {}); first difference at write {first}: {:?} vs {:?}",
-                    a.writes.len(),
-                    b.writes.len(),
-                    a.csi_calls.len(),
-                    b.csi_calls.len(),
-                    a.events.len(),
-                    b.events.len(),
-                    a.writes.get(first).map(|w| (w.verb(), w.key())),
-                    b.writes.get(first).map(|w| (w.verb(), w.key())),
-                ));
-            }
-        }
-        TestResult::passed()
+        crate::control::chaos::same_as_resync(world(), world(), steps, change, 5_000)
     }
 
     #[test]

@@ -237,3 +237,49 @@ impl<M: ControlMachine> Chaos<M> {
         looped.map_or(Ok(()), Err)
     }
 }
+
+/// The property every incremental controller keeps: playing `steps` — a
+/// user's change where `change` makes one of `(what, x)`, else the clock
+/// moving `x × tick` — reaches the same writes, CSI calls and events on
+/// `incremental` as on `oracle`, which is told to resync (dirty every key,
+/// the old whole-world pass) after every step. Both start as the same
+/// world.
+pub fn same_as_resync<M: ControlMachine + 'static>(
+    mut incremental: super::rig::Rig<M>,
+    mut oracle: super::rig::Rig<M>,
+    steps: Vec<(u8, u8)>,
+    change: impl Fn(&super::rig::Rig<M>, u8, u8) -> Option<ApiCall>,
+    tick: Tick,
+) -> quickcheck::TestResult {
+    let (a, b) = (&mut incremental, &mut oracle);
+    b.input(Input::Resync);
+    for (i, (what, x)) in steps.into_iter().enumerate() {
+        match change(a, what, x) {
+            Some(call) => {
+                a.user(call.clone());
+                b.user(call);
+            }
+            None => {
+                a.advance(Tick::from(x) * tick);
+                b.advance(Tick::from(x) * tick);
+            }
+        }
+        b.input(Input::Resync);
+        if a.writes != b.writes || a.csi_calls != b.csi_calls || a.events != b.events {
+            let n = a.writes.len().min(b.writes.len());
+            let first = (0..n).find(|j| a.writes[*j] != b.writes[*j]).unwrap_or(n);
+            return quickcheck::TestResult::error(format!(
+                "after step {i} ({what}, {x}): incremental wrote {} times, whole-world {} ({} CSI calls vs {}, {} events vs {}); first difference at write {first}: {:?} vs {:?}",
+                a.writes.len(),
+                b.writes.len(),
+                a.csi_calls.len(),
+                b.csi_calls.len(),
+                a.events.len(),
+                b.events.len(),
+                a.writes.get(first).map(|w| (w.verb(), w.key())),
+                b.writes.get(first).map(|w| (w.verb(), w.key())),
+            ));
+        }
+    }
+    quickcheck::TestResult::passed()
+}

@@ -140,40 +140,7 @@ fn change(r: &Rig<Kubelet>, what: u8, x: u8) -> Option<ApiCall> {
 }
 
 fn same_effects(steps: Vec<(u8, u8)>) -> TestResult {
-    let (mut a, mut b) = (world(), world());
-    b.input(Input::Resync);
-    for (i, (what, x)) in steps.into_iter().enumerate() {
-        match change(&a, what, x) {
-            Some(call) => {
-                a.user(call.clone());
-                b.user(call);
-            }
-            None => {
-                let ms = Tick::from(x) * 500;
-                a.advance(ms);
-                b.advance(ms);
-            }
-        }
-        b.input(Input::Resync);
-        if a.writes != b.writes || a.csi_calls != b.csi_calls || a.events != b.events {
-            let n = a.csi_calls.len().min(b.csi_calls.len());
-            let first = (0..n)
-                .find(|j| a.csi_calls[*j] != b.csi_calls[*j])
-                .unwrap_or(n);
-            return TestResult::error(format!(
-                "after step {i} ({what}, {x}): incremental wrote {} times, whole-node {} ({} CSI calls vs {}, {} events vs {}); first CSI difference at {first}: {:?} vs {:?}",
-                a.writes.len(),
-                b.writes.len(),
-                a.csi_calls.len(),
-                b.csi_calls.len(),
-                a.events.len(),
-                b.events.len(),
-                a.csi_calls.get(first).map(|c| c.1.method()),
-                b.csi_calls.get(first).map(|c| c.1.method()),
-            ));
-        }
-    }
-    TestResult::passed()
+    crate::control::chaos::same_as_resync(world(), world(), steps, change, 500)
 }
 
 #[test]
