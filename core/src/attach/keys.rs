@@ -49,8 +49,10 @@ impl Attach {
             Watch::Deleted(o) => {
                 // A late delete of an object since created again is stale.
                 let gone = self.cx.cache.delete(&o).is_some();
-                if gone {
+                if gone && o.kind() == Kind::VolumeAttachment {
                     self.detaching.remove(&o.meta().name);
+                    // Secret data read for it goes with it.
+                    self.credentials.remove(&o.meta().name);
                 }
                 gone
             }

@@ -839,7 +839,15 @@ impl Controller for Provisioner {
                 }
                 o
             }
-            Watch::Deleted(o) => o,
+            Watch::Deleted(o) => {
+                // Secret data read for an object that went is dropped.
+                match o.kind() {
+                    Kind::PersistentVolumeClaim => self.credentials.remove(&o.meta().uid),
+                    Kind::PersistentVolume => self.deletion_credentials.remove(&o.meta().name),
+                    _ => None,
+                };
+                o
+            }
         };
         self.dirty_for(&o.clone());
         self.cx.apply(watch);
@@ -865,13 +873,30 @@ impl Controller for Provisioner {
         self.csi_completed(call, result);
     }
 
-    /// One operation per claim or volume at a time.
+    /// One operation per claim or volume at a time; Secret data is held
+    /// only for a claim still there.
     fn invariants(&self) -> Result<(), String> {
         crate::machine::one_at_a_time(
             "provisioner",
             self.cx.in_flight().map(Call::key),
             |k| self.busy.contains(k),
             self.busy.len(),
-        )
+        )?;
+        let claims: BTreeSet<&str> = self
+            .cx
+            .cache
+            .of_kind(Kind::PersistentVolumeClaim)
+            .map(|o| o.meta().uid.as_str())
+            .collect();
+        match self
+            .credentials
+            .keys()
+            .find(|uid| !claims.contains(uid.as_str()))
+        {
+            Some(uid) => Err(format!(
+                "provisioner: holds a Secret's data for the claim {uid}, which is gone"
+            )),
+            None => Ok(()),
+        }
     }
 }

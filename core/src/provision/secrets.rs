@@ -88,11 +88,14 @@ impl Provisioner {
         result: ApiResult,
     ) {
         self.busy.remove(&uid);
+        let present = self.claim(&claim).is_some_and(|c| c.metadata.uid == uid);
         match secrets::read(&secret, result) {
-            Ok(data) => {
+            // Kept only while the claim is there to be provisioned.
+            Ok(data) if present => {
                 self.credentials.insert(uid, data);
                 self.cx.dirty.insert(claim);
             }
+            Ok(_) => {}
             Err(message) => self.refuse(&claim, uid, message),
         }
     }

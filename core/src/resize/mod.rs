@@ -326,11 +326,14 @@ impl Resizer {
         result: ApiResult,
     ) {
         self.busy.remove(&claim);
+        let present = self.cx.cache.get(&claim).is_some();
         match crate::control::secrets::read(secret, result) {
-            Ok(data) => {
+            // Kept only while the claim is there to be resized.
+            Ok(data) if present => {
                 self.credentials.insert(claim.clone(), data);
                 self.cx.dirty.insert(claim);
             }
+            Ok(_) => {}
             Err(message) => {
                 self.resize_failed(&claim, &pv, &message);
                 self.cx.dirty.insert(claim);
@@ -388,8 +391,12 @@ impl Controller for Resizer {
     }
 
     fn observe(&mut self, watch: Watch) {
-        if let Watch::Applied(o) = &watch {
-            self.mark(o);
+        match &watch {
+            Watch::Applied(o) => self.mark(o),
+            // Secret data read for a claim that went goes with it.
+            Watch::Deleted(o) => {
+                self.credentials.remove(&o.key());
+            }
         }
         self.cx.apply(watch);
     }
