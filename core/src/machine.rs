@@ -11,9 +11,10 @@
 //!   of the effect they complete.
 //! * [`Machine::poll`] — the next effect, or `None` when there is nothing to
 //!   do until the machine is told something new. An adapter calls `poll`
-//!   until it returns `None` after every `handle` and every
-//!   `handle_timeout`, and carries the effects out **in the order they were
-//!   polled**: an effect that must be durable or visible before what follows
+//!   until it returns `None` after every `handle` (or every burst of
+//!   `handle`s: inputs that arrived together may all be handed in first)
+//!   and every `handle_timeout`, and carries the effects out **in the order
+//!   they were polled**: an effect that must be durable or visible before what follows
 //!   (the driver's `Persist`, a write before the write that depends on it) is
 //!   polled first, and a machine that must wait for an effect's completion
 //!   before it says more (the driver waits for its `Persist` to complete)

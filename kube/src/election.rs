@@ -8,19 +8,24 @@
 //! succeeded within the renew deadline, which is shorter than the time any
 //! other candidate waits before taking over.
 
+use std::collections::VecDeque;
 use std::future::Future;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
+use futures::channel::{mpsc, oneshot};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::sync::Arc;
+use volplane_core::Tick;
 use volplane_core::lease::{Candidate, LeaseEffect, LeaseInput, LeaseRecord, LeaseTimings};
-use volplane_core::machine::Machine;
-use volplane_service::drive::Runtime;
+use volplane_core::machine::Carry;
+use volplane_service::drive::{Runtime, Turn};
 
 use crate::api::FIELD_MANAGER;
 
@@ -184,15 +189,99 @@ impl LeaseApi {
     }
 }
 
-type Answer = std::pin::Pin<Box<dyn Future<Output = LeaseInput> + Send>>;
+/// Carries out a candidate's effects: its Lease calls, each on a task of
+/// its own with its answer sent back as the candidate's next input, and
+/// its word on leading, which starts the work or ends the election.
+struct LeaseTurn {
+    api: LeaseApi,
+    namespace: String,
+    /// `namespace/name`, for the log.
+    lease: String,
+    identity: String,
+    rt: Arc<dyn Runtime>,
+    /// How long a call may take: the renew deadline.
+    limit: Duration,
+    answers: mpsc::UnboundedSender<LeaseInput>,
+    /// Fired when the candidate first says it leads: the work starts.
+    started: Option<oneshot::Sender<()>>,
+    /// The candidate said it stopped leading.
+    lost: bool,
+    /// Until when the work may act (0: not at all), as of the last turn.
+    acting_until: Arc<AtomicU64>,
+}
+
+impl Carry<Candidate> for LeaseTurn {
+    fn carry(&mut self, _: &Candidate, _: Tick, effect: LeaseEffect, _: &mut VecDeque<LeaseInput>) {
+        match effect {
+            LeaseEffect::Leading(true) => {
+                tracing::info!(
+                    lease = self.lease,
+                    identity = self.identity,
+                    "successfully acquired the lease"
+                );
+                if let Some(started) = self.started.take() {
+                    let _ = started.send(());
+                }
+            }
+            LeaseEffect::Leading(false) => {
+                tracing::error!(
+                    lease = self.lease,
+                    "leader election lost: not renewed within the renew deadline"
+                );
+                self.lost = true;
+            }
+            call => self.call(call),
+        }
+    }
+}
+
+impl Turn<Candidate> for LeaseTurn {
+    fn after(&mut self, candidate: &Candidate) -> ControlFlow<()> {
+        let until = candidate
+            .acting()
+            .then(|| candidate.leading_until())
+            .flatten();
+        self.acting_until
+            .store(until.unwrap_or(0), Ordering::Release);
+        if self.lost {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+impl LeaseTurn {
+    /// Starts one Lease call. A call gets at most the renew deadline: one
+    /// that hangs must not keep a waiting candidate from trying again, as
+    /// client-go bounds each attempt.
+    fn call(&self, call: LeaseEffect) {
+        let carried = self.api.clone().carry(self.namespace.clone(), call.clone());
+        let (rt, limit, answers) = (self.rt.clone(), self.limit, self.answers.clone());
+        let lease = self.lease.clone();
+        self.rt.spawn(Box::pin(async move {
+            let input = match volplane_service::drive::within(&*rt, limit, carried).await {
+                Some(input) => input,
+                None => {
+                    let why = format!(
+                        "the API server did not answer within the renew deadline ({limit:?}); trying again in the next retry period"
+                    );
+                    tracing::warn!(lease, "{why}");
+                    call.unanswered(&why).expect("a call")
+                }
+            };
+            let _ = answers.unbounded_send(input);
+        }));
+    }
+}
 
 /// Runs `work` while this candidate holds the Lease: the core's
-/// [`Candidate`] decides; this carries out its reads and writes, one at a
-/// time, beside the work. `work` starts when the candidate says it leads
-/// and is dropped the moment it says it stopped — at the renew deadline of
-/// its last stored renewal, however long the API server takes to answer
-/// (then [`ElectionError::Lost`]). When `work` finishes, the Lease is
-/// released.
+/// [`Candidate`] decides, driven by the one async driver
+/// ([`volplane_service::drive`]); its reads and writes are carried out
+/// beside the work. `work` starts when the candidate says it leads and is
+/// dropped the moment it says it stopped — at the renew deadline of its
+/// last stored renewal, however long the API server takes to answer (then
+/// [`ElectionError::Lost`]). When `work` finishes, the Lease is released.
 pub async fn lead<F: Future>(
     rt: Arc<dyn Runtime>,
     client: Client,
@@ -200,104 +289,62 @@ pub async fn lead<F: Future>(
     work: F,
 ) -> Result<F::Output, ElectionError> {
     config.timings.check().map_err(ElectionError::Timings)?;
-    let lease_api = LeaseApi {
+    let api = LeaseApi {
         api: Api::namespaced(client, &config.namespace),
         name: config.name.clone(),
     };
-    let clock = volplane_service::Clock::start();
-    let mut candidate = Candidate::new(&config.identity, config.timings);
     let lease = format!("{}/{}", config.namespace, config.name);
     tracing::info!(
         lease,
         identity = config.identity,
         "attempting to acquire the leader lease"
     );
+    let (answers, answered) = mpsc::unbounded();
+    let (started, starts) = oneshot::channel();
+    let acting_until = Arc::new(AtomicU64::new(0));
+    let mut turn = LeaseTurn {
+        api: api.clone(),
+        namespace: config.namespace.clone(),
+        lease: lease.clone(),
+        identity: config.identity.clone(),
+        rt: rt.clone(),
+        limit: Duration::from_millis(config.timings.renew_deadline),
+        answers,
+        started: Some(started),
+        lost: false,
+        acting_until: acting_until.clone(),
+    };
+    let mut candidate = Candidate::new(&config.identity, config.timings);
+    let clock = volplane_service::Clock::start();
+    // The election is polled first: a process resumed after a long pause
+    // ends its leadership (its timer is due) before the work can act.
+    let electing =
+        volplane_service::drive::drive(&mut candidate, &*rt, clock, None, answered, &mut turn);
+    // And the work is polled only within the renew deadline, whatever the
+    // timers say: past it, the election is about to end the work.
     let mut work = std::pin::pin!(work);
-    let mut answer: Option<Answer> = None;
-    let mut leading = false;
-    loop {
-        let now = clock.now();
-        if candidate.poll_timeout().is_some_and(|t| t <= now) {
-            candidate.handle_timeout(now);
+    let working = async {
+        if starts.await.is_err() {
+            std::future::pending::<()>().await;
         }
-        while let Some(effect) = candidate.poll() {
-            match effect {
-                LeaseEffect::Leading(true) => {
-                    leading = true;
-                    tracing::info!(
-                        lease,
-                        identity = config.identity,
-                        "successfully acquired the lease"
-                    );
-                }
-                LeaseEffect::Leading(false) => {
-                    tracing::error!(
-                        lease,
-                        "leader election lost: not renewed within the renew deadline"
-                    );
-                    return Err(ElectionError::Lost(lease));
-                }
-                call => {
-                    // A call gets at most the renew deadline: one that
-                    // hangs must not keep a waiting candidate from trying
-                    // again, as client-go bounds each attempt.
-                    let carried = lease_api
-                        .clone()
-                        .carry(config.namespace.clone(), call.clone());
-                    let (rt, limit) = (
-                        rt.clone(),
-                        Duration::from_millis(config.timings.renew_deadline),
-                    );
-                    let name = lease.clone();
-                    answer = Some(Box::pin(async move {
-                        match volplane_service::drive::within(&*rt, limit, carried).await {
-                            Some(input) => input,
-                            None => {
-                                let why = format!(
-                                    "the API server did not answer within the renew deadline ({limit:?}); trying again in the next retry period"
-                                );
-                                tracing::warn!(lease = name, "{why}");
-                                call.unanswered(&why).expect("a call")
-                            }
-                        }
-                    }));
-                }
-            }
-        }
-        let wait = candidate
-            .poll_timeout()
-            .map_or(Duration::from_secs(3600), |t| {
-                Duration::from_millis(t.saturating_sub(clock.now()))
-            });
-        let answered = async {
-            match answer.as_mut() {
-                Some(a) => a.await,
-                None => std::future::pending().await,
-            }
-        };
-        let acting = leading && candidate.acting_at(clock.now());
-        let working = async {
-            if acting {
-                (&mut work).await
+        std::future::poll_fn(|cx| {
+            if clock.now() < acting_until.load(Ordering::Acquire) {
+                work.as_mut().poll(cx)
             } else {
-                std::future::pending().await
+                std::task::Poll::Pending
             }
-        };
-        let mut timer = rt.sleep(wait).fuse();
-        let (mut working, mut answered) = (
-            std::pin::pin!(working.fuse()),
-            std::pin::pin!(answered.fuse()),
-        );
-        futures::select_biased! {
-            out = working => {
-                lease_api.release(&config.identity).await;
-                return Ok(out);
-            }
-            input = answered => {
-                answer = None;
-                candidate.handle(clock.now(), input);
-            }
-            _ = timer => {}
+        })
+        .await
+    };
+    let (mut electing, mut working) = (
+        std::pin::pin!(electing.fuse()),
+        std::pin::pin!(working.fuse()),
+    );
+    futures::select_biased! {
+        () = electing => Err(ElectionError::Lost(lease)),
+        out = working => {
+            api.release(&config.identity).await;
+            Ok(out)
         }
     }
 }

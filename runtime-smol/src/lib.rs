@@ -103,7 +103,7 @@ pub async fn serve<B: Backend>(
         Arc::new(BlockingPool::default()),
     )
     .await?;
-    let (run, pump_ended) = volplane_service::supervised(p.pump.run());
+    let (run, pump_ended) = volplane_service::supervised(p.pump.run(Arc::new(rt.clone())));
     let pump = rt.spawn(run);
     let listener = volplane_proto::endpoint::listen(&p.path)
         .and_then(smol::net::unix::UnixListener::try_from)

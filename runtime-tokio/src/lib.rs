@@ -54,7 +54,7 @@ pub async fn serve<B: Backend>(
         Arc::new(TokioBlocking),
     )
     .await?;
-    let (run, pump_ended) = volplane_service::supervised(p.pump.run());
+    let (run, pump_ended) = volplane_service::supervised(p.pump.run(Arc::new(Tokio)));
     let pump = tokio::spawn(run);
     let listener = volplane_proto::endpoint::listen(&p.path)
         .and_then(UnixListener::from_std)

@@ -53,13 +53,11 @@ pub trait Turn<M: Machine + ?Sized>: Carry<M> {
     }
 }
 
-/// The longest wait when the machine holds no deadline.
-const IDLE: Duration = Duration::from_secs(3600);
-
 /// Drives `machine` from `first` (if any) and then `inputs`, until the
-/// inputs end or `turn` says stop: each input is fed and the machine
-/// drained, every effect handed to `turn` in order; between inputs the
-/// loop sleeps until the machine's deadline.
+/// inputs end or `turn` says stop: each input is handed in, with every
+/// other input already waiting, and the machine drained, every effect
+/// handed to `turn` in order; between inputs the loop sleeps until the
+/// machine's deadline.
 pub async fn drive<M, I, T>(
     machine: &mut M,
     rt: &dyn Runtime,
@@ -73,19 +71,38 @@ pub async fn drive<M, I, T>(
     T: Turn<M>,
 {
     let mut next = first;
+    let mut ended = false;
     loop {
         let now = clock.now();
         turn.before(machine, now, next.as_ref());
-        let deadline = match next.take() {
-            Some(input) => machine::feed(machine, now, input, turn),
-            None => machine::drain(machine, now, turn),
-        };
-        if turn.after(machine).is_break() {
+        if let Some(input) = next.take() {
+            machine.handle(now, input);
+            // Everything else already waiting goes in before the machine
+            // is drained, so one drain (one persist, one pass over the
+            // dirty keys) serves the whole burst.
+            while !ended && let Some(more) = inputs.next().now_or_never() {
+                match more {
+                    Some(input) => {
+                        turn.before(machine, now, Some(&input));
+                        machine.handle(now, input);
+                    }
+                    None => ended = true,
+                }
+            }
+        }
+        let deadline = machine::drain(machine, now, turn);
+        if turn.after(machine).is_break() || ended {
             return;
         }
-        let wait = deadline.map_or(IDLE, |t| {
-            Duration::from_millis(t.saturating_sub(clock.now()))
-        });
+        let Some(deadline) = deadline else {
+            // No deadline: only an input can bring news.
+            match inputs.next().await {
+                Some(input) => next = Some(input),
+                None => return,
+            }
+            continue;
+        };
+        let wait = Duration::from_millis(deadline.saturating_sub(clock.now()));
         let mut timer = rt.sleep(wait).fuse();
         let mut input = inputs.next().fuse();
         futures::select_biased! {

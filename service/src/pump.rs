@@ -1,28 +1,34 @@
 //! The pump: one task that owns the driver machine (through
-//! `volplane_sync::core::PumpCore`), feeds it requests and completions,
-//! persists its state when it asks, and carries out its plans concurrently
-//! through the backend. Its mailbox and reply slots come from
+//! `volplane_sync::core::PumpCore`) and drives it on the one async driver
+//! ([`crate::drive`]): requests and plan completions are its inputs; it
+//! persists the machine's state when asked, before anything that depends
+//! on it, and carries out plans concurrently through the backend, each on
+//! a task of its own. Its mailbox and reply slots come from
 //! `volplane-sync`, where loom checks them.
 
-use std::pin::Pin;
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use futures::stream::{FuturesUnordered, StreamExt};
-use futures::{Future, FutureExt};
+use futures::FutureExt;
+use futures::channel::mpsc;
+use futures::stream::{self, StreamExt};
 use volplane_core::driver::state::Change;
 use volplane_core::driver::{Driver, DriverState, Input, Outcome, Request, Response};
-use volplane_core::machine::Machine;
-use volplane_core::{Code, OpId, Status};
+use volplane_core::machine::{Carry, Machine};
+use volplane_core::{Code, OpId, Status, Tick};
 use volplane_host::records::RecordStore;
 use volplane_host::state_file::StateFile;
-use volplane_sync::core::{Answer, PumpCore, Work};
+use volplane_sync::core::{Answer, PumpCore, PumpInput, Work};
 use volplane_sync::mailbox;
 use volplane_sync::reply::{self, ReplySender};
 
+use crate::drive::{self, Runtime, Turn};
 use crate::{Backend, NodeHost, execute};
 
 type Reply = ReplySender<Answer>;
-type Running = Pin<Box<dyn Future<Output = (OpId, Result<Outcome, Status>)> + Send>>;
+/// A plan's completion, or the panic its backend call raised.
+type Completion = std::thread::Result<(OpId, Result<Outcome, Status>)>;
 
 /// Why the pump stopped.
 #[derive(Debug, thiserror::Error)]
@@ -98,8 +104,6 @@ pub struct Pump<B> {
     /// Where persists are written (`None`: memory only).
     store: Option<Arc<RecordStore>>,
     rx: mailbox::Receiver<(Request, Reply)>,
-    running: FuturesUnordered<Running>,
-    closed: bool,
     clock: crate::Clock,
 }
 
@@ -160,12 +164,6 @@ pub fn load_state(
     Ok((state, Some(Arc::new(store))))
 }
 
-enum Event {
-    Request((Request, Reply)),
-    Done((OpId, Result<Outcome, Status>)),
-    Closed,
-}
-
 impl<B: Backend> Pump<B> {
     /// A pump over the state persisted in `config.state_file` (if any). The
     /// node's current mounts are reported to the machine first, so records of
@@ -196,90 +194,102 @@ impl<B: Backend> Pump<B> {
                 host,
                 store,
                 rx,
-                running: FuturesUnordered::new(),
-                closed: false,
                 clock: crate::Clock::start(),
             },
             PumpHandle { tx },
         ))
     }
 
-    fn now(&self) -> u64 {
-        self.clock.now()
+    /// Runs on `rt` until every [`PumpHandle`] is dropped and nothing is
+    /// in flight. A backend call that panics ends the run with that panic,
+    /// as if it had happened here (see [`crate::supervised`]).
+    pub async fn run(self, rt: Arc<dyn Runtime>) -> Result<(), PumpError> {
+        let Pump {
+            mut core,
+            backend,
+            host,
+            store,
+            rx,
+            clock,
+        } = self;
+        let (done_tx, done_rx) = mpsc::unbounded::<Completion>();
+        let requests = stream::unfold(rx, |rx| async move {
+            let req = rx.recv().await?;
+            Some((PumpInput::Request(req.0, req.1), rx))
+        })
+        .chain(stream::once(async { PumpInput::Closed }));
+        let done = done_rx.map(|completion| match completion {
+            Ok((op, result)) => PumpInput::Done(op, result),
+            Err(panic) => std::panic::resume_unwind(panic),
+        });
+        let mut turn = PumpTurn {
+            backend,
+            host,
+            store,
+            rt: rt.clone(),
+            done: done_tx,
+            running: 0,
+        };
+        let inputs = std::pin::pin!(stream::select(requests, done));
+        drive::drive(&mut core, &*rt, clock, None, inputs, &mut turn).await;
+        Ok(())
     }
+}
 
-    /// Runs until every [`PumpHandle`] is dropped and nothing is in flight.
-    pub async fn run(mut self) -> Result<(), PumpError> {
-        loop {
-            self.drain().await?;
-            let event = if self.closed {
-                match self.running.next().await {
-                    Some(done) => Event::Done(done),
-                    None => return Ok(()),
-                }
-            } else if self.running.is_empty() {
-                match self.rx.recv().await {
-                    Some(req) => Event::Request(req),
-                    None => return Ok(()),
-                }
-            } else {
-                futures::select_biased! {
-                    done = self.running.select_next_some() => Event::Done(done),
-                    req = self.rx.recv().fuse() => match req {
-                        Some(req) => Event::Request(req),
-                        None => Event::Closed,
-                    },
-                }
-            };
-            self.feed(event);
-            // Take everything else that is ready before persisting once.
-            while let Some(req) = self.rx.try_recv() {
-                self.feed(Event::Request(req));
-            }
-            while let Some(Some(done)) = self.running.next().now_or_never() {
-                self.feed(Event::Done(done));
-            }
-        }
-    }
+/// What the pump does around its machine: persists, starts plans, and
+/// counts them until they complete.
+struct PumpTurn<B> {
+    backend: Arc<B>,
+    host: NodeHost,
+    /// Where persists are written (`None`: memory only).
+    store: Option<Arc<RecordStore>>,
+    rt: Arc<dyn Runtime>,
+    done: mpsc::UnboundedSender<Completion>,
+    /// Plans started and not yet completed.
+    running: usize,
+}
 
-    fn feed(&mut self, event: Event) {
-        let now = self.now();
-        match event {
-            Event::Request((request, reply)) => self.core.accept(now, request, reply),
-            Event::Done((op, result)) => self.core.complete(now, op, result),
-            Event::Closed => self.closed = true,
-        }
-    }
-
-    async fn drain(&mut self) -> Result<(), PumpError> {
-        loop {
-            let now = self.now();
-            let work = self.core.work(now);
-            if work.is_empty() {
-                return Ok(());
-            }
-            for w in work {
-                match w {
-                    Work::Persist { op, changes } => {
-                        let result = self.persist(changes).await;
-                        if let Err(e) = &result {
-                            tracing::error!(error = %e, "requests fail until the driver state can be written");
-                        }
-                        let now = self.now();
-                        self.core.persisted(now, op, result);
-                    }
-                    Work::Execute { op, plan } => {
-                        let backend = self.backend.clone();
-                        let host = self.host.clone();
-                        self.running.push(Box::pin(async move {
-                            (op, execute(&*backend, &host, &plan).await)
-                        }));
-                    }
+impl<B: Backend> Carry<PumpCore> for PumpTurn<B> {
+    fn carry(&mut self, _: &PumpCore, _: Tick, work: Work, done: &mut VecDeque<PumpInput>) {
+        match work {
+            Work::Persist { op, changes } => {
+                let result = self.persist(&changes);
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, "requests fail until the driver state can be written");
                 }
+                done.push_back(PumpInput::Persisted(op, result));
+            }
+            Work::Execute { op, plan } => {
+                self.running += 1;
+                let (backend, host, tx) =
+                    (self.backend.clone(), self.host.clone(), self.done.clone());
+                self.rt.spawn(Box::pin(async move {
+                    let run = async { (op, execute(&*backend, &host, &plan).await) };
+                    let completion = std::panic::AssertUnwindSafe(run).catch_unwind().await;
+                    let _ = tx.unbounded_send(completion);
+                }));
             }
         }
     }
+}
 
+impl<B: Backend> Turn<PumpCore> for PumpTurn<B> {
+    fn before(&mut self, _: &PumpCore, _: Tick, input: Option<&PumpInput>) {
+        if let Some(PumpInput::Done(..)) = input {
+            self.running -= 1;
+        }
+    }
+
+    fn after(&mut self, core: &PumpCore) -> ControlFlow<()> {
+        if core.closed() && self.running == 0 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+impl<B> PumpTurn<B> {
     /// Writes the state; the error says where and why, for the log and the
     /// requests that fail because of it.
     ///
@@ -289,12 +299,12 @@ impl<B: Backend> Pump<B> {
     /// blocking pool only added two thread switches to every request.
     /// Other tasks (requests arriving, plans in flight) keep running on the
     /// runtime's other threads meanwhile.
-    async fn persist(&mut self, changes: Vec<Change>) -> Result<(), String> {
+    fn persist(&self, changes: &[Change]) -> Result<(), String> {
         let Some(store) = &self.store else {
             return Ok(());
         };
         store
-            .commit(&changes)
+            .commit(changes)
             .map_err(|e| format!("cannot write {}: {e}", store.path().display()))
     }
 }

@@ -7,7 +7,7 @@
 //! * [`core`] — the pump's core: it owns the driver machine, takes requests
 //!   with their reply slots, feeds completions, and answers.
 //!
-//! Both runtimes' pump (`volplane-proto`) is built on these, and
+//! Both runtimes' pump (`volplane-service`) is built on these, and
 //! `tests/loom.rs` checks them under every interleaving loom explores.
 
 #![deny(missing_docs)]
