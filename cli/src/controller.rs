@@ -83,6 +83,18 @@ pub struct ControllerArgs {
     /// The filesystem when a StorageClass names none.
     #[arg(long = "default-fstype", default_value = "")]
     pub default_fs_type: String,
+    /// Give CreateVolume the selected node's topology segment alone as the
+    /// requisite (with WaitForFirstConsumer), as external-provisioner's
+    /// flag of that name.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub strict_topology: bool,
+    /// Give CreateVolume of a claim without a selected node the segments
+    /// of every node the driver is on (off: no accessibility requirement
+    /// unless the class has allowedTopologies).
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub immediate_topology: bool,
     /// Serve /metrics (csi_sidecar_operations_seconds, queue depths,
     /// retries) and /healthz (a Probe of the driver) here, e.g. `:8080`.
     #[arg(long)]
@@ -231,6 +243,8 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             resync: args.resync_period,
             identity,
             default_fs_type: args.default_fs_type,
+            strict_topology: args.strict_topology,
+            immediate_topology: args.immediate_topology,
             metrics,
         };
         let elector = clients("leader-election");

@@ -96,6 +96,10 @@ pub struct ControllerConfig {
     pub identity: String,
     /// `--default-fstype`.
     pub default_fs_type: String,
+    /// `--strict-topology`.
+    pub strict_topology: bool,
+    /// `--immediate-topology`.
+    pub immediate_topology: bool,
     /// Where CSI calls, queue depths and retries are counted.
     pub metrics: Arc<Metrics>,
 }
@@ -108,6 +112,8 @@ impl Default for ControllerConfig {
             resync: Duration::from_secs(600),
             identity: "volplane".into(),
             default_fs_type: String::new(),
+            strict_topology: false,
+            immediate_topology: true,
             metrics: Metrics::new(),
         }
     }
@@ -221,6 +227,8 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
             .plugin
             .contains(&PluginCapability::VolumeAccessibilityConstraints);
         c.default_fs_type = config.default_fs_type.clone();
+        c.strict_topology = config.strict_topology;
+        c.immediate_topology = config.immediate_topology;
         c.snapshots = r.snapshotter;
         let p = Provisioner::new(c);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();

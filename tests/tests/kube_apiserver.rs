@@ -27,6 +27,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::json;
 
 const DRIVER: &str = "volplane.csi.io";
+/// The topology key `volplane serve` reports its zone under.
+const ZONE_KEY: &str = "topology.volplane.io/zone";
 
 /// Leader election with short timings, so a failover takes seconds.
 const ELECTED: &[&str] = &[
@@ -74,14 +76,20 @@ async fn seed(client: &kube::Client) {
         .create(&pp, &class)
         .await
         .unwrap();
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": NODE}})).unwrap();
+    // The node as node-driver-registrar leaves it: labelled with the
+    // driver's topology segment (`volplane serve`'s default zone), the key
+    // listed in its CSINode entry.
+    let node: Node = serde_json::from_value(json!({"metadata": {
+        "name": NODE, "labels": {ZONE_KEY: "local"}
+    }}))
+    .unwrap();
     Api::<Node>::all(client.clone())
         .create(&pp, &node)
         .await
         .unwrap();
     let csinode: CSINode = serde_json::from_value(json!({
         "metadata": {"name": NODE},
-        "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": []}]}
+        "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": [ZONE_KEY]}]}
     }))
     .unwrap();
     Api::<CSINode>::all(client.clone())
@@ -174,6 +182,14 @@ async fn the_controller_runs_a_real_clusters_storage() {
             .get("pv.kubernetes.io/provisioned-by")
             .map(String::as_str),
         Some(DRIVER)
+    );
+    // In the zone the driver reported: the immediate claim's requisite was
+    // the registered nodes' segments.
+    let affinity =
+        serde_json::to_value(spec.node_affinity.as_ref().expect("node affinity")).unwrap();
+    assert_eq!(
+        affinity["required"]["nodeSelectorTerms"][0]["matchExpressions"][0],
+        json!({"key": ZONE_KEY, "operator": "In", "values": ["local"]})
     );
 
     // Attached.

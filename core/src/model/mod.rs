@@ -5,6 +5,7 @@
 //! Field documentation is Kubernetes' own (the API reference of the same
 //! names); what volplane relies on is stated in SEMANTICS.md.
 
+pub mod class;
 pub mod deployment;
 pub mod enums;
 pub mod group;
@@ -18,6 +19,7 @@ pub mod snapshot;
 pub mod storage;
 pub mod workload;
 
+pub use class::*;
 pub use deployment::Deployment;
 pub use enums::*;
 pub use group::*;

@@ -71,3 +71,30 @@ impl Secret {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_decode_and_refuse_what_a_csi_call_cannot_carry() {
+        let s = Secret::new("kube-system", "creds", &[("token", "t0k"), ("user", "ü")]);
+        let plain = s.credentials().expect("plain UTF-8 values");
+        assert_eq!(plain.get("token").map(String::as_str), Some("t0k"));
+        assert_eq!(plain.get("user").map(String::as_str), Some("ü"));
+        assert!(!format!("{s:?}").contains("dDBr"), "Debug shows no value");
+
+        let mut bad = s.clone();
+        bad.data.insert("key".into(), "not base64!".into());
+        let e = bad.credentials().expect_err("not base64");
+        assert!(
+            e.contains("kube-system/creds") && e.contains("\"key\"") && e.contains("base64"),
+            "{e}"
+        );
+
+        let mut binary = s;
+        binary.data.insert("cert".into(), "/w==".into()); // 0xff
+        let e = binary.credentials().expect_err("not UTF-8");
+        assert!(e.contains("\"cert\"") && e.contains("UTF-8"), "{e}");
+    }
+}

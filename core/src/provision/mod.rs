@@ -20,6 +20,7 @@ mod secrets;
 mod source;
 #[cfg(test)]
 mod tests;
+pub mod topology;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,6 +40,12 @@ pub struct ProvisionerConfig {
     pub modes: DriverModes,
     /// The driver has VOLUME_ACCESSIBILITY_CONSTRAINTS.
     pub topology: bool,
+    /// `--strict-topology`: a claim with a selected node gets that node's
+    /// segment alone as its requisite.
+    pub strict_topology: bool,
+    /// `--immediate-topology`: a claim without a selected node gets the
+    /// cluster's segments as its requisite (else none).
+    pub immediate_topology: bool,
     /// Filesystem when the class names none (`--default-fstype`).
     pub default_fs_type: String,
     /// The first retry delay after a failure.
@@ -59,6 +66,8 @@ impl ProvisionerConfig {
             driver: driver.into(),
             modes: DriverModes::default(),
             topology: false,
+            strict_topology: false,
+            immediate_topology: true,
             default_fs_type: String::new(),
             retry_start: 1_000,
             retry_max: 300_000,
@@ -408,6 +417,9 @@ impl Provisioner {
         let request = match self.build_request(&claim, &class) {
             Ok(r) => r,
             Err(msg) => return self.refuse(key, uid, msg),
+        };
+        let Some(request) = self.place(key, &uid, &claim, &class, request) else {
+            return;
         };
         let secrets = match secrets::VolumeSecrets::resolve(&class, &request.name, &claim) {
             Ok(s) => s,

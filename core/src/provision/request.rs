@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::control::csi_map;
-use crate::driver::{Capability, CapacityRange, Secrets, Topology, TopologyRequirement};
+use crate::driver::{Capability, CapacityRange, Secrets};
 
 /// The `csi.storage.k8s.io/` parameters external-provisioner knows (B2.6).
 const KNOWN_PREFIXED: [&str; 17] = [
@@ -89,7 +89,6 @@ impl Provisioner {
                 ));
             }
         };
-        let accessibility = self.accessibility(claim)?;
         Ok(driver::CreateVolume {
             name: format!("pvc-{}", claim.metadata.uid),
             capacity: CapacityRange {
@@ -101,7 +100,7 @@ impl Provisioner {
             mutable_parameters: driver::Attributes::new(),
             secrets: Secrets::default(),
             content_source,
-            accessibility,
+            accessibility: None,
         })
     }
 
@@ -190,45 +189,55 @@ impl Provisioner {
         Ok(driver::ContentSource::Snapshot(handle))
     }
 
-    /// With topology and a selected node: that node's segment, from the node's
-    /// labels for the topology keys its CSINode entry lists.
-    fn accessibility(
-        &self,
+    /// `request` with its accessibility requirements (see [`topology`]),
+    /// or `None` when there are none to give now: the failure is told and
+    /// retried, or — the selected node is gone — the node selection is
+    /// dropped so the scheduler chooses again.
+    pub(super) fn place(
+        &mut self,
+        key: &ObjectKey,
+        uid: &str,
         claim: &PersistentVolumeClaim,
-    ) -> Result<Option<TopologyRequirement>, String> {
+        class: &StorageClass,
+        mut request: driver::CreateVolume,
+    ) -> Option<driver::CreateVolume> {
         if !self.config.topology {
-            return Ok(None);
+            return Some(request);
         }
-        let Some(node) = claim.metadata.annotation(names::ANN_SELECTED_NODE) else {
-            return Ok(None);
+        let placement = topology::Placement {
+            driver: &self.config.driver,
+            claim: &claim.metadata.name,
+            allowed: &class.allowed_topologies,
+            selected_node: claim.metadata.annotation(names::ANN_SELECTED_NODE),
+            strict: self.config.strict_topology,
+            immediate: self.config.immediate_topology,
         };
-        let keys = match self.cx.cache.find(Kind::CsiNode, "", node) {
-            Some(Object::CsiNode(n)) => n
-                .driver(&self.config.driver)
-                .map(|d| d.topology_keys.clone()),
-            _ => None,
+        match topology::requirement(&placement, &self.cx.cache) {
+            Ok(accessibility) => {
+                request.accessibility = accessibility;
+                Some(request)
+            }
+            Err(e @ topology::TopologyError::Reschedule(_)) => {
+                self.event(Event::warning(
+                    key.clone(),
+                    reason::PROVISIONING_FAILED,
+                    e.to_string(),
+                ));
+                let mut c = claim.clone();
+                c.metadata.annotations.remove(names::ANN_SELECTED_NODE);
+                self.api(
+                    Call::DropSelectedNode {
+                        uid: uid.to_string(),
+                    },
+                    ApiCall::Update(Object::Pvc(c)),
+                );
+                None
+            }
+            Err(e) => {
+                self.refuse(key, uid.to_string(), e.to_string());
+                None
+            }
         }
-        .ok_or_else(|| {
-            format!(
-                "node {node:?} has no CSINode entry for driver {}",
-                self.config.driver
-            )
-        })?;
-        let labels = match self.cx.cache.find(Kind::Node, "", node) {
-            Some(Object::Node(n)) => n.metadata.labels.clone(),
-            _ => return Err(format!("selected node {node:?} not found")),
-        };
-        let segment: Topology = keys
-            .iter()
-            .filter_map(|k| labels.get(k).map(|v| (k.clone(), v.clone())))
-            .collect();
-        if segment.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(TopologyRequirement {
-            requisite: vec![segment.clone()],
-            preferred: vec![segment],
-        }))
     }
 
     /// B3.1 and B3.3: the PV for a created volume.

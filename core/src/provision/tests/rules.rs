@@ -186,6 +186,20 @@ fn topology_rig(enabled: bool, topology: Vec<driver::Topology>) -> Rig<Provision
         other => Err(Status::unimplemented(other.method())),
     });
     class(&mut r, &[]);
+    // One node, the driver registered on it with its zone key.
+    let mut node = Node::new("node-1");
+    node.metadata
+        .labels
+        .insert("topology.volplane.csi.io/zone".into(), "a".into());
+    r.create(Object::Node(node));
+    let mut csi_node = CsiNode::new("node-1");
+    csi_node.spec.drivers.push(CsiNodeDriver {
+        name: DRIVER.into(),
+        node_id: "node-1".into(),
+        topology_keys: vec!["topology.volplane.csi.io/zone".into()],
+        allocatable: None,
+    });
+    r.create(Object::CsiNode(csi_node));
     r
 }
 
@@ -209,4 +223,87 @@ fn b3_1_node_affinity_only_with_topology_on_and_a_reported_segment() {
             "topology {enabled}, reported {reported:?}"
         );
     }
+}
+
+/// A provisioner with topology over two zones (`node-a` in zone-a,
+/// `node-b` in zone-b), a WaitForFirstConsumer class allowing both, and a
+/// claim whose selected node is `node`.
+fn zoned(strict: bool, node: &str) -> Rig<Provisioner> {
+    let mut config = ProvisionerConfig::new(DRIVER);
+    config.topology = true;
+    config.strict_topology = strict;
+    let mut r = Rig::new(Provisioner::new(config));
+    r.answer_csi(|call| match call {
+        Request::CreateVolume(c) => created(c),
+        other => Err(Status::unimplemented(other.method())),
+    });
+    let key = "topology.volplane.io/zone";
+    let mut sc = StorageClass::new("fast", DRIVER);
+    sc.volume_binding_mode = Some(BindingMode::WaitForFirstConsumer);
+    sc.allowed_topologies = vec![TopologySelectorTerm {
+        match_label_expressions: vec![TopologySelectorLabelRequirement {
+            key: key.into(),
+            values: vec!["zone-b".into(), "zone-a".into()],
+        }],
+    }];
+    r.create(Object::Class(sc));
+    for (name, zone) in [("node-a", "zone-a"), ("node-b", "zone-b")] {
+        let mut n = Node::new(name);
+        n.metadata.labels.insert(key.into(), zone.into());
+        r.create(Object::Node(n));
+        let mut c = CsiNode::new(name);
+        c.spec.drivers.push(CsiNodeDriver {
+            name: DRIVER.into(),
+            node_id: name.into(),
+            topology_keys: vec![key.into()],
+            allocatable: None,
+        });
+        r.create(Object::CsiNode(c));
+    }
+    let mut c = claim("data");
+    c.metadata
+        .annotations
+        .insert(names::ANN_SELECTED_NODE.into(), node.into());
+    r.create(Object::Pvc(c));
+    r
+}
+
+fn zones_of(ts: &[driver::Topology]) -> Vec<&str> {
+    ts.iter()
+        .map(|t| t.get("topology.volplane.io/zone").unwrap_or("?"))
+        .collect()
+}
+
+#[test]
+fn b2_topology_the_class_allows_both_zones_and_the_selected_one_leads() {
+    let r = zoned(false, "node-b");
+    let calls = creates(&r);
+    let a = calls[0].accessibility.as_ref().expect("requirements");
+    assert_eq!(zones_of(&a.requisite), ["zone-a", "zone-b"]);
+    assert_eq!(zones_of(&a.preferred), ["zone-b", "zone-a"]);
+}
+
+#[test]
+fn b2_topology_strict_asks_for_the_selected_nodes_zone_alone() {
+    let r = zoned(true, "node-a");
+    let calls = creates(&r);
+    let a = calls[0].accessibility.as_ref().expect("requirements");
+    assert_eq!(zones_of(&a.requisite), ["zone-a"]);
+    assert_eq!(zones_of(&a.preferred), ["zone-a"]);
+}
+
+#[test]
+fn b2_topology_a_selected_node_that_is_gone_is_handed_back_to_the_scheduler() {
+    let r = zoned(false, "node-gone");
+    assert!(creates(&r).is_empty(), "no CreateVolume");
+    assert_eq!(
+        failures(&r),
+        [
+            "error generating accessibility requirements: csinodes.storage.k8s.io \"node-gone\" not found"
+        ]
+    );
+    let Some(Object::Pvc(after)) = r.get(Kind::PersistentVolumeClaim, "default", "data") else {
+        panic!("the claim is there")
+    };
+    assert!(!after.metadata.has_annotation(names::ANN_SELECTED_NODE));
 }
