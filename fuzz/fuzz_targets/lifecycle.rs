@@ -22,8 +22,8 @@ enum A {
 fuzz_target!(|input: (u64, u8, Vec<A>)| {
     let (seed, rate, acts) = input;
     let mut actions = vec![
-        Action::Class { name: "delete".into(), policy: ReclaimPolicy::Delete, credentials: false },
-        Action::Class { name: "retain".into(), policy: ReclaimPolicy::Retain, credentials: false },
+        Action::Class { name: "delete".into(), policy: ReclaimPolicy::Delete, credentials: false, zone: None },
+        Action::Class { name: "retain".into(), policy: ReclaimPolicy::Retain, credentials: false, zone: None },
     ];
     for a in acts.into_iter().take(40) {
         actions.push(match a {

@@ -39,13 +39,15 @@ fn seed(api: &FakeApi) {
     );
     api.put(
         &format!("/api/v1/nodes/{NODE}"),
-        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": NODE, "labels": {"topology.volplane.io/zone": "local"}},
                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
     );
     api.put(
         &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}"),
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": NODE},
-               "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": []}]}}),
+               "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE,
+                                     "topologyKeys": ["topology.volplane.io/zone"]}]}}),
     );
     api.put(
         CLAIM,

@@ -158,6 +158,7 @@ impl Actor {
                 c.modes = modes();
                 c.plant = plant;
                 c.snapshots = true;
+                c.topology = true;
                 Actor::Provisioner(Provisioner::new(c))
             }
             Actor::Attach(_) => {

@@ -54,11 +54,16 @@ impl Storage {
                     None => false,
                 };
                 self.volumes.entry(id.clone()).or_insert(data);
+                // Where the CO prefers it, else anywhere it may be.
+                let at = p
+                    .accessibility
+                    .as_ref()
+                    .and_then(|a| a.preferred.first().or(a.requisite.first()).cloned());
                 Outcome::Created(driver::Volume {
                     volume_id: id,
                     capacity_bytes: p.suggested_bytes,
                     volume_context: Default::default(),
-                    accessible_topology: vec![],
+                    accessible_topology: at.into_iter().collect(),
                     content_source: None,
                 })
             }
@@ -323,6 +328,10 @@ fn config(node: &str, controller: bool, plant: Planted) -> DriverConfig {
     c.node = !controller;
     c.path_roots = vec![ROOT.into()];
     c.plant = plant;
+    if !controller {
+        let zone = super::zone_of(node);
+        c.topology = Some([(super::ZONE_KEY.to_string(), zone.to_string())].into());
+    }
     c
 }
 

@@ -264,11 +264,54 @@ impl Sim {
         }
         if world_changed {
             self.check_attachments_and_snapshots(&mut found);
+            self.check_topology(&mut found);
         }
         for (kind, what) in found {
             self.violate(kind, what);
         }
         self.check_registrations();
+    }
+
+    /// No volume is provisioned outside its class's allowedTopologies: each
+    /// segment of a PV's node affinity satisfies one allowed term.
+    fn check_topology(&self, found: &mut Vec<(&'static str, String)>) {
+        use crate::provision::topology::{Term, flatten, subset};
+        for o in self.store.objects() {
+            let Object::Pv(pv) = o else { continue };
+            let Some(affinity) = pv
+                .spec
+                .node_affinity
+                .as_ref()
+                .and_then(|a| a.required.as_ref())
+            else {
+                continue;
+            };
+            let class = ObjectKey::new(Kind::StorageClass, "", pv.class());
+            let Some(Object::Class(sc)) = self.store.get(&class) else {
+                continue;
+            };
+            if sc.allowed_topologies.is_empty() {
+                continue;
+            }
+            let allowed = flatten(&sc.allowed_topologies);
+            for term in &affinity.node_selector_terms {
+                let segment: Term = term
+                    .match_expressions
+                    .iter()
+                    .filter_map(|e| Some((e.key.clone(), e.values.first()?.clone())))
+                    .collect();
+                if !allowed.iter().any(|t| subset(t, &segment)) {
+                    found.push((
+                        "volume outside its allowed topology",
+                        format!(
+                            "PV {} is accessible from {segment:?}, which StorageClass {} does not allow",
+                            pv.name(),
+                            sc.metadata.name
+                        ),
+                    ));
+                }
+            }
+        }
     }
 
     /// The invariants over attachments and snapshots: the objects and what

@@ -66,6 +66,18 @@ pub use config::{Faults, Rng, SimConfig};
 pub const DRIVER: &str = "sim.volplane.io";
 /// The simulated kubelet root.
 pub const ROOT: &str = "/var/lib/kubelet";
+/// The topology key the simulated driver reports its node's zone under.
+pub const ZONE_KEY: &str = "topology.sim.volplane.io/zone";
+
+/// The zone of simulated node `node-<i>`: `zone-a` for even `i`,
+/// `zone-b` for odd (so two nodes or more span two zones).
+pub fn zone_of(node: &str) -> &'static str {
+    let i: usize = node
+        .strip_prefix("node-")
+        .and_then(|i| i.parse().ok())
+        .unwrap_or(0);
+    if i.is_multiple_of(2) { "zone-a" } else { "zone-b" }
+}
 
 /// Something waiting to be delivered to an actor.
 #[derive(Debug, Clone, Hash)]

@@ -28,6 +28,9 @@ pub enum Action {
         /// It names the Secret holding the driver's credentials for the
         /// controller calls (which the driver then requires).
         credentials: bool,
+        /// Its volumes may only be in this zone (`allowedTopologies`);
+        /// `None`: anywhere.
+        zone: Option<String>,
     },
     /// Create a claim.
     Claim {
@@ -127,13 +130,20 @@ impl std::fmt::Display for Action {
                 name,
                 policy,
                 credentials,
+                zone,
             } => {
                 let with = if *credentials {
                     ", with credentials"
                 } else {
                     ""
                 };
-                write!(f, "create StorageClass {name} (reclaim {policy}{with})")
+                let only = zone
+                    .as_ref()
+                    .map_or(String::new(), |z| format!(", only in {z}"));
+                write!(
+                    f,
+                    "create StorageClass {name} (reclaim {policy}{with}{only})"
+                )
             }
             Action::Claim { name, class, mode } => {
                 write!(f, "create PVC {name} (class {class}, {})", mode.short())
@@ -189,11 +199,13 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
             name: "delete".into(),
             policy: ReclaimPolicy::Delete,
             credentials: true,
+            zone: None,
         },
         Action::Class {
             name: "retain".into(),
             policy: ReclaimPolicy::Retain,
             credentials: true,
+            zone: Some(super::zone_of("node-0").into()),
         },
         Action::Apply(Box::new(Object::SnapshotClass(VolumeSnapshotClass::new(
             "snapshots",
@@ -324,10 +336,19 @@ impl Sim {
                 name,
                 policy,
                 credentials,
+                zone,
             } => {
                 let mut sc = StorageClass::new(name, super::DRIVER);
                 sc.reclaim_policy = Some(policy.clone());
                 sc.allow_volume_expansion = Some(true);
+                if let Some(zone) = zone {
+                    sc.allowed_topologies = vec![TopologySelectorTerm {
+                        match_label_expressions: vec![TopologySelectorLabelRequirement {
+                            key: super::ZONE_KEY.into(),
+                            values: vec![zone.clone()],
+                        }],
+                    }];
+                }
                 // The driver's controller calls need its credentials,
                 // which the class names (the workload applied the Secret).
                 let ops = ["provisioner", "controller-publish", "controller-expand"];
@@ -387,6 +408,27 @@ impl Sim {
         }
     }
 
+    /// The zone the volume bound to `claim` is accessible from, if it is
+    /// bound and its PV says one.
+    fn zone_of_volume(&self, claim: &PersistentVolumeClaim) -> Option<String> {
+        let key = ObjectKey::new(Kind::PersistentVolume, "", claim.volume_name());
+        let Some(Object::Pv(pv)) = self.store.get(&key) else {
+            return None;
+        };
+        let terms = &pv
+            .spec
+            .node_affinity
+            .as_ref()?
+            .required
+            .as_ref()?
+            .node_selector_terms;
+        terms
+            .iter()
+            .flat_map(|t| &t.match_expressions)
+            .find(|e| e.key == super::ZONE_KEY)
+            .and_then(|e| e.values.first().cloned())
+    }
+
     /// The pod the scheduler would place for `name`: none when its claim
     /// does not exist or is being deleted, or is ReadWriteOncePod and in
     /// use; on the node of the claim's other pods when the claim is
@@ -402,10 +444,17 @@ impl Sim {
         if mode == Some(AccessMode::ReadWriteOncePod) && !users.is_empty() {
             return None;
         }
-        let node = match users.first().and_then(|p| p.node().map(str::to_string)) {
+        let mut node = match users.first().and_then(|p| p.node().map(str::to_string)) {
             Some(n) if single => n,
             _ => format!("node-{node}"),
         };
+        // A bound volume that lives in one zone is used only there.
+        if let Some(zone) = self.zone_of_volume(&c)
+            && super::zone_of(&node) != zone
+            && let Some(there) = self.nodes.keys().find(|n| super::zone_of(n) == zone)
+        {
+            node = there.clone();
+        }
         let mut p = Pod::new("default", name);
         p.spec.node_name = Some(node);
         p.spec.volumes.push(PodVolume {
@@ -450,11 +499,13 @@ pub fn small_configuration(plant: crate::plant::Planted) -> (Sim, Vec<Action>) {
             name: "delete".into(),
             policy: ReclaimPolicy::Delete,
             credentials: false,
+            zone: None,
         },
         Action::Class {
             name: "retain".into(),
             policy: ReclaimPolicy::Retain,
             credentials: false,
+            zone: None,
         },
         Action::Claim {
             name: "c0".into(),

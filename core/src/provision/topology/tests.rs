@@ -159,7 +159,7 @@ fn allowed_topologies_distribute_their_values_over_their_keys() {
         allowed(&[(ZONE, &["z1", "z2"]), (RACK, &["r1", "r2"])]),
         allowed(&[(ZONE, &["z3"])]),
     ];
-    let flat: Vec<String> = flatten(&terms).iter().map(|t| go_term(t)).collect();
+    let flat: Vec<String> = flatten(&terms).iter().map(go_term).collect();
     let rack = RACK;
     let z = ZONE;
     assert_eq!(
