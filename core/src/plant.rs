@@ -26,17 +26,21 @@ pub enum Plant {
     /// provisioner: retry a failed write of a PV (its finalizer) at once,
     /// with nothing new known (issue 28's livelock, before its mend).
     RetryFailedWriteAtOnce,
+    /// provisioner: leave the class's allowedTopologies out of CreateVolume's
+    /// requirements (the cluster's segments stand in for them).
+    IgnoreAllowedTopologies,
 }
 
 impl Plant {
     /// Every plant, in `--list-plants` order.
-    pub const ALL: [Plant; 6] = [
+    pub const ALL: [Plant; 7] = [
         Plant::UnstageAfterFirstUnpublish,
         Plant::DetachWithoutWaitingForUnmount,
         Plant::DeleteReleasedRetain,
         Plant::ForgetInFlightOnRestart,
         Plant::BindClaimedVolume,
         Plant::RetryFailedWriteAtOnce,
+        Plant::IgnoreAllowedTopologies,
     ];
 
     /// The name `--plant` takes.
@@ -48,6 +52,7 @@ impl Plant {
             Plant::ForgetInFlightOnRestart => "forget-in-flight-on-restart",
             Plant::BindClaimedVolume => "bind-claimed-volume",
             Plant::RetryFailedWriteAtOnce => "retry-failed-write-at-once",
+            Plant::IgnoreAllowedTopologies => "ignore-allowed-topologies",
         }
     }
 
@@ -66,6 +71,7 @@ impl Plant {
             Plant::RetryFailedWriteAtOnce => {
                 "provisioner retries a failed PV write at once, with nothing new (a hot loop)"
             }
+            Plant::IgnoreAllowedTopologies => "provisioner ignores the class's allowedTopologies",
         }
     }
 

@@ -207,7 +207,15 @@ impl Provisioner {
         let placement = topology::Placement {
             driver: &self.config.driver,
             claim: &claim.metadata.name,
-            allowed: &class.allowed_topologies,
+            allowed: if self
+                .config
+                .plant
+                .is(crate::plant::Plant::IgnoreAllowedTopologies)
+            {
+                &[]
+            } else {
+                &class.allowed_topologies
+            },
             selected_node: claim.metadata.annotation(names::ANN_SELECTED_NODE),
             strict: self.config.strict_topology,
             immediate: self.config.immediate_topology,

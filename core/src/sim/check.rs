@@ -470,6 +470,30 @@ impl Sim {
         }
     }
 
+    /// True when `c` can be provisioned as the user set things up: its
+    /// class exists, and the Secret the class names for CreateVolume does
+    /// too (a workload shrunk without its Secret leaves the claim Pending,
+    /// rightly).
+    fn can_provision(&self, c: &PersistentVolumeClaim) -> bool {
+        let Some(Object::Class(sc)) =
+            self.store
+                .get(&ObjectKey::new(Kind::StorageClass, "", c.class()))
+        else {
+            return false;
+        };
+        let param = |p: &str| {
+            sc.parameters
+                .get(&format!("csi.storage.k8s.io/provisioner-secret-{p}"))
+        };
+        match (param("namespace"), param("name")) {
+            (Some(namespace), Some(name)) => self
+                .store
+                .get(&ObjectKey::new(Kind::Secret, namespace, name))
+                .is_some(),
+            _ => true,
+        }
+    }
+
     /// What the running pods need: (node, handle) pairs staged or
     /// attached, and the (node, target, handle, pod) each pod's volume
     /// must be published at. A pod whose claim never got a volume is
@@ -495,11 +519,7 @@ impl Sim {
                     self.store
                         .get(&ObjectKey::new(Kind::PersistentVolume, "", c.volume_name()))
                 else {
-                    let class_exists = self
-                        .store
-                        .get(&ObjectKey::new(Kind::StorageClass, "", c.class()))
-                        .is_some();
-                    if class_exists && !c.metadata.deleting() {
+                    if self.can_provision(c) && !c.metadata.deleting() {
                         found.push(format!(
                             "pod {} waits for claim {} that never got a volume",
                             pod.metadata.key(),

@@ -76,7 +76,11 @@ pub fn zone_of(node: &str) -> &'static str {
         .strip_prefix("node-")
         .and_then(|i| i.parse().ok())
         .unwrap_or(0);
-    if i.is_multiple_of(2) { "zone-a" } else { "zone-b" }
+    if i.is_multiple_of(2) {
+        "zone-a"
+    } else {
+        "zone-b"
+    }
 }
 
 /// Something waiting to be delivered to an actor.
