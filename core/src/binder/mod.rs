@@ -291,11 +291,19 @@ impl Binder {
                 }
                 self.cx.cache.apply(o);
             }
-            ApiResult::Ok(None) | ApiResult::NotFound => {
-                if let Some(Object::Pv(pv)) = self.cx.cache.gone(&p.key, &p.uid) {
-                    self.index.remove(pv.name());
+            ApiResult::Ok(None) | ApiResult::NotFound => match self.cx.cache.gone(&p.key, &p.uid) {
+                Some(Object::Pv(pv)) => self.index.remove(pv.name()),
+                // A8.1: its volumes learn at once that the claim is gone.
+                Some(Object::Pvc(c)) => {
+                    let volumes: Vec<ObjectKey> = self
+                        .index
+                        .claimed_by(&c.metadata.namespace, &c.metadata.name)
+                        .map(|v| pv_key(v))
+                        .collect();
+                    self.cx.dirty.extend(volumes);
                 }
-            }
+                _ => {}
+            },
             ApiResult::Conflict
             | ApiResult::AlreadyExists
             | ApiResult::Failed(_)

@@ -16,12 +16,23 @@ type Names = BTreeMap<String, Arc<Object>>;
 /// An incarnation known to be gone (a write's answer said so) is never
 /// brought back by a late watch event about it: its UID is remembered until
 /// its own Deleted event, the last its watch delivers.
+///
+/// Nor is an incarnation whose Deleted event came brought back by the late
+/// answer to a write made before it (the answer carries the version that
+/// write made, older than the delete): its UID is kept as a tombstone while
+/// writes may still be in flight ([`Cache::settled`] forgets them; the
+/// latest [`TOMBSTONES`] at most are kept meanwhile).
 #[derive(Debug, Clone, Default, Hash)]
 pub struct Cache {
     objects: BTreeMap<Kind, BTreeMap<String, Names>>,
     len: usize,
     gone: BTreeSet<String>,
+    deleted: BTreeSet<String>,
+    deleted_order: std::collections::VecDeque<String>,
 }
+
+/// How many tombstones of deleted incarnations a cache keeps at most.
+pub const TOMBSTONES: usize = 4096;
 
 fn version(o: &Object) -> Option<u64> {
     o.meta().resource_version.parse().ok()
@@ -87,10 +98,32 @@ impl Cache {
         version(cached).is_some_and(|v| v > rv)
     }
 
-    /// True when `o` is an incarnation a write's answer said is gone.
+    /// True when `o` is an incarnation a write's answer said is gone, or
+    /// one whose Deleted event came.
     fn known_gone(&self, o: &Object) -> bool {
         let uid = &o.meta().uid;
-        !uid.is_empty() && self.gone.contains(uid)
+        !uid.is_empty() && (self.gone.contains(uid) || self.deleted.contains(uid))
+    }
+
+    /// No write is in flight any more: no late answer can come, so the
+    /// tombstones of deleted incarnations are forgotten.
+    pub fn settled(&mut self) {
+        if !self.deleted.is_empty() {
+            self.deleted.clear();
+            self.deleted_order.clear();
+        }
+    }
+
+    fn tombstone(&mut self, uid: &str) {
+        if uid.is_empty() || !self.deleted.insert(uid.to_string()) {
+            return;
+        }
+        self.deleted_order.push_back(uid.to_string());
+        if self.deleted_order.len() > TOMBSTONES
+            && let Some(oldest) = self.deleted_order.pop_front()
+        {
+            self.deleted.remove(&oldest);
+        }
     }
 
     /// Forgets the object `key` names; returns it.
@@ -111,6 +144,7 @@ impl Cache {
     pub fn delete(&mut self, o: &Object) -> Option<Object> {
         let meta = o.meta();
         self.gone.remove(&meta.uid);
+        self.tombstone(&meta.uid);
         if let Some(cached) = self.find(o.kind(), &meta.namespace, &meta.name)
             && against(o, cached) == Some(std::cmp::Ordering::Less)
         {
@@ -220,6 +254,33 @@ mod tests {
         assert!(
             !c.apply(Object::Pv(new)),
             "a late event about a gone incarnation came back"
+        );
+    }
+
+    #[test]
+    fn a_late_answer_about_a_deleted_incarnation_does_not_bring_it_back() {
+        let mut c = Cache::default();
+        let at = |rv: &str| {
+            let mut v = PersistentVolume::new("v");
+            v.metadata.uid = "uid-1".into();
+            v.metadata.resource_version = rv.into();
+            Object::Pv(v)
+        };
+        c.apply(at("5"));
+        c.delete(&at("9"));
+        assert!(
+            !c.apply(at("7")),
+            "the answer of a write made before the delete"
+        );
+        assert!(c.get(&at("7").key()).is_none());
+        let mut again = PersistentVolume::new("v");
+        again.metadata.uid = "uid-2".into();
+        again.metadata.resource_version = "11".into();
+        assert!(c.apply(Object::Pv(again)), "a new incarnation is welcome");
+        c.settled();
+        assert!(
+            c.is_news(&at("12")),
+            "no write in flight: the tombstone is gone"
         );
     }
 

@@ -245,6 +245,12 @@ impl<T: Controller> Machine for T {
                 if let Some(call) = engine.calls.remove(&op) {
                     self.api_done(call, result);
                 }
+                // Nothing in flight: no late answer can resurrect a
+                // deleted object any more.
+                let engine = self.engine_mut();
+                if engine.calls.is_empty() {
+                    engine.cache.settled();
+                }
             }
             Input::CsiDone { op, result } => {
                 if let Some(call) = engine.calls.remove(&op) {

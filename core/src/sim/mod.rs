@@ -377,6 +377,11 @@ impl Sim {
                 match e {
                     Effect::Event(e) => self.events.push(e),
                     Effect::Api { op, call } => {
+                        if self.config.trace {
+                            let what = format!("{} {}", call.verb(), call.key());
+                            let who = self.actors[a].name();
+                            note!(self, "{:>6} t={now} {who} -> {op} {what}", self.stats.steps);
+                        }
                         let (result, watches) = self.api(call);
                         self.answers[a].push_back(Input::ApiDone { op, result });
                         self.broadcast(watches);

@@ -408,25 +408,32 @@ impl Sim {
         }
     }
 
-    /// The zone the volume bound to `claim` is accessible from, if it is
-    /// bound and its PV says one.
-    fn zone_of_volume(&self, claim: &PersistentVolumeClaim) -> Option<String> {
+    /// `node`, or — when the volume bound to `claim` lives in another zone
+    /// — the first node of that zone, as the scheduler would choose.
+    fn in_zone_of_volume(&self, claim: &PersistentVolumeClaim, node: String) -> String {
         let key = ObjectKey::new(Kind::PersistentVolume, "", claim.volume_name());
         let Some(Object::Pv(pv)) = self.store.get(&key) else {
-            return None;
+            return node;
         };
-        let terms = &pv
+        let zone = pv
             .spec
             .node_affinity
-            .as_ref()?
-            .required
-            .as_ref()?
-            .node_selector_terms;
-        terms
-            .iter()
+            .as_ref()
+            .and_then(|a| a.required.as_ref())
+            .into_iter()
+            .flat_map(|r| &r.node_selector_terms)
             .flat_map(|t| &t.match_expressions)
             .find(|e| e.key == super::ZONE_KEY)
-            .and_then(|e| e.values.first().cloned())
+            .and_then(|e| e.values.first());
+        match zone {
+            Some(zone) if super::zone_of(&node) != zone => self
+                .nodes
+                .keys()
+                .find(|n| super::zone_of(n) == zone)
+                .cloned()
+                .unwrap_or(node),
+            _ => node,
+        }
     }
 
     /// The pod the scheduler would place for `name`: none when its claim
@@ -444,17 +451,10 @@ impl Sim {
         if mode == Some(AccessMode::ReadWriteOncePod) && !users.is_empty() {
             return None;
         }
-        let mut node = match users.first().and_then(|p| p.node().map(str::to_string)) {
+        let node = match users.first().and_then(|p| p.node().map(str::to_string)) {
             Some(n) if single => n,
-            _ => format!("node-{node}"),
+            _ => self.in_zone_of_volume(&c, format!("node-{node}")),
         };
-        // A bound volume that lives in one zone is used only there.
-        if let Some(zone) = self.zone_of_volume(&c)
-            && super::zone_of(&node) != zone
-            && let Some(there) = self.nodes.keys().find(|n| super::zone_of(n) == zone)
-        {
-            node = there.clone();
-        }
         let mut p = Pod::new("default", name);
         p.spec.node_name = Some(node);
         p.spec.volumes.push(PodVolume {

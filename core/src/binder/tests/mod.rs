@@ -697,3 +697,80 @@ mod properties {
 mod audit;
 mod faults;
 mod upstream;
+
+/// The answer to the bind's write of the claim arrives after the claim's
+/// Deleted event (the user deleted it meanwhile): that answer, older than
+/// the delete, must not bring the claim back into the cache — the volume
+/// learns its claim is gone and is Released (found by the simulator,
+/// seed 905 of `volplane sim`).
+#[test]
+fn a8_1_a_late_bind_answer_does_not_revive_a_deleted_claim() {
+    use crate::store::Store;
+    let mut store = Store::new();
+    let mut b = Binder::new();
+    let mut feed = |b: &mut Binder, watches: Vec<crate::control::Watch>| {
+        for w in watches {
+            b.handle(0, Input::Watch(w));
+        }
+    };
+    for o in [
+        Object::Pv(pv("v", "1Gi", &[ReadWriteOnce])),
+        Object::Pvc(pvc("c", "1Gi", &[ReadWriteOnce])),
+    ] {
+        let (_, w) = store.write(0, ApiCall::Create(o));
+        feed(&mut b, w);
+    }
+    b.handle(0, Input::Synced);
+    // Answer every write at once, until the bind writes the claim: that
+    // answer is held back.
+    let held = 'bind: loop {
+        let effects = crate::machine::effects(&mut b, 0);
+        assert!(!effects.is_empty(), "the bind never wrote the claim");
+        for e in effects {
+            let crate::control::Effect::Api { op, call } = e else {
+                continue;
+            };
+            let writes_claim = matches!(&call, ApiCall::Update(Object::Pvc(_)));
+            let (result, w) = store.write(0, call);
+            if writes_claim {
+                break 'bind (op, result, w);
+            }
+            b.handle(0, Input::ApiDone { op, result });
+            feed(&mut b, w);
+        }
+    };
+    // The user deletes the claim; its Deleted event comes first.
+    let key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", "c");
+    let (_, w) = store.write(0, ApiCall::Delete(key));
+    let deleted: Vec<_> = w
+        .into_iter()
+        .filter(|w| matches!(w, crate::control::Watch::Deleted(_)))
+        .collect();
+    feed(&mut b, deleted);
+    let (op, result, _) = held;
+    b.handle(0, Input::ApiDone { op, result });
+    let key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", "c");
+    assert!(
+        b.cx.cache.get(&key).is_none(),
+        "the late answer revived the claim"
+    );
+    // Everything else answered at once, watch events delivered.
+    for _ in 0..100 {
+        let effects = crate::machine::effects(&mut b, 0);
+        if effects.is_empty() {
+            break;
+        }
+        for e in effects {
+            let crate::control::Effect::Api { op, call } = e else {
+                continue;
+            };
+            let (result, w) = store.write(0, call);
+            b.handle(0, Input::ApiDone { op, result });
+            feed(&mut b, w);
+        }
+    }
+    let Some(Object::Pv(v)) = store.get(&ObjectKey::new(Kind::PersistentVolume, "", "v")) else {
+        panic!("the volume is there")
+    };
+    assert_eq!(v.phase(), PvPhase::Released, "its claim is gone");
+}
