@@ -708,7 +708,7 @@ fn a8_1_a_late_bind_answer_does_not_revive_a_deleted_claim() {
     use crate::store::Store;
     let mut store = Store::new();
     let mut b = Binder::new();
-    let mut feed = |b: &mut Binder, watches: Vec<crate::control::Watch>| {
+    let feed = |b: &mut Binder, watches: Vec<crate::control::Watch>| {
         for w in watches {
             b.handle(0, Input::Watch(w));
         }
