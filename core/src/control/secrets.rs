@@ -23,6 +23,9 @@ pub struct SecretParams {
     namespace_key: &'static str,
     /// The deprecated unprefixed keys, honoured and not stripped (B2.7).
     deprecated: Option<(&'static str, &'static str)>,
+    /// Without its own pair, the class's default pair applies (volume
+    /// operations; snapshot operations have no default).
+    falls_back: bool,
 }
 
 const fn params(
@@ -36,6 +39,21 @@ const fn params(
         name_key,
         namespace_key,
         deprecated,
+        falls_back: true,
+    }
+}
+
+const fn snapshot_params(
+    name: &'static str,
+    name_key: &'static str,
+    namespace_key: &'static str,
+) -> SecretParams {
+    SecretParams {
+        name,
+        name_key,
+        namespace_key,
+        deprecated: None,
+        falls_back: false,
     }
 }
 
@@ -91,6 +109,32 @@ pub const NODE_EXPAND: SecretParams = params(
     "csi.storage.k8s.io/node-expand-secret-name",
     "csi.storage.k8s.io/node-expand-secret-namespace",
     None,
+);
+
+/// CreateSnapshot and DeleteSnapshot (VolumeSnapshotClass).
+pub const SNAPSHOTTER: SecretParams = snapshot_params(
+    "Snapshotter",
+    "csi.storage.k8s.io/snapshotter-secret-name",
+    "csi.storage.k8s.io/snapshotter-secret-namespace",
+);
+/// ListSnapshots of a pre-provisioned snapshot (VolumeSnapshotClass).
+pub const SNAPSHOTTER_LIST: SecretParams = snapshot_params(
+    "SnapshotterList",
+    "csi.storage.k8s.io/snapshotter-list-secret-name",
+    "csi.storage.k8s.io/snapshotter-list-secret-namespace",
+);
+/// CreateVolumeGroupSnapshot and DeleteVolumeGroupSnapshot
+/// (VolumeGroupSnapshotClass).
+pub const GROUP_SNAPSHOTTER: SecretParams = snapshot_params(
+    "GroupSnapshotter",
+    "csi.storage.k8s.io/group-snapshotter-secret-name",
+    "csi.storage.k8s.io/group-snapshotter-secret-namespace",
+);
+/// GetVolumeGroupSnapshot (VolumeGroupSnapshotClass).
+pub const GROUP_SNAPSHOTTER_GET: SecretParams = snapshot_params(
+    "GroupSnapshotterGet",
+    "csi.storage.k8s.io/group-snapshotter-get-secret-name",
+    "csi.storage.k8s.io/group-snapshotter-get-secret-namespace",
 );
 
 /// The name and namespace templates `p` gives in `parameters`, checked as
@@ -221,7 +265,52 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(|l| !l.is_empty() && is_dns1123_label(l))
 }
 
-/// What a template may name: the volume's name, and the claim's
+/// What `${…}` tokens a secret template may use, and their values.
+pub trait Templates {
+    /// A token a namespace template may use: values the user who asked
+    /// for the object does not choose.
+    fn namespace(&self, token: &str) -> Option<String>;
+    /// A token a name template may use.
+    fn name(&self, token: &str) -> Option<String>;
+}
+
+/// What a snapshot (or group snapshot) secret template may name: the
+/// content's name, and the snapshot's namespace and (for a name) its name
+/// when there is a snapshot (`${volumesnapshotcontent.name}`,
+/// `${volumesnapshot.namespace}`, `${volumesnapshot.name}`; with
+/// `volumegroupsnapshot…` for a group).
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotTokens<'a> {
+    /// `volumesnapshot` or `volumegroupsnapshot`.
+    pub kind: &'static str,
+    /// The content's name.
+    pub content: &'a str,
+    /// The snapshot's namespace and name, if there is one.
+    pub snapshot: Option<(&'a str, &'a str)>,
+}
+
+impl Templates for SnapshotTokens<'_> {
+    fn namespace(&self, token: &str) -> Option<String> {
+        let (kind, field) = token.split_once('.')?;
+        match field {
+            "name" if kind == format!("{}content", self.kind) => Some(self.content.to_string()),
+            "namespace" if kind == self.kind => self.snapshot.map(|(ns, _)| ns.to_string()),
+            _ => None,
+        }
+    }
+
+    fn name(&self, token: &str) -> Option<String> {
+        if let Some(v) = self.namespace(token) {
+            return Some(v);
+        }
+        match token.split_once('.')? {
+            (kind, "name") if kind == self.kind => self.snapshot.map(|(_, n)| n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// What a volume's template may name: the volume's name, and the claim's
 /// namespace, name and annotations.
 #[derive(Debug, Clone, Copy)]
 pub struct Tokens<'a> {
@@ -232,7 +321,7 @@ pub struct Tokens<'a> {
     pub claim: Option<&'a PersistentVolumeClaim>,
 }
 
-impl Tokens<'_> {
+impl Templates for Tokens<'_> {
     /// What a namespace template may use: values the claim's user does not
     /// choose.
     fn namespace(&self, token: &str) -> Option<String> {
@@ -289,12 +378,13 @@ fn resolve(
 pub fn secret_ref(
     p: &SecretParams,
     parameters: &std::collections::BTreeMap<String, String>,
-    tokens: Tokens<'_>,
+    tokens: impl Templates,
 ) -> Result<Option<SecretReference>, String> {
     let own = templates(p, parameters)
         .map_err(|e| format!("failed to get name and namespace template from params: {e}"))?;
     let pair = match own {
         Some(pair) => pair,
+        None if !p.falls_back => return Ok(None),
         None => match templates(&DEFAULT, parameters).map_err(|e| {
             format!("failed to get default name and namespace template from params: {e}")
         })? {

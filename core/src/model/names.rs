@@ -68,6 +68,22 @@ pub const FINALIZER_PVC_AS_SNAPSHOT_SOURCE: &str =
 /// `snapshot.storage.kubernetes.io/volumesnapshot-being-deleted`, as Kubernetes and the sidecars spell it.
 pub const ANN_SNAPSHOT_BEING_DELETED: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted";
+/// `snapshot.storage.kubernetes.io/deletion-secret-name`: on a content, the
+/// Secret its CreateSnapshot and DeleteSnapshot get (the snapshot
+/// controller writes it from the class).
+pub const ANN_SNAPSHOT_DELETION_SECRET_NAME: &str =
+    "snapshot.storage.kubernetes.io/deletion-secret-name";
+/// `snapshot.storage.kubernetes.io/deletion-secret-namespace`: its namespace.
+pub const ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE: &str =
+    "snapshot.storage.kubernetes.io/deletion-secret-namespace";
+/// `groupsnapshot.storage.kubernetes.io/deletion-secret-name`: on a group
+/// content, the Secret its CreateVolumeGroupSnapshot and
+/// DeleteVolumeGroupSnapshot get.
+pub const ANN_GROUP_DELETION_SECRET_NAME: &str =
+    "groupsnapshot.storage.kubernetes.io/deletion-secret-name";
+/// `groupsnapshot.storage.kubernetes.io/deletion-secret-namespace`: its namespace.
+pub const ANN_GROUP_DELETION_SECRET_NAMESPACE: &str =
+    "groupsnapshot.storage.kubernetes.io/deletion-secret-namespace";
 /// `snapshot.storage.kubernetes.io/volumesnapshot-being-created`, as Kubernetes and the sidecars spell it.
 pub const ANN_SNAPSHOT_BEING_CREATED: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-being-created";

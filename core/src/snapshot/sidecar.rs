@@ -19,12 +19,16 @@
 //!   is Delete, the status cleared, then the
 //!   `volumesnapshotcontent-bound-protection` finalizer removed.
 //!
-//! Deliberate differences: secrets come from no Secret objects (the model
-//! has none), and `status.error.time` is left unset (the core has no
-//! wall clock).
+//! Secrets: see [`credentials`]. A deliberate difference: `status.error.time`
+//! is left unset (the core has no wall clock). ListSnapshots and
+//! GetVolumeGroupSnapshot of a pre-provisioned snapshot go without the
+//! class's list/get secret (`snapshotter-list-secret-*`) for now.
 
 mod content;
+mod credentials;
 mod group;
+
+pub use credentials::Purpose;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -79,6 +83,15 @@ pub enum Call {
         /// The content.
         content: ObjectKey,
     },
+    /// The get of the Secret a content's call needs.
+    GetSecret {
+        /// The content.
+        content: ObjectKey,
+        /// The Secret.
+        secret: SecretReference,
+        /// The call it is for.
+        purpose: Purpose,
+    },
 }
 
 /// What the driver answered, not yet in a content's status.
@@ -94,7 +107,8 @@ impl Call {
             Call::Write { content, .. }
             | Call::Create { content }
             | Call::Check { content }
-            | Call::Delete { content } => content,
+            | Call::Delete { content }
+            | Call::GetSecret { content, .. } => content,
         }
     }
 }
@@ -112,6 +126,8 @@ pub struct Snapshotter {
     failed: BTreeMap<ObjectKey, (String, bool)>,
     /// Contents whose storage snapshot DeleteSnapshot removed.
     deleted: BTreeSet<ObjectKey>,
+    /// The Secret data read for a content's calls, until the content goes.
+    credentials: BTreeMap<ObjectKey, driver::Secrets>,
 }
 
 fn key(name: &str) -> ObjectKey {
@@ -140,6 +156,7 @@ impl Snapshotter {
             cut: BTreeMap::new(),
             failed: BTreeMap::new(),
             deleted: BTreeSet::new(),
+            credentials: BTreeMap::new(),
         }
     }
 
@@ -206,6 +223,7 @@ impl Snapshotter {
     }
 
     fn forget(&mut self, content: &ObjectKey) {
+        self.credentials.remove(content);
         self.cut.remove(content);
         self.failed.remove(content);
         self.deleted.remove(content);
@@ -276,7 +294,7 @@ impl Snapshotter {
                 format!("the driver answered with {other:?}"),
                 false,
             ),
-            (Call::Write { .. }, Err(_)) => {}
+            (Call::Write { .. } | Call::GetSecret { .. }, Err(_)) => {}
         }
         self.cx.dirty.insert(content);
     }
@@ -400,6 +418,16 @@ impl Snapshotter {
                 return self.blocked(&content, msg);
             }
         };
+        let secrets = match self.credentials_for(c, Purpose::Create) {
+            Ok(Some(secrets)) => secrets,
+            Ok(None) => return,
+            Err(e) => {
+                let msg = format!(
+                    "failed to get input parameters to create snapshot for content {name}: {e:?}"
+                );
+                return self.blocked(&content, msg);
+            }
+        };
         if !c
             .metadata
             .annotations
@@ -417,7 +445,7 @@ impl Snapshotter {
                 source_volume_id: volume.into(),
                 name: csi_snapshot_name(&c.spec.volume_snapshot_ref.uid),
                 parameters,
-                secrets: driver::Secrets::default(),
+                secrets,
             }),
             Call::Create { content },
         );
@@ -520,6 +548,10 @@ impl Controller for Snapshotter {
 
     fn observe(&mut self, watch: Watch) {
         let (Watch::Applied(o) | Watch::Deleted(o)) = &watch;
+        if let Watch::Deleted(o) = &watch {
+            // Secret data read for a content that went is dropped.
+            self.credentials.remove(&o.key());
+        }
         self.mark(&o.clone());
         self.cx.apply(watch);
     }
@@ -533,6 +565,14 @@ impl Controller for Snapshotter {
     }
 
     fn api_done(&mut self, call: Call, result: ApiResult) {
+        if let Call::GetSecret {
+            content,
+            secret,
+            purpose,
+        } = call
+        {
+            return self.secret_read(content, &secret, purpose, result);
+        }
         self.written(call, result);
     }
 

@@ -14,6 +14,7 @@ use crate::{Status, Tick};
 
 mod faults;
 mod groups;
+mod secrets;
 
 const DRIVER: &str = "volplane.csi.io";
 

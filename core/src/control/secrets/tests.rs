@@ -217,3 +217,65 @@ fn names_are_checked_as_the_api_server_checks_them() {
         assert!(!is_dns1123_subdomain(bad), "{bad}");
     }
 }
+
+#[test]
+fn snapshot_templates_resolve_as_the_snapshotters_do_and_have_no_default() {
+    let params: std::collections::BTreeMap<String, String> = [
+        (
+            "csi.storage.k8s.io/snapshotter-secret-name",
+            "${volumesnapshot.name}-${volumesnapshotcontent.name}",
+        ),
+        (
+            "csi.storage.k8s.io/snapshotter-secret-namespace",
+            "${volumesnapshot.namespace}",
+        ),
+        ("csi.storage.k8s.io/secret-name", "ignored"),
+        ("csi.storage.k8s.io/secret-namespace", "ignored"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let tokens = SnapshotTokens {
+        kind: "volumesnapshot",
+        content: "snapcontent-1",
+        snapshot: Some(("apps", "daily")),
+    };
+    let r = secret_ref(&SNAPSHOTTER, &params, tokens).unwrap().unwrap();
+    assert_eq!(
+        (r.name.as_str(), r.namespace.as_str()),
+        ("daily-snapcontent-1", "apps")
+    );
+    // The user-chosen snapshot name may not pick the namespace.
+    let mut bad = params.clone();
+    bad.insert(
+        "csi.storage.k8s.io/snapshotter-secret-namespace".into(),
+        "${volumesnapshot.name}".into(),
+    );
+    assert_eq!(
+        secret_ref(&SNAPSHOTTER, &bad, tokens),
+        Err("error resolving value \"${volumesnapshot.name}\": invalid tokens: [\"volumesnapshot.name\"]".into())
+    );
+    // No pair of its own: none, whatever the default pair says.
+    assert_eq!(secret_ref(&SNAPSHOTTER_LIST, &params, tokens), Ok(None));
+    // A group's tokens name the group.
+    let group = SnapshotTokens {
+        kind: "volumegroupsnapshot",
+        content: "groupsnapcontent-1",
+        snapshot: Some(("apps", "nightly")),
+    };
+    let gp: std::collections::BTreeMap<String, String> = [
+        (
+            "csi.storage.k8s.io/group-snapshotter-secret-name",
+            "${volumegroupsnapshot.name}",
+        ),
+        (
+            "csi.storage.k8s.io/group-snapshotter-secret-namespace",
+            "${volumegroupsnapshot.namespace}",
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let r = secret_ref(&GROUP_SNAPSHOTTER, &gp, group).unwrap().unwrap();
+    assert_eq!((r.name.as_str(), r.namespace.as_str()), ("nightly", "apps"));
+}

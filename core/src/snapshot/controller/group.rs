@@ -311,7 +311,27 @@ impl SnapshotController {
             }
             handles.push(csi.volume_handle.clone());
         }
-        let mut c = VolumeGroupSnapshotContent::new(&group_content_name(&g.metadata.uid));
+        let content_name = group_content_name(&g.metadata.uid);
+        let tokens = crate::control::secrets::SnapshotTokens {
+            kind: "volumegroupsnapshot",
+            content: &content_name,
+            snapshot: Some((&g.metadata.namespace, &g.metadata.name)),
+        };
+        let secret = crate::control::secrets::secret_ref(
+            &crate::control::secrets::GROUP_SNAPSHOTTER,
+            &class.parameters,
+            tokens,
+        )
+        .map_err(failed)?;
+        let mut c = VolumeGroupSnapshotContent::new(&content_name);
+        if let Some(secret) = secret {
+            use crate::model::names::{
+                ANN_GROUP_DELETION_SECRET_NAME, ANN_GROUP_DELETION_SECRET_NAMESPACE,
+            };
+            let ann = &mut c.metadata.annotations;
+            ann.insert(ANN_GROUP_DELETION_SECRET_NAME.into(), secret.name);
+            ann.insert(ANN_GROUP_DELETION_SECRET_NAMESPACE.into(), secret.namespace);
+        }
         c.spec = VolumeGroupSnapshotContentSpec {
             volume_group_snapshot_ref: ObjectReference {
                 kind: "VolumeGroupSnapshot".into(),

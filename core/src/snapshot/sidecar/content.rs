@@ -3,8 +3,24 @@
 //! event, and a content going (the storage deleted, the status cleared,
 //! the bound finalizer removed). [`Cut`] says where the two differ.
 
+use super::credentials::Purpose;
 use super::*;
-use crate::model::names::{ANN_GROUP_BEING_CREATED, FINALIZER_GROUP_CONTENT_BOUND, reason};
+use crate::model::names::{self, ANN_GROUP_BEING_CREATED, FINALIZER_GROUP_CONTENT_BOUND, reason};
+
+/// `call` (a delete) carrying `secrets`.
+fn with_secrets(call: Request, secrets: driver::Secrets) -> Request {
+    match call {
+        Request::DeleteSnapshot(mut d) => {
+            d.secrets = secrets;
+            Request::DeleteSnapshot(d)
+        }
+        Request::DeleteGroupSnapshot(mut d) => {
+            d.secrets = secrets;
+            Request::DeleteGroupSnapshot(d)
+        }
+        other => other,
+    }
+}
 
 /// A content the snapshotter cuts: the one snapshot or the group.
 pub(super) trait CutContent: Clone {
@@ -12,6 +28,8 @@ pub(super) trait CutContent: Clone {
     const BEING_CREATED: &'static str;
     /// The finalizer that holds the content while it is bound.
     const BOUND_FINALIZER: &'static str;
+    /// The annotations naming the Secret its create and delete get.
+    const DELETION_SECRET: (&'static str, &'static str);
     /// Its key.
     fn key(&self) -> ObjectKey;
     /// Its metadata.
@@ -51,6 +69,10 @@ pub(super) trait CutContent: Clone {
 impl CutContent for VolumeSnapshotContent {
     const BEING_CREATED: &'static str = ANN_SNAPSHOT_BEING_CREATED;
     const BOUND_FINALIZER: &'static str = FINALIZER_CONTENT_BOUND;
+    const DELETION_SECRET: (&'static str, &'static str) = (
+        names::ANN_SNAPSHOT_DELETION_SECRET_NAME,
+        names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE,
+    );
 
     fn key(&self) -> ObjectKey {
         ObjectKey::new(Kind::VolumeSnapshotContent, "", &self.metadata.name)
@@ -118,6 +140,10 @@ impl CutContent for VolumeSnapshotContent {
 impl CutContent for VolumeGroupSnapshotContent {
     const BEING_CREATED: &'static str = ANN_GROUP_BEING_CREATED;
     const BOUND_FINALIZER: &'static str = FINALIZER_GROUP_CONTENT_BOUND;
+    const DELETION_SECRET: (&'static str, &'static str) = (
+        names::ANN_GROUP_DELETION_SECRET_NAME,
+        names::ANN_GROUP_DELETION_SECRET_NAMESPACE,
+    );
 
     fn key(&self) -> ObjectKey {
         ObjectKey::new(Kind::VolumeGroupSnapshotContent, "", &self.metadata.name)
@@ -220,6 +246,26 @@ impl Snapshotter {
             if self.cx.waiting(&key) {
                 return;
             }
+            let secrets = match self.credentials_for(c, Purpose::Delete) {
+                Ok(Some(secrets)) => secrets,
+                Ok(None) => return,
+                Err(_) => {
+                    let why = if key.kind == Kind::VolumeGroupSnapshotContent {
+                        reason::GROUP_SNAPSHOT_DELETE_ERROR
+                    } else {
+                        reason::SNAPSHOT_DELETE_ERROR
+                    };
+                    let e = Event::warning(
+                        key.clone(),
+                        why,
+                        "Failed to get snapshot class or credentials",
+                    );
+                    self.cx.event(e);
+                    self.cx.fail(key);
+                    return;
+                }
+            };
+            let call = with_secrets(call, secrets);
             self.cx.csi(None, call, Call::Delete { content: key });
             return;
         }

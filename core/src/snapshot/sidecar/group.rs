@@ -189,6 +189,16 @@ impl Snapshotter {
                 return self.blocked(&key, msg);
             }
         };
+        let secrets = match self.credentials_for(c, Purpose::Create) {
+            Ok(Some(secrets)) => secrets,
+            Ok(None) => return,
+            Err(e) => {
+                let msg = format!(
+                    "failed to get input parameters to create group snapshot for group snapshot content {name}: {e:?}"
+                );
+                return self.blocked(&key, msg);
+            }
+        };
         if !c.metadata.has_annotation(ANN_GROUP_BEING_CREATED) {
             let mut next = c.clone();
             next.metadata
@@ -204,7 +214,7 @@ impl Snapshotter {
             name: csi_group_snapshot_name(uid),
             source_volume_ids: c.spec.source.volume_handles.clone(),
             parameters,
-            secrets: driver::Secrets::default(),
+            secrets,
         });
         self.cx.csi(None, call, Call::Create { content: key });
     }

@@ -1,0 +1,118 @@
+//! The Secret a content's CreateSnapshot and DeleteSnapshot (or the group
+//! calls) get: the one its deletion-secret annotations name — which the
+//! snapshot controller wrote from the class's
+//! `csi.storage.k8s.io/snapshotter-secret-*` (or `group-snapshotter-…`)
+//! parameters, or the admin wrote on a pre-provisioned content. It is read
+//! with a `get` before the call, kept for the content until the content
+//! goes, and shown nowhere but in the call.
+//!
+//! As upstream: an annotation pair with an empty half is an error; a
+//! Secret that cannot be read fails the create; a delete whose Secret is
+//! gone (its namespace deleted first, say) goes on without it.
+
+use super::content::CutContent;
+use super::*;
+use crate::control::secrets;
+
+/// What a Secret is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    /// CreateSnapshot (CreateVolumeGroupSnapshot).
+    Create,
+    /// DeleteSnapshot (DeleteVolumeGroupSnapshot).
+    Delete,
+}
+
+/// The Secret `c`'s annotations name, if any; an error when one half of
+/// the pair is empty.
+fn annotated<C: CutContent>(c: &C) -> Result<Option<SecretReference>, String> {
+    let (name_key, namespace_key) = C::DELETION_SECRET;
+    let ann = &c.meta().annotations;
+    match (ann.get(name_key), ann.get(namespace_key)) {
+        (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
+            Ok(Some(SecretReference {
+                name: name.clone(),
+                namespace: namespace.clone(),
+            }))
+        }
+        (Some(_), Some(_)) => Err(format!(
+            "cannot retrieve secrets for snapshot content {:?}, err: secret name or namespace not specified",
+            c.meta().name
+        )),
+        _ => Ok(None),
+    }
+}
+
+impl Snapshotter {
+    /// The secrets `c`'s call for `purpose` gets: `Ok(Some)` when known
+    /// (empty when the content names no Secret), `Ok(None)` when a read of
+    /// the Secret is now under way, `Err` when the annotations are wrong.
+    pub(super) fn credentials_for<C: CutContent>(
+        &mut self,
+        c: &C,
+        purpose: Purpose,
+    ) -> Result<Option<driver::Secrets>, String> {
+        let Some(secret) = annotated(c)? else {
+            return Ok(Some(driver::Secrets::default()));
+        };
+        let key = c.key();
+        if let Some(known) = self.credentials.get(&key) {
+            return Ok(Some(known.clone()));
+        }
+        self.cx.api(
+            secrets::get(&secret),
+            Call::GetSecret {
+                content: key,
+                secret,
+                purpose,
+            },
+        );
+        Ok(None)
+    }
+
+    /// The read of `secret` for `content` answered.
+    pub(super) fn secret_read(
+        &mut self,
+        content: ObjectKey,
+        secret: &SecretReference,
+        purpose: Purpose,
+        result: ApiResult,
+    ) {
+        if self.cx.cache.get(&content).is_none() {
+            // The content went meanwhile: nothing to keep.
+            return;
+        }
+        let gone = matches!(result, ApiResult::NotFound);
+        match (secrets::read(secret, result), purpose) {
+            (Ok(data), _) => {
+                self.credentials.insert(content.clone(), data);
+            }
+            // A delete goes on without a Secret that is gone.
+            (Err(_), Purpose::Delete) if gone => {
+                self.credentials
+                    .insert(content.clone(), driver::Secrets::default());
+            }
+            (Err(_), Purpose::Delete) => {
+                let why = if content.kind == Kind::VolumeGroupSnapshotContent {
+                    reason::GROUP_SNAPSHOT_DELETE_ERROR
+                } else {
+                    reason::SNAPSHOT_DELETE_ERROR
+                };
+                self.cx.event(Event::warning(
+                    content.clone(),
+                    why,
+                    "Failed to get snapshot class or credentials",
+                ));
+                self.cx.fail(content.clone());
+            }
+            (Err(e), Purpose::Create) => {
+                let msg = format!(
+                    "failed to get input parameters to create snapshot for content {}: {e:?}",
+                    content.name
+                );
+                self.fail(&content, msg, false);
+            }
+        }
+        self.cx.dirty.insert(content);
+    }
+}

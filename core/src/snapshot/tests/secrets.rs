@@ -1,0 +1,139 @@
+//! The snapshotter's Secrets: the class's `snapshotter-secret-*` pair,
+//! written on the content by the snapshot controller, read by the sidecar
+//! for CreateSnapshot and DeleteSnapshot.
+
+use super::*;
+
+const TOKEN: &str = "s3cr3t-t0ken";
+
+/// A world whose class names `default/snap-creds` (the namespace by
+/// template) for the snapshotter.
+fn with_secret_class() -> World {
+    let mut w = World::with_claim(DeletionPolicy::Delete);
+    let mut class = VolumeSnapshotClass::new("snaps", DRIVER, DeletionPolicy::Delete);
+    class.parameters = [
+        ("csi.storage.k8s.io/snapshotter-secret-name", "snap-creds"),
+        (
+            "csi.storage.k8s.io/snapshotter-secret-namespace",
+            "${volumesnapshot.namespace}",
+        ),
+        ("type", "fast"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    w.user(ApiCall::Update(Object::SnapshotClass(class)));
+    w
+}
+
+fn secrets_of(calls: &[CsiCall]) -> Vec<(&'static str, Option<String>)> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Request::CreateSnapshot(c) => Some(("create", c.secrets.0.get("token").cloned())),
+            Request::DeleteSnapshot(d) => Some(("delete", d.secrets.0.get("token").cloned())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_class_secret_reaches_create_and_delete_snapshot_and_nothing_else() {
+    let mut w = with_secret_class();
+    w.create(Object::Secret(Secret::new(
+        "default",
+        "snap-creds",
+        &[("token", TOKEN)],
+    )));
+    let s = w.snap("s1");
+    let content_name = names::snapshot_content_name(&s.metadata.uid);
+    let content = w.content(&content_name).expect("a content");
+    let ann = &content.metadata.annotations;
+    assert_eq!(
+        ann.get(names::ANN_SNAPSHOT_DELETION_SECRET_NAME)
+            .map(String::as_str),
+        Some("snap-creds")
+    );
+    assert_eq!(
+        ann.get(names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE)
+            .map(String::as_str),
+        Some("default")
+    );
+    assert!(content.ready(), "cut");
+    let Some(Request::CreateSnapshot(c)) = w.csi_calls.first() else {
+        panic!("{:?}", w.csi_calls)
+    };
+    assert_eq!(
+        c.parameters.keys().collect::<Vec<_>>(),
+        ["type"],
+        "the secret parameters stay with the sidecar"
+    );
+    w.user(ApiCall::Delete(ObjectKey::new(
+        Kind::VolumeSnapshot,
+        "default",
+        "s1",
+    )));
+    assert_eq!(
+        secrets_of(&w.csi_calls),
+        [
+            ("create", Some(TOKEN.into())),
+            ("delete", Some(TOKEN.into()))
+        ]
+    );
+    assert!(w.content(&content_name).is_none(), "gone");
+    let shown = format!("{:?}{:?}{:?}", w.sidecar, w.controller, w.events);
+    assert!(!shown.contains(TOKEN), "the Secret's data shows nowhere");
+}
+
+#[test]
+fn a_missing_secret_fails_the_cut_until_it_exists_and_a_delete_goes_on_without_it() {
+    let mut w = with_secret_class();
+    let s = w.snap("s1");
+    let content_name = names::snapshot_content_name(&s.metadata.uid);
+    let content = w.content(&content_name).expect("a content");
+    let error = content
+        .status
+        .and_then(|st| st.error)
+        .and_then(|e| e.message)
+        .unwrap_or_default();
+    assert!(
+        error.contains(&format!(
+            "failed to get input parameters to create snapshot for content {content_name}"
+        )) && error.contains("error getting secret snap-creds in namespace default"),
+        "{error}"
+    );
+    assert!(
+        secrets_of(&w.csi_calls).is_empty(),
+        "no CreateSnapshot without its Secret"
+    );
+    // The Secret appears: the next attempt (after its backoff) cuts.
+    w.create(Object::Secret(Secret::new(
+        "default",
+        "snap-creds",
+        &[("token", TOKEN)],
+    )));
+    w.advance(2_000);
+    assert!(
+        w.content(&content_name).is_some_and(|c| c.ready()),
+        "cut once the Secret exists"
+    );
+    // The Secret goes before the snapshot: a restarted sidecar (its memory
+    // empty) still deletes the storage snapshot, without credentials.
+    w.user(ApiCall::Delete(ObjectKey::new(
+        Kind::Secret,
+        "default",
+        "snap-creds",
+    )));
+    w.sidecar = Snapshotter::new(DRIVER).with_groups(true);
+    for o in w.store.objects().cloned().collect::<Vec<_>>() {
+        w.inbox[1].push_back(Input::Watch(crate::control::Watch::Applied(o.into())));
+    }
+    w.run();
+    w.user(ApiCall::Delete(ObjectKey::new(
+        Kind::VolumeSnapshot,
+        "default",
+        "s1",
+    )));
+    assert_eq!(secrets_of(&w.csi_calls).last(), Some(&("delete", None)));
+    assert!(w.content(&content_name).is_none(), "gone");
+}
