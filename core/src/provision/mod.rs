@@ -371,6 +371,27 @@ impl Provisioner {
             .cloned()
     }
 
+    /// An operation already asked of the driver for the incarnation `uid`
+    /// of claim `key` goes on (B4.5): an orphan is cleaned up; a create
+    /// goes on with the same request while its claim is there
+    /// (`claimed`), or in the background even after it went.
+    fn go_on(&mut self, key: &ObjectKey, uid: &str, claimed: bool) {
+        if self.busy.contains(uid) || self.cx.waiting(uid) {
+            return;
+        }
+        let Some(p) = self.provisioning.get(uid).cloned() else {
+            return;
+        };
+        self.retry.insert(uid.to_string(), key.clone());
+        if let Some(volume_id) = &p.orphan {
+            self.call_cleanup(&p, volume_id);
+        } else if claimed || p.background {
+            self.call_create(p);
+        } else {
+            self.forget(uid);
+        }
+    }
+
     /// B1.2: the claim's storage-provisioner annotation, GA key first.
     fn annotated_for_us(&self, c: &PersistentVolumeClaim) -> bool {
         let ann = c
@@ -386,28 +407,26 @@ impl Provisioner {
     /// that is ready to be provisioned starts.
     fn sync_claim(&mut self, key: &ObjectKey) {
         let claim = self.claim(key);
-        let uid = match &claim {
-            Some(c) => c.metadata.uid.clone(),
-            None => match self.provisioning.values().find(|p| &p.claim == key) {
-                Some(p) => p.uid.clone(),
-                None => return,
-            },
-        };
+        // Operations for an earlier incarnation of this name (deleted, and
+        // perhaps made again since) go on with their own request.
+        let earlier: Vec<String> = self
+            .provisioning
+            .values()
+            .filter(|p| &p.claim == key && claim.as_ref().is_none_or(|c| c.metadata.uid != p.uid))
+            .map(|p| p.uid.clone())
+            .collect();
+        for uid in earlier {
+            self.go_on(key, &uid, false);
+        }
+        let Some(claim) = claim else { return };
+        let uid = claim.metadata.uid.clone();
+        if self.provisioning.contains_key(&uid) {
+            return self.go_on(key, &uid, true);
+        }
         if self.busy.contains(&uid) || self.cx.waiting(&uid) {
             return;
         }
         self.retry.insert(uid.clone(), key.clone());
-        if let Some(p) = self.provisioning.get(&uid).cloned() {
-            if let Some(volume_id) = &p.orphan {
-                self.call_cleanup(&p, volume_id);
-            } else if claim.is_some() || p.background {
-                self.call_create(p);
-            } else {
-                self.forget(&uid);
-            }
-            return;
-        }
-        let Some(claim) = claim else { return };
         let Some(class) = self.provisionable(key, &uid, &claim) else {
             return;
         };
@@ -618,7 +637,9 @@ impl Provisioner {
         let Some(p) = self.provisioning.get(uid).cloned() else {
             return;
         };
-        let claim = self.claim(&p.claim);
+        // The claim of that name is this provisioning's only while it is
+        // the same incarnation (one deleted and made again is another).
+        let claim = self.claim(&p.claim).filter(|c| c.metadata.uid == p.uid);
         match result {
             Ok(Response::Volume(v)) => {
                 let requested = p.request.capacity.required_bytes;

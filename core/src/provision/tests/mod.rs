@@ -368,6 +368,49 @@ fn b4_5_a_timed_out_create_keeps_going_after_the_claim_is_deleted() {
     );
 }
 
+/// A claim deleted while its create runs on in the background, and made
+/// again under the same name with another class: the volume's PV is made
+/// for the old incarnation, with its class and its UID, not the new one's
+/// (found by the simulator: seed 1967 of `volplane sim`).
+#[test]
+fn b4_5_a_background_create_is_recorded_for_its_own_claim_not_a_namesake() {
+    let mut r = rig();
+    class(&mut r, &[]);
+    let mut first = true;
+    r.answer_csi(move |call| match call {
+        Request::CreateVolume(_) if first => {
+            first = false;
+            Err(Status::new(
+                Code::DeadlineExceeded,
+                "context deadline exceeded",
+            ))
+        }
+        Request::CreateVolume(c) => created(c),
+        _ => Ok(Response::Empty),
+    });
+    let Object::Pvc(old) = r.create(Object::Pvc(claim("data"))) else {
+        unreachable!()
+    };
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::PersistentVolumeClaim,
+        "default",
+        "data",
+    )));
+    let mut again = claim("data");
+    again.spec.storage_class_name = Some("slow".into());
+    let Object::Pvc(new) = r.create(Object::Pvc(again)) else {
+        unreachable!()
+    };
+    assert_ne!(new.metadata.uid, old.metadata.uid);
+    r.advance(2_000);
+    let v = pv(&r, &format!("pvc-{}", old.metadata.uid)).expect("the volume is recorded");
+    assert_eq!(v.class(), "fast", "the class it was made under");
+    assert_eq!(
+        v.spec.claim_ref.as_ref().map(|c| c.uid.as_str()),
+        Some(old.metadata.uid.as_str())
+    );
+}
+
 /// external-provisioner: a volume created smaller than asked is deleted
 /// (CleanupVolume) and the claim provisioned again after a backoff; a
 /// failed deletion is reported and tried again before any new create.
