@@ -44,6 +44,22 @@ fn class(r: &mut Rig<Provisioner>, params: &[(&str, &str)]) {
     r.create(Object::Class(sc));
 }
 
+/// Node `name` as node-driver-registrar leaves it: labelled `key=zone`,
+/// its CSINode listing the driver with that topology key.
+fn registered_node(r: &mut Rig<Provisioner>, name: &str, key: &str, zone: &str) {
+    let mut n = Node::new(name);
+    n.metadata.labels.insert(key.into(), zone.into());
+    r.create(Object::Node(n));
+    let mut c = CsiNode::new(name);
+    c.spec.drivers.push(CsiNodeDriver {
+        name: DRIVER.into(),
+        node_id: name.into(),
+        topology_keys: vec![key.into()],
+        allocatable: None,
+    });
+    r.create(Object::CsiNode(c));
+}
+
 fn claim(name: &str) -> PersistentVolumeClaim {
     let mut c = PersistentVolumeClaim::new("default", name);
     c.spec
@@ -472,19 +488,7 @@ fn b4_4_resource_exhausted_on_the_selected_node_reschedules() {
     let mut sc = StorageClass::new("fast", DRIVER);
     sc.volume_binding_mode = Some(BindingMode::WaitForFirstConsumer);
     r.create(Object::Class(sc));
-    let mut node = Node::new("node-a");
-    node.metadata
-        .labels
-        .insert("topology.volplane.io/zone".into(), "z1".into());
-    r.create(Object::Node(node));
-    let mut csinode = CsiNode::new("node-a");
-    csinode.spec.drivers.push(CsiNodeDriver {
-        name: DRIVER.into(),
-        node_id: "node-a".into(),
-        topology_keys: vec!["topology.volplane.io/zone".into()],
-        allocatable: None,
-    });
-    r.create(Object::CsiNode(csinode));
+    registered_node(&mut r, "node-a", "topology.volplane.io/zone", "z1");
     let mut c = claim("data");
     c.metadata
         .annotations

@@ -186,20 +186,7 @@ fn topology_rig(enabled: bool, topology: Vec<driver::Topology>) -> Rig<Provision
         other => Err(Status::unimplemented(other.method())),
     });
     class(&mut r, &[]);
-    // One node, the driver registered on it with its zone key.
-    let mut node = Node::new("node-1");
-    node.metadata
-        .labels
-        .insert("topology.volplane.csi.io/zone".into(), "a".into());
-    r.create(Object::Node(node));
-    let mut csi_node = CsiNode::new("node-1");
-    csi_node.spec.drivers.push(CsiNodeDriver {
-        name: DRIVER.into(),
-        node_id: "node-1".into(),
-        topology_keys: vec!["topology.volplane.csi.io/zone".into()],
-        allocatable: None,
-    });
-    r.create(Object::CsiNode(csi_node));
+    registered_node(&mut r, "node-1", "topology.volplane.csi.io/zone", "a");
     r
 }
 
@@ -248,17 +235,7 @@ fn zoned(strict: bool, node: &str) -> Rig<Provisioner> {
     }];
     r.create(Object::Class(sc));
     for (name, zone) in [("node-a", "zone-a"), ("node-b", "zone-b")] {
-        let mut n = Node::new(name);
-        n.metadata.labels.insert(key.into(), zone.into());
-        r.create(Object::Node(n));
-        let mut c = CsiNode::new(name);
-        c.spec.drivers.push(CsiNodeDriver {
-            name: DRIVER.into(),
-            node_id: name.into(),
-            topology_keys: vec![key.into()],
-            allocatable: None,
-        });
-        r.create(Object::CsiNode(c));
+        registered_node(&mut r, name, key, zone);
     }
     let mut c = claim("data");
     c.metadata
