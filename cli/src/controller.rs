@@ -95,6 +95,12 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub immediate_topology: bool,
+    /// Refuse to restore a snapshot in another volume mode than its
+    /// source's unless its VolumeSnapshotContent carries
+    /// `snapshot.storage.kubernetes.io/allow-volume-mode-change: "true"`.
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub prevent_volume_mode_conversion: bool,
     /// Serve /metrics (csi_sidecar_operations_seconds, queue depths,
     /// retries) and /healthz (a Probe of the driver) here, e.g. `:8080`.
     #[arg(long)]
@@ -245,6 +251,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             default_fs_type: args.default_fs_type,
             strict_topology: args.strict_topology,
             immediate_topology: args.immediate_topology,
+            prevent_volume_mode_conversion: args.prevent_volume_mode_conversion,
             metrics,
         };
         let elector = clients("leader-election");

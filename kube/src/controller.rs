@@ -100,6 +100,8 @@ pub struct ControllerConfig {
     pub strict_topology: bool,
     /// `--immediate-topology`.
     pub immediate_topology: bool,
+    /// `--prevent-volume-mode-conversion`.
+    pub prevent_volume_mode_conversion: bool,
     /// Where CSI calls, queue depths and retries are counted.
     pub metrics: Arc<Metrics>,
 }
@@ -114,6 +116,7 @@ impl Default for ControllerConfig {
             default_fs_type: String::new(),
             strict_topology: false,
             immediate_topology: true,
+            prevent_volume_mode_conversion: true,
             metrics: Metrics::new(),
         }
     }
@@ -229,6 +232,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.default_fs_type = config.default_fs_type.clone();
         c.strict_topology = config.strict_topology;
         c.immediate_topology = config.immediate_topology;
+        c.prevent_volume_mode_conversion = config.prevent_volume_mode_conversion;
         c.snapshots = r.snapshotter;
         let p = Provisioner::new(c);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();

@@ -68,6 +68,11 @@ pub const FINALIZER_PVC_AS_SNAPSHOT_SOURCE: &str =
 /// `snapshot.storage.kubernetes.io/volumesnapshot-being-deleted`, as Kubernetes and the sidecars spell it.
 pub const ANN_SNAPSHOT_BEING_DELETED: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted";
+/// `snapshot.storage.kubernetes.io/allow-volume-mode-change`: on a
+/// content, `"true"` lets a claim restore it in another volume mode than
+/// its source's.
+pub const ANN_ALLOW_VOLUME_MODE_CHANGE: &str =
+    "snapshot.storage.kubernetes.io/allow-volume-mode-change";
 /// `snapshot.storage.kubernetes.io/deletion-secret-name`: on a content, the
 /// Secret its CreateSnapshot and DeleteSnapshot get (the snapshot
 /// controller writes it from the class).

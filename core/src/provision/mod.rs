@@ -46,6 +46,10 @@ pub struct ProvisionerConfig {
     /// `--immediate-topology`: a claim without a selected node gets the
     /// cluster's segments as its requisite (else none).
     pub immediate_topology: bool,
+    /// `--prevent-volume-mode-conversion`: a claim may restore a snapshot
+    /// in another volume mode than its source's only when the content
+    /// allows it.
+    pub prevent_volume_mode_conversion: bool,
     /// Filesystem when the class names none (`--default-fstype`).
     pub default_fs_type: String,
     /// The first retry delay after a failure.
@@ -68,6 +72,7 @@ impl ProvisionerConfig {
             topology: false,
             strict_topology: false,
             immediate_topology: true,
+            prevent_volume_mode_conversion: true,
             default_fs_type: String::new(),
             retry_start: 1_000,
             retry_max: 300_000,

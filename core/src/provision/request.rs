@@ -165,6 +165,18 @@ impl Provisioner {
                 "snapshotcontent {content_name} for snapshot {name} is bound to a different snapshot"
             ));
         }
+        if let Some(source_mode) = &c.spec.source_volume_mode
+            && self.config.prevent_volume_mode_conversion
+            && *source_mode != claim.volume_mode().as_str()
+            && c.metadata.annotation(names::ANN_ALLOW_VOLUME_MODE_CHANGE) != Some("true")
+        {
+            return Err(format!(
+                "requested volume {}/{} modifies the mode of the source volume but does not have permission to do so. {} annotation is not present on snapshotcontent {content_name}",
+                claim.metadata.namespace,
+                claim.metadata.name,
+                names::ANN_ALLOW_VOLUME_MODE_CHANGE
+            ));
+        }
         if c.spec.driver != class.provisioner {
             return Err(format!(
                 "snapshotcontent {content_name} for snapshot {name} is not handled by CSI driver of StorageClass {}",

@@ -420,7 +420,9 @@ impl SnapshotController {
                 volume_handle: Some(csi.volume_handle.clone()),
                 snapshot_handle: None,
             },
-            source_volume_mode: None,
+            // What a restore may not change without the content's
+            // allow-volume-mode-change annotation.
+            source_volume_mode: pv.spec.volume_mode.as_ref().map(|m| m.to_string()),
         };
         self.write(ApiCall::Create(Object::Content(content)));
         let msg = format!(

@@ -640,3 +640,24 @@ fn a_pre_provisioned_snapshot_the_driver_does_not_list_is_reported_with_its_hand
     );
     assert!(w.reasons().contains(&reason::SNAPSHOT_CONTENT_CHECK_FAILED));
 }
+
+/// The content records its source's volume mode (`sourceVolumeMode`), which
+/// a restore may not change without the content's permission.
+#[test]
+fn a_dynamic_content_records_the_volume_mode_of_its_source() {
+    let mut w = World::with_claim(DeletionPolicy::Delete);
+    let Some(Object::Pv(mut pv)) = w
+        .store
+        .get(&ObjectKey::new(Kind::PersistentVolume, "", "pv-1"))
+        .cloned()
+    else {
+        panic!("the PV is there")
+    };
+    pv.spec.volume_mode = Some(VolumeMode::Block);
+    w.user(ApiCall::Update(Object::Pv(pv)));
+    let s = w.snap("s1");
+    let content = w
+        .content(&names::snapshot_content_name(&s.metadata.uid))
+        .expect("a content");
+    assert_eq!(content.spec.source_volume_mode.as_deref(), Some("Block"));
+}

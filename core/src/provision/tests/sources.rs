@@ -191,6 +191,45 @@ fn b2_a_restore_smaller_than_its_snapshot_or_of_another_group_is_refused() {
     );
 }
 
+/// --prevent-volume-mode-conversion (on by default): a Filesystem
+/// snapshot is not restored as a Block volume unless its content carries
+/// the allow-volume-mode-change annotation.
+#[test]
+fn b2_a_restore_that_changes_the_volume_mode_needs_the_contents_permission() {
+    let mut r = snapshot_rig();
+    ready_snapshot(&mut r, 1 << 30);
+    let key = ObjectKey::new(Kind::VolumeSnapshotContent, "", "snapcontent-snap-uid");
+    let Some(Object::Content(mut c)) = r.get(key.kind, "", &key.name).cloned() else {
+        panic!("the content is there")
+    };
+    c.spec.source_volume_mode = Some("Filesystem".into());
+    r.user(ApiCall::Update(Object::Content(c.clone())));
+    let mut block = restoring("raw");
+    block.spec.volume_mode = Some(VolumeMode::Block);
+    r.create(Object::Pvc(block));
+    assert!(creates(&r).is_empty(), "not restored as Block");
+    assert!(
+        failures(&r).iter().any(|m| m.contains(
+            "requested volume default/raw modifies the mode of the source volume but does not have permission to do so. snapshot.storage.kubernetes.io/allow-volume-mode-change annotation is not present on snapshotcontent snapcontent-snap-uid"
+        )),
+        "{:?}",
+        failures(&r)
+    );
+    // The same mode needs no permission.
+    r.create(Object::Pvc(restoring("fs")));
+    assert_eq!(creates(&r).len(), 1);
+    // The permission, given by whoever may write contents: restored.
+    let Some(Object::Content(mut c)) = r.get(key.kind, "", &key.name).cloned() else {
+        panic!("the content is there")
+    };
+    c.metadata
+        .annotations
+        .insert(names::ANN_ALLOW_VOLUME_MODE_CHANGE.into(), "true".into());
+    r.user(ApiCall::Update(Object::Content(c)));
+    r.advance(600_000);
+    assert_eq!(creates(&r).len(), 2, "the Block restore too");
+}
+
 #[test]
 fn b2_a_clone_source_is_checked_as_upstream_checks_it() {
     type Change = fn(&mut Rig<Provisioner>);
