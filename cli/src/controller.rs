@@ -101,6 +101,25 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub prevent_volume_mode_conversion: bool,
+    /// Also pass the claim's and PV's names (CreateVolume) and the
+    /// snapshot's and content's (CreateSnapshot) to the driver, as
+    /// `csi.storage.k8s.io/pvc/name` and the like.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub extra_create_metadata: bool,
+    /// Volumes are named `<prefix>-<claim UID>`.
+    #[arg(long, default_value = "pvc", value_parser = name_prefix)]
+    pub volume_name_prefix: String,
+    /// Cut the UID in volume names to this many characters, without its
+    /// dashes (-1: the whole UID).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true, value_parser = uuid_length)]
+    pub volume_name_uuid_length: i64,
+    /// Storage snapshots are named `<prefix>-<VolumeSnapshot UID>`.
+    #[arg(long, default_value = "snapshot", value_parser = name_prefix)]
+    pub snapshot_name_prefix: String,
+    /// Cut the UID in snapshot names likewise (-1: the whole UID).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true, value_parser = uuid_length)]
+    pub snapshot_name_uuid_length: i64,
     /// Serve /metrics (csi_sidecar_operations_seconds, queue depths,
     /// retries) and /healthz (a Probe of the driver) here, e.g. `:8080`.
     #[arg(long)]
@@ -109,6 +128,31 @@ pub struct ControllerArgs {
     /// debug, 5 and up trace. VOLPLANE_LOG overrides it.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
+}
+
+/// A name prefix: a non-empty DNS-1123 label start, since names are
+/// `<prefix>-<UID>`.
+fn name_prefix(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
+        && s.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} cannot start an object name: lower-case letters, digits, '-' and '.', starting with a letter or digit"
+        ))
+    }
+}
+
+/// A UID length: -1 (the whole UID) or 1 to 32 (a UID has 32 hex digits).
+fn uuid_length(s: &str) -> Result<i64, String> {
+    match s.parse::<i64>() {
+        Ok(n) if n == -1 || (1..=32).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is neither -1 (the whole UID) nor 1 to 32")),
+    }
 }
 
 /// `15`, `15s`, `500ms`, `2m`, `1h`.
@@ -252,6 +296,15 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             strict_topology: args.strict_topology,
             immediate_topology: args.immediate_topology,
             prevent_volume_mode_conversion: args.prevent_volume_mode_conversion,
+            extra_create_metadata: args.extra_create_metadata,
+            volume_naming: (
+                args.volume_name_prefix,
+                usize::try_from(args.volume_name_uuid_length).ok(),
+            ),
+            snapshot_naming: (
+                args.snapshot_name_prefix,
+                usize::try_from(args.snapshot_name_uuid_length).ok(),
+            ),
             metrics,
         };
         let elector = clients("leader-election");

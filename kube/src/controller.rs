@@ -102,6 +102,12 @@ pub struct ControllerConfig {
     pub immediate_topology: bool,
     /// `--prevent-volume-mode-conversion`.
     pub prevent_volume_mode_conversion: bool,
+    /// `--extra-create-metadata`.
+    pub extra_create_metadata: bool,
+    /// `--volume-name-prefix` and `--volume-name-uuid-length`.
+    pub volume_naming: (String, Option<usize>),
+    /// `--snapshot-name-prefix` and `--snapshot-name-uuid-length`.
+    pub snapshot_naming: (String, Option<usize>),
     /// Where CSI calls, queue depths and retries are counted.
     pub metrics: Arc<Metrics>,
 }
@@ -117,6 +123,9 @@ impl Default for ControllerConfig {
             strict_topology: false,
             immediate_topology: true,
             prevent_volume_mode_conversion: true,
+            extra_create_metadata: false,
+            volume_naming: ("pvc".into(), None),
+            snapshot_naming: ("snapshot".into(), None),
             metrics: Metrics::new(),
         }
     }
@@ -233,6 +242,8 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.strict_topology = config.strict_topology;
         c.immediate_topology = config.immediate_topology;
         c.prevent_volume_mode_conversion = config.prevent_volume_mode_conversion;
+        c.extra_create_metadata = config.extra_create_metadata;
+        (c.volume_name_prefix, c.volume_name_uuid_length) = config.volume_naming.clone();
         c.snapshots = r.snapshotter;
         let p = Provisioner::new(c);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
@@ -271,7 +282,11 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         off.push("snapshotter: group snapshots: the driver has no GROUP_CONTROLLER_SERVICE".into());
     }
     if r.snapshotter && facts.has(Cap::CreateDeleteSnapshot) {
-        let s = Snapshotter::new(&facts.name).with_groups(r.group_snapshots && group_controller);
+        let (prefix, length) = &config.snapshot_naming;
+        let s = Snapshotter::new(&facts.name)
+            .with_groups(r.group_snapshots && group_controller)
+            .with_naming(prefix, *length)
+            .with_extra_create_metadata(config.extra_create_metadata);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
         out.push(role("snapshotter", Box::new(s), &kinds));
     } else if r.snapshotter {

@@ -68,6 +68,20 @@ pub const FINALIZER_PVC_AS_SNAPSHOT_SOURCE: &str =
 /// `snapshot.storage.kubernetes.io/volumesnapshot-being-deleted`, as Kubernetes and the sidecars spell it.
 pub const ANN_SNAPSHOT_BEING_DELETED: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted";
+/// `csi.storage.k8s.io/pvc/name`: with `--extra-create-metadata`, the
+/// claim's name among CreateVolume's parameters.
+pub const PARAM_PVC_NAME: &str = "csi.storage.k8s.io/pvc/name";
+/// `csi.storage.k8s.io/pvc/namespace`: the claim's namespace, likewise.
+pub const PARAM_PVC_NAMESPACE: &str = "csi.storage.k8s.io/pvc/namespace";
+/// `csi.storage.k8s.io/pv/name`: the PV's name, likewise.
+pub const PARAM_PV_NAME: &str = "csi.storage.k8s.io/pv/name";
+/// `csi.storage.k8s.io/volumesnapshot/name`: with `--extra-create-metadata`,
+/// the snapshot's name among CreateSnapshot's parameters.
+pub const PARAM_SNAPSHOT_NAME: &str = "csi.storage.k8s.io/volumesnapshot/name";
+/// `csi.storage.k8s.io/volumesnapshot/namespace`: its namespace, likewise.
+pub const PARAM_SNAPSHOT_NAMESPACE: &str = "csi.storage.k8s.io/volumesnapshot/namespace";
+/// `csi.storage.k8s.io/volumesnapshotcontent/name`: the content's name, likewise.
+pub const PARAM_SNAPSHOT_CONTENT_NAME: &str = "csi.storage.k8s.io/volumesnapshotcontent/name";
 /// `snapshot.storage.kubernetes.io/allow-volume-mode-change`: on a
 /// content, `"true"` lets a claim restore it in another volume mode than
 /// its source's.

@@ -50,6 +50,16 @@ pub struct ProvisionerConfig {
     /// in another volume mode than its source's only when the content
     /// allows it.
     pub prevent_volume_mode_conversion: bool,
+    /// `--volume-name-prefix`: volumes (and their PVs) are named
+    /// `<prefix>-<claim UID>`.
+    pub volume_name_prefix: String,
+    /// `--volume-name-uuid-length`: the claim's UID in the name without its
+    /// dashes, cut to this many characters (`None`: whole, as it is).
+    pub volume_name_uuid_length: Option<usize>,
+    /// `--extra-create-metadata`: CreateVolume's parameters also name the
+    /// claim and the PV (`csi.storage.k8s.io/pvc/name`, `…/pvc/namespace`,
+    /// `…/pv/name`).
+    pub extra_create_metadata: bool,
     /// Filesystem when the class names none (`--default-fstype`).
     pub default_fs_type: String,
     /// The first retry delay after a failure.
@@ -73,11 +83,28 @@ impl ProvisionerConfig {
             strict_topology: false,
             immediate_topology: true,
             prevent_volume_mode_conversion: true,
+            volume_name_prefix: "pvc".into(),
+            volume_name_uuid_length: None,
+            extra_create_metadata: false,
             default_fs_type: String::new(),
             retry_start: 1_000,
             retry_max: 300_000,
             snapshots: false,
             plant: crate::plant::Planted::default(),
+        }
+    }
+}
+
+impl ProvisionerConfig {
+    /// The name of the volume (and PV) provisioned for the claim `uid`,
+    /// as upstream's makeVolumeName makes it.
+    pub fn volume_name(&self, uid: &str) -> String {
+        match self.volume_name_uuid_length {
+            None => format!("{}-{uid}", self.volume_name_prefix),
+            Some(n) => {
+                let plain: String = uid.chars().filter(|c| *c != '-').take(n).collect();
+                format!("{}-{plain}", self.volume_name_prefix)
+            }
         }
     }
 }
@@ -505,7 +532,7 @@ impl Provisioner {
         if !claim.volume_name().is_empty()
             || claim.metadata.deleting()
             || !self.annotated_for_us(claim)
-            || self.volume(&format!("pvc-{uid}")).is_some()
+            || self.volume(&self.config.volume_name(uid)).is_some()
         {
             return None;
         }

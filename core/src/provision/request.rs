@@ -60,6 +60,15 @@ impl Provisioner {
         if fs_type.is_empty() {
             fs_type = self.config.default_fs_type.clone();
         }
+        let volume_name = self.config.volume_name(&claim.metadata.uid);
+        if self.config.extra_create_metadata {
+            parameters.insert(names::PARAM_PVC_NAME.into(), claim.metadata.name.clone());
+            parameters.insert(
+                names::PARAM_PVC_NAMESPACE.into(),
+                claim.metadata.namespace.clone(),
+            );
+            parameters.insert(names::PARAM_PV_NAME.into(), volume_name.clone());
+        }
         let modes = csi_map::access_modes(&claim.spec.access_modes, self.config.modes)?;
         if modes.is_empty() {
             return Err("the claim has no access modes".into());
@@ -90,7 +99,7 @@ impl Provisioner {
             }
         };
         Ok(driver::CreateVolume {
-            name: format!("pvc-{}", claim.metadata.uid),
+            name: volume_name,
             capacity: CapacityRange {
                 required_bytes: claim.request().map_or(0, |q| q.bytes()),
                 limit_bytes: 0,

@@ -175,7 +175,9 @@ impl Provisioner {
             .filter(|c| source_key(c).as_ref() == Some(src))
             .any(|c| {
                 !self.annotated_for_us(c)
-                    || self.volume(&format!("pvc-{}", c.metadata.uid)).is_none()
+                    || self
+                        .volume(&self.config.volume_name(&c.metadata.uid))
+                        .is_none()
             })
     }
 

@@ -37,7 +37,8 @@ use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, W
 use crate::driver::{self, Request, Response};
 use crate::model::names::{
     ANN_GROUP_SNAPSHOT_HANDLE, ANN_SNAPSHOT_BEING_CREATED, ANN_SNAPSHOT_BEING_DELETED,
-    FINALIZER_CONTENT_BOUND, csi_snapshot_name, reason,
+    FINALIZER_CONTENT_BOUND, PARAM_SNAPSHOT_CONTENT_NAME, PARAM_SNAPSHOT_NAME,
+    PARAM_SNAPSHOT_NAMESPACE, reason,
 };
 use crate::model::*;
 use crate::{Code, Status};
@@ -128,6 +129,11 @@ pub struct Snapshotter {
     deleted: BTreeSet<ObjectKey>,
     /// The Secret data read for a content's calls, until the content goes.
     credentials: BTreeMap<ObjectKey, driver::Secrets>,
+    /// `--snapshot-name-prefix` and `--snapshot-name-uuid-length`.
+    naming: (String, Option<usize>),
+    /// `--extra-create-metadata`: CreateSnapshot's parameters also name
+    /// the snapshot and the content.
+    extra_create_metadata: bool,
 }
 
 fn key(name: &str) -> ObjectKey {
@@ -157,6 +163,33 @@ impl Snapshotter {
             failed: BTreeMap::new(),
             deleted: BTreeSet::new(),
             credentials: BTreeMap::new(),
+            naming: ("snapshot".into(), None),
+            extra_create_metadata: false,
+        }
+    }
+
+    /// Storage snapshots named `<prefix>-<VolumeSnapshot UID>`, the UID cut
+    /// to `uuid_length` characters without its dashes when given.
+    pub fn with_naming(mut self, prefix: &str, uuid_length: Option<usize>) -> Snapshotter {
+        self.naming = (prefix.to_string(), uuid_length);
+        self
+    }
+
+    /// CreateSnapshot's parameters also name the snapshot and the content.
+    pub fn with_extra_create_metadata(mut self, on: bool) -> Snapshotter {
+        self.extra_create_metadata = on;
+        self
+    }
+
+    /// The storage snapshot's name for the VolumeSnapshot `uid`.
+    fn snapshot_name(&self, uid: &str) -> String {
+        let (prefix, length) = &self.naming;
+        match length {
+            None => format!("{prefix}-{uid}"),
+            Some(n) => {
+                let plain: String = uid.chars().filter(|c| *c != '-').take(*n).collect();
+                format!("{prefix}-{plain}")
+            }
         }
     }
 
@@ -411,13 +444,19 @@ impl Snapshotter {
             );
             return self.blocked(&content, msg);
         };
-        let parameters = match csi_parameters(&class.parameters) {
+        let mut parameters = match csi_parameters(&class.parameters) {
             Ok(p) => p,
             Err(e) => {
                 let msg = format!("failed to remove CSI Parameters of prefixed keys: {e}");
                 return self.blocked(&content, msg);
             }
         };
+        if self.extra_create_metadata {
+            let r = &c.spec.volume_snapshot_ref;
+            parameters.insert(PARAM_SNAPSHOT_NAME.into(), r.name.clone());
+            parameters.insert(PARAM_SNAPSHOT_NAMESPACE.into(), r.namespace.clone());
+            parameters.insert(PARAM_SNAPSHOT_CONTENT_NAME.into(), name.clone());
+        }
         let secrets = match self.credentials_for(c, Purpose::Create) {
             Ok(Some(secrets)) => secrets,
             Ok(None) => return,
@@ -443,7 +482,7 @@ impl Snapshotter {
             None,
             Request::CreateSnapshot(driver::CreateSnapshot {
                 source_volume_id: volume.into(),
-                name: csi_snapshot_name(&c.spec.volume_snapshot_ref.uid),
+                name: self.snapshot_name(&c.spec.volume_snapshot_ref.uid),
                 parameters,
                 secrets,
             }),

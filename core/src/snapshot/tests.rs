@@ -661,3 +661,39 @@ fn a_dynamic_content_records_the_volume_mode_of_its_source() {
         .expect("a content");
     assert_eq!(content.spec.source_volume_mode.as_deref(), Some("Block"));
 }
+
+/// --snapshot-name-prefix, --snapshot-name-uuid-length and
+/// --extra-create-metadata, as csi-snapshotter names and describes its
+/// snapshots.
+#[test]
+fn snapshot_names_and_extra_metadata_follow_the_flags() {
+    let mut w = World::with_claim(DeletionPolicy::Delete);
+    w.sidecar = Snapshotter::new(DRIVER)
+        .with_groups(true)
+        .with_naming("snap", Some(6))
+        .with_extra_create_metadata(true);
+    for o in w.store.objects().cloned().collect::<Vec<_>>() {
+        w.inbox[1].push_back(Input::Watch(crate::control::Watch::Applied(o.into())));
+    }
+    let s = w.snap("s1");
+    let Some(Request::CreateSnapshot(c)) = w.csi_calls.first() else {
+        panic!("{:?}", w.csi_calls)
+    };
+    let plain: String = s
+        .metadata
+        .uid
+        .chars()
+        .filter(|c| *c != '-')
+        .take(6)
+        .collect();
+    assert_eq!(c.name, format!("snap-{plain}"));
+    assert_eq!(c.parameters.get(names::PARAM_SNAPSHOT_NAME), Some("s1"));
+    assert_eq!(
+        c.parameters.get(names::PARAM_SNAPSHOT_NAMESPACE),
+        Some("default")
+    );
+    assert_eq!(
+        c.parameters.get(names::PARAM_SNAPSHOT_CONTENT_NAME),
+        Some(names::snapshot_content_name(&s.metadata.uid).as_str())
+    );
+}

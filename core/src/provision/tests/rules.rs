@@ -284,3 +284,45 @@ fn b2_topology_a_selected_node_that_is_gone_is_handed_back_to_the_scheduler() {
     };
     assert!(!after.metadata.has_annotation(names::ANN_SELECTED_NODE));
 }
+
+/// --volume-name-prefix, --volume-name-uuid-length and
+/// --extra-create-metadata, as external-provisioner names and describes
+/// its volumes.
+#[test]
+fn b2_volume_names_and_extra_metadata_follow_the_flags() {
+    let mut config = ProvisionerConfig::new(DRIVER);
+    config.volume_name_prefix = "vol".into();
+    config.volume_name_uuid_length = Some(8);
+    config.extra_create_metadata = true;
+    let uid = "1234abcd-5678-90ef-aaaa-bbbbccccdddd";
+    assert_eq!(config.volume_name(uid), "vol-1234abcd");
+    let mut r = Rig::new(Provisioner::new(config));
+    r.answer_csi(|call| match call {
+        Request::CreateVolume(c) => created(c),
+        other => Err(Status::unimplemented(other.method())),
+    });
+    class(&mut r, &[("type", "fast")]);
+    let Object::Pvc(c) = r.create(Object::Pvc(claim("data"))) else {
+        unreachable!()
+    };
+    let calls = creates(&r);
+    let name = calls[0].name.clone();
+    let plain: String = c
+        .metadata
+        .uid
+        .chars()
+        .filter(|c| *c != '-')
+        .take(8)
+        .collect();
+    assert_eq!(name, format!("vol-{plain}"));
+    let p = &calls[0].parameters;
+    assert_eq!(p.get(names::PARAM_PVC_NAME), Some("data"));
+    assert_eq!(p.get(names::PARAM_PVC_NAMESPACE), Some("default"));
+    assert_eq!(p.get(names::PARAM_PV_NAME), Some(name.as_str()));
+    assert_eq!(p.get("type"), Some("fast"));
+    assert!(pv(&r, &name).is_some(), "the PV has the volume's name");
+    let ProvisionerConfig {
+        volume_name_prefix, ..
+    } = ProvisionerConfig::new(DRIVER);
+    assert_eq!(volume_name_prefix, "pvc", "upstream's default");
+}
