@@ -19,7 +19,7 @@
 //!   is Delete, the status cleared, then the
 //!   `volumesnapshotcontent-bound-protection` finalizer removed.
 //!
-//! Secrets: see [`credentials`]. A deliberate difference: `status.error.time`
+//! Secrets: see the `credentials` module. A deliberate difference: `status.error.time`
 //! is left unset (the core has no wall clock). ListSnapshots and
 //! GetVolumeGroupSnapshot of a pre-provisioned snapshot go without the
 //! class's list/get secret (`snapshotter-list-secret-*`) for now.
