@@ -379,31 +379,23 @@ impl SnapshotController {
             None => return self.set_default_class(s, &csi.driver),
         };
         let content_name = snapshot_content_name(&s.metadata.uid);
-        // The Secret CreateSnapshot and DeleteSnapshot get, named on the
-        // content so that its deletion needs neither class nor snapshot.
+        let mut content = VolumeSnapshotContent::new(&content_name);
         let tokens = crate::control::secrets::SnapshotTokens {
             kind: "volumesnapshot",
             content: &content_name,
             snapshot: Some((ns, &s.metadata.name)),
         };
-        let secret = crate::control::secrets::secret_ref(
+        super::name_deletion_secret(
+            &mut content.metadata,
             &crate::control::secrets::SNAPSHOTTER,
             &class.parameters,
             tokens,
+            (
+                crate::model::names::ANN_SNAPSHOT_DELETION_SECRET_NAME,
+                crate::model::names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE,
+            ),
         )
         .map_err(failed)?;
-        let mut content = VolumeSnapshotContent::new(&content_name);
-        if let Some(secret) = secret {
-            let ann = &mut content.metadata.annotations;
-            ann.insert(
-                crate::model::names::ANN_SNAPSHOT_DELETION_SECRET_NAME.into(),
-                secret.name,
-            );
-            ann.insert(
-                crate::model::names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE.into(),
-                secret.namespace,
-            );
-        }
         content.spec = VolumeSnapshotContentSpec {
             volume_snapshot_ref: ObjectReference {
                 kind: "VolumeSnapshot".into(),

@@ -18,14 +18,37 @@ pub use sidecar::Snapshotter;
 
 const PREFIX: &str = "csi.storage.k8s.io/";
 
-/// The `csi.storage.k8s.io/` parameters of a VolumeSnapshotClass that are
-/// the sidecars' own (its secrets), not the driver's.
-const KNOWN_PREFIXED: [&str; 4] = [
+/// The `csi.storage.k8s.io/` parameters of a VolumeSnapshotClass (or a
+/// VolumeGroupSnapshotClass) that are the sidecars' own (its secrets), not
+/// the driver's.
+const KNOWN_PREFIXED: [&str; 8] = [
     "snapshotter-secret-name",
     "snapshotter-secret-namespace",
     "snapshotter-list-secret-name",
     "snapshotter-list-secret-namespace",
+    "group-snapshotter-secret-name",
+    "group-snapshotter-secret-namespace",
+    "group-snapshotter-get-secret-name",
+    "group-snapshotter-get-secret-namespace",
 ];
+
+/// Names on a new content `meta`, as its deletion-secret annotations
+/// `keys`, the Secret `params` resolve to under a class's `parameters`
+/// (nothing when the class names none), so that the content's create and
+/// delete need neither class nor snapshot to find it.
+pub(crate) fn name_deletion_secret(
+    meta: &mut crate::model::ObjectMeta,
+    params: &crate::control::secrets::SecretParams,
+    parameters: &BTreeMap<String, String>,
+    tokens: crate::control::secrets::SnapshotTokens<'_>,
+    keys: (&str, &str),
+) -> Result<(), String> {
+    if let Some(secret) = crate::control::secrets::secret_ref(params, parameters, tokens)? {
+        meta.annotations.insert(keys.0.into(), secret.name);
+        meta.annotations.insert(keys.1.into(), secret.namespace);
+    }
+    Ok(())
+}
 
 /// A class's parameters as the driver gets them: the known prefixed ones
 /// dropped, an unknown prefixed one refused (upstream's

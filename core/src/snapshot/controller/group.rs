@@ -317,21 +317,18 @@ impl SnapshotController {
             content: &content_name,
             snapshot: Some((&g.metadata.namespace, &g.metadata.name)),
         };
-        let secret = crate::control::secrets::secret_ref(
+        let mut c = VolumeGroupSnapshotContent::new(&content_name);
+        crate::snapshot::name_deletion_secret(
+            &mut c.metadata,
             &crate::control::secrets::GROUP_SNAPSHOTTER,
             &class.parameters,
             tokens,
+            (
+                crate::model::names::ANN_GROUP_DELETION_SECRET_NAME,
+                crate::model::names::ANN_GROUP_DELETION_SECRET_NAMESPACE,
+            ),
         )
         .map_err(failed)?;
-        let mut c = VolumeGroupSnapshotContent::new(&content_name);
-        if let Some(secret) = secret {
-            use crate::model::names::{
-                ANN_GROUP_DELETION_SECRET_NAME, ANN_GROUP_DELETION_SECRET_NAMESPACE,
-            };
-            let ann = &mut c.metadata.annotations;
-            ann.insert(ANN_GROUP_DELETION_SECRET_NAME.into(), secret.name);
-            ann.insert(ANN_GROUP_DELETION_SECRET_NAMESPACE.into(), secret.namespace);
-        }
         c.spec = VolumeGroupSnapshotContentSpec {
             volume_group_snapshot_ref: ObjectReference {
                 kind: "VolumeGroupSnapshot".into(),

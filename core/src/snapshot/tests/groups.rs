@@ -337,3 +337,73 @@ fn a_pre_provisioned_group_is_bound_checked_with_the_driver_and_retained() {
     );
     assert_eq!(w.calls("DeleteVolumeGroupSnapshot"), 0);
 }
+
+/// The group class's `group-snapshotter-secret-*` pair: written on the
+/// group content and handed to CreateVolumeGroupSnapshot and
+/// DeleteVolumeGroupSnapshot (the pair is no driver parameter).
+#[test]
+fn the_group_class_secret_reaches_the_group_calls() {
+    let mut w = with_claims(DeletionPolicy::Delete);
+    let mut class = VolumeGroupSnapshotClass::new("group", DRIVER, DeletionPolicy::Delete);
+    class.parameters = [
+        (
+            "csi.storage.k8s.io/group-snapshotter-secret-name",
+            "${volumegroupsnapshot.name}-creds",
+        ),
+        (
+            "csi.storage.k8s.io/group-snapshotter-secret-namespace",
+            "${volumegroupsnapshot.namespace}",
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    w.user(ApiCall::Update(Object::GroupSnapshotClass(class)));
+    w.create(Object::Secret(Secret::new(
+        "default",
+        "db-creds",
+        &[("token", "g-t0ken")],
+    )));
+    let Object::GroupSnapshot(g) = w.create(Object::GroupSnapshot(VolumeGroupSnapshot::of_claims(
+        "default",
+        "db",
+        selector("db"),
+        "group",
+    ))) else {
+        unreachable!()
+    };
+    let content = w
+        .group_content(&group_content_name(&g.metadata.uid))
+        .expect("a group content");
+    assert_eq!(
+        content
+            .metadata
+            .annotations
+            .get(names::ANN_GROUP_DELETION_SECRET_NAME)
+            .map(String::as_str),
+        Some("db-creds")
+    );
+    w.user(ApiCall::Delete(ObjectKey::new(
+        Kind::VolumeGroupSnapshot,
+        "default",
+        "db",
+    )));
+    let tokens: Vec<(&str, Option<&str>)> = w
+        .csi_calls
+        .iter()
+        .filter_map(|c| match c {
+            Request::CreateGroupSnapshot(c) => {
+                assert!(c.parameters.is_empty(), "{:?}", c.parameters);
+                Some(("create", c.secrets.0.get("token").map(String::as_str)))
+            }
+            Request::DeleteGroupSnapshot(d) => {
+                Some(("delete", d.secrets.0.get("token").map(String::as_str)))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        tokens,
+        [("create", Some("g-t0ken")), ("delete", Some("g-t0ken"))]
+    );
+}
