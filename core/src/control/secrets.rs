@@ -43,17 +43,15 @@ const fn params(
     }
 }
 
+/// A snapshot operation's pair: no deprecated keys, no default fallback.
 const fn snapshot_params(
     name: &'static str,
     name_key: &'static str,
     namespace_key: &'static str,
 ) -> SecretParams {
     SecretParams {
-        name,
-        name_key,
-        namespace_key,
-        deprecated: None,
         falls_back: false,
+        ..params(name, name_key, namespace_key, None)
     }
 }
 

@@ -115,10 +115,22 @@ impl Provisioner {
             ann(names::ANN_DELETION_SECRET_NAMESPACE),
         ) {
             (Some(""), Some("")) => Ok(None),
-            (Some(name), Some(namespace)) => Ok(Some(SecretReference {
-                name: name.into(),
-                namespace: namespace.into(),
-            })),
+            // Checked before the get: annotations are not validated by the
+            // API server, and a hand-edited one must not steer the request.
+            (Some(name), Some(namespace))
+                if secrets::is_dns1123_subdomain(name) && secrets::is_dns1123_label(namespace) =>
+            {
+                Ok(Some(SecretReference {
+                    name: name.into(),
+                    namespace: namespace.into(),
+                }))
+            }
+            (Some(name), Some(namespace)) => Err(format!(
+                "persistentvolume {} names Secret {name:?} in namespace {namespace:?} in its {} / {} annotations, which is no valid Secret name and namespace; correct the annotations",
+                pv.name(),
+                names::ANN_DELETION_SECRET_NAME,
+                names::ANN_DELETION_SECRET_NAMESPACE
+            )),
             _ => {
                 let class = pv.spec.storage_class_name.as_deref().unwrap_or("");
                 let Some(class) = self.class(class) else {

@@ -544,6 +544,51 @@ fn b5_a_released_delete_volume_is_deleted_then_its_pv() {
 
 /// A Released PV under Delete whose deletion annotations name
 /// `storage/deleter`, and whose class names `storage/by-class`.
+/// Deletion annotations that name no valid Secret (hand-edited to steer
+/// the get elsewhere) are refused before any read, with a message saying
+/// which annotations to correct; the volume is not deleted without them.
+#[test]
+fn b5_4_a_hostile_deletion_secret_annotation_is_refused_before_any_read() {
+    let mut r = rig();
+    class(&mut r, &[]);
+    let mut v = PersistentVolume::new("pvc-1");
+    v.spec.persistent_volume_reclaim_policy = Some(ReclaimPolicy::Delete);
+    v.spec.storage_class_name = Some("fast".into());
+    v.spec.csi = Some(CsiSource {
+        driver: DRIVER.into(),
+        volume_handle: "vol-1".into(),
+        ..Default::default()
+    });
+    let ann = &mut v.metadata.annotations;
+    ann.insert(names::ANN_PROVISIONED_BY.into(), DRIVER.into());
+    ann.insert(
+        names::ANN_DELETION_SECRET_NAME.into(),
+        "../secrets/x".into(),
+    );
+    ann.insert(
+        names::ANN_DELETION_SECRET_NAMESPACE.into(),
+        "storage".into(),
+    );
+    v.status.phase = Some(PvPhase::Released);
+    r.create(Object::Pv(v));
+    assert!(r.reads.is_empty(), "no get: {:?}", r.reads);
+    assert!(
+        !r.csi_calls
+            .iter()
+            .any(|(_, c)| matches!(c, Request::DeleteVolume(_))),
+        "not deleted without its Secret"
+    );
+    assert!(
+        r.events
+            .iter()
+            .any(|e| e.reason == reason::VOLUME_FAILED_DELETE
+                && e.message
+                    .contains("no valid Secret name and namespace; correct the annotations")),
+        "{:?}",
+        r.events
+    );
+}
+
 fn released_with_secret(r: &mut Rig<Provisioner>, annotated: bool) -> Vec<driver::Secrets> {
     class(
         r,

@@ -29,12 +29,20 @@ fn annotated<C: CutContent>(c: &C) -> Result<Option<SecretReference>, String> {
     let (name_key, namespace_key) = C::DELETION_SECRET;
     let ann = &c.meta().annotations;
     match (ann.get(name_key), ann.get(namespace_key)) {
-        (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
+        // Names as the API server takes them, checked before the get: a
+        // hand-written annotation must not steer the request elsewhere.
+        (Some(name), Some(namespace))
+            if secrets::is_dns1123_subdomain(name) && secrets::is_dns1123_label(namespace) =>
+        {
             Ok(Some(SecretReference {
                 name: name.clone(),
                 namespace: namespace.clone(),
             }))
         }
+        (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => Err(format!(
+            "snapshot content {:?} names Secret {name:?} in namespace {namespace:?} in its {name_key} / {namespace_key} annotations, which is no valid Secret name and namespace; correct the annotations",
+            c.meta().name
+        )),
         (Some(_), Some(_)) => Err(format!(
             "cannot retrieve secrets for snapshot content {:?}, err: secret name or namespace not specified",
             c.meta().name

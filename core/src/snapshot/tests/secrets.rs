@@ -137,3 +137,49 @@ fn a_missing_secret_fails_the_cut_until_it_exists_and_a_delete_goes_on_without_i
     assert_eq!(secrets_of(&w.csi_calls).last(), Some(&("delete", None)));
     assert!(w.content(&content_name).is_none(), "gone");
 }
+
+/// A content whose annotations name no valid Secret (a hand-edited
+/// `../` name) is refused before any read: no get is steered elsewhere and
+/// no DeleteSnapshot goes out without the credentials it was meant to have.
+#[test]
+fn a_hostile_secret_annotation_is_refused_before_any_read() {
+    let mut w = with_secret_class();
+    w.create(Object::Secret(Secret::new(
+        "default",
+        "snap-creds",
+        &[("token", TOKEN)],
+    )));
+    let s = w.snap("s1");
+    let content_name = names::snapshot_content_name(&s.metadata.uid);
+    let mut c = w.content(&content_name).expect("a content");
+    c.metadata.annotations.insert(
+        names::ANN_SNAPSHOT_DELETION_SECRET_NAME.into(),
+        "../../namespaces/kube-system/secrets/x".into(),
+    );
+    w.user(ApiCall::Update(Object::Content(c)));
+    // A restarted sidecar knows no credentials: it must read them anew.
+    w.sidecar = Snapshotter::new(DRIVER).with_groups(true);
+    for o in w.store.objects().cloned().collect::<Vec<_>>() {
+        w.inbox[1].push_back(Input::Watch(crate::control::Watch::Applied(o.into())));
+    }
+    w.run();
+    w.user(ApiCall::Delete(ObjectKey::new(
+        Kind::VolumeSnapshot,
+        "default",
+        "s1",
+    )));
+    assert_eq!(
+        secrets_of(&w.csi_calls),
+        [("create", Some(TOKEN.into()))],
+        "no DeleteSnapshot"
+    );
+    assert!(
+        w.reasons().contains(&reason::SNAPSHOT_DELETE_ERROR),
+        "{:?}",
+        w.reasons()
+    );
+    assert!(
+        w.content(&content_name).is_some(),
+        "kept until an admin corrects it"
+    );
+}
