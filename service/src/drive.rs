@@ -53,6 +53,9 @@ pub trait Turn<M: Machine + ?Sized>: Carry<M> {
     }
 }
 
+/// The most inputs handed in before one drain.
+const BURST: usize = 256;
+
 /// Drives `machine` from `first` (if any) and then `inputs`, until the
 /// inputs end or `turn` says stop: each input is handed in, with every
 /// other input already waiting, and the machine drained, every effect
@@ -79,8 +82,15 @@ pub async fn drive<M, I, T>(
             machine.handle(now, input);
             // Everything else already waiting goes in before the machine
             // is drained, so one drain (one persist, one pass over the
-            // dirty keys) serves the whole burst.
-            while !ended && let Some(more) = inputs.next().now_or_never() {
+            // dirty keys) serves the whole burst — up to `BURST` inputs, so
+            // that senders faster than the machine cannot hold it from
+            // acting (the rest waits in the stream for the next turn).
+            let mut taken = 1;
+            while !ended
+                && taken < BURST
+                && let Some(more) = inputs.next().now_or_never()
+            {
+                taken += 1;
                 match more {
                     Some(input) => {
                         turn.before(machine, now, Some(&input));
@@ -112,5 +122,88 @@ pub async fn drive<M, I, T>(
             },
             _ = timer => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts what it is told; asks for nothing.
+    #[derive(Default)]
+    struct Tally {
+        handled: usize,
+    }
+
+    impl Machine for Tally {
+        type Input = u32;
+        type Effect = ();
+        fn handle(&mut self, _: Tick, _: u32) {
+            self.handled += 1;
+        }
+        fn poll(&mut self) -> Option<()> {
+            None
+        }
+        fn poll_timeout(&self) -> Option<Tick> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Tick) {}
+    }
+
+    /// Counts the drains, and the inputs handed in before each.
+    #[derive(Default)]
+    struct Turns {
+        bursts: Vec<usize>,
+        seen: usize,
+    }
+
+    impl Carry<Tally> for Turns {
+        fn carry(&mut self, _: &Tally, _: Tick, _: (), _: &mut std::collections::VecDeque<u32>) {}
+    }
+
+    impl Turn<Tally> for Turns {
+        fn after(&mut self, m: &Tally) -> ControlFlow<()> {
+            self.bursts.push(m.handled - self.seen);
+            self.seen = m.handled;
+            ControlFlow::Continue(())
+        }
+    }
+
+    struct NoTimer;
+
+    impl Runtime for NoTimer {
+        fn sleep(&self, _: Duration) -> BoxFuture<()> {
+            Box::pin(futures::future::pending())
+        }
+        fn spawn(&self, _: BoxFuture<()>) {
+            unreachable!("drive spawns nothing")
+        }
+    }
+
+    #[test]
+    fn a_burst_of_waiting_inputs_is_handed_in_before_one_drain_up_to_the_bound() {
+        let inputs = futures::stream::iter(0..1000u32);
+        let (mut m, mut turns) = (Tally::default(), Turns::default());
+        futures::executor::block_on(drive(
+            &mut m,
+            &NoTimer,
+            Clock::start(),
+            None,
+            inputs,
+            &mut turns,
+        ));
+        assert_eq!(m.handled, 1000, "every input handed in");
+        assert_eq!(turns.bursts[0], 0, "the first drain, before any input");
+        assert!(
+            turns.bursts.iter().all(|b| *b <= BURST),
+            "{:?}",
+            turns.bursts
+        );
+        assert_eq!(
+            turns.bursts.len(),
+            1 + 1000usize.div_ceil(BURST),
+            "{:?}",
+            turns.bursts
+        );
     }
 }
