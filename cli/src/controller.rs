@@ -107,6 +107,11 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub extra_create_metadata: bool,
+    /// Also pass the claim's and PV's names to ControllerModifyVolume, as
+    /// `csi.storage.k8s.io/pvc/name` and the like.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub extra_modify_metadata: bool,
     /// Volumes are named `<prefix>-<claim UID>`.
     #[arg(long, default_value = "pvc", value_parser = name_prefix)]
     pub volume_name_prefix: String,
@@ -297,6 +302,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             immediate_topology: args.immediate_topology,
             prevent_volume_mode_conversion: args.prevent_volume_mode_conversion,
             extra_create_metadata: args.extra_create_metadata,
+            extra_modify_metadata: args.extra_modify_metadata,
             volume_naming: (
                 args.volume_name_prefix,
                 usize::try_from(args.volume_name_uuid_length).ok(),

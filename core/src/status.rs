@@ -148,6 +148,21 @@ impl Status {
         )
     }
 
+    /// True when the call is known to have ended: anything but CANCELLED,
+    /// DEADLINE_EXCEEDED, UNAVAILABLE, RESOURCE_EXHAUSTED and ABORTED, after
+    /// which the operation may still be running (csi-lib-utils'
+    /// `IsFinalError`).
+    pub fn is_final(&self) -> bool {
+        !matches!(
+            self.code,
+            Code::Cancelled
+                | Code::DeadlineExceeded
+                | Code::Unavailable
+                | Code::ResourceExhausted
+                | Code::Aborted
+        )
+    }
+
     /// A status with `code` and `message`.
     pub fn new(code: Code, message: impl Into<String>) -> Status {
         Status {

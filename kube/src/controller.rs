@@ -104,6 +104,8 @@ pub struct ControllerConfig {
     pub prevent_volume_mode_conversion: bool,
     /// `--extra-create-metadata`.
     pub extra_create_metadata: bool,
+    /// `--extra-modify-metadata`.
+    pub extra_modify_metadata: bool,
     /// `--volume-name-prefix` and `--volume-name-uuid-length`.
     pub volume_naming: (String, Option<usize>),
     /// `--snapshot-name-prefix` and `--snapshot-name-uuid-length`.
@@ -124,6 +126,7 @@ impl Default for ControllerConfig {
             immediate_topology: true,
             prevent_volume_mode_conversion: true,
             extra_create_metadata: false,
+            extra_modify_metadata: false,
             volume_naming: ("pvc".into(), None),
             snapshot_naming: ("snapshot".into(), None),
             metrics: Metrics::new(),
@@ -245,6 +248,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.extra_create_metadata = config.extra_create_metadata;
         (c.volume_name_prefix, c.volume_name_uuid_length) = config.volume_naming.clone();
         c.snapshots = r.snapshotter;
+        c.modify_volume = facts.has(Cap::ModifyVolume);
         let p = Provisioner::new(c);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
         out.push(role("provisioner", Box::new(p), &kinds));
@@ -263,13 +267,19 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         }
         out.push(role("attacher", Box::new(Attach::new(c)), &kinds));
     }
-    if r.resizer && facts.has(Cap::ExpandVolume) {
+    let (expand, modify) = (facts.has(Cap::ExpandVolume), facts.has(Cap::ModifyVolume));
+    if r.resizer && (expand || modify) {
         let mut c = ResizeConfig::new(&facts.name);
         c.modes = modes;
-        let kinds = [PersistentVolumeClaim, PersistentVolume, StorageClass];
+        (c.expand, c.modify) = (expand, modify);
+        c.extra_modify_metadata = config.extra_modify_metadata;
+        let mut kinds = vec![PersistentVolumeClaim, PersistentVolume, StorageClass];
+        if modify {
+            kinds.push(VolumeAttributesClass);
+        }
         out.push(role("resizer", Box::new(Resizer::new(c)), &kinds));
     } else if r.resizer {
-        off.push("resizer: the driver has no EXPAND_VOLUME".into());
+        off.push("resizer: the driver has neither EXPAND_VOLUME nor MODIFY_VOLUME".into());
     }
     if r.binder {
         let kinds = [PersistentVolume, PersistentVolumeClaim, StorageClass, Pod];

@@ -35,6 +35,7 @@ pub fn api_resource(kind: Kind) -> ApiResource {
             group_api("VolumeGroupSnapshotClass", "volumegroupsnapshotclasses")
         }
         Kind::Secret => erase::<core_v1::Secret>(),
+        Kind::VolumeAttributesClass => erase::<storage_v1::VolumeAttributesClass>(),
     }
 }
 
@@ -114,6 +115,7 @@ mod tests {
                 "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotContent volumegroupsnapshotcontents",
                 "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotClass volumegroupsnapshotclasses",
                 "v1 Secret secrets",
+                "storage.k8s.io/v1 VolumeAttributesClass volumeattributesclasses",
             ]
         );
         for k in Kind::ALL {

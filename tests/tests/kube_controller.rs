@@ -3,7 +3,9 @@
 //! kube-controller-manager, a claim is provisioned (CreateVolume → a PV with
 //! upstream's fields → Bound), a VolumeAttachment is carried out
 //! (ControllerPublish → status.attached), a resize reaches the PV
-//! (ControllerExpandVolume), and deleting the claim deletes the volume.
+//! (ControllerExpandVolume), a VolumeAttributesClass change reaches the
+//! driver (ControllerModifyVolume), and deleting the claim deletes the
+//! volume.
 
 mod common;
 
@@ -142,7 +144,7 @@ fn a_claim_is_provisioned_and_deleted_with_the_roles_on_smol() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
     require_root!();
-    let d = Driver::start(Runtime::Tokio);
+    let d = Driver::start_with(Runtime::Tokio, &["--mutable-parameter=tier"]);
     let api = FakeApi::default();
     seed(&api);
     let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
@@ -231,6 +233,41 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         (a.get(&pv_path)?["spec"]["capacity"]["storage"] == json!("128Mi")).then_some(())
     })
     .await;
+
+    // The user names a VolumeAttributesClass: the resizer modifies the
+    // volume (ControllerModifyVolume), then the PV and the claim say so.
+    api.put(
+        "/apis/storage.k8s.io/v1/volumeattributesclasses/gold",
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+               "metadata": {"name": "gold"}, "driverName": DRIVER,
+               "parameters": {"tier": "gold"}}),
+    );
+    let mut modified = api.get(CLAIM).unwrap();
+    modified["spec"]["volumeAttributesClassName"] = json!("gold");
+    api.put(CLAIM, modified);
+    eventually("the claim's volume modified to gold", &api, |a| {
+        let status = &a.get(CLAIM)?["status"];
+        (status["currentVolumeAttributesClassName"] == json!("gold")
+            && status.get("modifyVolumeStatus").is_none())
+        .then_some(())
+    })
+    .await;
+    let pv = api.get(&pv_path).unwrap();
+    assert_eq!(pv["spec"]["volumeAttributesClassName"], json!("gold"));
+    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let volume = CsiClient::new(ch, None)
+        .controller
+        .controller_get_volume(volplane_proto::csi::ControllerGetVolumeRequest {
+            volume_id: pv["spec"]["csi"]["volumeHandle"].as_str().unwrap().into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        volume.volume.unwrap().volume_context["tier"],
+        "gold",
+        "the class's parameters reached the driver"
+    );
 
     // The attachment goes (kube-controller-manager deletes it): the
     // attacher unpublishes and lets it go.

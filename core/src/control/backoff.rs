@@ -69,6 +69,21 @@ impl<K: Ord + Clone> Backoff<K> {
         at
     }
 
+    /// Records a failure of `key` whose retry waits until `until`, however
+    /// many failures came before (a slow retry, such as after an
+    /// infeasible modify).
+    pub fn hold(&mut self, key: K, until: Tick) {
+        let n = self.entries.get(&key).map_or(0, |e| e.failures);
+        self.timers.set(key.clone(), until);
+        self.entries.insert(
+            key,
+            Entry {
+                failures: n + 1,
+                retry_at: until,
+            },
+        );
+    }
+
     /// Forgets `key` after a success.
     pub fn succeed(&mut self, key: &K) {
         self.entries.remove(key);

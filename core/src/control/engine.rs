@@ -153,6 +153,11 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Engine<K, C, R> {
         self.backoff.fail(key, self.now)
     }
 
+    /// Records a failure of `key` now whose retry waits until `until`.
+    pub fn hold(&mut self, key: R, until: Tick) {
+        self.backoff.hold(key, until);
+    }
+
     /// A watch event that is news about `key` ends its backoff's wait, as
     /// an informer event requeues a key whatever its rate limiter says.
     pub fn news<Q>(&mut self, key: &Q)

@@ -101,6 +101,13 @@ pub const CONTROLLER_EXPAND: SecretParams = params(
     "csi.storage.k8s.io/controller-expand-secret-namespace",
     None,
 );
+/// ControllerModifyVolume (the PV carries it as annotations).
+pub const CONTROLLER_MODIFY: SecretParams = params(
+    "ControllerModify",
+    "csi.storage.k8s.io/controller-modify-secret-name",
+    "csi.storage.k8s.io/controller-modify-secret-namespace",
+    None,
+);
 /// NodeExpandVolume.
 pub const NODE_EXPAND: SecretParams = params(
     "NodeExpand",
@@ -261,6 +268,16 @@ pub fn is_dns1123_label(s: &str) -> bool {
 /// A DNS-1123 subdomain: what a Secret's name must be.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(|l| !l.is_empty() && is_dns1123_label(l))
+}
+
+/// The Secret a pair of annotations names, when they are a valid Secret
+/// name and namespace. Checked before any read: the API server does not
+/// validate annotations, and a hand-edited one must not steer the request.
+pub fn valid_ref(name: &str, namespace: &str) -> Option<SecretReference> {
+    (is_dns1123_subdomain(name) && is_dns1123_label(namespace)).then(|| SecretReference {
+        name: name.into(),
+        namespace: namespace.into(),
+    })
 }
 
 /// What `${…}` tokens a secret template may use, and their values.

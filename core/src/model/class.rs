@@ -1,5 +1,6 @@
 //! `StorageClass` (storage.k8s.io/v1): how volumes of a class are made,
-//! and where they may be (`allowedTopologies`).
+//! and where they may be (`allowedTopologies`); `VolumeAttributesClass`:
+//! the parameters of a volume that may change while it lives.
 
 use std::collections::BTreeMap;
 
@@ -94,5 +95,45 @@ impl StorageClass {
     /// True when annotated as the cluster's default class.
     pub fn is_default(&self) -> bool {
         self.metadata.annotation(DEFAULT_CLASS_ANNOTATION) == Some("true")
+    }
+}
+
+/// A VolumeAttributesClass (storage.k8s.io/v1, cluster-scoped): a driver's
+/// mutable parameters. CreateVolume gets them as `mutable_parameters`, and
+/// a claim that names another class has its volume modified
+/// (ControllerModifyVolume).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeAttributesClass {
+    #[serde(default)]
+    /// `apiVersion`.
+    pub api_version: String,
+    #[serde(default)]
+    /// `kind`.
+    pub kind: String,
+    #[serde(default)]
+    /// `metadata`.
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    /// `driverName`.
+    pub driver_name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `parameters`.
+    pub parameters: BTreeMap<String, String>,
+}
+
+impl VolumeAttributesClass {
+    /// A class named `name` of `driver`, with `parameters`.
+    pub fn new(name: &str, driver: &str, parameters: &[(&str, &str)]) -> VolumeAttributesClass {
+        VolumeAttributesClass {
+            api_version: "storage.k8s.io/v1".into(),
+            kind: "VolumeAttributesClass".into(),
+            metadata: ObjectMeta::named(name),
+            driver_name: driver.into(),
+            parameters: parameters
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
     }
 }

@@ -66,11 +66,13 @@ pub enum Kind {
     VolumeGroupSnapshotClass,
     /// `Secret` (read when a call needs it, never watched).
     Secret,
+    /// `VolumeAttributesClass`.
+    VolumeAttributesClass,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 16] = [
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
         Kind::StorageClass,
@@ -86,6 +88,7 @@ impl Kind {
         Kind::VolumeGroupSnapshotContent,
         Kind::VolumeGroupSnapshotClass,
         Kind::Secret,
+        Kind::VolumeAttributesClass,
     ];
 
     /// The kind a manifest's `kind` string names, if the model knows it.
@@ -111,6 +114,7 @@ impl Kind {
             Kind::VolumeGroupSnapshotContent => "VolumeGroupSnapshotContent",
             Kind::VolumeGroupSnapshotClass => "VolumeGroupSnapshotClass",
             Kind::Secret => "Secret",
+            Kind::VolumeAttributesClass => "VolumeAttributesClass",
         }
     }
 }
@@ -148,6 +152,8 @@ pub enum Object {
     GroupSnapshotClass(VolumeGroupSnapshotClass),
     /// `Secret`.
     Secret(Secret),
+    /// `AttributesClass`.
+    AttributesClass(VolumeAttributesClass),
 }
 
 impl Object {
@@ -169,6 +175,7 @@ impl Object {
             Object::GroupContent(_) => Kind::VolumeGroupSnapshotContent,
             Object::GroupSnapshotClass(_) => Kind::VolumeGroupSnapshotClass,
             Object::Secret(_) => Kind::Secret,
+            Object::AttributesClass(_) => Kind::VolumeAttributesClass,
         }
     }
 
@@ -190,6 +197,7 @@ impl Object {
             Object::GroupContent(o) => &o.metadata,
             Object::GroupSnapshotClass(o) => &o.metadata,
             Object::Secret(o) => &o.metadata,
+            Object::AttributesClass(o) => &o.metadata,
         }
     }
 
@@ -211,6 +219,7 @@ impl Object {
             Object::GroupContent(o) => &mut o.metadata,
             Object::GroupSnapshotClass(o) => &mut o.metadata,
             Object::Secret(o) => &mut o.metadata,
+            Object::AttributesClass(o) => &mut o.metadata,
         }
     }
 
@@ -298,6 +307,7 @@ impl Object {
             Some(Kind::VolumeGroupSnapshotContent) => Object::GroupContent(load(doc)?),
             Some(Kind::VolumeGroupSnapshotClass) => Object::GroupSnapshotClass(load(doc)?),
             Some(Kind::Secret) => Object::Secret(load(doc)?),
+            Some(Kind::VolumeAttributesClass) => Object::AttributesClass(load(doc)?),
             None => return Err(format!("kind {kind:?} is not one the machines know")),
         })
     }
@@ -320,6 +330,7 @@ impl Object {
             Object::GroupContent(o) => serde_json::to_value(o),
             Object::GroupSnapshotClass(o) => serde_json::to_value(o),
             Object::Secret(o) => serde_json::to_value(o),
+            Object::AttributesClass(o) => serde_json::to_value(o),
         };
         v.expect("model objects serialise")
     }

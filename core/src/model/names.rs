@@ -25,6 +25,12 @@ pub const ANN_DELETION_SECRET_NAME: &str = "volume.kubernetes.io/provisioner-del
 /// `volume.kubernetes.io/provisioner-deletion-secret-namespace`, as Kubernetes and the sidecars spell it.
 pub const ANN_DELETION_SECRET_NAMESPACE: &str =
     "volume.kubernetes.io/provisioner-deletion-secret-namespace";
+/// `volume.kubernetes.io/controller-modify-secret-name`: on a PV whose class
+/// names a controller-modify Secret, the Secret ControllerModifyVolume uses.
+pub const ANN_MODIFY_SECRET_NAME: &str = "volume.kubernetes.io/controller-modify-secret-name";
+/// `volume.kubernetes.io/controller-modify-secret-namespace`, its namespace.
+pub const ANN_MODIFY_SECRET_NAMESPACE: &str =
+    "volume.kubernetes.io/controller-modify-secret-namespace";
 /// `csi.volume.kubernetes.io/nodeid`, as Kubernetes and the sidecars spell it.
 pub const ANN_NODE_ID: &str = "csi.volume.kubernetes.io/nodeid";
 /// `csi.alpha.kubernetes.io/node-id`, as Kubernetes and the sidecars spell it.
@@ -213,6 +219,14 @@ pub mod reason {
     pub const FILE_SYSTEM_RESIZE_SUCCESSFUL: &str = "FileSystemResizeSuccessful";
     /// The event reason `VolumeResizeSuccessful`.
     pub const VOLUME_RESIZE_SUCCESSFUL: &str = "VolumeResizeSuccessful";
+    /// The event reason `VolumeModify`: the resizer starts modifying a volume.
+    pub const VOLUME_MODIFY: &str = "VolumeModify";
+    /// The event reason `VolumeModifyFailed`.
+    pub const VOLUME_MODIFY_FAILED: &str = "VolumeModifyFailed";
+    /// The event reason `VolumeModifySuccessful`.
+    pub const VOLUME_MODIFY_SUCCESSFUL: &str = "VolumeModifySuccessful";
+    /// The event reason `VolumeModifyCanceled` (the claim went back to no class).
+    pub const VOLUME_MODIFY_CANCELED: &str = "VolumeModifyCanceled";
     // external-snapshotter's snapshot controller and csi-snapshotter.
     /// The event reason `SnapshotValidationError`.
     pub const SNAPSHOT_VALIDATION_ERROR: &str = "SnapshotValidationError";

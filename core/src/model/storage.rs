@@ -379,6 +379,21 @@ pub struct PvcStatus {
     /// controller when the claim binds, by the resizer after a modify).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_volume_attributes_class_name: Option<String>,
+    /// Where a change of VolumeAttributesClass stands (the resizer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modify_volume_status: Option<ModifyVolumeStatus>,
+}
+
+/// `status.modifyVolumeStatus` of a claim: the class its volume is being
+/// modified to, and how that goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct ModifyVolumeStatus {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `targetVolumeAttributesClassName`.
+    pub target_volume_attributes_class_name: String,
+    /// `status`: `Pending`, `InProgress` or `Infeasible`.
+    pub status: String,
 }
 
 /// A PersistentVolumeClaim.
@@ -411,6 +426,15 @@ impl PersistentVolumeClaim {
             metadata: ObjectMeta::namespaced(namespace, name),
             ..Default::default()
         }
+    }
+
+    /// The VolumeAttributesClass the claim names, if it names one (an
+    /// empty name names none).
+    pub fn volume_attributes_class(&self) -> Option<&str> {
+        self.spec
+            .volume_attributes_class_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
     }
 
     /// The requested storage.

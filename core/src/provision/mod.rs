@@ -69,6 +69,10 @@ pub struct ProvisionerConfig {
     /// The snapshot kinds exist (their CRDs are installed): claims may be
     /// restored from a VolumeSnapshot.
     pub snapshots: bool,
+    /// The driver has MODIFY_VOLUME: claims may name a
+    /// VolumeAttributesClass (whose parameters CreateVolume gets as
+    /// `mutable_parameters`); the provisioner watches those classes.
+    pub modify_volume: bool,
     /// Simulation only: a planted mistake.
     pub plant: crate::plant::Planted,
 }
@@ -90,6 +94,7 @@ impl ProvisionerConfig {
             retry_start: 1_000,
             retry_max: 300_000,
             snapshots: false,
+            modify_volume: false,
             plant: crate::plant::Planted::default(),
         }
     }
@@ -326,6 +331,28 @@ impl Provisioner {
                     .collect();
                 self.cx.dirty.extend(claims);
             }
+            // The claims that wait for this class go on at once.
+            Object::AttributesClass(vac) => {
+                let claims: Vec<(ObjectKey, String)> = self
+                    .cx
+                    .cache
+                    .of_kind(Kind::PersistentVolumeClaim)
+                    .filter_map(Object::as_pvc)
+                    .filter(|c| c.volume_attributes_class() == Some(vac.metadata.name.as_str()))
+                    .map(|c| {
+                        let key = ObjectKey::new(
+                            Kind::PersistentVolumeClaim,
+                            &c.metadata.namespace,
+                            &c.metadata.name,
+                        );
+                        (key, c.metadata.uid.clone())
+                    })
+                    .collect();
+                for (key, uid) in claims {
+                    self.cx.backoff.news(&uid);
+                    self.cx.dirty.insert(key);
+                }
+            }
             // A snapshot (or its content) that changed may let the claims
             // restoring from it go on.
             Object::Snapshot(_) | Object::Content(_) => {
@@ -362,6 +389,7 @@ impl Provisioner {
             | Kind::CsiNode
             | Kind::Node => true,
             Kind::VolumeSnapshot | Kind::VolumeSnapshotContent => self.config.snapshots,
+            Kind::VolumeAttributesClass => self.config.modify_volume,
             _ => false,
         }
     }

@@ -98,6 +98,7 @@ impl Provisioner {
                 ));
             }
         };
+        let mutable_parameters = self.mutable_parameters(claim)?;
         Ok(driver::CreateVolume {
             name: volume_name,
             capacity: CapacityRange {
@@ -106,11 +107,41 @@ impl Provisioner {
             },
             capabilities,
             parameters,
-            mutable_parameters: driver::Attributes::new(),
+            mutable_parameters,
             secrets: Secrets::default(),
             content_source,
             accessibility: None,
         })
+    }
+
+    /// The parameters of the VolumeAttributesClass the claim names (none
+    /// when it names none), as upstream's prepareProvision checks it: the
+    /// driver must have MODIFY_VOLUME, the class must exist and be this
+    /// driver's.
+    fn mutable_parameters(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<driver::Attributes, String> {
+        let Some(name) = claim.volume_attributes_class() else {
+            return Ok(driver::Attributes::new());
+        };
+        if !self.config.modify_volume {
+            return Err("CSI driver does not support VolumeAttributesClass: controller MODIFY_VOLUME capability is not reported".into());
+        }
+        let Some(Object::AttributesClass(vac)) =
+            self.cx.cache.find(Kind::VolumeAttributesClass, "", name)
+        else {
+            return Err(format!(
+                "volumeattributesclasses.storage.k8s.io {name:?} not found"
+            ));
+        };
+        if vac.driver_name != self.config.driver {
+            return Err(format!(
+                "VAC {name} referenced in PVC is for driver {} which does not match driver name {}",
+                vac.driver_name, self.config.driver
+            ));
+        }
+        Ok(vac.parameters.clone().into_iter().collect())
     }
 
     /// The snapshot a claim restores from, as upstream's getSnapshotSource
@@ -310,6 +341,9 @@ impl Provisioner {
         pv.spec.mount_options = p.class.mount_options.clone();
         pv.spec.persistent_volume_reclaim_policy = Some(p.class.reclaim_policy());
         pv.spec.storage_class_name = Some(class);
+        pv.spec.volume_attributes_class_name = claim
+            .and_then(|c| c.volume_attributes_class())
+            .map(str::to_string);
         let fs_type = match p.request.capabilities.first().map(|c| &c.access_type) {
             Some(driver::AccessType::Mount { fs_type, .. }) => fs_type.clone(),
             _ => String::new(),

@@ -16,6 +16,9 @@ pub(super) struct VolumeSecrets {
     pub node_publish: Option<SecretReference>,
     pub controller_expand: Option<SecretReference>,
     pub node_expand: Option<SecretReference>,
+    /// ControllerModifyVolume's (on the PV as annotations, read by the
+    /// resizer).
+    pub controller_modify: Option<SecretReference>,
 }
 
 impl VolumeSecrets {
@@ -39,11 +42,13 @@ impl VolumeSecrets {
             node_publish: of(&secrets::NODE_PUBLISH)?,
             controller_expand: of(&secrets::CONTROLLER_EXPAND)?,
             node_expand: of(&secrets::NODE_EXPAND)?,
+            controller_modify: of(&secrets::CONTROLLER_MODIFY)?,
         })
     }
 
     /// Writes the references on the PV: the five in `spec.csi`, the
-    /// provisioner's as the deletion annotations (empty when there is none).
+    /// provisioner's as the deletion annotations (empty when there is none),
+    /// the controller-modify one as its annotations (when there is one).
     pub(super) fn write_on(&self, pv: &mut PersistentVolume) {
         if let Some(csi) = &mut pv.spec.csi {
             csi.controller_publish_secret_ref = self.controller_publish.clone();
@@ -60,6 +65,13 @@ impl VolumeSecrets {
         let ann = &mut pv.metadata.annotations;
         ann.insert(names::ANN_DELETION_SECRET_NAME.into(), name);
         ann.insert(names::ANN_DELETION_SECRET_NAMESPACE.into(), namespace);
+        if let Some(r) = &self.controller_modify {
+            ann.insert(names::ANN_MODIFY_SECRET_NAME.into(), r.name.clone());
+            ann.insert(
+                names::ANN_MODIFY_SECRET_NAMESPACE.into(),
+                r.namespace.clone(),
+            );
+        }
     }
 }
 
@@ -115,15 +127,8 @@ impl Provisioner {
             ann(names::ANN_DELETION_SECRET_NAMESPACE),
         ) {
             (Some(""), Some("")) => Ok(None),
-            // Checked before the get: annotations are not validated by the
-            // API server, and a hand-edited one must not steer the request.
-            (Some(name), Some(namespace))
-                if secrets::is_dns1123_subdomain(name) && secrets::is_dns1123_label(namespace) =>
-            {
-                Ok(Some(SecretReference {
-                    name: name.into(),
-                    namespace: namespace.into(),
-                }))
+            (Some(name), Some(namespace)) if secrets::valid_ref(name, namespace).is_some() => {
+                Ok(secrets::valid_ref(name, namespace))
             }
             (Some(name), Some(namespace)) => Err(format!(
                 "persistentvolume {} names Secret {name:?} in namespace {namespace:?} in its {} / {} annotations, which is no valid Secret name and namespace; correct the annotations",

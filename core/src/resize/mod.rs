@@ -10,7 +10,10 @@
 //! Guarantees: the claim's status capacity only ever moves to a size the
 //! volume really has; a failed expansion is reported (`VolumeResizeFailed`)
 //! and retried with backoff, and the claim keeps its previous size.
+//!
+//! Its other half, [`modify`], changes a volume's VolumeAttributesClass.
 
+pub mod modify;
 #[cfg(test)]
 mod tests;
 
@@ -20,7 +23,7 @@ use crate::Tick;
 use crate::control::csi_map::{self, DriverModes};
 use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
 use crate::driver::{self, Request, Response};
-use crate::model::names::reason;
+use crate::model::names::{self, reason};
 use crate::model::*;
 
 /// The claim condition while the controller expands.
@@ -35,6 +38,14 @@ pub struct ResizeConfig {
     pub driver: String,
     /// What the driver supports.
     pub modes: DriverModes,
+    /// The driver has EXPAND_VOLUME: claims that ask for more are expanded.
+    pub expand: bool,
+    /// The driver has MODIFY_VOLUME: claims that name another
+    /// VolumeAttributesClass are modified.
+    pub modify: bool,
+    /// `--extra-modify-metadata`: ControllerModifyVolume's parameters also
+    /// name the claim and the PV.
+    pub extra_modify_metadata: bool,
     /// The first retry delay after a failure.
     pub retry_start: Tick,
     /// The longest retry delay.
@@ -47,6 +58,9 @@ impl ResizeConfig {
         ResizeConfig {
             driver: driver.into(),
             modes: DriverModes::default(),
+            expand: true,
+            modify: false,
+            extra_modify_metadata: false,
             retry_start: 1_000,
             retry_max: 300_000,
         }
@@ -63,13 +77,23 @@ pub enum Call {
         /// The PV's name.
         pv: String,
     },
+    /// ControllerModifyVolume of the claim `claim`'s volume, to the
+    /// VolumeAttributesClass `target`.
+    Modify {
+        /// The claim.
+        claim: ObjectKey,
+        /// The PV's name.
+        pv: String,
+        /// The class the volume is being modified to.
+        target: String,
+    },
     /// An API write about the claim `claim`.
     Api {
         /// The claim.
         claim: ObjectKey,
     },
-    /// The read of the PV `pv`'s `controllerExpandSecretRef`, for the
-    /// claim `claim`'s ControllerExpandVolume.
+    /// The read of a Secret the PV `pv` names, for the claim `claim`'s
+    /// ControllerExpandVolume or ControllerModifyVolume.
     GetSecret {
         /// The claim.
         claim: ObjectKey,
@@ -77,7 +101,18 @@ pub enum Call {
         pv: String,
         /// The Secret read.
         secret: SecretReference,
+        /// The call it is for.
+        purpose: SecretFor,
     },
+}
+
+/// The call a Secret is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SecretFor {
+    /// ControllerExpandVolume.
+    Expand,
+    /// ControllerModifyVolume.
+    Modify,
 }
 
 /// The external resizer. See the module documentation.
@@ -92,6 +127,16 @@ pub struct Resizer {
     /// Claim → the controller-expand Secret's data read for its next
     /// ControllerExpandVolume (never printed).
     credentials: BTreeMap<ObjectKey, driver::Secrets>,
+    /// Claim → the Secret's data read for its next ControllerModifyVolume.
+    modify_credentials: BTreeMap<ObjectKey, driver::Secrets>,
+    /// Claims whose last modify may still be running (or that were
+    /// InProgress when first seen): carried on to the class it was for.
+    uncertain: BTreeSet<ObjectKey>,
+    /// Claims Infeasible for the class they name: not tried again before.
+    slow: BTreeMap<ObjectKey, Tick>,
+    /// Claims whose volume was modified to this class; the PV and the
+    /// claim's status are still to say so.
+    modified: BTreeMap<ObjectKey, String>,
 }
 
 fn with_condition(c: &PersistentVolumeClaim, type_: &str, reason: &str) -> PersistentVolumeClaim {
@@ -116,13 +161,53 @@ impl Resizer {
             expanded: BTreeMap::new(),
             told: BTreeMap::new(),
             credentials: BTreeMap::new(),
+            modify_credentials: BTreeMap::new(),
+            uncertain: BTreeSet::new(),
+            slow: BTreeMap::new(),
+            modified: BTreeMap::new(),
         }
     }
 
     fn mark(&mut self, o: &Object) {
         match o {
-            Object::Pvc(_) => {
+            Object::Pvc(c) => {
+                // Found InProgress before this resizer touched it: a call
+                // of an earlier life may still be running.
+                let first_sight = self.cx.cache.get(&o.key()).is_none();
+                let in_progress = c
+                    .status
+                    .modify_volume_status
+                    .as_ref()
+                    .is_some_and(|s| s.status == modify::IN_PROGRESS);
+                if first_sight && in_progress {
+                    self.uncertain.insert(o.key());
+                }
+                // A changed spec (a new size or class asked) ends a
+                // backoff's wait, as upstream's update handlers requeue
+                // it; the echo of a status write does not.
+                let spec_changed = match self.cx.cache.get(&o.key()) {
+                    Some(Object::Pvc(old)) => old.spec != c.spec,
+                    _ => true,
+                };
+                if spec_changed {
+                    self.cx.news(&o.key());
+                }
                 self.cx.dirty.insert(o.key());
+            }
+            // The claims that name a class that came or changed.
+            Object::AttributesClass(vac) => {
+                let name = vac.metadata.name.as_str();
+                let claims: Vec<ObjectKey> = self
+                    .cx
+                    .cache
+                    .of_kind(Kind::PersistentVolumeClaim)
+                    .filter(|c| {
+                        c.as_pvc()
+                            .is_some_and(|c| c.volume_attributes_class() == Some(name))
+                    })
+                    .map(Object::key)
+                    .collect();
+                self.cx.dirty.extend(claims);
             }
             Object::Pv(pv) => {
                 if let Some(r) = &pv.spec.claim_ref {
@@ -164,7 +249,13 @@ impl Resizer {
         let Object::Pvc(claim) = &*shared else {
             return;
         };
-        let Some((pv, request)) = self.wanted(key, claim) else {
+        let Some(pv) = self.volume_of(claim) else {
+            return;
+        };
+        if self.sync_modify(key, claim, &pv) || !self.config.expand {
+            return;
+        }
+        let Some(request) = self.wanted(key, claim) else {
             return;
         };
         let answered = self
@@ -185,14 +276,8 @@ impl Resizer {
         }
     }
 
-    /// The claim's volume and the size asked for, when the claim is a
-    /// bound one of this driver's that wants to grow, its class allows it
-    /// and the node is not finishing it already.
-    fn wanted(
-        &mut self,
-        key: &ObjectKey,
-        claim: &PersistentVolumeClaim,
-    ) -> Option<(PersistentVolume, u64)> {
+    /// The volume of a bound claim, when it is one of this driver's.
+    fn volume_of(&self, claim: &PersistentVolumeClaim) -> Option<PersistentVolume> {
         if claim.phase() != PvcPhase::Bound {
             return None;
         }
@@ -208,6 +293,12 @@ impl Resizer {
             .csi
             .as_ref()
             .filter(|c| c.driver == self.config.driver)?;
+        Some(pv)
+    }
+
+    /// The size asked for, when the claim wants to grow, its class allows
+    /// it and the node is not finishing it already.
+    fn wanted(&mut self, key: &ObjectKey, claim: &PersistentVolumeClaim) -> Option<u64> {
         let request = claim.request().map_or(0, |q| q.bytes());
         let status = claim.status_capacity().map_or(0, |q| q.bytes());
         if request <= status {
@@ -231,7 +322,7 @@ impl Resizer {
         claim
             .condition(FS_RESIZE_PENDING)
             .is_none()
-            .then_some((pv, request))
+            .then_some(request)
     }
 
     /// Marks the claim Resizing (first), then asks ControllerExpand.
@@ -255,14 +346,7 @@ impl Resizer {
             Some(secret) => match self.credentials.remove(key) {
                 Some(data) => data,
                 None => {
-                    self.busy.insert(key.clone());
-                    let (claim, pv) = (key.clone(), pv.name().to_string());
-                    let call = Call::GetSecret {
-                        claim,
-                        pv,
-                        secret: secret.clone(),
-                    };
-                    self.cx.api(crate::control::secrets::get(secret), call);
+                    self.get_secret(key, pv, secret.clone(), SecretFor::Expand);
                     return;
                 }
             },
@@ -316,29 +400,56 @@ impl Resizer {
         self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
     }
 
-    /// The controller-expand Secret was read, or not: its data waits for
-    /// ControllerExpandVolume, or the resize fails as a failed call would.
-    fn secret_read(
+    /// Reads `secret`, which the PV names, for the claim's `purpose` call.
+    fn get_secret(
         &mut self,
-        claim: ObjectKey,
-        pv: String,
-        secret: &SecretReference,
-        result: ApiResult,
+        key: &ObjectKey,
+        pv: &PersistentVolume,
+        secret: SecretReference,
+        purpose: SecretFor,
     ) {
+        self.busy.insert(key.clone());
+        let get = crate::control::secrets::get(&secret);
+        let call = Call::GetSecret {
+            claim: key.clone(),
+            pv: pv.name().to_string(),
+            secret,
+            purpose,
+        };
+        self.cx.api(get, call);
+    }
+
+    /// A Secret was read, or not: its data waits for the call it is for,
+    /// or that call fails as a failed call would.
+    fn secret_read(&mut self, call: Call, result: ApiResult) {
+        let Call::GetSecret {
+            claim,
+            pv,
+            secret,
+            purpose,
+        } = call
+        else {
+            return;
+        };
         self.busy.remove(&claim);
         let present = self.cx.cache.get(&claim).is_some();
-        match crate::control::secrets::read(secret, result) {
-            // Kept only while the claim is there to be resized.
-            Ok(data) if present => {
+        match (crate::control::secrets::read(&secret, result), purpose) {
+            // Kept only while the claim is there.
+            (Ok(data), SecretFor::Expand) if present => {
                 self.credentials.insert(claim.clone(), data);
-                self.cx.dirty.insert(claim);
             }
-            Ok(_) => {}
-            Err(message) => {
-                self.resize_failed(&claim, &pv, &message);
-                self.cx.dirty.insert(claim);
+            (Ok(data), SecretFor::Modify) if present => {
+                self.modify_credentials.insert(claim.clone(), data);
+            }
+            (Ok(_), _) => {}
+            (Err(message), SecretFor::Expand) => self.resize_failed(&claim, &pv, &message),
+            (Err(message), SecretFor::Modify) => {
+                self.cx.fail(claim.clone());
+                let e = Event::warning(claim.clone(), reason::VOLUME_MODIFY_FAILED, message);
+                self.tell(&claim, e);
             }
         }
+        self.cx.dirty.insert(claim);
     }
 
     fn expand_done(&mut self, claim: ObjectKey, pv: String, result: CsiResult) {
@@ -393,9 +504,14 @@ impl Controller for Resizer {
     fn observe(&mut self, watch: Watch) {
         match &watch {
             Watch::Applied(o) => self.mark(o),
-            // Secret data read for a claim that went goes with it.
+            // What was kept for a claim that went goes with it.
             Watch::Deleted(o) => {
-                self.credentials.remove(&o.key());
+                let key = o.key();
+                self.credentials.remove(&key);
+                self.modify_credentials.remove(&key);
+                self.uncertain.remove(&key);
+                self.slow.remove(&key);
+                self.modified.remove(&key);
             }
         }
         self.cx.apply(watch);
@@ -406,8 +522,8 @@ impl Controller for Resizer {
     }
 
     fn api_done(&mut self, call: Call, result: ApiResult) {
-        if let Call::GetSecret { claim, pv, secret } = call {
-            return self.secret_read(claim, pv, &secret, result);
+        if let Call::GetSecret { .. } = call {
+            return self.secret_read(call, result);
         }
         let Call::Api { claim } = call else { return };
         self.busy.remove(&claim);
@@ -424,17 +540,20 @@ impl Controller for Resizer {
     }
 
     fn csi_done(&mut self, call: Call, result: CsiResult) {
-        if let Call::Expand { claim, pv } = call {
-            self.expand_done(claim, pv, result);
+        match call {
+            Call::Expand { claim, pv } => self.expand_done(claim, pv, result),
+            Call::Modify { claim, target, .. } => self.modify_done(claim, target, result),
+            _ => {}
         }
     }
 
     /// One operation per claim at a time.
     fn invariants(&self) -> Result<(), String> {
         let keys = self.cx.in_flight().map(|c| match c {
-            Call::Expand { claim, .. } | Call::Api { claim } | Call::GetSecret { claim, .. } => {
-                claim
-            }
+            Call::Expand { claim, .. }
+            | Call::Modify { claim, .. }
+            | Call::Api { claim }
+            | Call::GetSecret { claim, .. } => claim,
         });
         crate::machine::one_at_a_time("resizer", keys, |k| self.busy.contains(k), self.busy.len())
     }

@@ -33,6 +33,7 @@ pub use credentials::Purpose;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::csi_parameters;
+use crate::Status;
 use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
 use crate::driver::{self, Request, Response};
 use crate::model::names::{
@@ -41,7 +42,6 @@ use crate::model::names::{
     PARAM_SNAPSHOT_NAMESPACE, reason,
 };
 use crate::model::*;
-use crate::{Code, Status};
 
 /// What a write settles once it succeeds.
 #[derive(Debug, Clone, PartialEq, Hash)]
@@ -141,17 +141,6 @@ fn key(name: &str) -> ObjectKey {
 }
 
 /// Upstream's isCSIFinalError: these codes may still see the snapshot cut.
-fn is_final(e: &Status) -> bool {
-    !matches!(
-        e.code,
-        Code::Cancelled
-            | Code::DeadlineExceeded
-            | Code::Unavailable
-            | Code::ResourceExhausted
-            | Code::Aborted
-    )
-}
-
 impl Snapshotter {
     /// csi-snapshotter for `driver`, with empty memory.
     pub fn new(driver: &str) -> Snapshotter {
@@ -319,7 +308,7 @@ impl Snapshotter {
                         e.go_error()
                     )
                 };
-                self.fail(&content, msg, is_final(&e));
+                self.fail(&content, msg, e.is_final());
             }
             (Call::Check { .. }, Err(e)) => self.fail(&content, e.go_error(), false),
             (_, Ok(other)) => self.fail(

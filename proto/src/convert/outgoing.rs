@@ -113,6 +113,17 @@ impl ToWire for core::ControllerExpand {
     }
 }
 
+impl ToWire for core::ControllerModify {
+    type Wire = csi::ControllerModifyVolumeRequest;
+    fn to_wire(&self) -> Self::Wire {
+        csi::ControllerModifyVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            secrets: map(&self.secrets.0),
+            mutable_parameters: map(&self.mutable_parameters),
+        }
+    }
+}
+
 impl ToWire for core::NodeStage {
     type Wire = csi::NodeStageVolumeRequest;
     fn to_wire(&self) -> Self::Wire {
@@ -190,6 +201,7 @@ macro_rules! empty_answer {
 empty_answer!(
     csi::DeleteVolumeResponse,
     csi::ControllerUnpublishVolumeResponse,
+    csi::ControllerModifyVolumeResponse,
     csi::NodeStageVolumeResponse,
     csi::NodeUnstageVolumeResponse,
     csi::NodePublishVolumeResponse,

@@ -5,6 +5,8 @@ use crate::control::Input;
 use crate::control::rig::Rig;
 use crate::machine::Machine;
 
+mod attributes;
+
 const DRIVER: &str = "volplane.csi.io";
 
 fn rig() -> Rig<Provisioner> {

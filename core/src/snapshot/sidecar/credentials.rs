@@ -29,15 +29,8 @@ fn annotated<C: CutContent>(c: &C) -> Result<Option<SecretReference>, String> {
     let (name_key, namespace_key) = C::DELETION_SECRET;
     let ann = &c.meta().annotations;
     match (ann.get(name_key), ann.get(namespace_key)) {
-        // Names as the API server takes them, checked before the get: a
-        // hand-written annotation must not steer the request elsewhere.
-        (Some(name), Some(namespace))
-            if secrets::is_dns1123_subdomain(name) && secrets::is_dns1123_label(namespace) =>
-        {
-            Ok(Some(SecretReference {
-                name: name.clone(),
-                namespace: namespace.clone(),
-            }))
+        (Some(name), Some(namespace)) if secrets::valid_ref(name, namespace).is_some() => {
+            Ok(secrets::valid_ref(name, namespace))
         }
         (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => Err(format!(
             "snapshot content {:?} names Secret {name:?} in namespace {namespace:?} in its {name_key} / {namespace_key} annotations, which is no valid Secret name and namespace; correct the annotations",

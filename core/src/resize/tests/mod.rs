@@ -4,6 +4,8 @@ use super::*;
 use crate::Status;
 use crate::control::rig::Rig;
 
+mod modify;
+
 const DRIVER: &str = "volplane.csi.io";
 
 /// The driver: ControllerExpand reaches the size asked.

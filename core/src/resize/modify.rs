@@ -1,0 +1,389 @@
+//! The resizer's modify half: external-resizer's modify controller. A bound
+//! claim that names another VolumeAttributesClass than the one its volume
+//! has (`status.currentVolumeAttributesClassName`) has its volume modified
+//! with the new class's parameters (ControllerModifyVolume); then the PV
+//! names the class, and last the claim's status says it has it.
+//!
+//! `status.modifyVolumeStatus` says where a change stands, as upstream
+//! writes it: `Pending` (the class does not exist), `InProgress` (being
+//! modified, or failed and retried with backoff), `Infeasible` (the driver
+//! refused the parameters as invalid: retried once per longest retry
+//! delay, or at once when the claim names another class). A call whose
+//! outcome is unknown (a timeout, UNAVAILABLE…) is carried on to the class
+//! it was for, even if the claim names another meanwhile, so the volume is
+//! never left half-way between two classes unbeknown.
+
+use super::*;
+use crate::control::secrets;
+
+/// The claim condition while its volume is modified.
+pub const MODIFYING_VOLUME: &str = "ModifyingVolume";
+/// The claim condition after a modify failed, with the CSI code as reason.
+pub const MODIFY_VOLUME_ERROR: &str = "ModifyVolumeError";
+/// `modifyVolumeStatus.status`: the class does not exist (yet).
+pub const PENDING: &str = "Pending";
+/// `modifyVolumeStatus.status`: the volume is being modified.
+pub const IN_PROGRESS: &str = "InProgress";
+/// `modifyVolumeStatus.status`: the driver refused the class's parameters.
+pub const INFEASIBLE: &str = "Infeasible";
+
+/// The claim with its modify status set to `status` (upstream's
+/// markControllerModifyVolumeStatus): unless Pending, the
+/// `ModifyingVolume` condition says how it goes, with a
+/// `ModifyVolumeError` condition after a failure; the target becomes the
+/// claim's class when a modify starts.
+fn with_modify_status(
+    claim: &PersistentVolumeClaim,
+    status: &str,
+    error: Option<&crate::Status>,
+) -> PersistentVolumeClaim {
+    let mut c = claim.clone();
+    let spec = claim.volume_attributes_class().unwrap_or("").to_string();
+    let s = c.status.modify_volume_status.get_or_insert_default();
+    s.status = status.into();
+    if status == PENDING {
+        return c;
+    }
+    let mut conditions = Vec::new();
+    let message = match error {
+        None => {
+            s.target_volume_attributes_class_name = spec.clone();
+            format!("Modifying volume to {spec:?} is in progress.")
+        }
+        Some(e) => {
+            let target = &s.target_volume_attributes_class_name;
+            let message = if e.is_final() {
+                format!("Modifying volume to {target:?} failed. Waiting for retry.")
+            } else {
+                format!("Modifying volume to {target:?} is still in progress.")
+            };
+            conditions.push(PvcCondition {
+                type_: MODIFY_VOLUME_ERROR.into(),
+                status: "True".into(),
+                reason: e.code.go_name().into(),
+                message: e.message.clone(),
+            });
+            message
+        }
+    };
+    conditions.insert(
+        0,
+        PvcCondition {
+            type_: MODIFYING_VOLUME.into(),
+            status: "True".into(),
+            reason: String::new(),
+            message,
+        },
+    );
+    merge_conditions(&mut c.status.conditions, conditions);
+    c
+}
+
+/// Replaces the conditions of the types `new` has, in place, and appends
+/// the rest (upstream's MergePVCConditions).
+fn merge_conditions(old: &mut Vec<PvcCondition>, new: Vec<PvcCondition>) {
+    for n in new {
+        match old.iter_mut().find(|o| o.type_ == n.type_) {
+            Some(o) => *o = n,
+            None => old.push(n),
+        }
+    }
+}
+
+fn without_modify_conditions(c: &mut PersistentVolumeClaim) {
+    c.status
+        .conditions
+        .retain(|x| x.type_ != MODIFYING_VOLUME && x.type_ != MODIFY_VOLUME_ERROR);
+}
+
+impl Resizer {
+    /// The modify half's pass over a bound claim of this driver's; true
+    /// when it put something in hand (the expand half then waits its turn).
+    pub(super) fn sync_modify(
+        &mut self,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+    ) -> bool {
+        if !self.config.modify {
+            return false;
+        }
+        if let Some(target) = self.modified.get(key).cloned() {
+            return self.complete_modify(key, claim, pv, &target);
+        }
+        let spec = claim.volume_attributes_class().unwrap_or("");
+        let current = claim
+            .status
+            .current_volume_attributes_class_name
+            .as_deref()
+            .unwrap_or("");
+        let status = claim.status.modify_volume_status.clone();
+        if status.is_none() && spec == current {
+            self.uncertain.remove(key);
+            self.slow.remove(key);
+            return false;
+        }
+        if self.recently_infeasible(key, claim) {
+            return false;
+        }
+        let in_progress = status.as_ref().is_some_and(|s| s.status == IN_PROGRESS);
+        if spec.is_empty() && !in_progress {
+            return self.rolled_back(key, claim);
+        }
+        // An outcome we do not know, or no class asked for: carry on to
+        // the class the last call was for.
+        if spec.is_empty() || (in_progress && self.uncertain.contains(key)) {
+            let target = status.map(|s| s.target_volume_attributes_class_name);
+            let Some(vac) = self.attributes_class(key, claim, target.as_deref().unwrap_or(""))
+            else {
+                self.cx.fail(key.clone());
+                return false;
+            };
+            return self.call_modify(key, claim, pv, &vac);
+        }
+        let Some(vac) = self.attributes_class(key, claim, spec) else {
+            if status.is_none_or(|s| s.status != PENDING) {
+                let pending = with_modify_status(claim, PENDING, None);
+                self.api(key, ApiCall::UpdateStatus(Object::Pvc(pending)));
+                return true;
+            }
+            return false;
+        };
+        let started = status.is_some_and(|s| {
+            s.status == IN_PROGRESS && s.target_volume_attributes_class_name == spec
+        });
+        if !started {
+            let marked = with_modify_status(claim, IN_PROGRESS, None);
+            self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
+            let msg = format!(
+                "external resizer is modifying volume {} with vac {spec}",
+                claim.metadata.name
+            );
+            self.tell(key, Event::normal(key.clone(), reason::VOLUME_MODIFY, msg));
+            return true;
+        }
+        self.call_modify(key, claim, pv, &vac)
+    }
+
+    /// The class `name` when it exists and is this driver's; otherwise a
+    /// `VolumeModifyFailed` warning says why.
+    fn attributes_class(
+        &mut self,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+        name: &str,
+    ) -> Option<VolumeAttributesClass> {
+        let why = match self.cx.cache.find(Kind::VolumeAttributesClass, "", name) {
+            Some(Object::AttributesClass(vac)) if vac.driver_name == self.config.driver => {
+                return Some(vac.clone());
+            }
+            Some(Object::AttributesClass(vac)) => format!(
+                "VAC {name} referenced in PVC {} is for driver {} which does not match driver name {}",
+                claim.metadata.name, vac.driver_name, self.config.driver
+            ),
+            _ => format!("VAC {name:?} does not exist."),
+        };
+        let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
+        self.tell(key, e);
+        None
+    }
+
+    /// The claim failed as Infeasible for the class it still names, and
+    /// the slow retry's wait has not run out.
+    fn recently_infeasible(&mut self, key: &ObjectKey, claim: &PersistentVolumeClaim) -> bool {
+        let same_target = claim.status.modify_volume_status.as_ref().is_some_and(|s| {
+            Some(s.target_volume_attributes_class_name.as_str()) == claim.volume_attributes_class()
+        });
+        if !same_target {
+            self.slow.remove(key);
+            return false;
+        }
+        self.slow
+            .get(key)
+            .is_some_and(|until| *until > self.cx.now())
+    }
+
+    /// The claim names no class again and nothing is in flight: the
+    /// `ModifyingVolume` condition goes (`VolumeModifyCanceled`).
+    fn rolled_back(&mut self, key: &ObjectKey, claim: &PersistentVolumeClaim) -> bool {
+        if claim.condition(MODIFYING_VOLUME).is_none() {
+            return false;
+        }
+        let e = Event::normal(
+            key.clone(),
+            reason::VOLUME_MODIFY_CANCELED,
+            "Cancelled modify.",
+        );
+        self.tell(key, e);
+        let mut c = claim.clone();
+        c.status.conditions.retain(|x| x.type_ != MODIFYING_VOLUME);
+        self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
+        true
+    }
+
+    /// ControllerModifyVolume of the claim's volume with `vac`'s
+    /// parameters, once the Secret it needs (the PV's controller-modify
+    /// annotations, else its controller-expand Secret) is read.
+    fn call_modify(
+        &mut self,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        vac: &VolumeAttributesClass,
+    ) -> bool {
+        let Some(csi) = &pv.spec.csi else {
+            return false;
+        };
+        let secret = match modify_secret(pv) {
+            Ok(secret) => secret,
+            Err(why) => {
+                let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
+                self.tell(key, e);
+                self.cx.fail(key.clone());
+                return false;
+            }
+        };
+        let secrets = match secret {
+            None => driver::Secrets::default(),
+            Some(secret) => match self.modify_credentials.remove(key) {
+                Some(data) => data,
+                None => {
+                    self.get_secret(key, pv, secret, SecretFor::Modify);
+                    return true;
+                }
+            },
+        };
+        let mut mutable_parameters: driver::Attributes =
+            vac.parameters.clone().into_iter().collect();
+        if self.config.extra_modify_metadata {
+            mutable_parameters.insert(names::PARAM_PVC_NAME.into(), claim.metadata.name.clone());
+            mutable_parameters.insert(
+                names::PARAM_PVC_NAMESPACE.into(),
+                claim.metadata.namespace.clone(),
+            );
+            mutable_parameters.insert(names::PARAM_PV_NAME.into(), pv.name().to_string());
+        }
+        let call = Request::ControllerModify(driver::ControllerModify {
+            volume_id: csi.volume_handle.clone(),
+            mutable_parameters,
+            secrets,
+        });
+        self.busy.insert(key.clone());
+        let what = Call::Modify {
+            claim: key.clone(),
+            pv: pv.name().to_string(),
+            target: vac.metadata.name.clone(),
+        };
+        self.cx.csi(None, call, what);
+        true
+    }
+
+    /// The volume has the class `target`: the PV names it first, then the
+    /// claim's status (no modify status, no modify conditions, the class
+    /// current). True while a write is in hand.
+    fn complete_modify(
+        &mut self,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        target: &str,
+    ) -> bool {
+        if pv.spec.volume_attributes_class_name.as_deref() != Some(target) {
+            let mut v = pv.clone();
+            v.spec.volume_attributes_class_name = Some(target.to_string());
+            self.api(key, ApiCall::Update(Object::Pv(v)));
+            return true;
+        }
+        let done = claim.status.modify_volume_status.is_none()
+            && claim.status.current_volume_attributes_class_name.as_deref() == Some(target)
+            && claim.condition(MODIFYING_VOLUME).is_none();
+        if done {
+            self.modified.remove(key);
+            return false;
+        }
+        let mut c = claim.clone();
+        c.status.modify_volume_status = None;
+        c.status.current_volume_attributes_class_name = Some(target.to_string());
+        without_modify_conditions(&mut c);
+        let msg = format!(
+            "external resizer modified volume {} with vac {target} successfully",
+            claim.metadata.name
+        );
+        let e = Event::normal(key.clone(), reason::VOLUME_MODIFY_SUCCESSFUL, msg);
+        self.tell(key, e);
+        self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
+        true
+    }
+
+    /// ControllerModifyVolume answered.
+    pub(super) fn modify_done(&mut self, claim: ObjectKey, target: String, result: CsiResult) {
+        self.busy.remove(&claim);
+        match result {
+            Ok(_) => {
+                self.cx.backoff.succeed(&claim);
+                self.uncertain.remove(&claim);
+                self.slow.remove(&claim);
+                self.modified.insert(claim.clone(), target);
+            }
+            Err(e) => self.modify_failed(&claim, &target, &e),
+        }
+        self.cx.dirty.insert(claim);
+    }
+
+    /// A failed modify: a call that may still run leaves the claim
+    /// uncertain (carried on to `target`); INVALID_ARGUMENT makes it
+    /// Infeasible (retried slowly); the status says so, a
+    /// `VolumeModifyFailed` warning too, and the claim backs off.
+    fn modify_failed(&mut self, key: &ObjectKey, target: &str, e: &crate::Status) {
+        let mut msg = e.go_error();
+        let mut status = IN_PROGRESS;
+        if !e.is_final() {
+            self.uncertain.insert(key.clone());
+            msg.push_str(&format!(". Still modifying to VAC {target}"));
+        } else {
+            self.uncertain.remove(key);
+            if e.code == crate::Code::InvalidArgument {
+                status = INFEASIBLE;
+            }
+        }
+        if let Some(Object::Pvc(c)) = self.cx.cache.get(key) {
+            let marked = with_modify_status(c, status, Some(e));
+            self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
+        }
+        if status == INFEASIBLE {
+            let until = self.cx.now() + self.config.retry_max;
+            self.slow.insert(key.clone(), until);
+            self.cx.hold(key.clone(), until);
+        } else {
+            self.cx.fail(key.clone());
+        }
+        let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, msg);
+        self.tell(key, e);
+    }
+}
+
+/// The Secret ControllerModifyVolume uses: the PV's controller-modify
+/// annotations when both are set, else its controller-expand Secret; an
+/// error when the annotations name no valid Secret.
+fn modify_secret(pv: &PersistentVolume) -> Result<Option<SecretReference>, String> {
+    let ann = |k| pv.metadata.annotation(k).filter(|v| !v.is_empty());
+    match (
+        ann(names::ANN_MODIFY_SECRET_NAME),
+        ann(names::ANN_MODIFY_SECRET_NAMESPACE),
+    ) {
+        (Some(name), Some(namespace)) => match secrets::valid_ref(name, namespace) {
+            Some(r) => Ok(Some(r)),
+            None => Err(format!(
+                "persistentvolume {} names Secret {name:?} in namespace {namespace:?} in its {} / {} annotations, which is no valid Secret name and namespace; correct the annotations",
+                pv.name(),
+                names::ANN_MODIFY_SECRET_NAME,
+                names::ANN_MODIFY_SECRET_NAMESPACE
+            )),
+        },
+        _ => Ok(pv
+            .spec
+            .csi
+            .as_ref()
+            .and_then(|c| c.controller_expand_secret_ref.clone())),
+    }
+}
