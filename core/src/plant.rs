@@ -29,11 +29,14 @@ pub enum Plant {
     /// provisioner: leave the class's allowedTopologies out of CreateVolume's
     /// requirements (the cluster's segments stand in for them).
     IgnoreAllowedTopologies,
+    /// resizer: take a failed ControllerModifyVolume as done (the claim
+    /// then says its volume has a class it does not have).
+    ModifyIgnoresFailure,
 }
 
 impl Plant {
     /// Every plant, in `--list-plants` order.
-    pub const ALL: [Plant; 7] = [
+    pub const ALL: [Plant; 8] = [
         Plant::UnstageAfterFirstUnpublish,
         Plant::DetachWithoutWaitingForUnmount,
         Plant::DeleteReleasedRetain,
@@ -41,6 +44,7 @@ impl Plant {
         Plant::BindClaimedVolume,
         Plant::RetryFailedWriteAtOnce,
         Plant::IgnoreAllowedTopologies,
+        Plant::ModifyIgnoresFailure,
     ];
 
     /// The name `--plant` takes.
@@ -53,6 +57,7 @@ impl Plant {
             Plant::BindClaimedVolume => "bind-claimed-volume",
             Plant::RetryFailedWriteAtOnce => "retry-failed-write-at-once",
             Plant::IgnoreAllowedTopologies => "ignore-allowed-topologies",
+            Plant::ModifyIgnoresFailure => "modify-ignores-failure",
         }
     }
 
@@ -72,6 +77,7 @@ impl Plant {
                 "provisioner retries a failed PV write at once, with nothing new (a hot loop)"
             }
             Plant::IgnoreAllowedTopologies => "provisioner ignores the class's allowedTopologies",
+            Plant::ModifyIgnoresFailure => "resizer takes a failed ControllerModifyVolume as done",
         }
     }
 

@@ -31,6 +31,7 @@ fuzz_target!(|input: (u64, u8, Vec<A>)| {
                 name: format!("c{}", i % 3),
                 class: if retain { "retain" } else { "delete" }.into(),
                 mode: [AccessMode::ReadWriteOnce, AccessMode::ReadWriteMany, AccessMode::ReadWriteOncePod][usize::from(mode % 3)].clone(),
+                attributes: None,
             },
             A::Pod(p, c, n) => Action::Pod { name: format!("p{}", p % 4), claim: format!("c{}", c % 3), node: usize::from(n) },
             A::DeletePod(p) => Action::DeletePod { name: format!("p{}", p % 4) },

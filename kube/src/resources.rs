@@ -36,6 +36,7 @@ pub fn api_resource(kind: Kind) -> ApiResource {
         }
         Kind::Secret => erase::<core_v1::Secret>(),
         Kind::VolumeAttributesClass => erase::<storage_v1::VolumeAttributesClass>(),
+        Kind::CsiStorageCapacity => erase::<storage_v1::CSIStorageCapacity>(),
     }
 }
 
@@ -61,8 +62,8 @@ fn group_api(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
-/// Claims, pods, VolumeSnapshots, VolumeGroupSnapshots and Secrets live in
-/// a namespace; the rest are cluster-scoped.
+/// Claims, pods, VolumeSnapshots, VolumeGroupSnapshots, Secrets and
+/// CSIStorageCapacities live in a namespace; the rest are cluster-scoped.
 pub fn namespaced(kind: Kind) -> bool {
     matches!(
         kind,
@@ -71,6 +72,7 @@ pub fn namespaced(kind: Kind) -> bool {
             | Kind::VolumeSnapshot
             | Kind::VolumeGroupSnapshot
             | Kind::Secret
+            | Kind::CsiStorageCapacity
     )
 }
 
@@ -116,6 +118,7 @@ mod tests {
                 "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotClass volumegroupsnapshotclasses",
                 "v1 Secret secrets",
                 "storage.k8s.io/v1 VolumeAttributesClass volumeattributesclasses",
+                "storage.k8s.io/v1 CSIStorageCapacity csistoragecapacities",
             ]
         );
         for k in Kind::ALL {

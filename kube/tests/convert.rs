@@ -42,9 +42,8 @@ fn check(text: &str) -> Vec<Kind> {
             Kind::Node => round_trip::<core_v1::Node>(&doc),
             Kind::Pod => round_trip::<core_v1::Pod>(&doc),
             Kind::Secret => round_trip::<core_v1::Secret>(&doc),
-            Kind::VolumeAttributesClass => {
-                round_trip::<storage_v1::VolumeAttributesClass>(&doc)
-            }
+            Kind::VolumeAttributesClass => round_trip::<storage_v1::VolumeAttributesClass>(&doc),
+            Kind::CsiStorageCapacity => round_trip::<storage_v1::CSIStorageCapacity>(&doc),
             // The snapshot CRDs have no k8s-openapi types: through JSON.
             Kind::VolumeSnapshot
             | Kind::VolumeSnapshotContent

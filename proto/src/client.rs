@@ -105,6 +105,7 @@ impl<T: Transport> CsiClient<T> {
             }
             Request::ControllerExpand(r) => answer(c.controller_expand_volume(r.to_wire()).await),
             Request::ControllerModify(r) => answer(c.controller_modify_volume(r.to_wire()).await),
+            Request::GetCapacity(r) => answer(c.get_capacity(r.to_wire()).await),
             Request::CreateSnapshot(r) => answer(c.create_snapshot(r.to_wire()).await),
             Request::DeleteSnapshot(r) => answer(c.delete_snapshot(r.to_wire()).await),
             Request::ListSnapshots(r) => answer(c.list_snapshots(r.to_wire()).await),

@@ -137,3 +137,32 @@ impl VolumeAttributesClass {
         }
     }
 }
+
+/// A CSIStorageCapacity (storage.k8s.io/v1, namespaced): how much a
+/// driver can still provision for one StorageClass in one topology
+/// segment, for the scheduler to place pods whose volumes wait for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct CsiStorageCapacity {
+    #[serde(default)]
+    /// `apiVersion`.
+    pub api_version: String,
+    #[serde(default)]
+    /// `kind`.
+    pub kind: String,
+    #[serde(default)]
+    /// `metadata`.
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `nodeTopology`: the nodes the capacity is for (absent: none).
+    pub node_topology: Option<super::LabelSelector>,
+    #[serde(default)]
+    /// `storageClassName`.
+    pub storage_class_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `capacity`: what GetCapacity reported available.
+    pub capacity: Option<super::Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `maximumVolumeSize`.
+    pub maximum_volume_size: Option<super::Quantity>,
+}

@@ -91,6 +91,7 @@ impl Deployment {
             api_version: "apps/v1".into(),
             kind: "Deployment".into(),
             name: self.metadata.name.clone(),
+            controller: None,
             uid: self.metadata.uid.clone(),
         });
         p.spec = self.spec.template.spec.clone();

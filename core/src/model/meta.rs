@@ -162,6 +162,9 @@ pub struct OwnerReference {
     #[serde(default)]
     /// `uid`.
     pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `controller`: the owner is the object's managing controller.
+    pub controller: Option<bool>,
 }
 
 /// `ObjectReference` (a PV's `claimRef`).

@@ -68,11 +68,13 @@ pub enum Kind {
     Secret,
     /// `VolumeAttributesClass`.
     VolumeAttributesClass,
+    /// `CSIStorageCapacity`.
+    CsiStorageCapacity,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
         Kind::StorageClass,
@@ -89,6 +91,7 @@ impl Kind {
         Kind::VolumeGroupSnapshotClass,
         Kind::Secret,
         Kind::VolumeAttributesClass,
+        Kind::CsiStorageCapacity,
     ];
 
     /// The kind a manifest's `kind` string names, if the model knows it.
@@ -115,6 +118,7 @@ impl Kind {
             Kind::VolumeGroupSnapshotClass => "VolumeGroupSnapshotClass",
             Kind::Secret => "Secret",
             Kind::VolumeAttributesClass => "VolumeAttributesClass",
+            Kind::CsiStorageCapacity => "CSIStorageCapacity",
         }
     }
 }
@@ -154,6 +158,8 @@ pub enum Object {
     Secret(Secret),
     /// `AttributesClass`.
     AttributesClass(VolumeAttributesClass),
+    /// `Capacity`.
+    Capacity(CsiStorageCapacity),
 }
 
 impl Object {
@@ -176,6 +182,7 @@ impl Object {
             Object::GroupSnapshotClass(_) => Kind::VolumeGroupSnapshotClass,
             Object::Secret(_) => Kind::Secret,
             Object::AttributesClass(_) => Kind::VolumeAttributesClass,
+            Object::Capacity(_) => Kind::CsiStorageCapacity,
         }
     }
 
@@ -198,6 +205,7 @@ impl Object {
             Object::GroupSnapshotClass(o) => &o.metadata,
             Object::Secret(o) => &o.metadata,
             Object::AttributesClass(o) => &o.metadata,
+            Object::Capacity(o) => &o.metadata,
         }
     }
 
@@ -220,6 +228,7 @@ impl Object {
             Object::GroupSnapshotClass(o) => &mut o.metadata,
             Object::Secret(o) => &mut o.metadata,
             Object::AttributesClass(o) => &mut o.metadata,
+            Object::Capacity(o) => &mut o.metadata,
         }
     }
 
@@ -308,6 +317,7 @@ impl Object {
             Some(Kind::VolumeGroupSnapshotClass) => Object::GroupSnapshotClass(load(doc)?),
             Some(Kind::Secret) => Object::Secret(load(doc)?),
             Some(Kind::VolumeAttributesClass) => Object::AttributesClass(load(doc)?),
+            Some(Kind::CsiStorageCapacity) => Object::Capacity(load(doc)?),
             None => return Err(format!("kind {kind:?} is not one the machines know")),
         })
     }
@@ -331,6 +341,7 @@ impl Object {
             Object::GroupSnapshotClass(o) => serde_json::to_value(o),
             Object::Secret(o) => serde_json::to_value(o),
             Object::AttributesClass(o) => serde_json::to_value(o),
+            Object::Capacity(o) => serde_json::to_value(o),
         };
         v.expect("model objects serialise")
     }

@@ -152,6 +152,9 @@ struct Provisioning {
     source: Option<ObjectKey>,
     /// The Secrets its calls use, resolved with the request (B2.9).
     secrets: secrets::VolumeSecrets,
+    /// The VolumeAttributesClass whose parameters the request carries: the
+    /// PV names it, whatever the claim names by the time it is made.
+    attributes_class: Option<String>,
 }
 
 /// What the provisioner has in flight.
@@ -531,6 +534,7 @@ impl Provisioner {
             orphan: None,
             source: source::source_key(&claim),
             secrets,
+            attributes_class: claim.volume_attributes_class().map(str::to_string),
         };
         self.credentials.remove(&uid);
         self.provisioning.insert(uid, p.clone());

@@ -341,9 +341,7 @@ impl Provisioner {
         pv.spec.mount_options = p.class.mount_options.clone();
         pv.spec.persistent_volume_reclaim_policy = Some(p.class.reclaim_policy());
         pv.spec.storage_class_name = Some(class);
-        pv.spec.volume_attributes_class_name = claim
-            .and_then(|c| c.volume_attributes_class())
-            .map(str::to_string);
+        pv.spec.volume_attributes_class_name = p.attributes_class.clone();
         let fs_type = match p.request.capabilities.first().map(|c| &c.access_type) {
             Some(driver::AccessType::Mount { fs_type, .. }) => fs_type.clone(),
             _ => String::new(),

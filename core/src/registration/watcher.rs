@@ -482,6 +482,7 @@ impl PluginWatcher {
                     api_version: "v1".into(),
                     kind: "Node".into(),
                     name: self.node.clone(),
+                    controller: None,
                     uid: node.metadata.uid.clone(),
                 });
                 c.spec.drivers.push(entry);

@@ -23,6 +23,7 @@ use crate::Tick;
 use crate::control::csi_map::{self, DriverModes};
 use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
 use crate::driver::{self, Request, Response};
+use crate::machine::TimerTable;
 use crate::model::names::{self, reason};
 use crate::model::*;
 
@@ -50,6 +51,8 @@ pub struct ResizeConfig {
     pub retry_start: Tick,
     /// The longest retry delay.
     pub retry_max: Tick,
+    /// Simulation only: a planted mistake.
+    pub plant: crate::plant::Planted,
 }
 
 impl ResizeConfig {
@@ -63,6 +66,7 @@ impl ResizeConfig {
             extra_modify_metadata: false,
             retry_start: 1_000,
             retry_max: 300_000,
+            plant: crate::plant::Planted::default(),
         }
     }
 }
@@ -132,8 +136,9 @@ pub struct Resizer {
     /// Claims whose last modify may still be running (or that were
     /// InProgress when first seen): carried on to the class it was for.
     uncertain: BTreeSet<ObjectKey>,
-    /// Claims Infeasible for the class they name: not tried again before.
-    slow: BTreeMap<ObjectKey, Tick>,
+    /// Claims Infeasible for the class they name: not tried again before
+    /// (the engine's backoff wakes them then).
+    slow: TimerTable<ObjectKey>,
     /// Claims whose volume was modified to this class; the PV and the
     /// claim's status are still to say so.
     modified: BTreeMap<ObjectKey, String>,
@@ -163,7 +168,7 @@ impl Resizer {
             credentials: BTreeMap::new(),
             modify_credentials: BTreeMap::new(),
             uncertain: BTreeSet::new(),
-            slow: BTreeMap::new(),
+            slow: TimerTable::default(),
             modified: BTreeMap::new(),
         }
     }
@@ -510,7 +515,7 @@ impl Controller for Resizer {
                 self.credentials.remove(&key);
                 self.modify_credentials.remove(&key);
                 self.uncertain.remove(&key);
-                self.slow.remove(&key);
+                self.slow.stop(&key);
                 self.modified.remove(&key);
             }
         }

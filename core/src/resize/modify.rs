@@ -120,7 +120,7 @@ impl Resizer {
         let status = claim.status.modify_volume_status.clone();
         if status.is_none() && spec == current {
             self.uncertain.remove(key);
-            self.slow.remove(key);
+            self.slow.stop(key);
             return false;
         }
         if self.recently_infeasible(key, claim) {
@@ -195,12 +195,12 @@ impl Resizer {
             Some(s.target_volume_attributes_class_name.as_str()) == claim.volume_attributes_class()
         });
         if !same_target {
-            self.slow.remove(key);
+            self.slow.stop(key);
             return false;
         }
         self.slow
             .get(key)
-            .is_some_and(|until| *until > self.cx.now())
+            .is_some_and(|until| until > self.cx.now())
     }
 
     /// The claim names no class again and nothing is in flight: the
@@ -318,11 +318,18 @@ impl Resizer {
     /// ControllerModifyVolume answered.
     pub(super) fn modify_done(&mut self, claim: ObjectKey, target: String, result: CsiResult) {
         self.busy.remove(&claim);
+        let planted = self
+            .config
+            .plant
+            .is(crate::plant::Plant::ModifyIgnoresFailure);
         match result {
+            Err(_) if planted => {
+                self.modified.insert(claim.clone(), target);
+            }
             Ok(_) => {
                 self.cx.backoff.succeed(&claim);
                 self.uncertain.remove(&claim);
-                self.slow.remove(&claim);
+                self.slow.stop(&claim);
                 self.modified.insert(claim.clone(), target);
             }
             Err(e) => self.modify_failed(&claim, &target, &e),
@@ -352,7 +359,7 @@ impl Resizer {
         }
         if status == INFEASIBLE {
             let until = self.cx.now() + self.config.retry_max;
-            self.slow.insert(key.clone(), until);
+            self.slow.set(key.clone(), until);
             self.cx.hold(key.clone(), until);
         } else {
             self.cx.fail(key.clone());

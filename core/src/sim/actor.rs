@@ -123,6 +123,11 @@ impl Actor {
             {
                 None
             }
+            Actor::Binder(_) | Actor::Attach(_) | Actor::Kubelet(_)
+                if kind == Kind::VolumeAttributesClass =>
+            {
+                None
+            }
             Actor::Watcher(_) => matches!(kind, Kind::Node | Kind::CsiNode)
                 .then(|| Delivery::Watcher(WatcherInput::Watch(w.clone()))),
             Actor::Registrar { .. } => None,
@@ -159,6 +164,7 @@ impl Actor {
                 c.plant = plant;
                 c.snapshots = true;
                 c.topology = true;
+                c.modify_volume = true;
                 Actor::Provisioner(Provisioner::new(c))
             }
             Actor::Attach(_) => {
@@ -170,6 +176,8 @@ impl Actor {
             Actor::Resizer(_) => {
                 let mut c = ResizeConfig::new(DRIVER);
                 c.modes = modes();
+                c.modify = true;
+                c.plant = plant;
                 Actor::Resizer(Resizer::new(c))
             }
             Actor::Protection(p) => Actor::Protection(Protection::new(p.guarded())),

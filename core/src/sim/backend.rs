@@ -35,7 +35,15 @@ pub struct Storage {
     /// no longer has (each a lost restore).
     #[serde(default)]
     pub restored_from_missing: Vec<String>,
+    /// Volume handle → the mutable parameters it really has (set by
+    /// CreateVolume, changed by ControllerModifyVolume).
+    #[serde(default)]
+    pub attributes: BTreeMap<String, BTreeMap<String, String>>,
 }
+
+/// A mutable parameter value the simulated storage refuses
+/// (INVALID_ARGUMENT), as a real one refuses an impossible IOPS figure.
+pub const INFEASIBLE_VALUE: &str = "invalid";
 
 impl Storage {
     /// Carries out a plan for real (in memory) on `node` (None: the controller).
@@ -54,6 +62,12 @@ impl Storage {
                     None => false,
                 };
                 self.volumes.entry(id.clone()).or_insert(data);
+                self.attributes.entry(id.clone()).or_insert_with(|| {
+                    p.mutable_parameters
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                });
                 // Where the CO prefers it, else anywhere it may be.
                 let at = p
                     .accessibility
@@ -71,6 +85,7 @@ impl Storage {
                 if let Some(data) = self.volumes.remove(&volume.volume_id) {
                     self.deleted.push((volume.volume_id.clone(), data));
                 }
+                self.attributes.remove(&volume.volume_id);
                 Outcome::Done
             }
             Plan::ControllerPublish {
@@ -98,7 +113,19 @@ impl Storage {
                 capacity_bytes: capacity.required_bytes,
                 node_expansion_required: true,
             },
-            Plan::ControllerModify { .. } => Outcome::Done,
+            Plan::ControllerModify {
+                volume,
+                mutable_parameters,
+                ..
+            } => {
+                if self.volumes.contains_key(&volume.volume_id) {
+                    let has = self.attributes.entry(volume.volume_id.clone()).or_default();
+                    for (k, v) in mutable_parameters {
+                        has.insert(k.to_string(), v.to_string());
+                    }
+                }
+                Outcome::Done
+            }
             Plan::CreateSnapshot(p) => {
                 Outcome::SnapshotCreated(self.cut(format!("snap-{}", p.name), &p.source, ""))
             }
@@ -292,6 +319,7 @@ pub fn allowed_errors(call: &CsiCall) -> &'static [Code] {
             &[Code::Aborted, Code::Unavailable, Code::Internal]
         }
         Request::NodeExpand(_) => &[Code::Aborted, Code::Unavailable, Code::Internal],
+        Request::ControllerModify(_) => &[Code::Aborted, Code::Unavailable, Code::Internal],
         _ => &[Code::Unavailable],
     }
 }
@@ -318,8 +346,23 @@ fn carried(call: &CsiCall) -> Option<&driver::Secrets> {
         CsiCall::ControllerPublish(c) => Some(&c.secrets),
         CsiCall::ControllerUnpublish(c) => Some(&c.secrets),
         CsiCall::ControllerExpand(c) => Some(&c.secrets),
+        CsiCall::ControllerModify(c) => Some(&c.secrets),
         _ => None,
     }
+}
+
+/// INVALID_ARGUMENT for a call that asks for a mutable parameter value the
+/// storage cannot have.
+fn infeasible(call: &CsiCall) -> Option<Status> {
+    let params = match call {
+        CsiCall::CreateVolume(c) => &c.mutable_parameters,
+        CsiCall::ControllerModify(c) => &c.mutable_parameters,
+        _ => return None,
+    };
+    params
+        .iter()
+        .find(|(_, v)| &**v == INFEASIBLE_VALUE)
+        .map(|(k, v)| Status::invalid(format!("{k}={v} is not a value this storage can have")))
 }
 
 fn config(node: &str, controller: bool, plant: Planted) -> DriverConfig {
@@ -457,6 +500,9 @@ impl DriverProcess {
                 Code::Unauthenticated,
                 format!("{} without the driver's credentials", call.method()),
             ));
+        }
+        if let Some(refused) = infeasible(&call) {
+            return Err(refused);
         }
         self.machine.handle(
             now,

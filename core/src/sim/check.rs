@@ -265,6 +265,7 @@ impl Sim {
         if world_changed {
             self.check_attachments_and_snapshots(&mut found);
             self.check_topology(&mut found);
+            self.check_attributes(&mut found);
         }
         for (kind, what) in found {
             self.violate(kind, what);
@@ -442,6 +443,7 @@ impl Sim {
         let (needed, targets) = self.wanted_mounts(&mut found);
         self.mounts_converged(&needed, &targets, &mut found);
         self.storage_converged(&mut found);
+        self.attributes_converged(&mut found);
         for what in found {
             self.violate("not converged", format!("not converged: {what}"));
         }
@@ -471,10 +473,14 @@ impl Sim {
     }
 
     /// True when `c` can be provisioned as the user set things up: its
-    /// class exists, and the Secret the class names for CreateVolume does
+    /// class exists, the VolumeAttributesClass it names is one the storage
+    /// can have, and the Secret the class names for CreateVolume does
     /// too (a workload shrunk without its Secret leaves the claim Pending,
     /// rightly).
     fn can_provision(&self, c: &PersistentVolumeClaim) -> bool {
+        if !self.attributes_provisionable(c) {
+            return false;
+        }
         let Some(Object::Class(sc)) =
             self.store
                 .get(&ObjectKey::new(Kind::StorageClass, "", c.class()))

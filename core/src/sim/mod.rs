@@ -17,6 +17,7 @@
 //! same trace, byte for byte.
 
 mod actor;
+mod attributes;
 pub mod backend;
 pub mod check;
 /// Writes a line of the trace, when the run keeps one (formatting nothing

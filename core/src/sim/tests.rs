@@ -326,6 +326,20 @@ fn generated_workloads_stay_safe_at_a_high_fault_rate() {
 fn generated_workloads_exercise_every_fault_and_the_whole_lifecycle() {
     let mut faults = std::collections::BTreeMap::new();
     let mut calls = std::collections::BTreeSet::new();
+    let lifecycle = [
+        "CreateVolume",
+        "ControllerPublishVolume",
+        "NodeStageVolume",
+        "NodePublishVolume",
+        "NodeUnpublishVolume",
+        "NodeUnstageVolume",
+        "ControllerUnpublishVolume",
+        "DeleteVolume",
+        "ControllerExpandVolume",
+        "ControllerModifyVolume",
+        "CreateSnapshot",
+        "CreateVolumeGroupSnapshot",
+    ];
     // A pod deleted once it was published is rare (seed 245 is the first
     // since API answers travel apart from watch events): seeds are tried
     // until every call was seen, 400 at most.
@@ -335,7 +349,7 @@ fn generated_workloads_exercise_every_fault_and_the_whole_lifecycle() {
             *faults.entry(*k).or_insert(0) += v;
         }
         calls.extend(sim.stats.seen.get("CSI call").cloned().unwrap_or_default());
-        if seed >= 80 && calls.contains("NodeUnpublishVolume") {
+        if seed >= 80 && lifecycle.iter().all(|c| calls.contains(*c)) {
             break;
         }
     }
@@ -353,19 +367,7 @@ fn generated_workloads_exercise_every_fault_and_the_whole_lifecycle() {
             "{f} never injected: {faults:?}"
         );
     }
-    for c in [
-        "CreateVolume",
-        "ControllerPublishVolume",
-        "NodeStageVolume",
-        "NodePublishVolume",
-        "NodeUnpublishVolume",
-        "NodeUnstageVolume",
-        "ControllerUnpublishVolume",
-        "DeleteVolume",
-        "ControllerExpandVolume",
-        "CreateSnapshot",
-        "CreateVolumeGroupSnapshot",
-    ] {
+    for c in lifecycle {
         assert!(calls.contains(c), "{c} never happened: {calls:?}");
     }
 }
@@ -423,11 +425,14 @@ fn exhaustive_search_finds_every_planted_bug() {
     // A failed write retried at once needs two writers racing on one PV
     // and the answer trailing the other's watch event: beyond the small
     // configuration's bounds; random search finds it. Its classes allow
-    // every zone, so ignoring allowedTopologies changes nothing there.
+    // every zone, so ignoring allowedTopologies changes nothing there; and
+    // it changes no VolumeAttributesClass.
     let explored = Plant::ALL.into_iter().filter(|p| {
         !matches!(
             p,
-            Plant::RetryFailedWriteAtOnce | Plant::IgnoreAllowedTopologies
+            Plant::RetryFailedWriteAtOnce
+                | Plant::IgnoreAllowedTopologies
+                | Plant::ModifyIgnoresFailure
         )
     });
     for plant in explored {

@@ -40,6 +40,8 @@ pub enum Action {
         class: String,
         /// Its access mode.
         mode: AccessMode,
+        /// The VolumeAttributesClass it names, if any.
+        attributes: Option<String>,
     },
     /// Schedule a pod using `claim` on node `node` (a single-node claim's pods
     /// follow its first pod, as a scheduler would place them).
@@ -72,6 +74,15 @@ pub enum Action {
     Resize {
         /// The claim.
         claim: String,
+    },
+    /// Name another VolumeAttributesClass on a claim (`gold`, `silver`,
+    /// `infeasible` — whose value the storage refuses — or one that does
+    /// not exist).
+    Modify {
+        /// The claim.
+        claim: String,
+        /// The class it names from now on.
+        class: String,
     },
     /// A malformed plugin puts a registration socket in a node's
     /// registry (another type, no versions, no v1 version): the kubelet must
@@ -145,8 +156,20 @@ impl std::fmt::Display for Action {
                     "create StorageClass {name} (reclaim {policy}{with}{only})"
                 )
             }
-            Action::Claim { name, class, mode } => {
-                write!(f, "create PVC {name} (class {class}, {})", mode.short())
+            Action::Claim {
+                name,
+                class,
+                mode,
+                attributes,
+            } => {
+                let with = attributes
+                    .as_ref()
+                    .map_or(String::new(), |a| format!(", attributes {a}"));
+                write!(
+                    f,
+                    "create PVC {name} (class {class}, {}{with})",
+                    mode.short()
+                )
             }
             Action::Pod { name, claim, node } => {
                 write!(f, "create Pod {name} using {claim} on node-{node}")
@@ -155,6 +178,9 @@ impl std::fmt::Display for Action {
             Action::DeleteClaim { name } => write!(f, "delete PVC {name}"),
             Action::DeleteVolume { claim } => write!(f, "delete the PV of PVC {claim}"),
             Action::Resize { claim } => write!(f, "grow PVC {claim} by 1Gi"),
+            Action::Modify { claim, class } => {
+                write!(f, "set PVC {claim}'s VolumeAttributesClass to {class}")
+            }
             Action::RoguePlugin { node, kind } => write!(
                 f,
                 "a plugin {} registers on node-{node}",
@@ -183,13 +209,22 @@ impl std::fmt::Display for Action {
     }
 }
 
-/// A generated workload: two classes (Delete, Retain) and a snapshot class,
-/// then claims (RWO, RWX, RWOP) and pods across nodes created and deleted,
-/// expansions, snapshots taken, restored and deleted, and runs of steps in
-/// between.
+/// The VolumeAttributesClasses of generated workloads: name, `tier`.
+pub const ATTRIBUTE_CLASSES: [(&str, &str); 3] = [
+    ("gold", "gold"),
+    ("silver", "silver"),
+    ("infeasible", super::backend::INFEASIBLE_VALUE),
+];
+
+/// A generated workload: two classes (Delete, Retain), a snapshot class
+/// and attribute classes, then claims (RWO, RWX, RWOP) and pods across
+/// nodes created and deleted, expansions, class changes, snapshots taken,
+/// restored and deleted, and runs of steps in between.
 pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action> {
     let mut rng = Rng::new(seed ^ 0x57a7e);
     let mut snaps = Rng::new(seed ^ 0x5a95);
+    let mut modifies = Rng::new(seed ^ 0x30d1);
+    let mut named = std::collections::BTreeMap::new();
     let claims = pods.div_ceil(2).max(1);
     let (namespace, name) = CREDENTIALS;
     let secret = Secret::new(namespace, name, &[(TOKEN.0, TOKEN.1)]);
@@ -216,6 +251,10 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
             VolumeGroupSnapshotClass::new("groups", super::DRIVER, DeletionPolicy::Delete),
         ))),
     ];
+    for (name, tier) in ATTRIBUTE_CLASSES {
+        let vac = VolumeAttributesClass::new(name, super::DRIVER, &[("tier", tier)]);
+        out.push(Action::Apply(Box::new(Object::AttributesClass(vac))));
+    }
     for _ in 0..len {
         let c = format!("c{}", rng.below(claims));
         let p = format!("p{}", rng.below(pods.max(1)));
@@ -237,6 +276,7 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
                     AccessMode::ReadWriteOncePod,
                 ][rng.below(3)]
                 .clone(),
+                attributes: (modifies.below(5) == 0).then(|| "gold".into()),
             },
             2..=4 => Action::Pod {
                 name: p,
@@ -254,6 +294,16 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
                 steps: rng.below(60) as u32,
             },
         });
+        // Now and then a claim names another class, from a stream of its own.
+        if modifies.below(10) == 0 {
+            let claim = format!("c{}", modifies.below(claims));
+            let class = ["gold", "silver", "gold", "infeasible", "missing"][modifies.below(5)];
+            named.insert(claim.clone(), class);
+            out.push(Action::Modify {
+                claim,
+                class: class.into(),
+            });
+        }
         // Now and then a snapshot taken, restored or deleted, drawn from a
         // stream of its own so the rest of the workload stays as it was.
         if snaps.below(8) == 0 {
@@ -275,6 +325,17 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
                 _ => Action::DeleteGroupSnapshot {
                     name: format!("g{}", snaps.below(2)),
                 },
+            });
+        }
+    }
+    // A claim left naming a class it cannot have is retried (provisioned
+    // or modified) once per longest retry delay for ever, so the cluster
+    // never goes quiet: the user corrects it in the end.
+    for (claim, class) in named {
+        if matches!(class, "infeasible" | "missing") {
+            out.push(Action::Modify {
+                claim,
+                class: "gold".into(),
             });
         }
     }
@@ -351,7 +412,12 @@ impl Sim {
                 }
                 // The driver's controller calls need its credentials,
                 // which the class names (the workload applied the Secret).
-                let ops = ["provisioner", "controller-publish", "controller-expand"];
+                let ops = [
+                    "provisioner",
+                    "controller-publish",
+                    "controller-expand",
+                    "controller-modify",
+                ];
                 for op in ops.iter().filter(|_| *credentials) {
                     let (namespace, secret) = CREDENTIALS;
                     let prefix = format!("csi.storage.k8s.io/{op}-secret");
@@ -365,8 +431,15 @@ impl Sim {
                 }
                 Some(ApiCall::Create(Object::Class(sc)))
             }
-            Action::Claim { name, class, mode } => {
-                Some(ApiCall::Create(Object::Pvc(new_claim(name, class, mode))))
+            Action::Claim {
+                name,
+                class,
+                mode,
+                attributes,
+            } => {
+                let mut c = new_claim(name, class, mode);
+                c.spec.volume_attributes_class_name = attributes.clone();
+                Some(ApiCall::Create(Object::Pvc(c)))
             }
             Action::Pod { name, claim, node } => self
                 .place_pod(name, claim, node)
@@ -384,6 +457,16 @@ impl Sim {
             Action::Resize { claim } => claim_of(self, claim)
                 .filter(|c| c.phase() == PvcPhase::Bound)
                 .map(|c| ApiCall::Update(Object::Pvc(grown(c)))),
+            // Only once bound: the PV controller never binds a claim to the
+            // volume provisioned for it when the claim named another class
+            // meanwhile (upstream's FindMatchingVolume skips it), so a user
+            // changes the class of a bound claim.
+            Action::Modify { claim, class } => claim_of(self, claim)
+                .filter(|c| c.phase() == PvcPhase::Bound)
+                .map(|mut c| {
+                    c.spec.volume_attributes_class_name = Some(class.clone());
+                    ApiCall::Update(Object::Pvc(c))
+                }),
             Action::Snapshot { name, claim } => {
                 let s = VolumeSnapshot::of_claim("default", name, claim, "snapshots");
                 Some(ApiCall::Create(Object::Snapshot(s)))
@@ -511,11 +594,13 @@ pub fn small_configuration(plant: crate::plant::Planted) -> (Sim, Vec<Action>) {
             name: "c0".into(),
             class: "delete".into(),
             mode: AccessMode::ReadWriteOnce,
+            attributes: None,
         },
         Action::Claim {
             name: "c1".into(),
             class: "retain".into(),
             mode: AccessMode::ReadWriteOnce,
+            attributes: None,
         },
         Action::Pod {
             name: "p0".into(),
@@ -545,6 +630,7 @@ pub fn small_configuration(plant: crate::plant::Planted) -> (Sim, Vec<Action>) {
             name: "c2".into(),
             class: "delete".into(),
             mode: AccessMode::ReadWriteOnce,
+            attributes: None,
         },
         Action::DeleteClaim { name: "c1".into() },
         Action::DeletePod { name: "p1".into() },

@@ -113,6 +113,27 @@ impl ToWire for core::ControllerExpand {
     }
 }
 
+impl ToWire for core::GetCapacity {
+    type Wire = csi::GetCapacityRequest;
+    fn to_wire(&self) -> Self::Wire {
+        csi::GetCapacityRequest {
+            volume_capabilities: self.capabilities.iter().map(wire_capability).collect(),
+            parameters: map(&self.parameters),
+            accessible_topology: self.accessible_topology.as_ref().map(wire_topology),
+        }
+    }
+}
+
+impl IntoResponse for csi::GetCapacityResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        Ok(Response::Capacity {
+            available_bytes: bytes(self.available_capacity),
+            maximum_volume_size: self.maximum_volume_size.map(bytes),
+            minimum_volume_size: self.minimum_volume_size.map(bytes),
+        })
+    }
+}
+
 impl ToWire for core::ControllerModify {
     type Wire = csi::ControllerModifyVolumeRequest;
     fn to_wire(&self) -> Self::Wire {

@@ -438,6 +438,7 @@ impl SnapshotController {
                 api_version: GROUP_SNAPSHOT_API_VERSION.into(),
                 kind: "VolumeGroupSnapshot".into(),
                 name: g.metadata.name.clone(),
+                controller: None,
                 uid: g.metadata.uid.clone(),
             });
             s.metadata.add_finalizer(FINALIZER_SNAPSHOT_IN_GROUP);
