@@ -112,6 +112,47 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub extra_modify_metadata: bool,
+    /// Publish CSIStorageCapacity objects (storage.k8s.io/v1) from the
+    /// driver's GetCapacity, one per topology segment and
+    /// WaitForFirstConsumer class, in the namespace `NAMESPACE` names.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_capacity: bool,
+    /// How often every CSIStorageCapacity object is refreshed.
+    #[arg(long, default_value = "1m", value_parser = duration)]
+    pub capacity_poll_interval: Duration,
+    /// Which object owns the CSIStorageCapacity objects, counted from the
+    /// pod `POD_NAME` names: -1 none, 0 the pod, 1 its StatefulSet,
+    /// DaemonSet or ReplicaSet, 2 a ReplicaSet's Deployment.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub capacity_ownerref_level: i64,
+    /// Publish capacity for classes with Immediate binding too (the
+    /// scheduler does not need it).
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub capacity_for_immediate_binding: bool,
+    /// Accepted for external-provisioner's manifests; the capacity tracker
+    /// runs on the one loop.
+    #[arg(long, default_value_t = 1)]
+    pub capacity_threads: u32,
+    /// Run beside the driver on each node (a DaemonSet) and provision only
+    /// claims whose selected node is this one (`NODE_NAME`); capacity is
+    /// published for this node's segment.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub node_deployment: bool,
+    /// With --node-deployment: claims with Immediate binding are taken by
+    /// the first node with room that selects itself for them.
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub node_deployment_immediate_binding: bool,
+    /// With --node-deployment: how long a node waits at first before it
+    /// tries to take an Immediate claim.
+    #[arg(long, default_value = "20s", value_parser = duration)]
+    pub node_deployment_base_delay: Duration,
+    /// With --node-deployment: how long it waits at most.
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    pub node_deployment_max_delay: Duration,
     /// Volumes are named `<prefix>-<claim UID>`.
     #[arg(long, default_value = "pvc", value_parser = name_prefix)]
     pub volume_name_prefix: String,
@@ -281,6 +322,8 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         } else {
             None
         };
+        let capacity = capacity_tracking(&args, &clients("capacity")).await?;
+        let node_deployment = node_deployment(&args, &mut csi).await?;
         let config = ControllerConfig {
             roles: Roles {
                 provisioner: args.provisioner,
@@ -311,6 +354,8 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
                 args.snapshot_name_prefix,
                 usize::try_from(args.snapshot_name_uuid_length).ok(),
             ),
+            capacity,
+            node_deployment,
             metrics,
         };
         let elector = clients("leader-election");
@@ -325,6 +370,85 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         };
         result.map_err(|e| e.to_string())
     })
+}
+
+/// `--enable-capacity`'s setup, read from the environment as
+/// external-provisioner reads it: `NAMESPACE` for the objects, `POD_NAME`
+/// to find their owner.
+async fn capacity_tracking(
+    args: &ControllerArgs,
+    client: &kube::Client,
+) -> Result<Option<volplane_kube::controller::CapacityTracking>, String> {
+    if !args.enable_capacity {
+        return Ok(None);
+    }
+    let namespace = std::env::var("NAMESPACE")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .ok_or("--enable-capacity: need NAMESPACE env variable for CSIStorageCapacity objects")?;
+    let owner = match u32::try_from(args.capacity_ownerref_level) {
+        Err(_) => None,
+        Ok(level) => {
+            let pod = std::env::var("POD_NAME")
+                .ok()
+                .filter(|n| !n.is_empty())
+                .ok_or("--enable-capacity: need POD_NAME env variable to determine CSIStorageCapacity owner (or --capacity-ownerref-level=-1)")?;
+            let owner = volplane_kube::owner::lookup(client, &namespace, &pod, level).await?;
+            tracing::info!(
+                "using {}/{} {} as owner of CSIStorageCapacity objects",
+                owner.api_version,
+                owner.kind,
+                owner.name
+            );
+            Some(owner)
+        }
+    };
+    Ok(Some(volplane_kube::controller::CapacityTracking {
+        namespace,
+        owner,
+        poll_interval: args.capacity_poll_interval,
+        immediate_binding: args.capacity_for_immediate_binding,
+    }))
+}
+
+/// `--node-deployment`'s setup: the node (`NODE_NAME`) and its segment,
+/// as the driver's NodeGetInfo reports it.
+async fn node_deployment<T: volplane_proto::client::Transport>(
+    args: &ControllerArgs,
+    csi: &mut CsiClient<T>,
+) -> Result<Option<volplane_kube::controller::NodeDeployment>, String> {
+    if !args.node_deployment {
+        return Ok(None);
+    }
+    let node = std::env::var("NODE_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .ok_or("The NODE_NAME environment variable must be set when using --node-deployment.")?;
+    let topology = match csi.call(&volplane_core::driver::Request::NodeGetInfo).await {
+        Ok(volplane_core::driver::Response::NodeInfo {
+            accessible_topology,
+            ..
+        }) => accessible_topology
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        Ok(other) => return Err(format!("--node-deployment: NodeGetInfo answered {other:?}")),
+        Err(e) => {
+            return Err(format!(
+                "--node-deployment: NodeGetInfo: {}: {}",
+                e.code.name(),
+                e.message
+            ));
+        }
+    };
+    Ok(Some(volplane_kube::controller::NodeDeployment {
+        node,
+        topology,
+        immediate_binding: args.node_deployment_immediate_binding,
+        base_delay: args.node_deployment_base_delay,
+        max_delay: args.node_deployment_max_delay,
+    }))
 }
 
 /// livenessprobe's check: the driver at `endpoint` answers Probe, ready,

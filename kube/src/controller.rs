@@ -26,6 +26,7 @@ use volplane_core::control::{ApiResult, ControlMachine, Effect, HotLoopGuard, In
 use volplane_core::driver::{ControllerCapability as Cap, PluginCapability, Request, Response};
 use volplane_core::model::Kind;
 use volplane_core::protection::{Guarded, Protection};
+use volplane_core::provision::node::NodeScope;
 use volplane_core::provision::{Provisioner, ProvisionerConfig};
 use volplane_core::resize::{ResizeConfig, Resizer};
 use volplane_core::snapshot::{SnapshotController, Snapshotter};
@@ -83,6 +84,36 @@ impl Default for Roles {
     }
 }
 
+/// `--enable-capacity`: where the CSIStorageCapacity objects go and how
+/// they are kept.
+#[derive(Debug, Clone)]
+pub struct CapacityTracking {
+    /// The namespace of the objects (`NAMESPACE`, the controller's own).
+    pub namespace: String,
+    /// Their owner (`--capacity-ownerref-level`), if any.
+    pub owner: Option<volplane_core::model::OwnerReference>,
+    /// `--capacity-poll-interval`.
+    pub poll_interval: Duration,
+    /// `--capacity-for-immediate-binding`.
+    pub immediate_binding: bool,
+}
+
+/// `--node-deployment`: this controller runs beside the driver on one node
+/// and provisions only for it.
+#[derive(Debug, Clone)]
+pub struct NodeDeployment {
+    /// The node (`NODE_NAME`).
+    pub node: String,
+    /// The node's topology segment, as the driver's NodeGetInfo reports it.
+    pub topology: BTreeMap<String, String>,
+    /// `--node-deployment-immediate-binding`.
+    pub immediate_binding: bool,
+    /// `--node-deployment-base-delay`.
+    pub base_delay: Duration,
+    /// `--node-deployment-max-delay`.
+    pub max_delay: Duration,
+}
+
 /// How the controller runs.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -110,6 +141,10 @@ pub struct ControllerConfig {
     pub volume_naming: (String, Option<usize>),
     /// `--snapshot-name-prefix` and `--snapshot-name-uuid-length`.
     pub snapshot_naming: (String, Option<usize>),
+    /// `--enable-capacity`.
+    pub capacity: Option<CapacityTracking>,
+    /// `--node-deployment`.
+    pub node_deployment: Option<NodeDeployment>,
     /// Where CSI calls, queue depths and retries are counted.
     pub metrics: Arc<Metrics>,
 }
@@ -129,6 +164,8 @@ impl Default for ControllerConfig {
             extra_modify_metadata: false,
             volume_naming: ("pvc".into(), None),
             snapshot_naming: ("snapshot".into(), None),
+            capacity: None,
+            node_deployment: None,
             metrics: Metrics::new(),
         }
     }
@@ -249,6 +286,13 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         (c.volume_name_prefix, c.volume_name_uuid_length) = config.volume_naming.clone();
         c.snapshots = r.snapshotter;
         c.modify_volume = facts.has(Cap::ModifyVolume);
+        c.node = config.node_deployment.as_ref().map(|n| NodeScope {
+            node: n.node.clone(),
+            topology: n.topology.clone(),
+            immediate_binding: n.immediate_binding,
+            base_delay: millis(n.base_delay),
+            max_delay: millis(n.max_delay),
+        });
         let p = Provisioner::new(c);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
         out.push(role("provisioner", Box::new(p), &kinds));
@@ -261,6 +305,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.trivial = !facts.has(Cap::PublishUnpublishVolume);
         c.publish_readonly = facts.has(Cap::PublishReadonly);
         c.attach_detach = r.attach_detach;
+        c.node = config.node_deployment.as_ref().map(|n| n.node.clone());
         let mut kinds = vec![VolumeAttachment, PersistentVolume, CsiDriver, CsiNode, Node];
         if r.attach_detach {
             kinds.extend([Pod, PersistentVolumeClaim]);
@@ -273,6 +318,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.modes = modes;
         (c.expand, c.modify) = (expand, modify);
         c.extra_modify_metadata = config.extra_modify_metadata;
+        c.node_topology = config.node_deployment.as_ref().map(|n| n.topology.clone());
         let mut kinds = vec![PersistentVolumeClaim, PersistentVolume, StorageClass];
         if modify {
             kinds.push(VolumeAttributesClass);
@@ -280,6 +326,12 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         out.push(role("resizer", Box::new(Resizer::new(c)), &kinds));
     } else if r.resizer {
         off.push("resizer: the driver has neither EXPAND_VOLUME nor MODIFY_VOLUME".into());
+    }
+    if let Some(tracking) = &config.capacity {
+        match capacity_role(facts, tracking, config.node_deployment.as_ref()) {
+            Ok(role) => out.push(role),
+            Err(why) => off.push(why),
+        }
     }
     if r.binder {
         let kinds = [PersistentVolume, PersistentVolumeClaim, StorageClass, Pod];
@@ -318,6 +370,41 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         }
     }
     (out, off)
+}
+
+/// A duration as the machines' clock counts it.
+fn millis(d: Duration) -> Tick {
+    d.as_millis().try_into().unwrap_or(Tick::MAX)
+}
+
+/// The capacity tracker `--enable-capacity` asks for, or why it cannot run.
+fn capacity_role(
+    facts: &DriverFacts,
+    tracking: &CapacityTracking,
+    node: Option<&NodeDeployment>,
+) -> Result<Role, String> {
+    use volplane_core::capacity::{self, CapacityConfig, CapacityTracker};
+    if !facts.has(Cap::GetCapacity) {
+        return Err("capacity: the driver has no GET_CAPACITY".into());
+    }
+    let mut c = CapacityConfig::new(&facts.name, &tracking.namespace);
+    c.owner = tracking.owner.clone();
+    c.poll_interval = Some(millis(tracking.poll_interval));
+    c.immediate_binding = tracking.immediate_binding;
+    if let Some(node) = node {
+        c.fixed_segment = Some(node.topology.clone());
+        c.managed_by = capacity::managed_by_node(&node.node);
+    }
+    let machine = CapacityTracker::new(c);
+    let kinds = Kind::ALL
+        .into_iter()
+        .filter(|k| machine.watches(*k))
+        .collect();
+    Ok(Role {
+        name: "capacity",
+        machine: Box::new(machine),
+        kinds,
+    })
 }
 
 /// After this many failures in a row, a call's failures are logged as a
@@ -596,10 +683,15 @@ pub async fn run<T: Transport>(
     let (feed_tx, feed_rx) = mpsc::unbounded::<Feed>();
     for kind in &kinds {
         let tx = feed_tx.clone();
+        // The capacity objects are watched in their namespace alone.
+        let namespace = match (kind, &config.capacity) {
+            (Kind::CsiStorageCapacity, Some(t)) => t.namespace.clone(),
+            _ => String::new(),
+        };
         spawn(Box::pin(inform(
             client.clone(),
             *kind,
-            String::new(),
+            namespace,
             move |f| {
                 let _ = tx.unbounded_send(f);
             },

@@ -23,6 +23,7 @@ pub mod election;
 pub mod events;
 #[cfg(feature = "fake-api")]
 pub mod fake;
+pub mod owner;
 pub mod resources;
 pub mod runtime;
 pub mod watch;

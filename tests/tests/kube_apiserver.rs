@@ -6,7 +6,10 @@
 //! ControllerExpandVolume → the PV's capacity; the controller killed
 //! mid-operation converges after a restart; two replicas hold one Lease and
 //! the survivor takes over; deleting the claim deletes the volume and the
-//! PV; deploy/ applies with --dry-run=server.
+//! PV; a CSIStorageCapacity object appears for the class in the driver's
+//! zone (`--enable-capacity`) and follows GetCapacity; a change of the
+//! claim's VolumeAttributesClass reaches ControllerModifyVolume; deploy/
+//! (and its node-deployment variant) applies with --dry-run=server.
 //!
 //! Runs when VOLPLANE_TEST_KUBE_APISERVER names a kube-apiserver binary
 //! (etcd from VOLPLANE_TEST_ETCD or PATH); skipped, saying so, otherwise.
@@ -22,7 +25,9 @@ use common::cluster::{Cluster, bound_claims, cpu_ticks, env_number, volumes, wai
 use common::{Driver, NODE, Runtime};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
+use k8s_openapi::api::storage::v1::{
+    CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment, VolumeAttributesClass,
+};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -30,8 +35,13 @@ const DRIVER: &str = "volplane.csi.io";
 /// The topology key `volplane serve` reports its zone under.
 const ZONE_KEY: &str = "topology.volplane.io/zone";
 
-/// Leader election with short timings, so a failover takes seconds.
+/// Leader election with short timings, so a failover takes seconds; and
+/// capacity tracking (objects in `default`, no owner, a 1 s poll).
 const ELECTED: &[&str] = &[
+    "--enable-capacity",
+    "--capacity-ownerref-level=-1",
+    "--capacity-for-immediate-binding",
+    "--capacity-poll-interval=1s",
     "--leader-election",
     "--leader-election-namespace",
     "default",
@@ -107,6 +117,8 @@ async fn apply_deploy_dry_run(client: &kube::Client) {
         "controller.yaml",
         "node.yaml",
         "storageclasses.yaml",
+        "node-deployment/rbac.yaml",
+        "node-deployment/node.yaml",
     ] {
         let text = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -157,7 +169,7 @@ async fn the_controller_runs_a_real_clusters_storage() {
     let client = cluster.client().await;
     apply_deploy_dry_run(&client).await;
     seed(&client).await;
-    let d = Driver::start(Runtime::Tokio);
+    let d = Driver::start_with(Runtime::Tokio, &["--mutable-parameter=tier"]);
     let mut a = cluster.controller(&d.endpoint, "replica-a", ELECTED);
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
@@ -221,6 +233,63 @@ async fn the_controller_runs_a_real_clusters_storage() {
         (pv.spec?.capacity?.get("storage")?.0 == "128Mi").then_some(())
     })
     .await;
+
+    // Capacity: one object for the class in the driver's zone, from its
+    // GetCapacity (the free space of the volumes' filesystem).
+    let capacities: Api<CSIStorageCapacity> = Api::namespaced(client.clone(), "default");
+    let object = until("a CSIStorageCapacity for the class", || async {
+        capacities
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|c| {
+                c.storage_class_name == "volplane"
+                    && c.node_topology
+                        .as_ref()
+                        .and_then(|t| t.match_labels.as_ref())
+                        .and_then(|l| l.get(ZONE_KEY))
+                        .map(String::as_str)
+                        == Some("local")
+            })
+    })
+    .await;
+    let labels = object.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["csi.storage.k8s.io/drivername"], DRIVER);
+    assert_eq!(
+        labels["csi.storage.k8s.io/managed-by"],
+        "external-provisioner"
+    );
+    assert!(object.capacity.is_some(), "{object:?}");
+
+    // A VolumeAttributesClass named on the claim: ControllerModifyVolume,
+    // then the PV and the claim's status name it.
+    let vac: VolumeAttributesClass = serde_json::from_value(json!({
+        "metadata": {"name": "gold"}, "driverName": DRIVER, "parameters": {"tier": "gold"}
+    }))
+    .unwrap();
+    Api::<VolumeAttributesClass>::all(client.clone())
+        .create(&pp, &vac)
+        .await
+        .unwrap();
+    let modify = json!({"spec": {"volumeAttributesClassName": "gold"}});
+    claims
+        .patch("data", &PatchParams::default(), &Patch::Merge(&modify))
+        .await
+        .unwrap();
+    until("the claim's volume modified to gold", || async {
+        let status = claims.get("data").await.ok()?.status?;
+        (status.current_volume_attributes_class_name.as_deref() == Some("gold")
+            && status.modify_volume_status.is_none())
+        .then_some(())
+    })
+    .await;
+    let pv = pvs.get(&pv_name).await.unwrap();
+    assert_eq!(
+        pv.spec.unwrap().volume_attributes_class_name.as_deref(),
+        Some("gold")
+    );
 
     // Killed mid-operation: a claim created while it is down, and the
     // controller killed again right after it starts.

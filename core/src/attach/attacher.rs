@@ -42,7 +42,12 @@ impl Attach {
         let vas = self.vas_of(volume);
         for va in &vas {
             let name = va.metadata.name.clone();
-            if !self.ready(&name) {
+            let elsewhere = self
+                .config
+                .node
+                .as_ref()
+                .is_some_and(|n| *n != va.spec.node_name);
+            if !self.ready(&name) || elsewhere {
                 continue;
             }
             if va.metadata.deleting() {

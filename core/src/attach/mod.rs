@@ -55,6 +55,9 @@ pub struct AttachConfig {
     pub retry_start: Tick,
     /// The longest retry delay.
     pub retry_max: Tick,
+    /// `--node-deployment`: only the VolumeAttachments of this node are
+    /// carried out here (an attacher runs on every node).
+    pub node: Option<String>,
     /// Simulation only: a planted mistake.
     pub plant: crate::plant::Planted,
 }
@@ -71,6 +74,7 @@ impl AttachConfig {
             max_wait_for_unmount: 6 * 60 * 1000,
             retry_start: 1_000,
             retry_max: 300_000,
+            node: None,
             plant: crate::plant::Planted::default(),
         }
     }

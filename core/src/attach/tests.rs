@@ -654,3 +654,36 @@ mod incremental {
         checker(300, 60).quickcheck(same_effects as fn(Vec<(u8, u8)>) -> TestResult);
     }
 }
+
+/// `--node-deployment`: an attacher on node-a carries out node-a's
+/// attachments and leaves node-b's to node-b's attacher.
+#[test]
+fn an_attacher_deployed_on_a_node_carries_out_only_that_nodes_attachments() {
+    let mut config = AttachConfig::new(DRIVER);
+    config.node = Some("node-a".into());
+    config.attach_detach = false;
+    let mut r = Rig::new(Attach::new(config));
+    r.answer_csi(driver);
+    for o in objects(&[AccessMode::ReadWriteMany]) {
+        r.create(o);
+    }
+    for n in ["node-a", "node-b"] {
+        r.create(Object::Va(VolumeAttachment::new(
+            &va_name(n),
+            DRIVER,
+            n,
+            "pv-1",
+        )));
+    }
+    assert!(va(&r, "node-a").unwrap().status.attached);
+    assert!(!va(&r, "node-b").unwrap().status.attached, "node-b's own");
+    let published: Vec<String> = r
+        .csi_calls
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Request::ControllerPublish(p) => Some(p.node_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(published, ["id-node-a"]);
+}

@@ -40,6 +40,35 @@ pub const MANAGED_BY_LABEL: &str = "csi.storage.k8s.io/managed-by";
 /// The managed-by value of a central provisioner.
 pub const MANAGED_BY: &str = "external-provisioner";
 
+/// The managed-by value of the provisioner deployed on `node`
+/// (`--node-deployment`): `external-provisioner-<node>`, shortened with a
+/// hash to a label value's 63 characters as upstream's
+/// getNameWithMaxLength does.
+pub fn managed_by_node(node: &str) -> String {
+    const MAX: usize = 63;
+    let base = MANAGED_BY;
+    let name = format!("{base}-{node}");
+    if name.len() <= MAX {
+        return name;
+    }
+    let hash = |s: &str| {
+        let mut h: u32 = 0x811c_9dc5;
+        for b in s.bytes() {
+            h ^= u32::from(b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+        format!("{h:08x}")
+    };
+    match MAX.checked_sub(10 + node.len()).filter(|n| *n > 0) {
+        Some(keep) => format!("{}-{}-{node}", &base[..keep.min(base.len())], hash(base)),
+        None => {
+            let prefix = &base[..base.len().min(MAX - 9)];
+            let short = format!("{prefix}-{}", hash(&name));
+            short[..short.len().min(MAX)].to_string()
+        }
+    }
+}
+
 /// How the capacity tracker runs.
 #[derive(Debug, Clone, Hash)]
 pub struct CapacityConfig {

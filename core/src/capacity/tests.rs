@@ -308,3 +308,33 @@ fn a_failed_get_capacity_is_retried_with_backoff() {
     r.advance(2_000);
     assert_eq!(objects(&r), [("local".into(), "a".into(), 5 << 30)]);
 }
+
+#[test]
+fn a_driver_without_topology_keys_gets_the_empty_segment_where_it_runs() {
+    let (mut r, _) = rig(CapacityConfig::new(DRIVER, NAMESPACE));
+    let mut c = CsiNode::new("node-a");
+    c.spec.drivers.push(CsiNodeDriver {
+        name: DRIVER.into(),
+        node_id: "node-a".into(),
+        topology_keys: vec![],
+        allocatable: None,
+    });
+    r.create(Object::Node(Node::new("node-a")));
+    r.create(Object::CsiNode(c));
+    class(&mut r, "local", BindingMode::WaitForFirstConsumer);
+    assert_eq!(objects(&r), [("local".into(), String::new(), 100 << 30)]);
+}
+
+#[test]
+fn a_node_deployments_manager_label_fits_a_label_value_as_upstreams() {
+    assert_eq!(managed_by_node("node-a"), "external-provisioner-node-a");
+    let long = "n".repeat(60);
+    let m = managed_by_node(&long);
+    assert!(
+        m.len() <= 63 && m.starts_with("external-provisioner-"),
+        "{m}"
+    );
+    let medium = "worker-".repeat(5);
+    let m = managed_by_node(&medium);
+    assert!(m.len() <= 63 && m.ends_with(&medium), "{m}");
+}

@@ -56,7 +56,14 @@ impl Provisioner {
         let has = pv
             .metadata
             .has_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-        let should_delete = pv.phase() == PvPhase::Released
+        // Under --node-deployment, only what this node can reach.
+        let reachable = self
+            .config
+            .node
+            .as_ref()
+            .is_none_or(|n| n.reaches(pv.spec.node_affinity.as_ref()));
+        let should_delete = reachable
+            && pv.phase() == PvPhase::Released
             && (pv.reclaim_policy() == ReclaimPolicy::Delete || careless)
             && (!pv.metadata.deleting() || has)
             && !self.deleted.contains(&name);

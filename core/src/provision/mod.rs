@@ -15,6 +15,7 @@
 //! * Failures back off per claim or volume, 1 s doubling to 5 min.
 
 mod delete;
+pub mod node;
 mod request;
 mod secrets;
 mod source;
@@ -69,6 +70,8 @@ pub struct ProvisionerConfig {
     /// The snapshot kinds exist (their CRDs are installed): claims may be
     /// restored from a VolumeSnapshot.
     pub snapshots: bool,
+    /// `--node-deployment`: the one node this provisioner serves.
+    pub node: Option<node::NodeScope>,
     /// The driver has MODIFY_VOLUME: claims may name a
     /// VolumeAttributesClass (whose parameters CreateVolume gets as
     /// `mutable_parameters`); the provisioner watches those classes.
@@ -94,6 +97,7 @@ impl ProvisionerConfig {
             retry_start: 1_000,
             retry_max: 300_000,
             snapshots: false,
+            node: None,
             modify_volume: false,
             plant: crate::plant::Planted::default(),
         }
@@ -230,6 +234,21 @@ pub enum Call {
         /// The source's version written against.
         rv: String,
     },
+    /// GetCapacity of this node for the claim `uid` it may take
+    /// (`--node-deployment`).
+    CheckCapacity {
+        /// The claim's UID.
+        uid: String,
+        /// The claim.
+        claim: ObjectKey,
+    },
+    /// The write of this node as the selected node of the claim `uid`.
+    TakeClaim {
+        /// The claim's UID.
+        uid: String,
+        /// The claim.
+        claim: ObjectKey,
+    },
     /// The finalizer's removal from a source whose UID is `uid`, written
     /// against its version `rv`.
     Release {
@@ -253,6 +272,8 @@ impl Call {
             | Call::DropSelectedNode { uid }
             | Call::Protect { uid, .. }
             | Call::Release { uid, .. }
+            | Call::CheckCapacity { uid, .. }
+            | Call::TakeClaim { uid, .. }
             | Call::GetSecret { uid, .. } => uid,
             Call::Delete { pv }
             | Call::DeletePvObject { pv, .. }
@@ -283,6 +304,8 @@ pub struct Provisioner {
     /// PV names → what their DeleteVolume's Secret held (empty when it
     /// could not be read: deletion goes on without), until it is sent.
     deletion_credentials: BTreeMap<String, driver::Secrets>,
+    /// Claim UIDs this node is trying to take (`--node-deployment`).
+    taking: BTreeMap<String, node::Taking>,
 }
 
 impl Provisioner {
@@ -298,6 +321,7 @@ impl Provisioner {
             populated: BTreeSet::new(),
             credentials: BTreeMap::new(),
             deletion_credentials: BTreeMap::new(),
+            taking: BTreeMap::new(),
         }
     }
 
@@ -576,6 +600,9 @@ impl Provisioner {
         if class.provisioner != self.config.driver {
             return None;
         }
+        if let node::NodeVerdict::NotMine = self.node_verdict(key, uid, claim, &class) {
+            return None;
+        }
         let selected = claim
             .metadata
             .annotation(names::ANN_SELECTED_NODE)
@@ -693,6 +720,7 @@ impl Provisioner {
                 self.busy.remove(&pv);
                 self.deleted_volume(&pv, result);
             }
+            Call::CheckCapacity { uid, claim } => self.capacity_checked(uid, claim, result),
             other => debug_assert!(false, "{other:?} is not a CSI call"),
         }
     }
@@ -844,6 +872,7 @@ impl Provisioner {
             Call::GetDeletionSecret { pv, secret } => {
                 return self.deletion_secret_read(pv, secret, result);
             }
+            Call::TakeClaim { uid, claim } => return self.take_written(uid, claim, result),
             _ => {}
         }
         if let ApiResult::Ok(Some(o)) = &result {
@@ -964,6 +993,15 @@ impl Controller for Provisioner {
 
     fn api_done(&mut self, call: Call, result: ApiResult) {
         self.api_completed(call, result);
+    }
+
+    /// When a claim this node may take is next tried (`--node-deployment`).
+    fn deadline(&self) -> Option<Tick> {
+        self.next_take()
+    }
+
+    fn fire(&mut self, now: Tick) {
+        self.takes_due(now);
     }
 
     fn csi_done(&mut self, call: Call, result: CsiResult) {

@@ -203,19 +203,16 @@ fn any_keys(driver: &str, cache: &Cache) -> Option<Vec<String>> {
     })
 }
 
-/// Every distinct segment of the nodes where `driver` registered topology
-/// keys: each such node's labels for its CSINode's keys (a node missing a
-/// label has none), as upstream's node topology informer lists them for
-/// storage capacity.
+/// Every distinct segment of the nodes where `driver` is registered: each
+/// such node's labels for its CSINode's topology keys (a node missing a
+/// label has none; a driver without keys gives the empty segment), as
+/// upstream's node topology informer lists them for storage capacity.
 pub fn node_segments(driver: &str, cache: &Cache) -> std::collections::BTreeSet<Term> {
     cache
         .of_kind(Kind::CsiNode)
         .filter_map(|o| {
             let Object::CsiNode(c) = o else { return None };
             let keys = &c.driver(driver)?.topology_keys;
-            if keys.is_empty() {
-                return None;
-            }
             let Some(Object::Node(n)) = cache.find(Kind::Node, "", &c.metadata.name) else {
                 return None;
             };

@@ -51,6 +51,9 @@ pub struct ResizeConfig {
     pub retry_start: Tick,
     /// The longest retry delay.
     pub retry_max: Tick,
+    /// `--node-deployment`: this node's segment; only volumes it reaches
+    /// are resized and modified here (a resizer runs on every node).
+    pub node_topology: Option<crate::provision::topology::Term>,
     /// Simulation only: a planted mistake.
     pub plant: crate::plant::Planted,
 }
@@ -66,6 +69,7 @@ impl ResizeConfig {
             extra_modify_metadata: false,
             retry_start: 1_000,
             retry_max: 300_000,
+            node_topology: None,
             plant: crate::plant::Planted::default(),
         }
     }
@@ -298,7 +302,12 @@ impl Resizer {
             .csi
             .as_ref()
             .filter(|c| c.driver == self.config.driver)?;
-        Some(pv)
+        let here = self
+            .config
+            .node_topology
+            .as_ref()
+            .is_none_or(|t| crate::provision::node::reaches(t, pv.spec.node_affinity.as_ref()));
+        here.then_some(pv)
     }
 
     /// The size asked for, when the claim wants to grow, its class allows

@@ -170,6 +170,8 @@ impl Cluster {
             ])
             .args(extra)
             .env("POD_NAME", pod)
+            // Where --enable-capacity keeps its objects.
+            .env("NAMESPACE", "default")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.dir.path().join(format!("{pod}.log"))).unwrap())
             .spawn()

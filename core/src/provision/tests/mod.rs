@@ -6,6 +6,7 @@ use crate::control::rig::Rig;
 use crate::machine::Machine;
 
 mod attributes;
+mod node;
 
 const DRIVER: &str = "volplane.csi.io";
 

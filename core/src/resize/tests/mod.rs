@@ -344,3 +344,38 @@ fn a_missing_controller_expand_secret_fails_the_resize_with_upstreams_message() 
     r.advance(2_000);
     assert_eq!(pv_bytes(&r), 2 << 30, "then retried");
 }
+
+/// `--node-deployment`: a resizer on a node grows only the volumes its
+/// node reaches.
+#[test]
+fn a_resizer_deployed_on_a_node_grows_only_the_volumes_it_reaches() {
+    for (zone, grows) in [("a", true), ("b", false)] {
+        let mut config = ResizeConfig::new(DRIVER);
+        config.node_topology =
+            Some([("topology.volplane.io/zone".to_string(), "a".to_string())].into());
+        let mut r = Rig::new(Resizer::new(config));
+        r.answer_csi(expand(false));
+        for o in objects(true) {
+            let o = match o {
+                Object::Pv(mut pv) => {
+                    pv.spec.node_affinity = Some(VolumeNodeAffinity {
+                        required: Some(NodeSelector {
+                            node_selector_terms: vec![NodeSelectorTerm {
+                                match_expressions: vec![NodeSelectorRequirement {
+                                    key: "topology.volplane.io/zone".into(),
+                                    operator: "In".into(),
+                                    values: vec![zone.into()],
+                                }],
+                            }],
+                        }),
+                    });
+                    Object::Pv(pv)
+                }
+                o => o,
+            };
+            r.create(o);
+        }
+        grow(&mut r, "2Gi");
+        assert_eq!(!r.csi_calls.is_empty(), grows, "zone {zone}");
+    }
+}
