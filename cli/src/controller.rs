@@ -324,40 +324,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         };
         let capacity = capacity_tracking(&args, &clients("capacity")).await?;
         let node_deployment = node_deployment(&args, &mut csi).await?;
-        let config = ControllerConfig {
-            roles: Roles {
-                provisioner: args.provisioner,
-                attacher: args.attacher,
-                resizer: args.resizer,
-                binder: args.binder,
-                attach_detach: args.attach_detach,
-                pvc_protection: args.pvc_protection,
-                pv_protection: args.pv_protection,
-                snapshotter: args.snapshotter,
-                snapshot_controller: args.snapshot_controller,
-                group_snapshots: args.enable_volume_group_snapshots,
-            },
-            timeout: args.timeout,
-            resync: args.resync_period,
-            identity,
-            default_fs_type: args.default_fs_type,
-            strict_topology: args.strict_topology,
-            immediate_topology: args.immediate_topology,
-            prevent_volume_mode_conversion: args.prevent_volume_mode_conversion,
-            extra_create_metadata: args.extra_create_metadata,
-            extra_modify_metadata: args.extra_modify_metadata,
-            volume_naming: (
-                args.volume_name_prefix,
-                usize::try_from(args.volume_name_uuid_length).ok(),
-            ),
-            snapshot_naming: (
-                args.snapshot_name_prefix,
-                usize::try_from(args.snapshot_name_uuid_length).ok(),
-            ),
-            capacity,
-            node_deployment,
-            metrics,
-        };
+        let config = controller_config(args, identity, metrics, capacity, node_deployment);
         let elector = clients("leader-election");
         let rt: std::sync::Arc<dyn volplane_service::drive::Runtime> =
             std::sync::Arc::new(volplane_tokio::Tokio);
@@ -370,6 +337,50 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         };
         result.map_err(|e| e.to_string())
     })
+}
+
+/// The roles' configuration from the flags.
+fn controller_config(
+    args: ControllerArgs,
+    identity: String,
+    metrics: std::sync::Arc<volplane_service::metrics::Metrics>,
+    capacity: Option<volplane_kube::controller::CapacityTracking>,
+    node_deployment: Option<volplane_kube::controller::NodeDeployment>,
+) -> ControllerConfig {
+    ControllerConfig {
+        roles: Roles {
+            provisioner: args.provisioner,
+            attacher: args.attacher,
+            resizer: args.resizer,
+            binder: args.binder,
+            attach_detach: args.attach_detach,
+            pvc_protection: args.pvc_protection,
+            pv_protection: args.pv_protection,
+            snapshotter: args.snapshotter,
+            snapshot_controller: args.snapshot_controller,
+            group_snapshots: args.enable_volume_group_snapshots,
+        },
+        timeout: args.timeout,
+        resync: args.resync_period,
+        identity,
+        default_fs_type: args.default_fs_type,
+        strict_topology: args.strict_topology,
+        immediate_topology: args.immediate_topology,
+        prevent_volume_mode_conversion: args.prevent_volume_mode_conversion,
+        extra_create_metadata: args.extra_create_metadata,
+        extra_modify_metadata: args.extra_modify_metadata,
+        volume_naming: (
+            args.volume_name_prefix,
+            usize::try_from(args.volume_name_uuid_length).ok(),
+        ),
+        snapshot_naming: (
+            args.snapshot_name_prefix,
+            usize::try_from(args.snapshot_name_uuid_length).ok(),
+        ),
+        capacity,
+        node_deployment,
+        metrics,
+    }
 }
 
 /// `--enable-capacity`'s setup, read from the environment as

@@ -18,18 +18,10 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::Client;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use volplane_core::attach::{Attach, AttachConfig};
-use volplane_core::binder::Binder;
-use volplane_core::control::csi_map::DriverModes;
 use volplane_core::control::repeats;
 use volplane_core::control::{ApiResult, ControlMachine, Effect, HotLoopGuard, Input};
 use volplane_core::driver::{ControllerCapability as Cap, PluginCapability, Request, Response};
 use volplane_core::model::Kind;
-use volplane_core::protection::{Guarded, Protection};
-use volplane_core::provision::node::NodeScope;
-use volplane_core::provision::{Provisioner, ProvisionerConfig};
-use volplane_core::resize::{ResizeConfig, Resizer};
-use volplane_core::snapshot::{SnapshotController, Snapshotter};
 use volplane_core::{Code, Status, Tick};
 use volplane_proto::client::{CsiClient, Transport};
 use volplane_service::drive::{self as driver, Runtime, Turn};
@@ -37,6 +29,7 @@ use volplane_service::metrics::Metrics;
 
 use crate::api::{ApiCaller, Seen};
 use crate::events::Events;
+pub use crate::roles::{Role, roles};
 use crate::watch::{Feed, inform};
 
 /// Which roles run (the sidecars' `--enable-*`-style switches).
@@ -199,7 +192,8 @@ pub struct DriverFacts {
 }
 
 impl DriverFacts {
-    fn has(&self, c: Cap) -> bool {
+    /// True when the driver has controller capability `c`.
+    pub fn has(&self, c: Cap) -> bool {
         self.controller.contains(&c)
     }
 }
@@ -236,176 +230,6 @@ pub async fn driver_facts<T: Transport>(
 }
 
 type DynMachine = dyn ControlMachine + Send + 'static;
-
-/// One machine to run: its name in logs and events, the machine, the
-/// kinds its informers watch.
-pub struct Role {
-    /// `provisioner`, `attacher`…
-    pub name: &'static str,
-    /// The machine.
-    pub machine: Box<dyn ControlMachine + Send>,
-    /// What it watches.
-    pub kinds: BTreeSet<Kind>,
-}
-
-impl std::fmt::Debug for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Role")
-            .field("name", &self.name)
-            .field("kinds", &self.kinds)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The machines the switches and the driver's capabilities call for, and
-/// a line for each role that is off although switched on, saying why.
-pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<String>) {
-    use Kind::*;
-    let r = config.roles;
-    let modes = DriverModes {
-        single_node_multi_writer: facts.has(Cap::SingleNodeMultiWriter),
-    };
-    let mut out = Vec::new();
-    let mut off = Vec::new();
-    let role = |name, machine: Box<dyn ControlMachine + Send>, kinds: &[Kind]| Role {
-        name,
-        machine,
-        kinds: kinds.iter().copied().collect(),
-    };
-    if r.provisioner && facts.has(Cap::CreateDeleteVolume) {
-        let mut c = ProvisionerConfig::new(&facts.name);
-        c.modes = modes;
-        c.topology = facts
-            .plugin
-            .contains(&PluginCapability::VolumeAccessibilityConstraints);
-        c.default_fs_type = config.default_fs_type.clone();
-        c.strict_topology = config.strict_topology;
-        c.immediate_topology = config.immediate_topology;
-        c.prevent_volume_mode_conversion = config.prevent_volume_mode_conversion;
-        c.extra_create_metadata = config.extra_create_metadata;
-        (c.volume_name_prefix, c.volume_name_uuid_length) = config.volume_naming.clone();
-        c.snapshots = r.snapshotter;
-        c.modify_volume = facts.has(Cap::ModifyVolume);
-        c.node = config.node_deployment.as_ref().map(|n| NodeScope {
-            node: n.node.clone(),
-            topology: n.topology.clone(),
-            immediate_binding: n.immediate_binding,
-            base_delay: millis(n.base_delay),
-            max_delay: millis(n.max_delay),
-        });
-        let p = Provisioner::new(c);
-        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
-        out.push(role("provisioner", Box::new(p), &kinds));
-    } else if r.provisioner {
-        off.push("provisioner: the driver has no CREATE_DELETE_VOLUME".into());
-    }
-    if r.attacher || r.attach_detach {
-        let mut c = AttachConfig::new(&facts.name);
-        c.modes = modes;
-        c.trivial = !facts.has(Cap::PublishUnpublishVolume);
-        c.publish_readonly = facts.has(Cap::PublishReadonly);
-        c.attach_detach = r.attach_detach;
-        c.node = config.node_deployment.as_ref().map(|n| n.node.clone());
-        let mut kinds = vec![VolumeAttachment, PersistentVolume, CsiDriver, CsiNode, Node];
-        if r.attach_detach {
-            kinds.extend([Pod, PersistentVolumeClaim]);
-        }
-        out.push(role("attacher", Box::new(Attach::new(c)), &kinds));
-    }
-    let (expand, modify) = (facts.has(Cap::ExpandVolume), facts.has(Cap::ModifyVolume));
-    if r.resizer && (expand || modify) {
-        let mut c = ResizeConfig::new(&facts.name);
-        c.modes = modes;
-        (c.expand, c.modify) = (expand, modify);
-        c.extra_modify_metadata = config.extra_modify_metadata;
-        c.node_topology = config.node_deployment.as_ref().map(|n| n.topology.clone());
-        let mut kinds = vec![PersistentVolumeClaim, PersistentVolume, StorageClass];
-        if modify {
-            kinds.push(VolumeAttributesClass);
-        }
-        out.push(role("resizer", Box::new(Resizer::new(c)), &kinds));
-    } else if r.resizer {
-        off.push("resizer: the driver has neither EXPAND_VOLUME nor MODIFY_VOLUME".into());
-    }
-    if let Some(tracking) = &config.capacity {
-        match capacity_role(facts, tracking, config.node_deployment.as_ref()) {
-            Ok(role) => out.push(role),
-            Err(why) => off.push(why),
-        }
-    }
-    if r.binder {
-        let kinds = [PersistentVolume, PersistentVolumeClaim, StorageClass, Pod];
-        out.push(role("binder", Box::new(Binder::new()), &kinds));
-    }
-    let group_controller = facts
-        .plugin
-        .contains(&PluginCapability::GroupControllerService);
-    if r.snapshotter && r.group_snapshots && !group_controller {
-        off.push("snapshotter: group snapshots: the driver has no GROUP_CONTROLLER_SERVICE".into());
-    }
-    if r.snapshotter && facts.has(Cap::CreateDeleteSnapshot) {
-        let (prefix, length) = &config.snapshot_naming;
-        let s = Snapshotter::new(&facts.name)
-            .with_groups(r.group_snapshots && group_controller)
-            .with_naming(prefix, *length)
-            .with_extra_create_metadata(config.extra_create_metadata);
-        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
-        out.push(role("snapshotter", Box::new(s), &kinds));
-    } else if r.snapshotter {
-        off.push("snapshotter: the driver has no CREATE_DELETE_SNAPSHOT".into());
-    }
-    if r.snapshot_controller {
-        let s = SnapshotController::new().with_groups(r.group_snapshots);
-        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
-        out.push(role("snapshot-controller", Box::new(s), &kinds));
-    }
-    for (on, guarded, name) in [
-        (r.pvc_protection, Guarded::Claims, "pvc-protection"),
-        (r.pv_protection, Guarded::Volumes, "pv-protection"),
-    ] {
-        if on {
-            let p = Protection::new(guarded);
-            let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
-            out.push(role(name, Box::new(p), &kinds));
-        }
-    }
-    (out, off)
-}
-
-/// A duration as the machines' clock counts it.
-fn millis(d: Duration) -> Tick {
-    d.as_millis().try_into().unwrap_or(Tick::MAX)
-}
-
-/// The capacity tracker `--enable-capacity` asks for, or why it cannot run.
-fn capacity_role(
-    facts: &DriverFacts,
-    tracking: &CapacityTracking,
-    node: Option<&NodeDeployment>,
-) -> Result<Role, String> {
-    use volplane_core::capacity::{self, CapacityConfig, CapacityTracker};
-    if !facts.has(Cap::GetCapacity) {
-        return Err("capacity: the driver has no GET_CAPACITY".into());
-    }
-    let mut c = CapacityConfig::new(&facts.name, &tracking.namespace);
-    c.owner = tracking.owner.clone();
-    c.poll_interval = Some(millis(tracking.poll_interval));
-    c.immediate_binding = tracking.immediate_binding;
-    if let Some(node) = node {
-        c.fixed_segment = Some(node.topology.clone());
-        c.managed_by = capacity::managed_by_node(&node.node);
-    }
-    let machine = CapacityTracker::new(c);
-    let kinds = Kind::ALL
-        .into_iter()
-        .filter(|k| machine.watches(*k))
-        .collect();
-    Ok(Role {
-        name: "capacity",
-        machine: Box::new(machine),
-        kinds,
-    })
-}
 
 /// After this many failures in a row, a call's failures are logged as a
 /// warning (then at every doubling: 10, 20, 40…), with the last error.

@@ -25,5 +25,6 @@ pub mod events;
 pub mod fake;
 pub mod owner;
 pub mod resources;
+pub mod roles;
 pub mod runtime;
 pub mod watch;

@@ -49,38 +49,7 @@ impl Storage {
     /// Carries out a plan for real (in memory) on `node` (None: the controller).
     fn carry_out(&mut self, node: Option<&str>, plan: &Plan) -> Outcome {
         match plan {
-            Plan::CreateVolume(p) => {
-                let id = format!("vol-{}", p.name);
-                // A restore or clone holds what its source held.
-                let data = match &p.source {
-                    Some(driver::Source::Snapshot(s)) => {
-                        self.snapshots.get(&s.snapshot_id).is_some_and(|(_, d)| *d)
-                    }
-                    Some(driver::Source::Volume(v)) => {
-                        self.volumes.get(&v.volume_id).copied().unwrap_or(false)
-                    }
-                    None => false,
-                };
-                self.volumes.entry(id.clone()).or_insert(data);
-                self.attributes.entry(id.clone()).or_insert_with(|| {
-                    p.mutable_parameters
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect()
-                });
-                // Where the CO prefers it, else anywhere it may be.
-                let at = p
-                    .accessibility
-                    .as_ref()
-                    .and_then(|a| a.preferred.first().or(a.requisite.first()).cloned());
-                Outcome::Created(driver::Volume {
-                    volume_id: id,
-                    capacity_bytes: p.suggested_bytes,
-                    volume_context: Default::default(),
-                    accessible_topology: at.into_iter().collect(),
-                    content_source: None,
-                })
-            }
+            Plan::CreateVolume(p) => self.create(p),
             Plan::DeleteVolume { volume, .. } => {
                 if let Some(data) = self.volumes.remove(&volume.volume_id) {
                     self.deleted.push((volume.volume_id.clone(), data));
@@ -155,6 +124,41 @@ impl Storage {
                 condition: None,
             },
         }
+    }
+
+    /// CreateVolume for real: the volume (holding what its source held)
+    /// with its mutable parameters, where the CO prefers it.
+    fn create(&mut self, p: &driver::CreatePlan) -> Outcome {
+        let id = format!("vol-{}", p.name);
+        // A restore or clone holds what its source held.
+        let data = match &p.source {
+            Some(driver::Source::Snapshot(s)) => {
+                self.snapshots.get(&s.snapshot_id).is_some_and(|(_, d)| *d)
+            }
+            Some(driver::Source::Volume(v)) => {
+                self.volumes.get(&v.volume_id).copied().unwrap_or(false)
+            }
+            None => false,
+        };
+        self.volumes.entry(id.clone()).or_insert(data);
+        self.attributes.entry(id.clone()).or_insert_with(|| {
+            p.mutable_parameters
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        });
+        // Where the CO prefers it, else anywhere it may be.
+        let at = p
+            .accessibility
+            .as_ref()
+            .and_then(|a| a.preferred.first().or(a.requisite.first()).cloned());
+        Outcome::Created(driver::Volume {
+            volume_id: id,
+            capacity_bytes: p.suggested_bytes,
+            volume_context: Default::default(),
+            accessible_topology: at.into_iter().collect(),
+            content_source: None,
+        })
     }
 
     /// A node plan: the node's mounts change.

@@ -226,35 +226,7 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
     let mut modifies = Rng::new(seed ^ 0x30d1);
     let mut named = std::collections::BTreeMap::new();
     let claims = pods.div_ceil(2).max(1);
-    let (namespace, name) = CREDENTIALS;
-    let secret = Secret::new(namespace, name, &[(TOKEN.0, TOKEN.1)]);
-    let mut out = vec![
-        Action::Apply(Box::new(Object::Secret(secret))),
-        Action::Class {
-            name: "delete".into(),
-            policy: ReclaimPolicy::Delete,
-            credentials: true,
-            zone: None,
-        },
-        Action::Class {
-            name: "retain".into(),
-            policy: ReclaimPolicy::Retain,
-            credentials: true,
-            zone: Some(super::zone_of("node-0").into()),
-        },
-        Action::Apply(Box::new(Object::SnapshotClass(VolumeSnapshotClass::new(
-            "snapshots",
-            super::DRIVER,
-            DeletionPolicy::Delete,
-        )))),
-        Action::Apply(Box::new(Object::GroupSnapshotClass(
-            VolumeGroupSnapshotClass::new("groups", super::DRIVER, DeletionPolicy::Delete),
-        ))),
-    ];
-    for (name, tier) in ATTRIBUTE_CLASSES {
-        let vac = VolumeAttributesClass::new(name, super::DRIVER, &[("tier", tier)]);
-        out.push(Action::Apply(Box::new(Object::AttributesClass(vac))));
-    }
+    let mut out = setup();
     for _ in 0..len {
         let c = format!("c{}", rng.below(claims));
         let p = format!("p{}", rng.below(pods.max(1)));
@@ -342,6 +314,42 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
     out
 }
 
+/// What every generated workload starts with: the driver's credentials,
+/// two classes (Delete anywhere, Retain in one zone), the snapshot and
+/// group snapshot classes, and the VolumeAttributesClasses.
+fn setup() -> Vec<Action> {
+    let (namespace, name) = CREDENTIALS;
+    let secret = Secret::new(namespace, name, &[(TOKEN.0, TOKEN.1)]);
+    let mut out = vec![
+        Action::Apply(Box::new(Object::Secret(secret))),
+        Action::Class {
+            name: "delete".into(),
+            policy: ReclaimPolicy::Delete,
+            credentials: true,
+            zone: None,
+        },
+        Action::Class {
+            name: "retain".into(),
+            policy: ReclaimPolicy::Retain,
+            credentials: true,
+            zone: Some(super::zone_of("node-0").into()),
+        },
+        Action::Apply(Box::new(Object::SnapshotClass(VolumeSnapshotClass::new(
+            "snapshots",
+            super::DRIVER,
+            DeletionPolicy::Delete,
+        )))),
+        Action::Apply(Box::new(Object::GroupSnapshotClass(
+            VolumeGroupSnapshotClass::new("groups", super::DRIVER, DeletionPolicy::Delete),
+        ))),
+    ];
+    for (name, tier) in ATTRIBUTE_CLASSES {
+        let vac = VolumeAttributesClass::new(name, super::DRIVER, &[("tier", tier)]);
+        out.push(Action::Apply(Box::new(Object::AttributesClass(vac))));
+    }
+    out
+}
+
 /// A workload from manifests: every object created in order, pods without a
 /// node spread across nodes, with some steps between objects.
 pub fn from_manifests(text: &str, nodes: usize) -> Result<Vec<Action>, ManifestError> {
@@ -398,39 +406,7 @@ impl Sim {
                 policy,
                 credentials,
                 zone,
-            } => {
-                let mut sc = StorageClass::new(name, super::DRIVER);
-                sc.reclaim_policy = Some(policy.clone());
-                sc.allow_volume_expansion = Some(true);
-                if let Some(zone) = zone {
-                    sc.allowed_topologies = vec![TopologySelectorTerm {
-                        match_label_expressions: vec![TopologySelectorLabelRequirement {
-                            key: super::ZONE_KEY.into(),
-                            values: vec![zone.clone()],
-                        }],
-                    }];
-                }
-                // The driver's controller calls need its credentials,
-                // which the class names (the workload applied the Secret).
-                let ops = [
-                    "provisioner",
-                    "controller-publish",
-                    "controller-expand",
-                    "controller-modify",
-                ];
-                for op in ops.iter().filter(|_| *credentials) {
-                    let (namespace, secret) = CREDENTIALS;
-                    let prefix = format!("csi.storage.k8s.io/{op}-secret");
-                    sc.parameters
-                        .insert(format!("{prefix}-name"), secret.into());
-                    sc.parameters
-                        .insert(format!("{prefix}-namespace"), namespace.into());
-                }
-                if *credentials {
-                    self.controller.credentials = Some(driver_credentials());
-                }
-                Some(ApiCall::Create(Object::Class(sc)))
-            }
+            } => Some(self.class_call(name, policy, *credentials, zone.as_deref())),
             Action::Claim {
                 name,
                 class,
@@ -489,6 +465,50 @@ impl Sim {
         if let Some(call) = call {
             self.user(call);
         }
+    }
+
+    /// A StorageClass of the driver's that allows expansion: reclaim
+    /// `policy`, naming the driver's credentials for its controller calls
+    /// when `credentials` (the driver then requires them), its volumes
+    /// only in `zone` when given.
+    fn class_call(
+        &mut self,
+        name: &str,
+        policy: &ReclaimPolicy,
+        credentials: bool,
+        zone: Option<&str>,
+    ) -> ApiCall {
+        let mut sc = StorageClass::new(name, super::DRIVER);
+        sc.reclaim_policy = Some(policy.clone());
+        sc.allow_volume_expansion = Some(true);
+        if let Some(zone) = zone {
+            sc.allowed_topologies = vec![TopologySelectorTerm {
+                match_label_expressions: vec![TopologySelectorLabelRequirement {
+                    key: super::ZONE_KEY.into(),
+                    values: vec![zone.to_string()],
+                }],
+            }];
+        }
+        // The driver's controller calls need its credentials,
+        // which the class names (the workload applied the Secret).
+        let ops = [
+            "provisioner",
+            "controller-publish",
+            "controller-expand",
+            "controller-modify",
+        ];
+        for op in ops.iter().filter(|_| credentials) {
+            let (namespace, secret) = CREDENTIALS;
+            let prefix = format!("csi.storage.k8s.io/{op}-secret");
+            sc.parameters
+                .insert(format!("{prefix}-name"), secret.into());
+            sc.parameters
+                .insert(format!("{prefix}-namespace"), namespace.into());
+        }
+        if credentials {
+            self.controller.credentials = Some(driver_credentials());
+        }
+        ApiCall::Create(Object::Class(sc))
     }
 
     /// `node`, or — when the volume bound to `claim` lives in another zone
