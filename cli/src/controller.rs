@@ -107,6 +107,11 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub extra_create_metadata: bool,
+    /// Give a volume whose only access mode is ReadOnlyMany a read-only PV,
+    /// so it is published (ControllerPublishVolume) read-only.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub controller_publish_readonly: bool,
     /// Also pass the claim's and PV's names to ControllerModifyVolume, as
     /// `csi.storage.k8s.io/pvc/name` and the like.
     #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
@@ -369,6 +374,7 @@ fn controller_config(
         prevent_volume_mode_conversion: args.prevent_volume_mode_conversion,
         extra_create_metadata: args.extra_create_metadata,
         extra_modify_metadata: args.extra_modify_metadata,
+        controller_publish_readonly: args.controller_publish_readonly,
         volume_naming: (
             args.volume_name_prefix,
             usize::try_from(args.volume_name_uuid_length).ok(),

@@ -32,11 +32,14 @@ pub enum Plant {
     /// resizer: take a failed ControllerModifyVolume as done (the claim
     /// then says its volume has a class it does not have).
     ModifyIgnoresFailure,
+    /// capacity: no refresh when a volume appears in or leaves a segment
+    /// (the objects then say what was free before).
+    CapacityIgnoresVolumes,
 }
 
 impl Plant {
     /// Every plant, in `--list-plants` order.
-    pub const ALL: [Plant; 8] = [
+    pub const ALL: [Plant; 9] = [
         Plant::UnstageAfterFirstUnpublish,
         Plant::DetachWithoutWaitingForUnmount,
         Plant::DeleteReleasedRetain,
@@ -45,6 +48,7 @@ impl Plant {
         Plant::RetryFailedWriteAtOnce,
         Plant::IgnoreAllowedTopologies,
         Plant::ModifyIgnoresFailure,
+        Plant::CapacityIgnoresVolumes,
     ];
 
     /// The name `--plant` takes.
@@ -58,6 +62,7 @@ impl Plant {
             Plant::RetryFailedWriteAtOnce => "retry-failed-write-at-once",
             Plant::IgnoreAllowedTopologies => "ignore-allowed-topologies",
             Plant::ModifyIgnoresFailure => "modify-ignores-failure",
+            Plant::CapacityIgnoresVolumes => "capacity-ignores-volumes",
         }
     }
 
@@ -78,6 +83,9 @@ impl Plant {
             }
             Plant::IgnoreAllowedTopologies => "provisioner ignores the class's allowedTopologies",
             Plant::ModifyIgnoresFailure => "resizer takes a failed ControllerModifyVolume as done",
+            Plant::CapacityIgnoresVolumes => {
+                "capacity tracker does not refresh when volumes come and go"
+            }
         }
     }
 

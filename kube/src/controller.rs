@@ -130,6 +130,8 @@ pub struct ControllerConfig {
     pub extra_create_metadata: bool,
     /// `--extra-modify-metadata`.
     pub extra_modify_metadata: bool,
+    /// `--controller-publish-readonly`.
+    pub controller_publish_readonly: bool,
     /// `--volume-name-prefix` and `--volume-name-uuid-length`.
     pub volume_naming: (String, Option<usize>),
     /// `--snapshot-name-prefix` and `--snapshot-name-uuid-length`.
@@ -155,6 +157,7 @@ impl Default for ControllerConfig {
             prevent_volume_mode_conversion: true,
             extra_create_metadata: false,
             extra_modify_metadata: false,
+            controller_publish_readonly: false,
             volume_naming: ("pvc".into(), None),
             snapshot_naming: ("snapshot".into(), None),
             capacity: None,

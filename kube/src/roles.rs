@@ -151,6 +151,7 @@ fn provisioner_config(
     c.immediate_topology = config.immediate_topology;
     c.prevent_volume_mode_conversion = config.prevent_volume_mode_conversion;
     c.extra_create_metadata = config.extra_create_metadata;
+    c.controller_publish_readonly = config.controller_publish_readonly;
     (c.volume_name_prefix, c.volume_name_uuid_length) = config.volume_naming.clone();
     c.snapshots = config.roles.snapshotter;
     c.modify_volume = facts.has(Cap::ModifyVolume);

@@ -8,7 +8,9 @@
 //! the survivor takes over; deleting the claim deletes the volume and the
 //! PV; a CSIStorageCapacity object appears for the class in the driver's
 //! zone (`--enable-capacity`) and follows GetCapacity; a change of the
-//! claim's VolumeAttributesClass reaches ControllerModifyVolume; deploy/
+//! claim's VolumeAttributesClass reaches ControllerModifyVolume; with a
+//! second node in another zone, a class allowed only there is never
+//! provisioned in the driver's zone; deploy/
 //! (and its node-deployment variant) applies with --dry-run=server.
 //!
 //! Runs when VOLPLANE_TEST_KUBE_APISERVER names a kube-apiserver binary
@@ -320,6 +322,76 @@ async fn the_controller_runs_a_real_clusters_storage() {
     claims.create(&pp, &claim("after-failover")).await.unwrap();
     until("after-failover Bound", || bound(&claims, "after-failover")).await;
 
+    // Two zones: a second node in zone "other", where the driver makes no
+    // volumes. A class allowed only there asks CreateVolume for that zone
+    // alone: the driver refuses, and no volume lands outside the zone.
+    let node: Node = serde_json::from_value(json!({"metadata": {
+        "name": "node-other", "labels": {ZONE_KEY: "other"}
+    }}))
+    .unwrap();
+    Api::<Node>::all(client.clone())
+        .create(&pp, &node)
+        .await
+        .unwrap();
+    let csinode: CSINode = serde_json::from_value(json!({
+        "metadata": {"name": "node-other"},
+        "spec": {"drivers": [{"name": DRIVER, "nodeID": "node-other", "topologyKeys": [ZONE_KEY]}]}
+    }))
+    .unwrap();
+    Api::<CSINode>::all(client.clone())
+        .create(&pp, &csinode)
+        .await
+        .unwrap();
+    let elsewhere: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "elsewhere"}, "provisioner": DRIVER,
+        "volumeBindingMode": "Immediate", "parameters": {"kind": "dir"},
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE_KEY, "values": ["other"]}]}]
+    }))
+    .unwrap();
+    Api::<StorageClass>::all(client.clone())
+        .create(&pp, &elsewhere)
+        .await
+        .unwrap();
+    claims
+        .create(
+            &pp,
+            &common::cluster::claim("elsewhere", "elsewhere", "64Mi"),
+        )
+        .await
+        .unwrap();
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let refused = until(
+        "ProvisioningFailed for the claim allowed only elsewhere",
+        || async {
+            events
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("ProvisioningFailed")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("elsewhere")
+                })
+        },
+    )
+    .await;
+    assert!(
+        refused
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("which no requisite topology allows"),
+        "the driver was asked for the other zone alone: {:?}",
+        refused.note
+    );
+    assert_eq!(
+        bound(&claims, "elsewhere").await,
+        None,
+        "not provisioned in the wrong zone"
+    );
+
     // Detached and deleted: the VolumeAttachment, then every claim.
     vas.delete("csi-test", &DeleteParams::default())
         .await
@@ -328,7 +400,7 @@ async fn the_controller_runs_a_real_clusters_storage() {
         vas.get_opt("csi-test").await.ok()?.is_none().then_some(())
     })
     .await;
-    for name in ["data", "while-down", "after-failover"] {
+    for name in ["data", "while-down", "after-failover", "elsewhere"] {
         claims.delete(name, &DeleteParams::default()).await.unwrap();
     }
     let deadline = Instant::now() + Duration::from_secs(60);

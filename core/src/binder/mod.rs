@@ -375,11 +375,19 @@ impl Binder {
             waiting.extend(self.syncing.clone());
             return;
         }
-        let (uid, rv) = (call.uid().to_string(), call.version().to_string());
+        let (mut uid, rv) = (call.uid().to_string(), call.version().to_string());
         let verifying = match (&call, requeue.first()) {
             (ApiCall::Get(_), Some(pv)) => Some(pv.name.to_string()),
             _ => None,
         };
+        // A read of a volume's claim is about the incarnation the volume
+        // names: its NotFound must not make a claim made again since (under
+        // the same name, while the read was in flight) count as gone.
+        if let Some(pv) = verifying.as_deref().and_then(|v| self.volume(v))
+            && let Some(r) = &pv.spec.claim_ref
+        {
+            uid = r.uid.clone();
+        }
         let pending = Pending {
             key: key.clone(),
             uid,

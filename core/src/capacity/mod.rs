@@ -92,6 +92,8 @@ pub struct CapacityConfig {
     pub retry_start: Tick,
     /// The longest retry delay.
     pub retry_max: Tick,
+    /// Simulation only: a planted mistake.
+    pub plant: crate::plant::Planted,
 }
 
 impl CapacityConfig {
@@ -108,6 +110,7 @@ impl CapacityConfig {
             fixed_segment: None,
             retry_start: 1_000,
             retry_max: 300_000,
+            plant: crate::plant::Planted::default(),
         }
     }
 }
@@ -151,6 +154,9 @@ pub struct CapacityTracker {
     /// GetCapacity's answers waiting to be written: (available, maximum).
     reported: BTreeMap<Item, (u64, Option<u64>)>,
     busy: BTreeSet<Key>,
+    /// Items marked while a call of theirs was in flight: its answer may
+    /// predate the change, so they are asked again once it ends.
+    stale: BTreeSet<Item>,
     next_poll: Option<Tick>,
 }
 
@@ -163,6 +169,7 @@ impl CapacityTracker {
             items: BTreeSet::new(),
             reported: BTreeMap::new(),
             busy: BTreeSet::new(),
+            stale: BTreeSet::new(),
             next_poll: None,
         }
     }
@@ -297,6 +304,11 @@ impl CapacityTracker {
             Object::Capacity(c) if self.manages(c) => {
                 self.cx.dirty.insert(Key::Object(c.metadata.name.clone()));
             }
+            Object::Pv(_)
+                if self
+                    .config
+                    .plant
+                    .is(crate::plant::Plant::CapacityIgnoresVolumes) => {}
             Object::Pv(pv) => {
                 let on_driver = pv
                     .spec
@@ -313,7 +325,11 @@ impl CapacityTracker {
     }
 
     fn sync_item(&mut self, item: Item) {
-        if !self.items.contains(&item) || self.busy.contains(&Key::Item(item.clone())) {
+        if !self.items.contains(&item) {
+            return;
+        }
+        if self.busy.contains(&Key::Item(item.clone())) {
+            self.stale.insert(item);
             return;
         }
         match self.reported.remove(&item) {
@@ -498,9 +514,21 @@ impl Controller for CapacityTracker {
             Watch::Applied(o) => (o.clone(), false),
             Watch::Deleted(o) => (o.clone(), true),
         };
+        // A volume changes what is free only when it comes, goes or grows.
+        let fills = match &*o {
+            Object::Pv(pv) => {
+                deleted
+                    || self.cx.cache.get(&o.key()).is_none_or(|old| {
+                        old.as_pv().and_then(PersistentVolume::capacity) != pv.capacity()
+                    })
+            }
+            _ => true,
+        };
         self.cx.apply(watch);
         // After the cache has it: what it changes is computed on the new view.
-        self.mark(&o);
+        if fills {
+            self.mark(&o);
+        }
         // A deleted object of an item is made again.
         if let Object::Capacity(c) = &*o
             && deleted
@@ -536,6 +564,11 @@ impl Controller for CapacityTracker {
             Call::Delete(name) => Key::Object(name.clone()),
         };
         self.busy.remove(&key);
+        if let Call::Write(item) = &call
+            && self.stale.remove(item)
+        {
+            self.cx.dirty.insert(key.clone());
+        }
         match result {
             ApiResult::Ok(Some(o)) => {
                 self.cx.cache.apply(o);
@@ -556,6 +589,11 @@ impl Controller for CapacityTracker {
         let Call::Get(item) = call else { return };
         let key = Key::Item(item.clone());
         self.busy.remove(&key);
+        // Changed while asked: the answer may be older than the change.
+        if self.stale.remove(&item) {
+            self.cx.dirty.insert(key);
+            return;
+        }
         match result {
             Ok(Response::Capacity {
                 available_bytes,
@@ -575,6 +613,12 @@ impl Controller for CapacityTracker {
 
     fn deadline(&self) -> Option<Tick> {
         self.next_poll
+    }
+
+    /// A resync refreshes every object, as a poll does (what changes the
+    /// storage without an event — a volume whose PV never came — shows).
+    fn resync(&mut self) {
+        self.mark_items(|_| true);
     }
 
     /// The poll: every item is refreshed.

@@ -338,3 +338,56 @@ fn a_node_deployments_manager_label_fits_a_label_value_as_upstreams() {
     let m = managed_by_node(&medium);
     assert!(m.len() <= 63 && m.ends_with(&medium), "{m}");
 }
+
+/// Found by the simulator (seed 71): a volume made while GetCapacity for
+/// its segment was in flight must not leave the object with the answer
+/// from before it: the answer is dropped and GetCapacity asked again.
+#[test]
+fn a_change_while_get_capacity_is_in_flight_asks_again() {
+    use crate::control::{Effect, Input};
+    use crate::machine::Machine;
+    let mut config = CapacityConfig::new(DRIVER, NAMESPACE);
+    config.poll_interval = None;
+    let mut m = CapacityTracker::new(config);
+    let mut n = Node::new("node-a");
+    n.metadata.labels.insert(ZONE.into(), "a".into());
+    let mut c = CsiNode::new("node-a");
+    c.spec.drivers.push(CsiNodeDriver {
+        name: DRIVER.into(),
+        node_id: "node-a".into(),
+        topology_keys: vec![ZONE.into()],
+        allocatable: None,
+    });
+    let mut sc = StorageClass::new("local", DRIVER);
+    sc.volume_binding_mode = Some(BindingMode::WaitForFirstConsumer);
+    for o in [Object::Node(n), Object::CsiNode(c), Object::Class(sc)] {
+        m.handle(0, Input::Watch(Watch::Applied(o.into())));
+    }
+    let Some(Effect::Csi { op, .. }) = m.poll() else {
+        panic!("GetCapacity first")
+    };
+    let mut pv = PersistentVolume::new("pvc-1");
+    pv.spec.csi = Some(CsiSource {
+        driver: DRIVER.into(),
+        volume_handle: "v".into(),
+        ..Default::default()
+    });
+    m.handle(1, Input::Watch(Watch::Applied(Object::Pv(pv).into())));
+    assert!(m.poll().is_none(), "one call per item at a time");
+    let before = Ok(Response::Capacity {
+        available_bytes: 100 << 30,
+        maximum_volume_size: None,
+        minimum_volume_size: None,
+    });
+    m.handle(2, Input::CsiDone { op, result: before });
+    assert!(
+        matches!(
+            m.poll(),
+            Some(Effect::Csi {
+                call: Request::GetCapacity(_),
+                ..
+            })
+        ),
+        "asked again, nothing written from the old answer"
+    );
+}

@@ -62,6 +62,10 @@ pub struct ProvisionerConfig {
     /// claim and the PV (`csi.storage.k8s.io/pvc/name`, `…/pvc/namespace`,
     /// `…/pv/name`).
     pub extra_create_metadata: bool,
+    /// `--controller-publish-readonly`: a volume whose only access mode is
+    /// ReadOnlyMany gets a read-only PV (`csi.readOnly`), so
+    /// ControllerPublishVolume is asked for read-only access.
+    pub controller_publish_readonly: bool,
     /// Filesystem when the class names none (`--default-fstype`).
     pub default_fs_type: String,
     /// The first retry delay after a failure.
@@ -94,6 +98,7 @@ impl ProvisionerConfig {
             volume_name_prefix: "pvc".into(),
             volume_name_uuid_length: None,
             extra_create_metadata: false,
+            controller_publish_readonly: false,
             default_fs_type: String::new(),
             retry_start: 1_000,
             retry_max: 300_000,

@@ -351,9 +351,16 @@ impl Provisioner {
             names::ATTR_PROVISIONER_IDENTITY.into(),
             format!("volplane-{}", self.config.driver),
         );
+        // As upstream: only a request of the one capability ReadOnlyMany.
+        let read_only = self.config.controller_publish_readonly
+            && matches!(
+                &p.request.capabilities[..],
+                [c] if c.access_mode == driver::AccessMode::MultiNodeReaderOnly
+            );
         pv.spec.csi = Some(CsiSource {
             driver: self.config.driver.clone(),
             volume_handle: v.volume_id.clone(),
+            read_only,
             fs_type,
             volume_attributes: attributes.into(),
             ..Default::default()

@@ -7,6 +7,7 @@ use super::{DRIVER, Delivery, ROOT};
 use crate::Tick;
 use crate::attach::{Attach, AttachConfig};
 use crate::binder::Binder;
+use crate::capacity::{CapacityConfig, CapacityTracker};
 use crate::control::csi_map::DriverModes;
 use crate::control::{ControlMachine, Input, Watch};
 use crate::kubelet::{Kubelet, KubeletConfig};
@@ -37,6 +38,8 @@ pub enum Actor {
     Snapshots(SnapshotController),
     /// csi-snapshotter.
     Snapshotter(Snapshotter),
+    /// external-provisioner's capacity tracker.
+    Capacity(Box<CapacityTracker>),
     /// A node's kubelet volume manager.
     Kubelet(Box<Kubelet>),
     /// A node's plugin watcher (the kubelet's plugin manager).
@@ -48,6 +51,20 @@ pub enum Actor {
         /// The machine.
         m: Box<Registrar>,
     },
+}
+
+/// The namespace of the simulated CSIStorageCapacity objects.
+pub const CAPACITY_NAMESPACE: &str = "kube-system";
+
+/// external-provisioner's capacity tracker as the simulation runs it: no
+/// poll (the cluster must go quiet), objects for every class (the
+/// workload's classes bind at once).
+pub(super) fn capacity_tracker(plant: Planted) -> Actor {
+    let mut c = CapacityConfig::new(DRIVER, CAPACITY_NAMESPACE);
+    c.plant = plant;
+    c.poll_interval = None;
+    c.immediate_binding = true;
+    Actor::Capacity(Box::new(CapacityTracker::new(c)))
 }
 
 fn modes() -> DriverModes {
@@ -67,6 +84,7 @@ impl Actor {
             Actor::Protection(m) => m,
             Actor::Snapshots(m) => m,
             Actor::Snapshotter(m) => m,
+            Actor::Capacity(m) => m.as_mut(),
             Actor::Kubelet(m) => m.as_mut(),
             Actor::Watcher(_) | Actor::Registrar { .. } => return None,
         })
@@ -81,6 +99,7 @@ impl Actor {
             Actor::Protection(m) => m.poll_timeout(),
             Actor::Snapshots(m) => m.poll_timeout(),
             Actor::Snapshotter(m) => m.poll_timeout(),
+            Actor::Capacity(m) => m.poll_timeout(),
             Actor::Kubelet(m) => m.poll_timeout(),
             Actor::Watcher(m) => m.poll_timeout(),
             Actor::Registrar { m, .. } => m.poll_timeout(),
@@ -96,6 +115,7 @@ impl Actor {
             Actor::Protection(m) => m.check_invariants(),
             Actor::Snapshots(m) => m.check_invariants(),
             Actor::Snapshotter(m) => m.check_invariants(),
+            Actor::Capacity(m) => m.check_invariants(),
             Actor::Kubelet(m) => m.check_invariants(),
             Actor::Watcher(m) => m.check_invariants(),
             Actor::Registrar { m, .. } => m.check_invariants(),
@@ -113,6 +133,7 @@ impl Actor {
             Actor::Snapshots(m) if !m.watches(kind) => None,
             Actor::Snapshotter(m) if !m.watches(kind) => None,
             Actor::Provisioner(m) if !m.watches(kind) => None,
+            Actor::Capacity(m) if !m.watches(kind) => None,
             // Only the snapshot machines (and the provisioner) watch the
             // snapshot kinds.
             Actor::Binder(_) | Actor::Attach(_) | Actor::Resizer(_) | Actor::Kubelet(_)
@@ -125,6 +146,12 @@ impl Actor {
             }
             Actor::Binder(_) | Actor::Attach(_) | Actor::Kubelet(_)
                 if kind == Kind::VolumeAttributesClass =>
+            {
+                None
+            }
+            // Only the capacity tracker watches its objects.
+            Actor::Binder(_) | Actor::Attach(_) | Actor::Resizer(_) | Actor::Kubelet(_)
+                if kind == Kind::CsiStorageCapacity =>
             {
                 None
             }
@@ -148,6 +175,7 @@ impl Actor {
             },
             Actor::Snapshots(_) => "snapshot-controller".into(),
             Actor::Snapshotter(_) => "csi-snapshotter".into(),
+            Actor::Capacity(_) => "capacity".into(),
             Actor::Kubelet(k) => format!("kubelet/{}", k.config().node),
             Actor::Watcher(w) => format!("plugin-watcher/{}", w.node_name()),
             Actor::Registrar { node, .. } => format!("node-driver-registrar/{node}"),
@@ -183,6 +211,7 @@ impl Actor {
             Actor::Protection(p) => Actor::Protection(Protection::new(p.guarded())),
             Actor::Snapshots(_) => Actor::Snapshots(SnapshotController::new().with_groups(true)),
             Actor::Snapshotter(_) => Actor::Snapshotter(Snapshotter::new(DRIVER).with_groups(true)),
+            Actor::Capacity(_) => capacity_tracker(plant),
             Actor::Kubelet(k) => {
                 let mut c = KubeletConfig::new(&k.config().node, DRIVER, ROOT);
                 c.modes = modes();

@@ -39,6 +39,31 @@ pub struct Storage {
     /// CreateVolume, changed by ControllerModifyVolume).
     #[serde(default)]
     pub attributes: BTreeMap<String, BTreeMap<String, String>>,
+    /// Volume handle → (its zone, its bytes): what fills each zone.
+    #[serde(default)]
+    pub placed: BTreeMap<String, (String, u64)>,
+}
+
+/// How many bytes each zone's storage holds.
+pub const ZONE_BYTES: u64 = 64 << 30;
+
+impl Storage {
+    /// The bytes still free in `zone` (`None`: in all zones together).
+    pub fn free(&self, zone: Option<&str>) -> u64 {
+        let zones: std::collections::BTreeSet<&str> =
+            [super::zone_of("node-0"), super::zone_of("node-1")].into();
+        let used: u64 = self
+            .placed
+            .values()
+            .filter(|(z, _)| zone.is_none_or(|want| want == z))
+            .map(|(_, b)| *b)
+            .sum();
+        let total = match zone {
+            Some(_) => ZONE_BYTES,
+            None => ZONE_BYTES * zones.len() as u64,
+        };
+        total.saturating_sub(used)
+    }
 }
 
 /// A mutable parameter value the simulated storage refuses
@@ -55,6 +80,7 @@ impl Storage {
                     self.deleted.push((volume.volume_id.clone(), data));
                 }
                 self.attributes.remove(&volume.volume_id);
+                self.placed.remove(&volume.volume_id);
                 Outcome::Done
             }
             Plan::ControllerPublish {
@@ -78,10 +104,17 @@ impl Storage {
                 }
                 Outcome::Done
             }
-            Plan::ControllerExpand { capacity, .. } => Outcome::ControllerExpanded {
-                capacity_bytes: capacity.required_bytes,
-                node_expansion_required: true,
-            },
+            Plan::ControllerExpand {
+                volume, capacity, ..
+            } => {
+                if let Some((_, bytes)) = self.placed.get_mut(&volume.volume_id) {
+                    *bytes = (*bytes).max(capacity.required_bytes);
+                }
+                Outcome::ControllerExpanded {
+                    capacity_bytes: capacity.required_bytes,
+                    node_expansion_required: true,
+                }
+            }
             Plan::ControllerModify {
                 volume,
                 mutable_parameters,
@@ -109,8 +142,15 @@ impl Storage {
                 self.snapshots.remove(&snapshot.snapshot_id);
                 Outcome::Done
             }
-            Plan::GetCapacity { .. } => Outcome::Capacity {
-                available_bytes: 1 << 40,
+            Plan::GetCapacity {
+                accessible_topology,
+                ..
+            } => Outcome::Capacity {
+                available_bytes: self.free(
+                    accessible_topology
+                        .as_ref()
+                        .and_then(|t| t.get(super::ZONE_KEY)),
+                ),
                 maximum_volume_size: None,
                 minimum_volume_size: None,
             },
@@ -141,6 +181,16 @@ impl Storage {
             None => false,
         };
         self.volumes.entry(id.clone()).or_insert(data);
+        let zone = p
+            .accessibility
+            .as_ref()
+            .and_then(|a| a.preferred.first().or(a.requisite.first()))
+            .and_then(|t| t.get(super::ZONE_KEY))
+            .map(|z| z.to_string())
+            .unwrap_or_default();
+        self.placed
+            .entry(id.clone())
+            .or_insert((zone, p.suggested_bytes));
         self.attributes.entry(id.clone()).or_insert_with(|| {
             p.mutable_parameters
                 .iter()

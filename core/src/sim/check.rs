@@ -444,6 +444,7 @@ impl Sim {
         self.mounts_converged(&needed, &targets, &mut found);
         self.storage_converged(&mut found);
         self.attributes_converged(&mut found);
+        self.capacity_converged(&mut found);
         for what in found {
             self.violate("not converged", format!("not converged: {what}"));
         }

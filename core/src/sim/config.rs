@@ -54,6 +54,11 @@ pub struct SimConfig {
     /// Whether [`super::Sim::trace`] is written. A run is deterministic, so
     /// a search runs without it and replays a failing run with it.
     pub trace: bool,
+    /// Whether storage capacity is tracked (CSIStorageCapacity objects):
+    /// in every other run, as `--enable-capacity` is a choice of the
+    /// operator's (the tracker's events and calls also slow a run's
+    /// lifecycle, which the other runs then reach further into).
+    pub capacity: bool,
 }
 
 impl SimConfig {
@@ -65,6 +70,7 @@ impl SimConfig {
             faults: Faults::default(),
             plant: Planted::default(),
             trace: true,
+            capacity: seed % 2 == 1,
         }
     }
 }

@@ -19,6 +19,7 @@
 mod actor;
 mod attributes;
 pub mod backend;
+mod capacity;
 pub mod check;
 /// Writes a line of the trace, when the run keeps one (formatting nothing
 /// otherwise: most of a search's steps are never read).
@@ -211,6 +212,9 @@ impl Sim {
             Actor::Snapshots(SnapshotController::new().with_groups(true)),
             Actor::Snapshotter(Snapshotter::new(DRIVER).with_groups(true)),
         ];
+        if config.capacity {
+            actors.push(actor::capacity_tracker(plant));
+        }
         let mut nodes = BTreeMap::new();
         for i in 0..config.nodes {
             let name = format!("node-{i}");
@@ -680,6 +684,19 @@ impl Sim {
         }
         self.apply(choice);
         true
+    }
+
+    /// The capacity tracker polls once (a resync): what changed the storage
+    /// without an event is then in its objects. False without a tracker.
+    pub fn poll_capacity(&mut self) -> bool {
+        let tracker = self
+            .actors
+            .iter()
+            .position(|a| matches!(a, Actor::Capacity(_)));
+        if let Some(a) = tracker {
+            self.inbox[a].push_back(Delivery::Input(Input::Resync));
+        }
+        tracker.is_some()
     }
 
     /// Steps until nothing is pending or `max` steps; returns steps taken.

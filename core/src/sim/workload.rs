@@ -583,6 +583,15 @@ pub fn play(config: SimConfig, actions: &[Action], settle: u64) -> Sim {
     }
     sim.faults_on = false;
     sim.run(settle);
+    // Upstream polls capacity every minute; here once the cluster is quiet,
+    // after checking what events alone kept right.
+    if sim.violations.is_empty() {
+        sim.check_capacity_followed_volumes();
+    }
+    if sim.poll_capacity() {
+        // The poll's calls and writes, among whatever retries still run.
+        sim.run(settle.min(10_000));
+    }
     if sim.violations.is_empty() {
         sim.check_converged();
     }
@@ -596,6 +605,8 @@ pub fn play(config: SimConfig, actions: &[Action], settle: u64) -> Sim {
 pub fn small_configuration(plant: crate::plant::Planted) -> (Sim, Vec<Action>) {
     let mut config = SimConfig::new(2, 0);
     config.plant = plant;
+    // Capacity tracking adds states, not interleavings the script is about.
+    config.capacity = false;
     let mut sim = Sim::new(config);
     let prefix = [
         Action::Class {

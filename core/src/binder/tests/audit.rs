@@ -441,3 +441,68 @@ fn a9_2_a9_3_classes_decide_provisioning_as_they_come_and_go() {
         "the claim did not learn its class went"
     );
 }
+
+/// Found by the simulator (seed 934): the live read of a volume's claim
+/// (A6.2) answers NotFound for the incarnation the volume names, while the
+/// watch has already brought a claim made again under the same name. The
+/// answer is about the old incarnation: the new claim stays known, and is
+/// handed to its provisioner.
+#[test]
+fn a6_2_a_read_about_a_deleted_claim_does_not_forget_its_namesake() {
+    let mut b = Binder::new();
+    let class = StorageClass::new("fast", "csi.example.com");
+    let mut v = pv("v", "1Gi", &[ReadWriteOnce]);
+    v.spec.claim_ref = Some(ObjectReference {
+        namespace: "default".into(),
+        name: "data".into(),
+        uid: "uid-old".into(),
+        ..Default::default()
+    });
+    v.metadata
+        .annotations
+        .insert(names::ANN_BOUND_BY_CONTROLLER.into(), "yes".into());
+    v.metadata.resource_version = "1".into();
+    for o in [Object::Class(class), Object::Pv(v)] {
+        b.handle(0, Input::Watch(crate::control::Watch::Applied(o.into())));
+    }
+    b.handle(0, Input::Synced);
+    // The volume's claim is not in the cache: the binder reads it live.
+    let get = std::iter::from_fn(|| b.poll()).find_map(|e| match e {
+        Effect::Api {
+            op,
+            call: ApiCall::Get(k),
+        } if &*k.name == "data" => Some(op),
+        _ => None,
+    });
+    let op = get.expect("a live read of the volume's claim");
+    // Meanwhile a new claim of that name arrives.
+    let mut c = pvc("data", "1Gi", &[ReadWriteOnce]);
+    c.spec.storage_class_name = Some("fast".into());
+    c.metadata.uid = "uid-new".into();
+    c.metadata.resource_version = "5".into();
+    b.handle(
+        1,
+        Input::Watch(crate::control::Watch::Applied(Object::Pvc(c).into())),
+    );
+    b.handle(
+        2,
+        Input::ApiDone {
+            op,
+            result: ApiResult::NotFound,
+        },
+    );
+    let writes: Vec<ApiCall> = std::iter::from_fn(|| b.poll())
+        .filter_map(|e| match e {
+            Effect::Api { call, .. } => Some(call),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, ApiCall::Update(Object::Pvc(c))
+            if c.metadata.uid == "uid-new"
+                && c.metadata.has_annotation(names::ANN_STORAGE_PROVISIONER))),
+        "the new claim is handed to its provisioner: {writes:?}"
+    );
+}

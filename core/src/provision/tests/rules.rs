@@ -326,3 +326,39 @@ fn b2_volume_names_and_extra_metadata_follow_the_flags() {
     } = ProvisionerConfig::new(DRIVER);
     assert_eq!(volume_name_prefix, "pvc", "upstream's default");
 }
+
+/// `--controller-publish-readonly`: a claim whose only access mode is
+/// ReadOnlyMany gets a read-only PV; any other, or the flag off, does not.
+#[test]
+fn b3_controller_publish_readonly_marks_read_only_many_volumes() {
+    for (flag, modes, read_only) in [
+        (true, vec![AccessMode::ReadOnlyMany], true),
+        (
+            true,
+            vec![AccessMode::ReadOnlyMany, AccessMode::ReadWriteMany],
+            false,
+        ),
+        (true, vec![AccessMode::ReadWriteOnce], false),
+        (false, vec![AccessMode::ReadOnlyMany], false),
+    ] {
+        let mut config = ProvisionerConfig::new(DRIVER);
+        config.controller_publish_readonly = flag;
+        let mut r = Rig::new(Provisioner::new(config));
+        r.answer_csi(|call| match call {
+            Request::CreateVolume(c) => created(c),
+            other => Err(Status::unimplemented(other.method())),
+        });
+        class(&mut r, &[]);
+        let mut c = claim("data");
+        c.spec.access_modes = modes.clone();
+        let Object::Pvc(c) = r.create(Object::Pvc(c)) else {
+            unreachable!()
+        };
+        let pv = pv(&r, &format!("pvc-{}", c.metadata.uid)).expect("provisioned");
+        assert_eq!(
+            pv.spec.csi.unwrap().read_only,
+            read_only,
+            "{flag} {modes:?}"
+        );
+    }
+}
