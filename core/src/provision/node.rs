@@ -75,21 +75,7 @@ impl NodeScope {
 /// True when a volume whose node affinity is `affinity` can be reached
 /// from a node with the segment `topology` (no affinity: from anywhere).
 pub fn reaches(topology: &Term, affinity: Option<&VolumeNodeAffinity>) -> bool {
-    let Some(required) = affinity.and_then(|a| a.required.as_ref()) else {
-        return true;
-    };
-    required.node_selector_terms.iter().any(|t| {
-        t.match_expressions.iter().all(|e| {
-            let v = topology.get(&e.key);
-            match e.operator.as_str() {
-                "In" => v.is_some_and(|v| e.values.contains(v)),
-                "NotIn" => v.is_none_or(|v| !e.values.contains(v)),
-                "Exists" => v.is_some(),
-                "DoesNotExist" => v.is_none(),
-                _ => false,
-            }
-        })
-    })
+    affinity.is_none_or(|a| a.admits(topology))
 }
 
 impl Provisioner {
