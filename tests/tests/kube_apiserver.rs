@@ -88,11 +88,16 @@ async fn seed(client: &kube::Client) {
         .create(&pp, &class)
         .await
         .unwrap();
-    // The node as node-driver-registrar leaves it: labelled with the
-    // driver's topology segment (`volplane serve`'s default zone), the key
-    // listed in its CSINode entry.
+    // The node in `volplane serve`'s default zone.
+    register_node(client, NODE, "local").await;
+}
+
+/// Node `name` as node-driver-registrar leaves it: labelled with its
+/// topology segment (`zone`), the key listed in its CSINode entry.
+async fn register_node(client: &kube::Client, name: &str, zone: &str) {
+    let pp = PostParams::default();
     let node: Node = serde_json::from_value(json!({"metadata": {
-        "name": NODE, "labels": {ZONE_KEY: "local"}
+        "name": name, "labels": {ZONE_KEY: zone}
     }}))
     .unwrap();
     Api::<Node>::all(client.clone())
@@ -100,8 +105,8 @@ async fn seed(client: &kube::Client) {
         .await
         .unwrap();
     let csinode: CSINode = serde_json::from_value(json!({
-        "metadata": {"name": NODE},
-        "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": [ZONE_KEY]}]}
+        "metadata": {"name": name},
+        "spec": {"drivers": [{"name": DRIVER, "nodeID": name, "topologyKeys": [ZONE_KEY]}]}
     }))
     .unwrap();
     Api::<CSINode>::all(client.clone())
@@ -325,23 +330,7 @@ async fn the_controller_runs_a_real_clusters_storage() {
     // Two zones: a second node in zone "other", where the driver makes no
     // volumes. A class allowed only there asks CreateVolume for that zone
     // alone: the driver refuses, and no volume lands outside the zone.
-    let node: Node = serde_json::from_value(json!({"metadata": {
-        "name": "node-other", "labels": {ZONE_KEY: "other"}
-    }}))
-    .unwrap();
-    Api::<Node>::all(client.clone())
-        .create(&pp, &node)
-        .await
-        .unwrap();
-    let csinode: CSINode = serde_json::from_value(json!({
-        "metadata": {"name": "node-other"},
-        "spec": {"drivers": [{"name": DRIVER, "nodeID": "node-other", "topologyKeys": [ZONE_KEY]}]}
-    }))
-    .unwrap();
-    Api::<CSINode>::all(client.clone())
-        .create(&pp, &csinode)
-        .await
-        .unwrap();
+    register_node(&client, "node-other", "other").await;
     let elsewhere: StorageClass = serde_json::from_value(json!({
         "metadata": {"name": "elsewhere"}, "provisioner": DRIVER,
         "volumeBindingMode": "Immediate", "parameters": {"kind": "dir"},

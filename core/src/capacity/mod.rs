@@ -364,15 +364,23 @@ impl CapacityTracker {
         let call = match self.cx.cache.get(&key) {
             Some(Object::Capacity(c)) => {
                 let owned = self.config.owner.as_ref().is_none_or(|o| owned_by(c, o));
+                // What the object is for is ours to say: one edited by
+                // someone else (another class, segment or label) is put back.
+                let fits = self.manages(c) && matches_item(c, &item);
                 if same_size(&c.capacity, &capacity)
                     && same_size(&c.maximum_volume_size, &maximum)
                     && owned
+                    && fits
                 {
                     return;
                 }
+                let fresh = self.new_object(&item, capacity, maximum);
                 let mut c = c.clone();
-                c.capacity = capacity;
-                c.maximum_volume_size = maximum;
+                c.capacity = fresh.capacity;
+                c.maximum_volume_size = fresh.maximum_volume_size;
+                c.node_topology = fresh.node_topology;
+                c.storage_class_name = fresh.storage_class_name;
+                c.metadata.labels.extend(fresh.metadata.labels);
                 if let (false, Some(o)) = (owned, &self.config.owner) {
                     c.metadata.owner_references.push(o.clone());
                 }

@@ -391,3 +391,45 @@ fn a_change_while_get_capacity_is_in_flight_asks_again() {
         "asked again, nothing written from the old answer"
     );
 }
+
+/// Hostile: an object at the name a (segment, class) owns, edited by
+/// someone to say it is for another zone and class, never stands — it is
+/// put back (or deleted as wanted by nothing, and made again).
+#[test]
+fn an_object_edited_to_claim_another_segment_is_put_back() {
+    let (mut r, free) = two_zones();
+    let name = r
+        .store
+        .objects()
+        .find_map(|o| match o {
+            Object::Capacity(c)
+                if c.node_topology
+                    .as_ref()
+                    .is_some_and(|t| t.match_labels[ZONE] == "a") =>
+            {
+                Some(c.metadata.name.clone())
+            }
+            _ => None,
+        })
+        .unwrap();
+    let Some(Object::Capacity(mut c)) = r.get(Kind::CsiStorageCapacity, NAMESPACE, &name).cloned()
+    else {
+        panic!()
+    };
+    c.node_topology = Some(LabelSelector {
+        match_labels: [(ZONE.to_string(), "b".to_string())].into(),
+        match_expressions: vec![],
+    });
+    c.storage_class_name = "fast".into();
+    r.user(ApiCall::Update(Object::Capacity(c)));
+    // Whatever refresh comes next, what is left says the truth.
+    free.borrow_mut().insert("a".into(), 5 << 30);
+    r.advance(60_000);
+    assert_eq!(
+        objects(&r),
+        [
+            ("local".into(), "a".into(), 5 << 30),
+            ("local".into(), "b".into(), 100 << 30)
+        ]
+    );
+}

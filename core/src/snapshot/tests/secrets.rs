@@ -37,8 +37,9 @@ fn secrets_of(calls: &[CsiCall]) -> Vec<(&'static str, Option<String>)> {
         .collect()
 }
 
-#[test]
-fn the_class_secret_reaches_create_and_delete_snapshot_and_nothing_else() {
+/// [`with_secret_class`], its Secret, and the snapshot `s1` cut with it
+/// (and the name of its content).
+fn snapshotted_with_secret() -> (World, String) {
     let mut w = with_secret_class();
     w.create(Object::Secret(Secret::new(
         "default",
@@ -47,6 +48,12 @@ fn the_class_secret_reaches_create_and_delete_snapshot_and_nothing_else() {
     )));
     let s = w.snap("s1");
     let content_name = names::snapshot_content_name(&s.metadata.uid);
+    (w, content_name)
+}
+
+#[test]
+fn the_class_secret_reaches_create_and_delete_snapshot_and_nothing_else() {
+    let (mut w, content_name) = snapshotted_with_secret();
     let content = w.content(&content_name).expect("a content");
     let ann = &content.metadata.annotations;
     assert_eq!(
@@ -143,14 +150,7 @@ fn a_missing_secret_fails_the_cut_until_it_exists_and_a_delete_goes_on_without_i
 /// no DeleteSnapshot goes out without the credentials it was meant to have.
 #[test]
 fn a_hostile_secret_annotation_is_refused_before_any_read() {
-    let mut w = with_secret_class();
-    w.create(Object::Secret(Secret::new(
-        "default",
-        "snap-creds",
-        &[("token", TOKEN)],
-    )));
-    let s = w.snap("s1");
-    let content_name = names::snapshot_content_name(&s.metadata.uid);
+    let (mut w, content_name) = snapshotted_with_secret();
     let mut c = w.content(&content_name).expect("a content");
     c.metadata.annotations.insert(
         names::ANN_SNAPSHOT_DELETION_SECRET_NAME.into(),
