@@ -163,6 +163,16 @@ impl Status {
         )
     }
 
+    /// A final error that says the operation can never succeed as asked:
+    /// INVALID_ARGUMENT, OUT_OF_RANGE or NOT_FOUND (external-resizer's
+    /// `IsInfeasibleError`); only a changed request may.
+    pub fn is_infeasible(&self) -> bool {
+        matches!(
+            self.code,
+            Code::InvalidArgument | Code::OutOfRange | Code::NotFound
+        )
+    }
+
     /// A status with `code` and `message`.
     pub fn new(code: Code, message: impl Into<String>) -> Status {
         Status {

@@ -105,9 +105,15 @@ fn keep_status(mut written: Object, stored: &Object) -> Object {
     written
 }
 
-/// A status write: the stored object with the written status.
+/// A status write: the stored object with the written status. A claim's
+/// status write also carries its annotations, as the API server's
+/// PersistentVolumeClaim status strategy resets only the spec (the resizer
+/// writes `volume.kubernetes.io/node-expansion-not-required` so).
 fn take_status(stored: &Object, mut written: Object) -> Object {
     let mut out = stored.clone();
+    if let (Object::Pvc(out), Object::Pvc(written)) = (&mut out, &mut written) {
+        out.metadata.annotations = std::mem::take(&mut written.metadata.annotations);
+    }
     with_statuses!(&mut out, &mut written, |a, b| a.status =
         std::mem::take(&mut b.status));
     out

@@ -3,7 +3,9 @@
 //! --pvc-protection --pv-protection` standing in for kube-controller-manager:
 //! StorageClass + PVC → CreateVolume → a PV with upstream's fields → Bound;
 //! a VolumeAttachment → ControllerPublish → status.attached; a resize →
-//! ControllerExpandVolume → the PV's capacity; the controller killed
+//! ControllerExpandVolume → the PV's capacity; a resize past what the
+//! storage holds marked infeasible, then taken back by the user and done
+//! at the lower size (RecoverVolumeExpansionFailure); the controller killed
 //! mid-operation converges after a restart; two replicas hold one Lease and
 //! the survivor takes over; deleting the claim deletes the volume and the
 //! PV; a CSIStorageCapacity object appears for the class in the driver's
@@ -116,6 +118,55 @@ async fn register_node(client: &kube::Client, name: &str, zone: &str) {
 }
 
 /// Every deploy/ manifest, server-side dry run (the namespace for real).
+/// RecoverVolumeExpansionFailure: a claim grown past what the storage
+/// holds is marked `ControllerResizeInfeasible` (OUT_OF_RANGE from the
+/// driver); the user lowers the request and the volume grows to that.
+async fn recover_from_an_infeasible_expansion(
+    claims: &Api<PersistentVolumeClaim>,
+    pvs: &Api<PersistentVolume>,
+    pv_name: &str,
+) {
+    let storage = |c: &PersistentVolumeClaim, field: &str| -> Option<String> {
+        let status = serde_json::to_value(c.status.as_ref()?).ok()?;
+        Some(status.get(field)?.get("storage")?.as_str()?.to_string())
+    };
+    let ask = |size: &str| json!({"spec": {"resources": {"requests": {"storage": size}}}});
+    claims
+        .patch("data", &PatchParams::default(), &Patch::Merge(&ask("1Ei")))
+        .await
+        .unwrap();
+    until("the claim marked ControllerResizeInfeasible", || async {
+        let c = claims.get("data").await.ok()?;
+        let infeasible = storage(&c, "allocatedResourceStatuses")? == "ControllerResizeInfeasible";
+        let error = c.status.as_ref()?.conditions.as_ref()?.iter().any(|x| {
+            x.type_ == "ControllerResizeError"
+                && x.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("OutOfRange"))
+        });
+        (infeasible && error && storage(&c, "allocatedResources")? == "1Ei").then_some(())
+    })
+    .await;
+    claims
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(&ask("256Mi")),
+        )
+        .await
+        .expect("the API server lets a request that proved infeasible fall");
+    until("the volume grown to the lowered request", || async {
+        let pv = pvs.get(pv_name).await.ok()?;
+        let c = claims.get("data").await.ok()?;
+        let grown = pv.spec?.capacity?.get("storage")?.0 == "256Mi";
+        let no_longer_infeasible = storage(&c, "allocatedResourceStatuses").as_deref()
+            != Some("ControllerResizeInfeasible");
+        (grown && no_longer_infeasible && storage(&c, "allocatedResources")? == "256Mi")
+            .then_some(())
+    })
+    .await;
+}
+
 async fn apply_deploy_dry_run(client: &kube::Client) {
     for file in [
         "namespace.yaml",
@@ -240,6 +291,7 @@ async fn the_controller_runs_a_real_clusters_storage() {
         (pv.spec?.capacity?.get("storage")?.0 == "128Mi").then_some(())
     })
     .await;
+    recover_from_an_infeasible_expansion(&claims, &pvs, &pv_name).await;
 
     // Capacity: one object for the class in the driver's zone, from its
     // GetCapacity (the free space of the volumes' filesystem).

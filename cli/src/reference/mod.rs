@@ -356,6 +356,24 @@ impl Backend for Reference {
         _secrets: &Secrets,
     ) -> Result<(u64, bool), Status> {
         let size = size_for(capacity, capacity.required_bytes, 0)?.max(volume.capacity_bytes);
+        // A size beyond the whole filesystem can never be had: OUT_OF_RANGE
+        // (the CSI spec's "unsupported capacity"), which the resizer
+        // records as infeasible until the user asks for less.
+        let dir = self.volumes_dir.clone();
+        let total = host
+            .run(move |h| h.usage(&dir))
+            .await
+            .map_err(|e| host_status("ControllerExpandVolume", e))?
+            .total_bytes;
+        if size > total {
+            return Err(Status::new(
+                Code::OutOfRange,
+                format!(
+                    "volume {} cannot grow to {size} bytes: its storage holds {total} bytes in all",
+                    volume.volume_id
+                ),
+            ));
+        }
         if context_kind(&volume.volume_context) == Kind::Dir {
             return Ok((size, false));
         }

@@ -345,8 +345,9 @@ impl Kubelet {
                 self.cx.fail(pv);
             }
             (Call::Expand { claim, bytes, .. }, Ok(_)) => self.expanded(&claim, bytes),
-            (Call::Expand { pv, .. }, Err(e)) => {
-                self.failed_mount(&pv, "MountVolume.NodeExpandVolume", &e)
+            (Call::Expand { pv, claim, .. }, Err(e)) => {
+                self.failed_mount(&pv, "MountVolume.NodeExpandVolume", &e);
+                self.expand_failed(&claim, &e);
             }
             (Call::Api { .. }, _) => {}
         }

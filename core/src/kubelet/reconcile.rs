@@ -4,7 +4,7 @@ use super::*;
 use crate::control::Event;
 use crate::control::csi_map;
 use crate::driver::{self, Request};
-use crate::model::names::{self, reason};
+use crate::model::names::{self, expansion, reason};
 use crate::model::storage::CsiSource;
 
 /// A pod's use of a volume that should be published.
@@ -148,13 +148,14 @@ impl Kubelet {
         let Object::Pvc(c) = &*shared else {
             return;
         };
+        // As upstream's MarkFSResizeFinished: the expansion leaves no
+        // condition and no status behind.
         let mut c2 = c.clone();
         c2.status
             .capacity
             .insert("storage".into(), Quantity::from_bytes(bytes));
-        c2.status
-            .conditions
-            .retain(|x| x.type_ != "FileSystemResizePending" && x.type_ != "Resizing");
+        c2.merge_resize_conditions(Vec::new(), false);
+        c2.set_resize_status(None);
         self.cx.event(Event::normal(
             claim.clone(),
             reason::FILE_SYSTEM_RESIZE_SUCCESSFUL,
@@ -167,6 +168,26 @@ impl Kubelet {
         self.api(
             format!("claim:{}", claim),
             ApiCall::UpdateStatus(Object::Pvc(c2)),
+        );
+    }
+
+    /// NodeExpandVolume failed for good: the claim says so (upstream's
+    /// MarkNodeExpansionInfeasible and MarkNodeExpansionFailedCondition).
+    /// An infeasible one waits for the resizer to say the node may try
+    /// again.
+    pub(super) fn expand_failed(&mut self, claim: &ObjectKey, e: &crate::Status) {
+        if !e.is_final() {
+            return;
+        }
+        let Some(Object::Pvc(c)) = self.cx.cache.get(claim) else {
+            return;
+        };
+        let mut c = c.clone();
+        let infeasible = e.is_infeasible().then_some(expansion::NODE_INFEASIBLE);
+        c.mark_expansion_failed(expansion::NODE_RESIZE_ERROR, &e.go_error(), infeasible);
+        self.api(
+            format!("claim:{claim}"),
+            ApiCall::UpdateStatus(Object::Pvc(c)),
         );
     }
 
@@ -518,11 +539,21 @@ impl Kubelet {
             &w.claim.metadata.namespace,
             &w.claim.metadata.name,
         );
-        if pv_bytes <= claim_bytes
-            || w.claim.condition("FileSystemResizePending").is_none()
-            || self.busy.contains(&format!("claim:{claim_key}"))
-        {
+        if pv_bytes <= claim_bytes || self.busy.contains(&format!("claim:{claim_key}")) {
             return;
+        }
+        // Only what the resizer handed to the node (upstream's runPreCheck);
+        // the claim says the node is at it before NodeExpandVolume runs.
+        match w.claim.resize_status() {
+            Some(expansion::NODE_IN_PROGRESS) => {}
+            Some(expansion::NODE_PENDING) => {
+                let mut c = (*w.claim).clone();
+                c.set_resize_status(Some(expansion::NODE_IN_PROGRESS));
+                let call = ApiCall::UpdateStatus(Object::Pvc(c));
+                self.api(format!("claim:{claim_key}"), call);
+                return;
+            }
+            _ => return,
         }
         if !self.config.node_expand {
             self.expanded(&claim_key, pv_bytes);

@@ -290,6 +290,43 @@ pub mod reason {
     pub const GROUP_SNAPSHOT_DELETE_ERROR: &str = "GroupSnapshotDeleteError";
 }
 
+/// An expansion's state on a claim (RecoverVolumeExpansionFailure, GA in
+/// Kubernetes 1.34): `status.allocatedResourceStatuses["storage"]`, the
+/// resize conditions, and the annotation the resizer leaves when no node
+/// step is needed. The resizer and the kubelet write them.
+pub mod expansion {
+    /// The controller is expanding the volume.
+    pub const CONTROLLER_IN_PROGRESS: &str = "ControllerResizeInProgress";
+    /// The controller's expansion failed for good (INVALID_ARGUMENT,
+    /// OUT_OF_RANGE, NOT_FOUND): only a new size restarts it.
+    pub const CONTROLLER_INFEASIBLE: &str = "ControllerResizeInfeasible";
+    /// The controller is done; the node must grow the filesystem.
+    pub const NODE_PENDING: &str = "NodeResizePending";
+    /// The node is growing the filesystem.
+    pub const NODE_IN_PROGRESS: &str = "NodeResizeInProgress";
+    /// The node's expansion failed for good.
+    pub const NODE_INFEASIBLE: &str = "NodeResizeInfeasible";
+    /// The claim condition while the controller expands.
+    pub const RESIZING: &str = "Resizing";
+    /// The claim condition while the node must grow the filesystem.
+    pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
+    /// The claim condition after the controller's expansion failed for good.
+    pub const CONTROLLER_RESIZE_ERROR: &str = "ControllerResizeError";
+    /// The claim condition after the node's expansion failed for good.
+    pub const NODE_RESIZE_ERROR: &str = "NodeResizeError";
+    /// The conditions an expansion owns: each write of one replaces the others
+    /// or keeps them, as upstream's MergeResizeConditionsOfPVC.
+    pub const CONDITIONS: [&str; 4] = [
+        RESIZING,
+        FS_RESIZE_PENDING,
+        CONTROLLER_RESIZE_ERROR,
+        NODE_RESIZE_ERROR,
+    ];
+    /// Written by the resizer when the expansion finished without a node step.
+    pub const ANN_NODE_EXPANSION_NOT_REQUIRED: &str =
+        "volume.kubernetes.io/node-expansion-not-required";
+}
+
 /// Lowercase hex SHA-256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))

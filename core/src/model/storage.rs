@@ -356,6 +356,18 @@ pub struct PvcCondition {
     pub message: String,
 }
 
+impl PvcCondition {
+    /// A condition of `type_` that holds (`status: "True"`), saying `message`.
+    pub fn holds(type_: &str, message: impl Into<String>) -> PvcCondition {
+        PvcCondition {
+            type_: type_.into(),
+            status: "True".into(),
+            reason: String::new(),
+            message: message.into(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 /// Kubernetes' `PvcStatus`, with the API's field names.
@@ -373,8 +385,13 @@ pub struct PvcStatus {
     /// `conditions`.
     pub conditions: Vec<PvcCondition>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    /// `allocatedResources`.
+    /// `allocatedResources`: what the resizer last set out to expand to
+    /// (RecoverVolumeExpansionFailure).
     pub allocated_resources: ResourceList,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `allocatedResourceStatuses`: where an expansion stands, by resource
+    /// (`ControllerResizeInProgress`, `NodeResizePending`, …).
+    pub allocated_resource_statuses: BTreeMap<String, String>,
     /// The VolumeAttributesClass the bound volume has now (set by the PV
     /// controller when the claim binds, by the resizer after a modify).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -524,6 +541,64 @@ impl PersistentVolumeClaim {
     /// The condition of type `type_`, if present.
     pub fn condition(&self, type_: &str) -> Option<&PvcCondition> {
         self.status.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// `status.allocatedResourceStatuses["storage"]`: where the claim's
+    /// expansion stands, if one is recorded.
+    pub fn resize_status(&self) -> Option<&str> {
+        self.status
+            .allocated_resource_statuses
+            .get("storage")
+            .map(String::as_str)
+    }
+
+    /// `status.allocatedResources["storage"]`: the size the last expansion
+    /// set out to reach.
+    pub fn allocated(&self) -> Option<Quantity> {
+        storage(&self.status.allocated_resources)
+    }
+
+    /// Writes `status.allocatedResourceStatuses["storage"]` (`None`
+    /// removes it, and the map with it when it empties).
+    pub fn set_resize_status(&mut self, status: Option<&str>) {
+        let statuses = &mut self.status.allocated_resource_statuses;
+        match status {
+            Some(s) => statuses.insert("storage".into(), s.into()),
+            None => statuses.remove("storage"),
+        };
+    }
+
+    /// An expansion that failed for good, marked as upstream marks it: a
+    /// condition of `type_` saying `failed to expand pvc with <error>`
+    /// beside the other expansion conditions, and `status` (an
+    /// `…Infeasible` one) when given.
+    pub fn mark_expansion_failed(&mut self, type_: &str, error: &str, status: Option<&str>) {
+        let why = format!("failed to expand pvc with {error}");
+        self.merge_resize_conditions(vec![PvcCondition::holds(type_, why)], true);
+        if status.is_some() {
+            self.set_resize_status(status);
+        }
+    }
+
+    /// Sets the expansion conditions as upstream's MergeResizeConditionsOfPVC:
+    /// conditions of other kinds stay; an expansion condition of a type in
+    /// `new` is replaced in place; the other expansion conditions stay only
+    /// with `keep_old`; the rest of `new` is appended.
+    pub fn merge_resize_conditions(&mut self, new: Vec<PvcCondition>, keep_old: bool) {
+        use super::names::expansion::CONDITIONS;
+        let mut new = new;
+        let mut merged = Vec::with_capacity(self.status.conditions.len() + new.len());
+        for old in std::mem::take(&mut self.status.conditions) {
+            if !CONDITIONS.contains(&old.type_.as_str()) {
+                merged.push(old);
+            } else if let Some(i) = new.iter().position(|c| c.type_ == old.type_) {
+                merged.push(new.remove(i));
+            } else if keep_old {
+                merged.push(old);
+            }
+        }
+        merged.extend(new);
+        self.status.conditions = merged;
     }
 }
 

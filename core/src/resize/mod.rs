@@ -1,18 +1,20 @@
 //! The resizer: kubernetes-csi's external-resizer as a sans-IO machine.
 //!
-//! A bound claim whose request exceeds its status capacity is expanded
-//! controller side (ControllerExpandVolume), the PV's capacity follows, and
-//! then either the node finishes (the claim gets `FileSystemResizePending`
-//! and the kubelet runs NodeExpandVolume, then writes the claim's capacity)
-//! or, when the driver needs no node step, the claim's status capacity is
-//! written here, last.
+//! Its [`expand`] half grows volumes: a bound claim whose request exceeds
+//! its status capacity is expanded controller side (ControllerExpandVolume),
+//! the PV's capacity follows, and then either the node finishes (the claim
+//! gets `NodeResizePending`, and the kubelet runs NodeExpandVolume, then
+//! writes the claim's capacity) or, when the driver needs no node step, the
+//! claim's status capacity is written here, last. A user may take back a
+//! request that proved infeasible (RecoverVolumeExpansionFailure).
 //!
 //! Guarantees: the claim's status capacity only ever moves to a size the
 //! volume really has; a failed expansion is reported (`VolumeResizeFailed`)
 //! and retried with backoff, and the claim keeps its previous size.
 //!
-//! Its other half, [`modify`], changes a volume's VolumeAttributesClass.
+//! Its [`modify`] half changes a volume's VolumeAttributesClass.
 
+pub mod expand;
 pub mod modify;
 #[cfg(test)]
 mod tests;
@@ -20,17 +22,14 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Tick;
-use crate::control::csi_map::{self, DriverModes};
+use crate::control::csi_map::DriverModes;
 use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
-use crate::driver::{self, Request, Response};
+use crate::driver::{self, Request};
 use crate::machine::TimerTable;
 use crate::model::names::{self, reason};
 use crate::model::*;
 
-/// The claim condition while the controller expands.
-pub const RESIZING: &str = "Resizing";
-/// The claim condition while the node must grow the filesystem.
-pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
+pub use crate::model::names::expansion::{FS_RESIZE_PENDING, RESIZING};
 
 /// How the resizer runs.
 #[derive(Debug, Clone, Hash)]
@@ -146,18 +145,8 @@ pub struct Resizer {
     /// Claims whose volume was modified to this class; the PV and the
     /// claim's status are still to say so.
     modified: BTreeMap<ObjectKey, String>,
-}
-
-fn with_condition(c: &PersistentVolumeClaim, type_: &str, reason: &str) -> PersistentVolumeClaim {
-    let mut c = c.clone();
-    c.status.conditions.retain(|x| x.type_ != type_);
-    c.status.conditions.push(PvcCondition {
-        type_: type_.into(),
-        status: "True".into(),
-        reason: reason.into(),
-        message: String::new(),
-    });
-    c
+    /// Claims whose last ControllerExpandVolume failed for good.
+    final_errors: BTreeSet<ObjectKey>,
 }
 
 impl Resizer {
@@ -174,6 +163,7 @@ impl Resizer {
             uncertain: BTreeSet::new(),
             slow: TimerTable::default(),
             modified: BTreeMap::new(),
+            final_errors: BTreeSet::new(),
         }
     }
 
@@ -264,25 +254,7 @@ impl Resizer {
         if self.sync_modify(key, claim, &pv) || !self.config.expand {
             return;
         }
-        let Some(request) = self.wanted(key, claim) else {
-            return;
-        };
-        let answered = self
-            .expanded
-            .get(key)
-            .copied()
-            .filter(|(cap, _)| *cap >= request);
-        match answered {
-            None => self.expand(key, claim, &pv, request),
-            Some((capacity, _)) if pv.capacity().map_or(0, |q| q.bytes()) < capacity => {
-                let mut v = pv.clone();
-                v.spec
-                    .capacity
-                    .insert("storage".into(), Quantity::from_bytes(capacity));
-                self.api(key, ApiCall::Update(Object::Pv(v)));
-            }
-            Some((capacity, node_required)) => self.finish(key, claim, capacity, node_required),
-        }
+        self.sync_expand(key, claim, &pv);
     }
 
     /// The volume of a bound claim, when it is one of this driver's.
@@ -308,110 +280,6 @@ impl Resizer {
             .as_ref()
             .is_none_or(|t| crate::provision::node::reaches(t, pv.spec.node_affinity.as_ref()));
         here.then_some(pv)
-    }
-
-    /// The size asked for, when the claim wants to grow, its class allows
-    /// it and the node is not finishing it already.
-    fn wanted(&mut self, key: &ObjectKey, claim: &PersistentVolumeClaim) -> Option<u64> {
-        let request = claim.request().map_or(0, |q| q.bytes());
-        let status = claim.status_capacity().map_or(0, |q| q.bytes());
-        if request <= status {
-            self.expanded.remove(key);
-            return None;
-        }
-        let allowed = match self.cx.cache.find(Kind::StorageClass, "", claim.class()) {
-            Some(Object::Class(c)) => c.allow_volume_expansion == Some(true),
-            _ => false,
-        };
-        if !allowed {
-            let msg = format!(
-                "storageclass {:?} does not allow volume expansion",
-                claim.class()
-            );
-            let e = Event::warning(key.clone(), reason::VOLUME_RESIZE_FAILED, msg);
-            self.tell(key, e);
-            return None;
-        }
-        // With FileSystemResizePending, the kubelet finishes it.
-        claim
-            .condition(FS_RESIZE_PENDING)
-            .is_none()
-            .then_some(request)
-    }
-
-    /// Marks the claim Resizing (first), then asks ControllerExpand.
-    fn expand(
-        &mut self,
-        key: &ObjectKey,
-        claim: &PersistentVolumeClaim,
-        pv: &PersistentVolume,
-        request: u64,
-    ) {
-        if claim.condition(RESIZING).is_none() {
-            let resizing = with_condition(claim, RESIZING, "");
-            self.api(key, ApiCall::UpdateStatus(Object::Pvc(resizing)));
-            let msg = format!("External resizer is resizing volume {}", pv.name());
-            self.tell(key, Event::normal(key.clone(), reason::RESIZING, msg));
-            return;
-        }
-        let Some(csi) = &pv.spec.csi else { return };
-        let secrets = match &csi.controller_expand_secret_ref {
-            None => driver::Secrets::default(),
-            Some(secret) => match self.credentials.remove(key) {
-                Some(data) => data,
-                None => {
-                    self.get_secret(key, pv, secret.clone(), SecretFor::Expand);
-                    return;
-                }
-            },
-        };
-        let capability = csi_map::pv_capability(pv, self.config.modes).ok();
-        let call = Request::ControllerExpand(driver::ControllerExpand {
-            volume_id: csi.volume_handle.clone(),
-            capacity: driver::CapacityRange {
-                required_bytes: request,
-                limit_bytes: 0,
-            },
-            capability,
-            secrets,
-        });
-        self.busy.insert(key.clone());
-        let (claim, pv) = (key.clone(), pv.name().to_string());
-        self.cx.csi(None, call, Call::Expand { claim, pv });
-    }
-
-    /// The controller's part is done: the claim leaves Resizing, and
-    /// either waits for the node (FileSystemResizePending) or gets its
-    /// new capacity.
-    fn finish(
-        &mut self,
-        key: &ObjectKey,
-        claim: &PersistentVolumeClaim,
-        capacity: u64,
-        node_required: bool,
-    ) {
-        let mut c = claim.clone();
-        c.status.conditions.retain(|x| x.type_ != RESIZING);
-        let e = if node_required {
-            c = with_condition(&c, FS_RESIZE_PENDING, "");
-            Event::normal(
-                key.clone(),
-                reason::FILE_SYSTEM_RESIZE_REQUIRED,
-                "Require file system resize of volume on node",
-            )
-        } else {
-            c.status
-                .capacity
-                .insert("storage".into(), Quantity::from_bytes(capacity));
-            Event::normal(
-                key.clone(),
-                reason::VOLUME_RESIZE_SUCCESSFUL,
-                "Resize volume succeeded",
-            )
-        };
-        self.tell(key, e);
-        self.expanded.remove(key);
-        self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
     }
 
     /// Reads `secret`, which the PV names, for the claim's `purpose` call.
@@ -465,37 +333,6 @@ impl Resizer {
         }
         self.cx.dirty.insert(claim);
     }
-
-    fn expand_done(&mut self, claim: ObjectKey, pv: String, result: CsiResult) {
-        self.busy.remove(&claim);
-        match result {
-            Ok(Response::ControllerExpanded {
-                capacity_bytes,
-                node_expansion_required,
-            }) => {
-                self.cx.backoff.succeed(&claim);
-                self.expanded
-                    .insert(claim.clone(), (capacity_bytes, node_expansion_required));
-            }
-            Ok(other) => self.resize_failed(&claim, &pv, &format!("unexpected answer {other:?}")),
-            Err(e) => self.resize_failed(&claim, &pv, &e.go_error()),
-        }
-        self.cx.dirty.insert(claim);
-    }
-
-    /// A VolumeResizeFailed warning saying why, and the claim backs off.
-    fn resize_failed(&mut self, claim: &ObjectKey, pv: &str, why: &str) {
-        self.cx.fail(claim.clone());
-        let msg = format!(
-            "resize volume {pv:?} by resizer {:?} failed: {why}",
-            self.config.driver
-        );
-        self.cx.event(Event::warning(
-            claim.clone(),
-            reason::VOLUME_RESIZE_FAILED,
-            msg,
-        ));
-    }
 }
 
 impl Controller for Resizer {
@@ -526,6 +363,7 @@ impl Controller for Resizer {
                 self.uncertain.remove(&key);
                 self.slow.stop(&key);
                 self.modified.remove(&key);
+                self.final_errors.remove(&key);
             }
         }
         self.cx.apply(watch);

@@ -44,7 +44,10 @@ impl Sim {
     }
 
     /// The volume handle of `c`'s bound PV, and the PV, when both exist.
-    fn bound_volume(&self, c: &PersistentVolumeClaim) -> Option<(String, &PersistentVolume)> {
+    pub(super) fn bound_volume(
+        &self,
+        c: &PersistentVolumeClaim,
+    ) -> Option<(String, &PersistentVolume)> {
         let key = ObjectKey::new(Kind::PersistentVolume, "", c.volume_name());
         let Some(Object::Pv(pv)) = self.store.get(&key) else {
             return None;

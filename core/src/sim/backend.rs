@@ -406,11 +406,21 @@ fn carried(call: &CsiCall) -> Option<&driver::Secrets> {
 }
 
 /// INVALID_ARGUMENT for a call that asks for a mutable parameter value the
-/// storage cannot have.
+/// storage cannot have; OUT_OF_RANGE for a volume grown past what a zone
+/// holds.
 fn infeasible(call: &CsiCall) -> Option<Status> {
     let params = match call {
         CsiCall::CreateVolume(c) => &c.mutable_parameters,
         CsiCall::ControllerModify(c) => &c.mutable_parameters,
+        CsiCall::ControllerExpand(c) if c.capacity.required_bytes > ZONE_BYTES => {
+            return Some(Status::new(
+                Code::OutOfRange,
+                format!(
+                    "{} bytes is more than a zone of this storage holds ({ZONE_BYTES})",
+                    c.capacity.required_bytes
+                ),
+            ));
+        }
         _ => return None,
     };
     params

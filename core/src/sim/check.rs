@@ -266,6 +266,7 @@ impl Sim {
             self.check_attachments_and_snapshots(&mut found);
             self.check_topology(&mut found);
             self.check_attributes(&mut found);
+            self.check_expansions(&mut found);
         }
         for (kind, what) in found {
             self.violate(kind, what);
@@ -444,6 +445,7 @@ impl Sim {
         self.mounts_converged(&needed, &targets, &mut found);
         self.storage_converged(&mut found);
         self.attributes_converged(&mut found);
+        self.expansions_converged(&mut found);
         self.capacity_converged(&mut found);
         for what in found {
             self.violate("not converged", format!("not converged: {what}"));

@@ -21,6 +21,7 @@ mod attributes;
 pub mod backend;
 mod capacity;
 pub mod check;
+mod expansion;
 /// Writes a line of the trace, when the run keeps one (formatting nothing
 /// otherwise: most of a search's steps are never read).
 macro_rules! note {

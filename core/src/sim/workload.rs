@@ -75,6 +75,18 @@ pub enum Action {
         /// The claim.
         claim: String,
     },
+    /// Ask a claim for more than the storage holds: the expansion is
+    /// infeasible (OUT_OF_RANGE).
+    Overgrow {
+        /// The claim.
+        claim: String,
+    },
+    /// Take back a growth not yet done: lower a claim's request to 1 GiB
+    /// above its capacity (RecoverVolumeExpansionFailure lets a user).
+    TakeBack {
+        /// The claim.
+        claim: String,
+    },
     /// Name another VolumeAttributesClass on a claim (`gold`, `silver`,
     /// `infeasible` — whose value the storage refuses — or one that does
     /// not exist).
@@ -178,6 +190,10 @@ impl std::fmt::Display for Action {
             Action::DeleteClaim { name } => write!(f, "delete PVC {name}"),
             Action::DeleteVolume { claim } => write!(f, "delete the PV of PVC {claim}"),
             Action::Resize { claim } => write!(f, "grow PVC {claim} by 1Gi"),
+            Action::Overgrow { claim } => {
+                write!(f, "ask PVC {claim} for more than the storage holds")
+            }
+            Action::TakeBack { claim } => write!(f, "take back PVC {claim}'s growth"),
             Action::Modify { claim, class } => {
                 write!(f, "set PVC {claim}'s VolumeAttributesClass to {class}")
             }
@@ -224,6 +240,7 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
     let mut rng = Rng::new(seed ^ 0x57a7e);
     let mut snaps = Rng::new(seed ^ 0x5a95);
     let mut modifies = Rng::new(seed ^ 0x30d1);
+    let mut recovers = Rng::new(seed ^ 0x4ec0);
     let mut named = std::collections::BTreeMap::new();
     let claims = pods.div_ceil(2).max(1);
     let mut out = setup();
@@ -266,6 +283,17 @@ pub fn generate(seed: u64, nodes: usize, pods: usize, len: usize) -> Vec<Action>
                 steps: rng.below(60) as u32,
             },
         });
+        // Now and then a claim asks for more than the storage holds, and
+        // a user takes a growth back, from a stream of their own.
+        match recovers.below(24) {
+            0 => out.push(Action::Overgrow {
+                claim: format!("c{}", recovers.below(claims)),
+            }),
+            1 | 2 => out.push(Action::TakeBack {
+                claim: format!("c{}", recovers.below(claims)),
+            }),
+            _ => {}
+        }
         // Now and then a claim names another class, from a stream of its own.
         if modifies.below(10) == 0 {
             let claim = format!("c{}", modifies.below(claims));
@@ -433,6 +461,18 @@ impl Sim {
             Action::Resize { claim } => claim_of(self, claim)
                 .filter(|c| c.phase() == PvcPhase::Bound)
                 .map(|c| ApiCall::Update(Object::Pvc(grown(c)))),
+            Action::Overgrow { claim } => claim_of(self, claim)
+                .filter(|c| c.phase() == PvcPhase::Bound)
+                .map(|c| ApiCall::Update(Object::Pvc(asking(c, 1 << 40)))),
+            // The API server lets a request fall, but not to the status
+            // capacity or below.
+            Action::TakeBack { claim } => claim_of(self, claim)
+                .filter(|c| c.phase() == PvcPhase::Bound)
+                .and_then(|c| {
+                    let request = c.request().map_or(0, |q| q.bytes());
+                    let lower = c.status_capacity().map_or(0, |q| q.bytes()) + (1 << 30);
+                    (lower < request).then(|| ApiCall::Update(Object::Pvc(asking(c, lower))))
+                }),
             // Only once bound: the PV controller never binds a claim to the
             // volume provisioned for it when the claim named another class
             // meanwhile (upstream's FindMatchingVolume skips it), so a user
@@ -696,12 +736,17 @@ fn new_claim(name: &str, class: &str, mode: &AccessMode) -> PersistentVolumeClai
 }
 
 /// `c` asking for 1 GiB more.
-fn grown(mut c: PersistentVolumeClaim) -> PersistentVolumeClaim {
+fn grown(c: PersistentVolumeClaim) -> PersistentVolumeClaim {
     let q = c.request().map_or(1 << 30, |q| q.bytes()) + (1 << 30);
+    asking(c, q)
+}
+
+/// `c` asking for `bytes`.
+fn asking(mut c: PersistentVolumeClaim, bytes: u64) -> PersistentVolumeClaim {
     c.spec
         .resources
         .requests
-        .insert("storage".into(), Quantity::from_bytes(q));
+        .insert("storage".into(), Quantity::from_bytes(bytes));
     c
 }
 

@@ -133,6 +133,7 @@ fn change(r: &Rig<Kubelet>, what: u8, x: u8) -> Option<ApiCall> {
                 status: "True".into(),
                 ..Default::default()
             });
+            c.set_resize_status(Some(crate::model::names::expansion::NODE_PENDING));
             ApiCall::UpdateStatus(Object::Pvc(c))
         }
         _ => return None,

@@ -379,6 +379,7 @@ fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
         status: "True".into(),
         ..Default::default()
     });
+    c.set_resize_status(Some(crate::model::names::expansion::NODE_PENDING));
     r.user(ApiCall::UpdateStatus(Object::Pvc(c)));
     assert_eq!(
         calls(&r).last().unwrap(),
@@ -394,6 +395,15 @@ fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
     };
     assert_eq!(c.status_capacity().unwrap().bytes(), 2 << 30);
     assert!(c.condition("FileSystemResizePending").is_none());
+    assert_eq!(c.resize_status(), None, "the expansion leaves no status");
+    let in_progress = r.writes.iter().position(|w| {
+        matches!(w, ApiCall::UpdateStatus(Object::Pvc(c))
+            if c.resize_status() == Some(crate::model::names::expansion::NODE_IN_PROGRESS))
+    });
+    assert!(
+        in_progress.is_some(),
+        "NodeResizeInProgress is written before NodeExpandVolume"
+    );
     assert!(
         r.reasons()
             .contains(&crate::model::names::reason::FILE_SYSTEM_RESIZE_SUCCESSFUL)

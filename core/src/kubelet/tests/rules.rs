@@ -185,6 +185,7 @@ fn d3_11_a_claim_as_big_as_its_volume_needs_no_node_expansion() {
         status: "True".into(),
         ..Default::default()
     });
+    c.set_resize_status(Some(crate::model::names::expansion::NODE_PENDING));
     r.user(ApiCall::UpdateStatus(Object::Pvc(c)));
     assert!(
         !calls(&r).iter().any(|c| c.starts_with("NodeExpandVolume")),
@@ -212,6 +213,7 @@ fn d3_11_a_finished_node_expansion_keeps_the_claims_other_conditions() {
             ..Default::default()
         });
     }
+    c.set_resize_status(Some(crate::model::names::expansion::NODE_PENDING));
     r.user(ApiCall::UpdateStatus(Object::Pvc(c)));
     let kept: Vec<String> = claim(&r)
         .status
@@ -271,4 +273,71 @@ fn d1_3_a_volume_no_pod_uses_is_unstaged_while_another_stays_published() {
         .map(|(_, c)| c.path().unwrap_or("").to_string())
         .collect();
     assert_eq!(unstaged, vec![names::staging_path(ROOT, DRIVER, "vol-2")]);
+}
+
+/// The volume grown to 2Gi and handed to the node, as the resizer does.
+fn handed_to_node(r: &mut Rig<Kubelet>) {
+    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
+        panic!()
+    };
+    pv.spec
+        .capacity
+        .insert("storage".into(), Quantity::parse("2Gi").unwrap());
+    r.user(ApiCall::Update(Object::Pv(pv)));
+    let mut c = claim(r);
+    c.set_resize_status(Some(crate::model::names::expansion::NODE_PENDING));
+    r.user(ApiCall::UpdateStatus(Object::Pvc(c)));
+}
+
+/// NodeExpandVolume failing for good marks the claim as upstream's kubelet
+/// does: INVALID_ARGUMENT makes it `NodeResizeInfeasible` (the resizer
+/// then decides), INTERNAL only says why; either keeps the old capacity.
+#[test]
+fn d3_11_a_node_expansion_that_fails_for_good_is_marked_on_the_claim() {
+    use crate::model::names::expansion::*;
+    for (code, status) in [
+        (Code::InvalidArgument, NODE_INFEASIBLE),
+        (Code::Internal, NODE_IN_PROGRESS),
+    ] {
+        let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+        r.answer_csi(move |c| match c {
+            Request::NodeExpand(_) => Err(Status::new(code, "filesystem full of errors")),
+            _ => Ok(Response::Empty),
+        });
+        pod(&mut r, "web-0");
+        handed_to_node(&mut r);
+        let c = claim(&r);
+        assert_eq!(c.resize_status(), Some(status), "{code:?}");
+        let error = c.condition(NODE_RESIZE_ERROR).expect("NodeResizeError");
+        assert!(
+            error
+                .message
+                .starts_with("failed to expand pvc with rpc error: code = "),
+            "{}",
+            error.message
+        );
+        assert_eq!(c.status_capacity().unwrap().bytes(), 1 << 30);
+    }
+}
+
+/// An expansion the resizer did not hand to the node (no
+/// `NodeResizePending`) is not the node's to run.
+#[test]
+fn d3_11_only_an_expansion_handed_to_the_node_runs_there() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    pod(&mut r, "web-0");
+    handed_to_node(&mut r);
+    let mut c = claim(&r);
+    assert_eq!(
+        c.status_capacity().unwrap().bytes(),
+        2 << 30,
+        "handed: done"
+    );
+    c.status
+        .capacity
+        .insert("storage".into(), Quantity::parse("1Gi").unwrap());
+    c.set_resize_status(Some(crate::model::names::expansion::CONTROLLER_IN_PROGRESS));
+    let before = calls(&r).len();
+    r.user(ApiCall::UpdateStatus(Object::Pvc(c)));
+    assert_eq!(calls(&r).len(), before, "{:?}", calls(&r));
 }

@@ -3,7 +3,9 @@
 use super::*;
 use crate::Status;
 use crate::control::rig::Rig;
+use crate::driver::Response;
 
+mod expand;
 mod modify;
 
 const DRIVER: &str = "volplane.csi.io";
@@ -110,7 +112,9 @@ fn controller_then_pv_then_node_pending_when_the_driver_needs_the_node() {
     );
 }
 
-/// Setting a condition replaces one of its type and keeps the others.
+/// Setting a condition replaces one of its type and keeps the others;
+/// `Resizing` stays while the node finishes (upstream keeps the old
+/// expansion conditions when it hands the claim to the node).
 #[test]
 fn conditions_of_other_types_are_kept() {
     let mut r = rig(true, true);
@@ -129,10 +133,7 @@ fn conditions_of_other_types_are_kept() {
         .iter()
         .map(|c| c.type_.clone())
         .collect();
-    assert_eq!(
-        types,
-        vec!["ModifyingVolume".to_string(), FS_RESIZE_PENDING.to_string()]
-    );
+    assert_eq!(types, vec!["ModifyingVolume", RESIZING, FS_RESIZE_PENDING]);
 }
 
 #[test]
@@ -165,7 +166,7 @@ fn a_failed_expansion_is_reported_retried_and_keeps_the_old_size() {
     r.answer_csi(move |c| match c {
         Request::ControllerExpand(_) if fail => {
             fail = false;
-            Err(Status::new(crate::Code::OutOfRange, "pool full"))
+            Err(Status::new(crate::Code::Internal, "pool busy"))
         }
         Request::ControllerExpand(e) => Ok(Response::ControllerExpanded {
             capacity_bytes: e.capacity.required_bytes,
