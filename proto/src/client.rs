@@ -10,6 +10,7 @@ use crate::convert::from_tonic;
 use crate::convert::outgoing::{IntoResponse, ToWire, not_sent};
 use crate::csi;
 use crate::csi::controller_client::ControllerClient;
+use crate::csi::group_controller_client::GroupControllerClient;
 use crate::csi::identity_client::IdentityClient;
 use crate::csi::node_client::NodeClient;
 
@@ -48,13 +49,15 @@ impl<T> Transport for T where
 {
 }
 
-/// The three CSI clients on one connection.
+/// The four CSI clients on one connection.
 #[derive(Debug, Clone)]
 pub struct CsiClient<T> {
     /// The Identity service.
     pub identity: IdentityClient<T>,
     /// The Controller service.
     pub controller: ControllerClient<T>,
+    /// The GroupController service.
+    pub group: GroupControllerClient<T>,
     /// The Node service.
     pub node: NodeClient<T>,
 }
@@ -75,11 +78,13 @@ impl<T: Transport> CsiClient<T> {
             None => CsiClient {
                 identity: IdentityClient::new(channel.clone()),
                 controller: ControllerClient::new(channel.clone()),
+                group: GroupControllerClient::new(channel.clone()),
                 node: NodeClient::new(channel),
             },
             Some(o) => CsiClient {
                 identity: IdentityClient::with_origin(channel.clone(), o.clone()),
                 controller: ControllerClient::with_origin(channel.clone(), o.clone()),
+                group: GroupControllerClient::with_origin(channel.clone(), o.clone()),
                 node: NodeClient::with_origin(channel, o),
             },
         }
@@ -88,6 +93,7 @@ impl<T: Transport> CsiClient<T> {
     /// Sends `request` and returns the driver's answer as the machines see it.
     pub async fn call(&mut self, request: &Request) -> Result<Response, Status> {
         let (id, c, n) = (&mut self.identity, &mut self.controller, &mut self.node);
+        let g = &mut self.group;
         match request {
             Request::GetPluginInfo => {
                 answer(id.get_plugin_info(csi::GetPluginInfoRequest {}).await)
@@ -109,6 +115,24 @@ impl<T: Transport> CsiClient<T> {
             Request::CreateSnapshot(r) => answer(c.create_snapshot(r.to_wire()).await),
             Request::DeleteSnapshot(r) => answer(c.delete_snapshot(r.to_wire()).await),
             Request::ListSnapshots(r) => answer(c.list_snapshots(r.to_wire()).await),
+            Request::CreateGroupSnapshot(r) => {
+                answer(g.create_volume_group_snapshot(r.to_wire()).await)
+            }
+            Request::DeleteGroupSnapshot(r) => {
+                answer(g.delete_volume_group_snapshot(r.to_wire()).await)
+            }
+            Request::GetGroupSnapshot {
+                group_snapshot_id,
+                snapshot_ids,
+                secrets,
+            } => {
+                let wire = crate::convert::snapshot::get_group_wire(
+                    group_snapshot_id,
+                    snapshot_ids,
+                    secrets,
+                );
+                answer(g.get_volume_group_snapshot(wire).await)
+            }
             Request::ControllerGetCapabilities => answer(
                 c.controller_get_capabilities(csi::ControllerGetCapabilitiesRequest {})
                     .await,

@@ -262,6 +262,22 @@ async fn group_snapshots_on(rt: Runtime) {
         .unwrap();
     assert!(g.ready_to_use);
     assert_eq!(g.snapshots.len(), 2);
+    // The machines' client (the snapshotter's) reaches the GroupController.
+    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let mut machines = volplane_proto::client::CsiClient::new(ch, None);
+    let got = machines
+        .call(&volplane_core::driver::Request::GetGroupSnapshot {
+            group_snapshot_id: g.group_snapshot_id.clone(),
+            snapshot_ids: Vec::new(),
+            secrets: Default::default(),
+        })
+        .await
+        .expect("GetVolumeGroupSnapshot through the machines' client");
+    assert!(
+        matches!(&got, volplane_core::driver::Response::GroupSnapshot(x)
+            if x.ready_to_use && x.snapshots.len() == 2),
+        "{got:?}"
+    );
     let by_source: HashMap<String, String> = g
         .snapshots
         .iter()

@@ -470,6 +470,7 @@ impl Driver {
             Request::GetGroupSnapshot {
                 group_snapshot_id,
                 snapshot_ids,
+                ..
             } => self.get_group(&group_snapshot_id, &snapshot_ids),
             Request::NodeStage(r) => self.node_stage(r),
             Request::NodeUnstage(r) => self.node_unstage(r),

@@ -158,6 +158,8 @@ pub struct ListSnapshots {
     pub source_volume_id: String,
     /// Only this snapshot (empty: any).
     pub snapshot_id: String,
+    /// The secrets the CO sent for this call (never logged).
+    pub secrets: Secrets,
 }
 
 #[derive(Debug, Clone, PartialEq, Hash)]
@@ -325,6 +327,8 @@ pub enum Request {
         group_snapshot_id: String,
         /// The group's member snapshots, by id.
         snapshot_ids: Vec<String>,
+        /// The secrets the CO sent for this call (never logged).
+        secrets: Secrets,
     },
     /// The NodeStage RPC.
     NodeStage(NodeStage),

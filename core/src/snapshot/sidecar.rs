@@ -20,9 +20,7 @@
 //!   `volumesnapshotcontent-bound-protection` finalizer removed.
 //!
 //! Secrets: see the `credentials` module. A deliberate difference: `status.error.time`
-//! is left unset (the core has no wall clock). ListSnapshots and
-//! GetVolumeGroupSnapshot of a pre-provisioned snapshot go without the
-//! class's list/get secret (`snapshotter-list-secret-*`) for now.
+//! is left unset (the core has no wall clock).
 
 mod content;
 mod credentials;
@@ -128,7 +126,7 @@ pub struct Snapshotter {
     /// Contents whose storage snapshot DeleteSnapshot removed.
     deleted: BTreeSet<ObjectKey>,
     /// The Secret data read for a content's calls, until the content goes.
-    credentials: BTreeMap<ObjectKey, driver::Secrets>,
+    credentials: BTreeMap<(ObjectKey, Purpose), driver::Secrets>,
     /// `--snapshot-name-prefix` and `--snapshot-name-uuid-length`.
     naming: (String, Option<usize>),
     /// `--extra-create-metadata`: CreateSnapshot's parameters also name
@@ -245,7 +243,7 @@ impl Snapshotter {
     }
 
     fn forget(&mut self, content: &ObjectKey) {
-        self.credentials.remove(content);
+        self.drop_credentials(content);
         self.cut.remove(content);
         self.failed.remove(content);
         self.deleted.remove(content);
@@ -396,6 +394,11 @@ impl Snapshotter {
             (Some(volume), _) if !member => self.create(c, volume),
             (Some(_), None) => {}
             (_, Some(handle)) => {
+                let secrets = match self.credentials_for(c, Purpose::Check) {
+                    Ok(Some(secrets)) => secrets,
+                    Ok(None) => return,
+                    Err(e) => return self.blocked(name, e),
+                };
                 self.cx.csi(
                     None,
                     Request::ListSnapshots(driver::ListSnapshots {
@@ -403,6 +406,7 @@ impl Snapshotter {
                         starting_token: String::new(),
                         source_volume_id: String::new(),
                         snapshot_id: handle.clone(),
+                        secrets,
                     }),
                     Call::Check {
                         content: name.clone(),
@@ -578,7 +582,7 @@ impl Controller for Snapshotter {
         let (Watch::Applied(o) | Watch::Deleted(o)) = &watch;
         if let Watch::Deleted(o) = &watch {
             // Secret data read for a content that went is dropped.
-            self.credentials.remove(&o.key());
+            self.drop_credentials(&o.key());
         }
         self.mark(&o.clone());
         self.cx.apply(watch);

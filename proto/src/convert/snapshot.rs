@@ -41,12 +41,12 @@ impl IntoRequest for csi::ListSnapshotsRequest {
         }
         // The filters are only compared with what the driver holds: an id
         // that names nothing simply matches nothing.
-        f::secrets("secrets", self.secrets)?;
         Ok(Request::ListSnapshots(core::ListSnapshots {
             max_entries,
             starting_token: self.starting_token,
             source_volume_id: f::optional_bounded("source_volume_id", self.source_volume_id)?,
             snapshot_id: f::optional_bounded("snapshot_id", self.snapshot_id)?,
+            secrets: f::secrets("secrets", self.secrets)?,
         }))
     }
 }
@@ -162,10 +162,10 @@ impl IntoRequest for csi::DeleteVolumeGroupSnapshotRequest {
 
 impl IntoRequest for csi::GetVolumeGroupSnapshotRequest {
     fn into_request(self) -> Result<Request, Status> {
-        f::secrets("secrets", self.secrets)?;
         Ok(Request::GetGroupSnapshot {
             group_snapshot_id: f::id("group_snapshot_id", self.group_snapshot_id)?,
             snapshot_ids: member_ids("snapshot_ids", self.snapshot_ids)?,
+            secrets: f::secrets("secrets", self.secrets)?,
         })
     }
 }
@@ -239,8 +239,84 @@ impl ToWire for core::ListSnapshots {
             starting_token: self.starting_token.clone(),
             source_volume_id: self.source_volume_id.clone(),
             snapshot_id: self.snapshot_id.clone(),
-            secrets: Default::default(),
+            secrets: map(&self.secrets.0),
         }
+    }
+}
+
+impl ToWire for core::CreateGroupSnapshot {
+    type Wire = csi::CreateVolumeGroupSnapshotRequest;
+    fn to_wire(&self) -> Self::Wire {
+        csi::CreateVolumeGroupSnapshotRequest {
+            name: self.name.clone(),
+            source_volume_ids: self.source_volume_ids.clone(),
+            secrets: map(&self.secrets.0),
+            parameters: map(&self.parameters),
+        }
+    }
+}
+
+impl ToWire for core::DeleteGroupSnapshot {
+    type Wire = csi::DeleteVolumeGroupSnapshotRequest;
+    fn to_wire(&self) -> Self::Wire {
+        csi::DeleteVolumeGroupSnapshotRequest {
+            group_snapshot_id: self.group_snapshot_id.clone(),
+            snapshot_ids: self.snapshot_ids.clone(),
+            secrets: map(&self.secrets.0),
+        }
+    }
+}
+
+/// GetVolumeGroupSnapshot's wire message (its core request is a variant,
+/// not a struct of its own).
+pub fn get_group_wire(
+    group_snapshot_id: &str,
+    snapshot_ids: &[String],
+    secrets: &core::Secrets,
+) -> csi::GetVolumeGroupSnapshotRequest {
+    csi::GetVolumeGroupSnapshotRequest {
+        group_snapshot_id: group_snapshot_id.to_string(),
+        snapshot_ids: snapshot_ids.to_vec(),
+        secrets: map(&secrets.0),
+    }
+}
+
+/// A wire group snapshot as the machines read it.
+fn core_group(g: Option<csi::VolumeGroupSnapshot>, method: &str) -> Result<Response, Status> {
+    let g =
+        g.ok_or_else(|| Status::internal(format!("{method} answered without a group snapshot")))?;
+    if g.group_snapshot_id.is_empty() {
+        return Err(Status::internal(format!(
+            "{method} answered a group snapshot without an id"
+        )));
+    }
+    let t = g.creation_time.unwrap_or_default();
+    Ok(Response::GroupSnapshot(core::GroupSnapshot {
+        group_snapshot_id: g.group_snapshot_id,
+        snapshots: g.snapshots.into_iter().map(core_snapshot).collect(),
+        creation_time: core::Timestamp {
+            seconds: t.seconds,
+            nanos: t.nanos,
+        },
+        ready_to_use: g.ready_to_use,
+    }))
+}
+
+impl IntoResponse for csi::CreateVolumeGroupSnapshotResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        core_group(self.group_snapshot, "CreateVolumeGroupSnapshot")
+    }
+}
+
+impl IntoResponse for csi::GetVolumeGroupSnapshotResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        core_group(self.group_snapshot, "GetVolumeGroupSnapshot")
+    }
+}
+
+impl IntoResponse for csi::DeleteVolumeGroupSnapshotResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        Ok(Response::Empty)
     }
 }
 

@@ -61,6 +61,7 @@ fn members_are_listed_and_restored_but_deleted_only_with_their_group() {
         starting_token: String::new(),
         source_volume_id: String::new(),
         snapshot_id: member.clone(),
+        secrets: Default::default(),
     })) else {
         panic!()
     };
@@ -82,6 +83,7 @@ fn members_are_listed_and_restored_but_deleted_only_with_their_group() {
     let e = h.err(Request::GetGroupSnapshot {
         group_snapshot_id: g.group_snapshot_id.clone(),
         snapshot_ids: vec![],
+        secrets: Default::default(),
     });
     assert_eq!(e.code, Code::NotFound);
 }

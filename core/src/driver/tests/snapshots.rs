@@ -24,6 +24,7 @@ fn list(source: &str, id: &str, max_entries: u32, token: &str) -> Request {
         starting_token: token.into(),
         source_volume_id: source.into(),
         snapshot_id: id.into(),
+        secrets: Default::default(),
     })
 }
 

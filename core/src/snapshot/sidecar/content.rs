@@ -5,6 +5,7 @@
 
 use super::credentials::Purpose;
 use super::*;
+use crate::control::secrets::{self, SecretParams};
 use crate::model::names::{self, ANN_GROUP_BEING_CREATED, FINALIZER_GROUP_CONTENT_BOUND, reason};
 
 /// `call` (a delete) carrying `secrets`.
@@ -30,6 +31,24 @@ pub(super) trait CutContent: Clone {
     const BOUND_FINALIZER: &'static str;
     /// The annotations naming the Secret its create and delete get.
     const DELETION_SECRET: (&'static str, &'static str);
+    /// The class parameters naming the Secret its check gets
+    /// (ListSnapshots, GetVolumeGroupSnapshot).
+    const CHECK_SECRET: SecretParams;
+    /// Its class's kind.
+    const CLASS_KIND: Kind;
+    /// What it is, in upstream's messages: `snapshot` or `group snapshot`.
+    const NOUN: &'static str;
+    /// Its class's resource, in the API server's not-found message.
+    const CLASS_RESOURCE: &'static str;
+    /// Its kind in secret templates (`${volumesnapshotcontent.name}`).
+    const TOKEN_KIND: &'static str;
+    /// Its class's name, if it names one.
+    fn class_name(&self) -> Option<&str>;
+    /// A member of a group snapshot, checked with its group's Secret (its
+    /// annotations), not a class's.
+    fn group_member(&self) -> bool {
+        false
+    }
     /// Its key.
     fn key(&self) -> ObjectKey;
     /// Its metadata.
@@ -73,6 +92,21 @@ impl CutContent for VolumeSnapshotContent {
         names::ANN_SNAPSHOT_DELETION_SECRET_NAME,
         names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE,
     );
+    const CHECK_SECRET: SecretParams = secrets::SNAPSHOTTER_LIST;
+    const CLASS_KIND: Kind = Kind::VolumeSnapshotClass;
+    const NOUN: &'static str = "snapshot";
+    const CLASS_RESOURCE: &'static str = "volumesnapshotclass.snapshot.storage.k8s.io";
+    const TOKEN_KIND: &'static str = "volumesnapshot";
+
+    fn class_name(&self) -> Option<&str> {
+        self.spec.volume_snapshot_class_name.as_deref()
+    }
+
+    fn group_member(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.volume_group_snapshot_handle.is_some())
+    }
 
     fn key(&self) -> ObjectKey {
         ObjectKey::new(Kind::VolumeSnapshotContent, "", &self.metadata.name)
@@ -144,6 +178,15 @@ impl CutContent for VolumeGroupSnapshotContent {
         names::ANN_GROUP_DELETION_SECRET_NAME,
         names::ANN_GROUP_DELETION_SECRET_NAMESPACE,
     );
+    const CHECK_SECRET: SecretParams = secrets::GROUP_SNAPSHOTTER_GET;
+    const CLASS_KIND: Kind = Kind::VolumeGroupSnapshotClass;
+    const NOUN: &'static str = "group snapshot";
+    const CLASS_RESOURCE: &'static str = "volumegroupsnapshotclass.groupsnapshot.storage.k8s.io";
+    const TOKEN_KIND: &'static str = "volumegroupsnapshot";
+
+    fn class_name(&self) -> Option<&str> {
+        self.spec.volume_group_snapshot_class_name.as_deref()
+    }
 
     fn key(&self) -> ObjectKey {
         ObjectKey::new(Kind::VolumeGroupSnapshotContent, "", &self.metadata.name)

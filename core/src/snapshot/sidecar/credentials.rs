@@ -6,21 +6,29 @@
 //! with a `get` before the call, kept for the content until the content
 //! goes, and shown nowhere but in the call.
 //!
+//! A pre-provisioned content's check (ListSnapshots, GetVolumeGroupSnapshot)
+//! gets its class's `csi.storage.k8s.io/snapshotter-list-secret-*` (or
+//! `group-snapshotter-get-secret-*`) instead, `${volumesnapshotcontent.name}`
+//! (or `${volumegroupsnapshotcontent.name}`) its only template; a group
+//! member's check gets its annotations' Secret.
+//!
 //! As upstream: an annotation pair with an empty half is an error; a
-//! Secret that cannot be read fails the create; a delete whose Secret is
-//! gone (its namespace deleted first, say) goes on without it.
+//! Secret that cannot be read fails the create or the check; a delete whose
+//! Secret is gone (its namespace deleted first, say) goes on without it.
 
 use super::content::CutContent;
 use super::*;
 use crate::control::secrets;
 
 /// What a Secret is read for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Purpose {
     /// CreateSnapshot (CreateVolumeGroupSnapshot).
     Create,
     /// DeleteSnapshot (DeleteVolumeGroupSnapshot).
     Delete,
+    /// ListSnapshots (GetVolumeGroupSnapshot) of a snapshot that exists.
+    Check,
 }
 
 /// The Secret `c`'s annotations name, if any; an error when one half of
@@ -45,6 +53,41 @@ fn annotated<C: CutContent>(c: &C) -> Result<Option<SecretReference>, String> {
 }
 
 impl Snapshotter {
+    /// The Secret `c`'s check gets: its class's list (get) Secret, or, for
+    /// a group member, the one its annotations name; upstream's messages
+    /// when the class is missing or its parameters are wrong.
+    fn checked<C: CutContent>(&self, c: &C) -> Result<Option<SecretReference>, String> {
+        if c.group_member() {
+            return annotated(c);
+        }
+        let Some(class) = c.class_name() else {
+            return Ok(None);
+        };
+        let name = &c.meta().name;
+        let parameters = match self.cx.cache.find(C::CLASS_KIND, "", class) {
+            Some(Object::SnapshotClass(k)) => &k.parameters,
+            Some(Object::GroupSnapshotClass(k)) => &k.parameters,
+            _ => {
+                return Err(format!(
+                    "failed to get {noun} class {class} for {noun} content {name}: {resource} {class:?} not found",
+                    noun = C::NOUN,
+                    resource = C::CLASS_RESOURCE,
+                ));
+            }
+        };
+        let tokens = secrets::SnapshotTokens {
+            kind: C::TOKEN_KIND,
+            content: name,
+            snapshot: None,
+        };
+        secrets::secret_ref(&C::CHECK_SECRET, parameters, tokens).map_err(|e| {
+            format!(
+                "failed to get secret reference for {} content {name}: {e}",
+                C::NOUN
+            )
+        })
+    }
+
     /// The secrets `c`'s call for `purpose` gets: `Ok(Some)` when known
     /// (empty when the content names no Secret), `Ok(None)` when a read of
     /// the Secret is now under way, `Err` when the annotations are wrong.
@@ -53,11 +96,15 @@ impl Snapshotter {
         c: &C,
         purpose: Purpose,
     ) -> Result<Option<driver::Secrets>, String> {
-        let Some(secret) = annotated(c)? else {
+        let secret = match purpose {
+            Purpose::Check => self.checked(c)?,
+            Purpose::Create | Purpose::Delete => annotated(c)?,
+        };
+        let Some(secret) = secret else {
             return Ok(Some(driver::Secrets::default()));
         };
         let key = c.key();
-        if let Some(known) = self.credentials.get(&key) {
+        if let Some(known) = self.credentials.get(&(key.clone(), purpose)) {
             return Ok(Some(known.clone()));
         }
         self.cx.api(
@@ -86,12 +133,12 @@ impl Snapshotter {
         let gone = matches!(result, ApiResult::NotFound);
         match (secrets::read(secret, result), purpose) {
             (Ok(data), _) => {
-                self.credentials.insert(content.clone(), data);
+                self.credentials.insert((content.clone(), purpose), data);
             }
             // A delete goes on without a Secret that is gone.
             (Err(_), Purpose::Delete) if gone => {
                 self.credentials
-                    .insert(content.clone(), driver::Secrets::default());
+                    .insert((content.clone(), purpose), driver::Secrets::default());
             }
             (Err(_), Purpose::Delete) => {
                 let why = if content.kind == Kind::VolumeGroupSnapshotContent {
@@ -113,7 +160,26 @@ impl Snapshotter {
                 );
                 self.fail(&content, msg, false);
             }
+            (Err(e), Purpose::Check) => {
+                let noun = if content.kind == Kind::VolumeGroupSnapshotContent {
+                    "group snapshot"
+                } else {
+                    "snapshot"
+                };
+                let msg = format!(
+                    "failed to get credentials for {noun} content {}: {e}",
+                    content.name
+                );
+                self.fail(&content, msg, false);
+            }
         }
         self.cx.dirty.insert(content);
+    }
+}
+
+impl Snapshotter {
+    /// Forgets every Secret read for `content`.
+    pub(super) fn drop_credentials(&mut self, content: &ObjectKey) {
+        self.credentials.retain(|(k, _), _| k != content);
     }
 }

@@ -132,9 +132,15 @@ impl Snapshotter {
         }
         match c.group_handle() {
             Some(handle) => {
+                let secrets = match self.credentials_for(c, Purpose::Check) {
+                    Ok(Some(secrets)) => secrets,
+                    Ok(None) => return,
+                    Err(e) => return self.blocked(key, e),
+                };
                 let call = Request::GetGroupSnapshot {
                     group_snapshot_id: handle.to_string(),
                     snapshot_ids: member_ids(c),
+                    secrets,
                 };
                 self.cx.csi(
                     None,

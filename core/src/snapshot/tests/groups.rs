@@ -43,6 +43,7 @@ fn groups_healthy(call: &CsiCall) -> CsiResult {
         Request::GetGroupSnapshot {
             group_snapshot_id,
             snapshot_ids,
+            ..
         } => Ok(Response::GroupSnapshot(driver::GroupSnapshot {
             group_snapshot_id: group_snapshot_id.clone(),
             snapshots: snapshot_ids
@@ -406,4 +407,53 @@ fn the_group_class_secret_reaches_the_group_calls() {
         tokens,
         [("create", Some("g-t0ken")), ("delete", Some("g-t0ken"))]
     );
+}
+
+/// GetVolumeGroupSnapshot of a pre-provisioned group gets its class's
+/// `group-snapshotter-get-secret-*` (upstream's
+/// checkandUpdateGroupSnapshotContentStatus), the content's name resolved.
+#[test]
+fn a_pre_provisioned_group_is_checked_with_the_class_get_secret() {
+    let mut w = with_claims(DeletionPolicy::Retain);
+    let mut class = VolumeGroupSnapshotClass::new("imported", DRIVER, DeletionPolicy::Retain);
+    class.parameters = [
+        (
+            "csi.storage.k8s.io/group-snapshotter-get-secret-name",
+            "get-${volumegroupsnapshotcontent.name}",
+        ),
+        (
+            "csi.storage.k8s.io/group-snapshotter-get-secret-namespace",
+            "kube-system",
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    w.create(Object::GroupSnapshotClass(class));
+    w.create(Object::Secret(Secret::new(
+        "kube-system",
+        "get-old-group",
+        &[("token", "get-t0ken")],
+    )));
+    let mut c = VolumeGroupSnapshotContent::new("old-group");
+    c.spec.driver = DRIVER.into();
+    c.spec.deletion_policy = DeletionPolicy::Retain;
+    c.spec.volume_group_snapshot_class_name = Some("imported".into());
+    c.spec.source.group_snapshot_handles = Some(GroupSnapshotHandles {
+        volume_group_snapshot_handle: "g-old".into(),
+        volume_snapshot_handles: vec!["s-1".into()],
+    });
+    w.create(Object::GroupContent(c));
+    let tokens: Vec<Option<&str>> = w
+        .csi_calls
+        .iter()
+        .filter_map(|c| match c {
+            Request::GetGroupSnapshot { secrets, .. } => {
+                Some(secrets.0.get("token").map(String::as_str))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens, [Some("get-t0ken")]);
+    assert!(w.group_content("old-group").unwrap().ready());
 }

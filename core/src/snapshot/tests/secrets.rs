@@ -183,3 +183,107 @@ fn a_hostile_secret_annotation_is_refused_before_any_read() {
         "kept until an admin corrects it"
     );
 }
+
+/// A pre-provisioned content `imported` of the class `listed`, whose
+/// `snapshotter-list-secret-*` name `kube-system/list-<content name>`.
+fn imported_under_list_secret(w: &mut World) {
+    let mut class = VolumeSnapshotClass::new("listed", DRIVER, DeletionPolicy::Retain);
+    class.parameters = [
+        (
+            "csi.storage.k8s.io/snapshotter-list-secret-name",
+            "list-${volumesnapshotcontent.name}",
+        ),
+        (
+            "csi.storage.k8s.io/snapshotter-list-secret-namespace",
+            "kube-system",
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    w.create(Object::SnapshotClass(class));
+    let mut c = VolumeSnapshotContent::new("imported");
+    c.spec.driver = DRIVER.into();
+    c.spec.deletion_policy = DeletionPolicy::Retain;
+    c.spec.source.snapshot_handle = Some("snap-old".into());
+    c.spec.volume_snapshot_class_name = Some("listed".into());
+    c.spec.volume_snapshot_ref = ObjectReference {
+        namespace: "default".into(),
+        name: "restored".into(),
+        ..Default::default()
+    };
+    w.create(Object::Content(c));
+}
+
+fn listed_with(w: &World) -> Vec<Option<String>> {
+    w.csi_calls
+        .iter()
+        .filter_map(|c| match c {
+            Request::ListSnapshots(l) => Some(l.secrets.0.get("token").cloned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// ListSnapshots of a pre-provisioned snapshot gets its class's
+/// `snapshotter-list-secret-*` (upstream's checkandUpdateContentStatus),
+/// `${volumesnapshotcontent.name}` resolved; until the Secret exists, the
+/// content says why and nothing is listed.
+#[test]
+fn a_pre_provisioned_snapshot_is_listed_with_the_class_list_secret() {
+    let mut w = World::new();
+    imported_under_list_secret(&mut w);
+    assert!(listed_with(&w).is_empty(), "{:?}", w.csi_calls);
+    let error = w
+        .content("imported")
+        .unwrap()
+        .status
+        .and_then(|s| s.error?.message);
+    assert_eq!(
+        error.as_deref(),
+        Some(
+            "Failed to check and update snapshot content: failed to get credentials for snapshot content imported: error getting secret list-imported in namespace kube-system: secrets \"list-imported\" not found"
+        )
+    );
+    w.create(Object::Secret(Secret::new(
+        "kube-system",
+        "list-imported",
+        &[("token", TOKEN)],
+    )));
+    w.advance(600_000);
+    assert_eq!(listed_with(&w), [Some(TOKEN.to_string())]);
+    assert!(w.content("imported").unwrap().ready());
+    let shown = format!("{:?}{:?}{:?}", w.sidecar, w.csi_calls, w.events);
+    assert!(!shown.contains(TOKEN), "the Secret's data shows nowhere");
+}
+
+/// A class the content names that does not exist is said so, as upstream
+/// says it, and nothing is listed before it appears.
+#[test]
+fn a_pre_provisioned_snapshot_of_a_missing_class_is_not_listed_until_it_exists() {
+    let mut w = World::new();
+    let mut c = VolumeSnapshotContent::new("imported");
+    c.spec.driver = DRIVER.into();
+    c.spec.deletion_policy = DeletionPolicy::Retain;
+    c.spec.source.snapshot_handle = Some("snap-old".into());
+    c.spec.volume_snapshot_class_name = Some("later".into());
+    w.create(Object::Content(c));
+    assert!(listed_with(&w).is_empty());
+    let error = w
+        .content("imported")
+        .unwrap()
+        .status
+        .and_then(|s| s.error?.message);
+    assert_eq!(
+        error.as_deref(),
+        Some(
+            "Failed to check and update snapshot content: failed to get snapshot class later for snapshot content imported: volumesnapshotclass.snapshot.storage.k8s.io \"later\" not found"
+        )
+    );
+    w.create(Object::SnapshotClass(VolumeSnapshotClass::new(
+        "later",
+        DRIVER,
+        DeletionPolicy::Retain,
+    )));
+    assert_eq!(listed_with(&w), [None]);
+}
