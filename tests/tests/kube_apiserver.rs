@@ -12,7 +12,9 @@
 //! zone (`--enable-capacity`) and follows GetCapacity; a change of the
 //! claim's VolumeAttributesClass reaches ControllerModifyVolume; with a
 //! second node in another zone, a class allowed only there is never
-//! provisioned in the driver's zone; deploy/
+//! provisioned in the driver's zone; a driver that checks credentials
+//! (`guarded-driver`) provisions and deletes with the class's provisioner
+//! Secret and refuses a wrong one; deploy/
 //! (and its node-deployment variant) applies with --dry-run=server.
 //!
 //! Runs when VOLPLANE_TEST_KUBE_APISERVER names a kube-apiserver binary
@@ -118,6 +120,116 @@ async fn register_node(client: &kube::Client, name: &str, zone: &str) {
 }
 
 /// Every deploy/ manifest, server-side dry run (the namespace for real).
+/// The password `guarded-driver` is started with.
+const PASSWORD: &str = "open-sesame";
+
+/// `guarded-driver` (a driver on the `volplane` crate whose CreateVolume
+/// and DeleteVolume refuse calls without its password) behind its own
+/// `volplane controller`: a class naming the right Secret as its
+/// provisioner Secret is provisioned and deleted, one naming a Secret with
+/// another password is refused by the driver (so the Secret's data is what
+/// reached it), and no Secret data shows in the controller's log.
+async fn a_provisioner_secret_reaches_the_driver(cluster: &Cluster, client: &kube::Client) {
+    let dir = cluster.dir().join("guarded");
+    for sub in ["storage", "state", "kubelet"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let socket = dir.join("csi.sock");
+    let endpoint = format!("unix://{}", socket.display());
+    let mut driver = std::process::Command::new(env!("CARGO_BIN_EXE_guarded-driver"))
+        .args(["--endpoint", &endpoint, "--node-id", NODE, "--state-dir"])
+        .arg(dir.join("state"))
+        .arg("--kubelet-dir")
+        .arg(dir.join("kubelet"))
+        .env("GUARDED_STORAGE", dir.join("storage"))
+        .env("GUARDED_PASSWORD", PASSWORD)
+        .stderr(std::fs::File::create(dir.join("driver.log")).unwrap())
+        .spawn()
+        .unwrap();
+    until("guarded-driver listening", || async {
+        socket.exists().then_some(())
+    })
+    .await;
+    let mut sidecars = cluster.sidecars(&endpoint, "guarded-sidecars", &[]);
+
+    let pp = PostParams::default();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "default");
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    for (class, password) in [("guarded", PASSWORD), ("guarded-wrong", "not-it")] {
+        let secret = serde_json::from_value(json!({
+            "metadata": {"name": format!("{class}-creds")},
+            "stringData": {"password": password}
+        }))
+        .unwrap();
+        secrets.create(&pp, &secret).await.unwrap();
+        let sc = serde_json::from_value(json!({
+            "metadata": {"name": class}, "provisioner": "guarded.volplane.io",
+            "reclaimPolicy": "Delete",
+            "parameters": {
+                "csi.storage.k8s.io/provisioner-secret-name": format!("{class}-creds"),
+                "csi.storage.k8s.io/provisioner-secret-namespace": "${pvc.namespace}"
+            }
+        }))
+        .unwrap();
+        classes.create(&pp, &sc).await.unwrap();
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    for (name, class) in [("guarded", "guarded"), ("refused", "guarded-wrong")] {
+        let c = common::cluster::claim(name, class, "64Mi");
+        claims.create(&pp, &c).await.unwrap();
+    }
+    let pv_name = until("the guarded claim Bound", || bound(&claims, "guarded")).await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let refused = until("the driver refusing the wrong password", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("ProvisioningFailed")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("refused")
+            })
+    })
+    .await;
+    assert!(
+        refused
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("the password in the secrets is wrong"),
+        "{:?}",
+        refused.note
+    );
+    assert_eq!(bound(&claims, "refused").await, None);
+
+    // DeleteVolume gets the Secret too (the PV's deletion annotations).
+    for name in ["guarded", "refused"] {
+        claims.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    until("the guarded volume deleted", || async {
+        pvs.get_opt(&pv_name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let _ = sidecars.kill();
+    let _ = sidecars.wait();
+    let _ = driver.kill();
+    let _ = driver.wait();
+    let log = std::fs::read_to_string(cluster.dir().join("guarded-sidecars.log")).unwrap();
+    assert!(!log.contains(PASSWORD), "the Secret's data is in the log");
+    assert!(
+        std::fs::read_dir(dir.join("storage"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "the guarded storage is empty again"
+    );
+}
+
 /// RecoverVolumeExpansionFailure: a claim grown past what the storage
 /// holds is marked `ControllerResizeInfeasible` (OUT_OF_RANGE from the
 /// driver); the user lowers the request and the volume grows to that.
@@ -432,6 +544,8 @@ async fn the_controller_runs_a_real_clusters_storage() {
         None,
         "not provisioned in the wrong zone"
     );
+
+    a_provisioner_secret_reaches_the_driver(&cluster, &client).await;
 
     // Detached and deleted: the VolumeAttachment, then every claim.
     vas.delete("csi-test", &DeleteParams::default())

@@ -156,18 +156,26 @@ impl Cluster {
         }
     }
 
-    /// `volplane controller` against this cluster, as `pod`.
+    /// `volplane controller` against this cluster, as `pod`, with the
+    /// kube-controller-manager stand-ins (binder, protection controllers).
     pub fn controller(&self, csi: &str, pod: &str, extra: &[&str]) -> Child {
+        let mut args = vec![
+            "--binder",
+            "--pvc-protection",
+            "--pv-protection",
+            "--resync-period",
+            "30s",
+        ];
+        args.extend_from_slice(extra);
+        self.sidecars(csi, pod, &args)
+    }
+
+    /// `volplane controller` against this cluster, as `pod`, with the
+    /// sidecars' roles only (another driver's, beside a [`Cluster::controller`]).
+    pub fn sidecars(&self, csi: &str, pod: &str, extra: &[&str]) -> Child {
         Command::new(env!("CARGO_BIN_EXE_volplane-under-test"))
             .args(["controller", "--csi-address", csi, "--kubeconfig"])
             .arg(&self.kubeconfig)
-            .args([
-                "--binder",
-                "--pvc-protection",
-                "--pv-protection",
-                "--resync-period",
-                "30s",
-            ])
             .args(extra)
             .env("POD_NAME", pod)
             // Where --enable-capacity keeps its objects.
@@ -176,6 +184,11 @@ impl Cluster {
             .stderr(std::fs::File::create(self.dir.path().join(format!("{pod}.log"))).unwrap())
             .spawn()
             .unwrap()
+    }
+
+    /// A directory of this cluster's, for what a test runs beside it.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 }
 

@@ -1,0 +1,107 @@
+//! `guarded-driver`: a CSI driver built on the `volplane` crate, as a driver
+//! author builds one, whose storage refuses CreateVolume and DeleteVolume
+//! without the credentials it was started with — as a cloud or SAN
+//! driver's API does. The real-apiserver test runs it to check that the
+//! StorageClass's provisioner Secret reaches the driver.
+//!
+//! Usage: `guarded-driver --endpoint unix://… --node-id N --state-dir D
+//! --kubelet-dir K`, with `GUARDED_STORAGE` the directory that holds the
+//! volumes and `GUARDED_PASSWORD` the `password` the calls must carry.
+
+use std::path::PathBuf;
+
+use volplane::{
+    Attributes, Backend, Code, CreatePlan, Driver, Flags, NodeHost, NodeSource, Secrets, Status,
+    Volume, host_status,
+};
+
+/// The driver's name.
+const NAME: &str = "guarded.volplane.io";
+
+struct Guarded {
+    storage: PathBuf,
+    password: String,
+}
+
+impl Guarded {
+    /// UNAUTHENTICATED unless `secrets` carry the password.
+    fn check(&self, call: &str, secrets: &Secrets) -> Result<(), Status> {
+        match secrets.0.get("password") {
+            Some(p) if *p == self.password => Ok(()),
+            Some(_) => Err(Status::new(
+                Code::Unauthenticated,
+                format!("{call}: the password in the secrets is wrong"),
+            )),
+            None => Err(Status::new(
+                Code::Unauthenticated,
+                format!("{call}: no password in the secrets"),
+            )),
+        }
+    }
+}
+
+impl Backend for Guarded {
+    async fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> Result<Volume, Status> {
+        self.check("CreateVolume", &plan.secrets)?;
+        let id = format!("guarded-{:016x}", fnv(&plan.name));
+        let path = self.storage.join(&id);
+        host.run(move |h| h.create_dir(&path).map(|_| ()))
+            .await
+            .map_err(|e| host_status(&format!("create volume {}", plan.name), e))?;
+        Ok(Volume {
+            volume_id: id,
+            capacity_bytes: plan.suggested_bytes,
+            volume_context: Attributes::new(),
+            accessible_topology: vec![],
+            content_source: None,
+        })
+    }
+
+    async fn delete_volume(
+        &self,
+        host: &NodeHost,
+        v: &Volume,
+        secrets: &Secrets,
+    ) -> Result<(), Status> {
+        self.check("DeleteVolume", secrets)?;
+        let path = self.storage.join(&v.volume_id);
+        host.run(move |h| h.remove_tree(&path))
+            .await
+            .map_err(|e| host_status(&format!("delete volume {}", v.volume_id), e))
+    }
+
+    async fn node_source(
+        &self,
+        _host: &NodeHost,
+        volume_id: &str,
+        _publish_context: &Attributes,
+        _volume_context: &Attributes,
+    ) -> Result<NodeSource, Status> {
+        Ok(NodeSource::Directory(self.storage.join(volume_id)))
+    }
+}
+
+/// FNV-1a: the same name, the same id.
+fn fnv(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn main() -> Result<(), volplane::Error> {
+    volplane::init_logging("info");
+    let var =
+        |name: &str| std::env::var(name).map_err(|_| volplane::Error::Setup(format!("set {name}")));
+    let storage = PathBuf::from(var("GUARDED_STORAGE")?);
+    let password = var("GUARDED_PASSWORD")?;
+    Driver::new(
+        NAME,
+        Guarded {
+            storage: storage.clone(),
+            password,
+        },
+    )
+    .flags(&Flags::from_env()?)
+    .storage_dir(storage)
+    .serve()
+}
