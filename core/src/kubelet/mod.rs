@@ -25,6 +25,7 @@
 
 mod keys;
 mod reconcile;
+mod secrets;
 #[cfg(test)]
 mod tests;
 
@@ -122,6 +123,7 @@ pub struct ActualState {
 
 pub use crate::control::Observed;
 pub use keys::KubeletKey;
+pub use secrets::NodeSecret;
 
 /// What the kubelet has in flight.
 #[derive(Debug, Clone, Hash)]
@@ -164,6 +166,15 @@ pub enum Call {
         /// The size asked for.
         bytes: u64,
     },
+    /// The read of a Secret the PV `pv` names, for its `purpose` call.
+    GetSecret {
+        /// The PV's name.
+        pv: String,
+        /// The Secret read.
+        secret: SecretReference,
+        /// The call it is for.
+        purpose: NodeSecret,
+    },
     /// An API write, holding `key` busy.
     Api {
         /// What is held busy (`node:…` or `claim:…`).
@@ -182,7 +193,7 @@ impl Call {
             | Call::Publish { pv, .. }
             | Call::Unpublish { pv, .. }
             | Call::Expand { pv, .. } => Some(pv),
-            Call::Api { .. } => None,
+            Call::Api { .. } | Call::GetSecret { .. } => None,
         }
     }
 
@@ -193,7 +204,8 @@ impl Call {
             | Call::Unstage { pv }
             | Call::Publish { pv, .. }
             | Call::Unpublish { pv, .. }
-            | Call::Expand { pv, .. } => pv,
+            | Call::Expand { pv, .. }
+            | Call::GetSecret { pv, .. } => pv,
             Call::Api { key, .. } => key,
         }
     }
@@ -211,6 +223,9 @@ pub struct Kubelet {
     actual: ActualState,
     busy: BTreeSet<String>,
     last_event: BTreeMap<ObjectKey, String>,
+    /// (PV, call) → the Secret data read for that call's next attempt
+    /// (never printed; dropped when used or when the PV goes).
+    credentials: BTreeMap<(String, NodeSecret), crate::driver::Secrets>,
 }
 
 impl Kubelet {
@@ -223,6 +238,7 @@ impl Kubelet {
             actual: ActualState::default(),
             busy: BTreeSet::new(),
             last_event: BTreeMap::new(),
+            credentials: BTreeMap::new(),
         }
     }
 
@@ -349,7 +365,7 @@ impl Kubelet {
                 self.failed_mount(&pv, "MountVolume.NodeExpandVolume", &e);
                 self.expand_failed(&claim, &e);
             }
-            (Call::Api { .. }, _) => {}
+            (Call::Api { .. } | Call::GetSecret { .. }, _) => {}
         }
     }
 }
@@ -372,6 +388,11 @@ impl Controller for Kubelet {
     }
 
     fn observe(&mut self, watch: Watch) {
+        if let Watch::Deleted(o) = &watch
+            && o.kind() == Kind::PersistentVolume
+        {
+            self.drop_node_secrets(&o.meta().name);
+        }
         self.observe_watch(watch);
     }
 
@@ -383,7 +404,14 @@ impl Controller for Kubelet {
     }
 
     fn api_done(&mut self, call: Call, result: ApiResult) {
-        self.api_completed(call, result);
+        match call {
+            Call::GetSecret {
+                pv,
+                secret,
+                purpose,
+            } => self.node_secret_read(pv, &secret, purpose, result),
+            call => self.api_completed(call, result),
+        }
     }
 
     fn csi_done(&mut self, call: Call, result: CsiResult) {

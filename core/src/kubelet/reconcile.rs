@@ -124,8 +124,13 @@ impl Kubelet {
 
     /// A FailedMount warning on the pods using `pv`, and a backoff.
     pub(super) fn failed_mount(&mut self, pv: &str, what: &str, e: &crate::Status) {
+        self.failed_mount_because(pv, what, &e.go_error());
+    }
+
+    /// A FailedMount warning on the pods using `pv` saying `why`, and a backoff.
+    pub(super) fn failed_mount_because(&mut self, pv: &str, what: &str, why: &str) {
         self.cx.fail(pv.to_string());
-        let msg = format!("{what} failed for volume {pv:?} : {}", e.go_error());
+        let msg = format!("{what} failed for volume {pv:?} : {why}");
         let pods: Vec<ObjectKey> = self
             .want_of(pv)
             .values()
@@ -406,6 +411,9 @@ impl Kubelet {
         if !self.config.stage_unstage || staged {
             return false;
         }
+        let Some(secrets) = self.node_secrets(pv_name, csi, NodeSecret::Stage) else {
+            return true;
+        };
         let staging =
             names::staging_path(&self.config.root, &self.config.driver, &csi.volume_handle);
         let retry = self.actual.devices.contains_key(pv_name);
@@ -423,7 +431,7 @@ impl Kubelet {
             staging_target_path: staging,
             capability: capability.clone(),
             volume_context: csi.volume_attributes.clone().into(),
-            secrets: driver::Secrets::default(),
+            secrets,
         });
         self.csi(
             Call::Stage {
@@ -455,6 +463,9 @@ impl Kubelet {
         {
             return false;
         }
+        let Some(secrets) = self.node_secrets(pv_name, csi, NodeSecret::Publish) else {
+            return true;
+        };
         let target = names::publish_path(&self.config.root, pod_uid, pv_name);
         let retry = self.actual.mounts.contains_key(&key);
         self.actual.mounts.entry(key).or_insert(PodMount {
@@ -471,7 +482,7 @@ impl Kubelet {
             capability: capability.clone(),
             readonly: w.readonly,
             volume_context: self.publish_volume_context(csi, w),
-            secrets: driver::Secrets::default(),
+            secrets,
         });
         self.csi(
             Call::Publish {
@@ -559,6 +570,9 @@ impl Kubelet {
             self.expanded(&claim_key, pv_bytes);
             return;
         }
+        let Some(secrets) = self.node_secrets(pv_name, csi, NodeSecret::Expand) else {
+            return;
+        };
         let request = Request::NodeExpand(driver::NodeExpand {
             volume_id: csi.volume_handle.clone(),
             volume_path: names::publish_path(&self.config.root, pod_uid, pv_name),
@@ -568,7 +582,7 @@ impl Kubelet {
             },
             staging_target_path: self.staging_path_of(csi),
             capability: Some(capability),
-            secrets: driver::Secrets::default(),
+            secrets,
         });
         self.csi(
             Call::Expand {

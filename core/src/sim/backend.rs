@@ -386,13 +386,14 @@ pub struct DriverProcess {
     /// The records it persisted, as a record store keeps them:
     /// (table, key) → JSON. A restart reads the state back from them.
     persisted: BTreeMap<(&'static str, String), Vec<u8>>,
-    /// The credentials its controller calls must carry, when its
-    /// StorageClasses name a Secret for them (a cloud driver's API key).
+    /// The credentials its controller calls (and its node stage, publish
+    /// and expand) must carry, when its StorageClasses name a Secret for
+    /// them (a cloud driver's API key, a SAN's CHAP secret).
     pub credentials: Option<driver::Secrets>,
 }
 
-/// The secrets a controller call carries, for the calls the provisioner,
-/// the attacher and the resizer fill from a Secret.
+/// The secrets a call carries, for the calls the provisioner, the
+/// attacher, the resizer and the kubelet fill from a Secret.
 fn carried(call: &CsiCall) -> Option<&driver::Secrets> {
     match call {
         CsiCall::CreateVolume(c) => Some(&c.secrets),
@@ -401,6 +402,9 @@ fn carried(call: &CsiCall) -> Option<&driver::Secrets> {
         CsiCall::ControllerUnpublish(c) => Some(&c.secrets),
         CsiCall::ControllerExpand(c) => Some(&c.secrets),
         CsiCall::ControllerModify(c) => Some(&c.secrets),
+        CsiCall::NodeStage(c) => Some(&c.secrets),
+        CsiCall::NodePublish(c) => Some(&c.secrets),
+        CsiCall::NodeExpand(c) => Some(&c.secrets),
         _ => None,
     }
 }

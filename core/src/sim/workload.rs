@@ -529,13 +529,16 @@ impl Sim {
                 }],
             }];
         }
-        // The driver's controller calls need its credentials,
+        // The driver's controller and node calls need its credentials,
         // which the class names (the workload applied the Secret).
         let ops = [
             "provisioner",
             "controller-publish",
             "controller-expand",
             "controller-modify",
+            "node-stage",
+            "node-publish",
+            "node-expand",
         ];
         for op in ops.iter().filter(|_| credentials) {
             let (namespace, secret) = CREDENTIALS;
@@ -547,6 +550,9 @@ impl Sim {
         }
         if credentials {
             self.controller.credentials = Some(driver_credentials());
+            for node in self.nodes.values_mut() {
+                node.credentials = Some(driver_credentials());
+            }
         }
         ApiCall::Create(Object::Class(sc))
     }

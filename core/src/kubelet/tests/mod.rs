@@ -412,6 +412,7 @@ fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
 
 mod incremental;
 mod rules;
+mod secrets;
 
 /// Properties under faults (see `control::chaos`).
 mod under_faults {

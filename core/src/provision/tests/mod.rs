@@ -640,6 +640,88 @@ mod under_faults {
         TestResult::passed()
     }
 
+    const TOKEN: &str = "qu1ckch3ck-t0ken";
+
+    /// [`world`] whose class names `default/creds` as its provisioner
+    /// Secret, which holds [`TOKEN`].
+    fn world_with_secret(seed: u64) -> Chaos<Provisioner> {
+        let mut c = world(seed, false);
+        let mut sc = StorageClass::new("fast", DRIVER);
+        sc.reclaim_policy = Some(ReclaimPolicy::Delete);
+        for (k, v) in [
+            ("csi.storage.k8s.io/provisioner-secret-name", "creds"),
+            ("csi.storage.k8s.io/provisioner-secret-namespace", "default"),
+        ] {
+            sc.parameters.insert(k.into(), v.into());
+        }
+        c.user(ApiCall::Update(Object::Class(sc)));
+        let secret = Secret::new("default", "creds", &[("token", TOKEN)]);
+        c.user(ApiCall::Create(Object::Secret(secret)));
+        c
+    }
+
+    /// Secret data goes into CreateVolume and DeleteVolume and nowhere
+    /// else: never into an API object the provisioner writes, never into
+    /// the machine's `Debug`, whatever the faults and restarts; and every
+    /// call that went out carried it.
+    fn secret_data_stays_in_the_csi_calls(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
+        let mut c = world_with_secret(seed);
+        c.restarts = true;
+        let mut live = BTreeSet::new();
+        for (what, x) in steps {
+            let name = format!("c{}", x % 3);
+            match what % 6 {
+                0 if live.insert(name.clone()) => {
+                    c.user(ApiCall::Create(Object::Pvc(claim(&name))));
+                }
+                1 if live.remove(&name) => {
+                    c.user(ApiCall::Delete(ObjectKey::new(
+                        Kind::PersistentVolumeClaim,
+                        "default",
+                        &name,
+                    )));
+                }
+                2 => release(&mut c),
+                _ => {
+                    if let Err(e) = c.step(x) {
+                        return TestResult::error(e);
+                    }
+                }
+            }
+            if format!("{:?}", c.machine).contains(TOKEN) {
+                return TestResult::error("the provisioner's Debug shows the Secret data");
+            }
+            let written = c
+                .store
+                .objects()
+                .filter(|o| o.kind() != Kind::Secret)
+                .find(|o| {
+                    format!("{o:?}").contains(TOKEN)
+                        || serde_json::to_string(o).is_ok_and(|j| j.contains(TOKEN))
+                });
+            if let Some(o) = written {
+                return TestResult::error(format!("{} carries the Secret data", o.key()));
+            }
+        }
+        for r in &c.csi {
+            let secrets = match &r.call {
+                Request::CreateVolume(v) => &v.secrets,
+                Request::DeleteVolume(d) => &d.secrets,
+                _ => continue,
+            };
+            if secrets.0.get("token").map(String::as_str) != Some(TOKEN) {
+                return TestResult::error(format!("{} went without the Secret", r.call.method()));
+            }
+        }
+        TestResult::passed()
+    }
+
+    #[test]
+    fn secret_data_reaches_only_the_csi_calls_under_faults() {
+        checker(200, 60)
+            .quickcheck(secret_data_stays_in_the_csi_calls as fn(u64, Vec<(u8, u8)>) -> TestResult);
+    }
+
     #[test]
     fn provisioning_stays_safe_and_leaks_nothing_under_faults() {
         checker(200, 60).quickcheck(provision as fn(u64, bool, bool, Vec<(u8, u8)>) -> TestResult);
