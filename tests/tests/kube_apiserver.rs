@@ -27,19 +27,18 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, bound_claims, cpu_ticks, env_number, volumes, wait_for};
+use common::cluster::{
+    Cluster, DRIVER, ZONE_KEY, bound, bound_claims, cpu_ticks, env_number, register_node, seed,
+    until, volumes, wait_for,
+};
 use common::{Driver, NODE, Runtime};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{
-    CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment, VolumeAttributesClass,
+    CSIStorageCapacity, StorageClass, VolumeAttachment, VolumeAttributesClass,
 };
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-const DRIVER: &str = "volplane.csi.io";
-/// The topology key `volplane serve` reports its zone under.
-const ZONE_KEY: &str = "topology.volplane.io/zone";
 
 /// Leader election with short timings, so a failover takes seconds; and
 /// capacity tracking (objects in `default`, no owner, a 1 s poll).
@@ -59,67 +58,10 @@ const ELECTED: &[&str] = &[
     "1s",
 ];
 
-/// Waits up to 60 s for `f`.
-async fn until<T, F: std::future::Future<Output = Option<T>>>(what: &str, f: impl Fn() -> F) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(t) = f().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within 60 s");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 fn claim(name: &str) -> PersistentVolumeClaim {
     common::cluster::claim(name, "volplane", "64Mi")
 }
 
-async fn bound(api: &Api<PersistentVolumeClaim>, name: &str) -> Option<String> {
-    let c = api.get(name).await.ok()?;
-    (c.status?.phase.as_deref() == Some("Bound")).then(|| c.spec?.volume_name)?
-}
-
-async fn seed(client: &kube::Client) {
-    let pp = PostParams::default();
-    let class: StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": "volplane"}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
-        "allowVolumeExpansion": true, "volumeBindingMode": "Immediate",
-        "parameters": {"kind": "dir"}
-    }))
-    .unwrap();
-    Api::<StorageClass>::all(client.clone())
-        .create(&pp, &class)
-        .await
-        .unwrap();
-    // The node in `volplane serve`'s default zone.
-    register_node(client, NODE, "local").await;
-}
-
-/// Node `name` as node-driver-registrar leaves it: labelled with its
-/// topology segment (`zone`), the key listed in its CSINode entry.
-async fn register_node(client: &kube::Client, name: &str, zone: &str) {
-    let pp = PostParams::default();
-    let node: Node = serde_json::from_value(json!({"metadata": {
-        "name": name, "labels": {ZONE_KEY: zone}
-    }}))
-    .unwrap();
-    Api::<Node>::all(client.clone())
-        .create(&pp, &node)
-        .await
-        .unwrap();
-    let csinode: CSINode = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"drivers": [{"name": DRIVER, "nodeID": name, "topologyKeys": [ZONE_KEY]}]}
-    }))
-    .unwrap();
-    Api::<CSINode>::all(client.clone())
-        .create(&pp, &csinode)
-        .await
-        .unwrap();
-}
-
-/// Every deploy/ manifest, server-side dry run (the namespace for real).
 /// The password `guarded-driver` is started with.
 const PASSWORD: &str = "open-sesame";
 

@@ -259,3 +259,74 @@ pub fn env_number(name: &str, default: usize) -> usize {
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
 }
+
+/// The driver `volplane serve` is.
+pub const DRIVER: &str = "volplane.csi.io";
+/// The topology key `volplane serve` reports its zone under.
+pub const ZONE_KEY: &str = "topology.volplane.io/zone";
+
+/// Waits up to 60 s for `f`.
+pub async fn until<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    f: impl Fn() -> F,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(t) = f().await {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 60 s");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The volume claim `name` is bound to, once it is Bound.
+pub async fn bound(
+    api: &Api<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+    name: &str,
+) -> Option<String> {
+    let c = api.get(name).await.ok()?;
+    (c.status?.phase.as_deref() == Some("Bound")).then(|| c.spec?.volume_name)?
+}
+
+/// What every test on a real API server starts from: the StorageClass
+/// `volplane` (Immediate, expandable, dir volumes) and the node `NODE`
+/// registered in `volplane serve`'s zone.
+pub async fn seed(client: &kube::Client) {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let class: StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "volplane"}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": true, "volumeBindingMode": "Immediate",
+        "parameters": {"kind": "dir"}
+    }))
+    .unwrap();
+    Api::<StorageClass>::all(client.clone())
+        .create(&Default::default(), &class)
+        .await
+        .unwrap();
+    register_node(client, super::NODE, "local").await;
+}
+
+/// Node `name` as node-driver-registrar leaves it: labelled with its
+/// topology segment (`zone`), the key listed in its CSINode entry.
+pub async fn register_node(client: &kube::Client, name: &str, zone: &str) {
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::storage::v1::CSINode;
+    let node: Node = serde_json::from_value(serde_json::json!({"metadata": {
+        "name": name, "labels": {ZONE_KEY: zone}
+    }}))
+    .unwrap();
+    Api::<Node>::all(client.clone())
+        .create(&Default::default(), &node)
+        .await
+        .unwrap();
+    let csinode: CSINode = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"drivers": [{"name": DRIVER, "nodeID": name, "topologyKeys": [ZONE_KEY]}]}
+    }))
+    .unwrap();
+    Api::<CSINode>::all(client.clone())
+        .create(&Default::default(), &csinode)
+        .await
+        .unwrap();
+}
