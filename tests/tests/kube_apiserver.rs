@@ -13,8 +13,9 @@
 //! claim's VolumeAttributesClass reaches ControllerModifyVolume; with a
 //! second node in another zone, a class allowed only there is never
 //! provisioned in the driver's zone; a driver that checks credentials
-//! (`guarded-driver`) provisions and deletes with the class's provisioner
-//! Secret and refuses a wrong one; deploy/
+//! (`guarded-driver`), deployed on the node (`--node-deployment`: it takes
+//! the claim for its node), provisions and deletes with the class's
+//! provisioner Secret and refuses a wrong one; deploy/
 //! (and its node-deployment variant) applies with --dry-run=server.
 //!
 //! Runs when VOLPLANE_TEST_KUBE_APISERVER names a kube-apiserver binary
@@ -92,7 +93,17 @@ async fn a_provisioner_secret_reaches_the_driver(cluster: &Cluster, client: &kub
         socket.exists().then_some(())
     })
     .await;
-    let mut sidecars = cluster.sidecars(&endpoint, "guarded-sidecars", &[]);
+    // Deployed on the node (distributed provisioning), as a node-local
+    // driver is: it provisions the claims of its node, here all of them.
+    let mut sidecars = cluster.sidecars(
+        &endpoint,
+        "guarded-sidecars",
+        &[
+            "--node-deployment",
+            "--node-deployment-immediate-binding",
+            "--node-deployment-base-delay=100ms",
+        ],
+    );
 
     let pp = PostParams::default();
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
@@ -122,6 +133,15 @@ async fn a_provisioner_secret_reaches_the_driver(cluster: &Cluster, client: &kub
         claims.create(&pp, &c).await.unwrap();
     }
     let pv_name = until("the guarded claim Bound", || bound(&claims, "guarded")).await;
+    let taken = claims.get("guarded").await.unwrap().metadata.annotations;
+    assert_eq!(
+        taken
+            .as_ref()
+            .and_then(|a| a.get("volume.kubernetes.io/selected-node"))
+            .map(String::as_str),
+        Some(NODE),
+        "taken by the node's provisioner: {taken:?}"
+    );
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(client.clone(), "default");
     let refused = until("the driver refusing the wrong password", || async {

@@ -180,6 +180,8 @@ impl Cluster {
             .env("POD_NAME", pod)
             // Where --enable-capacity keeps its objects.
             .env("NAMESPACE", "default")
+            // The node --node-deployment provisions for.
+            .env("NODE_NAME", super::NODE)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.dir.path().join(format!("{pod}.log"))).unwrap())
             .spawn()
