@@ -29,8 +29,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::cluster::{
-    Cluster, DRIVER, ZONE_KEY, bound, bound_claims, cpu_ticks, env_number, register_node, seed,
-    until, volumes, wait_for,
+    Cluster, DRIVER, ZONE_KEY, bound, bound_claims, cpu_ticks, env_number, event_note,
+    register_node, seed, until, volumes, wait_for,
 };
 use common::{Driver, NODE, Runtime};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -142,29 +142,10 @@ async fn a_provisioner_secret_reaches_the_driver(cluster: &Cluster, client: &kub
         Some(NODE),
         "taken by the node's provisioner: {taken:?}"
     );
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), "default");
-    let refused = until("the driver refusing the wrong password", || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some("ProvisioningFailed")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("refused")
-            })
-    })
-    .await;
+    let refused = event_note(client, "ProvisioningFailed", "refused").await;
     assert!(
-        refused
-            .note
-            .as_deref()
-            .unwrap_or("")
-            .contains("the password in the secrets is wrong"),
-        "{:?}",
-        refused.note
+        refused.contains("the password in the secrets is wrong"),
+        "{refused}"
     );
     assert_eq!(bound(&claims, "refused").await, None);
 
@@ -474,32 +455,10 @@ async fn the_controller_runs_a_real_clusters_storage() {
         )
         .await
         .unwrap();
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), "default");
-    let refused = until(
-        "ProvisioningFailed for the claim allowed only elsewhere",
-        || async {
-            events
-                .list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some("ProvisioningFailed")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("elsewhere")
-                })
-        },
-    )
-    .await;
+    let refused = event_note(&client, "ProvisioningFailed", "elsewhere").await;
     assert!(
-        refused
-            .note
-            .as_deref()
-            .unwrap_or("")
-            .contains("which no requisite topology allows"),
-        "the driver was asked for the other zone alone: {:?}",
-        refused.note
+        refused.contains("which no requisite topology allows"),
+        "the driver was asked for the other zone alone: {refused}"
     );
     assert_eq!(
         bound(&claims, "elsewhere").await,

@@ -19,7 +19,7 @@ mod common;
 
 use std::path::Path;
 
-use common::cluster::{Cluster, DRIVER, bound, seed, until};
+use common::cluster::{Cluster, DRIVER, bound, event_note, seed, until};
 use common::{Driver, Runtime};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -156,22 +156,7 @@ async fn snapshots_on_a_real_api_server_keep_their_volume_mode() {
         .create(&pp, &restore("as-block", "Block"))
         .await
         .unwrap();
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), "default");
-    let refused = until("the Block restore refused", || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some("ProvisioningFailed")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("as-block")
-            })
-    })
-    .await;
-    let note = refused.note.unwrap_or_default();
+    let note = event_note(&client, "ProvisioningFailed", "as-block").await;
     assert!(
         note.contains(
             "modifies the mode of the source volume but does not have permission to do so"
@@ -193,19 +178,7 @@ async fn snapshots_on_a_real_api_server_keep_their_volume_mode() {
         .unwrap();
     // (The driver then gets the CreateVolume, and refuses Block for a dir
     // class: what matters here is that the mode check let it through.)
-    until("the allowed Block restore sent to the driver", || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some("Provisioning")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("as-block")
-            })
-    })
-    .await;
+    event_note(&client, "Provisioning", "as-block").await;
 
     // A Filesystem restore is bound.
     claims

@@ -332,3 +332,24 @@ pub async fn register_node(client: &kube::Client, name: &str, zone: &str) {
         .await
         .unwrap();
 }
+
+/// The note of the first event with `reason` about the object `name` in
+/// `default`, waiting up to 60 s for one.
+pub async fn event_note(client: &kube::Client, reason: &str, name: &str) -> String {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    until(&format!("a {reason} event about {name}"), || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            })
+            .map(|e| e.note.unwrap_or_default())
+    })
+    .await
+}

@@ -563,6 +563,33 @@ mod under_faults {
         }
     }
 
+    /// One step of a generated workload: `what` 0 creates the claim `x`
+    /// names (when not there), 1 deletes it (when there), 2 releases the
+    /// volumes of deleted claims, anything else lets the world step.
+    fn play(
+        c: &mut Chaos<Provisioner>,
+        live: &mut BTreeSet<String>,
+        what: u8,
+        x: u8,
+    ) -> Result<(), String> {
+        let name = format!("c{}", x % 3);
+        match what {
+            0 if live.insert(name.clone()) => {
+                c.user(ApiCall::Create(Object::Pvc(claim(&name))));
+            }
+            1 if live.remove(&name) => {
+                c.user(ApiCall::Delete(ObjectKey::new(
+                    Kind::PersistentVolumeClaim,
+                    "default",
+                    &name,
+                )));
+            }
+            2 => release(c),
+            _ => c.step(x)?,
+        }
+        Ok(())
+    }
+
     /// No DeleteVolume under Retain; once faults stop, every claim not being
     /// deleted has its PV, every PV its storage, and (under Delete) released
     /// volumes go with their storage. Without restarts nothing leaks; a
@@ -573,25 +600,9 @@ mod under_faults {
         c.restarts = restarts;
         let mut live = BTreeSet::new();
         for (what, x) in steps {
-            let name = format!("c{}", x % 3);
-            match what % 8 {
-                0 if live.insert(name.clone()) => {
-                    c.user(ApiCall::Create(Object::Pvc(claim(&name))));
-                }
-                1 if live.remove(&name) => {
-                    c.user(ApiCall::Delete(ObjectKey::new(
-                        Kind::PersistentVolumeClaim,
-                        "default",
-                        &name,
-                    )));
-                }
-                2 => release(&mut c),
-                _ => {
-                    if let Err(e) = c.step(x) {
-                        return TestResult::error(e);
-                    }
-                }
-            };
+            if let Err(e) = play(&mut c, &mut live, what % 8, x) {
+                return TestResult::error(e);
+            }
             for r in &c.csi {
                 if let Request::DeleteVolume(d) = &r.call
                     && retain
@@ -669,24 +680,8 @@ mod under_faults {
         c.restarts = true;
         let mut live = BTreeSet::new();
         for (what, x) in steps {
-            let name = format!("c{}", x % 3);
-            match what % 6 {
-                0 if live.insert(name.clone()) => {
-                    c.user(ApiCall::Create(Object::Pvc(claim(&name))));
-                }
-                1 if live.remove(&name) => {
-                    c.user(ApiCall::Delete(ObjectKey::new(
-                        Kind::PersistentVolumeClaim,
-                        "default",
-                        &name,
-                    )));
-                }
-                2 => release(&mut c),
-                _ => {
-                    if let Err(e) = c.step(x) {
-                        return TestResult::error(e);
-                    }
-                }
+            if let Err(e) = play(&mut c, &mut live, what % 6, x) {
+                return TestResult::error(e);
             }
             if format!("{:?}", c.machine).contains(TOKEN) {
                 return TestResult::error("the provisioner's Debug shows the Secret data");
