@@ -550,7 +550,12 @@ impl Kubelet {
             &w.claim.metadata.namespace,
             &w.claim.metadata.name,
         );
-        if pv_bytes <= claim_bytes || self.busy.contains(&format!("claim:{claim_key}")) {
+        // The claim's own writes back off apart from the volume's calls.
+        let claim_write = format!("claim:{claim_key}");
+        if pv_bytes <= claim_bytes
+            || self.busy.contains(&claim_write)
+            || self.cx.waiting(claim_write.as_str())
+        {
             return;
         }
         // Only what the resizer handed to the node (upstream's runPreCheck);
@@ -561,7 +566,7 @@ impl Kubelet {
                 let mut c = (*w.claim).clone();
                 c.set_resize_status(Some(expansion::NODE_IN_PROGRESS));
                 let call = ApiCall::UpdateStatus(Object::Pvc(c));
-                self.api(format!("claim:{claim_key}"), call);
+                self.api(claim_write, call);
                 return;
             }
             _ => return,

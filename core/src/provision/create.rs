@@ -372,6 +372,12 @@ impl Provisioner {
                 }
                 return;
             }
+            // An earlier attempt of this request may have made the volume
+            // (it timed out): a rebuilt request (other topology, say) could
+            // never match it, and the driver would answer ALREADY_EXISTS
+            // for ever. While the claim is there the same request goes on.
+            // Stricter than upstream, which starts over from the claim.
+            FailureClass::Finished if p.background && claim.is_some() => {}
             FailureClass::Finished => {
                 // Next attempt starts from the claim again (its class may have changed).
                 self.forget(&p.uid);

@@ -9,6 +9,9 @@
 //! * A CreateVolume that may still be running (timeouts, UNAVAILABLE,
 //!   ABORTED, CANCELLED) is retried with the same request until it settles,
 //!   even if the claim is deleted meanwhile, so no volume leaks (B4.5).
+//!   Stricter than upstream: a final error of such a retry does not start
+//!   over with a rebuilt request while the claim is there (the first
+//!   attempt may have made the volume, which only the same request finds).
 //! * A volume is never deleted while a VolumeAttachment references its PV.
 //! * A clone's source claim and a restore's snapshot carry the finalizer
 //!   that keeps them while CreateVolume may still read them (B5.6).

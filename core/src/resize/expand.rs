@@ -116,8 +116,11 @@ impl Resizer {
         if !self.needs_expansion(key, claim) {
             return;
         }
-        if let Some((capacity, node_required)) = self.expanded.get(key).copied() {
-            return self.record(key, claim, pv, capacity, node_required);
+        if let Some((volume, capacity, node_required)) = self.expanded.get(key).cloned() {
+            if volume == pv.name() {
+                return self.record(key, claim, pv, capacity, node_required);
+            }
+            self.expanded.remove(key);
         }
         let bytes = |q: Option<Quantity>| q.map_or(0, |q| q.bytes());
         let expansion = Expansion {
@@ -267,6 +270,10 @@ impl Resizer {
     /// ControllerExpandVolume answered.
     pub(super) fn expand_done(&mut self, claim: ObjectKey, pv: String, result: CsiResult) {
         self.busy.remove(&claim);
+        if !self.still_bound(&claim, &pv) {
+            self.cx.dirty.insert(claim);
+            return;
+        }
         match result {
             Ok(Response::ControllerExpanded {
                 capacity_bytes,
@@ -274,8 +281,8 @@ impl Resizer {
             }) => {
                 self.cx.backoff.succeed(&claim);
                 self.final_errors.remove(&claim);
-                self.expanded
-                    .insert(claim.clone(), (capacity_bytes, node_expansion_required));
+                let answer = (pv.clone(), capacity_bytes, node_expansion_required);
+                self.expanded.insert(claim.clone(), answer);
             }
             Ok(other) => self.resize_failed(&claim, &pv, &format!("unexpected answer {other:?}")),
             Err(e) => self.expand_failed(&claim, &pv, &e),

@@ -128,8 +128,9 @@ pub struct Resizer {
     config: ResizeConfig,
     cx: Engine<ObjectKey, Call>,
     busy: BTreeSet<ObjectKey>,
-    /// What ControllerExpand answered, by claim: (capacity, node expansion required).
-    expanded: BTreeMap<ObjectKey, (u64, bool)>,
+    /// What ControllerExpand answered, by claim: (the PV, capacity, node
+    /// expansion required).
+    expanded: BTreeMap<ObjectKey, (String, u64, bool)>,
     told: BTreeMap<ObjectKey, String>,
     /// Claim → the controller-expand Secret's data read for its next
     /// ControllerExpandVolume (never printed).
@@ -142,9 +143,9 @@ pub struct Resizer {
     /// Claims Infeasible for the class they name: not tried again before
     /// (the engine's backoff wakes them then).
     slow: TimerTable<ObjectKey>,
-    /// Claims whose volume was modified to this class; the PV and the
-    /// claim's status are still to say so.
-    modified: BTreeMap<ObjectKey, String>,
+    /// Claims whose volume (this PV) was modified to this class; the PV
+    /// and the claim's status are still to say so.
+    modified: BTreeMap<ObjectKey, (String, String)>,
     /// Claims whose last ControllerExpandVolume failed for good.
     final_errors: BTreeSet<ObjectKey>,
 }
@@ -255,6 +256,13 @@ impl Resizer {
             return;
         }
         self.sync_expand(key, claim, &pv);
+    }
+
+    /// The claim `claim` is still bound to the PV `pv` (an answer about the
+    /// volume of a claim deleted and made again under its name is not
+    /// about its namesake).
+    fn still_bound(&self, claim: &ObjectKey, pv: &str) -> bool {
+        matches!(self.cx.cache.get(claim), Some(Object::Pvc(c)) if c.volume_name() == pv)
     }
 
     /// The volume of a bound claim, when it is one of this driver's.
@@ -394,7 +402,7 @@ impl Controller for Resizer {
     fn csi_done(&mut self, call: Call, result: CsiResult) {
         match call {
             Call::Expand { claim, pv } => self.expand_done(claim, pv, result),
-            Call::Modify { claim, target, .. } => self.modify_done(claim, target, result),
+            Call::Modify { claim, pv, target } => self.modify_done(claim, &pv, target, result),
             _ => {}
         }
     }

@@ -108,8 +108,15 @@ impl Resizer {
         if !self.config.modify {
             return false;
         }
-        if let Some(target) = self.modified.get(key).cloned() {
-            return self.complete_modify(key, claim, pv, &target);
+        // A finished modify goes on at once to the class the claim names
+        // now, if another: nothing else may come to wake it (the echo of
+        // the last status write can arrive before the write's answer).
+        if let Some((volume, target)) = self.modified.get(key).cloned() {
+            if volume != pv.name() {
+                self.modified.remove(key);
+            } else if self.complete_modify(key, claim, pv, &target) {
+                return true;
+            }
         }
         let spec = claim.volume_attributes_class().unwrap_or("");
         let current = claim
@@ -316,21 +323,32 @@ impl Resizer {
     }
 
     /// ControllerModifyVolume answered.
-    pub(super) fn modify_done(&mut self, claim: ObjectKey, target: String, result: CsiResult) {
+    pub(super) fn modify_done(
+        &mut self,
+        claim: ObjectKey,
+        pv: &str,
+        target: String,
+        result: CsiResult,
+    ) {
         self.busy.remove(&claim);
         let planted = self
             .config
             .plant
             .is(crate::plant::Plant::ModifyIgnoresFailure);
+        if !self.still_bound(&claim, pv) {
+            self.cx.dirty.insert(claim);
+            return;
+        }
+        let done = (pv.to_string(), target.clone());
         match result {
             Err(_) if planted => {
-                self.modified.insert(claim.clone(), target);
+                self.modified.insert(claim.clone(), done);
             }
             Ok(_) => {
                 self.cx.backoff.succeed(&claim);
                 self.uncertain.remove(&claim);
                 self.slow.stop(&claim);
-                self.modified.insert(claim.clone(), target);
+                self.modified.insert(claim.clone(), done);
             }
             Err(e) => self.modify_failed(&claim, &target, &e),
         }

@@ -188,20 +188,29 @@ impl Storage {
             .and_then(|t| t.get(super::ZONE_KEY))
             .map(|z| z.to_string())
             .unwrap_or_default();
-        self.placed
+        // A volume made before (a retried call) stays where it is, and is
+        // reported there, as a real driver's idempotent CreateVolume does.
+        let (placed_zone, _) = self
+            .placed
             .entry(id.clone())
-            .or_insert((zone, p.suggested_bytes));
+            .or_insert((zone, p.suggested_bytes))
+            .clone();
         self.attributes.entry(id.clone()).or_insert_with(|| {
             p.mutable_parameters
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         });
-        // Where the CO prefers it, else anywhere it may be.
-        let at = p
-            .accessibility
-            .as_ref()
-            .and_then(|a| a.preferred.first().or(a.requisite.first()).cloned());
+        // Where it was placed: where the CO preferred it when first made,
+        // else anywhere it could be.
+        let at = p.accessibility.as_ref().and_then(|a| {
+            let first = a.preferred.first().or(a.requisite.first())?;
+            let mut at = first.clone();
+            if !placed_zone.is_empty() {
+                at.insert(super::ZONE_KEY.into(), placed_zone.as_str().into());
+            }
+            Some(at)
+        });
         Outcome::Created(driver::Volume {
             volume_id: id,
             capacity_bytes: p.suggested_bytes,

@@ -29,21 +29,26 @@ impl Sim {
             .collect()
     }
 
-    /// Zones holding a volume no PV names (a create that timed out for a
-    /// claim that went): only a poll finds what they have free.
+    /// Zones holding a volume no PV shows as it is: one no PV names (a
+    /// create that timed out for a claim that went), or one whose size
+    /// its PV does not say (an expansion whose claim went before its PV
+    /// was updated). Only a poll finds what they have free.
     fn zones_with_unseen_volumes(&self) -> BTreeSet<String> {
-        let named: BTreeSet<&str> = self
+        let named: BTreeMap<&str, u64> = self
             .store
             .objects()
             .filter_map(|o| match o {
-                Object::Pv(pv) => pv.spec.csi.as_ref().map(|c| c.volume_handle.as_str()),
+                Object::Pv(pv) => {
+                    let handle = pv.spec.csi.as_ref()?.volume_handle.as_str();
+                    Some((handle, pv.capacity().map_or(0, |q| q.bytes())))
+                }
                 _ => None,
             })
             .collect();
         self.storage
             .placed
             .iter()
-            .filter(|(handle, _)| !named.contains(handle.as_str()))
+            .filter(|(handle, (_, bytes))| named.get(handle.as_str()) != Some(bytes))
             .map(|(_, (zone, _))| zone.clone())
             .collect()
     }

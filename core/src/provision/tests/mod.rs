@@ -269,6 +269,38 @@ fn b4_5_a_timed_out_create_keeps_going_after_the_claim_is_deleted() {
     );
 }
 
+/// A timed-out create whose retry then fails for good (RESOURCE_EXHAUSTED,
+/// no selected node) still goes on with the same request while the claim
+/// is there: the first attempt may have made the volume, and a rebuilt
+/// request (the class changed meanwhile, say) would never match it — a
+/// strict driver answers ALREADY_EXISTS for ever (found by the simulator:
+/// seed 14796, where the nodes' topology changed between the attempts).
+#[test]
+fn b4_5_a_final_error_after_a_timeout_keeps_the_same_request() {
+    let mut r = rig();
+    class(&mut r, &[]);
+    let mut answers = vec![Code::DeadlineExceeded, Code::ResourceExhausted];
+    r.answer_csi(move |call| match call {
+        Request::CreateVolume(_) if !answers.is_empty() => {
+            Err(Status::new(answers.remove(0), "injected"))
+        }
+        Request::CreateVolume(c) => created(c),
+        _ => Ok(Response::Empty),
+    });
+    r.create(Object::Pvc(claim("data")));
+    // The class changes between the attempts: a rebuilt request would differ.
+    let mut sc = StorageClass::new("fast", DRIVER);
+    sc.parameters.insert("type".into(), "other".into());
+    r.user(ApiCall::Update(Object::Class(sc)));
+    r.advance(10_000);
+    let calls = creates(&r);
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(
+        calls.iter().all(|c| *c == calls[0]),
+        "the same request throughout"
+    );
+}
+
 /// A claim deleted while its create runs on in the background, and made
 /// again under the same name with another class: the volume's PV is made
 /// for the old incarnation, with its class and its UID, not the new one's
