@@ -624,13 +624,35 @@ fn incompatibility(v: &VolumeRecord, r: &CreateVolume) -> Option<String> {
     if v.mutable_parameters != r.mutable_parameters {
         return Some("different mutable_parameters".into());
     }
-    if v.accessibility != r.accessibility {
-        return Some("different accessibility_requirements".into());
+    if !accessible_from(&v.volume.accessible_topology, r.accessibility.as_ref()) {
+        return Some(format!(
+            "accessible topology {:?}, which none of this request's requisite segments allows",
+            v.volume.accessible_topology
+        ));
     }
     if v.volume.content_source != r.content_source {
         return Some("a different volume_content_source".into());
     }
     None
+}
+
+/// The CSI spec's test for a volume asked for again: it "is accessible
+/// from accessibility_requirements" when the request names no requisite
+/// segment, the volume reports no topology, or one of its segments has
+/// every key/value of some requisite segment. (Comparing the requirements
+/// themselves would refuse a retry made after the cluster's topology
+/// changed, for ever, although the volume is where it may be.)
+fn accessible_from(at: &[Topology], wanted: Option<&TopologyRequirement>) -> bool {
+    let Some(wanted) = wanted.filter(|w| !w.requisite.is_empty()) else {
+        return true;
+    };
+    at.is_empty()
+        || at.iter().any(|segment| {
+            wanted
+                .requisite
+                .iter()
+                .any(|term| term.iter().all(|(k, v)| segment.get(k) == Some(v)))
+        })
 }
 
 pub(super) fn unexpected(method: &str, outcome: &Outcome) -> Status {

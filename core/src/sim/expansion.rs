@@ -1,7 +1,8 @@
 //! What the simulation judges of volume expansion: a claim never says its
 //! volume is bigger than the storage made it; once the cluster is quiet,
 //! every expansion ended in a state upstream writes — done (no status or
-//! condition left behind), handed to a node (`NodeResizePending`), or, for
+//! condition left behind), handed to a node (`NodeResizePending`, or
+//! `NodeResizeInProgress` when its pod went meanwhile), or, for
 //! a size the storage cannot have, `ControllerResizeInfeasible` with its
 //! error.
 
@@ -53,7 +54,10 @@ impl Sim {
                 state.is_none() && c.condition(RESIZING).is_none()
             } else {
                 match state {
-                    Some(NODE_PENDING) => true,
+                    // A node step waits for a pod to mount the volume (as
+                    // upstream's), also once a kubelet started it and its
+                    // pod went.
+                    Some(NODE_PENDING | NODE_IN_PROGRESS) => true,
                     Some(CONTROLLER_INFEASIBLE) => {
                         request > ZONE_BYTES
                             && c.allocated().map(|q| q.bytes()) == Some(request)

@@ -324,10 +324,13 @@ fn generated_workloads_stay_safe_and_converge_under_faults() {
 /// A high fault rate reaches retries after timeouts and restarts in the
 /// middle of operations. Seed 4850 once found the kubelet forgetting a stage
 /// that timed out after taking effect when its retry failed, so the attacher
-/// detached a staged volume.
+/// detached a staged volume. Seed 1521 found a claim stuck on
+/// ALREADY_EXISTS: a create timed out, the provisioner restarted, and the
+/// driver refused the same name with a requisite list that still admitted
+/// the volume (the spec asks only that it be accessible from it).
 #[test]
 fn generated_workloads_stay_safe_at_a_high_fault_rate() {
-    for seed in (4820..4870).chain([4850]) {
+    for seed in (4820..4870).chain([1521]) {
         let actions = generate(seed, 2, 4, 40);
         let sim = play(faulty(seed, 0.3, None), &actions, 100_000);
         assert!(

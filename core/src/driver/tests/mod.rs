@@ -645,4 +645,5 @@ mod ownership;
 mod persist;
 mod properties;
 mod snapshots;
+mod topology;
 mod types;
