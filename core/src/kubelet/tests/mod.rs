@@ -114,6 +114,17 @@ fn target(uid: &str) -> String {
     format!("{ROOT}/pods/{uid}/volumes/kubernetes.io~csi/pv-1/mount")
 }
 
+/// The PV grown to 2Gi (the resizer's controller step).
+fn grow_pv(r: &mut Rig<Kubelet>) {
+    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
+        panic!()
+    };
+    pv.spec
+        .capacity
+        .insert("storage".into(), Quantity::parse("2Gi").unwrap());
+    r.user(ApiCall::Update(Object::Pv(pv)));
+}
+
 fn node(r: &Rig<Kubelet>) -> Node {
     match r.get(Kind::Node, "", "node-a") {
         Some(Object::Node(n)) => n.clone(),
@@ -357,13 +368,7 @@ fn d3_10_a_restarted_kubelet_cleans_up_what_no_pod_wants() {
 fn d3_11_node_expansion_finishes_a_resize_and_updates_the_claim_last() {
     let mut r = rig(&[AccessMode::ReadWriteOnce], true);
     let a = pod(&mut r, "web-0");
-    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
-        panic!()
-    };
-    pv.spec
-        .capacity
-        .insert("storage".into(), Quantity::parse("2Gi").unwrap());
-    r.user(ApiCall::Update(Object::Pv(pv)));
+    grow_pv(&mut r);
     assert!(
         !calls(&r).iter().any(|c| c.starts_with("NodeExpandVolume")),
         "only when the resizer asks"

@@ -198,13 +198,7 @@ fn d3_11_a_claim_as_big_as_its_volume_needs_no_node_expansion() {
 fn d3_11_a_finished_node_expansion_keeps_the_claims_other_conditions() {
     let mut r = rig(&[AccessMode::ReadWriteOnce], true);
     pod(&mut r, "web-0");
-    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
-        panic!()
-    };
-    pv.spec
-        .capacity
-        .insert("storage".into(), Quantity::parse("2Gi").unwrap());
-    r.user(ApiCall::Update(Object::Pv(pv)));
+    grow_pv(&mut r);
     let mut c = claim(&r);
     for type_ in ["FileSystemResizePending", "Resizing", "ModifyingVolume"] {
         c.status.conditions.push(PvcCondition {
@@ -277,13 +271,7 @@ fn d1_3_a_volume_no_pod_uses_is_unstaged_while_another_stays_published() {
 
 /// The volume grown to 2Gi and handed to the node, as the resizer does.
 fn handed_to_node(r: &mut Rig<Kubelet>) {
-    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
-        panic!()
-    };
-    pv.spec
-        .capacity
-        .insert("storage".into(), Quantity::parse("2Gi").unwrap());
-    r.user(ApiCall::Update(Object::Pv(pv)));
+    grow_pv(r);
     let mut c = claim(r);
     c.set_resize_status(Some(crate::model::names::expansion::NODE_PENDING));
     r.user(ApiCall::UpdateStatus(Object::Pvc(c)));

@@ -54,13 +54,7 @@ fn each_node_call_gets_the_secret_its_pv_names_and_nothing_shows_it() {
         secret(&mut r, name);
     }
     pod(&mut r, "web-0");
-    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
-        panic!()
-    };
-    pv.spec
-        .capacity
-        .insert("storage".into(), Quantity::parse("2Gi").unwrap());
-    r.user(ApiCall::Update(Object::Pv(pv)));
+    grow_pv(&mut r);
     let Some(Object::Pvc(mut c)) = r
         .get(Kind::PersistentVolumeClaim, "default", "data")
         .cloned()

@@ -202,17 +202,27 @@ fn imported_under_list_secret(w: &mut World) {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     w.create(Object::SnapshotClass(class));
+    imported(w, "listed");
+}
+
+/// A pre-provisioned content `imported` (snapshot `snap-old`) of `class`.
+fn imported(w: &mut World, class: &str) {
     let mut c = VolumeSnapshotContent::new("imported");
     c.spec.driver = DRIVER.into();
     c.spec.deletion_policy = DeletionPolicy::Retain;
     c.spec.source.snapshot_handle = Some("snap-old".into());
-    c.spec.volume_snapshot_class_name = Some("listed".into());
+    c.spec.volume_snapshot_class_name = Some(class.into());
     c.spec.volume_snapshot_ref = ObjectReference {
         namespace: "default".into(),
         name: "restored".into(),
         ..Default::default()
     };
     w.create(Object::Content(c));
+}
+
+/// The error the content `imported` shows.
+fn shown_error(w: &World) -> Option<String> {
+    w.content("imported")?.status?.error?.message
 }
 
 fn listed_with(w: &World) -> Vec<Option<String>> {
@@ -234,13 +244,8 @@ fn a_pre_provisioned_snapshot_is_listed_with_the_class_list_secret() {
     let mut w = World::new();
     imported_under_list_secret(&mut w);
     assert!(listed_with(&w).is_empty(), "{:?}", w.csi_calls);
-    let error = w
-        .content("imported")
-        .unwrap()
-        .status
-        .and_then(|s| s.error?.message);
     assert_eq!(
-        error.as_deref(),
+        shown_error(&w).as_deref(),
         Some(
             "Failed to check and update snapshot content: failed to get credentials for snapshot content imported: error getting secret list-imported in namespace kube-system: secrets \"list-imported\" not found"
         )
@@ -262,20 +267,10 @@ fn a_pre_provisioned_snapshot_is_listed_with_the_class_list_secret() {
 #[test]
 fn a_pre_provisioned_snapshot_of_a_missing_class_is_not_listed_until_it_exists() {
     let mut w = World::new();
-    let mut c = VolumeSnapshotContent::new("imported");
-    c.spec.driver = DRIVER.into();
-    c.spec.deletion_policy = DeletionPolicy::Retain;
-    c.spec.source.snapshot_handle = Some("snap-old".into());
-    c.spec.volume_snapshot_class_name = Some("later".into());
-    w.create(Object::Content(c));
+    imported(&mut w, "later");
     assert!(listed_with(&w).is_empty());
-    let error = w
-        .content("imported")
-        .unwrap()
-        .status
-        .and_then(|s| s.error?.message);
     assert_eq!(
-        error.as_deref(),
+        shown_error(&w).as_deref(),
         Some(
             "Failed to check and update snapshot content: failed to get snapshot class later for snapshot content imported: volumesnapshotclass.snapshot.storage.k8s.io \"later\" not found"
         )
