@@ -369,7 +369,7 @@ impl Backend for Reference {
             return Err(Status::new(
                 Code::OutOfRange,
                 format!(
-                    "volume {} cannot grow to {size} bytes: its storage holds {total} bytes in all",
+                    "volume {} cannot grow to {size} bytes: its storage holds {total} bytes in all; ask for at most that",
                     volume.volume_id
                 ),
             ));

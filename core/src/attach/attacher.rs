@@ -181,6 +181,20 @@ impl Attach {
             return Some(Secrets::default());
         };
         let name = &va.metadata.name;
+        let pv = va
+            .spec
+            .source
+            .persistent_volume_name
+            .as_deref()
+            .unwrap_or("");
+        if let Err(why) = secrets::pv_ref(pv, "controllerPublishSecretRef", secret) {
+            if publish {
+                self.attach_error(va, why);
+            } else {
+                self.detach_error(va, why);
+            }
+            return None;
+        }
         if let Some(data) = self.credentials.remove(name) {
             return Some(data);
         }

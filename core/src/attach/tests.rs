@@ -394,6 +394,39 @@ fn c2_3_publish_and_unpublish_get_the_controller_publish_secret() {
     assert!(!format!("{:?}", r.machine).contains("k1"), "never printed");
 }
 
+/// A controllerPublishSecretRef naming no possible Secret is refused
+/// before any read, as an attach error saying which field to correct.
+#[test]
+fn c2_3_a_hostile_controller_publish_secret_ref_is_refused_before_any_read() {
+    let mut r = rig_with_publish_secret();
+    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
+        panic!()
+    };
+    pv.spec.csi.as_mut().unwrap().controller_publish_secret_ref = Some(SecretReference {
+        name: "publish".into(),
+        namespace: "storage/../kube-system".into(),
+    });
+    r.user(ApiCall::Update(Object::Pv(pv)));
+    r.create(pod("web-0", "node-a"));
+    assert!(r.csi_calls.is_empty());
+    assert!(
+        !r.reads
+            .iter()
+            .any(|c| matches!(c, ApiCall::Get(k) if k.kind == Kind::Secret))
+    );
+    let error = va(&r, "node-a")
+        .unwrap()
+        .status
+        .attach_error
+        .unwrap()
+        .message;
+    assert!(
+        error.contains("in its controllerPublishSecretRef"),
+        "{error}"
+    );
+    assert!(error.contains("correct the PV"), "{error}");
+}
+
 #[test]
 fn c2_3_a_missing_controller_publish_secret_is_an_attach_error() {
     let mut r = rig_with_publish_secret();

@@ -447,6 +447,24 @@ pub fn read(
     })
 }
 
+/// The Secret the PV `pv`'s `field` (`nodeStageSecretRef`, …) names, when
+/// its name and namespace could be a Secret's; otherwise a message saying
+/// which field to correct. Checked before any read: the names become part
+/// of a request path, and a PV may be written by anyone who can write PVs.
+pub fn pv_ref<'a>(
+    pv: &str,
+    field: &str,
+    secret: &'a SecretReference,
+) -> Result<&'a SecretReference, String> {
+    match valid_ref(&secret.name, &secret.namespace) {
+        Some(_) => Ok(secret),
+        None => Err(format!(
+            "persistentvolume {pv} names Secret {:?} in namespace {:?} in its {field}, which is no valid Secret name and namespace; correct the PV",
+            secret.name, secret.namespace
+        )),
+    }
+}
+
 /// The get of `secret`.
 pub fn get(secret: &SecretReference) -> crate::api::ApiCall {
     let key =

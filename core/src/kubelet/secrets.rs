@@ -35,6 +35,15 @@ impl NodeSecret {
     /// The PV field that names it, in messages.
     fn field(self) -> &'static str {
         match self {
+            NodeSecret::Stage => "nodeStageSecretRef",
+            NodeSecret::Publish => "nodePublishSecretRef",
+            NodeSecret::Expand => "nodeExpandSecretRef",
+        }
+    }
+
+    /// The field as the kubelet's own messages spell it.
+    fn upstream_field(self) -> &'static str {
+        match self {
             NodeSecret::Stage => "NodeStageSecretRef",
             NodeSecret::Publish => "NodePublishSecretRef",
             NodeSecret::Expand => "NodeExpandSecretRef",
@@ -64,6 +73,10 @@ impl Kubelet {
         let Some(secret) = purpose.of(csi) else {
             return Some(driver::Secrets::default());
         };
+        if let Err(why) = secrets::pv_ref(pv, purpose.field(), secret) {
+            self.failed_mount_because(pv, purpose.operation(), &why);
+            return None;
+        }
         if let Some(data) = self.credentials.remove(&(pv.to_string(), purpose)) {
             return Some(data);
         }
@@ -103,7 +116,7 @@ impl Kubelet {
             Err(e) => {
                 let why = format!(
                     "fetching {} {}/{} failed: {e}",
-                    purpose.field(),
+                    purpose.upstream_field(),
                     secret.namespace,
                     secret.name
                 );

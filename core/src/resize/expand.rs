@@ -177,9 +177,13 @@ impl Resizer {
     /// ControllerExpandVolume to `bytes`, once the Secret it needs is read.
     fn call_expand(&mut self, key: &ObjectKey, pv: &PersistentVolume, bytes: u64) {
         let Some(csi) = &pv.spec.csi else { return };
-        let secrets = match &csi.controller_expand_secret_ref {
+        let named = csi.controller_expand_secret_ref.as_ref().map(|secret| {
+            crate::control::secrets::pv_ref(pv.name(), "controllerExpandSecretRef", secret)
+        });
+        let secrets = match named {
             None => driver::Secrets::default(),
-            Some(secret) => match self.credentials.remove(key) {
+            Some(Err(why)) => return self.resize_failed(key, pv.name(), &why),
+            Some(Ok(secret)) => match self.credentials.remove(key) {
                 Some(data) => data,
                 None => {
                     self.get_secret(key, pv, secret.clone(), SecretFor::Expand);

@@ -405,10 +405,15 @@ fn modify_secret(pv: &PersistentVolume) -> Result<Option<SecretReference>, Strin
                 names::ANN_MODIFY_SECRET_NAMESPACE
             )),
         },
-        _ => Ok(pv
+        _ => match pv
             .spec
             .csi
             .as_ref()
-            .and_then(|c| c.controller_expand_secret_ref.clone())),
+            .and_then(|c| c.controller_expand_secret_ref.as_ref())
+        {
+            None => Ok(None),
+            Some(secret) => secrets::pv_ref(pv.name(), "controllerExpandSecretRef", secret)
+                .map(|r| Some(r.clone())),
+        },
     }
 }

@@ -100,3 +100,34 @@ fn a_missing_node_stage_secret_fails_the_mount_until_it_exists() {
     r.advance(60_000);
     assert_eq!(carried(&r).len(), 2, "{:?}", calls(&r));
 }
+
+/// A PV naming something no Secret can be called (a path, say) is refused
+/// before any read, with a warning saying which field to correct.
+#[test]
+fn a_hostile_secret_name_on_the_pv_is_refused_before_any_read() {
+    let mut r = rig(&[AccessMode::ReadWriteOnce], true);
+    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
+        panic!()
+    };
+    pv.spec.csi.as_mut().unwrap().node_stage_secret_ref = Some(SecretReference {
+        name: "../../namespaces/kube-system/secrets/admin".into(),
+        namespace: "default".into(),
+    });
+    r.user(ApiCall::Update(Object::Pv(pv)));
+    pod(&mut r, "web-0");
+    r.advance(10_000);
+    assert!(
+        !r.reads
+            .iter()
+            .any(|c| matches!(c, ApiCall::Get(k) if k.kind == Kind::Secret)),
+        "no read of the named Secret"
+    );
+    assert!(carried(&r).is_empty(), "{:?}", calls(&r));
+    let warned = r.events.iter().any(|e| {
+        e.reason == crate::model::names::reason::FAILED_MOUNT
+            && e.message.contains("persistentvolume pv-1 names Secret")
+            && e.message.contains("in its nodeStageSecretRef")
+            && e.message.contains("correct the PV")
+    });
+    assert!(warned, "{:?}", r.events);
+}

@@ -320,6 +320,37 @@ fn controller_expand_gets_the_controller_expand_secret() {
     assert!(!format!("{:?}", r.machine).contains("e1"), "never printed");
 }
 
+/// A controllerExpandSecretRef naming no possible Secret (a path, say) is
+/// refused before any read, with a warning saying which field to correct.
+#[test]
+fn a_hostile_controller_expand_secret_ref_is_refused_before_any_read() {
+    let mut r = rig_with_expand_secret();
+    let Some(Object::Pv(mut pv)) = r.get(Kind::PersistentVolume, "", "pv-1").cloned() else {
+        panic!()
+    };
+    pv.spec.csi.as_mut().unwrap().controller_expand_secret_ref = Some(SecretReference {
+        name: "expand/../../admin".into(),
+        namespace: "storage".into(),
+    });
+    r.user(ApiCall::Update(Object::Pv(pv)));
+    grow(&mut r, "2Gi");
+    assert!(r.csi_calls.is_empty());
+    assert!(
+        !r.reads
+            .iter()
+            .any(|c| matches!(c, ApiCall::Get(k) if k.kind == Kind::Secret))
+    );
+    assert!(
+        r.events
+            .iter()
+            .any(|e| e.reason == reason::VOLUME_RESIZE_FAILED
+                && e.message.contains("in its controllerExpandSecretRef")
+                && e.message.contains("correct the PV")),
+        "{:?}",
+        r.events
+    );
+}
+
 #[test]
 fn a_missing_controller_expand_secret_fails_the_resize_with_upstreams_message() {
     let mut r = rig_with_expand_secret();
