@@ -9,6 +9,7 @@ pub mod class;
 pub mod deployment;
 pub mod enums;
 pub mod group;
+pub mod key;
 pub mod meta;
 pub mod names;
 pub mod patch;
@@ -23,6 +24,7 @@ pub use class::*;
 pub use deployment::Deployment;
 pub use enums::*;
 pub use group::*;
+pub use key::{Name, ObjectKey};
 pub use meta::*;
 pub use quantity::{Quantity, QuantityError};
 pub use secret::Secret;
@@ -282,11 +284,7 @@ impl Object {
 
     /// `Kind/namespace/name`: unique across kinds.
     pub fn key(&self) -> ObjectKey {
-        ObjectKey {
-            kind: self.kind(),
-            namespace: self.meta().namespace.as_str().into(),
-            name: self.meta().name.as_str().into(),
-        }
+        ObjectKey::new(self.kind(), &self.meta().namespace, &self.meta().name)
     }
 
     /// The object a JSON document with Kubernetes' field names describes
@@ -356,84 +354,6 @@ fn drop_nulls(v: &mut serde_json::Value) {
         }
         serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
         _ => {}
-    }
-}
-
-/// Identifies an object: kind, namespace ("" for cluster-scoped), name.
-/// Ordered by those three, the strings bytewise (as a derived `Ord` would).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ObjectKey {
-    /// `kind`.
-    pub kind: Kind,
-    /// `namespace`.
-    pub namespace: std::sync::Arc<str>,
-    /// `name`.
-    pub name: std::sync::Arc<str>,
-}
-
-/// Bytewise order of two short strings, eight bytes at a time, inlined:
-/// keys are compared many times per lookup in the B-trees every machine
-/// keeps, and most of that time went to calling `memcmp` for names of a
-/// dozen bytes.
-#[inline]
-fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    let (mut a8, mut b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    for (x, y) in (&mut a8).zip(&mut b8) {
-        let (x, y) = (
-            u64::from_be_bytes(x.try_into().unwrap()),
-            u64::from_be_bytes(y.try_into().unwrap()),
-        );
-        if x != y {
-            return x.cmp(&y);
-        }
-    }
-    // The shorter has fewer than eight bytes left: compare them, padded
-    // with zeros, with as many of the other's; then the shorter is less.
-    let done = a.len().min(b.len()) / 8 * 8;
-    let word = |s: &[u8]| {
-        let rest = &s[done..s.len().min(done + 8)];
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        u64::from_be_bytes(w)
-    };
-    word(a).cmp(&word(b)).then(a.len().cmp(&b.len()))
-}
-
-impl Ord for ObjectKey {
-    #[inline]
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.kind
-            .cmp(&other.kind)
-            .then_with(|| cmp_bytes(self.namespace.as_bytes(), other.namespace.as_bytes()))
-            .then_with(|| cmp_bytes(self.name.as_bytes(), other.name.as_bytes()))
-    }
-}
-
-impl PartialOrd for ObjectKey {
-    #[inline]
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl ObjectKey {
-    /// The key of `kind` `namespace`/`name` (`namespace` empty when cluster-scoped).
-    pub fn new(kind: Kind, namespace: &str, name: &str) -> ObjectKey {
-        ObjectKey {
-            kind,
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{}/{}", self.kind.as_str(), self.name)
-        } else {
-            write!(f, "{}/{}/{}", self.kind.as_str(), self.namespace, self.name)
-        }
     }
 }
 
@@ -515,40 +435,6 @@ pub fn parse_manifests(text: &str) -> Result<(Vec<Object>, Vec<Unknown>), Manife
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The inlined comparison orders strings exactly as bytewise `Ord`
-    /// does: prefixes, bytes past the first eight, zero bytes, any length.
-    #[test]
-    fn keys_order_bytewise() {
-        fn agrees(a: Vec<u8>, b: Vec<u8>) -> bool {
-            cmp_bytes(&a, &b) == a.cmp(&b) && cmp_bytes(&b, &a) == b.cmp(&a)
-        }
-        quickcheck::QuickCheck::new()
-            .tests(5000)
-            .quickcheck(agrees as fn(Vec<u8>, Vec<u8>) -> bool);
-        let cases: [&[u8]; 9] = [
-            b"",
-            b"a",
-            b"a\0",
-            b"abcdefgh",
-            b"abcdefgh\0",
-            b"abcdefghi",
-            b"abcdefgg\xff",
-            b"claim-000001",
-            b"claim-0000010",
-        ];
-        for a in cases {
-            for b in cases {
-                assert!(agrees(a.to_vec(), b.to_vec()), "{a:?} {b:?}");
-            }
-        }
-        let k = |ns: &str, n: &str| ObjectKey::new(Kind::PersistentVolumeClaim, ns, n);
-        assert!(k("a", "z") < k("b", "a"), "namespace before name");
-        assert!(
-            ObjectKey::new(Kind::PersistentVolume, "z", "z") < k("", ""),
-            "kind first"
-        );
-    }
 
     const MANIFEST: &str = r#"
 apiVersion: storage.k8s.io/v1
