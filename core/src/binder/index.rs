@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{AccessMode, PersistentVolume, PersistentVolumeClaim, PvPhase, VolumeMode};
+use crate::model::{AccessMode, Name, PersistentVolume, PersistentVolumeClaim, PvPhase, VolumeMode};
 
 /// A volume's access modes, sorted and deduplicated.
 pub type ModeSet = BTreeSet<AccessMode>;
@@ -12,11 +12,11 @@ pub type ModeSet = BTreeSet<AccessMode>;
 #[derive(Debug, Clone, PartialEq, Hash)]
 struct Entry {
     modes: ModeSet,
-    class: String,
+    class: Name,
     capacity: u64,
     volume_mode: VolumeMode,
     /// volumeAttributesClassName, unset as "".
-    attributes_class: String,
+    attributes_class: Name,
     labels: BTreeMap<String, String>,
 }
 
@@ -24,11 +24,12 @@ struct Entry {
 #[derive(Debug, Clone, Default, Hash)]
 pub struct MatchIndex {
     /// mode set → class → (capacity, name) of Available, unclaimed volumes.
-    groups: BTreeMap<ModeSet, BTreeMap<String, BTreeSet<(u64, String)>>>,
-    entries: BTreeMap<String, Entry>,
+    /// Names are [`Name`]s: built and compared without an allocation.
+    groups: BTreeMap<ModeSet, BTreeMap<Name, BTreeSet<(u64, Name)>>>,
+    entries: BTreeMap<Name, Entry>,
     /// (namespace, name) of a claimRef → volumes naming that claim.
-    by_claim: BTreeMap<(String, String), BTreeSet<String>>,
-    claim_of: BTreeMap<String, (String, String)>,
+    by_claim: BTreeMap<(Name, Name), BTreeSet<Name>>,
+    claim_of: BTreeMap<Name, (Name, Name)>,
 }
 
 /// True when the volume can be matched to a claim that did not name it (A3.6).
@@ -43,9 +44,9 @@ impl MatchIndex {
     /// Records the current version of `pv`.
     pub fn update(&mut self, pv: &PersistentVolume) {
         self.remove(pv.name());
-        let name = pv.name().to_string();
+        let name = Name::new(pv.name());
         if let Some(r) = &pv.spec.claim_ref {
-            let k = (r.namespace.clone(), r.name.clone());
+            let k = (Name::new(&r.namespace), Name::new(&r.name));
             self.by_claim
                 .entry(k.clone())
                 .or_default()
@@ -55,10 +56,10 @@ impl MatchIndex {
         if candidate(pv) {
             let entry = Entry {
                 modes: pv.spec.access_modes.iter().cloned().collect(),
-                class: pv.class().to_string(),
+                class: Name::new(pv.class()),
                 capacity: pv.capacity().map_or(0, |q| q.bytes()),
                 volume_mode: pv.volume_mode(),
-                attributes_class: pv.attributes_class().to_string(),
+                attributes_class: Name::new(pv.attributes_class()),
                 labels: pv.metadata.labels.clone(),
             };
             self.groups
@@ -91,7 +92,7 @@ impl MatchIndex {
             && let Some(classes) = self.groups.get_mut(&e.modes)
         {
             if let Some(set) = classes.get_mut(&e.class) {
-                set.remove(&(e.capacity, name.to_string()));
+                set.remove(&(e.capacity, Name::new(name)));
                 if set.is_empty() {
                     classes.remove(&e.class);
                 }
@@ -103,9 +104,9 @@ impl MatchIndex {
     }
 
     /// Volumes whose claimRef names `namespace/name`.
-    pub fn claimed_by(&self, namespace: &str, name: &str) -> impl Iterator<Item = &String> {
+    pub fn claimed_by(&self, namespace: &str, name: &str) -> impl Iterator<Item = &Name> {
         self.by_claim
-            .get(&(namespace.to_string(), name.to_string()))
+            .get(&(Name::new(namespace), Name::new(name)))
             .into_iter()
             .flatten()
     }
@@ -131,9 +132,9 @@ impl MatchIndex {
             let Some(set) = self.groups[g].get(class) else {
                 continue;
             };
-            for (_, name) in set.range((request, String::new())..) {
+            for (_, name) in set.range((request, Name::new(""))..) {
                 let e = &self.entries[name];
-                if e.volume_mode != mode || e.attributes_class != claim.attributes_class() {
+                if e.volume_mode != mode || *e.attributes_class != *claim.attributes_class() {
                     continue;
                 }
                 if let Some(sel) = &claim.spec.selector
@@ -141,7 +142,7 @@ impl MatchIndex {
                 {
                     continue;
                 }
-                return Some(name.clone());
+                return Some(name.to_string());
             }
         }
         None

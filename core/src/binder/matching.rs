@@ -26,7 +26,7 @@ impl Binder {
                 && pv.attributes_class() == claim.attributes_class()
                 && !pv.metadata.deleting()
             {
-                return Some(name.clone());
+                return Some(name.to_string());
             }
         }
         if delay {

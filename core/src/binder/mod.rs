@@ -220,7 +220,7 @@ impl Binder {
             }
             Object::Pvc(pvc) => {
                 // A8.1: the volume learns at once that its claim is gone.
-                let volumes: Vec<String> = self
+                let volumes: Vec<Name> = self
                     .index
                     .claimed_by(&pvc.metadata.namespace, &pvc.metadata.name)
                     .cloned()

@@ -5,12 +5,10 @@ use std::sync::Arc;
 
 use crate::model::{Kind, Object, ObjectKey, Shared, Variant};
 
-/// Objects are shared with the watch events that brought them (and with
-/// the other machines' caches): storing one never copies it.
-type Names = BTreeMap<String, Arc<Object>>;
-
-/// Objects by kind, namespace and name (the order of [`ObjectKey`]), found
-/// without building a key. An update older than the cached one (by numeric
+/// Objects by key (kind, namespace, name). They are shared with the watch
+/// events that brought them (and with the other machines' caches): storing
+/// one never copies it, and a key holds its names inline, so finding one by
+/// name allocates nothing. An update older than the cached one (by numeric
 /// resourceVersion) is ignored (A10.2); the same version is applied again.
 ///
 /// An incarnation known to be gone (a write's answer said so) is never
@@ -24,8 +22,7 @@ type Names = BTreeMap<String, Arc<Object>>;
 /// latest [`TOMBSTONES`] at most are kept meanwhile).
 #[derive(Debug, Clone, Default, Hash)]
 pub struct Cache {
-    objects: BTreeMap<Kind, BTreeMap<String, Names>>,
-    len: usize,
+    objects: BTreeMap<ObjectKey, Arc<Object>>,
     gone: BTreeSet<String>,
     deleted: BTreeSet<String>,
     deleted_order: std::collections::VecDeque<String>,
@@ -51,24 +48,16 @@ impl Cache {
         if self.known_gone(&o) {
             return false;
         }
-        let meta = o.meta();
-        let spaces = self.objects.entry(o.kind()).or_default();
-        // A key is copied only for an object new to the cache, and the
-        // object's slot is looked up once.
-        if !spaces.contains_key(&meta.namespace) {
-            spaces.insert(meta.namespace.clone(), Names::new());
-        }
-        let names = spaces.get_mut(&meta.namespace).expect("inserted above");
-        match names.get_mut(&meta.name) {
-            Some(slot) => {
-                if against(&o, slot) == Some(std::cmp::Ordering::Less) {
+        // The object's slot is looked up once.
+        match self.objects.entry(o.key()) {
+            std::collections::btree_map::Entry::Occupied(mut slot) => {
+                if against(&o, slot.get()) == Some(std::cmp::Ordering::Less) {
                     return false;
                 }
-                *slot = o;
+                slot.insert(o);
             }
-            None => {
-                names.insert(meta.name.clone(), o);
-                self.len += 1;
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(o);
             }
         }
         true
@@ -128,14 +117,7 @@ impl Cache {
 
     /// Forgets the object `key` names; returns it.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Object> {
-        let spaces = self.objects.get_mut(&key.kind)?;
-        let names = spaces.get_mut(&*key.namespace)?;
-        let o = names.remove(&*key.name)?;
-        if names.is_empty() {
-            spaces.remove(&*key.namespace);
-        }
-        self.len -= 1;
-        Some(Arc::unwrap_or_clone(o))
+        self.objects.remove(key).map(Arc::unwrap_or_clone)
     }
 
     /// A watch said `o` was deleted: forget it, unless what is cached is a
@@ -178,40 +160,34 @@ impl Cache {
     /// The object `key` names, shared with the cache (no copy): a pass can
     /// hold it while it changes the machine.
     pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Object>> {
-        let names = self.objects.get(&key.kind)?.get(&*key.namespace)?;
-        names.get(&*key.name).cloned()
+        self.objects.get(key).cloned()
     }
 
     /// The object of `kind` named `name` in `namespace` ("" when
     /// cluster-scoped), found without allocating.
     pub fn find(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {
         self.objects
-            .get(&kind)?
-            .get(namespace)?
-            .get(name)
+            .get(&ObjectKey::new(kind, namespace, name))
             .map(|o| &**o)
     }
 
     /// The `T` named `name` in `namespace`, shared with the cache (no copy).
     pub fn shared<T: Variant>(&self, namespace: &str, name: &str) -> Option<Shared<T>> {
-        let o = self.objects.get(&T::KIND)?.get(namespace)?.get(name)?;
+        let o = self.objects.get(&ObjectKey::new(T::KIND, namespace, name))?;
         Shared::new(o.clone())
     }
 
     /// Every object, in key order.
     pub fn values(&self) -> impl Iterator<Item = &Object> {
-        self.objects
-            .values()
-            .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
-            .map(|o| &**o)
+        self.objects.values().map(|o| &**o)
     }
 
     /// The shared objects of one kind, in key order.
     fn kind(&self, kind: Kind) -> impl Iterator<Item = &Arc<Object>> {
         self.objects
-            .get(&kind)
-            .into_iter()
-            .flat_map(|spaces| spaces.values().flat_map(|names| names.values()))
+            .range(ObjectKey::new(kind, "", "")..)
+            .take_while(move |(k, _)| k.kind == kind)
+            .map(|(_, o)| o)
     }
 
     /// Objects of one kind, in key order.
@@ -226,12 +202,12 @@ impl Cache {
 
     /// How many objects are cached.
     pub fn len(&self) -> usize {
-        self.len
+        self.objects.len()
     }
 
     /// True when nothing is cached.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.objects.is_empty()
     }
 }
 
