@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{AccessMode, Name, PersistentVolume, PersistentVolumeClaim, PvPhase, VolumeMode};
+use crate::model::{
+    AccessMode, Name, PersistentVolume, PersistentVolumeClaim, PvPhase, VolumeMode,
+};
 
 /// A volume's access modes, sorted and deduplicated.
 pub type ModeSet = BTreeSet<AccessMode>;

@@ -173,7 +173,9 @@ impl Cache {
 
     /// The `T` named `name` in `namespace`, shared with the cache (no copy).
     pub fn shared<T: Variant>(&self, namespace: &str, name: &str) -> Option<Shared<T>> {
-        let o = self.objects.get(&ObjectKey::new(T::KIND, namespace, name))?;
+        let o = self
+            .objects
+            .get(&ObjectKey::new(T::KIND, namespace, name))?;
         Shared::new(o.clone())
     }
 

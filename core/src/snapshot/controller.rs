@@ -378,44 +378,7 @@ impl SnapshotController {
             },
             None => return self.set_default_class(s, &csi.driver),
         };
-        let content_name = snapshot_content_name(&s.metadata.uid);
-        let mut content = VolumeSnapshotContent::new(&content_name);
-        let tokens = crate::control::secrets::SnapshotTokens {
-            kind: "volumesnapshot",
-            content: &content_name,
-            snapshot: Some((ns, &s.metadata.name)),
-        };
-        super::name_deletion_secret(
-            &mut content.metadata,
-            &crate::control::secrets::SNAPSHOTTER,
-            &class.parameters,
-            tokens,
-            (
-                crate::model::names::ANN_SNAPSHOT_DELETION_SECRET_NAME,
-                crate::model::names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE,
-            ),
-        )
-        .map_err(failed)?;
-        content.spec = VolumeSnapshotContentSpec {
-            volume_snapshot_ref: ObjectReference {
-                kind: "VolumeSnapshot".into(),
-                api_version: SNAPSHOT_API_VERSION.into(),
-                namespace: ns.clone(),
-                name: s.metadata.name.clone(),
-                uid: s.metadata.uid.clone(),
-                resource_version: s.metadata.resource_version.clone(),
-            },
-            deletion_policy: class.deletion_policy.clone(),
-            driver: class.driver.clone(),
-            volume_snapshot_class_name: Some(class.metadata.name.clone()),
-            source: VolumeSnapshotContentSource {
-                volume_handle: Some(csi.volume_handle.clone()),
-                snapshot_handle: None,
-            },
-            // What a restore may not change without the content's
-            // allow-volume-mode-change annotation.
-            source_volume_mode: pv.spec.volume_mode.as_ref().map(|m| m.to_string()),
-        };
+        let content = dynamic_content(s, &class, &pv, &csi.volume_handle).map_err(failed)?;
         self.write(ApiCall::Create(Object::Content(content)));
         let msg = format!(
             "Waiting for a snapshot {ns}/{} to be created by the CSI driver.",
@@ -591,6 +554,55 @@ impl SnapshotController {
             .remove_finalizer(FINALIZER_PVC_AS_SNAPSHOT_SOURCE);
         self.write(ApiCall::Update(Object::Pvc(next)));
     }
+}
+
+/// The content upstream's createSnapshotContent makes for `s` of `class`,
+/// cut from `pv` (its CSI volume `volume_handle`); an error when the
+/// class's deletion secret cannot be named.
+fn dynamic_content(
+    s: &VolumeSnapshot,
+    class: &VolumeSnapshotClass,
+    pv: &PersistentVolume,
+    volume_handle: &str,
+) -> Result<VolumeSnapshotContent, String> {
+    let content_name = snapshot_content_name(&s.metadata.uid);
+    let mut content = VolumeSnapshotContent::new(&content_name);
+    let tokens = crate::control::secrets::SnapshotTokens {
+        kind: "volumesnapshot",
+        content: &content_name,
+        snapshot: Some((&s.metadata.namespace, &s.metadata.name)),
+    };
+    super::name_deletion_secret(
+        &mut content.metadata,
+        &crate::control::secrets::SNAPSHOTTER,
+        &class.parameters,
+        tokens,
+        (
+            crate::model::names::ANN_SNAPSHOT_DELETION_SECRET_NAME,
+            crate::model::names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE,
+        ),
+    )?;
+    content.spec = VolumeSnapshotContentSpec {
+        volume_snapshot_ref: ObjectReference {
+            kind: "VolumeSnapshot".into(),
+            api_version: SNAPSHOT_API_VERSION.into(),
+            namespace: s.metadata.namespace.clone(),
+            name: s.metadata.name.clone(),
+            uid: s.metadata.uid.clone(),
+            resource_version: s.metadata.resource_version.clone(),
+        },
+        deletion_policy: class.deletion_policy.clone(),
+        driver: class.driver.clone(),
+        volume_snapshot_class_name: Some(class.metadata.name.clone()),
+        source: VolumeSnapshotContentSource {
+            volume_handle: Some(volume_handle.to_string()),
+            snapshot_handle: None,
+        },
+        // What a restore may not change without the content's
+        // allow-volume-mode-change annotation.
+        source_volume_mode: pv.spec.volume_mode.as_ref().map(|m| m.to_string()),
+    };
+    Ok(content)
 }
 
 fn content_key(name: &str) -> ObjectKey {
