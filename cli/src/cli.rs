@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::upstream::Sidecar;
+
 /// volplane: the Kubernetes volume lifecycle in Rust.
 #[derive(Debug, Parser)]
 #[command(name = "volplane", version, about)]
@@ -26,12 +28,28 @@ enum Command {
     /// against the cluster's API server.
     Controller(crate::controller::ControllerArgs),
     /// node-driver-registrar: registers a CSI driver with the kubelet.
+    #[command(alias = "csi-node-driver-registrar", alias = "node-driver-registrar")]
     Registrar(crate::registrar::RegistrarArgs),
+    /// external-provisioner's role alone, with its flags (a stand-in for
+    /// the csi-provisioner container: change its image and command only).
+    #[command(name = "csi-provisioner", version)]
+    CsiProvisioner(crate::controller::ControllerArgs),
+    /// external-attacher's role alone, with its flags.
+    #[command(name = "csi-attacher", version)]
+    CsiAttacher(crate::controller::ControllerArgs),
+    /// external-resizer's role alone, with its flags.
+    #[command(name = "csi-resizer", version)]
+    CsiResizer(crate::controller::ControllerArgs),
+    /// csi-snapshotter's role alone, with its flags (needs the snapshot CRDs).
+    #[command(name = "csi-snapshotter", version)]
+    CsiSnapshotter(crate::controller::ControllerArgs),
 }
 
 /// Parses the command line and runs it.
 pub fn run() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // The sidecars' manifests spell long flags Go's way (`-v=5`).
+    let args = crate::upstream::go_flags(std::env::args_os());
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -43,7 +61,11 @@ pub fn run() -> ExitCode {
         }
     };
     let level = match &cli.command {
-        Command::Controller(a) => crate::controller::verbosity_filter(a.verbosity),
+        Command::Controller(a)
+        | Command::CsiProvisioner(a)
+        | Command::CsiAttacher(a)
+        | Command::CsiResizer(a)
+        | Command::CsiSnapshotter(a) => crate::controller::verbosity_filter(a.verbosity),
         Command::Registrar(a) => crate::controller::verbosity_filter(a.verbosity),
         _ => "info",
     };
@@ -55,6 +77,10 @@ pub fn run() -> ExitCode {
         Command::Sim(args) => return ExitCode::from(crate::sim::run(args)),
         Command::Lab(args) => crate::lab::cli::run(args).map_err(|e| e.to_string()),
         Command::Controller(args) => crate::controller::run(args),
+        Command::CsiProvisioner(args) => crate::controller::run_as(Sidecar::Provisioner, args),
+        Command::CsiAttacher(args) => crate::controller::run_as(Sidecar::Attacher, args),
+        Command::CsiResizer(args) => crate::controller::run_as(Sidecar::Resizer, args),
+        Command::CsiSnapshotter(args) => crate::controller::run_as(Sidecar::Snapshotter, args),
         Command::Registrar(args) => match crate::registrar::run(args) {
             Ok(code) => return ExitCode::from(code),
             Err(e) => Err(e),
@@ -66,5 +92,141 @@ pub fn run() -> ExitCode {
             eprintln!("volplane: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses a command line as `volplane` does.
+    fn parse(line: &[&str]) -> Result<Cli, clap::Error> {
+        let args = std::iter::once("volplane").chain(line.iter().copied());
+        Cli::try_parse_from(crate::upstream::go_flags(args.map(Into::into)))
+    }
+
+    /// The containers of csi-driver-host-path's deploy (kubernetes-1.34),
+    /// and the flags the sidecars' own examples and charts pass, with only
+    /// the command changed: every one parses.
+    #[test]
+    fn the_sidecars_manifests_parse_as_they_are() {
+        let lines: &[&[&str]] = &[
+            &[
+                "csi-node-driver-registrar",
+                "--v=5",
+                "--csi-address=/csi/csi.sock",
+                "--kubelet-registration-path=/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
+                "--http-endpoint=:9809",
+            ],
+            &["csi-attacher", "--v=5", "--csi-address=/csi/csi.sock"],
+            &[
+                "csi-provisioner",
+                "-v=5",
+                "--csi-address=/csi/csi.sock",
+                "--feature-gates=Topology=true",
+            ],
+            &["csi-resizer", "-v=5", "-csi-address=/csi/csi.sock"],
+            &["csi-snapshotter", "-v=5", "--csi-address=/csi/csi.sock"],
+            &[
+                "csi-provisioner",
+                "--csi-address=$(ADDRESS)",
+                "--v=2",
+                "--timeout=300s",
+                "--leader-election",
+                "--leader-election-namespace=kube-system",
+                "--kube-api-qps=50",
+                "--kube-api-burst=100",
+                "--worker-threads=200",
+                "--retry-interval-start=500ms",
+                "--retry-interval-max=1m30s",
+                "--extra-create-metadata",
+                "--default-fstype=ext4",
+                "--http-endpoint=:8080",
+                "--metrics-path=/metrics",
+                "--logging-format=text",
+                "--automaxprocs",
+                "--enable-pprof=false",
+                "--leader-election-labels=a:b",
+            ],
+            &[
+                "csi-attacher",
+                "--csi-address=/csi/csi.sock",
+                "--timeout=60s",
+                "--resync=1m",
+                "--reconcile-sync=1m",
+                "--max-grpc-log-length=400",
+                "--worker-threads=10",
+                "--leader-election=true",
+                "--default-fstype=ext4",
+                "--metrics-address=:8081",
+            ],
+            &[
+                "csi-resizer",
+                "--csi-address=/csi/csi.sock",
+                "--workers=10",
+                "--handle-volume-inuse-error=false",
+                "--extra-modify-metadata",
+                "--leader-election",
+                "--timeout=180s",
+            ],
+            &[
+                "csi-snapshotter",
+                "--csi-address=/csi/csi.sock",
+                "--leader-election=false",
+                "--snapshot-name-prefix=snap",
+                "--snapshot-name-uuid-length=8",
+                "--groupsnapshot-name-prefix=g",
+                "--retry-crd-interval-max=30s",
+            ],
+            &[
+                "node-driver-registrar",
+                "--mode=kubelet-registration-probe",
+                "--kubelet-registration-path=/var/lib/kubelet/plugins/x/csi.sock",
+            ],
+            &[
+                "csi-node-driver-registrar",
+                "--csi-address=/csi/csi.sock",
+                "--kubelet-registration-path=/var/lib/kubelet/plugins/x/csi.sock",
+                "--health-port=9809",
+                "--connection-timeout=15s",
+                "--timeout=5s",
+                "--logtostderr",
+                "--enable-pprof=false",
+            ],
+        ];
+        for line in lines {
+            if let Err(e) = parse(line) {
+                panic!("{line:?}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sidecar_stand_in_reads_its_flags_with_upstreams_defaults() {
+        let Command::CsiResizer(a) = parse(&["csi-resizer", "-workers=3"]).unwrap().command else {
+            panic!("not the resizer");
+        };
+        assert_eq!(a.worker_threads, Some(3));
+        assert_eq!((a.kube_api_qps, a.kube_api_burst), (5.0, 10));
+        assert_eq!(a.retry_interval_start, std::time::Duration::from_secs(1));
+        assert_eq!(a.retry_interval_max, std::time::Duration::from_secs(300));
+        assert!(!a.leader_election);
+        let both = parse(&["csi-attacher", "--http-endpoint=:1", "--metrics-address=:2"]);
+        assert!(both.is_err(), "only one of the two, as upstream");
+        assert!(parse(&["csi-attacher", "--no-such-flag"]).is_err());
+    }
+
+    #[test]
+    fn durations_read_as_go_writes_them() {
+        use crate::controller::duration;
+        use std::time::Duration;
+        assert_eq!(duration("15"), Ok(Duration::from_secs(15)));
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert!(duration("5x").is_err());
+        assert!(duration("s").is_err());
+        assert!(duration("").is_err());
     }
 }

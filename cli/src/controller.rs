@@ -24,9 +24,32 @@ pub struct ControllerArgs {
     /// How long a CSI call may take, in seconds (or with a unit: 15s, 2m).
     #[arg(long, default_value = "15s", value_parser = duration)]
     pub timeout: Duration,
-    /// How often every cached object is looked at again.
-    #[arg(long, default_value = "10m", value_parser = duration)]
+    /// How often every cached object is looked at again (`--resync`:
+    /// external-attacher's name for it).
+    #[arg(long, alias = "resync", default_value = "10m", value_parser = duration)]
     pub resync_period: Duration,
+    /// Each role's API calls a second (client-go's token bucket; 0: the
+    /// default 5, negative: no limit).
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
+    pub kube_api_qps: f64,
+    /// The burst each role's API calls may take at once.
+    #[arg(long, default_value_t = 10)]
+    pub kube_api_burst: u32,
+    /// How many CSI calls each role has in flight at most (`--workers`:
+    /// external-resizer's name). Default: 100 with the provisioner (as
+    /// external-provisioner), 10 otherwise.
+    #[arg(long, alias = "workers")]
+    pub worker_threads: Option<usize>,
+    /// How long the first retry of a failed operation waits; each next
+    /// one waits twice as long, up to --retry-interval-max.
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    pub retry_interval_start: Duration,
+    /// The longest a retry waits.
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    pub retry_interval_max: Duration,
+    /// The API server's address, overriding the kubeconfig's.
+    #[arg(long)]
+    pub master: Option<String>,
     /// Run external-provisioner's role.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub provisioner: bool,
@@ -66,7 +89,8 @@ pub struct ControllerArgs {
     pub enable_volume_group_snapshots: bool,
     /// Act only while holding a coordination.k8s.io/v1 Lease
     /// (`volplane-<driver>`), so that replicas never act at once.
-    #[arg(long)]
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
     pub leader_election: bool,
     /// The Lease's namespace. Default: this pod's namespace.
     #[arg(long)]
@@ -173,8 +197,21 @@ pub struct ControllerArgs {
     pub snapshot_name_uuid_length: i64,
     /// Serve /metrics (csi_sidecar_operations_seconds, queue depths,
     /// retries) and /healthz (a Probe of the driver) here, e.g. `:8080`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "metrics_address")]
     pub http_endpoint: Option<String>,
+    /// The deprecated name of --http-endpoint.
+    #[arg(long)]
+    pub metrics_address: Option<String>,
+    /// Where /metrics is served instead.
+    #[arg(long, default_value = "/metrics")]
+    pub metrics_path: String,
+    /// Set when run as one sidecar's stand-in (`volplane csi-attacher`):
+    /// its role alone, under its Lease.
+    #[arg(skip)]
+    pub sidecar: Option<crate::upstream::Sidecar>,
+    /// The sidecars' flags that change nothing here.
+    #[command(flatten)]
+    pub inert: crate::upstream::Inert,
     /// Log verbosity as the sidecars take it (klog's -v): 0–1 info, 2–4
     /// debug, 5 and up trace. VOLPLANE_LOG overrides it.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
@@ -206,19 +243,40 @@ fn uuid_length(s: &str) -> Result<i64, String> {
     }
 }
 
-/// `15`, `15s`, `500ms`, `2m`, `1h`.
+/// A duration as Go's flags take it (`15s`, `500ms`, `1m30s`, `1.5h`,
+/// `0`), or a bare number of seconds (`15`).
 pub fn duration(s: &str) -> Result<Duration, String> {
-    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (15s, 2m, 500ms)"))?;
-    Ok(match unit {
-        "" | "s" => Duration::from_secs(n),
-        "ms" => Duration::from_millis(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        _ => return Err(format!("{s:?}: unit {unit:?} is none of ms, s, m, h")),
-    })
+    let bad = || format!("{s:?} is not a duration (15s, 2m, 500ms, 1m30s)");
+    if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) {
+        return s.parse().map(Duration::from_secs).map_err(|_| bad());
+    }
+    if s.is_empty() {
+        return Err(bad());
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(bad)?;
+        let n: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            u => return Err(format!("{s:?}: unit {u:?} is none of ns, us, ms, s, m, h")),
+        };
+        total += n * seconds;
+        rest = &rest[unit..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| bad())
 }
 
 /// The kube client of the controller process (User-Agent `volplane/<version>
@@ -270,6 +328,18 @@ pub async fn connect_driver(
     }
 }
 
+/// Runs one sidecar's role alone, as the sidecar would (its worker
+/// default, its Lease), until SIGTERM.
+pub fn run_as(sidecar: crate::upstream::Sidecar, mut args: ControllerArgs) -> Result<(), String> {
+    use crate::upstream::Sidecar::*;
+    args.provisioner = sidecar == Provisioner;
+    args.attacher = sidecar == Attacher;
+    args.resizer = sidecar == Resizer;
+    args.snapshotter = sidecar == Snapshotter;
+    args.sidecar = Some(sidecar);
+    run(args)
+}
+
 /// Runs the controller until SIGTERM.
 pub fn run(args: ControllerArgs) -> Result<(), String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
@@ -285,13 +355,23 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
     }
     rt.block_on(async move {
         let mut stop = Box::pin(volplane_tokio::termination().map_err(|e| e.to_string())?);
-        let kube_config = kube_config(args.kubeconfig.as_ref()).await?;
+        args.inert.warn();
+        let mut kube_config = kube_config(args.kubeconfig.as_ref()).await?;
+        if let Some(master) = &args.master {
+            kube_config.cluster_url = master
+                .parse()
+                .map_err(|e| format!("--master {master:?}: {e}"))?;
+        }
         let client_for = |role: &str| volplane_kube::client::client_for(&kube_config, role);
         let client =
             client_for("leader-election").map_err(|e| format!("Kubernetes client: {e}"))?;
         // The same configuration made a client above: the roles' cannot fail.
         let clients = move |role: &str| client_for(role).unwrap_or_else(|_| client.clone());
-        let http = match &args.http_endpoint {
+        let http = match args
+            .http_endpoint
+            .as_ref()
+            .or(args.metrics_address.as_ref())
+        {
             Some(address) => Some(volplane_tokio::bind_http(address).await?),
             None => None,
         };
@@ -300,7 +380,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         };
         let identity = identity();
         let mut csi = CsiClient::new(channel, None);
-        let metrics = volplane_service::metrics::Metrics::new();
+        let metrics = volplane_service::metrics::Metrics::at(&args.metrics_path);
         if let Some(listener) = http {
             let probe = health_probe(&args.csi_address, args.timeout);
             let serving = volplane_tokio::serve_http(
@@ -320,7 +400,10 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
                     .leader_election_namespace
                     .clone()
                     .unwrap_or_else(own_namespace),
-                name: lease_name(&facts.name),
+                name: match args.sidecar {
+                    Some(s) => s.lease_name(&facts.name),
+                    None => lease_name(&facts.name),
+                },
                 identity: identity.clone(),
                 timings,
             })
@@ -386,6 +469,11 @@ fn controller_config(
         capacity,
         node_deployment,
         metrics,
+        kube_api: (args.kube_api_qps, args.kube_api_burst),
+        worker_threads: args
+            .worker_threads
+            .unwrap_or(if args.provisioner { 100 } else { 10 }),
+        retry_interval: (args.retry_interval_start, args.retry_interval_max),
     }
 }
 

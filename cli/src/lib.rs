@@ -16,3 +16,4 @@ pub mod reference;
 pub mod registrar;
 pub mod serve;
 pub mod sim;
+pub mod upstream;

@@ -15,7 +15,7 @@ pub struct RegistrarArgs {
     #[arg(long, default_value = "/csi/csi.sock")]
     pub csi_address: String,
     /// The driver's socket on the host, as the kubelet reaches it.
-    #[arg(long)]
+    #[arg(long, default_value = "")]
     pub kubelet_registration_path: String,
     /// The kubelet's plugin registry, as this container reaches it.
     #[arg(long, default_value = "/registration")]
@@ -28,6 +28,24 @@ pub struct RegistrarArgs {
     /// node-driver-registrar's) and /metrics here, e.g. `:9809`.
     #[arg(long)]
     pub http_endpoint: Option<String>,
+    /// The older form of --http-endpoint: serve on `:<port>` (0: off).
+    #[arg(long, default_value_t = 0)]
+    pub health_port: u16,
+    /// `registration` (the default) registers the driver;
+    /// `kubelet-registration-probe` (an exec probe in many charts) exits 0,
+    /// as node-driver-registrar's does today.
+    #[arg(long, default_value = "registration", value_parser = ["registration", "kubelet-registration-probe"])]
+    pub mode: String,
+    /// How long to wait for the driver's socket at first (accepted; the
+    /// registrar waits as long as it takes).
+    #[arg(long, value_parser = crate::controller::duration)]
+    pub connection_timeout: Option<std::time::Duration>,
+    /// How long GetPluginInfo may take (accepted; see --connection-timeout).
+    #[arg(long, value_parser = crate::controller::duration)]
+    pub timeout: Option<std::time::Duration>,
+    /// The sidecars' flags that change nothing here.
+    #[command(flatten)]
+    pub inert: crate::upstream::Inert,
     /// Log verbosity (klog's -v).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -35,6 +53,10 @@ pub struct RegistrarArgs {
 
 /// Runs the registrar until SIGTERM or the kubelet's refusal; the exit code.
 pub fn run(args: RegistrarArgs) -> Result<u8, String> {
+    if args.mode == "kubelet-registration-probe" {
+        return Ok(0);
+    }
+    args.inert.warn();
     if !args.kubelet_registration_path.starts_with('/') {
         return Err(format!(
             "--kubelet-registration-path {:?} must be the absolute host path of the driver's socket",
@@ -44,7 +66,8 @@ pub fn run(args: RegistrarArgs) -> Result<u8, String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
     rt.block_on(async move {
         let stop = volplane_tokio::termination().map_err(|e| e.to_string())?;
-        if let Some(address) = &args.http_endpoint {
+        let health_port = (args.health_port != 0).then(|| format!(":{}", args.health_port));
+        if let Some(address) = args.http_endpoint.as_ref().or(health_port.as_ref()) {
             let listener = volplane_tokio::bind_http(address).await?;
             let dir = args
                 .registration_socket_dir

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::Client;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use volplane_core::control::ratelimit::TokenBucket;
 use volplane_core::control::repeats;
 use volplane_core::control::{ApiResult, ControlMachine, Effect, HotLoopGuard, Input};
 use volplane_core::driver::{ControllerCapability as Cap, PluginCapability, Request, Response};
@@ -142,6 +143,15 @@ pub struct ControllerConfig {
     pub node_deployment: Option<NodeDeployment>,
     /// Where CSI calls, queue depths and retries are counted.
     pub metrics: Arc<Metrics>,
+    /// `--kube-api-qps` and `--kube-api-burst`: each role's API calls go
+    /// through a token bucket of this rate and burst (client-go's).
+    pub kube_api: (f64, u32),
+    /// `--worker-threads`: how many CSI calls each role has in flight at
+    /// most.
+    pub worker_threads: usize,
+    /// `--retry-interval-start` and `--retry-interval-max`: a failed
+    /// operation is retried after the first, doubling up to the second.
+    pub retry_interval: (Duration, Duration),
 }
 
 impl Default for ControllerConfig {
@@ -163,6 +173,12 @@ impl Default for ControllerConfig {
             capacity: None,
             node_deployment: None,
             metrics: Metrics::new(),
+            kube_api: (
+                volplane_core::control::ratelimit::DEFAULT_QPS,
+                volplane_core::control::ratelimit::DEFAULT_BURST,
+            ),
+            worker_threads: 10,
+            retry_interval: (Duration::from_secs(1), Duration::from_secs(300)),
         }
     }
 }
@@ -250,6 +266,10 @@ struct Context<T> {
     metrics: Arc<Metrics>,
     /// Failures in a row of each call (by what it names).
     failures: Mutex<BTreeMap<String, u32>>,
+    /// The role's client-side rate limit.
+    limiter: Mutex<TokenBucket>,
+    /// The role's CSI calls in flight.
+    workers: volplane_service::Permits,
 }
 
 /// Says whether the `n`th failure in a row of a call is logged: the
@@ -282,6 +302,19 @@ impl<T: Transport> Context<T> {
         }
     }
 
+    /// Waits for the role's turn at the API server (`--kube-api-qps`).
+    async fn rate_limited(&self) {
+        let now = self.clock.now();
+        let wait = self
+            .limiter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reserve(now);
+        if wait > 0 {
+            self.rt.sleep(Duration::from_millis(wait)).await;
+        }
+    }
+
     /// Carries out one effect on a task of its own; its completion comes
     /// back through `done`.
     fn carry(self: &Arc<Self>, role: &'static str, effect: Effect, done: &Inbox) {
@@ -290,6 +323,7 @@ impl<T: Transport> Context<T> {
             let input = match effect {
                 Effect::Api { op, call } => {
                     let what = format!("{} {}", call.verb(), call.key());
+                    ctx.rate_limited().await;
                     let result = ctx.api.call(call).await;
                     tracing::debug!(role, "{what}: {result:?}");
                     let error = match &result {
@@ -308,6 +342,7 @@ impl<T: Transport> Context<T> {
                         call: call.clone(),
                     });
                     let mut csi = ctx.csi.clone();
+                    let _worker = ctx.workers.acquire().await;
                     let started = Instant::now();
                     let result = driver::within(&*ctx.rt, ctx.timeout, csi.call(&call))
                         .await
@@ -488,6 +523,8 @@ pub async fn run<T: Transport>(
             driver: facts.name.clone(),
             metrics: config.metrics.clone(),
             failures: Mutex::default(),
+            limiter: Mutex::new(TokenBucket::new(config.kube_api.0, config.kube_api.1)),
+            workers: volplane_service::Permits::new(config.worker_threads),
         })
     };
     let kinds: BTreeSet<Kind> = roles.iter().flat_map(|r| r.kinds.iter().copied()).collect();

@@ -50,13 +50,19 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
     };
     let mut out = Vec::new();
     let mut off = Vec::new();
+    let retry = (
+        millis(config.retry_interval.0),
+        millis(config.retry_interval.1),
+    );
     let role = |name, machine: Box<dyn ControlMachine + Send>, kinds: &[Kind]| Role {
         name,
         machine,
         kinds: kinds.iter().copied().collect(),
     };
     if r.provisioner && facts.has(Cap::CreateDeleteVolume) {
-        let p = Provisioner::new(provisioner_config(facts, config, modes));
+        let mut c = provisioner_config(facts, config, modes);
+        (c.retry_start, c.retry_max) = retry;
+        let p = Provisioner::new(c);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
         out.push(role("provisioner", Box::new(p), &kinds));
     } else if r.provisioner {
@@ -68,6 +74,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.trivial = !facts.has(Cap::PublishUnpublishVolume);
         c.publish_readonly = facts.has(Cap::PublishReadonly);
         c.attach_detach = r.attach_detach;
+        (c.retry_start, c.retry_max) = retry;
         c.node = config.node_deployment.as_ref().map(|n| n.node.clone());
         let mut kinds = vec![VolumeAttachment, PersistentVolume, CsiDriver, CsiNode, Node];
         if r.attach_detach {
@@ -81,6 +88,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.modes = modes;
         (c.expand, c.modify) = (expand, modify);
         c.extra_modify_metadata = config.extra_modify_metadata;
+        (c.retry_start, c.retry_max) = retry;
         c.node_topology = config.node_deployment.as_ref().map(|n| n.topology.clone());
         let mut kinds = vec![PersistentVolumeClaim, PersistentVolume, StorageClass];
         if modify {
@@ -111,6 +119,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         let s = Snapshotter::new(&facts.name)
             .with_groups(r.group_snapshots && group_controller)
             .with_naming(prefix, *length)
+            .with_retry(retry.0, retry.1)
             .with_extra_create_metadata(config.extra_create_metadata);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
         out.push(role("snapshotter", Box::new(s), &kinds));
@@ -118,7 +127,9 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         off.push("snapshotter: the driver has no CREATE_DELETE_SNAPSHOT".into());
     }
     if r.snapshot_controller {
-        let s = SnapshotController::new().with_groups(r.group_snapshots);
+        let s = SnapshotController::new()
+            .with_groups(r.group_snapshots)
+            .with_retry(retry.0, retry.1);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
         out.push(role("snapshot-controller", Box::new(s), &kinds));
     }

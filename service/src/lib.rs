@@ -13,6 +13,7 @@ pub mod drive;
 mod grpc;
 pub mod metrics;
 mod node_host;
+mod permits;
 pub mod plugin_watcher;
 mod pool;
 mod pump;
@@ -22,6 +23,7 @@ mod serve;
 pub use backend::{Backend, CapacityInfo, NodePlan, execute};
 pub use grpc::CsiService;
 pub use node_host::{DEVICE_KEY, NodeHost, NodeSource, host_status};
+pub use permits::{Permit, Permits};
 pub use pool::{BLOCKING_IDLE, BLOCKING_THREADS, BlockingPool};
 pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
 pub use registration::{

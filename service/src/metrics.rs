@@ -44,6 +44,8 @@ pub struct Metrics {
     calls: Family<CallLabels, Histogram>,
     queue: Family<ControllerLabels, Gauge>,
     retries: Family<ControllerLabels, Counter>,
+    /// Where they are served (`--metrics-path`).
+    path: String,
 }
 
 /// The gRPC service a CSI method belongs to.
@@ -60,6 +62,11 @@ pub fn grpc_method(method: &str) -> String {
 impl Metrics {
     /// Every family registered, none observed yet.
     pub fn new() -> Arc<Metrics> {
+        Metrics::at("/metrics")
+    }
+
+    /// Metrics served at `path` (`--metrics-path`) rather than `/metrics`.
+    pub fn at(path: &str) -> Arc<Metrics> {
         let calls = Family::<CallLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(BUCKETS.iter().copied())
         });
@@ -86,6 +93,7 @@ impl Metrics {
             calls,
             queue,
             retries,
+            path: path.into(),
         })
     }
 
@@ -213,7 +221,7 @@ where
         body,
     };
     match path {
-        "/metrics" => Answer {
+        p if p == metrics.path => Answer {
             status: 200,
             content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
             body: metrics.encode(),
@@ -224,7 +232,7 @@ where
         },
         _ => text(
             404,
-            format!("{path}: not found (try /metrics or /healthz)\n"),
+            format!("{path}: not found (try {} or /healthz)\n", metrics.path),
         ),
     }
 }

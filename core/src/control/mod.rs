@@ -15,6 +15,7 @@ pub mod cache;
 pub mod chaos;
 pub mod csi_map;
 pub mod engine;
+pub mod ratelimit;
 pub mod repeats;
 #[cfg(any(test, feature = "rig"))]
 pub mod rig;

@@ -91,6 +91,13 @@ impl SnapshotController {
         self
     }
 
+    /// Failed operations retried after `start` ms, doubling up to `max`
+    /// (`--retry-interval-start`, `--retry-interval-max`).
+    pub fn with_retry(mut self, start: crate::Tick, max: crate::Tick) -> SnapshotController {
+        self.cx = Engine::new(start, max);
+        self
+    }
+
     /// The kinds its informers watch.
     pub fn watches(&self, kind: Kind) -> bool {
         match kind {

@@ -162,6 +162,13 @@ impl Snapshotter {
         self
     }
 
+    /// Failed operations retried after `start` ms, doubling up to `max`
+    /// (`--retry-interval-start`, `--retry-interval-max`).
+    pub fn with_retry(mut self, start: crate::Tick, max: crate::Tick) -> Snapshotter {
+        self.cx = Engine::new(start, max);
+        self
+    }
+
     /// CreateSnapshot's parameters also name the snapshot and the content.
     pub fn with_extra_create_metadata(mut self, on: bool) -> Snapshotter {
         self.extra_create_metadata = on;
