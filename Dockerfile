@@ -5,8 +5,11 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
+# No debug info in the image (the release profile keeps it for profiling:
+# 200 MB against 37 MB); symbols stay, so backtraces still name functions.
+ENV CARGO_PROFILE_RELEASE_DEBUG=0
 RUN cargo build --release --locked -p volplane-cli \
- && cp target/release/volplane /volplane
+ && strip --strip-debug -o /volplane target/release/volplane
 
 FROM debian:bookworm-slim
 # What the reference driver's node side runs: mkfs.ext4/resize2fs,

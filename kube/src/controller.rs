@@ -528,7 +528,7 @@ pub async fn run<T: Transport>(
         })
     };
     let kinds: BTreeSet<Kind> = roles.iter().flat_map(|r| r.kinds.iter().copied()).collect();
-    let mut mailboxes: Vec<(BTreeSet<Kind>, Inbox)> = Vec::new();
+    let mut mailboxes: Vec<Mailbox> = Vec::new();
     // Every task is aborted when the controller stops.
     let mut tasks = Vec::new();
     let mut spawn = |task: driver::BoxFuture<()>| {
@@ -539,7 +539,12 @@ pub async fn run<T: Transport>(
     for role in roles {
         tracing::info!(role = role.name, driver = facts.name, "starting");
         let (inbox, rx) = Inbox::new();
-        mailboxes.push((role.kinds.clone(), inbox.clone()));
+        mailboxes.push(Mailbox {
+            role: role.name,
+            kinds: role.kinds.clone(),
+            needs: role.kinds.difference(&role.optional).copied().collect(),
+            inbox: inbox.clone(),
+        });
         let ctx = context(role.name);
         spawn(Box::pin(drive(role, ctx, rx, inbox)));
     }
@@ -561,26 +566,40 @@ pub async fn run<T: Transport>(
             },
         )));
     }
-    distribute(&rt, config.resync, kinds, &mailboxes, feed_rx, &seen, stop).await;
+    distribute(&rt, config.resync, &mailboxes, feed_rx, &seen, stop).await;
     for t in tasks {
         t.abort();
     }
     Ok(())
 }
 
-/// Hands every role what the informers deliver (each the kinds it
-/// watches), `Synced` once every kind has listed, and `Resync` every
-/// `period` after that, until `stop` completes or the informers end.
+/// A role's inbox, and the kinds it watches.
+struct Mailbox {
+    role: &'static str,
+    kinds: BTreeSet<Kind>,
+    /// The kinds that must have listed before it is told `Synced`.
+    needs: BTreeSet<Kind>,
+    inbox: Inbox,
+}
+
+/// Hands each informer's news to the roles that watch its kind. A role is
+/// told `Synced` once every kind it needs has listed: a kind the API
+/// server does not serve (a CRD not installed, a list RBAC forbids) holds
+/// back only the roles that need it, and its informer keeps trying with
+/// backoff, so they start once it is served. Every `period`, the synced
+/// roles look at everything again.
 async fn distribute(
     rt: &Arc<dyn Runtime>,
     period: Duration,
-    kinds: BTreeSet<Kind>,
-    mailboxes: &[(BTreeSet<Kind>, Inbox)],
+    mailboxes: &[Mailbox],
     mut feed_rx: mpsc::UnboundedReceiver<Feed>,
     seen: &Seen,
     stop: impl Future<Output = ()>,
 ) {
-    let mut unlisted = kinds;
+    let mut waiting: Vec<BTreeSet<Kind>> = mailboxes.iter().map(|m| m.needs.clone()).collect();
+    for (m, _) in mailboxes.iter().zip(&waiting).filter(|(_, w)| w.is_empty()) {
+        m.inbox.send(Input::Synced);
+    }
     let mut resync = futures::stream::unfold(rt.clone(), move |rt| async move {
         rt.sleep(period).await;
         Some(((), rt))
@@ -588,17 +607,16 @@ async fn distribute(
     .boxed()
     .fuse();
     let mut stop = std::pin::pin!(stop.fuse());
-    let tell = |kind: Option<Kind>, input: &Input| {
-        for (watches, inbox) in mailboxes {
-            if kind.is_none_or(|k| watches.contains(&k)) {
-                inbox.send(input.clone());
-            }
-        }
-    };
     loop {
         futures::select! {
             _ = stop => break,
-            _ = resync.next() => if unlisted.is_empty() { tell(None, &Input::Resync) },
+            _ = resync.next() => {
+                for (m, unlisted) in mailboxes.iter().zip(&waiting) {
+                    if unlisted.is_empty() {
+                        m.inbox.send(Input::Resync);
+                    }
+                }
+            }
             feed = feed_rx.next() => match feed {
                 Some(Feed::Watch(w)) => {
                     let (o, gone) = match &w {
@@ -606,12 +624,16 @@ async fn distribute(
                         volplane_core::control::Watch::Deleted(o) => (o, true),
                     };
                     if gone { seen.deleted(o) } else { seen.saw(o) }
-                    tell(Some(o.kind()), &Input::Watch(w.clone()));
+                    for m in mailboxes.iter().filter(|m| m.kinds.contains(&o.kind())) {
+                        m.inbox.send(Input::Watch(w.clone()));
+                    }
                 }
                 Some(Feed::Listed(kind)) => {
-                    if unlisted.remove(&kind) && unlisted.is_empty() {
-                        tracing::info!("caches synced: every informer listed");
-                        tell(None, &Input::Synced);
+                    for (m, unlisted) in mailboxes.iter().zip(&mut waiting) {
+                        if unlisted.remove(&kind) && unlisted.is_empty() {
+                            tracing::info!(role = m.role, "caches synced: every kind it needs listed");
+                            m.inbox.send(Input::Synced);
+                        }
                     }
                 }
                 None => break,

@@ -29,6 +29,10 @@ pub struct Role {
     pub machine: Box<dyn ControlMachine + Send>,
     /// What it watches.
     pub kinds: BTreeSet<Kind>,
+    /// What it watches without waiting for: kinds of an optional CRD (the
+    /// provisioner restores from VolumeSnapshots, and provisions everything
+    /// else while the snapshot CRDs are not installed).
+    pub optional: BTreeSet<Kind>,
 }
 
 impl std::fmt::Debug for Role {
@@ -58,13 +62,16 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         name,
         machine,
         kinds: kinds.iter().copied().collect(),
+        optional: BTreeSet::new(),
     };
     if r.provisioner && facts.has(Cap::CreateDeleteVolume) {
         let mut c = provisioner_config(facts, config, modes);
         (c.retry_start, c.retry_max) = retry;
         let p = Provisioner::new(c);
         let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
-        out.push(role("provisioner", Box::new(p), &kinds));
+        let mut provisioner = role("provisioner", Box::new(p), &kinds);
+        provisioner.optional = kinds.into_iter().filter(|k| from_crd(*k)).collect();
+        out.push(provisioner);
     } else if r.provisioner {
         off.push("provisioner: the driver has no CREATE_DELETE_VOLUME".into());
     }
@@ -146,6 +153,20 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
     (out, off)
 }
 
+/// True for a kind a CustomResourceDefinition brings (external-snapshotter's).
+pub fn from_crd(kind: Kind) -> bool {
+    use Kind::*;
+    matches!(
+        kind,
+        VolumeSnapshot
+            | VolumeSnapshotContent
+            | VolumeSnapshotClass
+            | VolumeGroupSnapshot
+            | VolumeGroupSnapshotContent
+            | VolumeGroupSnapshotClass
+    )
+}
+
 /// external-provisioner's configuration from the driver and the flags.
 fn provisioner_config(
     facts: &DriverFacts,
@@ -208,5 +229,6 @@ fn capacity_role(
         name: "capacity",
         machine: Box::new(machine),
         kinds,
+        optional: BTreeSet::new(),
     })
 }

@@ -149,7 +149,32 @@ pub async fn inform(client: Client, kind: Kind, namespace: String, mut feed: imp
     while let Some(event) = events.next().await {
         match event {
             Ok(e) => informer.on_event(e).into_iter().for_each(&mut feed),
-            Err(e) => tracing::warn!(kind = kind.as_str(), "watch failed, retrying: {e}"),
+            Err(e) => match not_served(&e) {
+                Some(why) => tracing::warn!(
+                    kind = kind.as_str(),
+                    "cannot list {}: {why}; the roles that watch it wait, and the list is retried with backoff",
+                    kind.as_str()
+                ),
+                None => tracing::warn!(kind = kind.as_str(), "watch failed, retrying: {e}"),
+            },
         }
+    }
+}
+
+/// What a list error says, when it is that the kind is not served to us:
+/// not found (its CRD is not installed) or forbidden (RBAC).
+fn not_served(e: &watcher::Error) -> Option<String> {
+    let (watcher::Error::InitialListFailed(kube::Error::Api(status))
+    | watcher::Error::WatchStartFailed(kube::Error::Api(status))) = e
+    else {
+        return None;
+    };
+    match status.code {
+        404 => Some(format!(
+            "the API server does not serve it (is its CustomResourceDefinition installed?): {}",
+            status.message
+        )),
+        403 => Some(format!("forbidden (RBAC): {}", status.message)),
+        _ => None,
     }
 }

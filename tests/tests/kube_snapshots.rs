@@ -213,3 +213,62 @@ async fn snapshots_on_a_real_api_server_keep_their_volume_mode() {
     let _ = controller.kill();
     let _ = controller.wait();
 }
+
+/// The snapshot roles switched on in a cluster without the snapshot CRDs:
+/// the provisioner still provisions (it waits only for the kinds it
+/// needs), and the snapshot roles start once the CRDs are applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_wait_only_for_the_kinds_they_need() {
+    let (Some(apiserver), Some(crds)) = (
+        std::env::var_os("VOLPLANE_TEST_KUBE_APISERVER"),
+        std::env::var_os("VOLPLANE_TEST_SNAPSHOT_CRDS"),
+    ) else {
+        eprintln!(
+            "skipping the missing-CRD test on a real kube-apiserver: set VOLPLANE_TEST_KUBE_APISERVER and VOLPLANE_TEST_SNAPSHOT_CRDS"
+        );
+        return;
+    };
+    require_root!();
+    let cluster = Cluster::start(Path::new(&apiserver));
+    let client = cluster.client().await;
+    seed(&client).await;
+    let d = Driver::start(Runtime::Tokio);
+    let mut controller = cluster.controller(
+        &d.endpoint,
+        "missing-crds",
+        &["--snapshotter", "--snapshot-controller"],
+    );
+    let pp = PostParams::default();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    claims
+        .create(&pp, &common::cluster::claim("early", "volplane", "64Mi"))
+        .await
+        .unwrap();
+    until("a claim Bound without the snapshot CRDs", || {
+        bound(&claims, "early")
+    })
+    .await;
+
+    install_crds(&client, Path::new(&crds)).await;
+    let classes = snapshot_api(&client, "VolumeSnapshotClass", false);
+    let class = object(
+        "VolumeSnapshotClass",
+        json!({"metadata": {"name": "snaps"}, "driver": DRIVER, "deletionPolicy": "Delete"}),
+    );
+    classes.create(&pp, &class).await.unwrap();
+    let snapshots = snapshot_api(&client, "VolumeSnapshot", true);
+    let snap = object(
+        "VolumeSnapshot",
+        json!({"metadata": {"name": "late", "namespace": "default"},
+               "spec": {"volumeSnapshotClassName": "snaps",
+                        "source": {"persistentVolumeClaimName": "early"}}}),
+    );
+    snapshots.create(&pp, &snap).await.unwrap();
+    until("a snapshot ready once the CRDs came", || async {
+        let s = snapshots.get("late").await.ok()?;
+        (s.data.get("status")?.get("readyToUse")? == &json!(true)).then_some(())
+    })
+    .await;
+    let _ = controller.kill();
+    let _ = controller.wait();
+}
