@@ -43,6 +43,9 @@ enum Command {
     /// csi-snapshotter's role alone, with its flags (needs the snapshot CRDs).
     #[command(name = "csi-snapshotter", version)]
     CsiSnapshotter(crate::controller::ControllerArgs),
+    /// livenessprobe: /healthz for any CSI driver, from its Probe.
+    #[command(name = "livenessprobe", version)]
+    Livenessprobe(crate::probe::ProbeArgs),
 }
 
 /// Parses the command line and runs it.
@@ -67,6 +70,7 @@ pub fn run() -> ExitCode {
         | Command::CsiResizer(a)
         | Command::CsiSnapshotter(a) => crate::controller::verbosity_filter(a.verbosity),
         Command::Registrar(a) => crate::controller::verbosity_filter(a.verbosity),
+        Command::Livenessprobe(a) => crate::controller::verbosity_filter(a.verbosity),
         _ => "info",
     };
     volplane::init_logging(level);
@@ -81,6 +85,7 @@ pub fn run() -> ExitCode {
         Command::CsiAttacher(args) => crate::controller::run_as(Sidecar::Attacher, args),
         Command::CsiResizer(args) => crate::controller::run_as(Sidecar::Resizer, args),
         Command::CsiSnapshotter(args) => crate::controller::run_as(Sidecar::Snapshotter, args),
+        Command::Livenessprobe(args) => crate::probe::run(args),
         Command::Registrar(args) => match crate::registrar::run(args) {
             Ok(code) => return ExitCode::from(code),
             Err(e) => Err(e),
@@ -119,6 +124,19 @@ mod tests {
                 "--http-endpoint=:9809",
             ],
             &["csi-attacher", "--v=5", "--csi-address=/csi/csi.sock"],
+            &[
+                "livenessprobe",
+                "--csi-address=/csi/csi.sock",
+                "--health-port=9898",
+            ],
+            &[
+                "livenessprobe",
+                "--csi-address=/csi/csi.sock",
+                "--probe-timeout=3s",
+                "--http-endpoint=:9808",
+                "--metrics-path=/m",
+                "-v=2",
+            ],
             &[
                 "csi-provisioner",
                 "-v=5",

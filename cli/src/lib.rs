@@ -12,6 +12,7 @@ pub mod controller;
 #[cfg(feature = "crash-hooks")]
 pub mod crash;
 pub mod lab;
+pub mod probe;
 pub mod reference;
 pub mod registrar;
 pub mod serve;

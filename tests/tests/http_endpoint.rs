@@ -52,3 +52,51 @@ async fn metrics_and_health(runtime: Runtime) {
 }
 
 both_runtimes!(serve_answers_metrics_and_healthz, metrics_and_health);
+
+/// `volplane livenessprobe` beside a driver, as livenessprobe in a node
+/// plugin's DaemonSet (its manifest's flags): /healthz is 200 while the
+/// driver answers Probe, 500 naming the socket once it is gone, and /metrics is
+/// where --metrics-path says.
+#[tokio::test]
+async fn livenessprobe_answers_from_the_drivers_probe() {
+    require_root!();
+    let mut d = Driver::start(Runtime::Tokio);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let mut probe = std::process::Command::new(env!("CARGO_BIN_EXE_volplane-under-test"))
+        .args([
+            "livenessprobe",
+            "-v=2",
+            "--probe-timeout=3s",
+            "--metrics-path=/m",
+        ])
+        .arg(format!("--csi-address={}", d.endpoint))
+        .arg(format!("--health-port={port}"))
+        .arg("--enable-pprof=false")
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let healthy = loop {
+        match common::http_get(&address, "/healthz").await {
+            Some(h) if h.starts_with("HTTP/1.1 200") => break h,
+            other if Instant::now() > deadline => {
+                let _ = probe.kill();
+                panic!("no healthy /healthz within 20 s: {other:?}");
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    assert!(healthy.ends_with("ok\n"), "{healthy}");
+    let metrics = common::http_get(&address, "/m").await.unwrap();
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    d.kill();
+    let gone = common::http_get(&address, "/healthz").await.unwrap();
+    let _ = probe.kill();
+    let _ = probe.wait();
+    assert!(gone.starts_with("HTTP/1.1 500"), "{gone}");
+    assert!(gone.contains(&d.endpoint), "names the socket: {gone}");
+}
