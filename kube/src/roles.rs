@@ -174,6 +174,7 @@ fn provisioner_config(
     modes: DriverModes,
 ) -> ProvisionerConfig {
     let mut c = ProvisionerConfig::new(&facts.name);
+    c.identity = provisioner_identity(&facts.name);
     c.modes = modes;
     c.topology = facts
         .plugin
@@ -195,6 +196,16 @@ fn provisioner_config(
         max_delay: millis(n.max_delay),
     });
     c
+}
+
+/// external-provisioner's instance identity: `<start time in ms>-<a
+/// number below 10000>-<driver>`, different for each process.
+fn provisioner_identity(driver: &str) -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let spread = (since.subsec_nanos() ^ std::process::id().rotate_left(16)) % 10_000;
+    format!("{}-{spread}-{driver}", since.as_millis())
 }
 
 /// A duration as the machines' clock counts it.

@@ -41,6 +41,11 @@ use crate::{Code, Status, Tick};
 pub struct ProvisionerConfig {
     /// The driver name (the provisioner name claims are annotated with).
     pub driver: String,
+    /// This provisioner instance, written in each PV's
+    /// `storage.kubernetes.io/csiProvisionerIdentity` attribute: upstream
+    /// makes it `<start time in ms>-<random>-<driver>` at start (the
+    /// adapter does so too); `volplane-<driver>` unless set.
+    pub identity: String,
     /// What the driver supports (SINGLE_NODE_MULTI_WRITER…).
     pub modes: DriverModes,
     /// The driver has VOLUME_ACCESSIBILITY_CONSTRAINTS.
@@ -93,6 +98,7 @@ impl ProvisionerConfig {
     pub fn new(driver: &str) -> ProvisionerConfig {
         ProvisionerConfig {
             driver: driver.into(),
+            identity: format!("volplane-{driver}"),
             modes: DriverModes::default(),
             topology: false,
             strict_topology: false,

@@ -349,7 +349,7 @@ impl Provisioner {
         let mut attributes = v.volume_context.clone();
         attributes.insert(
             names::ATTR_PROVISIONER_IDENTITY.into(),
-            format!("volplane-{}", self.config.driver),
+            self.config.identity.clone(),
         );
         // As upstream: only a request of the one capability ReadOnlyMany.
         let read_only = self.config.controller_publish_readonly
@@ -391,7 +391,11 @@ impl Provisioner {
             namespace,
             name,
             uid: p.uid.clone(),
-            resource_version: String::new(),
+            // The claim's version provisioned for, as upstream's
+            // GetReference records it.
+            resource_version: claim
+                .map(|c| c.metadata.resource_version.clone())
+                .unwrap_or_default(),
         });
         let ann = &mut pv.metadata.annotations;
         ann.insert(
