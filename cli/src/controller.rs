@@ -406,6 +406,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
                 },
                 identity: identity.clone(),
                 timings,
+                metrics: metrics.clone(),
             })
         } else {
             None

@@ -270,6 +270,8 @@ struct Context<T> {
     limiter: Mutex<TokenBucket>,
     /// The role's CSI calls in flight.
     workers: volplane_service::Permits,
+    /// The role's work queue's name, for the metrics.
+    queue: String,
 }
 
 /// Says whether the `n`th failure in a row of a call is logged: the
@@ -289,7 +291,7 @@ impl<T: Transport> Context<T> {
             failures.remove(what);
             return;
         };
-        self.metrics.retried(role);
+        self.metrics.retried(role, &self.queue);
         let n = failures.entry(what.to_string()).or_insert(0);
         *n += 1;
         if warn_at(*n) {
@@ -388,27 +390,58 @@ impl<T: Transport> Context<T> {
     }
 }
 
-/// A role's inputs, counted (the queue depth the metrics show).
+/// A role's inputs, each with when it came: the role's work queue, as
+/// the metrics show it (client-go's `workqueue_*` under the queue's name).
 #[derive(Clone)]
 struct Inbox {
-    tx: mpsc::UnboundedSender<Input>,
+    tx: mpsc::UnboundedSender<(Instant, Input)>,
     depth: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
+    queue: Arc<str>,
 }
 
 impl Inbox {
-    fn new() -> (Inbox, mpsc::UnboundedReceiver<Input>) {
+    fn new(
+        metrics: Arc<Metrics>,
+        queue: &str,
+    ) -> (Inbox, mpsc::UnboundedReceiver<(Instant, Input)>) {
         let (tx, rx) = mpsc::unbounded();
         let depth = Arc::default();
-        (Inbox { tx, depth }, rx)
+        let queue = queue.into();
+        (
+            Inbox {
+                tx,
+                depth,
+                metrics,
+                queue,
+            },
+            rx,
+        )
     }
 
     /// Counted before it is sent, so the receiver never counts it out
     /// first (the depth would wrap below zero).
     fn send(&self, input: Input) {
         self.depth.fetch_add(1, Ordering::Relaxed);
-        if self.tx.unbounded_send(input).is_err() {
+        if self.tx.unbounded_send((Instant::now(), input)).is_err() {
             self.depth.fetch_sub(1, Ordering::Relaxed);
+            return;
         }
+        self.metrics.queue_added(&self.queue);
+    }
+}
+
+/// The name upstream gives the work queue of the sidecar a role stands in
+/// for (external-provisioner's `claims`, external-attacher's
+/// `csi-attacher-va`, external-resizer's `<driver>-pvc`, csi-snapshotter's
+/// `csi-snapshotter-content`); the role's name for the others.
+pub fn queue_name(role: &str, driver: &str) -> String {
+    match role {
+        "provisioner" => "claims".into(),
+        "attacher" => "csi-attacher-va".into(),
+        "resizer" => format!("{driver}-pvc"),
+        "snapshotter" => "csi-snapshotter-content".into(),
+        other => other.into(),
     }
 }
 
@@ -421,6 +454,8 @@ struct RoleTurn<T> {
     // A hot loop would be a bug of the machine's: said loudly, once per
     // stretch without news.
     guard: HotLoopGuard,
+    /// When the turn under way began (`workqueue_work_duration_seconds`).
+    turn_started: Option<Instant>,
 }
 
 impl<T: Transport> volplane_core::machine::Carry<DynMachine> for RoleTurn<T> {
@@ -434,6 +469,7 @@ impl<T: Transport> volplane_core::machine::Carry<DynMachine> for RoleTurn<T> {
 
 impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
     fn before(&mut self, machine: &DynMachine, now: Tick, input: Option<&Input>) {
+        self.turn_started = Some(Instant::now());
         if machine.poll_timeout().is_some_and(|t| t <= now) {
             self.guard.news();
         }
@@ -445,6 +481,11 @@ impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
     fn after(&mut self, machine: &DynMachine) -> std::ops::ControlFlow<()> {
         let depth = self.done.depth.load(Ordering::Relaxed);
         self.ctx.metrics.queue_depth(self.name, depth);
+        if let Some(started) = self.turn_started.take() {
+            self.ctx
+                .metrics
+                .queue_worked(&self.done.queue, started.elapsed());
+        }
         if let Err(e) = machine.check_invariants() {
             tracing::error!(role = self.name, "invariant broken: {e}");
         }
@@ -456,12 +497,14 @@ impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
 async fn drive<T: Transport>(
     mut role: Role,
     ctx: Arc<Context<T>>,
-    inputs: mpsc::UnboundedReceiver<Input>,
+    inputs: mpsc::UnboundedReceiver<(Instant, Input)>,
     done: Inbox,
 ) {
-    let depth = done.depth.clone();
-    let inputs = inputs.inspect(move |_| {
+    let (depth, metrics, queue) = (done.depth.clone(), done.metrics.clone(), done.queue.clone());
+    let inputs = inputs.map(move |(came, input)| {
         depth.fetch_sub(1, Ordering::Relaxed);
+        metrics.queue_taken(&queue, came.elapsed());
+        input
     });
     let (rt, clock) = (ctx.rt.clone(), ctx.clock);
     let mut turn = RoleTurn {
@@ -469,6 +512,7 @@ async fn drive<T: Transport>(
         ctx,
         done,
         guard: HotLoopGuard::default(),
+        turn_started: None,
     };
     let machine: &mut DynMachine = &mut *role.machine;
     driver::drive(
@@ -525,6 +569,7 @@ pub async fn run<T: Transport>(
             failures: Mutex::default(),
             limiter: Mutex::new(TokenBucket::new(config.kube_api.0, config.kube_api.1)),
             workers: volplane_service::Permits::new(config.worker_threads),
+            queue: queue_name(role, &facts.name),
         })
     };
     let kinds: BTreeSet<Kind> = roles.iter().flat_map(|r| r.kinds.iter().copied()).collect();
@@ -538,7 +583,8 @@ pub async fn run<T: Transport>(
     };
     for role in roles {
         tracing::info!(role = role.name, driver = facts.name, "starting");
-        let (inbox, rx) = Inbox::new();
+        let queue = queue_name(role.name, &facts.name);
+        let (inbox, rx) = Inbox::new(config.metrics.clone(), &queue);
         mailboxes.push(Mailbox {
             role: role.name,
             kinds: role.kinds.clone(),

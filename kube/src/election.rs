@@ -40,6 +40,8 @@ pub struct LeaseConfig {
     pub identity: String,
     /// The timings.
     pub timings: LeaseTimings,
+    /// Where `leader_election_master_status{name}` is kept.
+    pub metrics: Arc<volplane_service::metrics::Metrics>,
 }
 
 /// Why leading stopped.
@@ -206,6 +208,9 @@ struct LeaseTurn {
     started: Option<oneshot::Sender<()>>,
     /// The candidate said it stopped leading.
     lost: bool,
+    /// The lease's name, and where its status is counted.
+    name: String,
+    metrics: Arc<volplane_service::metrics::Metrics>,
     /// Until when the work may act (0: not at all), as of the last turn.
     acting_until: Arc<AtomicU64>,
 }
@@ -214,6 +219,7 @@ impl Carry<Candidate> for LeaseTurn {
     fn carry(&mut self, _: &Candidate, _: Tick, effect: LeaseEffect, _: &mut VecDeque<LeaseInput>) {
         match effect {
             LeaseEffect::Leading(true) => {
+                self.metrics.leading(&self.name, true);
                 tracing::info!(
                     lease = self.lease,
                     identity = self.identity,
@@ -224,6 +230,7 @@ impl Carry<Candidate> for LeaseTurn {
                 }
             }
             LeaseEffect::Leading(false) => {
+                self.metrics.leading(&self.name, false);
                 tracing::error!(
                     lease = self.lease,
                     "leader election lost: not renewed within the renew deadline"
@@ -294,6 +301,7 @@ pub async fn lead<F: Future>(
         name: config.name.clone(),
     };
     let lease = format!("{}/{}", config.namespace, config.name);
+    config.metrics.leading(&config.name, false);
     tracing::info!(
         lease,
         identity = config.identity,
@@ -312,6 +320,8 @@ pub async fn lead<F: Future>(
         answers,
         started: Some(started),
         lost: false,
+        name: config.name.clone(),
+        metrics: config.metrics.clone(),
         acting_until: acting_until.clone(),
     };
     let mut candidate = Candidate::new(&config.identity, config.timings);

@@ -26,6 +26,7 @@ fn config(identity: &str) -> LeaseConfig {
             renew_deadline: 1_000,
             retry_period: 200,
         },
+        metrics: volplane_service::metrics::Metrics::new(),
     }
 }
 

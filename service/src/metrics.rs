@@ -1,6 +1,7 @@
 //! Metrics and health over HTTP (`--http-endpoint`), runtime-neutral: the
 //! CSI call histogram with csi-lib-utils' name and labels, each controller's
-//! queue depth and retries, in OpenMetrics text; `/healthz` answers as
+//! queue depth and retries and client-go's workqueue and leader-election
+//! metrics, in Prometheus' text format; `/healthz` answers as
 //! livenessprobe does, from a Probe of the CSI driver.
 
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,26 @@ pub struct CallLabels {
     pub grpc_status_code: String,
 }
 
+/// client-go's workqueue buckets: 10 ns to 10 s, by tens.
+pub const QUEUE_BUCKETS: [f64; 10] = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0];
+
+/// A work queue's label, as client-go's workqueue metrics name it.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// The queue's name (upstream's: `claims`, `csi-attacher-va`…).
+    pub name: String,
+}
+
+/// client-go's workqueue metrics of each role's queue.
+#[derive(Debug)]
+struct Workqueues {
+    depth: Family<QueueLabels, Gauge>,
+    adds: Family<QueueLabels, Counter>,
+    retries: Family<QueueLabels, Counter>,
+    waited: Family<QueueLabels, Histogram>,
+    worked: Family<QueueLabels, Histogram>,
+}
+
 /// A controller's label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -44,8 +65,45 @@ pub struct Metrics {
     calls: Family<CallLabels, Histogram>,
     queue: Family<ControllerLabels, Gauge>,
     retries: Family<ControllerLabels, Counter>,
+    queues: Workqueues,
+    /// `leader_election_master_status{name}`: 1 while this process leads.
+    leading: Family<QueueLabels, Gauge>,
     /// Where they are served (`--metrics-path`).
     path: String,
+}
+
+/// OpenMetrics text (what prometheus-client writes) as Prometheus' text
+/// format: `# HELP`/`# TYPE` of a counter name the `_total` its samples
+/// carry, and no `# EOF`.
+fn classic(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines().filter(|l| *l != "# EOF") {
+        let family = ["# HELP ", "# TYPE "]
+            .iter()
+            .find_map(|p| Some((*p, line.strip_prefix(p)?)));
+        match family {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let total = if counters.contains(name) {
+                    "_total"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("{prefix}{name}{total} {tail}"));
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn label(name: &str) -> QueueLabels {
+    QueueLabels { name: name.into() }
 }
 
 /// The gRPC service a CSI method belongs to.
@@ -88,11 +146,52 @@ impl Metrics {
             "Operations that failed and will be retried with backoff",
             retries.clone(),
         );
+        let histogram = || Histogram::new(QUEUE_BUCKETS.iter().copied());
+        let queues = Workqueues {
+            depth: Family::default(),
+            adds: Family::default(),
+            retries: Family::default(),
+            waited: Family::new_with_constructor(histogram),
+            worked: Family::new_with_constructor(histogram),
+        };
+        registry.register(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            queues.depth.clone(),
+        );
+        registry.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            queues.adds.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            queues.retries.clone(),
+        );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested.",
+            queues.waited.clone(),
+        );
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            queues.worked.clone(),
+        );
+        let leading = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            leading.clone(),
+        );
         Arc::new(Metrics {
             registry: Mutex::new(registry),
             calls,
             queue,
             retries,
+            queues,
+            leading,
             path: path.into(),
         })
     }
@@ -117,22 +216,53 @@ impl Metrics {
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
-    /// A controller's operation failed and will be retried.
-    pub fn retried(&self, controller: &str) {
+    /// A controller's operation failed and will be retried; `queue` is
+    /// its work queue's name.
+    pub fn retried(&self, controller: &str, queue: &str) {
         self.retries
             .get_or_create(&ControllerLabels {
                 controller: controller.into(),
             })
             .inc();
+        self.queues.retries.get_or_create(&label(queue)).inc();
     }
 
-    /// The OpenMetrics text.
+    /// An input was added to the work queue `queue`.
+    pub fn queue_added(&self, queue: &str) {
+        self.queues.adds.get_or_create(&label(queue)).inc();
+        self.queues.depth.get_or_create(&label(queue)).inc();
+    }
+
+    /// An input of `queue` waited `waited` before its machine took it.
+    pub fn queue_taken(&self, queue: &str, waited: Duration) {
+        self.queues.depth.get_or_create(&label(queue)).dec();
+        self.queues
+            .waited
+            .get_or_create(&label(queue))
+            .observe(waited.as_secs_f64());
+    }
+
+    /// The machine of `queue` took `took` over one input.
+    pub fn queue_worked(&self, queue: &str, took: Duration) {
+        self.queues
+            .worked
+            .get_or_create(&label(queue))
+            .observe(took.as_secs_f64());
+    }
+
+    /// This process leads under the lease `name` (`on`) or not.
+    pub fn leading(&self, name: &str, on: bool) {
+        self.leading.get_or_create(&label(name)).set(i64::from(on));
+    }
+
+    /// The metrics in Prometheus' text format (0.0.4), as client-go's
+    /// servers answer: a counter's family is named with its `_total`.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
-        out
+        classic(&out)
     }
 }
 
@@ -223,7 +353,7 @@ where
     match path {
         p if p == metrics.path => Answer {
             status: 200,
-            content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
             body: metrics.encode(),
         },
         "/healthz" => match probe().await {
@@ -257,7 +387,7 @@ mod tests {
             Duration::from_secs(20),
         );
         m.queue_depth("provisioner", 3);
-        m.retried("attacher");
+        m.retried("attacher", "csi-attacher-va");
         let text = m.encode();
         for line in [
             r#"csi_sidecar_operations_seconds_bucket{le="0.1",driver_name="d.example.com",method_name="/csi.v1.Controller/CreateVolume",grpc_status_code="OK"} 1"#,
@@ -282,5 +412,72 @@ mod tests {
         assert!(bad.body.contains("refused"));
         let none = futures::executor::block_on(answer("/x", &m, || async { Ok(()) }));
         assert_eq!(none.status, 404);
+    }
+}
+
+#[cfg(test)]
+mod scrape {
+    use super::*;
+    use prometheus_parse::{Scrape, Value};
+
+    /// The `/metrics` text as a Prometheus server reads it: every family
+    /// with upstream's name, labels and type.
+    #[test]
+    fn the_metrics_read_as_upstreams() {
+        let m = Metrics::new();
+        m.queue_added("claims");
+        m.queue_taken("claims", Duration::from_millis(3));
+        m.queue_worked("claims", Duration::from_micros(40));
+        m.retried("provisioner", "claims");
+        m.leading("hostpath-csi-k8s-io", true);
+        m.csi_call(
+            "hostpath.csi.k8s.io",
+            "CreateVolume",
+            Code::Ok,
+            Duration::from_millis(20),
+        );
+        let text = m.encode();
+        let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+        let find = |name: &str| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == name)
+                .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+        };
+        let label = |name: &str, key: &str| find(name).labels.get(key).map(String::from);
+        for (name, kind) in [
+            ("workqueue_depth", "gauge"),
+            ("workqueue_adds_total", "counter"),
+            ("workqueue_retries_total", "counter"),
+            ("workqueue_queue_duration_seconds", "histogram"),
+            ("workqueue_work_duration_seconds", "histogram"),
+        ] {
+            assert_eq!(label(name, "name").as_deref(), Some("claims"), "{name}");
+            let typed = match &find(name).value {
+                Value::Gauge(_) => "gauge",
+                Value::Counter(_) => "counter",
+                Value::Histogram(_) => "histogram",
+                other => panic!("{name}: {other:?}"),
+            };
+            assert_eq!(typed, kind, "{name}");
+        }
+        let Value::Gauge(leading) = find("leader_election_master_status").value else {
+            panic!("leader_election_master_status is no gauge");
+        };
+        assert_eq!(leading, 1.0);
+        assert_eq!(
+            label("leader_election_master_status", "name").as_deref(),
+            Some("hostpath-csi-k8s-io")
+        );
+        let Value::Histogram(buckets) = &find("workqueue_queue_duration_seconds").value else {
+            unreachable!()
+        };
+        let bounds: Vec<f64> = buckets.iter().map(|b| b.less_than).collect();
+        assert_eq!(&bounds[..10], &QUEUE_BUCKETS, "client-go's buckets");
+        assert_eq!(
+            label("csi_sidecar_operations_seconds", "method_name").as_deref(),
+            Some("/csi.v1.Controller/CreateVolume")
+        );
     }
 }
