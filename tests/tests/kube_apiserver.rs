@@ -605,7 +605,11 @@ async fn a_mass_delete_leaves_no_volume_behind_and_the_controller_idle() {
     let client = cluster.client().await;
     seed(&client).await;
     let d = Driver::start(Runtime::Tokio);
-    let mut controller = cluster.controller(&d.endpoint, "mass", &[]);
+    let mut controller = cluster.controller(
+        &d.endpoint,
+        "mass",
+        &["--kube-api-qps=200", "--kube-api-burst=400"],
+    );
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let names: Vec<String> = (0..n).map(|i| format!("m-{i:04}")).collect();

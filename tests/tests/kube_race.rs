@@ -116,6 +116,8 @@ impl Provisioner {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_volplane-under-test"));
                 c.args(["controller", "--attacher=false", "--resizer=false"]);
                 c.arg(format!("--csi-address=unix://{}", socket.display()));
+                // The same client-side limit as csi-provisioner's below.
+                c.args(["--kube-api-qps=100", "--kube-api-burst=200"]);
                 c.env("POD_NAME", "volplane-race");
                 c
             }
