@@ -219,6 +219,39 @@ mod tests {
         }
     }
 
+    /// Every volplane container of deploy/beside-hostpath starts: its
+    /// command and arguments parse as `volplane` parses them.
+    #[test]
+    fn the_beside_hostpath_manifest_parses() {
+        let text = include_str!("../../deploy/beside-hostpath/plugin.yaml");
+        let (_, unknown) = volplane_core::model::parse_manifests(text).unwrap();
+        let set = unknown.iter().find(|u| u.kind == "StatefulSet").unwrap();
+        let containers = set.value["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap();
+        let mut stand_ins = 0;
+        for c in containers.iter().filter(|c| c["image"] == "volplane") {
+            let words = |v: &serde_json::Value| -> Vec<String> {
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| w.as_str().unwrap().to_string())
+                    .collect()
+            };
+            let line: Vec<String> = words(&c["command"])
+                .into_iter()
+                .skip(1)
+                .chain(words(&c["args"]))
+                .collect();
+            let line: Vec<&str> = line.iter().map(String::as_str).collect();
+            if let Err(e) = parse(&line) {
+                panic!("{}: {line:?}: {e}", c["name"]);
+            }
+            stand_ins += 1;
+        }
+        assert_eq!(stand_ins, 6, "registrar, probe and four sidecars");
+    }
+
     #[test]
     fn a_sidecar_stand_in_reads_its_flags_with_upstreams_defaults() {
         let Command::CsiResizer(a) = parse(&["csi-resizer", "-workers=3"]).unwrap().command else {
