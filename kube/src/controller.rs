@@ -456,12 +456,17 @@ struct RoleTurn<T> {
     guard: HotLoopGuard,
     /// When the turn under way began (`workqueue_work_duration_seconds`).
     turn_started: Option<Instant>,
+    /// The provisioner role's provision metrics.
+    provisions: Option<crate::provisions::ProvisionStats>,
 }
 
 impl<T: Transport> volplane_core::machine::Carry<DynMachine> for RoleTurn<T> {
     fn carry(&mut self, _: &DynMachine, _: Tick, effect: Effect, _: &mut VecDeque<Input>) {
         if let Err(e) = self.guard.effect(&effect) {
             tracing::error!(role = self.name, "bug: {e}");
+        }
+        if let (Some(p), Effect::Event(e)) = (&mut self.provisions, &effect) {
+            p.event(e, &self.ctx.metrics);
         }
         self.ctx.carry(self.name, effect, &self.done)
     }
@@ -475,6 +480,9 @@ impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
         }
         if let Some(i) = input {
             self.guard.input(i);
+            if let Some(p) = &mut self.provisions {
+                p.input(i);
+            }
         }
     }
 
@@ -513,6 +521,7 @@ async fn drive<T: Transport>(
         done,
         guard: HotLoopGuard::default(),
         turn_started: None,
+        provisions: (role.name == "provisioner").then(Default::default),
     };
     let machine: &mut DynMachine = &mut *role.machine;
     driver::drive(

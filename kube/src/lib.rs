@@ -24,6 +24,7 @@ pub mod events;
 #[cfg(feature = "fake-api")]
 pub mod fake;
 pub mod owner;
+pub mod provisions;
 pub mod resources;
 pub mod roles;
 pub mod runtime;

@@ -51,6 +51,28 @@ struct Workqueues {
     worked: Family<QueueLabels, Histogram>,
 }
 
+/// A provisioned claim's labels, as external-provisioner's.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProvisionLabels {
+    /// The claim's storageClassName.
+    pub class: String,
+    /// The kind of the claim's dataSource (`VolumeSnapshot`…), or "".
+    pub source: String,
+}
+
+/// Prometheus' default buckets, external-provisioner's for its latencies.
+pub const DEFAULT_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// external-provisioner's `controller_persistentvolumeclaim_provision_*`.
+#[derive(Debug)]
+struct Provisions {
+    done: Family<ProvisionLabels, Counter>,
+    failed: Family<ProvisionLabels, Counter>,
+    took: Family<ProvisionLabels, Histogram>,
+}
+
 /// A controller's label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -68,6 +90,7 @@ pub struct Metrics {
     queues: Workqueues,
     /// `leader_election_master_status{name}`: 1 while this process leads.
     leading: Family<QueueLabels, Gauge>,
+    provisions: Provisions,
     /// Where they are served (`--metrics-path`).
     path: String,
 }
@@ -185,8 +208,29 @@ impl Metrics {
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
             leading.clone(),
         );
+        let provisions = Provisions {
+            done: Family::default(),
+            failed: Family::default(),
+            took: Family::new_with_constructor(|| Histogram::new(DEFAULT_BUCKETS.iter().copied())),
+        };
+        registry.register(
+            "controller_persistentvolumeclaim_provision",
+            "Total number of persistent volumes provisioned succesfully. Broken down by storage class name and source of the claim.",
+            provisions.done.clone(),
+        );
+        registry.register(
+            "controller_persistentvolumeclaim_provision_failed",
+            "Total number of persistent volume provision failed attempts. Broken down by storage class name and source of the claim.",
+            provisions.failed.clone(),
+        );
+        registry.register(
+            "controller_persistentvolumeclaim_provision_duration_seconds",
+            "Latency in seconds to provision persistent volumes. Failed provisioning attempts are ignored. Broken down by storage class name and source of the claim.",
+            provisions.took.clone(),
+        );
         Arc::new(Metrics {
             registry: Mutex::new(registry),
+            provisions,
             calls,
             queue,
             retries,
@@ -248,6 +292,27 @@ impl Metrics {
             .worked
             .get_or_create(&label(queue))
             .observe(took.as_secs_f64());
+    }
+
+    /// A claim of `class` (from a dataSource of kind `source`, "" for
+    /// none) was provisioned in `took` (`None`: the attempt failed).
+    pub fn provisioned(&self, class: &str, source: &str, took: Option<Duration>) {
+        let labels = ProvisionLabels {
+            class: class.into(),
+            source: source.into(),
+        };
+        match took {
+            Some(took) => {
+                self.provisions.done.get_or_create(&labels).inc();
+                self.provisions
+                    .took
+                    .get_or_create(&labels)
+                    .observe(took.as_secs_f64());
+            }
+            None => {
+                self.provisions.failed.get_or_create(&labels).inc();
+            }
+        }
     }
 
     /// This process leads under the lease `name` (`on`) or not.
@@ -430,6 +495,8 @@ mod scrape {
         m.queue_worked("claims", Duration::from_micros(40));
         m.retried("provisioner", "claims");
         m.leading("hostpath-csi-k8s-io", true);
+        m.provisioned("fast", "", Some(Duration::from_millis(300)));
+        m.provisioned("fast", "VolumeSnapshot", None);
         m.csi_call(
             "hostpath.csi.k8s.io",
             "CreateVolume",
@@ -462,6 +529,35 @@ mod scrape {
             };
             assert_eq!(typed, kind, "{name}");
         }
+        for (name, kind) in [
+            (
+                "controller_persistentvolumeclaim_provision_total",
+                "counter",
+            ),
+            (
+                "controller_persistentvolumeclaim_provision_failed_total",
+                "counter",
+            ),
+            (
+                "controller_persistentvolumeclaim_provision_duration_seconds",
+                "histogram",
+            ),
+        ] {
+            let s = find(name);
+            assert_eq!(s.labels.get("class"), Some("fast"), "{name}");
+            let typed = match &s.value {
+                Value::Counter(_) => "counter",
+                Value::Histogram(_) => "histogram",
+                other => panic!("{name}: {other:?}"),
+            };
+            assert_eq!(typed, kind, "{name}");
+        }
+        assert_eq!(
+            find("controller_persistentvolumeclaim_provision_failed_total")
+                .labels
+                .get("source"),
+            Some("VolumeSnapshot")
+        );
         let Value::Gauge(leading) = find("leader_election_master_status").value else {
             panic!("leader_election_master_status is no gauge");
         };

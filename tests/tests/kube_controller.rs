@@ -303,6 +303,16 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
         text.contains(r#"method_name="/csi.v1.Controller/CreateVolume",grpc_status_code="OK"} 1"#),
         "{text}"
     );
+    // client-go's workqueue metrics under the sidecars' queue names, and
+    // external-provisioner's provision counter.
+    for family in [
+        r#"workqueue_adds_total{name="claims"}"#,
+        r#"workqueue_adds_total{name="csi-attacher-va"}"#,
+        r#"workqueue_work_duration_seconds_count{name="claims"}"#,
+        "controller_persistentvolumeclaim_provision_total{class=",
+    ] {
+        assert!(text.contains(family), "no {family} in:\n{text}");
+    }
     let listener = volplane_tokio::bind_http("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     let probe = volplane_cli::controller::health_probe(&d.endpoint, Duration::from_secs(5));
