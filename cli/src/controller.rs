@@ -195,16 +195,9 @@ pub struct ControllerArgs {
     /// Cut the UID in snapshot names likewise (-1: the whole UID).
     #[arg(long, default_value_t = -1, allow_negative_numbers = true, value_parser = uuid_length)]
     pub snapshot_name_uuid_length: i64,
-    /// Serve /metrics (csi_sidecar_operations_seconds, queue depths,
-    /// retries) and /healthz (a Probe of the driver) here, e.g. `:8080`.
-    #[arg(long, conflicts_with = "metrics_address")]
-    pub http_endpoint: Option<String>,
-    /// The deprecated name of --http-endpoint.
-    #[arg(long)]
-    pub metrics_address: Option<String>,
-    /// Where /metrics is served instead.
-    #[arg(long, default_value = "/metrics")]
-    pub metrics_path: String,
+    /// --http-endpoint, --metrics-address, --metrics-path.
+    #[command(flatten)]
+    pub http: crate::upstream::HttpFlags,
     /// Set when run as one sidecar's stand-in (`volplane csi-attacher`):
     /// its role alone, under its Lease.
     #[arg(skip)]
@@ -367,11 +360,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             client_for("leader-election").map_err(|e| format!("Kubernetes client: {e}"))?;
         // The same configuration made a client above: the roles' cannot fail.
         let clients = move |role: &str| client_for(role).unwrap_or_else(|_| client.clone());
-        let http = match args
-            .http_endpoint
-            .as_ref()
-            .or(args.metrics_address.as_ref())
-        {
+        let http = match args.http.address() {
             Some(address) => Some(volplane_tokio::bind_http(address).await?),
             None => None,
         };
@@ -380,7 +369,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         };
         let identity = identity();
         let mut csi = CsiClient::new(channel, None);
-        let metrics = volplane_service::metrics::Metrics::at(&args.metrics_path);
+        let metrics = args.http.metrics();
         if let Some(listener) = http {
             let probe = health_probe(&args.csi_address, args.timeout);
             let serving = volplane_tokio::serve_http(

@@ -18,15 +18,10 @@ pub struct ProbeArgs {
     /// Serve /healthz on `0.0.0.0:<port>` (unless --http-endpoint says where).
     #[arg(long, default_value_t = 9808)]
     pub health_port: u16,
-    /// Serve /healthz and /metrics here instead, e.g. `:9808`.
-    #[arg(long, conflicts_with = "metrics_address")]
-    pub http_endpoint: Option<String>,
-    /// The deprecated name of --http-endpoint.
-    #[arg(long)]
-    pub metrics_address: Option<String>,
-    /// Where /metrics is served.
-    #[arg(long, default_value = "/metrics")]
-    pub metrics_path: String,
+    /// --http-endpoint (instead of --health-port), --metrics-address,
+    /// --metrics-path.
+    #[command(flatten)]
+    pub http: crate::upstream::HttpFlags,
     /// The sidecars' flags that change nothing here.
     #[command(flatten)]
     pub inert: crate::upstream::Inert,
@@ -39,9 +34,9 @@ pub struct ProbeArgs {
 pub fn run(args: ProbeArgs) -> Result<(), String> {
     args.inert.warn();
     let address = args
-        .http_endpoint
-        .clone()
-        .or(args.metrics_address.clone())
+        .http
+        .address()
+        .cloned()
         .unwrap_or_else(|| format!("0.0.0.0:{}", args.health_port));
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
     rt.block_on(async move {
@@ -53,7 +48,7 @@ pub fn run(args: ProbeArgs) -> Result<(), String> {
             args.probe_timeout
         );
         let probe = crate::controller::health_probe(&args.csi_address, args.probe_timeout);
-        let metrics = volplane_service::metrics::Metrics::at(&args.metrics_path);
+        let metrics = args.http.metrics();
         volplane_tokio::serve_http(listener, metrics, probe, stop).await;
         Ok(())
     })

@@ -31,21 +31,37 @@ impl Sidecar {
             Sidecar::Resizer => format!("external-resizer-{driver}"),
             Sidecar::Snapshotter => format!("external-snapshotter-leader-{driver}"),
         };
-        // csi-lib-utils' sanitizeName.
-        let mut name: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        if name.ends_with('-') {
-            name.push('X');
-        }
-        name
+        volplane_core::model::names::sanitize(&name)
+    }
+}
+
+/// The sidecars' diagnostics server flags (csi-lib-utils' standard ones).
+#[derive(Debug, Args)]
+pub struct HttpFlags {
+    /// Serve /metrics (csi_sidecar_operations_seconds, client-go's
+    /// workqueue and leader-election metrics…) and /healthz (a Probe of
+    /// the driver) here, e.g. `:8080`.
+    #[arg(long, conflicts_with = "metrics_address")]
+    pub http_endpoint: Option<String>,
+    /// The deprecated name of --http-endpoint.
+    #[arg(long)]
+    pub metrics_address: Option<String>,
+    /// Where /metrics is served instead.
+    #[arg(long, default_value = "/metrics")]
+    pub metrics_path: String,
+}
+
+impl HttpFlags {
+    /// Where to serve, if anywhere.
+    pub fn address(&self) -> Option<&String> {
+        self.http_endpoint
+            .as_ref()
+            .or(self.metrics_address.as_ref())
+    }
+
+    /// The process's metrics, served at --metrics-path.
+    pub fn metrics(&self) -> std::sync::Arc<volplane_service::metrics::Metrics> {
+        volplane_service::metrics::Metrics::at(&self.metrics_path)
     }
 }
 

@@ -345,11 +345,11 @@ pub fn unique_volume_name(driver: &str, handle: &str) -> String {
     format!("kubernetes.io/csi/{driver}^{handle}")
 }
 
-/// external-attacher's finalizer: `external-attacher/` + the driver with every
-/// character outside `[a-zA-Z0-9-]` replaced by `-`, and `X` appended when
-/// the result ends in `-` (C2.2).
-pub fn attacher_finalizer(driver: &str) -> String {
-    let mut s: String = driver
+/// csi-lib-utils' sanitizeName: every character outside `[a-zA-Z0-9-]`
+/// replaced by `-`, and `X` appended when the result ends in `-` (lease
+/// names and the attacher's finalizer are made so).
+pub fn sanitize(name: &str) -> String {
+    let mut s: String = name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -362,6 +362,13 @@ pub fn attacher_finalizer(driver: &str) -> String {
     if s.ends_with('-') {
         s.push('X');
     }
+    s
+}
+
+/// external-attacher's finalizer: `external-attacher/` + the driver,
+/// [`sanitize`]d (C2.2).
+pub fn attacher_finalizer(driver: &str) -> String {
+    let s = sanitize(driver);
     format!("external-attacher/{s}")
 }
 
