@@ -464,6 +464,9 @@ fn controller_config(
             .worker_threads
             .unwrap_or(if args.provisioner { 100 } else { 10 }),
         retry_interval: (args.retry_interval_start, args.retry_interval_max),
+        // csi-provisioner restores from VolumeSnapshots whenever their
+        // CRDs are served; `volplane controller` does with --snapshotter.
+        restore_snapshots: args.sidecar == Some(crate::upstream::Sidecar::Provisioner),
     }
 }
 

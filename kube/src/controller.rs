@@ -152,6 +152,9 @@ pub struct ControllerConfig {
     /// `--retry-interval-start` and `--retry-interval-max`: a failed
     /// operation is retried after the first, doubling up to the second.
     pub retry_interval: (Duration, Duration),
+    /// The provisioner restores claims from VolumeSnapshots without the
+    /// snapshotter role (as external-provisioner does on its own).
+    pub restore_snapshots: bool,
 }
 
 impl Default for ControllerConfig {
@@ -179,6 +182,7 @@ impl Default for ControllerConfig {
             ),
             worker_threads: 10,
             retry_interval: (Duration::from_secs(1), Duration::from_secs(300)),
+            restore_snapshots: false,
         }
     }
 }
@@ -722,6 +726,32 @@ mod tests {
             roles,
             ..ControllerConfig::default()
         }
+    }
+
+    /// csi-provisioner's stand-in restores from VolumeSnapshots on its
+    /// own, and waits for nothing of theirs: without their CRDs it still
+    /// provisions.
+    #[test]
+    fn the_provisioner_restores_without_the_snapshotter_and_does_not_wait_for_it() {
+        let only = Roles {
+            attacher: false,
+            resizer: false,
+            ..Roles::default()
+        };
+        let config = ControllerConfig {
+            restore_snapshots: true,
+            ..with(only)
+        };
+        let (made, _) = super::roles(&facts(&[Cap::CreateDeleteVolume]), &config);
+        let [p] = &made[..] else { panic!("{made:?}") };
+        assert!(p.kinds.contains(&Kind::VolumeSnapshot));
+        assert!(p.optional.contains(&Kind::VolumeSnapshot));
+        assert!(!p.optional.contains(&Kind::PersistentVolumeClaim));
+        let (made, _) = super::roles(&facts(&[Cap::CreateDeleteVolume]), &with(only));
+        assert!(
+            !made[0].kinds.contains(&Kind::VolumeSnapshot),
+            "off by default"
+        );
     }
 
     #[test]

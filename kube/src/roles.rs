@@ -186,7 +186,7 @@ fn provisioner_config(
     c.extra_create_metadata = config.extra_create_metadata;
     c.controller_publish_readonly = config.controller_publish_readonly;
     (c.volume_name_prefix, c.volume_name_uuid_length) = config.volume_naming.clone();
-    c.snapshots = config.roles.snapshotter;
+    c.snapshots = config.roles.snapshotter || config.restore_snapshots;
     c.modify_volume = facts.has(Cap::ModifyVolume);
     c.node = config.node_deployment.as_ref().map(|n| NodeScope {
         node: n.node.clone(),
