@@ -460,8 +460,8 @@ struct RoleTurn<T> {
     guard: HotLoopGuard,
     /// When the turn under way began (`workqueue_work_duration_seconds`).
     turn_started: Option<Instant>,
-    /// The provisioner role's provision metrics.
-    provisions: Option<crate::provisions::ProvisionStats>,
+    /// The operation metrics the role's sidecar keeps, if any.
+    operations: Option<crate::role_metrics::RoleMetrics>,
 }
 
 impl<T: Transport> volplane_core::machine::Carry<DynMachine> for RoleTurn<T> {
@@ -469,8 +469,8 @@ impl<T: Transport> volplane_core::machine::Carry<DynMachine> for RoleTurn<T> {
         if let Err(e) = self.guard.effect(&effect) {
             tracing::error!(role = self.name, "bug: {e}");
         }
-        if let (Some(p), Effect::Event(e)) = (&mut self.provisions, &effect) {
-            p.event(e, &self.ctx.metrics);
+        if let (Some(m), Effect::Event(e)) = (&mut self.operations, &effect) {
+            m.event(e, &self.ctx.metrics);
         }
         self.ctx.carry(self.name, effect, &self.done)
     }
@@ -484,8 +484,8 @@ impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
         }
         if let Some(i) = input {
             self.guard.input(i);
-            if let Some(p) = &mut self.provisions {
-                p.input(i);
+            if let Some(m) = &mut self.operations {
+                m.input(i, &self.ctx.metrics);
             }
         }
     }
@@ -525,7 +525,7 @@ async fn drive<T: Transport>(
         done,
         guard: HotLoopGuard::default(),
         turn_started: None,
-        provisions: (role.name == "provisioner").then(Default::default),
+        operations: crate::role_metrics::RoleMetrics::for_role(role.name),
     };
     let machine: &mut DynMachine = &mut *role.machine;
     driver::drive(

@@ -24,8 +24,8 @@ pub mod events;
 #[cfg(feature = "fake-api")]
 pub mod fake;
 pub mod owner;
-pub mod provisions;
 pub mod resources;
+pub mod role_metrics;
 pub mod roles;
 pub mod runtime;
 pub mod watch;

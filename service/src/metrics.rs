@@ -73,6 +73,25 @@ struct Provisions {
     took: Family<ProvisionLabels, Histogram>,
 }
 
+/// One snapshot operation's labels, as external-snapshotter's controller
+/// names them.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SnapshotOpLabels {
+    /// The snapshot's driver (`unknown` when none is known yet).
+    pub driver_name: String,
+    /// `CreateSnapshot`, `CreateSnapshotAndReady` or `DeleteSnapshot`.
+    pub operation_name: String,
+    /// `dynamic` or `pre-provisioned`.
+    pub snapshot_type: String,
+    /// `success` or `cancel`.
+    pub operation_status: String,
+}
+
+/// external-snapshotter's buckets for its operation latencies.
+pub const SNAPSHOT_BUCKETS: [f64; 13] = [
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
 /// A controller's label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -91,6 +110,10 @@ pub struct Metrics {
     /// `leader_election_master_status{name}`: 1 while this process leads.
     leading: Family<QueueLabels, Gauge>,
     provisions: Provisions,
+    /// `snapshot_controller_operation_total_seconds` and
+    /// `snapshot_controller_operations_in_flight`.
+    snapshot_ops: Family<SnapshotOpLabels, Histogram>,
+    snapshot_in_flight: Gauge,
     /// Where they are served (`--metrics-path`).
     path: String,
 }
@@ -228,9 +251,25 @@ impl Metrics {
             "Latency in seconds to provision persistent volumes. Failed provisioning attempts are ignored. Broken down by storage class name and source of the claim.",
             provisions.took.clone(),
         );
+        let snapshot_ops = Family::<SnapshotOpLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(SNAPSHOT_BUCKETS.iter().copied())
+        });
+        registry.register(
+            "snapshot_controller_operation_total_seconds",
+            "Total number of seconds spent by the controller on an operation",
+            snapshot_ops.clone(),
+        );
+        let snapshot_in_flight = Gauge::default();
+        registry.register(
+            "snapshot_controller_operations_in_flight",
+            "Total number of operations in flight",
+            snapshot_in_flight.clone(),
+        );
         Arc::new(Metrics {
             registry: Mutex::new(registry),
             provisions,
+            snapshot_ops,
+            snapshot_in_flight,
             calls,
             queue,
             retries,
@@ -313,6 +352,19 @@ impl Metrics {
                 self.provisions.failed.get_or_create(&labels).inc();
             }
         }
+    }
+
+    /// A snapshot operation ended (`labels`) after `took`.
+    pub fn snapshot_operation(&self, labels: &SnapshotOpLabels, took: Duration) {
+        self.snapshot_ops
+            .get_or_create(labels)
+            .observe(took.as_secs_f64());
+    }
+
+    /// How many snapshot operations are under way.
+    pub fn snapshot_operations_in_flight(&self, n: usize) {
+        self.snapshot_in_flight
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// This process leads under the lease `name` (`on`) or not.
@@ -497,6 +549,16 @@ mod scrape {
         m.leading("hostpath-csi-k8s-io", true);
         m.provisioned("fast", "", Some(Duration::from_millis(300)));
         m.provisioned("fast", "VolumeSnapshot", None);
+        m.snapshot_operation(
+            &SnapshotOpLabels {
+                driver_name: "hostpath.csi.k8s.io".into(),
+                operation_name: "CreateSnapshotAndReady".into(),
+                snapshot_type: "dynamic".into(),
+                operation_status: "success".into(),
+            },
+            Duration::from_secs(2),
+        );
+        m.snapshot_operations_in_flight(1);
         m.csi_call(
             "hostpath.csi.k8s.io",
             "CreateVolume",
@@ -558,6 +620,20 @@ mod scrape {
                 .get("source"),
             Some("VolumeSnapshot")
         );
+        let op = find("snapshot_controller_operation_total_seconds");
+        assert!(matches!(op.value, Value::Histogram(_)), "{op:?}");
+        for (k, v) in [
+            ("driver_name", "hostpath.csi.k8s.io"),
+            ("operation_name", "CreateSnapshotAndReady"),
+            ("snapshot_type", "dynamic"),
+            ("operation_status", "success"),
+        ] {
+            assert_eq!(op.labels.get(k), Some(v), "{k}");
+        }
+        assert!(matches!(
+            find("snapshot_controller_operations_in_flight").value,
+            Value::Gauge(n) if n == 1.0
+        ));
         let Value::Gauge(leading) = find("leader_election_master_status").value else {
             panic!("leader_election_master_status is no gauge");
         };

@@ -103,10 +103,15 @@ async fn snapshots_on_a_real_api_server_keep_their_volume_mode() {
     install_crds(&client, Path::new(&crds)).await;
     seed(&client).await;
     let d = Driver::start(Runtime::Tokio);
+    let http = format!("127.0.0.1:{}", common::cluster::free_port());
     let mut controller = cluster.controller(
         &d.endpoint,
         "snapshots",
-        &["--snapshotter", "--snapshot-controller"],
+        &[
+            "--snapshotter",
+            "--snapshot-controller",
+            &format!("--http-endpoint={http}"),
+        ],
     );
     let pp = PostParams::default();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
@@ -142,6 +147,24 @@ async fn snapshots_on_a_real_api_server_keep_their_volume_mode() {
         })?
     })
     .await;
+    // The snapshot controller's operation metric, as upstream's.
+    let metrics = common::http_get(&http, "/metrics").await.unwrap();
+    for op in ["CreateSnapshot", "CreateSnapshotAndReady"] {
+        let line = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("snapshot_controller_operation_total_seconds_count{")
+                    && l.contains(&format!("operation_name=\"{op}\""))
+            })
+            .unwrap_or_else(|| panic!("no {op} in:\n{metrics}"));
+        for label in [
+            format!("driver_name=\"{DRIVER}\""),
+            "snapshot_type=\"dynamic\"".into(),
+            "operation_status=\"success\"".into(),
+        ] {
+            assert!(line.contains(&label), "{line}");
+        }
+    }
     let contents = snapshot_api(&client, "VolumeSnapshotContent", false);
     let content = contents.get(&content_name).await.unwrap();
     assert_eq!(
