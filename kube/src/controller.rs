@@ -492,7 +492,9 @@ impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
 
     fn after(&mut self, machine: &DynMachine) -> std::ops::ControlFlow<()> {
         let depth = self.done.depth.load(Ordering::Relaxed);
-        self.ctx.metrics.queue_depth(self.name, depth);
+        self.ctx
+            .metrics
+            .queue_depth(self.name, &self.done.queue, depth);
         if let Some(started) = self.turn_started.take() {
             self.ctx
                 .metrics

@@ -144,6 +144,13 @@ impl SnapshotStats {
                 self.contents
                     .insert(c.metadata.name.clone(), c.spec.driver.clone());
             }
+            // Forgotten when they go: nothing here outgrows the cluster.
+            (Watch::Deleted(_), Object::SnapshotClass(c)) => {
+                self.classes.remove(&c.metadata.name);
+            }
+            (Watch::Deleted(_), Object::Content(c)) => {
+                self.contents.remove(&c.metadata.name);
+            }
             (Watch::Applied(_), Object::Snapshot(s)) => self.applied(o.key(), s, metrics),
             (Watch::Deleted(_), Object::Snapshot(_)) => {
                 let key = o.key();
@@ -264,5 +271,27 @@ mod tests {
             "{text}"
         );
         assert!(RoleMetrics::for_role("attacher").is_none());
+    }
+
+    /// Classes and contents are remembered only while they exist.
+    #[test]
+    fn gone_classes_and_contents_are_forgotten() {
+        use volplane_core::model::{DeletionPolicy, VolumeSnapshotClass, VolumeSnapshotContent};
+        let metrics = Metrics::new();
+        let mut stats = SnapshotStats::default();
+        let class = Arc::new(Object::SnapshotClass(VolumeSnapshotClass::new(
+            "snaps",
+            "d",
+            DeletionPolicy::Delete,
+        )));
+        let content = Arc::new(Object::Content(VolumeSnapshotContent::new("c")));
+        for o in [&class, &content] {
+            stats.input(&Input::Watch(Watch::Applied(o.clone())), &metrics);
+        }
+        assert_eq!((stats.classes.len(), stats.contents.len()), (1, 1));
+        for o in [class, content] {
+            stats.input(&Input::Watch(Watch::Deleted(o)), &metrics);
+        }
+        assert_eq!((stats.classes.len(), stats.contents.len()), (0, 0));
     }
 }

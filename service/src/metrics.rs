@@ -120,7 +120,7 @@ pub struct Metrics {
 
 /// OpenMetrics text (what prometheus-client writes) as Prometheus' text
 /// format: `# HELP`/`# TYPE` of a counter name the `_total` its samples
-/// carry, and no `# EOF`.
+/// carry, helps read as given, and no `# EOF`.
 fn classic(openmetrics: &str) -> String {
     let counters: std::collections::BTreeSet<&str> = openmetrics
         .lines()
@@ -133,12 +133,17 @@ fn classic(openmetrics: &str) -> String {
             .find_map(|p| Some((*p, line.strip_prefix(p)?)));
         match family {
             Some((prefix, rest)) => {
-                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let (name, mut tail) = rest.split_once(' ').unwrap_or((rest, ""));
                 let total = if counters.contains(name) {
                     "_total"
                 } else {
                     ""
                 };
+                if prefix == "# HELP " {
+                    // prometheus-client ends every help with a period;
+                    // the help given is upstream's as it is.
+                    tail = tail.strip_suffix('.').unwrap_or(tail);
+                }
                 out.push_str(&format!("{prefix}{name}{total} {tail}"));
             }
             None => out.push_str(line),
@@ -290,13 +295,15 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// A controller's queue depth now.
-    pub fn queue_depth(&self, controller: &str, depth: usize) {
+    /// A controller's queue depth now (its work queue is `queue`).
+    pub fn queue_depth(&self, controller: &str, queue: &str, depth: usize) {
+        let depth = i64::try_from(depth).unwrap_or(i64::MAX);
         self.queue
             .get_or_create(&ControllerLabels {
                 controller: controller.into(),
             })
-            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+            .set(depth);
+        self.queues.depth.get_or_create(&label(queue)).set(depth);
     }
 
     /// A controller's operation failed and will be retried; `queue` is
@@ -313,12 +320,10 @@ impl Metrics {
     /// An input was added to the work queue `queue`.
     pub fn queue_added(&self, queue: &str) {
         self.queues.adds.get_or_create(&label(queue)).inc();
-        self.queues.depth.get_or_create(&label(queue)).inc();
     }
 
     /// An input of `queue` waited `waited` before its machine took it.
     pub fn queue_taken(&self, queue: &str, waited: Duration) {
-        self.queues.depth.get_or_create(&label(queue)).dec();
         self.queues
             .waited
             .get_or_create(&label(queue))
@@ -421,7 +426,9 @@ where
     T: volplane_proto::client::Transport,
     E: std::fmt::Display,
 {
-    let ch = connected.map_err(|e| format!("connect {endpoint}: {e}"))?;
+    let ch = connected.map_err(|e| {
+        format!("no CSI driver answers at {endpoint} ({e}): is the driver running, and its socket mounted here?")
+    })?;
     match volplane_proto::client::CsiClient::new(ch, origin)
         .call(&volplane_core::driver::Request::Probe)
         .await
@@ -503,7 +510,7 @@ mod tests {
             Code::DeadlineExceeded,
             Duration::from_secs(20),
         );
-        m.queue_depth("provisioner", 3);
+        m.queue_depth("provisioner", "claims", 3);
         m.retried("attacher", "csi-attacher-va");
         let text = m.encode();
         for line in [
@@ -537,12 +544,37 @@ mod scrape {
     use super::*;
     use prometheus_parse::{Scrape, Value};
 
+    /// A class name from a hostile StorageClass cannot forge a family:
+    /// label values are escaped, and no line it makes reads as `# TYPE`.
+    #[test]
+    fn a_hostile_label_value_stays_a_label_value() {
+        let m = Metrics::new();
+        let evil = "x\"}\n# TYPE workqueue_depth counter\nforged 1";
+        m.queue_depth("provisioner", "claims", 0);
+        m.provisioned(evil, "", Some(Duration::from_millis(1)));
+        let text = m.encode();
+        assert!(!text.lines().any(|l| l.starts_with("forged")), "{text}");
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("# TYPE workqueue_depth "))
+                .count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("# TYPE workqueue_depth gauge"), "{text}");
+        assert!(
+            text.contains("# HELP workqueue_depth Current depth of workqueue\n"),
+            "upstream's help, as it is: {text}"
+        );
+    }
+
     /// The `/metrics` text as a Prometheus server reads it: every family
     /// with upstream's name, labels and type.
     #[test]
     fn the_metrics_read_as_upstreams() {
         let m = Metrics::new();
         m.queue_added("claims");
+        m.queue_depth("provisioner", "claims", 1);
         m.queue_taken("claims", Duration::from_millis(3));
         m.queue_worked("claims", Duration::from_micros(40));
         m.retried("provisioner", "claims");
