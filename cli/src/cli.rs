@@ -50,8 +50,9 @@ enum Command {
 
 /// Parses the command line and runs it.
 pub fn run() -> ExitCode {
-    // The sidecars' manifests spell long flags Go's way (`-v=5`).
-    let args = crate::upstream::go_flags(std::env::args_os());
+    // The sidecars' manifests spell long flags Go's way (`-v=5`), and
+    // pass some that mean nothing here.
+    let (args, inert) = crate::upstream::command_line(std::env::args_os());
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -74,6 +75,7 @@ pub fn run() -> ExitCode {
         _ => "info",
     };
     volplane::init_logging(level);
+    crate::upstream::warn_inert(&inert);
     let result = match cli.command {
         // Each picks its own runtime (--runtime tokio|smol).
         Command::Serve(args) => crate::serve::run(args).map_err(|e| e.to_string()),
@@ -107,7 +109,7 @@ mod tests {
     /// Parses a command line as `volplane` does.
     fn parse(line: &[&str]) -> Result<Cli, clap::Error> {
         let args = std::iter::once("volplane").chain(line.iter().copied());
-        Cli::try_parse_from(crate::upstream::go_flags(args.map(Into::into)))
+        Cli::try_parse_from(crate::upstream::command_line(args.map(Into::into)).0)
     }
 
     /// The containers of csi-driver-host-path's deploy (kubernetes-1.34),

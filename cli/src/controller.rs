@@ -202,9 +202,6 @@ pub struct ControllerArgs {
     /// its role alone, under its Lease.
     #[arg(skip)]
     pub sidecar: Option<crate::upstream::Sidecar>,
-    /// The sidecars' flags that change nothing here.
-    #[command(flatten)]
-    pub inert: crate::upstream::Inert,
     /// Log verbosity as the sidecars take it (klog's -v): 0–1 info, 2–4
     /// debug, 5 and up trace. VOLPLANE_LOG overrides it.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
@@ -348,7 +345,6 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
     }
     rt.block_on(async move {
         let mut stop = Box::pin(volplane_tokio::termination().map_err(|e| e.to_string())?);
-        args.inert.warn();
         let mut kube_config = kube_config(args.kubeconfig.as_ref()).await?;
         if let Some(master) = &args.master {
             kube_config.cluster_url = master

@@ -22,9 +22,6 @@ pub struct ProbeArgs {
     /// --metrics-path.
     #[command(flatten)]
     pub http: crate::upstream::HttpFlags,
-    /// The sidecars' flags that change nothing here.
-    #[command(flatten)]
-    pub inert: crate::upstream::Inert,
     /// Log verbosity (klog's -v).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -32,7 +29,6 @@ pub struct ProbeArgs {
 
 /// Serves `/healthz` until SIGTERM.
 pub fn run(args: ProbeArgs) -> Result<(), String> {
-    args.inert.warn();
     let address = args
         .http
         .address()

@@ -43,9 +43,6 @@ pub struct RegistrarArgs {
     /// How long GetPluginInfo may take (accepted; see --connection-timeout).
     #[arg(long, value_parser = crate::controller::duration)]
     pub timeout: Option<std::time::Duration>,
-    /// The sidecars' flags that change nothing here.
-    #[command(flatten)]
-    pub inert: crate::upstream::Inert,
     /// Log verbosity (klog's -v).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -56,7 +53,6 @@ pub fn run(args: RegistrarArgs) -> Result<u8, String> {
     if args.mode == "kubelet-registration-probe" {
         return Ok(0);
     }
-    args.inert.warn();
     if !args.kubelet_registration_path.starts_with('/') {
         return Err(format!(
             "--kubelet-registration-path {:?} must be the absolute host path of the driver's socket",

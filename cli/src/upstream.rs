@@ -91,174 +91,118 @@ pub fn go_flags(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
         .collect()
 }
 
-/// Flags of the sidecars and their logging that change nothing here:
-/// accepted so that their manifests start, and named in one warning.
-#[derive(Debug, Default, Args)]
-#[command(next_help_heading = "Accepted from the sidecars' manifests, without effect")]
-pub struct Inert {
-    /// klog/component-base logging: volplane logs to stderr, in text.
-    #[arg(long, value_name = "…", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    logtostderr: Option<String>,
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    alsologtostderr: Option<String>,
-    #[arg(long, hide = true)]
-    log_dir: Option<String>,
-    #[arg(long, hide = true)]
-    log_file: Option<String>,
-    #[arg(long, hide = true)]
-    log_file_max_size: Option<String>,
-    #[arg(long, hide = true)]
-    stderrthreshold: Option<String>,
-    #[arg(long, hide = true)]
-    vmodule: Option<String>,
-    #[arg(long, hide = true)]
-    logging_format: Option<String>,
-    #[arg(long, hide = true)]
-    log_flush_frequency: Option<String>,
-    #[arg(long, hide = true)]
-    log_json_info_buffer_size: Option<String>,
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    log_json_split_stream: Option<String>,
-    #[arg(long, hide = true)]
-    log_text_info_buffer_size: Option<String>,
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    log_text_split_stream: Option<String>,
-    #[arg(long = "add_dir_header", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    add_dir_header: Option<String>,
-    #[arg(long = "skip_headers", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    skip_headers: Option<String>,
-    #[arg(long = "skip_log_headers", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    skip_log_headers: Option<String>,
-    #[arg(long = "one_output", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    one_output: Option<String>,
-    /// Go runtime and profiling switches.
-    #[arg(long, value_name = "…", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    enable_pprof: Option<String>,
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    automaxprocs: Option<String>,
-    /// Feature gates: volplane's behaviour is that of the sidecars with
-    /// their GA features on (see the README).
-    #[arg(long, value_name = "…")]
-    feature_gates: Option<String>,
-    /// Labels for the Lease (not written by volplane).
-    #[arg(long, value_name = "…")]
-    leader_election_labels: Option<String>,
-    /// Tuning of work the one loop does otherwise.
-    #[arg(long, value_name = "…")]
-    max_entries: Option<String>,
-    #[arg(long, hide = true)]
-    reconcile_sync: Option<String>,
-    #[arg(long, hide = true)]
-    max_grpc_log_length: Option<String>,
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    handle_volume_inuse_error: Option<String>,
-    #[arg(long, hide = true)]
-    cloning_protection_threads: Option<String>,
-    #[arg(long, hide = true)]
-    kube_api_capacity_qps: Option<String>,
-    #[arg(long, hide = true)]
-    kube_api_capacity_burst: Option<String>,
-    #[arg(long, hide = true)]
-    snapshot_orphan_sweep_interval: Option<String>,
-    #[arg(long, hide = true)]
-    groupsnapshot_name_prefix: Option<String>,
-    #[arg(long, hide = true)]
-    groupsnapshot_name_uuid_length: Option<String>,
-    #[arg(long, hide = true)]
-    retry_crd_interval_max: Option<String>,
+/// Whether an inert flag takes a value (`--log-dir DIR`) or is a switch
+/// (`--logtostderr`, `--logtostderr=false`: Go's switches take no separate
+/// value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    Value,
+    Switch,
 }
 
-impl Inert {
-    /// The flags given, by name.
-    pub fn given(&self) -> Vec<&'static str> {
-        let all = [
-            ("logtostderr", self.logtostderr.is_some()),
-            ("alsologtostderr", self.alsologtostderr.is_some()),
-            ("log-dir", self.log_dir.is_some()),
-            ("log-file", self.log_file.is_some()),
-            ("log-file-max-size", self.log_file_max_size.is_some()),
-            ("stderrthreshold", self.stderrthreshold.is_some()),
-            ("vmodule", self.vmodule.is_some()),
-            ("logging-format", self.logging_format.is_some()),
-            ("log-flush-frequency", self.log_flush_frequency.is_some()),
-            (
-                "log-json-info-buffer-size",
-                self.log_json_info_buffer_size.is_some(),
-            ),
-            (
-                "log-json-split-stream",
-                self.log_json_split_stream.is_some(),
-            ),
-            (
-                "log-text-info-buffer-size",
-                self.log_text_info_buffer_size.is_some(),
-            ),
-            (
-                "log-text-split-stream",
-                self.log_text_split_stream.is_some(),
-            ),
-            ("add_dir_header", self.add_dir_header.is_some()),
-            ("skip_headers", self.skip_headers.is_some()),
-            ("skip_log_headers", self.skip_log_headers.is_some()),
-            ("one_output", self.one_output.is_some()),
-            ("enable-pprof", self.enable_pprof.is_some()),
-            ("automaxprocs", self.automaxprocs.is_some()),
-            ("feature-gates", self.feature_gates.is_some()),
-            (
-                "leader-election-labels",
-                self.leader_election_labels.is_some(),
-            ),
-            ("max-entries", self.max_entries.is_some()),
-            ("reconcile-sync", self.reconcile_sync.is_some()),
-            ("max-grpc-log-length", self.max_grpc_log_length.is_some()),
-            (
-                "handle-volume-inuse-error",
-                self.handle_volume_inuse_error.is_some(),
-            ),
-            (
-                "cloning-protection-threads",
-                self.cloning_protection_threads.is_some(),
-            ),
-            (
-                "kube-api-capacity-qps",
-                self.kube_api_capacity_qps.is_some(),
-            ),
-            (
-                "kube-api-capacity-burst",
-                self.kube_api_capacity_burst.is_some(),
-            ),
-            (
-                "snapshot-orphan-sweep-interval",
-                self.snapshot_orphan_sweep_interval.is_some(),
-            ),
-            (
-                "groupsnapshot-name-prefix",
-                self.groupsnapshot_name_prefix.is_some(),
-            ),
-            (
-                "groupsnapshot-name-uuid-length",
-                self.groupsnapshot_name_uuid_length.is_some(),
-            ),
-            (
-                "retry-crd-interval-max",
-                self.retry_crd_interval_max.is_some(),
-            ),
-        ];
-        all.into_iter()
-            .filter(|(_, on)| *on)
-            .map(|(n, _)| n)
-            .collect()
-    }
+/// Flags of the sidecars and their logging that change nothing here:
+/// accepted so that their manifests start, and named in one warning.
+const INERT: &[(&str, Takes)] = &[
+    // klog and component-base logging: volplane logs to stderr, in text.
+    ("logtostderr", Takes::Switch),
+    ("alsologtostderr", Takes::Switch),
+    ("log-dir", Takes::Value),
+    ("log-file", Takes::Value),
+    ("log-file-max-size", Takes::Value),
+    ("stderrthreshold", Takes::Value),
+    ("vmodule", Takes::Value),
+    ("logging-format", Takes::Value),
+    ("log-flush-frequency", Takes::Value),
+    ("log-json-info-buffer-size", Takes::Value),
+    ("log-json-split-stream", Takes::Switch),
+    ("log-text-info-buffer-size", Takes::Value),
+    ("log-text-split-stream", Takes::Switch),
+    ("add_dir_header", Takes::Switch),
+    ("skip_headers", Takes::Switch),
+    ("skip_log_headers", Takes::Switch),
+    ("one_output", Takes::Switch),
+    // Go runtime and profiling.
+    ("enable-pprof", Takes::Switch),
+    ("automaxprocs", Takes::Switch),
+    // volplane's behaviour is the sidecars' with their GA features on.
+    ("feature-gates", Takes::Value),
+    // Labels for the Lease (volplane does not write them).
+    ("leader-election-labels", Takes::Value),
+    // Tuning of work the one loop does otherwise.
+    ("max-entries", Takes::Value),
+    ("reconcile-sync", Takes::Value),
+    ("max-grpc-log-length", Takes::Value),
+    ("handle-volume-inuse-error", Takes::Switch),
+    ("cloning-protection-threads", Takes::Value),
+    ("kube-api-capacity-qps", Takes::Value),
+    ("kube-api-capacity-burst", Takes::Value),
+    ("snapshot-orphan-sweep-interval", Takes::Value),
+    ("groupsnapshot-name-prefix", Takes::Value),
+    ("groupsnapshot-name-uuid-length", Takes::Value),
+    ("retry-crd-interval-max", Takes::Value),
+];
 
-    /// One warning line naming the flags given, if any.
-    pub fn warn(&self) {
-        let given = self.given();
-        if !given.is_empty() {
-            tracing::warn!(
-                "flags without effect in volplane, accepted for the sidecars' manifests: --{}",
-                given.join(", --")
-            );
+/// The subcommands that stand in for a sidecar, and so take its flags.
+const STAND_INS: [&str; 9] = [
+    "controller",
+    "csi-provisioner",
+    "csi-attacher",
+    "csi-resizer",
+    "csi-snapshotter",
+    "registrar",
+    "node-driver-registrar",
+    "csi-node-driver-registrar",
+    "livenessprobe",
+];
+
+/// The command line as clap reads it ([`go_flags`]), without the
+/// [`INERT`] flags a stand-in was given; and those flags' names, for the
+/// one warning.
+pub fn command_line(
+    args: impl IntoIterator<Item = OsString>,
+) -> (Vec<OsString>, Vec<&'static str>) {
+    let args = go_flags(args);
+    let stand_in = args
+        .iter()
+        .skip(1)
+        .find_map(|a| a.to_str().filter(|a| !a.starts_with('-')))
+        .is_some_and(|sub| STAND_INS.contains(&sub));
+    if !stand_in {
+        return (args, Vec::new());
+    }
+    let (mut kept, mut inert) = (Vec::with_capacity(args.len()), Vec::new());
+    let mut args = args.into_iter();
+    while let Some(a) = args.next() {
+        let flag = a.to_str().and_then(|s| s.strip_prefix("--"));
+        let (name, valued) = match flag {
+            Some(f) => f.split_once('=').map_or((f, false), |(n, _)| (n, true)),
+            None => ("", false),
+        };
+        if a == "--" {
+            kept.push(a);
+            kept.extend(args);
+            break;
         }
+        match INERT.iter().find(|(n, _)| *n == name) {
+            Some((n, takes)) => {
+                inert.push(*n);
+                if *takes == Takes::Value && !valued {
+                    args.next();
+                }
+            }
+            None => kept.push(a),
+        }
+    }
+    (kept, inert)
+}
+
+/// One warning line naming the inert flags given, if any.
+pub fn warn_inert(given: &[&str]) {
+    if !given.is_empty() {
+        tracing::warn!(
+            "flags without effect in volplane, accepted for the sidecars' manifests: --{}",
+            given.join(", --")
+        );
     }
 }
 
@@ -289,6 +233,34 @@ mod tests {
             Sidecar::Snapshotter.lease_name("a/b_"),
             "external-snapshotter-leader-a-b-X"
         );
+    }
+
+    #[test]
+    fn a_stand_ins_inert_flags_are_taken_out_and_named() {
+        let (kept, inert) = command_line(
+            [
+                "volplane",
+                "csi-attacher",
+                "-v=5",
+                "--log-dir",
+                "/x",
+                "--logtostderr",
+                "--enable-pprof=false",
+                "--feature-gates=Topology=true",
+                "--timeout=1s",
+            ]
+            .map(OsString::from),
+        );
+        assert_eq!(kept, ["volplane", "csi-attacher", "--v=5", "--timeout=1s"]);
+        assert_eq!(
+            inert,
+            ["log-dir", "logtostderr", "enable-pprof", "feature-gates"]
+        );
+        // Only for a stand-in: elsewhere an unknown flag stays, for clap to refuse.
+        let (kept, inert) =
+            command_line(["volplane", "serve", "--logtostderr"].map(OsString::from));
+        assert_eq!(kept.len(), 3);
+        assert!(inert.is_empty());
     }
 
     #[test]
