@@ -27,14 +27,9 @@ use std::time::{Duration, Instant};
 use common::cluster::{
     Cluster, bound_claims, claim, cpu_ticks, env_number, free_port, volumes, wait_for,
 };
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use common::hostpath::{self, Killed, seed};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, DeleteParams, PostParams};
-use serde_json::json;
-
-const HOSTPATH: &str = "hostpath.csi.k8s.io";
-const NODE: &str = "node-1";
-const TOPOLOGY: &str = "topology.hostpath.csi/node";
 
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).map(PathBuf::from)
@@ -66,31 +61,6 @@ fn controller_manager(cluster: &Cluster, binary: &Path) -> Child {
         .stderr(log)
         .spawn()
         .expect("kube-controller-manager")
-}
-
-/// The Go reference driver, serving the controller service on `socket`.
-fn hostpath_plugin(cluster: &Cluster, binary: &Path, socket: &Path) -> Child {
-    let state = cluster.dir.path().join("hostpath");
-    std::fs::create_dir_all(&state).unwrap();
-    let log = std::fs::File::create(cluster.dir.path().join("hostpath.log")).unwrap();
-    Command::new(binary)
-        .arg(format!("--endpoint=unix://{}", socket.display()))
-        .args([&format!("--nodeid={NODE}"), "--capacity", "dir=100Ti"])
-        .arg(format!("--statedir={}", state.display()))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("hostpathplugin")
-}
-
-/// A process killed when the benchmark ends, however it ends.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A provisioner under test, started for one round.
@@ -135,36 +105,6 @@ impl Provisioner {
             .spawn()
             .expect("the provisioner")
     }
-}
-
-async fn seed(client: &kube::Client) {
-    let pp = PostParams::default();
-    let class: StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": "hostpath"}, "provisioner": HOSTPATH, "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate", "parameters": {"kind": "dir"}
-    }))
-    .unwrap();
-    Api::<StorageClass>::all(client.clone())
-        .create(&pp, &class)
-        .await
-        .unwrap();
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": NODE, "labels": {TOPOLOGY: NODE}}
-    }))
-    .unwrap();
-    Api::<Node>::all(client.clone())
-        .create(&pp, &node)
-        .await
-        .unwrap();
-    let csinode: CSINode = serde_json::from_value(json!({
-        "metadata": {"name": NODE},
-        "spec": {"drivers": [{"name": HOSTPATH, "nodeID": NODE, "topologyKeys": [TOPOLOGY]}]}
-    }))
-    .unwrap();
-    Api::<CSINode>::all(client.clone())
-        .create(&pp, &csinode)
-        .await
-        .unwrap();
 }
 
 /// What one round measured.
@@ -234,7 +174,7 @@ async fn bench_mass_delete_beside_csi_provisioner() {
     let _kcm = Killed(controller_manager(&cluster, &kcm));
     seed(&client).await;
     let socket = cluster.dir.path().join("hostpath.sock");
-    let _plugin = Killed(hostpath_plugin(&cluster, &plugin, &socket));
+    let _plugin = hostpath::plugin(&cluster, &plugin, &socket);
     let mut who = vec![Provisioner::Volplane];
     if env_path("VOLPLANE_TEST_CSI_PROVISIONER").is_some() {
         who.push(Provisioner::CsiProvisioner);

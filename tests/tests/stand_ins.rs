@@ -15,27 +15,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use common::cluster::{Cluster, bound, claim, until};
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass, VolumeAttachment};
+use common::hostpath::{self, HOSTPATH, Killed, NODE, seed};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-const HOSTPATH: &str = "hostpath.csi.k8s.io";
-const NODE: &str = "node-1";
-const TOPOLOGY: &str = "topology.hostpath.csi/node";
-
-/// A process killed when the test ends, however it ends.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Each volplane container of the manifest: its name, and its command
 /// line after `volplane`.
@@ -68,68 +55,6 @@ fn stand_ins() -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-async fn seed(client: &kube::Client) {
-    let pp = PostParams::default();
-    let class: StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": "hostpath"}, "provisioner": HOSTPATH, "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate", "allowVolumeExpansion": true,
-        "parameters": {"kind": "dir"}
-    }))
-    .unwrap();
-    Api::<StorageClass>::all(client.clone())
-        .create(&pp, &class)
-        .await
-        .unwrap();
-    let driver: CSIDriver = serde_json::from_value(json!({
-        "metadata": {"name": HOSTPATH}, "spec": {"attachRequired": true}
-    }))
-    .unwrap();
-    Api::<CSIDriver>::all(client.clone())
-        .create(&pp, &driver)
-        .await
-        .unwrap();
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": NODE, "labels": {TOPOLOGY: NODE}}
-    }))
-    .unwrap();
-    Api::<Node>::all(client.clone())
-        .create(&pp, &node)
-        .await
-        .unwrap();
-    let csinode: CSINode = serde_json::from_value(json!({
-        "metadata": {"name": NODE},
-        "spec": {"drivers": [{"name": HOSTPATH, "nodeID": NODE, "topologyKeys": [TOPOLOGY]}]}
-    }))
-    .unwrap();
-    Api::<CSINode>::all(client.clone())
-        .create(&pp, &csinode)
-        .await
-        .unwrap();
-}
-
-/// The Go reference driver on `socket`, attach and expansion on.
-fn hostpath_plugin(cluster: &Cluster, binary: &Path, socket: &Path) -> Killed {
-    let state = cluster.dir().join("hostpath");
-    std::fs::create_dir_all(&state).unwrap();
-    let log = std::fs::File::create(cluster.dir().join("hostpath.log")).unwrap();
-    Killed(
-        Command::new(binary)
-            .arg(format!("--endpoint=unix://{}", socket.display()))
-            .args([
-                &format!("--drivername={HOSTPATH}"),
-                &format!("--nodeid={NODE}"),
-                "--enable-attach",
-                "--capacity",
-                "dir=100Gi",
-            ])
-            .arg(format!("--statedir={}", state.display()))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("hostpathplugin"),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stand_ins_of_beside_hostpath_provision_attach_and_resize() {
     let (Some(apiserver), Some(hostpath)) = (
@@ -145,7 +70,7 @@ async fn the_stand_ins_of_beside_hostpath_provision_attach_and_resize() {
     let client = cluster.client().await;
     seed(&client).await;
     let socket = cluster.dir().join("csi.sock");
-    let _driver = hostpath_plugin(&cluster, &hostpath, &socket);
+    let _driver = hostpath::plugin(&cluster, &hostpath, &socket);
     let mut running = Vec::new();
     for (name, line) in stand_ins() {
         // The registrar needs a kubelet's plugin registry; the others run.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod hostpath;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
