@@ -8,14 +8,26 @@ use std::time::{Duration, Instant};
 
 use common::{Driver, Runtime};
 
+/// The first healthy answer of `address`'s /healthz within 20 s; `server`
+/// is killed if none comes.
+async fn healthy(address: &str, server: &mut std::process::Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match common::http_get(address, "/healthz").await {
+            Some(h) if h.starts_with("HTTP/1.1 200") => return h,
+            other if Instant::now() > deadline => {
+                let _ = server.kill();
+                panic!("no healthy /healthz within 20 s: {other:?}");
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 async fn metrics_and_health(runtime: Runtime) {
     require_root!();
     let d = Driver::start(runtime);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::cluster::free_port();
     let address = format!("127.0.0.1:{port}");
     let socket = d.root().join("served.sock");
     let mut child = d
@@ -27,17 +39,7 @@ async fn metrics_and_health(runtime: Runtime) {
         .arg(&address)
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let healthz = loop {
-        match common::http_get(&address, "/healthz").await {
-            Some(h) if h.starts_with("HTTP/1.1 200") => break h,
-            other if Instant::now() > deadline => {
-                let _ = child.kill();
-                panic!("no healthy /healthz within 20 s: {other:?}");
-            }
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+    let healthz = healthy(&address, &mut child).await;
     assert!(healthz.ends_with("ok\n"), "{healthz}");
     let metrics = common::http_get(&address, "/metrics").await.unwrap();
     let missing = common::http_get(&address, "/nope").await.unwrap();
@@ -61,11 +63,7 @@ both_runtimes!(serve_answers_metrics_and_healthz, metrics_and_health);
 async fn livenessprobe_answers_from_the_drivers_probe() {
     require_root!();
     let mut d = Driver::start(Runtime::Tokio);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::cluster::free_port();
     let address = format!("127.0.0.1:{port}");
     let mut probe = std::process::Command::new(env!("CARGO_BIN_EXE_volplane-under-test"))
         .args([
@@ -79,17 +77,7 @@ async fn livenessprobe_answers_from_the_drivers_probe() {
         .arg("--enable-pprof=false")
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let healthy = loop {
-        match common::http_get(&address, "/healthz").await {
-            Some(h) if h.starts_with("HTTP/1.1 200") => break h,
-            other if Instant::now() > deadline => {
-                let _ = probe.kill();
-                panic!("no healthy /healthz within 20 s: {other:?}");
-            }
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+    let healthy = healthy(&address, &mut probe).await;
     assert!(healthy.ends_with("ok\n"), "{healthy}");
     let metrics = common::http_get(&address, "/m").await.unwrap();
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
