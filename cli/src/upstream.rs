@@ -155,9 +155,9 @@ const STAND_INS: [&str; 9] = [
     "livenessprobe",
 ];
 
-/// The command line as clap reads it ([`go_flags`]), without the
-/// [`INERT`] flags a stand-in was given; and those flags' names, for the
-/// one warning.
+/// The command line as clap reads it ([`go_flags`]), without the inert
+/// flags (the `INERT` table) a stand-in was given; and those flags' names,
+/// for the one warning.
 pub fn command_line(
     args: impl IntoIterator<Item = OsString>,
 ) -> (Vec<OsString>, Vec<&'static str>) {
