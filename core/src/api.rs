@@ -27,6 +27,19 @@ pub enum ApiCall {
     Update(Object),
     /// Replaces status; `metadata.resourceVersion` is the precondition.
     UpdateStatus(Object),
+    /// Takes one finalizer off the object's incarnation `uid`, whatever
+    /// else changed since it was seen: no resourceVersion precondition,
+    /// as the sidecars remove theirs (a strategic merge patch). Another
+    /// incarnation, or none, is `NotFound`; an object being deleted whose
+    /// last finalizer it was goes (`Ok(None)`).
+    RemoveFinalizer {
+        /// The object.
+        key: ObjectKey,
+        /// Its incarnation.
+        uid: String,
+        /// The finalizer taken off.
+        finalizer: String,
+    },
     /// Deletes (or, with finalizers, marks for deletion).
     Delete(ObjectKey),
     /// Reads one object, bypassing the watch cache (A6.2).
@@ -57,7 +70,9 @@ impl ApiCall {
     pub fn kind(&self) -> Kind {
         match self {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => o.kind(),
-            ApiCall::Delete(k) | ApiCall::Get(k) => k.kind,
+            ApiCall::Delete(k) | ApiCall::Get(k) | ApiCall::RemoveFinalizer { key: k, .. } => {
+                k.kind
+            }
             ApiCall::List { kind, .. } => *kind,
         }
     }
@@ -66,7 +81,9 @@ impl ApiCall {
     pub fn key(&self) -> ObjectKey {
         match self {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => o.key(),
-            ApiCall::Delete(k) | ApiCall::Get(k) => k.clone(),
+            ApiCall::Delete(k) | ApiCall::Get(k) | ApiCall::RemoveFinalizer { key: k, .. } => {
+                k.clone()
+            }
             ApiCall::List { kind, namespace } => ObjectKey::new(*kind, namespace, ""),
         }
     }
@@ -76,16 +93,21 @@ impl ApiCall {
     pub fn uid(&self) -> &str {
         match self {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => &o.meta().uid,
+            ApiCall::RemoveFinalizer { uid, .. } => uid,
             ApiCall::Delete(_) | ApiCall::Get(_) | ApiCall::List { .. } => "",
         }
     }
 
     /// The resourceVersion the call was made against: a write's
-    /// precondition ("" for a create, delete, get or list).
+    /// precondition ("" for a create, finalizer removal, delete, get or list).
     pub fn version(&self) -> &str {
         match self {
             ApiCall::Update(o) | ApiCall::UpdateStatus(o) => &o.meta().resource_version,
-            ApiCall::Create(_) | ApiCall::Delete(_) | ApiCall::Get(_) | ApiCall::List { .. } => "",
+            ApiCall::Create(_)
+            | ApiCall::RemoveFinalizer { .. }
+            | ApiCall::Delete(_)
+            | ApiCall::Get(_)
+            | ApiCall::List { .. } => "",
         }
     }
 
@@ -95,6 +117,7 @@ impl ApiCall {
             ApiCall::Create(_) => "create",
             ApiCall::Update(_) => "update",
             ApiCall::UpdateStatus(_) => "update status",
+            ApiCall::RemoveFinalizer { .. } => "remove a finalizer of",
             ApiCall::Delete(_) => "delete",
             ApiCall::Get(_) => "get",
             ApiCall::List { .. } => "list",

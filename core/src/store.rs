@@ -227,6 +227,23 @@ impl Store {
                 )
             }
             ApiCall::Update(o) => self.update(o, true),
+            ApiCall::RemoveFinalizer {
+                key,
+                uid,
+                finalizer,
+            } => {
+                let Some(current) = self.objects.get(&key) else {
+                    return (ApiResult::NotFound, vec![]);
+                };
+                if !uid.is_empty() && current.meta().uid != uid {
+                    return (ApiResult::NotFound, vec![]);
+                }
+                // A spec write against the current version: it cannot
+                // conflict, and nothing else changes.
+                let mut next = (**current).clone();
+                next.meta_mut().remove_finalizer(&finalizer);
+                self.update(next, true)
+            }
             ApiCall::UpdateStatus(o) => self.update(o, false),
             ApiCall::Delete(key) => self.delete(now, key),
         }
@@ -349,6 +366,42 @@ mod tests {
         assert_eq!(r, ApiResult::Ok(None));
         assert!(matches!(&w[..], [Watch::Deleted(_)]));
         assert!(s.get(&key).is_none());
+    }
+
+    #[test]
+    fn a_finalizer_comes_off_a_changed_object_of_its_incarnation_alone() {
+        let mut s = Store::new();
+        let mut pv = PersistentVolume::new("pv");
+        pv.metadata.finalizers = vec!["a".into(), "b".into()];
+        let (r, _) = s.apply(0, &ApiCall::Create(Object::Pv(pv)));
+        let created = r.into_object().unwrap();
+        let key = created.key();
+        // Someone else writes it: the version the finalizer's remover saw
+        // is stale, and that does not matter.
+        let mut theirs = created.clone();
+        theirs.meta_mut().labels.insert("x".into(), "y".into());
+        s.apply(1, &ApiCall::Update(theirs));
+        let remove = |uid: &str, f: &str| ApiCall::RemoveFinalizer {
+            key: key.clone(),
+            uid: uid.into(),
+            finalizer: f.into(),
+        };
+        let (r, w) = s.apply(2, &remove("uid-of-another", "a"));
+        assert_eq!((r, w.len()), (ApiResult::NotFound, 0));
+        let (r, w) = s.apply(3, &remove(&created.meta().uid, "a"));
+        let after = r.into_object().unwrap();
+        assert_eq!(after.meta().finalizers, ["b"]);
+        assert_eq!(after.meta().labels.get("x").map(String::as_str), Some("y"));
+        assert_eq!(w.len(), 1);
+        let (_, w) = s.apply(4, &remove(&created.meta().uid, "a"));
+        assert!(
+            w.is_empty(),
+            "taking off an absent finalizer changes nothing"
+        );
+        s.apply(5, &ApiCall::Delete(key.clone()));
+        let (r, w) = s.apply(6, &remove(&created.meta().uid, "b"));
+        assert_eq!(r, ApiResult::Ok(None));
+        assert!(matches!(&w[..], [Watch::Deleted(_)]));
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! `resourceVersion` in it as the precondition — the API server answers 409
 //! if the object changed since. Fields, labels, annotations and finalizers
 //! the machine did not change are never sent. Every write carries the
-//! field manager `volplane`.
+//! field manager `volplane`. Taking a finalizer off is the one write without
+//! the precondition: a strategic merge patch that removes it by value from
+//! the incarnation its uid names, as the sidecars do, so that the
+//! controllers that all write a volume as it goes never conflict.
 //!
 //! The adapter decides nothing: every update is sent, and only the API
 //! server says whether it conflicts. What was last seen is kept by the
@@ -89,6 +92,11 @@ impl ApiCaller {
             ApiCall::Create(o) => self.create(&o).await,
             ApiCall::Update(o) => gone_if_finalized(self.update(&o, false).await),
             ApiCall::UpdateStatus(o) => gone_if_finalized(self.update(&o, true).await),
+            ApiCall::RemoveFinalizer {
+                key,
+                uid,
+                finalizer,
+            } => gone_if_finalized(self.remove_finalizer(&key, &uid, &finalizer).await),
             ApiCall::Delete(k) => self.delete(&k).await,
             ApiCall::Get(k) => self.get(&k).await,
             ApiCall::List { kind, namespace } => self.list(kind, &namespace).await,
@@ -153,6 +161,46 @@ impl ApiCaller {
             api.patch(&key.name, &params, &patch).await
         };
         answer(result, false)
+    }
+
+    /// A strategic merge patch that takes `finalizer` off incarnation
+    /// `uid` of `key`, whatever else changed: no resourceVersion, so no
+    /// conflict with the other controllers writing the object, as the
+    /// sidecars do. The uid in it is the precondition: the API server
+    /// refuses to change it (422), which means this incarnation is gone.
+    /// A kind a CRD brings takes no strategic merge patch: its finalizer
+    /// is taken off the version last seen, under that precondition.
+    async fn remove_finalizer(&self, key: &ObjectKey, uid: &str, finalizer: &str) -> ApiResult {
+        if crate::roles::from_crd(key.kind) {
+            let base = match self.seen.get(key) {
+                Some(b) => b,
+                None => match self.get(key).await {
+                    ApiResult::Ok(Some(b)) => std::sync::Arc::unwrap_or_clone(b),
+                    other => return other,
+                },
+            };
+            if !uid.is_empty() && base.meta().uid != uid {
+                return ApiResult::NotFound;
+            }
+            let mut next = base;
+            next.meta_mut().remove_finalizer(finalizer);
+            return self.update(&next, false).await;
+        }
+        let patch = finalizer_patch(uid, finalizer);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let api = api(&self.client, key.kind, &key.namespace);
+        match api
+            .patch(&key.name, &params, &Patch::Strategic(&patch))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 422 && s.message.contains("metadata.uid") => {
+                ApiResult::NotFound
+            }
+            result => answer(result, false),
+        }
     }
 
     async fn delete(&self, k: &ObjectKey) -> ApiResult {
@@ -224,6 +272,16 @@ fn gone_if_finalized(result: ApiResult) -> ApiResult {
 pub fn update_patch(base: &Object, new: &Object, status: bool) -> Value {
     let rv = json!({ "metadata": { "resourceVersion": new.meta().resource_version } });
     changes(base, new, status).unwrap_or(rv)
+}
+
+/// The strategic merge patch that takes `finalizer` off incarnation
+/// `uid` ("": whichever there is).
+pub fn finalizer_patch(uid: &str, finalizer: &str) -> Value {
+    let mut meta = json!({ "$deleteFromPrimitiveList/finalizers": [finalizer] });
+    if !uid.is_empty() {
+        meta["uid"] = json!(uid);
+    }
+    json!({ "metadata": meta })
 }
 
 fn changes(base: &Object, new: &Object, status: bool) -> Option<Value> {

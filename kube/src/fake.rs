@@ -313,8 +313,34 @@ impl FakeApi {
                 "the object has been modified; please apply your changes to the latest version and try again",
             );
         }
+        // A strategic merge patch as volplane sends one: finalizers taken
+        // off by value, on the incarnation its `uid` names.
+        let mut patch = patch.clone();
+        let taken_off = patch["metadata"]
+            .as_object_mut()
+            .and_then(|m| m.remove("$deleteFromPrimitiveList/finalizers"))
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default();
+        if let Some(uid) = patch["metadata"]["uid"].as_str()
+            && current["metadata"]["uid"].as_str() != Some(uid)
+        {
+            return status(
+                422,
+                "Invalid",
+                &format!("metadata.uid: Invalid value: \"{uid}\": field is immutable"),
+            );
+        }
         let mut next = current.clone();
-        apply_merge_patch(&mut next, patch);
+        apply_merge_patch(&mut next, &patch);
+        if let Some(f) = next["metadata"]["finalizers"].as_array_mut() {
+            f.retain(|x| !taken_off.contains(x));
+            if f.is_empty() {
+                next["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("finalizers");
+            }
+        }
         // The main resource ignores status; the status subresource only
         // takes status.
         if sub_status {

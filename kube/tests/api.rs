@@ -251,6 +251,52 @@ async fn removing_the_last_finalizer_of_a_deleting_object_says_it_is_gone() {
     );
 }
 
+/// A finalizer is taken off by value, with no resourceVersion: whatever
+/// others changed since stays and nothing conflicts; the last one of a
+/// deleting object removes it; another incarnation is not touched.
+#[tokio::test]
+async fn a_finalizer_comes_off_whatever_else_changed_and_only_from_its_incarnation() {
+    let (api, caller, _) = setup();
+    api.put(PV, pv_with_unknown_fields());
+    let k = key(Kind::PersistentVolume, "", "pv-1");
+    let uid = read(&caller, k.clone()).await.meta().uid.clone();
+    let mut theirs = api.get(PV).unwrap();
+    theirs["metadata"]["labels"]["changed"] = json!("by-someone");
+    api.put(PV, theirs);
+    let remove = |uid: &str, finalizer: &str| ApiCall::RemoveFinalizer {
+        key: k.clone(),
+        uid: uid.into(),
+        finalizer: finalizer.into(),
+    };
+    assert_eq!(
+        caller
+            .call(remove("uid-of-another", "example.com/keep"))
+            .await,
+        ApiResult::NotFound
+    );
+    let ApiResult::Ok(Some(after)) = caller.call(remove(&uid, "example.com/keep")).await else {
+        panic!("taken off");
+    };
+    assert_eq!(after.meta().finalizers, ["kubernetes.io/pv-protection"]);
+    let now = api.get(PV).unwrap();
+    assert_eq!(now["metadata"]["labels"]["changed"], json!("by-someone"));
+    let sent = api
+        .log()
+        .into_iter()
+        .rfind(|l| l.method == "PATCH")
+        .unwrap();
+    assert_eq!(sent.content_type, "application/strategic-merge-patch+json");
+    assert!(sent.body["metadata"].get("resourceVersion").is_none());
+    caller.call(ApiCall::Delete(k.clone())).await;
+    assert_eq!(
+        caller
+            .call(remove(&uid, "kubernetes.io/pv-protection"))
+            .await,
+        ApiResult::Ok(None)
+    );
+    assert!(api.get(PV).is_none());
+}
+
 /// Issue 28: a write's answer that arrives after the watch brought a newer
 /// version never replaces it, so the next update patches against what the
 /// machine read and goes through; the adapter answers no conflict itself.

@@ -61,9 +61,14 @@ impl Attach {
         }
         let Some(pv) = self.pv(volume) else { return };
         if pv.metadata.deleting() && pv.metadata.has_finalizer(&finalizer) && self.ready(volume) {
-            let mut v = PersistentVolume::clone(&pv);
-            v.metadata.remove_finalizer(&finalizer);
-            self.api(volume.to_string(), ApiCall::Update(Object::Pv(v)));
+            // Whatever else changed: the provisioner and the PV controller
+            // write the volume too as it goes.
+            let call = ApiCall::RemoveFinalizer {
+                key: ObjectKey::new(Kind::PersistentVolume, "", volume),
+                uid: pv.metadata.uid.clone(),
+                finalizer,
+            };
+            self.api(volume.to_string(), call);
         }
     }
 

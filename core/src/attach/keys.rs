@@ -147,7 +147,7 @@ impl Attach {
         use crate::control::ApiCall;
         match call {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => self.keys_of(o),
-            ApiCall::Delete(k) | ApiCall::Get(k) => self
+            ApiCall::Delete(k) | ApiCall::Get(k) | ApiCall::RemoveFinalizer { key: k, .. } => self
                 .cx
                 .cache
                 .get_shared(k)

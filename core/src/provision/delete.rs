@@ -31,22 +31,25 @@ impl Provisioner {
             return;
         }
         if let Some(add) = self.finalizer_change(&pv) {
-            let mut v = pv.clone();
-            if add {
-                v.metadata
-                    .add_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            } else {
-                v.metadata
-                    .remove_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-            }
             let (uid, rv) = (
                 pv.metadata.uid.clone(),
                 pv.metadata.resource_version.clone(),
             );
-            self.api(
-                Call::Finalizer { pv: name, uid, rv },
-                ApiCall::Update(Object::Pv(v)),
-            );
+            let call = if add {
+                let mut v = pv.clone();
+                v.metadata
+                    .add_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
+                ApiCall::Update(Object::Pv(v))
+            } else {
+                // Whatever else changed: the other controllers write this
+                // volume too as it goes.
+                ApiCall::RemoveFinalizer {
+                    key: key.clone(),
+                    uid: uid.clone(),
+                    finalizer: names::FINALIZER_EXTERNAL_PROVISIONER.into(),
+                }
+            };
+            self.api(Call::Finalizer { pv: name, uid, rv }, call);
             return;
         }
         let careless = self

@@ -194,6 +194,7 @@ impl SnapshotController {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
                 (o.key(), o.meta().uid.clone())
             }
+            ApiCall::RemoveFinalizer { key, uid, .. } => (key.clone(), uid.clone()),
             ApiCall::Delete(k) | ApiCall::Get(k) => (k.clone(), String::new()),
             ApiCall::List { .. } => return,
         };

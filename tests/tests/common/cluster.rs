@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 
+/// A user with no rights but those RBAC gives it ([`Cluster::limited_kubeconfig`]).
+pub const LIMITED_USER: &str = "volplane-limited";
+const LIMITED_TOKEN: &str = "volplane-test-limited-token";
+
 /// A TCP port free on loopback now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -59,7 +63,12 @@ impl Drop for Cluster {
 impl Cluster {
     /// etcd (VOLPLANE_TEST_ETCD or PATH) and `apiserver`.
     pub fn start(apiserver: &Path) -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
+        Cluster::start_with(apiserver, tempfile::tempdir().unwrap(), &[])
+    }
+
+    /// As [`Cluster::start`], in `dir`, the API server given `extra`
+    /// arguments too (an audit log, say).
+    pub fn start_with(apiserver: &Path, dir: tempfile::TempDir, extra: &[String]) -> Cluster {
         let d = dir.path();
         let etcd = std::env::var("VOLPLANE_TEST_ETCD").unwrap_or_else(|_| "etcd".into());
         let (client, peer, secure) = (free_port(), free_port(), free_port());
@@ -90,7 +99,7 @@ impl Cluster {
         assert!(made.success(), "openssl genrsa");
         std::fs::write(
             d.join("tokens.csv"),
-            "volplane-test-token,admin,admin-uid,system:masters\n",
+            format!("volplane-test-token,admin,admin-uid,system:masters\n{LIMITED_TOKEN},{LIMITED_USER},limited-uid\n"),
         )
         .unwrap();
         let apiserver = Command::new(apiserver)
@@ -112,18 +121,24 @@ impl Cluster {
             .args(["--service-cluster-ip-range", "10.96.0.0/24"])
             // As every cluster that runs CSI node plugins.
             .arg("--allow-privileged=true")
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log("kube-apiserver.log"))
             .spawn()
             .expect("kube-apiserver");
-        let kubeconfig = d.join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://127.0.0.1:{secure}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    token: volplane-test-token\ncontexts:\n- name: test\n  context: {{cluster: test, user: admin}}\ncurrent-context: test\n"
-            ),
-        )
-        .unwrap();
+        let write_kubeconfig = |file: &str, token: &str| {
+            let path = d.join(file);
+            std::fs::write(
+                &path,
+                format!(
+                    "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://127.0.0.1:{secure}\n    insecure-skip-tls-verify: true\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context: {{cluster: test, user: user}}\ncurrent-context: test\n"
+                ),
+            )
+            .unwrap();
+            path
+        };
+        let kubeconfig = write_kubeconfig("kubeconfig", "volplane-test-token");
+        write_kubeconfig("kubeconfig-limited", LIMITED_TOKEN);
         Cluster {
             dir,
             children: vec![etcd, apiserver],
@@ -173,9 +188,14 @@ impl Cluster {
     /// `volplane controller` against this cluster, as `pod`, with the
     /// sidecars' roles only (another driver's, beside a [`Cluster::controller`]).
     pub fn sidecars(&self, csi: &str, pod: &str, extra: &[&str]) -> Child {
+        self.sidecars_as(&self.kubeconfig, csi, pod, extra)
+    }
+
+    /// As [`Cluster::sidecars`], as the user of `kubeconfig`.
+    pub fn sidecars_as(&self, kubeconfig: &Path, csi: &str, pod: &str, extra: &[&str]) -> Child {
         Command::new(env!("CARGO_BIN_EXE_volplane-under-test"))
             .args(["controller", "--csi-address", csi, "--kubeconfig"])
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .args(extra)
             .env("POD_NAME", pod)
             // Where --enable-capacity keeps its objects.
@@ -186,6 +206,11 @@ impl Cluster {
             .stderr(std::fs::File::create(self.dir.path().join(format!("{pod}.log"))).unwrap())
             .spawn()
             .unwrap()
+    }
+
+    /// A kubeconfig of [`LIMITED_USER`], who may do only what RBAC grants.
+    pub fn limited_kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig-limited")
     }
 
     /// A directory of this cluster's, for what a test runs beside it.
