@@ -592,7 +592,8 @@ pub fn identity() -> String {
 /// The log filter for klog's `-v`.
 pub fn verbosity_filter(v: u8) -> &'static str {
     match v {
-        0 | 1 => "info",
+        // volplane's informers report a failed list or watch themselves.
+        0 | 1 => "info,kube_runtime::watcher=error",
         2..=4 => "debug",
         _ => "trace",
     }

@@ -619,6 +619,7 @@ pub async fn run<T: Transport>(
             _ => String::new(),
         };
         spawn(Box::pin(inform(
+            rt.clone(),
             client.clone(),
             *kind,
             namespace,

@@ -1,18 +1,20 @@
 //! Informers: list + watch of one kind (kube-runtime's watcher: bookmarks,
-//! relist on 410 Gone, backoff on errors) turned into the machines' `Watch`
+//! relist on 410 Gone; backoff on errors of our own) turned into the machines' `Watch`
 //! inputs. A relist reports what it found, and, once it is complete, every
 //! object the previous list knew that it did not find as deleted — so a
 //! machine never keeps an object that went while no watch was open.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
 use kube::api::DynamicObject;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use volplane_core::control::Watch;
 use volplane_core::model::{Kind, Object, ObjectKey};
+use volplane_service::drive::Runtime;
 
 use crate::convert::to_core;
 use crate::resources::api;
@@ -139,25 +141,67 @@ impl Informer {
 }
 
 /// Lists and watches `kind` (in `namespace`, or everywhere when it is
-/// empty) until the stream ends, passing what it means to `feed`. Errors
-/// are retried with kube's default backoff.
-pub async fn inform(client: Client, kind: Kind, namespace: String, mut feed: impl FnMut(Feed)) {
+/// empty) until the stream ends, passing what it means to `feed`. A failed
+/// list or watch is retried after 0.8 s, doubling to 30 s while the
+/// failures go on (kube's own backoff starts over at every attempt, since
+/// each begins with a fresh list); the first failure, a new reason and
+/// each doubling of the run are logged, not every attempt.
+pub async fn inform(
+    rt: Arc<dyn Runtime>,
+    client: Client,
+    kind: Kind,
+    namespace: String,
+    mut feed: impl FnMut(Feed),
+) {
     let api = api(&client, kind, &namespace);
     let config = watcher::Config::default();
     let mut informer = Informer::new(kind);
-    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    let mut events = std::pin::pin!(watcher::watcher(api, config));
+    let (mut failures, mut last_reason) = (0u32, String::new());
     while let Some(event) = events.next().await {
-        match event {
-            Ok(e) => informer.on_event(e).into_iter().for_each(&mut feed),
-            Err(e) => match not_served(&e) {
-                Some(why) => tracing::warn!(
-                    kind = kind.as_str(),
-                    "cannot list {}: {why}; the roles that watch it wait, and the list is retried with backoff",
-                    kind.as_str()
-                ),
-                None => tracing::warn!(kind = kind.as_str(), "watch failed, retrying: {e}"),
-            },
+        let e = match event {
+            Ok(e) => e,
+            Err(e) => {
+                failures += 1;
+                let reason = not_served(&e).unwrap_or_else(|| e.to_string());
+                if failures.is_power_of_two() || reason != last_reason {
+                    warn_failed(kind, failures, &reason, not_served(&e).is_some());
+                }
+                last_reason = reason;
+                rt.sleep(retry_delay(failures)).await;
+                continue;
+            }
+        };
+        if !matches!(e, Event::Init) {
+            if failures > 0 {
+                tracing::info!(kind = kind.as_str(), "{} is served again", kind.as_str());
+            }
+            (failures, last_reason) = (0, String::new());
         }
+        informer.on_event(e).into_iter().for_each(&mut feed);
+    }
+}
+
+/// How long the `n`th failure in a row waits: 0.8 s doubling to 30 s.
+pub fn retry_delay(n: u32) -> Duration {
+    let doubled = Duration::from_millis(800).saturating_mul(1 << n.saturating_sub(1).min(6));
+    doubled.min(Duration::from_secs(30))
+}
+
+fn warn_failed(kind: Kind, failures: u32, reason: &str, not_served: bool) {
+    let (k, n) = (kind.as_str(), failures);
+    if not_served {
+        tracing::warn!(
+            kind = k,
+            failures = n,
+            "cannot list {k}: {reason}; the roles that watch it wait, and the list is retried with backoff"
+        );
+    } else {
+        tracing::warn!(
+            kind = k,
+            failures = n,
+            "watch of {k} failed, retrying with backoff: {reason}"
+        );
     }
 }
 

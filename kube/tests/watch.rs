@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use volplane_core::control::Watch;
 use volplane_core::model::Kind;
 use volplane_kube::fake::FakeApi;
-use volplane_kube::watch::{Feed, inform};
+use volplane_kube::watch::{Feed, inform, retry_delay};
 
 fn pv(name: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
@@ -38,6 +38,7 @@ async fn a_relist_after_410_reports_what_went_while_no_watch_was_open() {
     api.put("/api/v1/persistentvolumes/b", pv("b"));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(inform(
+        std::sync::Arc::new(volplane_tokio::Tokio),
         api.client(),
         Kind::PersistentVolume,
         String::new(),
@@ -78,4 +79,13 @@ async fn a_relist_after_410_reports_what_went_while_no_watch_was_open() {
         .count();
     assert_eq!(relisted, 2, "listed once, relisted once after 410");
     task.abort();
+}
+
+/// A list that keeps failing is retried less and less often, up to every
+/// 30 s (kube's own backoff would start over at each attempt).
+#[test]
+fn retries_of_a_failing_list_back_off_to_30_s() {
+    let delays: Vec<u64> = (1..=8).map(|n| retry_delay(n).as_millis() as u64).collect();
+    assert_eq!(delays, [800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]);
+    assert_eq!(retry_delay(u32::MAX), Duration::from_secs(30));
 }

@@ -1,9 +1,9 @@
 //! `volplane controller` under the RBAC of deploy/rbac.yaml, on a real
 //! kube-apiserver, as a user who may do only what that grants:
 //!
-//! - with the VolumeAttachment rules left out, the attacher waits (saying
-//!   why) while the provisioner provisions; once the rules are granted, the
-//!   attacher lists again and attaches;
+//! - with CSIDrivers left out, the attacher (which alone watches them)
+//!   waits, saying why, while the provisioner provisions; once they are
+//!   granted, the attacher lists again and attaches;
 //! - when the binding goes mid-run, a claim made meanwhile is not
 //!   provisioned and the log says it is forbidden; once the binding is
 //!   back, the claim is Bound.
@@ -24,9 +24,9 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
-/// deploy/rbac.yaml's ClusterRole `volplane-controller`; without the
-/// VolumeAttachment rules when `attachments` is false.
-fn controller_role(attachments: bool) -> ClusterRole {
+/// deploy/rbac.yaml's ClusterRole `volplane-controller`; without
+/// CSIDrivers when `drivers` is false.
+fn controller_role(drivers: bool) -> ClusterRole {
     let text = include_str!("../../deploy/rbac.yaml");
     let (_, unknown) = volplane_core::model::parse_manifests(text).unwrap();
     let mut role = unknown
@@ -35,15 +35,11 @@ fn controller_role(attachments: bool) -> ClusterRole {
         .expect("deploy/rbac.yaml has the ClusterRole volplane-controller")
         .value
         .clone();
-    if !attachments {
-        let rules = role["rules"].as_array_mut().unwrap();
-        rules.retain(|r| {
-            !r["resources"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|x| x.as_str().unwrap().starts_with("volumeattachments"))
-        });
+    if !drivers {
+        for rule in role["rules"].as_array_mut().unwrap() {
+            let resources = rule["resources"].as_array_mut().unwrap();
+            resources.retain(|r| r != "csidrivers");
+        }
     }
     serde_json::from_value(role).unwrap()
 }
@@ -102,14 +98,14 @@ async fn roles_wait_for_rbac_and_recover_when_it_returns() {
     let log = cluster.dir().join("limited.log");
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
 
-    // No VolumeAttachment rules: the attacher waits, the provisioner runs.
-    let said = logged(&log, &["cannot list VolumeAttachment", "forbidden (RBAC)"]).await;
+    // CSIDrivers forbidden: the attacher waits, the provisioner runs.
+    let said = logged(&log, &["cannot list CSIDriver", "forbidden (RBAC)"]).await;
     assert!(said.contains(LIMITED_USER), "{said}");
     claims
         .create(&pp, &claim("first", "volplane", "64Mi"))
         .await
         .unwrap();
-    let pv = until("the first claim Bound without attachment rights", || {
+    let pv = until("the first claim Bound while the attacher waits", || {
         bound(&claims, "first")
     })
     .await;
