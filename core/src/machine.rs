@@ -68,8 +68,10 @@ pub trait Machine {
 
 /// The invariant of a machine that works on one object (or volume) at a
 /// time: the keys of its operations in flight are distinct, each is held
-/// busy (`is_busy`), and nothing else is (`busy_count`). Allocates nothing:
-/// the simulator checks it after every step.
+/// busy (`is_busy`), and nothing else is (`busy_count`). The adapters
+/// check it after every turn and the simulator after every step: a few
+/// operations are compared pairwise, allocating nothing; more (a thousand
+/// claims at once) are sorted, so that the check stays O(n log n).
 pub fn one_at_a_time<'a, K, I>(
     what: &str,
     in_flight: I,
@@ -77,20 +79,33 @@ pub fn one_at_a_time<'a, K, I>(
     busy_count: usize,
 ) -> Result<(), String>
 where
-    K: PartialEq + std::fmt::Debug + ?Sized + 'a,
+    K: Ord + std::fmt::Debug + ?Sized + 'a,
     I: Iterator<Item = &'a K> + Clone,
 {
+    /// Up to this many, pairwise comparison is cheaper than sorting.
+    const PAIRWISE: usize = 16;
     let mut n = 0;
-    for (i, k) in in_flight.clone().enumerate() {
+    for k in in_flight.clone() {
         n += 1;
         if !is_busy(k) {
             return Err(format!(
                 "{what}: an operation for {k:?} is in flight but it is not held busy"
             ));
         }
-        if in_flight.clone().skip(i + 1).any(|o| o == k) {
-            return Err(format!("{what}: two operations in flight for {k:?}"));
-        }
+    }
+    let twice = if n <= PAIRWISE {
+        in_flight
+            .clone()
+            .enumerate()
+            .find(|(i, k)| in_flight.clone().skip(i + 1).any(|o| o == *k))
+            .map(|(_, k)| k)
+    } else {
+        let mut sorted: Vec<&K> = in_flight.collect();
+        sorted.sort_unstable();
+        sorted.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+    };
+    if let Some(k) = twice {
+        return Err(format!("{what}: two operations in flight for {k:?}"));
     }
     if n != busy_count {
         return Err(format!(
@@ -298,5 +313,33 @@ mod tests {
         assert_eq!(t.next(), Some(3));
         assert_eq!(t.expire(7), vec!["a", "b"]);
         assert!(t.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod one_at_a_time_tests {
+    use super::one_at_a_time;
+
+    fn check(keys: &[String], busy: &[&str]) -> Result<(), String> {
+        let held = |k: &String| busy.contains(&k.as_str());
+        one_at_a_time("m", keys.iter(), held, busy.len())
+    }
+
+    /// Few and many operations (pairwise and sorted) are judged alike.
+    #[test]
+    fn few_and_many_operations_are_judged_alike() {
+        for n in [3usize, 16, 17, 1000] {
+            let names: Vec<String> = (0..n).rev().map(|i| format!("pvc-{i}")).collect();
+            let busy: Vec<&str> = names.iter().map(String::as_str).collect();
+            assert_eq!(check(&names, &busy), Ok(()), "{n} distinct");
+            let mut twice = names.clone();
+            twice[n - 1] = names[0].clone();
+            let err = check(&twice, &busy).unwrap_err();
+            assert!(err.contains("two operations in flight for"), "{n}: {err}");
+            let err = check(&names, &busy[1..]).unwrap_err();
+            assert!(err.contains("not held busy"), "{n}: {err}");
+            let err = check(&names[1..], &busy).unwrap_err();
+            assert!(err.contains("held busy but"), "{n}: {err}");
+        }
     }
 }
