@@ -469,7 +469,8 @@ impl Provisioner {
             }
             Call::Finalizer { pv, uid, rv } => {
                 self.busy.remove(&pv);
-                self.pv_written(pv, &uid, Some(&rv), result);
+                let rv = (!rv.is_empty()).then_some(rv.as_str());
+                self.pv_written(pv, &uid, rv, result);
             }
             Call::Protect { uid, claim, rv } => {
                 self.busy.remove(&uid);

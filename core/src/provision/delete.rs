@@ -31,9 +31,16 @@ impl Provisioner {
             return;
         }
         if let Some(add) = self.finalizer_change(&pv) {
+            // A removal has no version to be stale against: its failure
+            // backs off (an update's conflict is retried at once when a
+            // newer version is already here).
             let (uid, rv) = (
                 pv.metadata.uid.clone(),
-                pv.metadata.resource_version.clone(),
+                if add {
+                    pv.metadata.resource_version.clone()
+                } else {
+                    String::new()
+                },
             );
             let call = if add {
                 let mut v = pv.clone();

@@ -236,7 +236,8 @@ pub enum Call {
         pv: String,
         /// The incarnation written.
         uid: String,
-        /// The version of the PV the write was made against.
+        /// The version of the PV the write was made against ("" for a
+        /// removal, which is made against none).
         rv: String,
     },
     /// The finalizer on the source of the claim `uid` (B5.6), written
