@@ -43,7 +43,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, claim, cpu_ticks, env_number, free_port};
+use common::cluster::{Cluster, claim, cpu_ticks, create, env_number, free_port};
 use common::hostpath::{self, HOSTPATH, Killed};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
@@ -155,24 +155,19 @@ impl Driver {
     /// The class, the CSIDriver, and `nodes` Nodes with their CSINodes,
     /// as node-driver-registrar leaves them.
     async fn seed(&self, client: &kube::Client, nodes: usize) {
-        let pp = PostParams::default();
-        let class: StorageClass = serde_json::from_value(json!({
-            "metadata": {"name": self.class}, "provisioner": self.name, "reclaimPolicy": "Delete",
-            "volumeBindingMode": "Immediate", "parameters": {"kind": "dir"}
-        }))
-        .unwrap();
-        Api::<StorageClass>::all(client.clone())
-            .create(&pp, &class)
-            .await
-            .unwrap();
-        let driver: CSIDriver = serde_json::from_value(json!({
-            "metadata": {"name": self.name}, "spec": {"attachRequired": true}
-        }))
-        .unwrap();
-        Api::<CSIDriver>::all(client.clone())
-            .create(&pp, &driver)
-            .await
-            .unwrap();
+        create::<StorageClass>(
+            client,
+            json!({
+                "metadata": {"name": self.class}, "provisioner": self.name, "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate", "parameters": {"kind": "dir"}
+            }),
+        )
+        .await;
+        create::<CSIDriver>(
+            client,
+            json!({"metadata": {"name": self.name}, "spec": {"attachRequired": true}}),
+        )
+        .await;
         let names: Vec<String> = std::iter::once(NODE.to_string())
             .chain((1..nodes).map(|i| format!("bench-node-{i:04}")))
             .collect();
@@ -182,24 +177,20 @@ impl Driver {
     }
 
     async fn register(&self, client: &kube::Client, name: &str) {
-        let pp = PostParams::default();
         let (key, value) = self.topology;
-        let node: Node =
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": {key: value}}}))
-                .unwrap();
-        Api::<Node>::all(client.clone())
-            .create(&pp, &node)
-            .await
-            .unwrap();
-        let csinode: CSINode = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"drivers": [{"name": self.name, "nodeID": self.node_id(name), "topologyKeys": [key]}]}
-        }))
-        .unwrap();
-        Api::<CSINode>::all(client.clone())
-            .create(&pp, &csinode)
-            .await
-            .unwrap();
+        create::<Node>(
+            client,
+            json!({"metadata": {"name": name, "labels": {key: value}}}),
+        )
+        .await;
+        create::<CSINode>(
+            client,
+            json!({
+                "metadata": {"name": name},
+                "spec": {"drivers": [{"name": self.name, "nodeID": self.node_id(name), "topologyKeys": [key]}]}
+            }),
+        )
+        .await;
     }
 }
 

@@ -279,6 +279,22 @@ pub async fn wait_for<F: std::future::Future<Output = usize>>(
     }
 }
 
+/// Creates the object `value` describes, of the cluster-scoped kind `K`.
+pub async fn create<K>(client: &kube::Client, value: serde_json::Value) -> K
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let object: K = serde_json::from_value(value).unwrap();
+    Api::<K>::all(client.clone())
+        .create(&Default::default(), &object)
+        .await
+        .unwrap()
+}
+
 /// The number in the environment variable `name`, else `default`.
 pub fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -321,16 +337,15 @@ pub async fn bound(
 /// registered in `volplane serve`'s zone.
 pub async fn seed(client: &kube::Client) {
     use k8s_openapi::api::storage::v1::StorageClass;
-    let class: StorageClass = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "volplane"}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
-        "allowVolumeExpansion": true, "volumeBindingMode": "Immediate",
-        "parameters": {"kind": "dir"}
-    }))
-    .unwrap();
-    Api::<StorageClass>::all(client.clone())
-        .create(&Default::default(), &class)
-        .await
-        .unwrap();
+    create::<StorageClass>(
+        client,
+        serde_json::json!({
+            "metadata": {"name": "volplane"}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
+            "allowVolumeExpansion": true, "volumeBindingMode": "Immediate",
+            "parameters": {"kind": "dir"}
+        }),
+    )
+    .await;
     register_node(client, super::NODE, "local").await;
 }
 
@@ -339,23 +354,19 @@ pub async fn seed(client: &kube::Client) {
 pub async fn register_node(client: &kube::Client, name: &str, zone: &str) {
     use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::api::storage::v1::CSINode;
-    let node: Node = serde_json::from_value(serde_json::json!({"metadata": {
-        "name": name, "labels": {ZONE_KEY: zone}
-    }}))
-    .unwrap();
-    Api::<Node>::all(client.clone())
-        .create(&Default::default(), &node)
-        .await
-        .unwrap();
-    let csinode: CSINode = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "spec": {"drivers": [{"name": DRIVER, "nodeID": name, "topologyKeys": [ZONE_KEY]}]}
-    }))
-    .unwrap();
-    Api::<CSINode>::all(client.clone())
-        .create(&Default::default(), &csinode)
-        .await
-        .unwrap();
+    create::<Node>(
+        client,
+        serde_json::json!({"metadata": {"name": name, "labels": {ZONE_KEY: zone}}}),
+    )
+    .await;
+    create::<CSINode>(
+        client,
+        serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"drivers": [{"name": DRIVER, "nodeID": name, "topologyKeys": [ZONE_KEY]}]}
+        }),
+    )
+    .await;
 }
 
 /// The note of the first event with `reason` about the object `name` in

@@ -6,10 +6,9 @@ use std::process::{Child, Command, Stdio};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
-use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, create};
 
 /// The driver's name.
 pub const HOSTPATH: &str = "hostpath.csi.k8s.io";
@@ -31,42 +30,33 @@ impl Drop for Killed {
 /// The StorageClass `hostpath` (Immediate, expandable, dir volumes), the
 /// CSIDriver (attach required), and [`NODE`] with its CSINode.
 pub async fn seed(client: &kube::Client) {
-    let pp = PostParams::default();
-    let class: StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": "hostpath"}, "provisioner": HOSTPATH, "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate", "allowVolumeExpansion": true,
-        "parameters": {"kind": "dir"}
-    }))
-    .unwrap();
-    Api::<StorageClass>::all(client.clone())
-        .create(&pp, &class)
-        .await
-        .unwrap();
-    let driver: CSIDriver = serde_json::from_value(json!({
-        "metadata": {"name": HOSTPATH}, "spec": {"attachRequired": true}
-    }))
-    .unwrap();
-    Api::<CSIDriver>::all(client.clone())
-        .create(&pp, &driver)
-        .await
-        .unwrap();
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": NODE, "labels": {TOPOLOGY: NODE}}
-    }))
-    .unwrap();
-    Api::<Node>::all(client.clone())
-        .create(&pp, &node)
-        .await
-        .unwrap();
-    let csinode: CSINode = serde_json::from_value(json!({
-        "metadata": {"name": NODE},
-        "spec": {"drivers": [{"name": HOSTPATH, "nodeID": NODE, "topologyKeys": [TOPOLOGY]}]}
-    }))
-    .unwrap();
-    Api::<CSINode>::all(client.clone())
-        .create(&pp, &csinode)
-        .await
-        .unwrap();
+    create::<StorageClass>(
+        client,
+        json!({
+            "metadata": {"name": "hostpath"}, "provisioner": HOSTPATH, "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate", "allowVolumeExpansion": true,
+            "parameters": {"kind": "dir"}
+        }),
+    )
+    .await;
+    create::<CSIDriver>(
+        client,
+        json!({"metadata": {"name": HOSTPATH}, "spec": {"attachRequired": true}}),
+    )
+    .await;
+    create::<Node>(
+        client,
+        json!({"metadata": {"name": NODE, "labels": {TOPOLOGY: NODE}}}),
+    )
+    .await;
+    create::<CSINode>(
+        client,
+        json!({
+            "metadata": {"name": NODE},
+            "spec": {"drivers": [{"name": HOSTPATH, "nodeID": NODE, "topologyKeys": [TOPOLOGY]}]}
+        }),
+    )
+    .await;
 }
 
 /// The Go driver `binary` on `socket`, attach on, its state and log in the
