@@ -31,30 +31,26 @@ impl Provisioner {
             return;
         }
         if let Some(add) = self.finalizer_change(&pv) {
-            // A removal has no version to be stale against: its failure
-            // backs off (an update's conflict is retried at once when a
-            // newer version is already here).
-            let (uid, rv) = (
-                pv.metadata.uid.clone(),
-                if add {
-                    pv.metadata.resource_version.clone()
-                } else {
-                    String::new()
-                },
-            );
-            let call = if add {
+            let uid = pv.metadata.uid.clone();
+            let (rv, call) = if add {
                 let mut v = pv.clone();
                 v.metadata
                     .add_finalizer(names::FINALIZER_EXTERNAL_PROVISIONER);
-                ApiCall::Update(Object::Pv(v))
+                (
+                    v.metadata.resource_version.clone(),
+                    ApiCall::Update(Object::Pv(v)),
+                )
             } else {
                 // Whatever else changed: the other controllers write this
-                // volume too as it goes.
-                ApiCall::RemoveFinalizer {
+                // volume too as it goes. Made against no version, its
+                // failure backs off (an update's conflict is retried at
+                // once when a newer version is already here).
+                let call = ApiCall::RemoveFinalizer {
                     key: key.clone(),
                     uid: uid.clone(),
                     finalizer: names::FINALIZER_EXTERNAL_PROVISIONER.into(),
-                }
+                };
+                (String::new(), call)
             };
             self.api(Call::Finalizer { pv: name, uid, rv }, call);
             return;
