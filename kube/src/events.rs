@@ -1,19 +1,102 @@
-//! The machines' events as Kubernetes events (events.k8s.io/v1, through
-//! kube-runtime's recorder, which folds repeats into a series as client-go's
-//! recorder does), with the machines' reasons, about the object they name.
+//! The machines' events as Kubernetes events (events.k8s.io/v1), with the
+//! machines' reasons, about the object they name. A repeat within six
+//! minutes (the same type, reason, reporter and object; the note may
+//! differ) continues the first one's series, as client-go's recorder and
+//! kube-runtime's do. The series are kept in the order they were last
+//! seen, so forgetting the old ones costs nothing per event: kube-runtime's
+//! recorder walks every series of the last six minutes on each event,
+//! quadratic at ten thousand claims.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeType, Recorder, Reporter};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use volplane_core::control::{Event, EventType};
 
 use crate::api::Seen;
 use crate::resources::api_resource;
 
+/// How long a series goes on after its last event.
+const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+
+/// What makes a repeat: all but the note.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    warning: bool,
+    reason: String,
+    reference: (String, String, String, String),
+}
+
+/// A series: its event's name and namespace, how many so far, and when
+/// the last came.
+#[derive(Debug)]
+struct Series {
+    name: String,
+    count: i32,
+    last: Instant,
+}
+
+/// The series of the last [`SERIES_TTL`], and the order they were last
+/// seen in (an entry is stale when its series was seen again since).
+#[derive(Debug, Default)]
+struct SeriesCache {
+    by_key: HashMap<Key, Series>,
+    order: VecDeque<(Instant, Key)>,
+}
+
+impl SeriesCache {
+    /// Forgets the series whose last event is older than the TTL.
+    fn expire(&mut self, now: Instant) {
+        while let Some((t, _)) = self.order.front() {
+            if now.saturating_duration_since(*t) < SERIES_TTL {
+                break;
+            }
+            let Some((t, key)) = self.order.pop_front() else {
+                break;
+            };
+            if self.by_key.get(&key).is_some_and(|s| s.last == t) {
+                self.by_key.remove(&key);
+            }
+        }
+    }
+
+    /// The event `key` repeats, counted (its name and the new count), or
+    /// `None` for a first one.
+    fn repeat(&mut self, key: &Key, now: Instant) -> Option<(String, i32)> {
+        self.expire(now);
+        let s = self.by_key.get_mut(key)?;
+        s.count += 1;
+        s.last = now;
+        self.order.push_back((now, key.clone()));
+        Some((s.name.clone(), s.count))
+    }
+
+    /// A first event, created as `name`.
+    fn started(&mut self, key: Key, name: String, now: Instant) {
+        self.order.push_back((now, key.clone()));
+        self.by_key.insert(
+            key,
+            Series {
+                name,
+                count: 1,
+                last: now,
+            },
+        );
+    }
+}
+
 /// Records the machines' events.
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    client: Client,
+    controller: String,
+    instance: String,
+    series: Arc<Mutex<SeriesCache>>,
     seen: Seen,
 }
 
@@ -27,12 +110,11 @@ impl Events {
     /// Events reported by `controller` (the reporting controller, e.g.
     /// `volplane-provisioner`) from `instance` (this replica).
     pub fn new(client: Client, controller: &str, instance: &str, seen: Seen) -> Events {
-        let reporter = Reporter {
-            controller: controller.into(),
-            instance: Some(instance.into()),
-        };
         Events {
-            recorder: Recorder::new(client, reporter),
+            client,
+            controller: controller.into(),
+            instance: instance.into(),
+            series: Arc::default(),
             seen,
         }
     }
@@ -40,27 +122,6 @@ impl Events {
     /// Records `event`; a failure is logged (events are best effort, as in
     /// client-go).
     pub async fn record(&self, event: Event) {
-        let r = api_resource(event.object.kind);
-        let uid = self.seen.get(&event.object).map(|o| o.meta().uid.clone());
-        let reference = ObjectReference {
-            api_version: Some(r.api_version),
-            kind: Some(r.kind),
-            name: Some(event.object.name.to_string()),
-            namespace: (!event.object.namespace.is_empty())
-                .then(|| event.object.namespace.to_string()),
-            uid: uid.filter(|u| !u.is_empty()),
-            ..ObjectReference::default()
-        };
-        let e = KubeEvent {
-            type_: match event.type_ {
-                EventType::Normal => KubeType::Normal,
-                EventType::Warning => KubeType::Warning,
-            },
-            reason: event.reason.clone(),
-            note: Some(event.message.clone()),
-            action: event.reason.clone(),
-            secondary: None,
-        };
         match event.type_ {
             EventType::Normal => {
                 tracing::info!(object = %event.object, reason = event.reason, "{}", event.message)
@@ -69,8 +130,150 @@ impl Events {
                 tracing::warn!(object = %event.object, reason = event.reason, "{}", event.message)
             }
         }
-        if let Err(e) = self.recorder.publish(&e, &reference).await {
+        if let Err(e) = self.publish(&event).await {
             tracing::warn!(object = %event.object, reason = event.reason, "event not recorded: {e}");
         }
+    }
+
+    async fn publish(&self, event: &Event) -> Result<(), kube::Error> {
+        let r = api_resource(event.object.kind);
+        let uid = self.seen.get(&event.object).map(|o| o.meta().uid.clone());
+        let namespace = event.object.namespace.to_string();
+        let reference = ObjectReference {
+            api_version: Some(r.api_version.clone()),
+            kind: Some(r.kind.clone()),
+            name: Some(event.object.name.to_string()),
+            namespace: (!namespace.is_empty()).then(|| namespace.clone()),
+            uid: uid.clone().filter(|u| !u.is_empty()),
+            ..ObjectReference::default()
+        };
+        let key = Key {
+            warning: event.type_ == EventType::Warning,
+            reason: event.reason.clone(),
+            reference: (
+                r.kind,
+                namespace.clone(),
+                event.object.name.to_string(),
+                uid.unwrap_or_default(),
+            ),
+        };
+        let events: Api<KubeEvent> = Api::namespaced(
+            self.client.clone(),
+            if namespace.is_empty() {
+                "default"
+            } else {
+                &namespace
+            },
+        );
+        let now = Instant::now();
+        let time = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let repeat = self.lock().repeat(&key, now);
+        if let Some((name, count)) = repeat {
+            let series = EventSeries {
+                count,
+                last_observed_time: time,
+            };
+            let patch = serde_json::json!({ "series": series });
+            events
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            return Ok(());
+        }
+        let name = format!("{}.{:x}", event.object.name, time.0.as_nanosecond());
+        let e = KubeEvent {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: reference.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(time),
+            type_: Some(if key.warning { "Warning" } else { "Normal" }.into()),
+            reason: Some(event.reason.clone()),
+            action: Some(event.reason.clone()),
+            note: Some(event.message.clone()),
+            regarding: Some(reference),
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..KubeEvent::default()
+        };
+        events.create(&PostParams::default(), &e).await?;
+        self.lock().started(key, name, now);
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SeriesCache> {
+        self.series.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use volplane_core::model::{Kind, ObjectKey};
+
+    fn key(reason: &str) -> Key {
+        Key {
+            warning: false,
+            reason: reason.into(),
+            reference: (
+                "PersistentVolumeClaim".into(),
+                "default".into(),
+                "c".into(),
+                "u".into(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_repeat_within_the_ttl_continues_the_series_and_an_old_one_is_forgotten() {
+        let mut cache = SeriesCache::default();
+        let t0 = Instant::now();
+        assert_eq!(cache.repeat(&key("A"), t0), None);
+        cache.started(key("A"), "c.1".into(), t0);
+        let t1 = t0 + Duration::from_secs(300);
+        assert_eq!(cache.repeat(&key("A"), t1), Some(("c.1".into(), 2)));
+        // Six minutes after the first, but not after the last: still on.
+        let t2 = t0 + Duration::from_secs(400);
+        assert_eq!(cache.repeat(&key("A"), t2), Some(("c.1".into(), 3)));
+        assert_eq!(cache.repeat(&key("B"), t2), None);
+        // Six minutes after the last: a new series.
+        let t3 = t2 + SERIES_TTL;
+        assert_eq!(cache.repeat(&key("A"), t3), None);
+        assert!(cache.by_key.is_empty());
+        assert!(cache.order.is_empty());
+    }
+
+    /// Against the played API server: the first event is created, a repeat
+    /// patches its series, another reason is an event of its own.
+    #[tokio::test]
+    async fn repeats_are_one_event_with_a_series() {
+        let api = crate::fake::FakeApi::default();
+        let events = Events::new(
+            api.client(),
+            "volplane-provisioner",
+            "pod-0",
+            Seen::default(),
+        );
+        let object = ObjectKey::new(Kind::PersistentVolumeClaim, "default", "data");
+        let event = |reason: &str, note: &str| Event::normal(object.clone(), reason, note);
+        events.record(event("Provisioning", "first")).await;
+        events.record(event("Provisioning", "again")).await;
+        events.record(event("ProvisioningSucceeded", "done")).await;
+        let log = api.log();
+        let writes: Vec<(&str, &serde_json::Value)> = log
+            .iter()
+            .filter(|l| l.path.contains("/events"))
+            .map(|l| (l.method.as_str(), &l.body))
+            .collect();
+        assert_eq!(writes.len(), 3, "{writes:?}");
+        assert_eq!(writes[0].0, "POST");
+        assert_eq!(writes[0].1["reason"], "Provisioning");
+        assert_eq!(writes[0].1["reportingController"], "volplane-provisioner");
+        assert_eq!(writes[0].1["reportingInstance"], "pod-0");
+        assert_eq!(writes[0].1["regarding"]["name"], "data");
+        assert_eq!(writes[1].0, "PATCH");
+        assert_eq!(writes[1].1["series"]["count"], 2);
+        assert_eq!(writes[2].0, "POST");
+        assert_eq!(writes[2].1["reason"], "ProvisioningSucceeded");
     }
 }

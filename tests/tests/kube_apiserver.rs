@@ -670,3 +670,35 @@ async fn a_mass_delete_leaves_no_volume_behind_and_the_controller_idle() {
         load * 100.0
     );
 }
+
+/// The events volplane writes pass the real API server's validation of
+/// events.k8s.io/v1, and a repeat continues the first one's series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_event_is_one_event_with_a_series() {
+    let Some(apiserver) = std::env::var_os("VOLPLANE_TEST_KUBE_APISERVER") else {
+        eprintln!(
+            "skipping the event test on a real kube-apiserver: set VOLPLANE_TEST_KUBE_APISERVER"
+        );
+        return;
+    };
+    use volplane_core::control::Event;
+    use volplane_core::model::{Kind, ObjectKey};
+    let cluster = Cluster::start(Path::new(&apiserver));
+    let client = cluster.client().await;
+    let seen = volplane_kube::api::Seen::default();
+    let events = volplane_kube::events::Events::new(client.clone(), "volplane-test", "pod-0", seen);
+    let object = ObjectKey::new(Kind::PersistentVolumeClaim, "default", "data");
+    for note in ["first", "second", "third"] {
+        events
+            .record(Event::warning(object.clone(), "ProvisioningFailed", note))
+            .await;
+    }
+    let list: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
+    let found = list.list(&Default::default()).await.unwrap().items;
+    assert_eq!(found.len(), 1, "{found:?}");
+    let e = &found[0];
+    assert_eq!(e.reason.as_deref(), Some("ProvisioningFailed"));
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert_eq!(e.note.as_deref(), Some("first"));
+    assert_eq!(e.series.as_ref().map(|s| s.count), Some(3));
+}
