@@ -23,6 +23,10 @@ use crate::resources::api_resource;
 
 /// How long a series goes on after its last event.
 const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+/// The most series remembered at once: past it, the longest quiet is
+/// forgotten first (its next repeat starts a new event), so a burst of
+/// events never grows the cache without bound.
+const MOST_SERIES: usize = 16_384;
 
 /// What makes a repeat: all but the note.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -50,10 +54,12 @@ struct SeriesCache {
 }
 
 impl SeriesCache {
-    /// Forgets the series whose last event is older than the TTL.
+    /// Forgets the series whose last event is older than the TTL, and the
+    /// longest quiet beyond [`MOST_SERIES`].
     fn expire(&mut self, now: Instant) {
         while let Some((t, _)) = self.order.front() {
-            if now.saturating_duration_since(*t) < SERIES_TTL {
+            let full = self.by_key.len() > MOST_SERIES || self.order.len() > 2 * MOST_SERIES;
+            if !full && now.saturating_duration_since(*t) < SERIES_TTL {
                 break;
             }
             let Some((t, key)) = self.order.pop_front() else {
@@ -78,6 +84,7 @@ impl SeriesCache {
 
     /// A first event, created as `name`.
     fn started(&mut self, key: Key, name: String, now: Instant) {
+        self.expire(now);
         self.order.push_back((now, key.clone()));
         self.by_key.insert(
             key,
@@ -241,6 +248,22 @@ mod tests {
         assert_eq!(cache.repeat(&key("A"), t3), None);
         assert!(cache.by_key.is_empty());
         assert!(cache.order.is_empty());
+    }
+
+    #[test]
+    fn a_burst_of_events_is_remembered_up_to_a_bound() {
+        let mut cache = SeriesCache::default();
+        let now = Instant::now();
+        for i in 0..MOST_SERIES + 100 {
+            cache.started(key(&format!("R{i}")), format!("e{i}"), now);
+            cache.repeat(&key(&format!("R{i}")), now);
+        }
+        assert!(cache.by_key.len() <= MOST_SERIES + 1);
+        assert!(cache.order.len() <= 2 * MOST_SERIES + 2);
+        // The newest is still a series; the oldest was forgotten.
+        let last = format!("R{}", MOST_SERIES + 99);
+        assert!(cache.repeat(&key(&last), now).is_some());
+        assert_eq!(cache.repeat(&key("R0"), now), None);
     }
 
     /// Against the played API server: the first event is created, a repeat
