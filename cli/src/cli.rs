@@ -22,6 +22,9 @@ enum Command {
     Bench(crate::bench::BenchArgs),
     /// Simulate a whole cluster's storage lifecycle under faults and check it.
     Sim(crate::sim::SimArgs),
+    /// Judge any CSI driver against the CSI specification's rules: random
+    /// calls, repeated and concurrent, and the node's mounts after each.
+    Check(crate::check::CheckArgs),
     /// A whole cluster's storage lifecycle on this machine, for real (root).
     Lab(crate::lab::cli::LabArgs),
     /// external-provisioner, -attacher and -resizer for any CSI driver,
@@ -81,6 +84,7 @@ pub fn run() -> ExitCode {
         Command::Serve(args) => crate::serve::run(args).map_err(|e| e.to_string()),
         Command::Bench(args) => crate::bench::run(args).map_err(|e| e.to_string()),
         Command::Sim(args) => return ExitCode::from(crate::sim::run(args)),
+        Command::Check(args) => return ExitCode::from(crate::check::run(args)),
         Command::Lab(args) => crate::lab::cli::run(args).map_err(|e| e.to_string()),
         Command::Controller(args) => crate::controller::run(args),
         Command::CsiProvisioner(args) => crate::controller::run_as(Sidecar::Provisioner, args),

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod check;
 pub mod cli;
 pub mod controller;
 #[cfg(feature = "crash-hooks")]

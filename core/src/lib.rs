@@ -42,6 +42,7 @@ pub mod api;
 pub mod attach;
 pub mod binder;
 pub mod capacity;
+pub mod check;
 pub mod control;
 pub mod driver;
 pub(crate) mod hasher;

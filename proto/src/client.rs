@@ -62,13 +62,16 @@ pub struct CsiClient<T> {
     pub node: NodeClient<T>,
 }
 
-fn answer<R: IntoResponse>(
-    answer: Result<tonic::Response<R>, tonic::Status>,
-) -> Result<Response, Status> {
-    answer
+/// What a call brought back: the driver's answer, or its refusal. The
+/// answer is `Err` when the driver answered OK with a message the CSI
+/// specification does not allow (a REQUIRED field missing).
+pub type Exchange = Result<Result<Response, Status>, Status>;
+
+fn answer<R: IntoResponse>(answer: Result<tonic::Response<R>, tonic::Status>) -> Exchange {
+    Ok(answer
         .map_err(|s| from_tonic(&s))?
         .into_inner()
-        .into_response()
+        .into_response())
 }
 
 impl<T: Transport> CsiClient<T> {
@@ -92,6 +95,11 @@ impl<T: Transport> CsiClient<T> {
 
     /// Sends `request` and returns the driver's answer as the machines see it.
     pub async fn call(&mut self, request: &Request) -> Result<Response, Status> {
+        self.exchange(request).await.and_then(|answer| answer)
+    }
+
+    /// Sends `request`; tells a refusal from an answer that is malformed.
+    pub async fn exchange(&mut self, request: &Request) -> Exchange {
         let (id, c, n) = (&mut self.identity, &mut self.controller, &mut self.node);
         let g = &mut self.group;
         match request {
@@ -147,6 +155,17 @@ impl<T: Transport> CsiClient<T> {
                 n.node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
                     .await,
             ),
+            Request::ValidateCapabilities(r) => {
+                answer(c.validate_volume_capabilities(r.to_wire()).await)
+            }
+            Request::ListVolumes(r) => answer(c.list_volumes(r.to_wire()).await),
+            Request::ControllerGetVolume { volume_id } => answer(
+                c.controller_get_volume(csi::ControllerGetVolumeRequest {
+                    volume_id: volume_id.clone(),
+                })
+                .await,
+            ),
+            Request::NodeVolumeStats(r) => answer(n.node_get_volume_stats(r.to_wire()).await),
             other => Err(not_sent(other.method())),
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod fields;
 pub mod outgoing;
+pub mod queries;
 pub mod snapshot;
 
 use volplane_core::driver::{self as core, Request, Response};

@@ -289,6 +289,11 @@ impl IntoResponse for csi::CreateVolumeResponse {
         let v = self
             .volume
             .ok_or_else(|| Status::internal("CreateVolume answered without a volume"))?;
+        if v.volume_id.is_empty() {
+            return Err(Status::internal(
+                "CreateVolume answered a volume without a volume_id (REQUIRED)",
+            ));
+        }
         Ok(Response::Volume(core::Volume {
             volume_id: v.volume_id,
             capacity_bytes: bytes(v.capacity_bytes),

@@ -22,6 +22,7 @@ use volplane_proto::csi::node_client::NodeClient;
 
 use crate::lifecycle::{Run, STEPS};
 
+pub mod check;
 mod process;
 pub use process::{DriverProcess, Layout, Sanity, csi_sanity, may_mount};
 

@@ -1,0 +1,246 @@
+//! `volplane check`: judges any CSI driver on its socket against the CSI
+//! specification's rules (`volplane::testing::check`), with a progress bar,
+//! a summary per rule, and a shrunk trace and replay file for a violation.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use volplane::testing::check::{Check, Replay, Report};
+use volplane_core::check::{Level, report};
+use volplane_core::driver::{AccessMode, Capability};
+use volplane_core::model::Quantity;
+
+/// `volplane check`'s flags.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The driver's endpoint, as the kubelet writes it.
+    #[arg(long, default_value = "unix:///csi/csi.sock")]
+    pub endpoint: String,
+    /// The kubelet directory: staging and target paths are made beneath it,
+    /// as the kubelet makes them (it must be where the driver accepts them).
+    #[arg(long, default_value = "/var/lib/kubelet")]
+    pub kubelet_dir: PathBuf,
+    /// The first run's seed; runs use seed, seed+1, …
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Runs: each starts from nothing and puts everything away.
+    #[arg(long, default_value_t = 10)]
+    pub runs: u32,
+    /// Steps per run.
+    #[arg(long, default_value_t = 200)]
+    pub steps: u32,
+    /// Calls in flight together, at most (1–4).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u8,
+    /// A StorageClass parameter for every CreateVolume (KEY=VALUE; repeat).
+    #[arg(long = "parameter", value_name = "KEY=VALUE")]
+    pub parameters: Vec<String>,
+    /// Volumes are a filesystem (mount) or raw block.
+    #[arg(long, value_enum, default_value_t = AccessKind::Mount)]
+    pub access_type: AccessKind,
+    /// The access mode volumes are created and used with.
+    #[arg(long, value_enum, default_value_t = Mode::SingleNodeWriter)]
+    pub access_mode: Mode,
+    /// The size of the volumes (a Kubernetes quantity).
+    #[arg(long, default_value = "16Mi")]
+    pub size: String,
+    /// Seconds a call may take before it counts as lost.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// Fail on SHOULD-rules too.
+    #[arg(long)]
+    pub strict: bool,
+    /// Do not judge mounts outside the kubelet directory (when something
+    /// else on the machine mounts while the check runs).
+    #[arg(long)]
+    pub ignore_outside: bool,
+    /// Send the steps of a replay file again (written by a failing check).
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Where a failing check writes its replay file.
+    #[arg(long, value_name = "FILE")]
+    pub replay_out: Option<PathBuf>,
+}
+
+/// How volumes are accessed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessKind {
+    /// A mounted filesystem.
+    Mount,
+    /// A raw block device.
+    Block,
+}
+
+/// CSI access modes, as flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// SINGLE_NODE_WRITER (ReadWriteOnce).
+    SingleNodeWriter,
+    /// SINGLE_NODE_SINGLE_WRITER (ReadWriteOncePod).
+    SingleNodeSingleWriter,
+    /// SINGLE_NODE_MULTI_WRITER.
+    SingleNodeMultiWriter,
+    /// MULTI_NODE_MULTI_WRITER (ReadWriteMany).
+    MultiNodeMultiWriter,
+}
+
+fn check_of(args: &CheckArgs) -> Result<Check, String> {
+    let size = Quantity::parse(&args.size)
+        .map_err(|e| format!("--size {:?}: {e}", args.size))?
+        .bytes();
+    if size == 0 {
+        return Err("--size must be more than 0".to_string());
+    }
+    let mode = match args.access_mode {
+        Mode::SingleNodeWriter => AccessMode::SingleNodeWriter,
+        Mode::SingleNodeSingleWriter => AccessMode::SingleNodeSingleWriter,
+        Mode::SingleNodeMultiWriter => AccessMode::SingleNodeMultiWriter,
+        Mode::MultiNodeMultiWriter => AccessMode::MultiNodeMultiWriter,
+    };
+    let kubelet_dir = args
+        .kubelet_dir
+        .canonicalize()
+        .map_err(|e| format!("--kubelet-dir {}: {e}", args.kubelet_dir.display()))?;
+    let mut check = Check::new(&args.endpoint, kubelet_dir)
+        .seed(args.seed)
+        .runs(args.runs)
+        .concurrency(args.concurrency);
+    check.steps = args.steps;
+    check.bytes = size;
+    check.call_timeout = Duration::from_secs(args.timeout.max(1));
+    check.watch_outside = !args.ignore_outside;
+    check.capability = match args.access_type {
+        AccessKind::Mount => Capability::mount(mode),
+        AccessKind::Block => Capability::block(mode),
+    };
+    for p in &args.parameters {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--parameter {p:?}: give KEY=VALUE"))?;
+        check = check.parameter(k, v);
+    }
+    Ok(check)
+}
+
+/// Runs `volplane check`; the exit code: 0 passed, 1 a rule broken, 2 could not check.
+pub fn run(args: CheckArgs) -> u8 {
+    let check = match check_of(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("volplane check: {e}");
+            return 2;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("volplane check: cannot start a runtime: {e}");
+            return 2;
+        }
+    };
+    if let Some(file) = &args.replay {
+        return runtime.block_on(replay(&check, file));
+    }
+    let start = Instant::now();
+    let bar = ProgressBar::new(u64::from(args.runs));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs {msg}").expect("a valid template"),
+    );
+    let result = runtime.block_on(check.run(|p| {
+        bar.set_position(u64::from(p.runs));
+        match p.shrinking {
+            None => bar.set_message(format!("{} steps", p.steps)),
+            Some(n) => bar.set_message(format!("{} steps; shrinking, replay {n}", p.steps)),
+        }
+    }));
+    bar.finish_and_clear();
+    match result {
+        Ok(report) => print(&args, &check, &report, start.elapsed()),
+        Err(e) => {
+            eprintln!("volplane check: {e}");
+            2
+        }
+    }
+}
+
+fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
+    println!(
+        "{} runs, {} steps against {} in {:.1} s (seed {}, concurrency {})",
+        r.runs,
+        r.steps,
+        check.endpoint,
+        took.as_secs_f64(),
+        check.seed,
+        check.concurrency
+    );
+    println!();
+    print!("{}", report::summary(&r.tally));
+    let mut shown = std::collections::BTreeSet::new();
+    for (seed, note) in &r.notes {
+        let rule = note.split(' ').next().unwrap_or_default().to_string();
+        if shown.insert(rule) {
+            println!("SHOULD: {note} (seed {seed})");
+        }
+    }
+    if let Some(f) = &r.failure {
+        println!();
+        print!("{}", f.trace);
+        println!("(seed {}; {} steps shrunk to {})", f.seed, f.steps.0, f.steps.1);
+        let file = args
+            .replay_out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("volplane-check-{}.json", f.seed)));
+        match serde_json::to_string_pretty(&f.replay) {
+            Ok(json) => match std::fs::write(&file, json) {
+                Ok(()) => println!(
+                    "replay: volplane check --endpoint {} --kubelet-dir {} --replay {}",
+                    check.endpoint,
+                    check.kubelet_dir.display(),
+                    file.display()
+                ),
+                Err(e) => eprintln!("volplane check: writing {}: {e}", file.display()),
+            },
+            Err(e) => eprintln!("volplane check: {e}"),
+        }
+        return 1;
+    }
+    let should = r.tally.broken(Level::Should).count();
+    if args.strict && should > 0 {
+        println!("{should} SHOULD-rules broken (--strict)");
+        return 1;
+    }
+    println!("no MUST-rule broken");
+    0
+}
+
+async fn replay(check: &Check, file: &PathBuf) -> u8 {
+    let replay: Replay = match std::fs::read_to_string(file)
+        .map_err(|e| e.to_string())
+        .and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("volplane check: --replay {}: {e}", file.display());
+            return 2;
+        }
+    };
+    match check.replay(&replay).await {
+        Ok(outcome) if outcome.violation.is_some() => {
+            print!("{}", report::trace(&outcome));
+            1
+        }
+        Ok(outcome) => {
+            println!(
+                "{} steps sent again: no MUST-rule broken this time (the driver may not be deterministic)",
+                outcome.trace.len()
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("volplane check: {e}");
+            2
+        }
+    }
+}

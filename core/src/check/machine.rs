@@ -1,0 +1,852 @@
+//! The checker as a machine: it asks its adapter to send CSI calls, make
+//! the directories a CO makes, look at the node's mounts, write and read
+//! through targets, and restart the driver; it judges every answer.
+//!
+//! A run goes: discover the driver (its name, capabilities, node id),
+//! note the mounts outside the kubelet directory, then step after step
+//! (generated from a seed, or replayed), each step or group of steps in
+//! flight together judged once all have answered and the node was looked
+//! at; then put everything of the run away, look for leftovers, and
+//! remove the directories it made. The first broken MUST-rule ends the
+//! steps; what the run made is still put away, unjudged.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::generate::{self, Bounds};
+use super::group::{self, Look, Sent};
+use super::oracle::{self, Answer, Breach, Facts, Known};
+use super::render;
+use super::rules::{Rule, Tally};
+use super::step::{Names, Slot, Step};
+use super::world::{NodeSeen, World};
+use crate::driver::{Request, Response};
+use crate::machine::Machine;
+use crate::rng::Rng;
+use crate::{OpId, Tick};
+
+/// A run's steps, group by group (a group's steps are sent together).
+pub type Program = Vec<Vec<Step>>;
+
+/// What a run does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// Names, paths and the request fields every call carries.
+    pub names: Names,
+    /// The seed the steps are chosen from.
+    pub seed: u64,
+    /// Groups of steps to run (when not replaying).
+    pub steps: u32,
+    /// Steps in flight together, at most (1: one at a time).
+    pub concurrency: u8,
+    /// How many volumes, targets and snapshots.
+    pub bounds: Bounds,
+    /// Replay these steps instead of choosing.
+    pub program: Option<Program>,
+    /// Judge the mounts outside the kubelet directory (off when other
+    /// things on the machine mount at the same time).
+    pub watch_outside: bool,
+}
+
+/// What the adapter must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Send this CSI request; answer with [`Input::Answered`].
+    Call {
+        /// Names the completion.
+        op: OpId,
+        /// The request.
+        request: Request,
+    },
+    /// Make this directory and its parents, as a CO does for staging paths
+    /// and a target's parent; answer with [`Input::Made`].
+    MakeDir {
+        /// Names the completion.
+        op: OpId,
+        /// The directory.
+        path: String,
+    },
+    /// Look at these paths, the mounts beneath `under`, and (when asked)
+    /// the mounts outside the kubelet directory; answer with [`Input::Seen`].
+    Look {
+        /// Names the completion.
+        op: OpId,
+        /// The paths.
+        paths: Vec<String>,
+        /// Report every mount point beneath these prefixes.
+        under: Vec<String>,
+        /// Report the mounts outside the kubelet directory.
+        outside: bool,
+    },
+    /// Write `token` to a new file in `write` (a directory), then read the
+    /// file of the same name in `read`; answer with [`Input::Answered`]
+    /// carrying [`Answer::Data`].
+    Data {
+        /// Names the completion.
+        op: OpId,
+        /// The target written through.
+        write: String,
+        /// The target read through.
+        read: String,
+        /// The file's name and content.
+        token: String,
+    },
+    /// Kill the driver with SIGKILL and start it again; answer with
+    /// [`Input::Answered`] carrying [`Answer::Restarted`] once it serves.
+    Restart {
+        /// Names the completion.
+        op: OpId,
+    },
+    /// Remove these directories if empty (never anything in them),
+    /// deepest first; answer with [`Input::Made`].
+    Tidy {
+        /// Names the completion.
+        op: OpId,
+        /// The directories.
+        dirs: Vec<String>,
+    },
+}
+
+/// What the adapter reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A call, a write-and-read, or a restart completed.
+    Answered {
+        /// The effect completed.
+        op: OpId,
+        /// What came back.
+        answer: Answer,
+    },
+    /// A directory was made (or tidied).
+    Made {
+        /// The effect completed.
+        op: OpId,
+        /// `Err`: why not.
+        result: Result<(), String>,
+    },
+    /// The node was looked at.
+    Seen {
+        /// The effect completed.
+        op: OpId,
+        /// What was seen.
+        seen: NodeSeen,
+    },
+}
+
+/// One step of the trace: its group, the step, what came back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The group (steps of one group were in flight together).
+    pub group: u32,
+    /// The step.
+    pub step: Step,
+    /// Its answer.
+    pub answer: Answer,
+}
+
+/// A MUST-rule broken: where, and the trace up to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// The rule and what happened.
+    pub breach: Breach,
+    /// The group it broke at.
+    pub group: u32,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Rules checked and broken.
+    pub tally: Tally,
+    /// SHOULD-rules broken, with the group each broke at.
+    pub notes: Vec<(u32, Breach)>,
+    /// The MUST-rule broken, if one.
+    pub violation: Option<Violation>,
+    /// The steps sent, group by group (a replay of them repeats the run).
+    pub program: Program,
+    /// Every step with its answer.
+    pub trace: Vec<Record>,
+    /// Why the run could not go on (the driver could not be reached…).
+    pub error: Option<String>,
+    /// What the driver said of itself.
+    pub facts: Facts,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Discover(usize),
+    Baseline,
+    Steps,
+    Teardown(u8),
+    Leftovers,
+    Tidy,
+    Done,
+}
+
+/// The discovery calls, in order.
+const DISCOVER: [Request; 5] = [
+    Request::GetPluginInfo,
+    Request::GetPluginCapabilities,
+    Request::Probe,
+    Request::ControllerGetCapabilities,
+    Request::NodeGetCapabilities,
+];
+
+/// A walk through pages in progress: the entries so far, the tokens seen.
+#[derive(Debug, Clone, Default)]
+struct Walk {
+    volumes: Vec<crate::driver::ListedVolume>,
+    snapshots: Vec<crate::driver::Snapshot>,
+    tokens: BTreeSet<String>,
+    pages: u32,
+}
+
+/// The checker machine (see the module documentation).
+#[derive(Debug)]
+pub struct Checker {
+    config: Config,
+    rng: Rng,
+    phase: Phase,
+    next_op: u64,
+    queue: VecDeque<Effect>,
+    /// The group in flight: its steps, answers as they come.
+    group: Vec<(Step, Option<Answer>, OpId)>,
+    walk: Walk,
+    /// Directories being made before the group's calls go.
+    making: usize,
+    /// The look in flight, if any.
+    looking: Option<OpId>,
+    worlds: Vec<World>,
+    known: Known,
+    outcome: Outcome,
+    outside: BTreeSet<String>,
+    touched: BTreeSet<(Slot, Slot)>,
+    lingering: BTreeSet<Slot>,
+    unsettled: Option<(Step, u8)>,
+    groups: u32,
+    /// Judging stopped (a violation): what is left is put away unjudged.
+    stopped: bool,
+    /// The discovery call in flight.
+    asking: Option<OpId>,
+    /// The steps of this teardown round not yet sent.
+    pending_teardown: VecDeque<Step>,
+}
+
+impl Checker {
+    /// A checker for one run.
+    pub fn new(config: Config) -> Checker {
+        let mut c = Checker {
+            rng: Rng::new(config.seed),
+            config,
+            phase: Phase::Discover(0),
+            next_op: 0,
+            queue: VecDeque::new(),
+            group: Vec::new(),
+            walk: Walk::default(),
+            making: 0,
+            looking: None,
+            worlds: vec![World::default()],
+            known: Known::default(),
+            outcome: Outcome::default(),
+            outside: BTreeSet::new(),
+            touched: BTreeSet::new(),
+            lingering: BTreeSet::new(),
+            unsettled: None,
+            groups: 0,
+            stopped: false,
+            asking: None,
+            pending_teardown: VecDeque::new(),
+        };
+        c.discover(0);
+        c
+    }
+
+    /// The run's outcome, once it is over.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        (self.phase == Phase::Done).then_some(&self.outcome)
+    }
+
+    /// The groups run so far (for progress).
+    pub fn groups(&self) -> u32 {
+        self.groups
+    }
+
+    /// The run's names.
+    pub fn names(&self) -> &Names {
+        &self.config.names
+    }
+
+    fn op(&mut self) -> OpId {
+        self.next_op += 1;
+        OpId(self.next_op)
+    }
+
+    fn fail(&mut self, why: String) {
+        self.outcome.error = Some(why);
+        self.phase = Phase::Done;
+    }
+
+    fn discover(&mut self, i: usize) {
+        let facts = &self.outcome.facts;
+        let mut i = i;
+        // No Controller service: no controller capabilities to ask for.
+        if i == 3 && !facts.controller_service {
+            i += 1;
+        }
+        if i >= DISCOVER.len() {
+            self.phase = Phase::Baseline;
+            let op = self.op();
+            self.looking = Some(op);
+            let outside = self.config.watch_outside;
+            self.queue.push_back(Effect::Look {
+                op,
+                paths: Vec::new(),
+                under: Vec::new(),
+                outside,
+            });
+            return;
+        }
+        self.phase = Phase::Discover(i);
+        self.ask(DISCOVER[i].clone());
+    }
+
+    fn ask(&mut self, request: Request) {
+        let op = self.op();
+        self.asking = Some(op);
+        self.queue.push_back(Effect::Call { op, request });
+    }
+
+    fn discovered(&mut self, i: usize, answer: Answer) {
+        let r = match answer {
+            Answer::Reply(r) => r,
+            Answer::Refused { code, message } if i >= 3 => {
+                // A node-only or controller-only driver: that service is absent.
+                let _ = (code, message);
+                return self.discover(i + 1);
+            }
+            other => {
+                let what = DISCOVER[i].method();
+                return self.fail(format!("{what}: {other}"));
+            }
+        };
+        let facts = &mut self.outcome.facts;
+        match r {
+            Response::PluginInfo { name, vendor_version, .. } => {
+                self.outcome.tally.checked(Rule::PluginInfo);
+                if let Err(why) = plugin_name(&name, &vendor_version) {
+                    self.outcome.tally.violated(Rule::PluginInfo);
+                    self.outcome.violation = Some(Violation {
+                        breach: Breach { rule: Rule::PluginInfo, detail: why },
+                        group: 0,
+                    });
+                }
+                self.config.names.driver = name;
+            }
+            Response::PluginCapabilities(caps) => {
+                facts.controller_service =
+                    caps.contains(&crate::driver::PluginCapability::ControllerService);
+                facts.plugin = caps.into_iter().collect();
+            }
+            Response::Probe { .. } => {}
+            Response::ControllerCapabilities(caps) => facts.controller = caps.into_iter().collect(),
+            Response::NodeCapabilities(caps) => {
+                facts.node = caps.into_iter().collect();
+                // Then NodeGetInfo, in the same slot.
+                return self.ask(Request::NodeGetInfo);
+            }
+            Response::NodeInfo { node_id, .. } => {
+                facts.node_id = node_id;
+                facts.node_service = true;
+            }
+            _ => {}
+        }
+        if !self.outcome.facts.controller_service && i == 1 {
+            return self.fail(
+                "the driver has no Controller service (GetPluginCapabilities lacks CONTROLLER_SERVICE): check needs one to create volumes".to_string(),
+            );
+        }
+        self.discover(i + 1)
+    }
+
+    /// Starts the next group, or moves on to putting things away.
+    fn next_group(&mut self) {
+        if self.stopped || self.outcome.violation.is_some() {
+            self.stopped = true;
+            return self.teardown(0);
+        }
+        let steps = match &self.config.program {
+            Some(p) => match p.get(self.groups as usize) {
+                Some(g) => g.clone(),
+                None => return self.teardown(0),
+            },
+            None if self.groups >= self.config.steps => return self.teardown(0),
+            None => self.choose(),
+        };
+        self.groups += 1;
+        self.start(steps);
+    }
+
+    fn choose(&mut self) -> Vec<Step> {
+        if let Some((step, tries)) = self.unsettled.take() {
+            if tries < 5 {
+                self.unsettled = Some((step, tries + 1));
+                return vec![step];
+            }
+        }
+        let w = &self.worlds[0];
+        let facts = &self.outcome.facts;
+        let last = self.outcome.trace.last().map(|r| r.step);
+        let first = generate::next(&mut self.rng, w, facts, &self.config.bounds, last);
+        let k = usize::from(self.config.concurrency.max(1));
+        if first.alone() || k == 1 {
+            return vec![first];
+        }
+        let n = 1 + self.rng.below(k);
+        let mut steps = vec![first];
+        while steps.len() < n {
+            let s = generate::next(&mut self.rng, w, facts, &self.config.bounds, None);
+            if !s.alone() {
+                steps.push(s);
+            }
+        }
+        steps
+    }
+
+    /// Sends a group: the directories a CO makes first, then the calls.
+    fn start(&mut self, steps: Vec<Step>) {
+        self.walk = Walk::default();
+        self.group = steps.iter().map(|s| (*s, None, OpId(0))).collect();
+        let mut dirs = BTreeSet::new();
+        for s in &steps {
+            match *s {
+                Step::NodeStage { v, .. } => {
+                    dirs.insert(self.config.names.staging(v));
+                }
+                Step::NodePublish { v, t, .. } => {
+                    let target = self.config.names.target(v, t);
+                    let parent = target.rsplit_once('/').map_or(target.clone(), |(p, _)| p.to_string());
+                    dirs.insert(parent);
+                    if self.outcome.facts.node_has(crate::driver::NodeCapability::StageUnstageVolume) {
+                        dirs.insert(self.config.names.staging(v));
+                    }
+                    self.touched.insert((v, t));
+                }
+                _ => {}
+            }
+        }
+        self.making = dirs.len();
+        for path in dirs {
+            let op = self.op();
+            self.queue.push_back(Effect::MakeDir { op, path });
+        }
+        if self.making == 0 {
+            self.send();
+        }
+    }
+
+    fn send(&mut self) {
+        for i in 0..self.group.len() {
+            let step = self.group[i].0;
+            let op = self.op();
+            self.group[i].2 = op;
+            let effect = match step {
+                Step::Data { v, from, to } => Effect::Data {
+                    op,
+                    write: self.config.names.target(v, from),
+                    read: self.config.names.target(v, to),
+                    token: format!("{}-g{}-{i}", self.config.names.prefix, self.groups),
+                },
+                Step::Restart => Effect::Restart { op },
+                _ => {
+                    let names = &self.config.names;
+                    let facts = &self.outcome.facts;
+                    match render::request(&step, names, &self.known, facts) {
+                        Some(request) => Effect::Call { op, request },
+                        None => continue,
+                    }
+                }
+            };
+            self.queue.push_back(effect);
+        }
+    }
+
+    fn answered(&mut self, op: OpId, answer: Answer) {
+        if let Phase::Discover(d) = self.phase {
+            if self.asking == Some(op) {
+                self.asking = None;
+                self.discovered(d, answer);
+            }
+            return;
+        }
+        let Some(i) = self.group.iter().position(|(_, _, o)| *o == op) else {
+            return;
+        };
+        let step = self.group[i].0;
+        if step.alone() && matches!(step, Step::ListVolumes { .. } | Step::ListSnapshots { .. }) {
+            if let Some(answer) = self.page(step, op, answer) {
+                self.group[i].1 = Some(answer);
+            } else {
+                return;
+            }
+        } else {
+            self.group[i].1 = Some(answer);
+        }
+        if self.group.iter().all(|(_, a, _)| a.is_some()) {
+            self.all_answered();
+        }
+    }
+
+    /// A page of a walk came: the next page is asked for, or the walk's
+    /// whole answer is returned.
+    fn page(&mut self, step: Step, op: OpId, answer: Answer) -> Option<Answer> {
+        let Answer::Reply(r) = answer else {
+            return Some(answer);
+        };
+        let max = match step {
+            Step::ListVolumes { page } | Step::ListSnapshots { page } => page,
+            _ => 0,
+        };
+        let (n, token) = match r {
+            Response::Volumes { entries, next_token } => {
+                let n = entries.len();
+                self.walk.volumes.extend(entries);
+                (n, next_token)
+            }
+            Response::Snapshots { entries, next_token } => {
+                let n = entries.len();
+                self.walk.snapshots.extend(entries);
+                (n, next_token)
+            }
+            other => return Some(Answer::Reply(other)),
+        };
+        if let Err(b) = oracle::page(max, n, &token, &self.walk.tokens) {
+            return Some(Answer::Malformed(format!("{} ({})", b.detail, b.rule.name())));
+        }
+        self.walk.pages += 1;
+        if token.is_empty() || self.walk.pages >= 10_000 {
+            let whole = match step {
+                Step::ListSnapshots { .. } => Response::Snapshots {
+                    entries: std::mem::take(&mut self.walk.snapshots),
+                    next_token: String::new(),
+                },
+                _ => Response::Volumes {
+                    entries: std::mem::take(&mut self.walk.volumes),
+                    next_token: String::new(),
+                },
+            };
+            return Some(Answer::Reply(whole));
+        }
+        self.walk.tokens.insert(token.clone());
+        let _ = op;
+        let next = self.op();
+        if let Some(slot) = self.group.iter_mut().find(|(s, _, _)| *s == step) {
+            slot.2 = next;
+        }
+        self.queue.push_back(Effect::Call {
+            op: next,
+            request: render::page(&step, &token),
+        });
+        None
+    }
+
+    fn all_answered(&mut self) {
+        let node = self.group.iter().any(|(s, _, _)| s.on_node() || matches!(s, Step::Data { .. }));
+        if node && !self.stopped {
+            let op = self.op();
+            self.looking = Some(op);
+            let names = &self.config.names;
+            let mut paths = Vec::new();
+            let mut vols = BTreeSet::new();
+            for &(v, t) in &self.touched {
+                paths.push(names.target(v, t));
+                vols.insert(v);
+            }
+            paths.extend(vols.into_iter().map(|v| names.staging(v)));
+            self.queue.push_back(Effect::Look {
+                op,
+                paths,
+                under: Vec::new(),
+                outside: self.config.watch_outside,
+            });
+        } else {
+            self.settle(None);
+        }
+    }
+
+    /// Judges the group in flight (with what the node showed after it).
+    fn settle(&mut self, seen: Option<NodeSeen>) {
+        let group = std::mem::take(&mut self.group);
+        let sent: Vec<Sent> = group
+            .iter()
+            .map(|(step, answer, _)| {
+                let shared = group
+                    .iter()
+                    .filter(|(s, _, _)| s.volume().is_some() && s.volume() == step.volume())
+                    .count()
+                    > 1;
+                let lingering = step.volume().is_some_and(|v| self.lingering.contains(&v));
+                Sent {
+                    step: *step,
+                    answer: answer.clone().unwrap_or(Answer::Lost("no answer".to_string())),
+                    busy: shared || lingering,
+                }
+            })
+            .collect();
+        let g = self.groups;
+        for s in &sent {
+            self.outcome.trace.push(Record { group: g, step: s.step, answer: s.answer.clone() });
+        }
+        self.outcome.program.push(sent.iter().map(|s| s.step).collect());
+        if self.stopped {
+            return self.after_teardown_step();
+        }
+        if let Some(seen) = &seen {
+            if let Some(b) = self.outside_changed(seen) {
+                return self.violate(b);
+            }
+        }
+        let targets: Vec<(Slot, Slot)> = self.touched.iter().copied().collect();
+        let look = seen.as_ref().map(|seen| Look { seen, targets: &targets });
+        let judged = group::judge(
+            &self.worlds,
+            &sent,
+            &self.config.names,
+            &self.outcome.facts,
+            &self.known,
+            look,
+            &mut self.outcome.tally,
+        );
+        self.outcome.notes.extend(judged.notes.into_iter().map(|b| (g, b)));
+        if let Some(b) = judged.breach {
+            return self.violate(b);
+        }
+        self.worlds = judged.worlds;
+        for s in &sent {
+            self.learn(s);
+        }
+        match self.phase {
+            Phase::Teardown(round) => self.after_teardown_step_judged(round),
+            _ => self.next_group(),
+        }
+    }
+
+    fn violate(&mut self, breach: Breach) {
+        self.outcome.tally.violated(breach.rule);
+        self.outcome.violation = Some(Violation { breach, group: self.groups });
+        self.stopped = true;
+        self.teardown(0);
+    }
+
+    /// The mounts outside the kubelet directory changed since the start.
+    fn outside_changed(&mut self, seen: &NodeSeen) -> Option<Breach> {
+        if !self.config.watch_outside {
+            return None;
+        }
+        self.outcome.tally.checked(Rule::NothingOutside);
+        let new: Vec<&String> = seen.outside.difference(&self.outside).collect();
+        let gone: Vec<&String> = self.outside.difference(&seen.outside).collect();
+        if new.is_empty() && gone.is_empty() {
+            return None;
+        }
+        Some(Breach {
+            rule: Rule::NothingOutside,
+            detail: format!(
+                "mounts outside the kubelet directory changed: new {new:?}, gone {gone:?}"
+            ),
+        })
+    }
+
+    /// Takes in the ids and contexts an answer handed out.
+    fn learn(&mut self, s: &Sent) {
+        let v = s.step.volume();
+        if s.answer.unsure() {
+            if let Some(v) = v {
+                self.lingering.insert(v);
+            }
+            if !matches!(s.step, Step::Restart | Step::Data { .. }) && self.config.program.is_none() {
+                let tries = self.unsettled.map_or(0, |(_, n)| n);
+                self.unsettled = Some((s.step, tries));
+            }
+            return;
+        }
+        if let Some(v) = v {
+            self.lingering.remove(&v);
+        }
+        if self.unsettled.is_some_and(|(u, _)| u == s.step) {
+            self.unsettled = None;
+        }
+        let Answer::Reply(r) = &s.answer else { return };
+        match (s.step, r) {
+            (Step::CreateVolume { v, .. }, Response::Volume(vol)) => {
+                self.known.volumes.insert(v, vol.volume_id.clone());
+                self.known.volume_context.insert(v, vol.volume_context.clone());
+            }
+            (Step::ControllerPublish { v, known_node: true, .. }, Response::Published { publish_context }) => {
+                self.known.publish_context.insert(v, publish_context.clone());
+            }
+            (Step::CreateSnapshot { s, .. }, Response::Snapshot(snap)) => {
+                self.known.snapshots.insert(s, snap.snapshot_id.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// Puts away what the run made: round after round of the steps that
+    /// undo what the first world holds.
+    fn teardown(&mut self, round: u8) {
+        self.phase = Phase::Teardown(round);
+        let w = &self.worlds[0];
+        let steps = generate::teardown(w, &self.outcome.facts);
+        if steps.is_empty() || round >= 4 {
+            return self.leftovers();
+        }
+        self.pending_teardown = steps.into();
+        self.after_teardown_step();
+    }
+
+    fn after_teardown_step_judged(&mut self, round: u8) {
+        if self.pending_teardown.is_empty() {
+            return self.teardown(round + 1);
+        }
+        self.after_teardown_step();
+    }
+
+    fn after_teardown_step(&mut self) {
+        match self.pending_teardown.pop_front() {
+            Some(step) => {
+                self.groups += 1;
+                self.start(vec![step]);
+            }
+            None if self.stopped => self.leftovers(),
+            None => {
+                let Phase::Teardown(round) = self.phase else { return self.leftovers() };
+                self.teardown(round + 1)
+            }
+        }
+    }
+
+    /// Looks for anything of the run still mounted.
+    fn leftovers(&mut self) {
+        self.phase = Phase::Leftovers;
+        let op = self.op();
+        self.looking = Some(op);
+        let under = self.config.names.run_dirs().to_vec();
+        self.queue.push_back(Effect::Look { op, paths: Vec::new(), under, outside: false });
+    }
+
+    fn tidy(&mut self) {
+        self.phase = Phase::Tidy;
+        let names = &self.config.names;
+        let mut dirs = Vec::new();
+        for &(v, t) in &self.touched {
+            let target = names.target(v, t);
+            // …/pods/<pod>/volumes/kubernetes.io~csi/<pv>/mount: its parents up to the pod.
+            let mut p = target.as_str();
+            for _ in 0..4 {
+                p = p.rsplit_once('/').map_or(p, |(parent, _)| parent);
+                dirs.push(p.to_string());
+            }
+        }
+        let vols: BTreeSet<Slot> = self.touched.iter().map(|(v, _)| *v).collect();
+        for v in vols.into_iter().chain(0..self.config.bounds.volumes) {
+            let staging = names.staging(v);
+            dirs.push(staging.clone());
+            dirs.push(staging.rsplit_once('/').map_or(staging.clone(), |(p, _)| p.to_string()));
+        }
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.len()));
+        dirs.dedup();
+        let op = self.op();
+        self.queue.push_back(Effect::Tidy { op, dirs });
+    }
+}
+
+/// GetPluginInfo's name must be a domain name of at most 63 characters
+/// (alphanumerics, `-` and `.`, alphanumeric at both ends), with a version.
+fn plugin_name(name: &str, version: &str) -> Result<(), String> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if name.is_empty() || name.len() > 63 || !ok_chars || !ends(name.chars().next()) || !ends(name.chars().last()) {
+        return Err(format!(
+            "GetPluginInfo name {name:?} is not a domain name of at most 63 characters"
+        ));
+    }
+    if version.is_empty() {
+        return Err("GetPluginInfo vendor_version is empty".to_string());
+    }
+    Ok(())
+}
+
+impl Machine for Checker {
+    type Input = Input;
+    type Effect = Effect;
+
+    fn handle(&mut self, _now: Tick, input: Input) {
+        match input {
+            Input::Answered { op, answer } => self.answered(op, answer),
+            Input::Made { op: _, result } => match self.phase {
+                Phase::Tidy => self.phase = Phase::Done,
+                _ if self.making > 0 => {
+                    // A directory the CO could not make: the driver is not
+                    // to blame, and the run cannot go on.
+                    if let Err(why) = result {
+                        return self.fail(format!("making a directory as a CO would: {why}"));
+                    }
+                    self.making -= 1;
+                    if self.making == 0 {
+                        self.send();
+                    }
+                }
+                _ => {}
+            },
+            Input::Seen { op, seen } => {
+                if self.looking != Some(op) {
+                    return;
+                }
+                self.looking = None;
+                match self.phase {
+                    Phase::Baseline => {
+                        self.outside = seen.outside;
+                        self.phase = Phase::Steps;
+                        self.next_group();
+                    }
+                    Phase::Leftovers => {
+                        self.outcome.tally.checked(Rule::NoLeaks);
+                        if !seen.under.is_empty() && self.outcome.violation.is_none() {
+                            self.outcome.tally.violated(Rule::NoLeaks);
+                            let detail = format!(
+                                "with every volume of the run unpublished, unstaged and deleted, still mounted: {:?}",
+                                seen.under
+                            );
+                            self.outcome.violation = Some(Violation {
+                                breach: Breach { rule: Rule::NoLeaks, detail },
+                                group: self.groups,
+                            });
+                        }
+                        self.tidy();
+                    }
+                    _ => self.settle(Some(seen)),
+                }
+            }
+        }
+    }
+
+    fn poll(&mut self) -> Option<Effect> {
+        self.queue.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Tick> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Tick) {}
+
+    fn check_invariants(&self) -> Result<(), String> {
+        if self.worlds.is_empty() && self.phase != Phase::Done && !self.stopped {
+            return Err("check: no world explains the answers, yet the run goes on".to_string());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,436 @@
+//! The oracle: given a world and a step's answer, the worlds that explain
+//! the answer, or the rule it breaks. Each RPC's judgement reads as the
+//! specification's table for it: what must succeed, which code each
+//! condition gets, what a driver may choose.
+
+mod controller;
+mod node;
+mod snapshot;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::rules::{Level, Rule, Tally};
+use super::step::{Names, Slot, Step};
+use super::world::{Vol, World};
+use crate::driver::{ControllerCapability, NodeCapability, PluginCapability, Response};
+use crate::{Code, Status};
+
+pub use node::observe;
+
+/// What came back for a step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Answer {
+    /// The driver answered OK (a walk: every page's entries, in order).
+    Reply(#[serde(with = "reply")] Response),
+    /// The driver answered an error.
+    Refused {
+        /// The gRPC code.
+        code: Code,
+        /// The driver's message.
+        message: String,
+    },
+    /// The driver answered OK with a message the specification does not
+    /// allow (a REQUIRED field missing).
+    Malformed(String),
+    /// No answer: the connection failed, the driver was killed, or the
+    /// call timed out. It may or may not have taken effect.
+    Lost(String),
+    /// What a write through one target and a read through another found.
+    Data {
+        /// The write: `Err` says why it failed.
+        wrote: Result<(), String>,
+        /// What the read found (`None`: no such file).
+        read: Result<Option<String>, String>,
+        /// What was written.
+        token: String,
+    },
+    /// The driver was killed and came back.
+    Restarted,
+}
+
+/// Responses are kept in traces only as their debug text: a replay sends
+/// the steps again and judges the new answers.
+mod reply {
+    use crate::driver::Response;
+
+    pub fn serialize<S: serde::Serializer>(r: &Response, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{r:?}"))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Response, D::Error> {
+        let _: String = serde::Deserialize::deserialize(d)?;
+        Ok(Response::Empty)
+    }
+}
+
+impl Answer {
+    /// A refusal from a status.
+    pub fn refused(s: &Status) -> Answer {
+        Answer::Refused {
+            code: s.code,
+            message: s.message.clone(),
+        }
+    }
+
+    /// True when the answer says nothing of whether the call took effect.
+    pub fn unsure(&self) -> bool {
+        match self {
+            Answer::Lost(_) => true,
+            Answer::Refused { code, .. } => matches!(
+                code,
+                Code::Cancelled
+                    | Code::DeadlineExceeded
+                    | Code::Unavailable
+                    | Code::Internal
+                    | Code::Unknown
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// How an answer reads in a trace.
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Answer::Reply(r) => write!(f, "OK {}", brief(r)),
+            Answer::Refused { code, message } => write!(f, "{} {message:?}", code.go_name()),
+            Answer::Malformed(m) => write!(f, "OK, malformed: {m}"),
+            Answer::Lost(why) => write!(f, "no answer ({why})"),
+            Answer::Data { wrote, read, .. } => match (wrote, read) {
+                (Err(e), _) => write!(f, "write failed: {e}"),
+                (Ok(()), Ok(Some(_))) => write!(f, "written, read back"),
+                (Ok(()), Ok(None)) => write!(f, "written, not found through the other target"),
+                (Ok(()), Err(e)) => write!(f, "written, read failed: {e}"),
+            },
+            Answer::Restarted => write!(f, "restarted"),
+        }
+    }
+}
+
+/// The part of an answer a trace shows.
+fn brief(r: &Response) -> String {
+    match r {
+        Response::Volume(v) => format!("volume_id={:?} capacity={}", v.volume_id, v.capacity_bytes),
+        Response::Volumes { entries, .. } => {
+            let ids: Vec<&str> = entries.iter().map(|e| e.volume.volume_id.as_str()).collect();
+            format!("{} volumes {ids:?}", ids.len())
+        }
+        Response::Snapshot(s) => format!("snapshot_id={:?} of {:?}", s.snapshot_id, s.source_volume_id),
+        Response::Snapshots { entries, .. } => {
+            let ids: Vec<&str> = entries.iter().map(|e| e.snapshot_id.as_str()).collect();
+            format!("{} snapshots {ids:?}", ids.len())
+        }
+        Response::ControllerExpanded { capacity_bytes, .. } => format!("capacity={capacity_bytes}"),
+        Response::ControllerVolume(l) => format!(
+            "volume_id={:?} published to {:?}",
+            l.volume.volume_id, l.published_node_ids
+        ),
+        Response::Validated { confirmed, .. } => format!("confirmed={}", confirmed.is_some()),
+        _ => String::new(),
+    }
+}
+
+/// What the driver said of itself before the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Facts {
+    /// It has a Controller service.
+    pub controller_service: bool,
+    /// Its controller capabilities.
+    pub controller: BTreeSet<ControllerCapability>,
+    /// Its node capabilities.
+    pub node: BTreeSet<NodeCapability>,
+    /// Its plugin capabilities.
+    pub plugin: BTreeSet<PluginCapability>,
+    /// The node's id (NodeGetInfo).
+    pub node_id: String,
+    /// It has a Node service (NodeGetInfo answered).
+    pub node_service: bool,
+}
+
+impl Facts {
+    /// The controller has `c`.
+    pub fn has(&self, c: ControllerCapability) -> bool {
+        self.controller_service && self.controller.contains(&c)
+    }
+
+    /// The node has `c`.
+    pub fn node_has(&self, c: NodeCapability) -> bool {
+        self.node_service && self.node.contains(&c)
+    }
+}
+
+/// The ids and contexts the driver handed out, by slot: what a step's
+/// request carries. A slot keeps the last id answered for it, also after
+/// its volume is deleted (a call with that id must then find nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Known {
+    /// Volume ids.
+    pub volumes: BTreeMap<Slot, String>,
+    /// Snapshot ids.
+    pub snapshots: BTreeMap<Slot, String>,
+    /// CreateVolume's volume_context.
+    pub volume_context: BTreeMap<Slot, crate::driver::Attributes>,
+    /// ControllerPublishVolume's publish_context.
+    pub publish_context: BTreeMap<Slot, crate::driver::Attributes>,
+}
+
+/// A rule broken, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Breach {
+    /// The rule.
+    pub rule: Rule,
+    /// What happened, for a person.
+    pub detail: String,
+}
+
+/// The possible worlds after a step, or the rule its answer breaks.
+pub type Verdict = Result<Vec<World>, Breach>;
+
+/// What a judgement reads and where it reports: the run's names, the
+/// driver's facts, the ids known, whether another call on the step's
+/// object may be in flight, and (for the one evaluation that counts) the
+/// tally and the SHOULD-rules broken.
+#[derive(Debug)]
+pub struct Cx<'a> {
+    /// The run's names.
+    pub names: &'a Names,
+    /// The driver's capabilities.
+    pub facts: &'a Facts,
+    /// The ids handed out so far.
+    pub known: &'a Known,
+    /// Another call on the same object may be in flight (ABORTED is fair).
+    pub busy: bool,
+    /// Counted here when this is the evaluation that counts.
+    pub tally: Option<&'a mut Tally>,
+    /// SHOULD-rules broken, when this is the evaluation that counts.
+    pub notes: Vec<Breach>,
+}
+
+/// What an answer says, for judging.
+enum Got<'a> {
+    Ok(&'a Response),
+    Err(Code, &'a str),
+    /// It may or may not have taken effect.
+    Unsure,
+}
+
+impl<'a> Cx<'a> {
+    fn checked(&mut self, rule: Rule) {
+        if let Some(t) = self.tally.as_deref_mut() {
+            t.checked(rule);
+        }
+    }
+
+    /// A SHOULD-rule broken: noted, and the judgement goes on.
+    fn note(&mut self, rule: Rule, detail: String) {
+        debug_assert_eq!(rule.level(), Level::Should);
+        if let Some(t) = self.tally.as_deref_mut() {
+            t.violated(rule);
+            self.notes.push(Breach { rule, detail });
+        }
+    }
+
+    fn breach(&mut self, rule: Rule, detail: String) -> Breach {
+        Breach { rule, detail }
+    }
+
+    /// Classifies `a`; a malformed answer breaks [`Rule::WellFormed`]. An
+    /// ABORTED with nothing else in flight is noted and taken as no effect.
+    fn got<'b>(&mut self, a: &'b Answer) -> Result<Got<'b>, Breach> {
+        if a.unsure() {
+            return Ok(Got::Unsure);
+        }
+        match a {
+            Answer::Reply(r) => Ok(Got::Ok(r)),
+            Answer::Refused { code, message } => {
+                if *code == Code::Aborted && !self.busy {
+                    self.note(
+                        Rule::AbortedOnlyWhenBusy,
+                        format!("ABORTED {message:?} with no other call on the object in flight"),
+                    );
+                }
+                Ok(Got::Err(*code, message))
+            }
+            Answer::Malformed(m) => Err(self.breach(Rule::WellFormed, m.clone())),
+            _ => Ok(Got::Unsure),
+        }
+    }
+
+    /// The call must succeed: OK applies `apply`; an unsure answer leaves
+    /// both the world and the applied one; ABORTED (when fair) changes
+    /// nothing; any other error breaks `rule` — or, for a SHOULD `rule`,
+    /// is noted and changes nothing.
+    fn must_ok(
+        &mut self,
+        rule: Rule,
+        w: &World,
+        a: &Answer,
+        apply: impl Fn(&mut Cx<'a>, &mut World, Option<&Response>) -> Result<(), Breach>,
+    ) -> Verdict {
+        self.checked(rule);
+        match self.got(a)? {
+            Got::Ok(r) => {
+                let mut next = w.clone();
+                apply(self, &mut next, Some(r))?;
+                Ok(vec![next])
+            }
+            Got::Unsure => {
+                let mut next = w.clone();
+                apply(self, &mut next, None)?;
+                Ok(vec![w.clone(), next])
+            }
+            Got::Err(Code::Aborted, _) if self.busy => Ok(vec![w.clone()]),
+            Got::Err(code, message) => {
+                let detail = format!("answered {} {message:?}; OK was due", code.go_name());
+                if rule.level() == Level::Should {
+                    self.note(rule, detail);
+                    Ok(vec![w.clone()])
+                } else {
+                    Err(self.breach(rule, detail))
+                }
+            }
+        }
+    }
+
+    /// The call must fail with `code` (or ABORTED when fair), changing nothing.
+    fn must_fail(&mut self, rule: Rule, code: Code, w: &World, a: &Answer, why: &str) -> Verdict {
+        self.checked(rule);
+        match self.got(a)? {
+            Got::Err(c, _) if c == code => Ok(vec![w.clone()]),
+            Got::Err(Code::Aborted, _) if self.busy => Ok(vec![w.clone()]),
+            Got::Unsure => Ok(vec![w.clone()]),
+            Got::Ok(_) => Err(self.breach(
+                rule,
+                format!("answered OK; {} was due: {why}", code.go_name()),
+            )),
+            Got::Err(c, message) => Err(self.breach(
+                rule,
+                format!(
+                    "answered {} {message:?}; {} was due: {why}",
+                    c.go_name(),
+                    code.go_name()
+                ),
+            )),
+        }
+    }
+
+    /// The driver may do either: OK applies `apply`, an error changes
+    /// nothing, an unsure answer leaves both.
+    fn either(
+        &mut self,
+        w: &World,
+        a: &Answer,
+        apply: impl Fn(&mut Cx<'a>, &mut World, Option<&Response>) -> Result<(), Breach>,
+    ) -> Verdict {
+        match self.got(a)? {
+            Got::Ok(r) => {
+                let mut next = w.clone();
+                apply(self, &mut next, Some(r))?;
+                Ok(vec![next])
+            }
+            Got::Unsure => {
+                let mut next = w.clone();
+                apply(self, &mut next, None)?;
+                Ok(vec![w.clone(), next])
+            }
+            Got::Err(..) => Ok(vec![w.clone()]),
+        }
+    }
+
+    /// The id a step's request names for volume slot `v`.
+    fn volume_id(&self, v: Slot) -> String {
+        self.known
+            .volumes
+            .get(&v)
+            .cloned()
+            .unwrap_or_else(|| self.names.missing_volume(v))
+    }
+}
+
+/// What the id a request carried for slot `v` names, in world `w`.
+enum Refers<'w> {
+    /// The slot's volume.
+    Vol(&'w Vol),
+    /// No volume: the slot's volume never existed or was deleted.
+    Gone,
+    /// Cannot tell: the slot's volume was made by a call whose answer was
+    /// lost, or the id now belongs to another slot's volume.
+    Unsure,
+}
+
+fn refers<'w>(cx: &Cx<'_>, w: &'w World, v: Slot) -> Refers<'w> {
+    let id = cx.volume_id(v);
+    match w.volumes.get(&v) {
+        Some(vol) if vol.id.as_deref() == Some(&id) => Refers::Vol(vol),
+        Some(_) => Refers::Unsure,
+        None if w.volumes.values().any(|o| o.id.as_deref() == Some(&id)) => Refers::Unsure,
+        None => Refers::Gone,
+    }
+}
+
+/// The worlds that explain `answer` to `step` in `w`, or the rule broken.
+pub fn judge(cx: &mut Cx<'_>, w: &World, step: &Step, answer: &Answer) -> Verdict {
+    use Step::*;
+    match *step {
+        CreateVolume { v, shape } => controller::create(cx, w, v, shape, answer),
+        DeleteVolume { v } => controller::delete(cx, w, v, answer),
+        ControllerPublish {
+            v,
+            known_node,
+            readonly,
+        } => controller::publish(cx, w, v, known_node, readonly, answer),
+        ControllerUnpublish { v } => controller::unpublish(cx, w, v, answer),
+        Validate { v } => controller::validate(cx, w, v, answer),
+        GetVolume { v } => controller::get(cx, w, v, answer),
+        ControllerExpand { v, grow } => controller::expand(cx, w, v, grow, answer),
+        ListVolumes { page } => controller::list(cx, w, page, answer),
+        ListVolumesBadToken => cx.must_fail(
+            Rule::ListBadToken,
+            Code::Aborted,
+            w,
+            answer,
+            "no page ever returned that token",
+        ),
+        GetCapacity => cx.must_ok(Rule::ValidCallSucceeds, w, answer, |_, _, _| Ok(())),
+        NodeStage { v, other_mode } => node::stage(cx, w, v, other_mode, answer),
+        NodeUnstage { v } => node::unstage(cx, w, v, answer),
+        NodePublish { v, t, readonly } => node::publish(cx, w, v, t, readonly, answer),
+        NodeUnpublish { v, t } => node::unpublish(cx, w, v, t, answer),
+        Stats { v, at } => node::stats(cx, w, v, at, answer),
+        NodeExpand { v, t, grow } => node::expand(cx, w, v, t, grow, answer),
+        Data { v, from, to } => node::data(cx, w, v, from, to, answer),
+        CreateSnapshot { s, v } => snapshot::create(cx, w, s, v, answer),
+        DeleteSnapshot { s } => snapshot::delete(cx, w, s, answer),
+        ListSnapshots { page } => snapshot::list(cx, w, page, answer),
+        Restart => Ok(vec![w.clone()]),
+    }
+}
+
+/// Checks one page of a walk: no more than `max` entries (0: any), a
+/// token not seen before. `Err` says what broke [`Rule::ListComplete`].
+pub fn page(max: u8, entries: usize, token: &str, seen: &BTreeSet<String>) -> Result<(), Breach> {
+    if max > 0 && entries > usize::from(max) {
+        return Err(Breach {
+            rule: Rule::ListComplete,
+            detail: format!("a page of {entries} entries, though max_entries was {max}"),
+        });
+    }
+    if !token.is_empty() && seen.contains(token) {
+        return Err(Breach {
+            rule: Rule::ListComplete,
+            detail: format!("next_token {token:?} again: the pages go round in a loop"),
+        });
+    }
+    Ok(())
+}
+
+/// Every id listed once: the ids listed twice, if any.
+fn twice<'a>(ids: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen = BTreeSet::new();
+    let mut again: Vec<&str> = ids.filter(|id| !seen.insert(*id)).collect();
+    again.dedup();
+    again
+}

@@ -1,0 +1,385 @@
+//! The calls `volplane check` makes, as abstract steps: a step names its
+//! volume, snapshot and target by *slot* ("volume 2", "target 1 of volume
+//! 2"), not by the ids a driver hands out, so that a sequence of steps can
+//! be replayed against a fresh driver, shrunk, and printed for a person.
+//! [`Names`] turns a slot into the name, id or path of one run.
+
+use serde::{Deserialize, Serialize};
+
+use crate::driver::{AccessMode, AccessType, Attributes, Capability, CapacityRange};
+
+/// A volume, snapshot or target, by its place in the run.
+pub type Slot = u8;
+
+/// What a CreateVolume asks for, beside its slot's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Shape {
+    /// The run's size and capability.
+    Plain,
+    /// Eight times the run's size: incompatible with a volume of the
+    /// run's size under the same name.
+    Larger,
+    /// Filled from a snapshot.
+    FromSnapshot(Slot),
+    /// No name (INVALID_ARGUMENT).
+    Unnamed,
+    /// No capability (INVALID_ARGUMENT).
+    NoCapability,
+}
+
+/// Where a NodeGetVolumeStats looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum StatsAt {
+    /// A target of the volume.
+    Target(Slot),
+    /// A path no volume was ever published at.
+    Nowhere,
+}
+
+/// One step of a check: a CSI call (or, for `ListVolumes` and
+/// `ListSnapshots`, a walk through every page), a write and read through
+/// two targets, or a restart of the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Step {
+    /// CreateVolume for slot `v`.
+    CreateVolume {
+        /// The volume slot.
+        v: Slot,
+        /// What is asked for.
+        shape: Shape,
+    },
+    /// DeleteVolume of slot `v`'s volume (or an id no volume ever had).
+    DeleteVolume {
+        /// The volume slot.
+        v: Slot,
+    },
+    /// ControllerPublishVolume to this node, or to a node that does not exist.
+    ControllerPublish {
+        /// The volume slot.
+        v: Slot,
+        /// False: a node id no node has.
+        known_node: bool,
+        /// Published read-only.
+        readonly: bool,
+    },
+    /// ControllerUnpublishVolume from this node.
+    ControllerUnpublish {
+        /// The volume slot.
+        v: Slot,
+    },
+    /// ValidateVolumeCapabilities with the run's capability.
+    Validate {
+        /// The volume slot.
+        v: Slot,
+    },
+    /// ControllerGetVolume.
+    GetVolume {
+        /// The volume slot.
+        v: Slot,
+    },
+    /// ControllerExpandVolume to `grow + 2` times the run's size.
+    ControllerExpand {
+        /// The volume slot.
+        v: Slot,
+        /// How much larger.
+        grow: u8,
+    },
+    /// ListVolumes, page after page, `page` entries at a time (0: the driver's choice).
+    ListVolumes {
+        /// Entries per page.
+        page: u8,
+    },
+    /// ListVolumes from a token no page ever returned.
+    ListVolumesBadToken,
+    /// GetCapacity with the run's capability and parameters.
+    GetCapacity,
+    /// NodeStageVolume at the slot's staging path.
+    NodeStage {
+        /// The volume slot.
+        v: Slot,
+        /// With another access mode than the run's (read-only).
+        other_mode: bool,
+    },
+    /// NodeUnstageVolume.
+    NodeUnstage {
+        /// The volume slot.
+        v: Slot,
+    },
+    /// NodePublishVolume at target `t`.
+    NodePublish {
+        /// The volume slot.
+        v: Slot,
+        /// The target slot.
+        t: Slot,
+        /// Published read-only.
+        readonly: bool,
+    },
+    /// NodeUnpublishVolume from target `t`.
+    NodeUnpublish {
+        /// The volume slot.
+        v: Slot,
+        /// The target slot.
+        t: Slot,
+    },
+    /// NodeGetVolumeStats.
+    Stats {
+        /// The volume slot.
+        v: Slot,
+        /// Where.
+        at: StatsAt,
+    },
+    /// NodeExpandVolume at target `t`, to `grow + 2` times the run's size.
+    NodeExpand {
+        /// The volume slot.
+        v: Slot,
+        /// The target slot.
+        t: Slot,
+        /// How much larger.
+        grow: u8,
+    },
+    /// CreateSnapshot `s` of volume `v`.
+    CreateSnapshot {
+        /// The snapshot slot.
+        s: Slot,
+        /// The volume slot.
+        v: Slot,
+    },
+    /// DeleteSnapshot.
+    DeleteSnapshot {
+        /// The snapshot slot.
+        s: Slot,
+    },
+    /// ListSnapshots, page after page.
+    ListSnapshots {
+        /// Entries per page.
+        page: u8,
+    },
+    /// Write a file through target `from` and read it back through `to`.
+    Data {
+        /// The volume slot.
+        v: Slot,
+        /// The target written through.
+        from: Slot,
+        /// The target read through.
+        to: Slot,
+    },
+    /// Kill the driver (SIGKILL) and start it again; calls in flight are lost.
+    Restart,
+}
+
+impl Step {
+    /// The volume the step is about, if one.
+    pub fn volume(&self) -> Option<Slot> {
+        use Step::*;
+        match *self {
+            CreateVolume { v, .. }
+            | DeleteVolume { v }
+            | ControllerPublish { v, .. }
+            | ControllerUnpublish { v }
+            | Validate { v }
+            | GetVolume { v }
+            | ControllerExpand { v, .. }
+            | NodeStage { v, .. }
+            | NodeUnstage { v }
+            | NodePublish { v, .. }
+            | NodeUnpublish { v, .. }
+            | Stats { v, .. }
+            | NodeExpand { v, .. }
+            | CreateSnapshot { v, .. }
+            | Data { v, .. } => Some(v),
+            _ => None,
+        }
+    }
+
+    /// True when the step acts on the node (the mounts are read after it).
+    pub fn on_node(&self) -> bool {
+        use Step::*;
+        matches!(
+            self,
+            NodeStage { .. }
+                | NodeUnstage { .. }
+                | NodePublish { .. }
+                | NodeUnpublish { .. }
+                | NodeExpand { .. }
+                | Restart
+        )
+    }
+
+    /// True when the step must run alone (a walk through pages, a restart).
+    pub fn alone(&self) -> bool {
+        matches!(
+            self,
+            Step::ListVolumes { .. } | Step::ListSnapshots { .. } | Step::Restart
+        )
+    }
+}
+
+/// How a step reads in a trace: the RPC and its slots.
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use Step::*;
+        match self {
+            CreateVolume { v, shape } => match shape {
+                Shape::Plain => write!(f, "CreateVolume v{v}"),
+                Shape::Larger => write!(f, "CreateVolume v{v} (8× the size)"),
+                Shape::FromSnapshot(s) => write!(f, "CreateVolume v{v} from snapshot s{s}"),
+                Shape::Unnamed => write!(f, "CreateVolume without a name"),
+                Shape::NoCapability => write!(f, "CreateVolume v{v} without a capability"),
+            },
+            DeleteVolume { v } => write!(f, "DeleteVolume v{v}"),
+            ControllerPublish {
+                v,
+                known_node,
+                readonly,
+            } => {
+                let node = if *known_node { "the node" } else { "a node that does not exist" };
+                let ro = if *readonly { ", read-only" } else { "" };
+                write!(f, "ControllerPublishVolume v{v} to {node}{ro}")
+            }
+            ControllerUnpublish { v } => write!(f, "ControllerUnpublishVolume v{v}"),
+            Validate { v } => write!(f, "ValidateVolumeCapabilities v{v}"),
+            GetVolume { v } => write!(f, "ControllerGetVolume v{v}"),
+            ControllerExpand { v, grow } => {
+                write!(f, "ControllerExpandVolume v{v} to {}× the size", grow + 2)
+            }
+            ListVolumes { page } => write!(f, "ListVolumes, {page} per page"),
+            ListVolumesBadToken => write!(f, "ListVolumes from a token no page returned"),
+            GetCapacity => write!(f, "GetCapacity"),
+            NodeStage { v, other_mode } => {
+                let m = if *other_mode { " read-only mode" } else { "" };
+                write!(f, "NodeStageVolume v{v}{m}")
+            }
+            NodeUnstage { v } => write!(f, "NodeUnstageVolume v{v}"),
+            NodePublish { v, t, readonly } => {
+                let ro = if *readonly { " read-only" } else { "" };
+                write!(f, "NodePublishVolume v{v} at t{t}{ro}")
+            }
+            NodeUnpublish { v, t } => write!(f, "NodeUnpublishVolume v{v} from t{t}"),
+            Stats { v, at } => match at {
+                StatsAt::Target(t) => write!(f, "NodeGetVolumeStats v{v} at t{t}"),
+                StatsAt::Nowhere => write!(f, "NodeGetVolumeStats v{v} at a path it never had"),
+            },
+            NodeExpand { v, t, grow } => {
+                write!(f, "NodeExpandVolume v{v} at t{t} to {}× the size", grow + 2)
+            }
+            CreateSnapshot { s, v } => write!(f, "CreateSnapshot s{s} of v{v}"),
+            DeleteSnapshot { s } => write!(f, "DeleteSnapshot s{s}"),
+            ListSnapshots { page } => write!(f, "ListSnapshots, {page} per page"),
+            Data { v, from, to } => write!(f, "write through v{v} t{from}, read through t{to}"),
+            Restart => write!(f, "kill the driver (SIGKILL) and start it again"),
+        }
+    }
+}
+
+/// The names, paths and request fields of one run: what a slot means.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Names {
+    /// Every name and path of the run starts with it (`check-<seed>-<run>`).
+    pub prefix: String,
+    /// The kubelet directory the node paths are under.
+    pub kubelet_dir: String,
+    /// The driver's name (for the kubelet-style staging path).
+    pub driver: String,
+    /// The StorageClass parameters every CreateVolume carries.
+    pub parameters: Attributes,
+    /// The capability every volume is created and used with.
+    pub capability: Capability,
+    /// The run's volume size.
+    pub bytes: u64,
+}
+
+impl Names {
+    /// CreateVolume's name for slot `v`.
+    pub fn volume_name(&self, v: Slot) -> String {
+        format!("{}-v{v}", self.prefix)
+    }
+
+    /// CreateSnapshot's name for slot `s`.
+    pub fn snapshot_name(&self, s: Slot) -> String {
+        format!("{}-s{s}", self.prefix)
+    }
+
+    /// An id no volume of this run ever had.
+    pub fn missing_volume(&self, v: Slot) -> String {
+        format!("{}-no-such-volume-v{v}", self.prefix)
+    }
+
+    /// An id no snapshot of this run ever had.
+    pub fn missing_snapshot(&self, s: Slot) -> String {
+        format!("{}-no-such-snapshot-s{s}", self.prefix)
+    }
+
+    /// A node id no node has.
+    pub fn missing_node(&self) -> String {
+        format!("{}-no-such-node", self.prefix)
+    }
+
+    /// The staging path of slot `v`, where the kubelet would put it.
+    pub fn staging(&self, v: Slot) -> String {
+        format!(
+            "{}/plugins/kubernetes.io/csi/{}/{}-v{v}/globalmount",
+            self.kubelet_dir, self.driver, self.prefix
+        )
+    }
+
+    /// Target `t` of slot `v`, where the kubelet would put it.
+    pub fn target(&self, v: Slot, t: Slot) -> String {
+        format!(
+            "{}/pods/{}-v{v}-t{t}/volumes/kubernetes.io~csi/{}-v{v}/mount",
+            self.kubelet_dir, self.prefix, self.prefix
+        )
+    }
+
+    /// A path beneath the kubelet directory no volume is ever published at.
+    pub fn nowhere(&self) -> String {
+        format!("{}/pods/{}-nowhere/mount", self.kubelet_dir, self.prefix)
+    }
+
+    /// Every directory of the run, to look for leftovers: its pods and its
+    /// staging directories.
+    pub fn run_dirs(&self) -> [String; 2] {
+        [
+            format!("{}/pods/{}-", self.kubelet_dir, self.prefix),
+            format!(
+                "{}/plugins/kubernetes.io/csi/{}/{}-",
+                self.kubelet_dir, self.driver, self.prefix
+            ),
+        ]
+    }
+
+    /// The capability a step asks for: the run's, or its read-only variant.
+    pub fn capability(&self, other_mode: bool) -> Capability {
+        let mut c = self.capability.clone();
+        if other_mode {
+            c.access_mode = match c.access_mode {
+                AccessMode::MultiNodeMultiWriter
+                | AccessMode::MultiNodeSingleWriter
+                | AccessMode::MultiNodeReaderOnly => AccessMode::MultiNodeReaderOnly,
+                _ => AccessMode::SingleNodeReaderOnly,
+            };
+        }
+        c
+    }
+
+    /// True when the run's volumes are raw block devices.
+    pub fn block(&self) -> bool {
+        matches!(self.capability.access_type, AccessType::Block)
+    }
+
+    /// The capacity range CreateVolume asks for.
+    pub fn range(&self, shape: Shape) -> CapacityRange {
+        let required_bytes = match shape {
+            Shape::Larger => self.bytes * 8,
+            _ => self.bytes,
+        };
+        CapacityRange {
+            required_bytes,
+            limit_bytes: 0,
+        }
+    }
+
+    /// The size ControllerExpand and NodeExpand ask for.
+    pub fn grown(&self, grow: u8) -> u64 {
+        self.bytes * (u64::from(grow) + 2)
+    }
+}

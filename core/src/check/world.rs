@@ -1,0 +1,135 @@
+//! The oracle's picture of a driver: what the CSI specification says must
+//! now be true, given every answer so far. Written from the specification
+//! alone, not from volplane's driver machine, so that volplane's own
+//! driver is judged by something other than itself.
+//!
+//! One answer may leave the picture uncertain (a call whose answer was
+//! lost may or may not have taken effect; calls in flight together took
+//! effect in some order; a driver's choice where the specification leaves
+//! one is unknown until seen), so the oracle keeps a set of worlds, each a
+//! possible truth; an answer keeps the worlds that explain it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::step::Slot;
+
+/// A volume the driver has (in one world).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Vol {
+    /// The id CreateVolume answered; `None` while the only create that
+    /// made it was lost.
+    pub id: Option<String>,
+    /// The bytes it was asked to have at least.
+    pub asked: u64,
+    /// The capacity last answered (0: unknown).
+    pub bytes: u64,
+    /// Published to this node (with the read-only flag), by ControllerPublishVolume.
+    pub published: Option<bool>,
+    /// The snapshot it was filled from.
+    pub source: Option<Slot>,
+}
+
+/// What the node holds of a volume (in one world): kept apart from the
+/// volume itself, since a driver may delete a volume that is still staged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeVol {
+    /// Staged at its staging path; `Some(true)`: in the read-only mode.
+    pub staged: Option<bool>,
+    /// Published at these targets, with their read-only flags.
+    pub targets: BTreeMap<Slot, bool>,
+}
+
+impl NodeVol {
+    /// Neither staged nor published.
+    pub fn is_empty(&self) -> bool {
+        self.staged.is_none() && self.targets.is_empty()
+    }
+}
+
+/// A snapshot the driver has.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Snap {
+    /// The id CreateSnapshot answered (`None` while lost).
+    pub id: Option<String>,
+    /// The volume slot it is of.
+    pub of: Slot,
+}
+
+/// A question the specification lets a driver answer either way; once a
+/// driver has answered, it answers the same way after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Choice {
+    /// DeleteVolume of a volume published to a node by ControllerPublishVolume.
+    DeletePublished,
+    /// DeleteVolume of a volume staged or published on the node.
+    DeleteOnNode,
+    /// DeleteVolume of a volume with snapshots.
+    DeleteWithSnapshots,
+}
+
+/// One possible truth about the driver.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct World {
+    /// The volumes it has, by slot.
+    pub volumes: BTreeMap<Slot, Vol>,
+    /// What the node holds, by volume slot.
+    pub node: BTreeMap<Slot, NodeVol>,
+    /// The snapshots it has, by slot.
+    pub snapshots: BTreeMap<Slot, Snap>,
+    /// How it answered the questions the specification leaves open
+    /// (true: it allows).
+    pub choices: BTreeMap<Choice, bool>,
+}
+
+impl World {
+    /// What the node holds of `v` (empty if nothing).
+    pub fn node(&self, v: Slot) -> NodeVol {
+        self.node.get(&v).cloned().unwrap_or_default()
+    }
+
+    /// Sets what the node holds of `v`, dropping an empty entry.
+    pub fn set_node(&mut self, v: Slot, n: NodeVol) {
+        if n.is_empty() {
+            self.node.remove(&v);
+        } else {
+            self.node.insert(v, n);
+        }
+    }
+
+    /// The snapshots of volume `v`.
+    pub fn snapshots_of(&self, v: Slot) -> impl Iterator<Item = Slot> + '_ {
+        self.snapshots
+            .iter()
+            .filter(move |(_, s)| s.of == v)
+            .map(|(k, _)| *k)
+    }
+
+    /// The ids of every volume that exists for certain in this world.
+    pub fn volume_ids(&self) -> BTreeSet<&str> {
+        self.volumes.values().filter_map(|v| v.id.as_deref()).collect()
+    }
+}
+
+/// What was seen at one path of the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PathSeen {
+    /// Something (a file, a directory, a device node) is at the path.
+    pub exists: bool,
+    /// A mount is at the path: `Some(read_only)`.
+    pub mounted: Option<bool>,
+    /// What is at the path is a block device.
+    pub block_device: bool,
+}
+
+/// What the node looked like after a step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSeen {
+    /// Each path asked about.
+    pub paths: BTreeMap<String, PathSeen>,
+    /// Mount points outside the kubelet directory.
+    pub outside: BTreeSet<String>,
+    /// Mount points beneath the prefixes asked about.
+    pub under: BTreeSet<String>,
+}

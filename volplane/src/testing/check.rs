@@ -1,0 +1,436 @@
+//! `volplane check` as a library: the checker machine
+//! ([`volplane_core::check`]) driven against a real driver over its
+//! socket, the node's mounts read from `/proc/self/mountinfo`. A driver's
+//! own `cargo test` can call [`Check::run`]; the `volplane check` command
+//! is this, with a progress line and the report printed.
+//!
+//! ```no_run
+//! # async fn t() -> Result<(), String> {
+//! use volplane::testing::check::Check;
+//! let report = Check::new("unix:///tmp/driver/csi.sock", "/tmp/driver/kubelet")
+//!     .runs(20)
+//!     .run(|_| {})
+//!     .await?;
+//! assert!(report.failure.is_none(), "{}", report.failure.unwrap().trace);
+//! # Ok(()) }
+//! ```
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+use volplane_core::check::machine::{Checker, Config, Effect, Input, Outcome, Program};
+use volplane_core::check::{Answer, Bounds, Level, Names, NodeSeen, PathSeen, Tally, report, shrink};
+use volplane_core::driver::{AccessMode, Attributes, Capability, Request};
+use volplane_core::machine::{self, Carry};
+use volplane_core::mountinfo;
+use volplane_proto::client::CsiClient;
+
+type Client = CsiClient<tonic::transport::Channel>;
+
+/// What to check, and how hard.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// The driver's endpoint (`unix:///…/csi.sock`).
+    pub endpoint: String,
+    /// The kubelet directory the staging and target paths are made under.
+    pub kubelet_dir: PathBuf,
+    /// The first run's seed; run `r` uses `seed + r`.
+    pub seed: u64,
+    /// Runs (each starts from nothing and puts everything away).
+    pub runs: u32,
+    /// Steps (or groups of steps in flight together) per run.
+    pub steps: u32,
+    /// Steps in flight together, at most.
+    pub concurrency: u8,
+    /// StorageClass parameters every CreateVolume carries.
+    pub parameters: Attributes,
+    /// The capability volumes are created and used with.
+    pub capability: Capability,
+    /// The size of the run's volumes.
+    pub bytes: u64,
+    /// Volumes, targets, snapshots per run.
+    pub bounds: Bounds,
+    /// How long a call may take before it counts as lost.
+    pub call_timeout: Duration,
+    /// Judge the mounts outside the kubelet directory.
+    pub watch_outside: bool,
+    /// Most replays spent shrinking a failing run.
+    pub shrink_runs: u32,
+}
+
+impl Check {
+    /// A check of the driver at `endpoint`, with node paths under `kubelet_dir`:
+    /// 10 runs of 200 steps, one at a time, 16 MiB mount volumes
+    /// (SINGLE_NODE_WRITER), no parameters.
+    pub fn new(endpoint: &str, kubelet_dir: impl Into<PathBuf>) -> Check {
+        Check {
+            endpoint: endpoint.to_string(),
+            kubelet_dir: kubelet_dir.into(),
+            seed: 1,
+            runs: 10,
+            steps: 200,
+            concurrency: 1,
+            parameters: Attributes::new(),
+            capability: Capability::mount(AccessMode::SingleNodeWriter),
+            bytes: 16 << 20,
+            bounds: Bounds::default(),
+            call_timeout: Duration::from_secs(120),
+            watch_outside: true,
+            shrink_runs: 300,
+        }
+    }
+
+    /// Runs `n` runs.
+    pub fn runs(mut self, n: u32) -> Check {
+        self.runs = n;
+        self
+    }
+
+    /// Seeds the first run.
+    pub fn seed(mut self, seed: u64) -> Check {
+        self.seed = seed;
+        self
+    }
+
+    /// Up to `k` steps in flight together.
+    pub fn concurrency(mut self, k: u8) -> Check {
+        self.concurrency = k.clamp(1, 4);
+        self
+    }
+
+    /// Adds a StorageClass parameter.
+    pub fn parameter(mut self, key: &str, value: &str) -> Check {
+        self.parameters.insert(key.to_string(), value.to_string());
+        self
+    }
+}
+
+/// What a check found.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Runs completed.
+    pub runs: u32,
+    /// Steps sent, in all.
+    pub steps: u64,
+    /// Rules checked and broken, over every run.
+    pub tally: Tally,
+    /// SHOULD-rules broken: the run's seed, and what.
+    pub notes: Vec<(u64, String)>,
+    /// The first MUST-rule broken, shrunk.
+    pub failure: Option<Failure>,
+}
+
+impl Report {
+    /// True when no MUST-rule broke (and, when `strict`, no SHOULD-rule).
+    pub fn passed(&self, strict: bool) -> bool {
+        self.failure.is_none() && (!strict || self.tally.broken(Level::Should).next().is_none())
+    }
+}
+
+/// A run that broke a rule, made small.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The run's seed.
+    pub seed: u64,
+    /// Steps in the run up to the violation, and after shrinking.
+    pub steps: (usize, usize),
+    /// The shrunk run's trace, for a person.
+    pub trace: String,
+    /// What `--replay` sends again.
+    pub replay: Replay,
+}
+
+/// A program to send again: `volplane check --replay FILE`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replay {
+    /// The run's names (the prefix is chosen anew on replay).
+    pub names: Names,
+    /// Its seed.
+    pub seed: u64,
+    /// The volumes, targets and snapshots.
+    pub bounds: Bounds,
+    /// The steps.
+    pub program: Program,
+}
+
+/// Where a check has got to.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Runs done.
+    pub runs: u32,
+    /// Of.
+    pub of: u32,
+    /// Steps sent so far.
+    pub steps: u64,
+    /// Shrinking a failure: replays so far.
+    pub shrinking: Option<u32>,
+}
+
+impl Check {
+    fn names(&self, prefix: String) -> Names {
+        Names {
+            prefix,
+            kubelet_dir: self.kubelet_dir.display().to_string(),
+            driver: String::new(),
+            parameters: self.parameters.clone(),
+            capability: self.capability.clone(),
+            bytes: self.bytes,
+        }
+    }
+
+    fn config(&self, names: Names, seed: u64, program: Option<Program>) -> Config {
+        Config {
+            names,
+            seed,
+            steps: self.steps,
+            concurrency: self.concurrency,
+            bounds: self.bounds,
+            program,
+            watch_outside: self.watch_outside,
+        }
+    }
+
+    /// Runs the check; `progress` hears after every run and every replay
+    /// while shrinking.
+    pub async fn run(&self, mut progress: impl FnMut(Progress)) -> Result<Report, String> {
+        let client = connect(&self.endpoint).await?;
+        let nonce = nonce();
+        let mut report = Report::default();
+        for r in 0..self.runs {
+            let seed = self.seed.wrapping_add(u64::from(r));
+            let names = self.names(format!("check-{nonce}-{r}"));
+            let outcome = self.once(&client, self.config(names, seed, None)).await?;
+            report.runs += 1;
+            report.steps += outcome.trace.len() as u64;
+            report.tally.merge(&outcome.tally);
+            for (g, n) in &outcome.notes {
+                let what = format!("{} at step {g}: {}", n.rule.name(), n.detail);
+                report.notes.push((seed, what));
+            }
+            progress(Progress { runs: r + 1, of: self.runs, steps: report.steps, shrinking: None });
+            if let Some(v) = &outcome.violation {
+                let cut: Program = outcome.program.iter().take(v.group as usize).cloned().collect();
+                let failure = self.shrink(&client, &nonce, seed, cut, outcome.clone(), &mut progress, &report).await?;
+                report.failure = Some(failure);
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// One run, from start to everything put away.
+    async fn once(&self, client: &Client, config: Config) -> Result<Outcome, String> {
+        let mut m = Checker::new(config);
+        let mut carrier = Carrier {
+            client: client.clone(),
+            tasks: JoinSet::new(),
+            kubelet_dir: self.kubelet_dir.clone(),
+            timeout: self.call_timeout,
+        };
+        machine::drain(&mut m, 0, &mut carrier);
+        loop {
+            if let Some(outcome) = m.outcome() {
+                if let Some(error) = &outcome.error {
+                    return Err(error.clone());
+                }
+                return Ok(outcome.clone());
+            }
+            let Some(done) = carrier.tasks.join_next().await else {
+                return Err("check: the checker waits, but nothing is in flight".to_string());
+            };
+            let input = done.map_err(|e| format!("check: a call's task failed: {e}"))?;
+            machine::feed(&mut m, 0, input, &mut carrier);
+        }
+    }
+
+    /// Replays smaller programs while they break the same rule.
+    #[allow(clippy::too_many_arguments)]
+    async fn shrink(
+        &self,
+        client: &Client,
+        nonce: &str,
+        seed: u64,
+        program: Program,
+        first: Outcome,
+        progress: &mut impl FnMut(Progress),
+        report: &Report,
+    ) -> Result<Failure, String> {
+        let rule = first.violation.as_ref().map(|v| v.breach.rule);
+        let original = shrink::steps(&program);
+        let (mut best, mut best_outcome) = (program, first);
+        let mut tries = 0;
+        'outer: loop {
+            for candidate in shrink::candidates(&best) {
+                if tries >= self.shrink_runs {
+                    break 'outer;
+                }
+                tries += 1;
+                progress(Progress {
+                    runs: report.runs,
+                    of: self.runs,
+                    steps: report.steps,
+                    shrinking: Some(tries),
+                });
+                let names = self.names(format!("check-{nonce}-shrink{tries}"));
+                let outcome = self.once(client, self.config(names, seed, Some(candidate.clone()))).await?;
+                if let Some(v) = &outcome.violation {
+                    if Some(v.breach.rule) == rule {
+                        best = outcome.program.iter().take(v.group as usize).cloned().collect();
+                        best_outcome = outcome;
+                        continue 'outer;
+                    }
+                }
+            }
+            break;
+        }
+        let names = self.names(String::new());
+        Ok(Failure {
+            seed,
+            steps: (original, shrink::steps(&best)),
+            trace: report::trace(&best_outcome),
+            replay: Replay { names, seed, bounds: self.bounds, program: best },
+        })
+    }
+
+    /// Sends `replay`'s steps again, judged anew.
+    pub async fn replay(&self, replay: &Replay) -> Result<Outcome, String> {
+        let client = connect(&self.endpoint).await?;
+        let mut names = replay.names.clone();
+        names.prefix = format!("check-{}-replay", nonce());
+        names.kubelet_dir = self.kubelet_dir.display().to_string();
+        let mut config = self.config(names, replay.seed, Some(replay.program.clone()));
+        config.bounds = replay.bounds;
+        self.once(&client, config).await
+    }
+}
+
+/// A short tag that keeps one check's names apart from another's.
+fn nonce() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!("{:x}", (t as u64 ^ u64::from(std::process::id())) & 0xff_ffff)
+}
+
+async fn connect(endpoint: &str) -> Result<Client, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match volplane_tokio::connect(endpoint).await {
+            Ok(ch) => return Ok(CsiClient::new(ch, None)),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(format!("cannot connect to {endpoint}: {e}"));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Carries out the checker's effects: calls as tasks, the node's side at once.
+struct Carrier {
+    client: Client,
+    tasks: JoinSet<Input>,
+    kubelet_dir: PathBuf,
+    timeout: Duration,
+}
+
+impl Carry<Checker> for Carrier {
+    fn carry(&mut self, _: &Checker, _: u64, effect: Effect, done: &mut std::collections::VecDeque<Input>) {
+        match effect {
+            Effect::Call { op, request } => {
+                let mut client = self.client.clone();
+                let timeout = self.timeout;
+                self.tasks.spawn(async move {
+                    let answer = call(&mut client, &request, timeout).await;
+                    Input::Answered { op, answer }
+                });
+            }
+            Effect::MakeDir { op, path } => {
+                let result = std::fs::create_dir_all(&path).map_err(|e| format!("{path}: {e}"));
+                done.push_back(Input::Made { op, result });
+            }
+            Effect::Look { op, paths, under, outside } => {
+                let seen = look(&self.kubelet_dir, &paths, &under, outside);
+                done.push_back(Input::Seen { op, seen });
+            }
+            Effect::Data { op, write, read, token } => {
+                let answer = data(Path::new(&write), Path::new(&read), &token);
+                done.push_back(Input::Answered { op, answer });
+            }
+            Effect::Restart { op } => {
+                let answer = Answer::Lost(
+                    "this check has no command to restart the driver with".to_string(),
+                );
+                done.push_back(Input::Answered { op, answer });
+            }
+            Effect::Tidy { op, dirs } => {
+                for d in dirs {
+                    // Only empty directories: never anything the driver left.
+                    let _ = std::fs::remove_dir(&d);
+                }
+                done.push_back(Input::Made { op, result: Ok(()) });
+            }
+        }
+    }
+}
+
+async fn call(client: &mut Client, request: &Request, timeout: Duration) -> Answer {
+    match tokio::time::timeout(timeout, client.exchange(request)).await {
+        Err(_) => Answer::Lost(format!("no answer within {} s", timeout.as_secs())),
+        Ok(Err(status)) => Answer::refused(&status),
+        Ok(Ok(Err(malformed))) => Answer::Malformed(malformed.message),
+        Ok(Ok(Ok(response))) => Answer::Reply(response),
+    }
+}
+
+/// Reads the mounts and the paths asked about.
+fn look(kubelet_dir: &Path, paths: &[String], under: &[String], outside: bool) -> NodeSeen {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounts = mountinfo::parse(&text).unwrap_or_default();
+    let mut seen = NodeSeen::default();
+    for p in paths {
+        let meta = std::fs::symlink_metadata(p);
+        seen.paths.insert(
+            p.clone(),
+            PathSeen {
+                exists: meta.is_ok(),
+                mounted: mountinfo::find_mount(&mounts, p).map(|m| m.read_only()),
+                block_device: meta.is_ok_and(|m| m.file_type().is_block_device()),
+            },
+        );
+    }
+    let kubelet = format!("{}/", kubelet_dir.display());
+    for m in &mounts {
+        let point = &m.mount_point;
+        if outside && !point.starts_with(&kubelet) && *point != kubelet.trim_end_matches('/') {
+            seen.outside.insert(point.clone());
+        }
+        if under.iter().any(|u| point.starts_with(u.as_str())) {
+            seen.under.insert(point.clone());
+        }
+    }
+    seen
+}
+
+/// Writes `token` into a file of that name through `write`, reads it
+/// through `read`, and removes it.
+fn data(write: &Path, read: &Path, token: &str) -> Answer {
+    use std::io::Write;
+    let wrote = (|| {
+        let mut f = std::fs::File::create(write.join(token))?;
+        f.write_all(token.as_bytes())?;
+        f.sync_all()
+    })()
+    .map_err(|e| e.to_string());
+    let read_back = match std::fs::read_to_string(read.join(token)) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.to_string()),
+    };
+    if wrote.is_ok() {
+        let _ = std::fs::remove_file(write.join(token));
+    }
+    Answer::Data { wrote, read: read_back, token: token.to_string() }
+}
