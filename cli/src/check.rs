@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use volplane::testing::check::{Check, Replay, Report};
+use volplane::testing::check::{Check, Failure, Replay, Report};
 use volplane_core::check::{Level, report};
 use volplane_core::driver::{AccessMode, Capability};
 use volplane_core::model::Quantity;
@@ -59,7 +59,12 @@ pub struct CheckArgs {
     /// Send the steps of a replay file again (written by a failing check).
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
-    /// Where a failing check writes its replay file.
+    /// Go on after a run breaks a rule: every run is made, and the first
+    /// run to break each rule is shrunk and reported.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Where a failing check writes its replay file (with --keep-going,
+    /// one per rule: FILE's name with the rule's before the extension).
     #[arg(long, value_name = "FILE")]
     pub replay_out: Option<PathBuf>,
 }
@@ -111,6 +116,7 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
     check.bytes = size;
     check.call_timeout = Duration::from_secs(args.timeout.max(1));
     check.watch_outside = !args.ignore_outside;
+    check.keep_going = args.keep_going;
     check.capability = match args.access_type {
         AccessKind::Mount => Capability::mount(mode),
         AccessKind::Block => Capability::block(mode),
@@ -184,25 +190,15 @@ fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
             println!("SHOULD: {note} (seed {seed})");
         }
     }
-    if let Some(f) = &r.failure {
+    for f in &r.failures {
         println!();
         print!("{}", f.trace);
         println!("(seed {}; {} steps shrunk to {})", f.seed, f.steps.0, f.steps.1);
-        let file = args
-            .replay_out
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("volplane-check-{}.json", f.seed)));
-        match serde_json::to_string_pretty(&f.replay) {
-            Ok(json) => match std::fs::write(&file, json) {
-                Ok(()) => println!(
-                    "replay: volplane check --endpoint {} --kubelet-dir {} --replay {}",
-                    check.endpoint,
-                    check.kubelet_dir.display(),
-                    file.display()
-                ),
-                Err(e) => eprintln!("volplane check: writing {}: {e}", file.display()),
-            },
-            Err(e) => eprintln!("volplane check: {e}"),
+        write_replay(args, check, f, r.failures.len() > 1);
+    }
+    if !r.failures.is_empty() {
+        if r.failed_runs > 1 {
+            println!("{} of {} runs broke a MUST-rule", r.failed_runs, r.runs);
         }
         return 1;
     }
@@ -213,6 +209,27 @@ fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
     }
     println!("no MUST-rule broken");
     0
+}
+
+fn write_replay(args: &CheckArgs, check: &Check, f: &Failure, several: bool) {
+    let default = PathBuf::from(format!("volplane-check-{}.json", f.seed));
+    let mut file = args.replay_out.clone().unwrap_or(default);
+    if several {
+        let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        file.set_file_name(format!("{stem}-{}.json", f.rule.name()));
+    }
+    let written = serde_json::to_string_pretty(&f.replay)
+        .map_err(|e| e.to_string())
+        .and_then(|json| std::fs::write(&file, json).map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => println!(
+            "replay: volplane check --endpoint {} --kubelet-dir {} --replay {}",
+            check.endpoint,
+            check.kubelet_dir.display(),
+            file.display()
+        ),
+        Err(e) => eprintln!("volplane check: writing {}: {e}", file.display()),
+    }
 }
 
 async fn replay(check: &Check, file: &PathBuf) -> u8 {

@@ -72,42 +72,44 @@ fn lifecycle(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v
     let attach = facts.has(C::PublishUnpublishVolume);
     let stages = facts.node_has(N::StageUnstageVolume);
     let Some(vol) = w.volumes.get(&v) else {
-        out.push((60, Step::CreateVolume { v, shape: Shape::Plain }));
-        if let Some((&s, _)) = w.snapshots.iter().next() {
-            out.push((10, Step::CreateVolume { v, shape: Shape::FromSnapshot(s) }));
-        }
-        // Whatever the node still holds of a deleted volume.
+        // Whatever the node still holds of a deleted volume goes first:
+        // the slot's next volume is another.
         let n = w.node(v);
         if let Some(&t) = n.targets.keys().next() {
-            out.push((20, Step::NodeUnpublish { v, t }));
+            out.push((40, Step::NodeUnpublish { v, t }));
         } else if n.staged.is_some() {
-            out.push((20, Step::NodeUnstage { v }));
+            out.push((40, Step::NodeUnstage { v }));
+        } else {
+            out.push((120, Step::CreateVolume { v, shape: Shape::Plain }));
+            if let Some((&s, _)) = w.snapshots.iter().next() {
+                out.push((20, Step::CreateVolume { v, shape: Shape::FromSnapshot(s) }));
+            }
         }
         return;
     };
     let n = w.node(v);
     let ready = !attach || vol.published.is_some();
     if attach && vol.published.is_none() {
-        out.push((40, Step::ControllerPublish { v, known_node: true, readonly: false }));
+        out.push((80, Step::ControllerPublish { v, known_node: true, readonly: false }));
     }
     if stages && ready && n.staged.is_none() {
-        out.push((40, Step::NodeStage { v, other_mode: false }));
+        out.push((80, Step::NodeStage { v, other_mode: false }));
     }
     if facts.node_service && ready && (!stages || n.staged.is_some()) && !n.targets.contains_key(&t) {
-        out.push((40, Step::NodePublish { v, t, readonly: false }));
-        out.push((5, Step::NodePublish { v, t, readonly: true }));
+        out.push((80, Step::NodePublish { v, t, readonly: false }));
+        out.push((10, Step::NodePublish { v, t, readonly: true }));
     }
     if let Some(&t) = n.targets.keys().next() {
-        out.push((25, Step::NodeUnpublish { v, t }));
+        out.push((50, Step::NodeUnpublish { v, t }));
     }
     if n.staged.is_some() && n.targets.is_empty() {
-        out.push((25, Step::NodeUnstage { v }));
+        out.push((50, Step::NodeUnstage { v }));
     }
     if attach && vol.published.is_some() && n.is_empty() {
-        out.push((20, Step::ControllerUnpublish { v }));
+        out.push((40, Step::ControllerUnpublish { v }));
     }
     if vol.published.is_none() && n.is_empty() {
-        out.push((20, Step::DeleteVolume { v }));
+        out.push((40, Step::DeleteVolume { v }));
     }
     let _ = b;
 }

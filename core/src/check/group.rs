@@ -91,11 +91,16 @@ pub fn judge(
                 }
             }
             if let Some(look) = &look {
-                ws.retain(|w| match oracle::observe(names, w, look.targets, &removed, look.seen) {
-                    Ok(()) => true,
-                    Err(b) => {
-                        breach.get_or_insert(b);
-                        false
+                let mut counted = !primary;
+                ws.retain(|w| {
+                    let t = if counted { None } else { Some(&mut *tally) };
+                    counted = true;
+                    match oracle::observe(names, w, look.targets, &removed, look.seen, t) {
+                        Ok(()) => true,
+                        Err(b) => {
+                            breach.get_or_insert(b);
+                            false
+                        }
                     }
                 });
             }

@@ -625,6 +625,12 @@ impl Checker {
         for s in &sent {
             self.learn(s);
         }
+        self.known.node = self.worlds[0]
+            .node
+            .iter()
+            .filter(|(_, n)| !n.id.is_empty())
+            .map(|(v, n)| (*v, n.id.clone()))
+            .collect();
         match self.phase {
             Phase::Teardown(round) => self.after_teardown_step_judged(round),
             _ => self.next_group(),

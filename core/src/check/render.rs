@@ -44,6 +44,8 @@ pub fn page(step: &Step, token: &str) -> Request {
 pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Option<Request> {
     use Step::*;
     let id = |v| volume_id(names, known, v);
+    // A node step names the volume the node holds, while it holds it.
+    let held = |v| known.node.get(&v).cloned().unwrap_or_else(|| id(v));
     Some(match *step {
         CreateVolume { v, shape } => Request::CreateVolume(create(names, known, v, shape)),
         DeleteVolume { v } => Request::DeleteVolume(rq::DeleteVolume {
@@ -99,7 +101,7 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
             accessible_topology: None,
         }),
         NodeStage { v, other_mode } => Request::NodeStage(rq::NodeStage {
-            volume_id: id(v),
+            volume_id: held(v),
             publish_context: context(&known.publish_context, v),
             staging_target_path: names.staging(v),
             capability: names.capability(other_mode),
@@ -107,11 +109,11 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
             secrets: Secrets::default(),
         }),
         NodeUnstage { v } => Request::NodeUnstage(rq::NodeUnstage {
-            volume_id: id(v),
+            volume_id: held(v),
             staging_target_path: names.staging(v),
         }),
         NodePublish { v, t, readonly } => Request::NodePublish(rq::NodePublish {
-            volume_id: id(v),
+            volume_id: held(v),
             publish_context: context(&known.publish_context, v),
             staging_target_path: staging(names, facts, v),
             target_path: names.target(v, t),
@@ -121,11 +123,11 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
             secrets: Secrets::default(),
         }),
         NodeUnpublish { v, t } => Request::NodeUnpublish(rq::NodeUnpublish {
-            volume_id: id(v),
+            volume_id: held(v),
             target_path: names.target(v, t),
         }),
         Stats { v, at } => Request::NodeVolumeStats(rq::NodeVolumeStats {
-            volume_id: id(v),
+            volume_id: held(v),
             volume_path: match at {
                 StatsAt::Target(t) => names.target(v, t),
                 StatsAt::Nowhere => names.nowhere(),
@@ -133,7 +135,7 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
             staging_target_path: staging(names, facts, v),
         }),
         NodeExpand { v, t, grow } => Request::NodeExpand(rq::NodeExpand {
-            volume_id: id(v),
+            volume_id: held(v),
             volume_path: names.target(v, t),
             capacity: CapacityRange {
                 required_bytes: names.grown(grow),

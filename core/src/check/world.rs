@@ -35,6 +35,9 @@ pub struct Vol {
 /// volume itself, since a driver may delete a volume that is still staged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct NodeVol {
+    /// The volume id the node holds it by (a slot's volume deleted and
+    /// made again is another volume: the node still holds the old one).
+    pub id: String,
     /// Staged at its staging path; `Some(true)`: in the read-only mode.
     pub staged: Option<bool>,
     /// Published at these targets, with their read-only flags.
@@ -55,6 +58,8 @@ pub struct Snap {
     pub id: Option<String>,
     /// The volume slot it is of.
     pub of: Slot,
+    /// Its size (0: unknown): a volume filled from it is at least as big.
+    pub bytes: u64,
 }
 
 /// A question the specification lets a driver answer either way; once a

@@ -59,6 +59,9 @@ pub struct Check {
     pub watch_outside: bool,
     /// Most replays spent shrinking a failing run.
     pub shrink_runs: u32,
+    /// Go on after a run breaks a rule: every run is made, and the first
+    /// run to break each rule is shrunk.
+    pub keep_going: bool,
 }
 
 impl Check {
@@ -80,6 +83,7 @@ impl Check {
             call_timeout: Duration::from_secs(120),
             watch_outside: true,
             shrink_runs: 300,
+            keep_going: false,
         }
     }
 
@@ -119,20 +123,25 @@ pub struct Report {
     pub tally: Tally,
     /// SHOULD-rules broken: the run's seed, and what.
     pub notes: Vec<(u64, String)>,
-    /// The first MUST-rule broken, shrunk.
-    pub failure: Option<Failure>,
+    /// The runs that broke a MUST-rule, shrunk: the first (with
+    /// `keep_going`, the first for each rule broken).
+    pub failures: Vec<Failure>,
+    /// Runs that broke a MUST-rule, in all.
+    pub failed_runs: u32,
 }
 
 impl Report {
     /// True when no MUST-rule broke (and, when `strict`, no SHOULD-rule).
     pub fn passed(&self, strict: bool) -> bool {
-        self.failure.is_none() && (!strict || self.tally.broken(Level::Should).next().is_none())
+        self.failures.is_empty() && (!strict || self.tally.broken(Level::Should).next().is_none())
     }
 }
 
 /// A run that broke a rule, made small.
 #[derive(Debug, Clone)]
 pub struct Failure {
+    /// The rule broken.
+    pub rule: volplane_core::check::Rule,
     /// The run's seed.
     pub seed: u64,
     /// Steps in the run up to the violation, and after shrinking.
@@ -212,10 +221,18 @@ impl Check {
             }
             progress(Progress { runs: r + 1, of: self.runs, steps: report.steps, shrinking: None });
             if let Some(v) = &outcome.violation {
-                let cut: Program = outcome.program.iter().take(v.group as usize).cloned().collect();
-                let failure = self.shrink(&client, &nonce, seed, cut, outcome.clone(), &mut progress, &report).await?;
-                report.failure = Some(failure);
-                break;
+                report.failed_runs += 1;
+                let rule = v.breach.rule;
+                if report.failures.iter().all(|f| f.rule != rule) {
+                    let cut: Program = outcome.program.iter().take(v.group as usize).cloned().collect();
+                    let failure = self
+                        .shrink(&client, &nonce, seed, cut, outcome.clone(), &mut progress, &report)
+                        .await?;
+                    report.failures.push(failure);
+                }
+                if !self.keep_going {
+                    break;
+                }
             }
         }
         Ok(report)
@@ -277,8 +294,10 @@ impl Check {
                 let names = self.names(format!("check-{nonce}-shrink{tries}"));
                 let outcome = self.once(client, self.config(names, seed, Some(candidate.clone()))).await?;
                 if let Some(v) = &outcome.violation {
-                    if Some(v.breach.rule) == rule {
-                        best = outcome.program.iter().take(v.group as usize).cloned().collect();
+                    let cut: Program = outcome.program.iter().take(v.group as usize).cloned().collect();
+                    // Smaller only: a violation met later (in the teardown) is no gain.
+                    if Some(v.breach.rule) == rule && shrink::steps(&cut) < shrink::steps(&best) {
+                        best = cut;
                         best_outcome = outcome;
                         continue 'outer;
                     }
@@ -288,6 +307,7 @@ impl Check {
         }
         let names = self.names(String::new());
         Ok(Failure {
+            rule: rule.expect("a failing run broke a rule"),
             seed,
             steps: (original, shrink::steps(&best)),
             trace: report::trace(&best_outcome),

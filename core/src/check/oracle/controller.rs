@@ -43,7 +43,14 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
                 return cx.must_fail(Rule::SourceNotFound, Code::NotFound, w, a, why);
             }
         }
-        // A new volume: it should be made (no space is a fair refusal).
+        // A snapshot larger than the size asked for: OUT_OF_RANGE is fair.
+        let larger = source.and_then(|s| w.snapshots.get(&s)).is_some_and(|s| s.bytes > asked);
+        if larger {
+            if let Answer::Refused { code: Code::OutOfRange, .. } = a {
+                return Ok(vec![w.clone()]);
+            }
+        }
+        // A new volume: it should be made.
         return cx.must_ok(Rule::ValidCallSucceeds, w, a, move |cx, w, r| {
             let made = volume_of(r)?;
             if let Some(m) = made {

@@ -175,6 +175,8 @@ pub struct Known {
     pub volume_context: BTreeMap<Slot, crate::driver::Attributes>,
     /// ControllerPublishVolume's publish_context.
     pub publish_context: BTreeMap<Slot, crate::driver::Attributes>,
+    /// The id the node holds each slot's volume by, while it holds it.
+    pub node: BTreeMap<Slot, String>,
 }
 
 /// A rule broken, and how.
@@ -227,6 +229,11 @@ impl<'a> Cx<'a> {
     /// A SHOULD-rule broken: noted, and the judgement goes on.
     fn note(&mut self, rule: Rule, detail: String) {
         debug_assert_eq!(rule.level(), Level::Should);
+        // With another call on the object in flight, the order judged
+        // first need not be the order that happened.
+        if self.busy {
+            return;
+        }
         if let Some(t) = self.tally.as_deref_mut() {
             t.violated(rule);
             self.notes.push(Breach { rule, detail });
@@ -245,15 +252,7 @@ impl<'a> Cx<'a> {
         }
         match a {
             Answer::Reply(r) => Ok(Got::Ok(r)),
-            Answer::Refused { code, message } => {
-                if *code == Code::Aborted && !self.busy {
-                    self.note(
-                        Rule::AbortedOnlyWhenBusy,
-                        format!("ABORTED {message:?} with no other call on the object in flight"),
-                    );
-                }
-                Ok(Got::Err(*code, message))
-            }
+            Answer::Refused { code, message } => Ok(Got::Err(*code, message)),
             Answer::Malformed(m) => Err(self.breach(Rule::WellFormed, m.clone())),
             _ => Ok(Got::Unsure),
         }
@@ -282,7 +281,10 @@ impl<'a> Cx<'a> {
                 apply(self, &mut next, None)?;
                 Ok(vec![w.clone(), next])
             }
-            Got::Err(Code::Aborted, _) if self.busy => Ok(vec![w.clone()]),
+            Got::Err(Code::Aborted, message) => {
+                self.unbusy_abort(message);
+                Ok(vec![w.clone()])
+            }
             Got::Err(code, message) => {
                 let detail = format!("answered {} {message:?}; OK was due", code.go_name());
                 if rule.level() == Level::Should {
@@ -297,22 +299,25 @@ impl<'a> Cx<'a> {
 
     /// The call must fail with `code` (or ABORTED when fair), changing nothing.
     fn must_fail(&mut self, rule: Rule, code: Code, w: &World, a: &Answer, why: &str) -> Verdict {
+        self.must_fail_with(rule, &[code], w, a, why)
+    }
+
+    /// The call must fail with one of `codes` (or ABORTED), changing nothing.
+    fn must_fail_with(&mut self, rule: Rule, codes: &[Code], w: &World, a: &Answer, why: &str) -> Verdict {
         self.checked(rule);
+        let due: Vec<&str> = codes.iter().map(|c| c.go_name()).collect();
+        let due = due.join(" or ");
         match self.got(a)? {
-            Got::Err(c, _) if c == code => Ok(vec![w.clone()]),
-            Got::Err(Code::Aborted, _) if self.busy => Ok(vec![w.clone()]),
+            Got::Err(c, _) if codes.contains(&c) => Ok(vec![w.clone()]),
+            Got::Err(Code::Aborted, message) => {
+                self.unbusy_abort(message);
+                Ok(vec![w.clone()])
+            }
             Got::Unsure => Ok(vec![w.clone()]),
-            Got::Ok(_) => Err(self.breach(
-                rule,
-                format!("answered OK; {} was due: {why}", code.go_name()),
-            )),
+            Got::Ok(_) => Err(self.breach(rule, format!("answered OK; {due} was due: {why}"))),
             Got::Err(c, message) => Err(self.breach(
                 rule,
-                format!(
-                    "answered {} {message:?}; {} was due: {why}",
-                    c.go_name(),
-                    code.go_name()
-                ),
+                format!("answered {} {message:?}; {due} was due: {why}", c.go_name()),
             )),
         }
     }
@@ -336,7 +341,32 @@ impl<'a> Cx<'a> {
                 apply(self, &mut next, None)?;
                 Ok(vec![w.clone(), next])
             }
+            Got::Err(Code::Aborted, message) => {
+                self.unbusy_abort(message);
+                Ok(vec![w.clone()])
+            }
             Got::Err(..) => Ok(vec![w.clone()]),
+        }
+    }
+
+    /// ABORTED taken as no effect: noted when nothing else on the object
+    /// was in flight.
+    fn unbusy_abort(&mut self, message: &str) {
+        self.checked(Rule::AbortedOnlyWhenBusy);
+        if !self.busy {
+            self.note(
+                Rule::AbortedOnlyWhenBusy,
+                format!("ABORTED {message:?} with no other call on the object in flight"),
+            );
+        }
+    }
+
+    /// The id a node step's request names for volume slot `v`: the one
+    /// the node holds it by, while it holds it.
+    fn node_volume_id(&self, v: Slot) -> String {
+        match self.known.node.get(&v) {
+            Some(id) => id.clone(),
+            None => self.volume_id(v),
         }
     }
 
@@ -362,11 +392,19 @@ enum Refers<'w> {
 }
 
 fn refers<'w>(cx: &Cx<'_>, w: &'w World, v: Slot) -> Refers<'w> {
-    let id = cx.volume_id(v);
+    refers_to(w, v, &cx.volume_id(v))
+}
+
+/// What the id a node step's request carried for slot `v` names.
+fn refers_node<'w>(cx: &Cx<'_>, w: &'w World, v: Slot) -> Refers<'w> {
+    refers_to(w, v, &cx.node_volume_id(v))
+}
+
+fn refers_to<'w>(w: &'w World, v: Slot, id: &str) -> Refers<'w> {
     match w.volumes.get(&v) {
-        Some(vol) if vol.id.as_deref() == Some(&id) => Refers::Vol(vol),
+        Some(vol) if vol.id.as_deref() == Some(id) => Refers::Vol(vol),
         Some(_) => Refers::Unsure,
-        None if w.volumes.values().any(|o| o.id.as_deref() == Some(&id)) => Refers::Unsure,
+        None if w.volumes.values().any(|o| o.id.as_deref() == Some(id)) => Refers::Unsure,
         None => Refers::Gone,
     }
 }

@@ -1,9 +1,9 @@
 //! The Node service's RPCs, judged, and what the node's mounts must show
 //! after them.
 
-use super::{Answer, Breach, Cx, Refers, Verdict, refers};
+use super::{Answer, Breach, Cx, Refers, Verdict, refers_node as refers};
 use crate::Code;
-use crate::check::rules::Rule;
+use crate::check::rules::{Rule, Tally};
 use crate::check::step::{Names, Slot, StatsAt};
 use crate::check::world::{NodeSeen, World};
 use crate::driver::{AccessMode, ControllerCapability, NodeCapability, Response};
@@ -15,11 +15,24 @@ fn gone(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer, act: &str) -> Option<Ve
         Refers::Vol(_) => None,
         Refers::Gone if w.node(v).is_empty() => {
             let why = format!("the volume does not exist, so there is nothing to {act}");
-            Some(cx.must_fail(Rule::UnknownObject, Code::NotFound, w, a, &why))
+            // A stage-capable node plugin knows only what is staged: to it
+            // a volume that does not exist is also one not staged.
+            let codes: &[Code] = if act == "publish" && cx.facts.node_has(NodeCapability::StageUnstageVolume) {
+                &[Code::NotFound, Code::FailedPrecondition]
+            } else {
+                &[Code::NotFound]
+            };
+            Some(cx.must_fail_with(Rule::UnknownObject, codes, w, a, &why))
         }
         // Deleted while the node held it, or made by a lost call.
         _ => None,
     }
+}
+
+/// The volume was deleted while the node held it (a driver may allow
+/// that): what the node does with it after is the driver's own affair.
+fn deleted_while_held(w: &World, v: Slot) -> bool {
+    !w.volumes.contains_key(&v) && !w.node(v).is_empty()
 }
 
 /// NodeStageVolume: repeated, OK; in another mode, ALREADY_EXISTS.
@@ -27,12 +40,17 @@ pub fn stage(cx: &mut Cx<'_>, w: &World, v: Slot, other_mode: bool, a: &Answer) 
     if let Some(verdict) = gone(cx, w, v, a, "stage") {
         return verdict;
     }
+    let id = cx.node_volume_id(v);
     let apply = move |_: &mut Cx<'_>, w: &mut World, _: Option<&Response>| {
         let mut n = w.node(v);
+        n.id.clone_from(&id);
         n.staged.get_or_insert(other_mode);
         w.set_node(v, n);
         Ok(())
     };
+    if deleted_while_held(w, v) {
+        return cx.either(w, a, apply);
+    }
     let attached = w.volumes.get(&v).is_some_and(|x| x.published.is_some());
     let exists = matches!(refers(cx, w, v), Refers::Vol(_));
     match w.node(v).staged {
@@ -96,12 +114,17 @@ pub fn publish(cx: &mut Cx<'_>, w: &World, v: Slot, t: Slot, readonly: bool, a: 
     if let Some(verdict) = gone(cx, w, v, a, "publish") {
         return verdict;
     }
+    let id = cx.node_volume_id(v);
     let apply = move |_: &mut Cx<'_>, w: &mut World, _: Option<&Response>| {
         let mut n = w.node(v);
+        n.id.clone_from(&id);
         n.targets.entry(t).or_insert(readonly);
         w.set_node(v, n);
         Ok(())
     };
+    if deleted_while_held(w, v) {
+        return cx.either(w, a, apply);
+    }
     let n = w.node(v);
     if let Some(ro) = n.targets.get(&t) {
         if *ro == readonly {
@@ -157,6 +180,9 @@ pub fn unpublish(cx: &mut Cx<'_>, w: &World, v: Slot, t: Slot, a: &Answer) -> Ve
 /// NodeGetVolumeStats: a target the volume is published at, its usage;
 /// anywhere else, NOT_FOUND.
 pub fn stats(cx: &mut Cx<'_>, w: &World, v: Slot, at: StatsAt, a: &Answer) -> Verdict {
+    if deleted_while_held(w, v) {
+        return cx.either(w, a, |_, _, _| Ok(()));
+    }
     let published = match at {
         StatsAt::Target(t) => w.node(v).targets.contains_key(&t),
         StatsAt::Nowhere => false,
@@ -184,7 +210,7 @@ pub fn data(cx: &mut Cx<'_>, w: &World, v: Slot, from: Slot, to: Slot, a: &Answe
     let Answer::Data { wrote, read, token } = a else {
         return Ok(vec![w.clone()]);
     };
-    if cx.names.block() {
+    if cx.names.block() || deleted_while_held(w, v) {
         return Ok(vec![w.clone()]);
     }
     let n = w.node(v);
@@ -228,12 +254,26 @@ pub fn observe(
     slots: &[(Slot, Slot)],
     removed: &[(Slot, Slot)],
     seen: &NodeSeen,
+    mut tally: Option<&mut Tally>,
 ) -> Result<(), Breach> {
     let look = |p: &str| seen.paths.get(p).copied();
+    let mut count = |rule| {
+        if let Some(t) = tally.as_deref_mut() {
+            t.checked(rule);
+        }
+    };
     for &(v, t) in slots {
+        if deleted_while_held(w, v) {
+            continue;
+        }
         let path = names.target(v, t);
         let Some(at) = look(&path) else { continue };
         let published = w.node(v).targets.get(&t).copied();
+        match published {
+            Some(_) => count(Rule::PublishMounts),
+            None if removed.contains(&(v, t)) => count(Rule::UnpublishUnmounts),
+            None => {}
+        }
         match (published, at.mounted) {
             (Some(_), None) => {
                 return Err(Breach {
@@ -273,6 +313,12 @@ pub fn observe(
     for v in vols {
         let path = names.staging(v);
         let Some(at) = look(&path) else { continue };
+        if deleted_while_held(w, v) {
+            continue;
+        }
+        if w.node(v).staged.is_none() {
+            count(Rule::UnstageUnmounts);
+        }
         if w.node(v).staged.is_none() && at.mounted.is_some() {
             return Err(Breach {
                 rule: Rule::UnstageUnmounts,

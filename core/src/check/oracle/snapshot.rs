@@ -36,6 +36,8 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
             }
         }
         let id = cut.map(|c| c.snapshot_id.clone());
+        let of_volume = w.volumes.get(&v).map_or(0, |x| x.bytes);
+        let bytes = cut.map_or(0, |c| c.size_bytes).max(of_volume);
         match w.snapshots.get_mut(&s) {
             Some(old) => match (&old.id, id) {
                 (Some(had), Some(now)) if *had != now => {
@@ -50,7 +52,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
                 _ => {}
             },
             None => {
-                w.snapshots.insert(s, Snap { id, of: v });
+                w.snapshots.insert(s, Snap { id, of: v, bytes });
             }
         }
         Ok(())
