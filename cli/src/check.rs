@@ -56,6 +56,12 @@ pub struct CheckArgs {
     /// else on the machine mounts while the check runs).
     #[arg(long)]
     pub ignore_outside: bool,
+    /// Start the driver with this shell command (instead of connecting to
+    /// one already serving), and kill it with SIGKILL now and then —
+    /// between calls and while they are in flight — and start it again:
+    /// what it acknowledged must survive.
+    #[arg(long, value_name = "COMMAND")]
+    pub restart: Option<String>,
     /// Send the steps of a replay file again (written by a failing check).
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
@@ -117,6 +123,7 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
     check.call_timeout = Duration::from_secs(args.timeout.max(1));
     check.watch_outside = !args.ignore_outside;
     check.keep_going = args.keep_going;
+    check.restart = args.restart.clone();
     check.capability = match args.access_type {
         AccessKind::Mount => Capability::mount(mode),
         AccessKind::Block => Capability::block(mode),
@@ -193,7 +200,10 @@ fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
     for f in &r.failures {
         println!();
         print!("{}", f.trace);
-        println!("(seed {}; {} steps shrunk to {})", f.seed, f.steps.0, f.steps.1);
+        println!(
+            "(seed {}; {} steps shrunk to {})",
+            f.seed, f.steps.0, f.steps.1
+        );
         write_replay(args, check, f, r.failures.len() > 1);
     }
     if !r.failures.is_empty() {
@@ -215,7 +225,10 @@ fn write_replay(args: &CheckArgs, check: &Check, f: &Failure, several: bool) {
     let default = PathBuf::from(format!("volplane-check-{}.json", f.seed));
     let mut file = args.replay_out.clone().unwrap_or(default);
     if several {
-        let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         file.set_file_name(format!("{stem}-{}.json", f.rule.name()));
     }
     let written = serde_json::to_string_pretty(&f.replay)

@@ -80,9 +80,21 @@ fn lifecycle(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v
         } else if n.staged.is_some() {
             out.push((40, Step::NodeUnstage { v }));
         } else {
-            out.push((120, Step::CreateVolume { v, shape: Shape::Plain }));
+            out.push((
+                120,
+                Step::CreateVolume {
+                    v,
+                    shape: Shape::Plain,
+                },
+            ));
             if let Some((&s, _)) = w.snapshots.iter().next() {
-                out.push((20, Step::CreateVolume { v, shape: Shape::FromSnapshot(s) }));
+                out.push((
+                    20,
+                    Step::CreateVolume {
+                        v,
+                        shape: Shape::FromSnapshot(s),
+                    },
+                ));
             }
         }
         return;
@@ -90,14 +102,42 @@ fn lifecycle(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v
     let n = w.node(v);
     let ready = !attach || vol.published.is_some();
     if attach && vol.published.is_none() {
-        out.push((80, Step::ControllerPublish { v, known_node: true, readonly: false }));
+        out.push((
+            80,
+            Step::ControllerPublish {
+                v,
+                known_node: true,
+                readonly: false,
+            },
+        ));
     }
     if stages && ready && n.staged.is_none() {
-        out.push((80, Step::NodeStage { v, other_mode: false }));
+        out.push((
+            80,
+            Step::NodeStage {
+                v,
+                other_mode: false,
+            },
+        ));
     }
-    if facts.node_service && ready && (!stages || n.staged.is_some()) && !n.targets.contains_key(&t) {
-        out.push((80, Step::NodePublish { v, t, readonly: false }));
-        out.push((10, Step::NodePublish { v, t, readonly: true }));
+    if facts.node_service && ready && (!stages || n.staged.is_some()) && !n.targets.contains_key(&t)
+    {
+        out.push((
+            80,
+            Step::NodePublish {
+                v,
+                t,
+                readonly: false,
+            },
+        ));
+        out.push((
+            10,
+            Step::NodePublish {
+                v,
+                t,
+                readonly: true,
+            },
+        ));
     }
     if let Some(&t) = n.targets.keys().next() {
         out.push((50, Step::NodeUnpublish { v, t }));
@@ -116,32 +156,90 @@ fn lifecycle(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v
 
 /// What a CO should not send, or a driver must refuse.
 fn oddities(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, v: Slot, t: Slot) {
-    out.push((2, Step::CreateVolume { v, shape: Shape::Unnamed }));
-    out.push((2, Step::CreateVolume { v, shape: Shape::NoCapability }));
+    out.push((
+        2,
+        Step::CreateVolume {
+            v,
+            shape: Shape::Unnamed,
+        },
+    ));
+    out.push((
+        2,
+        Step::CreateVolume {
+            v,
+            shape: Shape::NoCapability,
+        },
+    ));
     out.push((3, Step::DeleteVolume { v }));
     if facts.node_service {
         out.push((3, Step::NodeUnpublish { v, t }));
-        out.push((3, Step::NodePublish { v, t, readonly: false }));
+        out.push((
+            3,
+            Step::NodePublish {
+                v,
+                t,
+                readonly: false,
+            },
+        ));
     }
     if facts.node_has(N::StageUnstageVolume) {
-        out.push((3, Step::NodeStage { v, other_mode: false }));
+        out.push((
+            3,
+            Step::NodeStage {
+                v,
+                other_mode: false,
+            },
+        ));
     }
     if w.volumes.contains_key(&v) {
-        out.push((4, Step::CreateVolume { v, shape: Shape::Larger }));
+        out.push((
+            4,
+            Step::CreateVolume {
+                v,
+                shape: Shape::Larger,
+            },
+        ));
         if facts.node_has(N::StageUnstageVolume) {
             out.push((3, Step::NodeUnstage { v }));
         }
         if facts.has(C::PublishUnpublishVolume) {
-            out.push((3, Step::ControllerPublish { v, known_node: false, readonly: false }));
+            out.push((
+                3,
+                Step::ControllerPublish {
+                    v,
+                    known_node: false,
+                    readonly: false,
+                },
+            ));
             if facts.has(C::PublishReadonly) {
-                out.push((3, Step::ControllerPublish { v, known_node: true, readonly: true }));
+                out.push((
+                    3,
+                    Step::ControllerPublish {
+                        v,
+                        known_node: true,
+                        readonly: true,
+                    },
+                ));
             }
         }
         if w.node(v).staged.is_some() {
-            out.push((3, Step::NodeStage { v, other_mode: true }));
+            out.push((
+                3,
+                Step::NodeStage {
+                    v,
+                    other_mode: true,
+                },
+            ));
         }
         if let Some((&t, &ro)) = w.node(v).targets.iter().next() {
-            out.push((3, Step::NodePublish { v, t, readonly: !ro }));
+            out.push((
+                3,
+                Step::NodePublish {
+                    v,
+                    t,
+                    readonly: !ro,
+                },
+            ));
         }
     }
     if facts.has(C::ListVolumes) {
@@ -169,8 +267,20 @@ fn queries(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v: 
         out.push((3, Step::ControllerExpand { v, grow: t }));
     }
     if facts.node_has(N::GetVolumeStats) {
-        out.push((4, Step::Stats { v, at: StatsAt::Target(t) }));
-        out.push((1, Step::Stats { v, at: StatsAt::Nowhere }));
+        out.push((
+            4,
+            Step::Stats {
+                v,
+                at: StatsAt::Target(t),
+            },
+        ));
+        out.push((
+            1,
+            Step::Stats {
+                v,
+                at: StatsAt::Nowhere,
+            },
+        ));
     }
     let n = w.node(v);
     if facts.node_has(N::ExpandVolume) && n.targets.contains_key(&t) {
@@ -181,7 +291,14 @@ fn queries(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v: 
         let from = ts.next().unwrap_or(0);
         let to = ts.next().unwrap_or(from);
         out.push((8, Step::Data { v, from, to }));
-        out.push((4, Step::Data { v, from: to, to: from }));
+        out.push((
+            4,
+            Step::Data {
+                v,
+                from: to,
+                to: from,
+            },
+        ));
     }
 }
 

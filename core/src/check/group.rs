@@ -72,7 +72,11 @@ pub fn judge(
                         facts,
                         known,
                         busy: sent.busy,
-                        tally: if primary && k == 0 { Some(&mut *tally) } else { None },
+                        tally: if primary && k == 0 {
+                            Some(&mut *tally)
+                        } else {
+                            None
+                        },
                         notes: Vec::new(),
                     };
                     match oracle::judge(&mut cx, w, &sent.step, &sent.answer) {

@@ -19,6 +19,7 @@ pub mod generate;
 pub mod group;
 pub mod machine;
 pub mod oracle;
+pub mod protocol;
 pub mod render;
 pub mod report;
 pub mod rules;

@@ -13,10 +13,19 @@ pub fn trace(o: &Outcome) -> String {
     let Some(v) = &o.violation else {
         return out;
     };
-    let _ = writeln!(out, "violation of {} ({}):", v.breach.rule.name(), level(v.breach.rule));
+    let _ = writeln!(
+        out,
+        "violation of {} ({}):",
+        v.breach.rule.name(),
+        level(v.breach.rule)
+    );
     let _ = writeln!(out, "  {}", v.breach.detail);
     let _ = writeln!(out, "  rule: {}", v.breach.rule.clause());
-    let _ = writeln!(out, "trace ({} steps):", o.trace.iter().filter(|r| r.group <= v.group).count());
+    let _ = writeln!(
+        out,
+        "trace ({} steps):",
+        o.trace.iter().filter(|r| r.group <= v.group).count()
+    );
     let mut last = 0;
     for r in o.trace.iter().filter(|r| r.group <= v.group) {
         let together = o.trace.iter().filter(|x| x.group == r.group).count() > 1;
@@ -43,10 +52,22 @@ fn level(r: Rule) -> &'static str {
 /// The summary: per rule checked, how often it was checked, held and broken.
 pub fn summary(t: &Tally) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{:<40} {:>6} {:>9} {:>7} {:>8}", "RULE", "LEVEL", "CHECKED", "HELD", "VIOLATED");
+    let _ = writeln!(
+        out,
+        "{:<40} {:>6} {:>9} {:>7} {:>8}",
+        "RULE", "LEVEL", "CHECKED", "HELD", "VIOLATED"
+    );
     for r in Rule::ALL {
-        let Some((c, v)) = t.counts.get(r) else { continue };
-        let _ = writeln!(out, "{:<40} {:>6} {c:>9} {:>7} {v:>8}", r.name(), level(*r), c - v);
+        let Some((c, v)) = t.counts.get(r) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "{:<40} {:>6} {c:>9} {:>7} {v:>8}",
+            r.name(),
+            level(*r),
+            c - v
+        );
     }
     out
 }

@@ -73,6 +73,9 @@ rules! {
     /// CreateVolume from a snapshot that does not exist is NOT_FOUND.
     SourceNotFound = Must, "source-not-found",
         "CSI CreateVolume errors: Source does not exist — 5 NOT_FOUND";
+    /// A volume or snapshot the driver acknowledged is found until it is deleted.
+    Acknowledged = Must, "acknowledged-is-found",
+        "CSI: after CreateVolume / CreateSnapshot answered OK the object exists until deleted; NOT_FOUND for it is a lost object";
     /// A call naming a volume, snapshot or node that does not exist is NOT_FOUND.
     UnknownObject = Must, "unknown-object-not-found",
         "CSI error tables: Volume does not exist / Node does not exist — 5 NOT_FOUND";

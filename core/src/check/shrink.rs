@@ -61,15 +61,24 @@ mod tests {
         assert!(c.iter().all(|c| steps(c) < steps(&p)));
         // Every single group can go.
         for i in 0..8u8 {
-            assert!(c.iter().any(|c| c.len() == 7 && !c.contains(&vec![Step::DeleteVolume { v: i }])));
+            assert!(
+                c.iter()
+                    .any(|c| c.len() == 7 && !c.contains(&vec![Step::DeleteVolume { v: i }]))
+            );
         }
     }
 
     #[test]
     fn a_concurrent_group_is_split_and_thinned() {
-        let p = vec![vec![Step::DeleteVolume { v: 0 }, Step::DeleteVolume { v: 1 }]];
+        let p = vec![vec![
+            Step::DeleteVolume { v: 0 },
+            Step::DeleteVolume { v: 1 },
+        ]];
         let c = candidates(&p);
-        assert!(c.contains(&vec![vec![Step::DeleteVolume { v: 0 }], vec![Step::DeleteVolume { v: 1 }]]));
+        assert!(c.contains(&vec![
+            vec![Step::DeleteVolume { v: 0 }],
+            vec![Step::DeleteVolume { v: 1 }]
+        ]));
         assert!(c.contains(&vec![vec![Step::DeleteVolume { v: 1 }]]));
     }
 }

@@ -191,6 +191,22 @@ impl Step {
         }
     }
 
+    /// The objects the step is about, as keys: volume `v` is `v`,
+    /// snapshot `s` is `256 + s` (a driver serialises calls on either).
+    pub fn objects(&self) -> Vec<u16> {
+        let mut out: Vec<u16> = self.volume().map(u16::from).into_iter().collect();
+        match *self {
+            Step::CreateSnapshot { s, .. }
+            | Step::DeleteSnapshot { s }
+            | Step::CreateVolume {
+                shape: Shape::FromSnapshot(s),
+                ..
+            } => out.push(256 + u16::from(s)),
+            _ => {}
+        }
+        out
+    }
+
     /// True when the step acts on the node (the mounts are read after it).
     pub fn on_node(&self) -> bool {
         use Step::*;
@@ -205,12 +221,9 @@ impl Step {
         )
     }
 
-    /// True when the step must run alone (a walk through pages, a restart).
+    /// True when the step must run alone (a walk through pages).
     pub fn alone(&self) -> bool {
-        matches!(
-            self,
-            Step::ListVolumes { .. } | Step::ListSnapshots { .. } | Step::Restart
-        )
+        matches!(self, Step::ListVolumes { .. } | Step::ListSnapshots { .. })
     }
 }
 
@@ -232,7 +245,11 @@ impl std::fmt::Display for Step {
                 known_node,
                 readonly,
             } => {
-                let node = if *known_node { "the node" } else { "a node that does not exist" };
+                let node = if *known_node {
+                    "the node"
+                } else {
+                    "a node that does not exist"
+                };
                 let ro = if *readonly { ", read-only" } else { "" };
                 write!(f, "ControllerPublishVolume v{v} to {node}{ro}")
             }

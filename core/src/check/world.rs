@@ -113,7 +113,10 @@ impl World {
 
     /// The ids of every volume that exists for certain in this world.
     pub fn volume_ids(&self) -> BTreeSet<&str> {
-        self.volumes.values().filter_map(|v| v.id.as_deref()).collect()
+        self.volumes
+            .values()
+            .filter_map(|v| v.id.as_deref())
+            .collect()
     }
 }
 

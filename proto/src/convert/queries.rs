@@ -47,7 +47,12 @@ impl ToWire for core::NodeVolumeStats {
 impl IntoResponse for csi::ValidateVolumeCapabilitiesResponse {
     fn into_response(self) -> Result<Response, Status> {
         let (confirmed, volume_context, parameters, mutable_parameters) = match self.confirmed {
-            None => (None, Default::default(), Default::default(), Default::default()),
+            None => (
+                None,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            ),
             Some(c) => (
                 Some(Vec::new()),
                 c.volume_context.into_iter().collect(),
@@ -66,9 +71,12 @@ impl IntoResponse for csi::ValidateVolumeCapabilitiesResponse {
 }
 
 fn volume(v: Option<csi::Volume>, rpc: &str) -> Result<core::Volume, Status> {
-    let v = v.ok_or_else(|| Status::internal(format!("{rpc} answered an entry without a volume")))?;
+    let v =
+        v.ok_or_else(|| Status::internal(format!("{rpc} answered an entry without a volume")))?;
     if v.volume_id.is_empty() {
-        return Err(Status::internal(format!("{rpc} answered a volume without a volume_id")));
+        return Err(Status::internal(format!(
+            "{rpc} answered a volume without a volume_id"
+        )));
     }
     Ok(core::Volume {
         volume_id: v.volume_id,
@@ -132,7 +140,9 @@ impl IntoResponse for csi::NodeGetVolumeStatsResponse {
     fn into_response(self) -> Result<Response, Status> {
         use csi::volume_usage::Unit;
         if self.usage.is_empty() {
-            return Err(Status::internal("NodeGetVolumeStats answered no usage (REQUIRED)"));
+            return Err(Status::internal(
+                "NodeGetVolumeStats answered no usage (REQUIRED)",
+            ));
         }
         let mut usage = core::VolumeUsage::default();
         for u in &self.usage {

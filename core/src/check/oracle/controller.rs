@@ -23,7 +23,13 @@ fn volume_of(r: Option<&Response>) -> Result<Option<&crate::driver::Volume>, Bre
 pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> Verdict {
     match shape {
         Shape::Unnamed => {
-            return cx.must_fail(Rule::RequiredFields, Code::InvalidArgument, w, a, "name is REQUIRED");
+            return cx.must_fail(
+                Rule::RequiredFields,
+                Code::InvalidArgument,
+                w,
+                a,
+                "name is REQUIRED",
+            );
         }
         Shape::NoCapability => {
             let why = "volume_capabilities is REQUIRED";
@@ -44,9 +50,15 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
             }
         }
         // A snapshot larger than the size asked for: OUT_OF_RANGE is fair.
-        let larger = source.and_then(|s| w.snapshots.get(&s)).is_some_and(|s| s.bytes > asked);
+        let larger = source
+            .and_then(|s| w.snapshots.get(&s))
+            .is_some_and(|s| s.bytes > asked);
         if larger {
-            if let Answer::Refused { code: Code::OutOfRange, .. } = a {
+            if let Answer::Refused {
+                code: Code::OutOfRange,
+                ..
+            } = a
+            {
                 return Ok(vec![w.clone()]);
             }
         }
@@ -68,12 +80,18 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
         });
     };
     let same_source = existing.source == source;
-    let known_bytes = if existing.bytes > 0 { existing.bytes } else { existing.asked };
+    let known_bytes = if existing.bytes > 0 {
+        existing.bytes
+    } else {
+        existing.asked
+    };
     if !same_source || known_bytes < asked {
         let why = if !same_source {
             "a volume of that name exists, filled from another source".to_string()
         } else {
-            format!("a volume of that name exists with {known_bytes} bytes, fewer than the {asked} asked for")
+            format!(
+                "a volume of that name exists with {known_bytes} bytes, fewer than the {asked} asked for"
+            )
         };
         return cx.must_fail(Rule::CreateIncompatible, Code::AlreadyExists, w, a, &why);
     }
@@ -104,7 +122,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
         Ok(())
     };
     if first_size {
-        cx.must_ok(Rule::CreateIdempotent, w, a, verdict)
+        cx.found(Rule::CreateIdempotent, w, a, verdict)
     } else {
         cx.either(w, a, verdict)
     }
@@ -153,7 +171,7 @@ pub fn delete(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
         Ok(())
     };
     let Some(choice) = in_use(w, v, vol) else {
-        return cx.must_ok(Rule::ValidCallSucceeds, w, a, remove);
+        return cx.found(Rule::ValidCallSucceeds, w, a, remove);
     };
     cx.checked(Rule::DeleteInUseConsistent);
     let before = w.choices.get(&choice).copied();
@@ -177,9 +195,10 @@ pub fn delete(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
         Ok(vec![next])
     };
     match a {
-        Answer::Refused { code: Code::FailedPrecondition, message } => {
-            refused(Code::FailedPrecondition, message)
-        }
+        Answer::Refused {
+            code: Code::FailedPrecondition,
+            message,
+        } => refused(Code::FailedPrecondition, message),
         Answer::Reply(_) => {
             if before == Some(false) {
                 return Err(Breach {
@@ -218,7 +237,9 @@ pub fn publish(
             let why = "the volume does not exist";
             return cx.must_fail(Rule::UnknownObject, Code::NotFound, w, a, why);
         }
-        Refers::Unsure => return cx.either(w, a, move |_, w, _| set_published(w, v, Some(readonly))),
+        Refers::Unsure => {
+            return cx.either(w, a, move |_, w, _| set_published(w, v, Some(readonly)));
+        }
         Refers::Vol(vol) => vol,
     };
     if !known_node {
@@ -229,7 +250,7 @@ pub fn publish(
         set_published(w, v, Some(readonly))
     };
     match vol.published {
-        Some(ro) if ro == readonly => cx.must_ok(Rule::PublishIdempotent, w, a, apply),
+        Some(ro) if ro == readonly => cx.found(Rule::PublishIdempotent, w, a, apply),
         Some(_) => {
             let why = "published to the node already with the other read-only flag";
             cx.must_fail(Rule::PublishIdempotent, Code::AlreadyExists, w, a, why)
@@ -240,7 +261,7 @@ pub fn publish(
                 code: Code::ResourceExhausted,
                 ..
             } => Ok(vec![w.clone()]),
-            _ => cx.must_ok(Rule::ValidCallSucceeds, w, a, apply),
+            _ => cx.found(Rule::ValidCallSucceeds, w, a, apply),
         },
     }
 }
@@ -254,14 +275,15 @@ fn set_published(w: &mut World, v: Slot, to: Option<bool>) -> Result<(), Breach>
 
 /// ControllerUnpublishVolume: OK whether or not published.
 pub fn unpublish(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
-    let clear = move |_: &mut Cx<'_>, w: &mut World, _: Option<&Response>| set_published(w, v, None);
+    let clear =
+        move |_: &mut Cx<'_>, w: &mut World, _: Option<&Response>| set_published(w, v, None);
     match refers(cx, w, v) {
         // SHOULD be OK where the volume is gone; NOT_FOUND is allowed.
         Refers::Gone | Refers::Unsure => cx.either(w, a, clear),
         Refers::Vol(vol) if vol.published.is_none() => {
-            cx.must_ok(Rule::UnpublishIdempotent, w, a, clear)
+            cx.found(Rule::UnpublishIdempotent, w, a, clear)
         }
-        Refers::Vol(_) => cx.must_ok(Rule::ValidCallSucceeds, w, a, clear),
+        Refers::Vol(_) => cx.found(Rule::ValidCallSucceeds, w, a, clear),
     }
 }
 
@@ -274,7 +296,7 @@ pub fn validate(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
             cx.must_fail(Rule::UnknownObject, Code::NotFound, w, a, why)
         }
         Refers::Unsure => cx.either(w, a, |_, _, _| Ok(())),
-        Refers::Vol(_) => cx.must_ok(Rule::ValidCallSucceeds, w, a, |cx, _, r| {
+        Refers::Vol(_) => cx.found(Rule::ValidCallSucceeds, w, a, |cx, _, r| {
             cx.checked(Rule::ValidateConfirms);
             if let Some(Response::Validated {
                 confirmed: None,
@@ -284,7 +306,9 @@ pub fn validate(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
             {
                 cx.note(
                     Rule::ValidateConfirms,
-                    format!("not confirmed ({message:?}) the capability the volume was created with"),
+                    format!(
+                        "not confirmed ({message:?}) the capability the volume was created with"
+                    ),
                 );
             }
             Ok(())
@@ -304,7 +328,7 @@ pub fn get(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
         Refers::Vol(vol) => {
             let published = vol.published.is_some();
             let id = vol.id.clone().unwrap_or_default();
-            cx.must_ok(Rule::ValidCallSucceeds, w, a, move |cx, _, r| {
+            cx.found(Rule::ValidCallSucceeds, w, a, move |cx, _, r| {
                 let Some(Response::ControllerVolume(l)) = r else {
                     return Ok(());
                 };
@@ -322,8 +346,16 @@ pub fn get(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
 
 /// `ids` are the nodes a volume is reported published to: this node iff
 /// `published` (only judged with LIST_VOLUMES_PUBLISHED_NODES).
-fn published_nodes(cx: &mut Cx<'_>, id: &str, published: bool, ids: &[String]) -> Result<(), Breach> {
-    if !cx.facts.has(ControllerCapability::ListVolumesPublishedNodes) {
+fn published_nodes(
+    cx: &mut Cx<'_>,
+    id: &str,
+    published: bool,
+    ids: &[String],
+) -> Result<(), Breach> {
+    if !cx
+        .facts
+        .has(ControllerCapability::ListVolumesPublishedNodes)
+    {
         return Ok(());
     }
     cx.checked(Rule::PublishedNodes);
@@ -377,7 +409,7 @@ pub fn expand(cx: &mut Cx<'_>, w: &World, v: Slot, grow: u8, a: &Answer) -> Verd
                     code: Code::FailedPrecondition | Code::OutOfRange,
                     ..
                 } => Ok(vec![w.clone()]),
-                _ => cx.must_ok(Rule::ValidCallSucceeds, w, a, grown),
+                _ => cx.found(Rule::ValidCallSucceeds, w, a, grown),
             }
         }
     }

@@ -115,10 +115,16 @@ fn brief(r: &Response) -> String {
     match r {
         Response::Volume(v) => format!("volume_id={:?} capacity={}", v.volume_id, v.capacity_bytes),
         Response::Volumes { entries, .. } => {
-            let ids: Vec<&str> = entries.iter().map(|e| e.volume.volume_id.as_str()).collect();
+            let ids: Vec<&str> = entries
+                .iter()
+                .map(|e| e.volume.volume_id.as_str())
+                .collect();
             format!("{} volumes {ids:?}", ids.len())
         }
-        Response::Snapshot(s) => format!("snapshot_id={:?} of {:?}", s.snapshot_id, s.source_volume_id),
+        Response::Snapshot(s) => format!(
+            "snapshot_id={:?} of {:?}",
+            s.snapshot_id, s.source_volume_id
+        ),
         Response::Snapshots { entries, .. } => {
             let ids: Vec<&str> = entries.iter().map(|e| e.snapshot_id.as_str()).collect();
             format!("{} snapshots {ids:?}", ids.len())
@@ -303,7 +309,14 @@ impl<'a> Cx<'a> {
     }
 
     /// The call must fail with one of `codes` (or ABORTED), changing nothing.
-    fn must_fail_with(&mut self, rule: Rule, codes: &[Code], w: &World, a: &Answer, why: &str) -> Verdict {
+    fn must_fail_with(
+        &mut self,
+        rule: Rule,
+        codes: &[Code],
+        w: &World,
+        a: &Answer,
+        why: &str,
+    ) -> Verdict {
         self.checked(rule);
         let due: Vec<&str> = codes.iter().map(|c| c.go_name()).collect();
         let due = due.join(" or ");
@@ -320,6 +333,25 @@ impl<'a> Cx<'a> {
                 format!("answered {} {message:?}; {due} was due: {why}", c.go_name()),
             )),
         }
+    }
+
+    /// As [`Cx::must_ok`], for a call on an object the driver acknowledged:
+    /// NOT_FOUND says it lost it ([`Rule::Acknowledged`]).
+    fn found(
+        &mut self,
+        rule: Rule,
+        w: &World,
+        a: &Answer,
+        apply: impl Fn(&mut Cx<'a>, &mut World, Option<&Response>) -> Result<(), Breach>,
+    ) -> Verdict {
+        self.checked(Rule::Acknowledged);
+        if let Answer::Refused { code: Code::NotFound, message } = a {
+            return Err(self.breach(
+                Rule::Acknowledged,
+                format!("answered NotFound {message:?} for an object it acknowledged and that was not deleted"),
+            ));
+        }
+        self.must_ok(rule, w, a, apply)
     }
 
     /// The driver may do either: OK applies `apply`, an error changes

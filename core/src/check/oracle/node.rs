@@ -17,11 +17,12 @@ fn gone(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer, act: &str) -> Option<Ve
             let why = format!("the volume does not exist, so there is nothing to {act}");
             // A stage-capable node plugin knows only what is staged: to it
             // a volume that does not exist is also one not staged.
-            let codes: &[Code] = if act == "publish" && cx.facts.node_has(NodeCapability::StageUnstageVolume) {
-                &[Code::NotFound, Code::FailedPrecondition]
-            } else {
-                &[Code::NotFound]
-            };
+            let codes: &[Code] =
+                if act == "publish" && cx.facts.node_has(NodeCapability::StageUnstageVolume) {
+                    &[Code::NotFound, Code::FailedPrecondition]
+                } else {
+                    &[Code::NotFound]
+                };
             Some(cx.must_fail_with(Rule::UnknownObject, codes, w, a, &why))
         }
         // Deleted while the node held it, or made by a lost call.
@@ -54,7 +55,7 @@ pub fn stage(cx: &mut Cx<'_>, w: &World, v: Slot, other_mode: bool, a: &Answer) 
     let attached = w.volumes.get(&v).is_some_and(|x| x.published.is_some());
     let exists = matches!(refers(cx, w, v), Refers::Vol(_));
     match w.node(v).staged {
-        Some(mode) if mode == other_mode => cx.must_ok(Rule::StageIdempotent, w, a, apply),
+        Some(mode) if mode == other_mode => cx.found(Rule::StageIdempotent, w, a, apply),
         Some(_) => {
             cx.checked(Rule::StageIncompatible);
             match a {
@@ -70,11 +71,13 @@ pub fn stage(cx: &mut Cx<'_>, w: &World, v: Slot, other_mode: bool, a: &Answer) 
                 _ => cx.either(w, a, |_, _, _| Ok(())),
             }
         }
-        None if !exists || (cx.facts.has(ControllerCapability::PublishUnpublishVolume) && !attached) => {
+        None if !exists
+            || (cx.facts.has(ControllerCapability::PublishUnpublishVolume) && !attached) =>
+        {
             // Not attached, or deleted: the driver may refuse.
             cx.either(w, a, apply)
         }
-        None => cx.must_ok(Rule::ValidCallSucceeds, w, a, apply),
+        None => cx.found(Rule::ValidCallSucceeds, w, a, apply),
     }
 }
 
@@ -89,19 +92,22 @@ pub fn unstage(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
     let n = w.node(v);
     if n.staged.is_none() {
         return match refers(cx, w, v) {
-            Refers::Vol(_) => cx.must_ok(Rule::UnstageIdempotent, w, a, apply),
+            Refers::Vol(_) => cx.found(Rule::UnstageIdempotent, w, a, apply),
             _ => cx.either(w, a, apply),
         };
     }
     if n.targets.is_empty() {
-        return cx.must_ok(Rule::ValidCallSucceeds, w, a, apply);
+        return cx.found(Rule::ValidCallSucceeds, w, a, apply);
     }
     cx.checked(Rule::UnstageWhilePublished);
     if matches!(a, Answer::Reply(_)) {
         let targets: Vec<String> = n.targets.keys().map(|t| format!("t{t}")).collect();
         cx.note(
             Rule::UnstageWhilePublished,
-            format!("unstaged while published at {}; FAILED_PRECONDITION was due", targets.join(", ")),
+            format!(
+                "unstaged while published at {}; FAILED_PRECONDITION was due",
+                targets.join(", ")
+            ),
         );
     }
     cx.either(w, a, apply)
@@ -110,7 +116,14 @@ pub fn unstage(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
 /// NodePublishVolume: repeated, OK; with the other read-only flag,
 /// ALREADY_EXISTS; a single-writer volume at a second target,
 /// FAILED_PRECONDITION.
-pub fn publish(cx: &mut Cx<'_>, w: &World, v: Slot, t: Slot, readonly: bool, a: &Answer) -> Verdict {
+pub fn publish(
+    cx: &mut Cx<'_>,
+    w: &World,
+    v: Slot,
+    t: Slot,
+    readonly: bool,
+    a: &Answer,
+) -> Verdict {
     if let Some(verdict) = gone(cx, w, v, a, "publish") {
         return verdict;
     }
@@ -128,7 +141,7 @@ pub fn publish(cx: &mut Cx<'_>, w: &World, v: Slot, t: Slot, readonly: bool, a: 
     let n = w.node(v);
     if let Some(ro) = n.targets.get(&t) {
         if *ro == readonly {
-            return cx.must_ok(Rule::NodePublishIdempotent, w, a, apply);
+            return cx.found(Rule::NodePublishIdempotent, w, a, apply);
         }
         let why = "published at the target already with the other read-only flag";
         return cx.must_fail(Rule::NodePublishIdempotent, Code::AlreadyExists, w, a, why);
@@ -150,13 +163,13 @@ pub fn publish(cx: &mut Cx<'_>, w: &World, v: Slot, t: Slot, readonly: bool, a: 
             AccessMode::SingleNodeWriter | AccessMode::SingleNodeReaderOnly => {
                 cx.either(w, a, apply)
             }
-            _ => cx.must_ok(Rule::ValidCallSucceeds, w, a, apply),
+            _ => cx.found(Rule::ValidCallSucceeds, w, a, apply),
         };
     }
     if !matches!(refers(cx, w, v), Refers::Vol(_)) {
         return cx.either(w, a, apply);
     }
-    cx.must_ok(Rule::ValidCallSucceeds, w, a, apply)
+    cx.found(Rule::ValidCallSucceeds, w, a, apply)
 }
 
 /// NodeUnpublishVolume: not published, OK.
@@ -168,10 +181,10 @@ pub fn unpublish(cx: &mut Cx<'_>, w: &World, v: Slot, t: Slot, a: &Answer) -> Ve
         Ok(())
     };
     if w.node(v).targets.contains_key(&t) {
-        return cx.must_ok(Rule::ValidCallSucceeds, w, a, apply);
+        return cx.found(Rule::ValidCallSucceeds, w, a, apply);
     }
     match refers(cx, w, v) {
-        Refers::Vol(_) => cx.must_ok(Rule::NodeUnpublishIdempotent, w, a, apply),
+        Refers::Vol(_) => cx.found(Rule::NodeUnpublishIdempotent, w, a, apply),
         // The spec keeps NOT_FOUND for a volume that does not exist.
         _ => cx.either(w, a, apply),
     }
@@ -191,7 +204,7 @@ pub fn stats(cx: &mut Cx<'_>, w: &World, v: Slot, at: StatsAt, a: &Answer) -> Ve
         let why = "the volume is not published at that path";
         return cx.must_fail(Rule::StatsPath, Code::NotFound, w, a, why);
     }
-    cx.must_ok(Rule::StatsPath, w, a, |_, _, _| Ok(()))
+    cx.found(Rule::StatsPath, w, a, |_, _, _| Ok(()))
 }
 
 /// NodeExpandVolume: NOT_FOUND for a volume that does not exist; else
@@ -278,25 +291,33 @@ pub fn observe(
             (Some(_), None) => {
                 return Err(Breach {
                     rule: Rule::PublishMounts,
-                    detail: format!("v{v} is published at t{t} ({path}), but nothing is mounted there"),
+                    detail: format!(
+                        "v{v} is published at t{t} ({path}), but nothing is mounted there"
+                    ),
                 });
             }
             (Some(true), Some(false)) => {
                 return Err(Breach {
                     rule: Rule::PublishMounts,
-                    detail: format!("v{v} is published read-only at t{t} ({path}), but mounted read-write"),
+                    detail: format!(
+                        "v{v} is published read-only at t{t} ({path}), but mounted read-write"
+                    ),
                 });
             }
             (Some(_), Some(_)) if names.block() && !at.block_device => {
                 return Err(Breach {
                     rule: Rule::PublishMounts,
-                    detail: format!("v{v} is published for raw block at t{t} ({path}), but no block device is there"),
+                    detail: format!(
+                        "v{v} is published for raw block at t{t} ({path}), but no block device is there"
+                    ),
                 });
             }
             (None, Some(_)) => {
                 return Err(Breach {
                     rule: Rule::UnpublishUnmounts,
-                    detail: format!("v{v} is not published at t{t} ({path}), yet something is mounted there"),
+                    detail: format!(
+                        "v{v} is not published at t{t} ({path}), yet something is mounted there"
+                    ),
                 });
             }
             (None, None) if at.exists && removed.contains(&(v, t)) => {
@@ -322,7 +343,9 @@ pub fn observe(
         if w.node(v).staged.is_none() && at.mounted.is_some() {
             return Err(Breach {
                 rule: Rule::UnstageUnmounts,
-                detail: format!("v{v} is not staged, yet something is mounted at its staging path {path}"),
+                detail: format!(
+                    "v{v} is not staged, yet something is mounted at its staging path {path}"
+                ),
             });
         }
     }

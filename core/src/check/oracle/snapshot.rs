@@ -62,10 +62,10 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
             let why = "a snapshot of that name exists, of another volume";
             return cx.must_fail(Rule::SnapshotIdempotent, Code::AlreadyExists, w, a, why);
         }
-        return cx.must_ok(Rule::SnapshotIdempotent, w, a, record);
+        return cx.found(Rule::SnapshotIdempotent, w, a, record);
     }
     match refers(cx, w, v) {
-        Refers::Vol(_) => cx.must_ok(Rule::ValidCallSucceeds, w, a, record),
+        Refers::Vol(_) => cx.found(Rule::ValidCallSucceeds, w, a, record),
         Refers::Unsure => cx.either(w, a, record),
         Refers::Gone => {
             cx.checked(Rule::UnknownObject);
@@ -89,7 +89,7 @@ pub fn delete(cx: &mut Cx<'_>, w: &World, s: Slot, a: &Answer) -> Verdict {
     match w.snapshots.get(&s) {
         None => cx.must_ok(Rule::DeleteSnapshotIdempotent, w, a, remove),
         Some(snap) if snap.id.is_none() => cx.either(w, a, remove),
-        Some(_) => cx.must_ok(Rule::ValidCallSucceeds, w, a, remove),
+        Some(_) => cx.found(Rule::ValidCallSucceeds, w, a, remove),
     }
 }
 

@@ -15,14 +15,21 @@
 //! # Ok(()) }
 //! ```
 
+mod restarter;
+
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+pub use restarter::Restarter;
 
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use volplane_core::check::machine::{Checker, Config, Effect, Input, Outcome, Program};
-use volplane_core::check::{Answer, Bounds, Level, Names, NodeSeen, PathSeen, Tally, report, shrink};
+use volplane_core::check::{
+    Answer, Bounds, Level, Names, NodeSeen, PathSeen, Tally, report, shrink,
+};
 use volplane_core::driver::{AccessMode, Attributes, Capability, Request};
 use volplane_core::machine::{self, Carry};
 use volplane_core::mountinfo;
@@ -62,6 +69,10 @@ pub struct Check {
     /// Go on after a run breaks a rule: every run is made, and the first
     /// run to break each rule is shrunk.
     pub keep_going: bool,
+    /// Start the driver with this shell command, and kill it (SIGKILL) and
+    /// start it again now and then, between calls and while they are in
+    /// flight.
+    pub restart: Option<String>,
 }
 
 impl Check {
@@ -84,6 +95,7 @@ impl Check {
             watch_outside: true,
             shrink_runs: 300,
             keep_going: false,
+            restart: None,
         }
     }
 
@@ -191,12 +203,19 @@ impl Check {
     }
 
     fn config(&self, names: Names, seed: u64, program: Option<Program>) -> Config {
+        let mut bounds = self.bounds;
+        if self.restart.is_some() && bounds.restarts_per_mille == 0 {
+            bounds.restarts_per_mille = 25;
+        }
+        if self.restart.is_none() {
+            bounds.restarts_per_mille = 0;
+        }
         Config {
             names,
             seed,
             steps: self.steps,
             concurrency: self.concurrency,
-            bounds: self.bounds,
+            bounds,
             program,
             watch_outside: self.watch_outside,
         }
@@ -205,7 +224,8 @@ impl Check {
     /// Runs the check; `progress` hears after every run and every replay
     /// while shrinking.
     pub async fn run(&self, mut progress: impl FnMut(Progress)) -> Result<Report, String> {
-        let client = connect(&self.endpoint).await?;
+        let (client, restarter) = self.driver().await?;
+        let client = Driver { client, restarter };
         let nonce = nonce();
         let mut report = Report::default();
         for r in 0..self.runs {
@@ -219,14 +239,32 @@ impl Check {
                 let what = format!("{} at step {g}: {}", n.rule.name(), n.detail);
                 report.notes.push((seed, what));
             }
-            progress(Progress { runs: r + 1, of: self.runs, steps: report.steps, shrinking: None });
+            progress(Progress {
+                runs: r + 1,
+                of: self.runs,
+                steps: report.steps,
+                shrinking: None,
+            });
             if let Some(v) = &outcome.violation {
                 report.failed_runs += 1;
                 let rule = v.breach.rule;
                 if report.failures.iter().all(|f| f.rule != rule) {
-                    let cut: Program = outcome.program.iter().take(v.group as usize).cloned().collect();
+                    let cut: Program = outcome
+                        .program
+                        .iter()
+                        .take(v.group as usize)
+                        .cloned()
+                        .collect();
                     let failure = self
-                        .shrink(&client, &nonce, seed, cut, outcome.clone(), &mut progress, &report)
+                        .shrink(
+                            &client,
+                            &nonce,
+                            seed,
+                            cut,
+                            outcome.clone(),
+                            &mut progress,
+                            &report,
+                        )
                         .await?;
                     report.failures.push(failure);
                 }
@@ -238,11 +276,23 @@ impl Check {
         Ok(report)
     }
 
+    /// Connects to the driver, or (with `restart`) starts it.
+    async fn driver(&self) -> Result<(Client, Option<Arc<tokio::sync::Mutex<Restarter>>>), String> {
+        match &self.restart {
+            None => Ok((connect(&self.endpoint, Duration::from_secs(20)).await?, None)),
+            Some(command) => {
+                let (r, client) = Restarter::start(command, &self.endpoint).await?;
+                Ok((client, Some(Arc::new(tokio::sync::Mutex::new(r)))))
+            }
+        }
+    }
+
     /// One run, from start to everything put away.
-    async fn once(&self, client: &Client, config: Config) -> Result<Outcome, String> {
+    async fn once(&self, driver: &Driver, config: Config) -> Result<Outcome, String> {
         let mut m = Checker::new(config);
         let mut carrier = Carrier {
-            client: client.clone(),
+            client: driver.client.clone(),
+            restarter: driver.restarter.clone(),
             tasks: JoinSet::new(),
             kubelet_dir: self.kubelet_dir.clone(),
             timeout: self.call_timeout,
@@ -258,7 +308,10 @@ impl Check {
             let Some(done) = carrier.tasks.join_next().await else {
                 return Err("check: the checker waits, but nothing is in flight".to_string());
             };
-            let input = done.map_err(|e| format!("check: a call's task failed: {e}"))?;
+            let (input, reconnected) = done.map_err(|e| format!("check: a call's task failed: {e}"))?;
+            if let Some(client) = reconnected {
+                carrier.client = client;
+            }
             machine::feed(&mut m, 0, input, &mut carrier);
         }
     }
@@ -267,7 +320,7 @@ impl Check {
     #[allow(clippy::too_many_arguments)]
     async fn shrink(
         &self,
-        client: &Client,
+        client: &Driver,
         nonce: &str,
         seed: u64,
         program: Program,
@@ -292,9 +345,16 @@ impl Check {
                     shrinking: Some(tries),
                 });
                 let names = self.names(format!("check-{nonce}-shrink{tries}"));
-                let outcome = self.once(client, self.config(names, seed, Some(candidate.clone()))).await?;
+                let outcome = self
+                    .once(client, self.config(names, seed, Some(candidate.clone())))
+                    .await?;
                 if let Some(v) = &outcome.violation {
-                    let cut: Program = outcome.program.iter().take(v.group as usize).cloned().collect();
+                    let cut: Program = outcome
+                        .program
+                        .iter()
+                        .take(v.group as usize)
+                        .cloned()
+                        .collect();
                     // Smaller only: a violation met later (in the teardown) is no gain.
                     if Some(v.breach.rule) == rule && shrink::steps(&cut) < shrink::steps(&best) {
                         best = cut;
@@ -311,13 +371,19 @@ impl Check {
             seed,
             steps: (original, shrink::steps(&best)),
             trace: report::trace(&best_outcome),
-            replay: Replay { names, seed, bounds: self.bounds, program: best },
+            replay: Replay {
+                names,
+                seed,
+                bounds: self.bounds,
+                program: best,
+            },
         })
     }
 
     /// Sends `replay`'s steps again, judged anew.
     pub async fn replay(&self, replay: &Replay) -> Result<Outcome, String> {
-        let client = connect(&self.endpoint).await?;
+        let (client, restarter) = self.driver().await?;
+        let client = Driver { client, restarter };
         let mut names = replay.names.clone();
         names.prefix = format!("check-{}-replay", nonce());
         names.kubelet_dir = self.kubelet_dir.display().to_string();
@@ -332,11 +398,21 @@ fn nonce() -> String {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros());
-    format!("{:x}", (t as u64 ^ u64::from(std::process::id())) & 0xff_ffff)
+    format!(
+        "{:x}",
+        (t as u64 ^ u64::from(std::process::id())) & 0xff_ffff
+    )
 }
 
-async fn connect(endpoint: &str) -> Result<Client, String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+/// The driver: its client, and the process when the check owns it.
+struct Driver {
+    client: Client,
+    restarter: Option<Arc<tokio::sync::Mutex<Restarter>>>,
+}
+
+/// Connects to `endpoint`, trying for up to `wait` (a driver still starting).
+async fn connect(endpoint: &str, wait: Duration) -> Result<Client, String> {
+    let deadline = tokio::time::Instant::now() + wait;
     loop {
         match volplane_tokio::connect(endpoint).await {
             Ok(ch) => return Ok(CsiClient::new(ch, None)),
@@ -351,39 +427,67 @@ async fn connect(endpoint: &str) -> Result<Client, String> {
 /// Carries out the checker's effects: calls as tasks, the node's side at once.
 struct Carrier {
     client: Client,
-    tasks: JoinSet<Input>,
+    restarter: Option<Arc<tokio::sync::Mutex<Restarter>>>,
+    /// Calls and restarts in flight; a restart brings a new client.
+    tasks: JoinSet<(Input, Option<Client>)>,
     kubelet_dir: PathBuf,
     timeout: Duration,
 }
 
 impl Carry<Checker> for Carrier {
-    fn carry(&mut self, _: &Checker, _: u64, effect: Effect, done: &mut std::collections::VecDeque<Input>) {
+    fn carry(
+        &mut self,
+        _: &Checker,
+        _: u64,
+        effect: Effect,
+        done: &mut std::collections::VecDeque<Input>,
+    ) {
         match effect {
             Effect::Call { op, request } => {
                 let mut client = self.client.clone();
                 let timeout = self.timeout;
                 self.tasks.spawn(async move {
                     let answer = call(&mut client, &request, timeout).await;
-                    Input::Answered { op, answer }
+                    (Input::Answered { op, answer }, None)
                 });
             }
             Effect::MakeDir { op, path } => {
                 let result = std::fs::create_dir_all(&path).map_err(|e| format!("{path}: {e}"));
                 done.push_back(Input::Made { op, result });
             }
-            Effect::Look { op, paths, under, outside } => {
+            Effect::Look {
+                op,
+                paths,
+                under,
+                outside,
+            } => {
                 let seen = look(&self.kubelet_dir, &paths, &under, outside);
                 done.push_back(Input::Seen { op, seen });
             }
-            Effect::Data { op, write, read, token } => {
+            Effect::Data {
+                op,
+                write,
+                read,
+                token,
+            } => {
                 let answer = data(Path::new(&write), Path::new(&read), &token);
                 done.push_back(Input::Answered { op, answer });
             }
             Effect::Restart { op } => {
-                let answer = Answer::Lost(
-                    "this check has no command to restart the driver with".to_string(),
-                );
-                done.push_back(Input::Answered { op, answer });
+                let Some(restarter) = self.restarter.clone() else {
+                    let why = "this check has no command to restart the driver with (--restart)";
+                    let answer = Answer::Lost(why.to_string());
+                    done.push_back(Input::Answered { op, answer });
+                    return;
+                };
+                // Kill while the group's calls are in flight, or just after.
+                let delay = Duration::from_millis(op.0.wrapping_mul(0x9E37_79B9) % 40);
+                self.tasks.spawn(async move {
+                    match restarter.lock().await.restart(delay).await {
+                        Ok(client) => (Input::Answered { op, answer: Answer::Restarted }, Some(client)),
+                        Err(e) => (Input::Answered { op, answer: Answer::Lost(e) }, None),
+                    }
+                });
             }
             Effect::Tidy { op, dirs } => {
                 for d in dirs {
@@ -452,5 +556,9 @@ fn data(write: &Path, read: &Path, token: &str) -> Answer {
     if wrote.is_ok() {
         let _ = std::fs::remove_file(write.join(token));
     }
-    Answer::Data { wrote, read: read_back, token: token.to_string() }
+    Answer::Data {
+        wrote,
+        read: read_back,
+        token: token.to_string(),
+    }
 }

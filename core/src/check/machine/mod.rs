@@ -12,166 +12,17 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use serde::{Deserialize, Serialize};
-
 use super::generate::{self, Bounds};
 use super::group::{self, Look, Sent};
-use super::oracle::{self, Answer, Breach, Facts, Known};
+use super::oracle::{self, Answer, Breach, Known};
 use super::render;
-use super::rules::{Rule, Tally};
+use super::rules::Rule;
 use super::step::{Names, Slot, Step};
 use super::world::{NodeSeen, World};
 use crate::driver::{Request, Response};
 use crate::machine::Machine;
 use crate::rng::Rng;
 use crate::{OpId, Tick};
-
-/// A run's steps, group by group (a group's steps are sent together).
-pub type Program = Vec<Vec<Step>>;
-
-/// What a run does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Config {
-    /// Names, paths and the request fields every call carries.
-    pub names: Names,
-    /// The seed the steps are chosen from.
-    pub seed: u64,
-    /// Groups of steps to run (when not replaying).
-    pub steps: u32,
-    /// Steps in flight together, at most (1: one at a time).
-    pub concurrency: u8,
-    /// How many volumes, targets and snapshots.
-    pub bounds: Bounds,
-    /// Replay these steps instead of choosing.
-    pub program: Option<Program>,
-    /// Judge the mounts outside the kubelet directory (off when other
-    /// things on the machine mount at the same time).
-    pub watch_outside: bool,
-}
-
-/// What the adapter must do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    /// Send this CSI request; answer with [`Input::Answered`].
-    Call {
-        /// Names the completion.
-        op: OpId,
-        /// The request.
-        request: Request,
-    },
-    /// Make this directory and its parents, as a CO does for staging paths
-    /// and a target's parent; answer with [`Input::Made`].
-    MakeDir {
-        /// Names the completion.
-        op: OpId,
-        /// The directory.
-        path: String,
-    },
-    /// Look at these paths, the mounts beneath `under`, and (when asked)
-    /// the mounts outside the kubelet directory; answer with [`Input::Seen`].
-    Look {
-        /// Names the completion.
-        op: OpId,
-        /// The paths.
-        paths: Vec<String>,
-        /// Report every mount point beneath these prefixes.
-        under: Vec<String>,
-        /// Report the mounts outside the kubelet directory.
-        outside: bool,
-    },
-    /// Write `token` to a new file in `write` (a directory), then read the
-    /// file of the same name in `read`; answer with [`Input::Answered`]
-    /// carrying [`Answer::Data`].
-    Data {
-        /// Names the completion.
-        op: OpId,
-        /// The target written through.
-        write: String,
-        /// The target read through.
-        read: String,
-        /// The file's name and content.
-        token: String,
-    },
-    /// Kill the driver with SIGKILL and start it again; answer with
-    /// [`Input::Answered`] carrying [`Answer::Restarted`] once it serves.
-    Restart {
-        /// Names the completion.
-        op: OpId,
-    },
-    /// Remove these directories if empty (never anything in them),
-    /// deepest first; answer with [`Input::Made`].
-    Tidy {
-        /// Names the completion.
-        op: OpId,
-        /// The directories.
-        dirs: Vec<String>,
-    },
-}
-
-/// What the adapter reports.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Input {
-    /// A call, a write-and-read, or a restart completed.
-    Answered {
-        /// The effect completed.
-        op: OpId,
-        /// What came back.
-        answer: Answer,
-    },
-    /// A directory was made (or tidied).
-    Made {
-        /// The effect completed.
-        op: OpId,
-        /// `Err`: why not.
-        result: Result<(), String>,
-    },
-    /// The node was looked at.
-    Seen {
-        /// The effect completed.
-        op: OpId,
-        /// What was seen.
-        seen: NodeSeen,
-    },
-}
-
-/// One step of the trace: its group, the step, what came back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    /// The group (steps of one group were in flight together).
-    pub group: u32,
-    /// The step.
-    pub step: Step,
-    /// Its answer.
-    pub answer: Answer,
-}
-
-/// A MUST-rule broken: where, and the trace up to it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Violation {
-    /// The rule and what happened.
-    pub breach: Breach,
-    /// The group it broke at.
-    pub group: u32,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Outcome {
-    /// Rules checked and broken.
-    pub tally: Tally,
-    /// SHOULD-rules broken, with the group each broke at.
-    pub notes: Vec<(u32, Breach)>,
-    /// The MUST-rule broken, if one.
-    pub violation: Option<Violation>,
-    /// The steps sent, group by group (a replay of them repeats the run).
-    pub program: Program,
-    /// Every step with its answer.
-    pub trace: Vec<Record>,
-    /// Why the run could not go on (the driver could not be reached…).
-    pub error: Option<String>,
-    /// What the driver said of itself.
-    pub facts: Facts,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -222,7 +73,8 @@ pub struct Checker {
     outcome: Outcome,
     outside: BTreeSet<String>,
     touched: BTreeSet<(Slot, Slot)>,
-    lingering: BTreeSet<Slot>,
+    /// Objects (as [`Step::objects`] keys) a lost call may still be working on.
+    lingering: BTreeSet<u16>,
     unsettled: Option<(Step, u8)>,
     groups: u32,
     /// Judging stopped (a violation): what is left is put away unjudged.
@@ -231,6 +83,8 @@ pub struct Checker {
     asking: Option<OpId>,
     /// The steps of this teardown round not yet sent.
     pending_teardown: VecDeque<Step>,
+    /// The group of the last restart, if any.
+    restarted: Option<u32>,
 }
 
 impl Checker {
@@ -257,6 +111,7 @@ impl Checker {
             stopped: false,
             asking: None,
             pending_teardown: VecDeque::new(),
+            restarted: None,
         };
         c.discover(0);
         c
@@ -285,88 +140,6 @@ impl Checker {
     fn fail(&mut self, why: String) {
         self.outcome.error = Some(why);
         self.phase = Phase::Done;
-    }
-
-    fn discover(&mut self, i: usize) {
-        let facts = &self.outcome.facts;
-        let mut i = i;
-        // No Controller service: no controller capabilities to ask for.
-        if i == 3 && !facts.controller_service {
-            i += 1;
-        }
-        if i >= DISCOVER.len() {
-            self.phase = Phase::Baseline;
-            let op = self.op();
-            self.looking = Some(op);
-            let outside = self.config.watch_outside;
-            self.queue.push_back(Effect::Look {
-                op,
-                paths: Vec::new(),
-                under: Vec::new(),
-                outside,
-            });
-            return;
-        }
-        self.phase = Phase::Discover(i);
-        self.ask(DISCOVER[i].clone());
-    }
-
-    fn ask(&mut self, request: Request) {
-        let op = self.op();
-        self.asking = Some(op);
-        self.queue.push_back(Effect::Call { op, request });
-    }
-
-    fn discovered(&mut self, i: usize, answer: Answer) {
-        let r = match answer {
-            Answer::Reply(r) => r,
-            Answer::Refused { code, message } if i >= 3 => {
-                // A node-only or controller-only driver: that service is absent.
-                let _ = (code, message);
-                return self.discover(i + 1);
-            }
-            other => {
-                let what = DISCOVER[i].method();
-                return self.fail(format!("{what}: {other}"));
-            }
-        };
-        let facts = &mut self.outcome.facts;
-        match r {
-            Response::PluginInfo { name, vendor_version, .. } => {
-                self.outcome.tally.checked(Rule::PluginInfo);
-                if let Err(why) = plugin_name(&name, &vendor_version) {
-                    self.outcome.tally.violated(Rule::PluginInfo);
-                    self.outcome.violation = Some(Violation {
-                        breach: Breach { rule: Rule::PluginInfo, detail: why },
-                        group: 0,
-                    });
-                }
-                self.config.names.driver = name;
-            }
-            Response::PluginCapabilities(caps) => {
-                facts.controller_service =
-                    caps.contains(&crate::driver::PluginCapability::ControllerService);
-                facts.plugin = caps.into_iter().collect();
-            }
-            Response::Probe { .. } => {}
-            Response::ControllerCapabilities(caps) => facts.controller = caps.into_iter().collect(),
-            Response::NodeCapabilities(caps) => {
-                facts.node = caps.into_iter().collect();
-                // Then NodeGetInfo, in the same slot.
-                return self.ask(Request::NodeGetInfo);
-            }
-            Response::NodeInfo { node_id, .. } => {
-                facts.node_id = node_id;
-                facts.node_service = true;
-            }
-            _ => {}
-        }
-        if !self.outcome.facts.controller_service && i == 1 {
-            return self.fail(
-                "the driver has no Controller service (GetPluginCapabilities lacks CONTROLLER_SERVICE): check needs one to create volumes".to_string(),
-            );
-        }
-        self.discover(i + 1)
     }
 
     /// Starts the next group, or moves on to putting things away.
@@ -398,6 +171,21 @@ impl Checker {
         let facts = &self.outcome.facts;
         let last = self.outcome.trace.last().map(|r| r.step);
         let first = generate::next(&mut self.rng, w, facts, &self.config.bounds, last);
+        // Companions never restart: one restart per group, sent last.
+        let calm = Bounds {
+            restarts_per_mille: 0,
+            ..self.config.bounds
+        };
+        if first == Step::Restart {
+            // Half the time while a call is in flight.
+            if self.rng.chance(500) {
+                let s = generate::next(&mut self.rng, w, facts, &calm, None);
+                if !s.alone() {
+                    return vec![s, Step::Restart];
+                }
+            }
+            return vec![Step::Restart];
+        }
         let k = usize::from(self.config.concurrency.max(1));
         if first.alone() || k == 1 {
             return vec![first];
@@ -405,7 +193,7 @@ impl Checker {
         let n = 1 + self.rng.below(k);
         let mut steps = vec![first];
         while steps.len() < n {
-            let s = generate::next(&mut self.rng, w, facts, &self.config.bounds, None);
+            let s = generate::next(&mut self.rng, w, facts, &calm, None);
             if !s.alone() {
                 steps.push(s);
             }
@@ -425,9 +213,15 @@ impl Checker {
                 }
                 Step::NodePublish { v, t, .. } => {
                     let target = self.config.names.target(v, t);
-                    let parent = target.rsplit_once('/').map_or(target.clone(), |(p, _)| p.to_string());
+                    let parent = target
+                        .rsplit_once('/')
+                        .map_or(target.clone(), |(p, _)| p.to_string());
                     dirs.insert(parent);
-                    if self.outcome.facts.node_has(crate::driver::NodeCapability::StageUnstageVolume) {
+                    if self
+                        .outcome
+                        .facts
+                        .node_has(crate::driver::NodeCapability::StageUnstageVolume)
+                    {
                         dirs.insert(self.config.names.staging(v));
                     }
                     self.touched.insert((v, t));
@@ -483,6 +277,11 @@ impl Checker {
             return;
         };
         let step = self.group[i].0;
+        if step == Step::Restart {
+            if let Answer::Lost(why) = &answer {
+                return self.fail(format!("restarting the driver: {why}"));
+            }
+        }
         if step.alone() && matches!(step, Step::ListVolumes { .. } | Step::ListSnapshots { .. }) {
             if let Some(answer) = self.page(step, op, answer) {
                 self.group[i].1 = Some(answer);
@@ -508,12 +307,18 @@ impl Checker {
             _ => 0,
         };
         let (n, token) = match r {
-            Response::Volumes { entries, next_token } => {
+            Response::Volumes {
+                entries,
+                next_token,
+            } => {
                 let n = entries.len();
                 self.walk.volumes.extend(entries);
                 (n, next_token)
             }
-            Response::Snapshots { entries, next_token } => {
+            Response::Snapshots {
+                entries,
+                next_token,
+            } => {
                 let n = entries.len();
                 self.walk.snapshots.extend(entries);
                 (n, next_token)
@@ -521,7 +326,11 @@ impl Checker {
             other => return Some(Answer::Reply(other)),
         };
         if let Err(b) = oracle::page(max, n, &token, &self.walk.tokens) {
-            return Some(Answer::Malformed(format!("{} ({})", b.detail, b.rule.name())));
+            return Some(Answer::Malformed(format!(
+                "{} ({})",
+                b.detail,
+                b.rule.name()
+            )));
         }
         self.walk.pages += 1;
         if token.is_empty() || self.walk.pages >= 10_000 {
@@ -551,7 +360,10 @@ impl Checker {
     }
 
     fn all_answered(&mut self) {
-        let node = self.group.iter().any(|(s, _, _)| s.on_node() || matches!(s, Step::Data { .. }));
+        let node = self
+            .group
+            .iter()
+            .any(|(s, _, _)| s.on_node() || matches!(s, Step::Data { .. }));
         if node && !self.stopped {
             let op = self.op();
             self.looking = Some(op);
@@ -580,24 +392,33 @@ impl Checker {
         let sent: Vec<Sent> = group
             .iter()
             .map(|(step, answer, _)| {
+                let mine = step.objects();
                 let shared = group
                     .iter()
-                    .filter(|(s, _, _)| s.volume().is_some() && s.volume() == step.volume())
+                    .filter(|(s, _, _)| s.objects().iter().any(|o| mine.contains(o)))
                     .count()
                     > 1;
-                let lingering = step.volume().is_some_and(|v| self.lingering.contains(&v));
+                let lingering = mine.iter().any(|o| self.lingering.contains(o));
                 Sent {
                     step: *step,
-                    answer: answer.clone().unwrap_or(Answer::Lost("no answer".to_string())),
+                    answer: answer
+                        .clone()
+                        .unwrap_or(Answer::Lost("no answer".to_string())),
                     busy: shared || lingering,
                 }
             })
             .collect();
         let g = self.groups;
         for s in &sent {
-            self.outcome.trace.push(Record { group: g, step: s.step, answer: s.answer.clone() });
+            self.outcome.trace.push(Record {
+                group: g,
+                step: s.step,
+                answer: s.answer.clone(),
+            });
         }
-        self.outcome.program.push(sent.iter().map(|s| s.step).collect());
+        self.outcome
+            .program
+            .push(sent.iter().map(|s| s.step).collect());
         if self.stopped {
             return self.after_teardown_step();
         }
@@ -607,7 +428,10 @@ impl Checker {
             }
         }
         let targets: Vec<(Slot, Slot)> = self.touched.iter().copied().collect();
-        let look = seen.as_ref().map(|seen| Look { seen, targets: &targets });
+        let look = seen.as_ref().map(|seen| Look {
+            seen,
+            targets: &targets,
+        });
         let judged = group::judge(
             &self.worlds,
             &sent,
@@ -617,9 +441,17 @@ impl Checker {
             look,
             &mut self.outcome.tally,
         );
-        self.outcome.notes.extend(judged.notes.into_iter().map(|b| (g, b)));
+        self.outcome
+            .notes
+            .extend(judged.notes.into_iter().map(|b| (g, b)));
+        if self.restarted.is_some() {
+            self.outcome.tally.checked(Rule::SurvivesRestart);
+        }
         if let Some(b) = judged.breach {
-            return self.violate(b);
+            return self.violate(self.after_restart(b));
+        }
+        if sent.iter().any(|s| s.step == Step::Restart) {
+            self.restarted = Some(g);
         }
         self.worlds = judged.worlds;
         for s in &sent {
@@ -637,9 +469,39 @@ impl Checker {
         }
     }
 
+    /// A breach after a restart that says acknowledged state was lost is
+    /// the driver's failing to survive the restart.
+    fn after_restart(&self, b: Breach) -> Breach {
+        let Some(at) = self.restarted else { return b };
+        let lost = matches!(
+            b.rule,
+            Rule::Acknowledged
+                | Rule::CreateIdempotent
+                | Rule::SnapshotIdempotent
+                | Rule::ListComplete
+                | Rule::StageIdempotent
+                | Rule::NodePublishIdempotent
+                | Rule::PublishIdempotent
+                | Rule::PublishMounts
+                | Rule::UnpublishUnmounts
+                | Rule::UnstageUnmounts
+                | Rule::PublishedNodes
+        );
+        if !lost {
+            return b;
+        }
+        Breach {
+            rule: Rule::SurvivesRestart,
+            detail: format!("{} ({}, after the restart at step {at})", b.detail, b.rule.name()),
+        }
+    }
+
     fn violate(&mut self, breach: Breach) {
         self.outcome.tally.violated(breach.rule);
-        self.outcome.violation = Some(Violation { breach, group: self.groups });
+        self.outcome.violation = Some(Violation {
+            breach,
+            group: self.groups,
+        });
         self.stopped = true;
         self.teardown(0);
     }
@@ -665,19 +527,20 @@ impl Checker {
 
     /// Takes in the ids and contexts an answer handed out.
     fn learn(&mut self, s: &Sent) {
-        let v = s.step.volume();
+        let objects = s.step.objects();
         if s.answer.unsure() {
-            if let Some(v) = v {
-                self.lingering.insert(v);
-            }
-            if !matches!(s.step, Step::Restart | Step::Data { .. }) && self.config.program.is_none() {
+            self.lingering.extend(objects.iter().copied());
+            if !matches!(s.step, Step::Restart | Step::Data { .. }) && self.config.program.is_none()
+            {
                 let tries = self.unsettled.map_or(0, |(_, n)| n);
                 self.unsettled = Some((s.step, tries));
             }
             return;
         }
-        if let Some(v) = v {
-            self.lingering.remove(&v);
+        if matches!(s.answer, Answer::Reply(_)) {
+            for o in &objects {
+                self.lingering.remove(o);
+            }
         }
         if self.unsettled.is_some_and(|(u, _)| u == s.step) {
             self.unsettled = None;
@@ -686,10 +549,21 @@ impl Checker {
         match (s.step, r) {
             (Step::CreateVolume { v, .. }, Response::Volume(vol)) => {
                 self.known.volumes.insert(v, vol.volume_id.clone());
-                self.known.volume_context.insert(v, vol.volume_context.clone());
+                self.known
+                    .volume_context
+                    .insert(v, vol.volume_context.clone());
             }
-            (Step::ControllerPublish { v, known_node: true, .. }, Response::Published { publish_context }) => {
-                self.known.publish_context.insert(v, publish_context.clone());
+            (
+                Step::ControllerPublish {
+                    v,
+                    known_node: true,
+                    ..
+                },
+                Response::Published { publish_context },
+            ) => {
+                self.known
+                    .publish_context
+                    .insert(v, publish_context.clone());
             }
             (Step::CreateSnapshot { s, .. }, Response::Snapshot(snap)) => {
                 self.known.snapshots.insert(s, snap.snapshot_id.clone());
@@ -697,93 +571,12 @@ impl Checker {
             _ => {}
         }
     }
-
-    /// Puts away what the run made: round after round of the steps that
-    /// undo what the first world holds.
-    fn teardown(&mut self, round: u8) {
-        self.phase = Phase::Teardown(round);
-        let w = &self.worlds[0];
-        let steps = generate::teardown(w, &self.outcome.facts);
-        if steps.is_empty() || round >= 4 {
-            return self.leftovers();
-        }
-        self.pending_teardown = steps.into();
-        self.after_teardown_step();
-    }
-
-    fn after_teardown_step_judged(&mut self, round: u8) {
-        if self.pending_teardown.is_empty() {
-            return self.teardown(round + 1);
-        }
-        self.after_teardown_step();
-    }
-
-    fn after_teardown_step(&mut self) {
-        match self.pending_teardown.pop_front() {
-            Some(step) => {
-                self.groups += 1;
-                self.start(vec![step]);
-            }
-            None if self.stopped => self.leftovers(),
-            None => {
-                let Phase::Teardown(round) = self.phase else { return self.leftovers() };
-                self.teardown(round + 1)
-            }
-        }
-    }
-
-    /// Looks for anything of the run still mounted.
-    fn leftovers(&mut self) {
-        self.phase = Phase::Leftovers;
-        let op = self.op();
-        self.looking = Some(op);
-        let under = self.config.names.run_dirs().to_vec();
-        self.queue.push_back(Effect::Look { op, paths: Vec::new(), under, outside: false });
-    }
-
-    fn tidy(&mut self) {
-        self.phase = Phase::Tidy;
-        let names = &self.config.names;
-        let mut dirs = Vec::new();
-        for &(v, t) in &self.touched {
-            let target = names.target(v, t);
-            // …/pods/<pod>/volumes/kubernetes.io~csi/<pv>/mount: its parents up to the pod.
-            let mut p = target.as_str();
-            for _ in 0..4 {
-                p = p.rsplit_once('/').map_or(p, |(parent, _)| parent);
-                dirs.push(p.to_string());
-            }
-        }
-        let vols: BTreeSet<Slot> = self.touched.iter().map(|(v, _)| *v).collect();
-        for v in vols.into_iter().chain(0..self.config.bounds.volumes) {
-            let staging = names.staging(v);
-            dirs.push(staging.clone());
-            dirs.push(staging.rsplit_once('/').map_or(staging.clone(), |(p, _)| p.to_string()));
-        }
-        dirs.sort_by_key(|d| std::cmp::Reverse(d.len()));
-        dirs.dedup();
-        let op = self.op();
-        self.queue.push_back(Effect::Tidy { op, dirs });
-    }
 }
 
-/// GetPluginInfo's name must be a domain name of at most 63 characters
-/// (alphanumerics, `-` and `.`, alphanumeric at both ends), with a version.
-fn plugin_name(name: &str, version: &str) -> Result<(), String> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
-    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if name.is_empty() || name.len() > 63 || !ok_chars || !ends(name.chars().next()) || !ends(name.chars().last()) {
-        return Err(format!(
-            "GetPluginInfo name {name:?} is not a domain name of at most 63 characters"
-        ));
-    }
-    if version.is_empty() {
-        return Err("GetPluginInfo vendor_version is empty".to_string());
-    }
-    Ok(())
-}
+mod discover;
+mod teardown;
+
+pub use super::protocol::{Config, Effect, Input, Outcome, Program, Record, Violation};
 
 impl Machine for Checker {
     type Input = Input;
@@ -827,7 +620,10 @@ impl Machine for Checker {
                                 seen.under
                             );
                             self.outcome.violation = Some(Violation {
-                                breach: Breach { rule: Rule::NoLeaks, detail },
+                                breach: Breach {
+                                    rule: Rule::NoLeaks,
+                                    detail,
+                                },
                                 group: self.groups,
                             });
                         }

@@ -1,0 +1,88 @@
+//! Putting away what a run made, and looking for what it left behind.
+
+use super::{Checker, Phase};
+use crate::check::generate;
+use crate::check::machine::Effect;
+use crate::check::step::Slot;
+use std::collections::BTreeSet;
+
+impl Checker {
+    /// Puts away what the run made: round after round of the steps that
+    /// undo what the first world holds.
+    pub(super) fn teardown(&mut self, round: u8) {
+        self.phase = Phase::Teardown(round);
+        let w = &self.worlds[0];
+        let steps = generate::teardown(w, &self.outcome.facts);
+        if steps.is_empty() || round >= 4 {
+            return self.leftovers();
+        }
+        self.pending_teardown = steps.into();
+        self.after_teardown_step();
+    }
+
+    pub(super) fn after_teardown_step_judged(&mut self, round: u8) {
+        if self.pending_teardown.is_empty() {
+            return self.teardown(round + 1);
+        }
+        self.after_teardown_step();
+    }
+
+    pub(super) fn after_teardown_step(&mut self) {
+        match self.pending_teardown.pop_front() {
+            Some(step) => {
+                self.groups += 1;
+                self.start(vec![step]);
+            }
+            None if self.stopped => self.leftovers(),
+            None => {
+                let Phase::Teardown(round) = self.phase else {
+                    return self.leftovers();
+                };
+                self.teardown(round + 1)
+            }
+        }
+    }
+
+    /// Looks for anything of the run still mounted.
+    pub(super) fn leftovers(&mut self) {
+        self.phase = Phase::Leftovers;
+        let op = self.op();
+        self.looking = Some(op);
+        let under = self.config.names.run_dirs().to_vec();
+        self.queue.push_back(Effect::Look {
+            op,
+            paths: Vec::new(),
+            under,
+            outside: false,
+        });
+    }
+
+    pub(super) fn tidy(&mut self) {
+        self.phase = Phase::Tidy;
+        let names = &self.config.names;
+        let mut dirs = Vec::new();
+        for &(v, t) in &self.touched {
+            let target = names.target(v, t);
+            // …/pods/<pod>/volumes/kubernetes.io~csi/<pv>/mount: its parents up to the pod.
+            let mut p = target.as_str();
+            for _ in 0..4 {
+                p = p.rsplit_once('/').map_or(p, |(parent, _)| parent);
+                dirs.push(p.to_string());
+            }
+        }
+        let vols: BTreeSet<Slot> = self.touched.iter().map(|(v, _)| *v).collect();
+        for v in vols.into_iter().chain(0..self.config.bounds.volumes) {
+            let staging = names.staging(v);
+            dirs.push(staging.clone());
+            dirs.push(
+                staging
+                    .rsplit_once('/')
+                    .map_or(staging.clone(), |(p, _)| p.to_string()),
+            );
+        }
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.len()));
+        dirs.dedup();
+        let op = self.op();
+        self.queue.push_back(Effect::Tidy { op, dirs });
+    }
+}
