@@ -130,15 +130,41 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         .filter(|s| !s.is_empty());
     match crash_after {
         #[cfg(feature = "crash-hooks")]
-        Some(kind) => driver(&args, crate::crash::CrashAfter::new(backend, kind)).serve(),
+        Some(kind) => planted(driver(&args, crate::crash::CrashAfter::new(backend, kind))).serve(),
         #[cfg(not(feature = "crash-hooks"))]
         Some(kind) => {
             tracing::warn!(
                 kind = %kind,
                 "VOLPLANE_CRASH_AFTER is a test knob this build does not have (feature crash-hooks); ignoring it"
             );
-            driver(&args, backend).serve()
+            planted(driver(&args, backend)).serve()
         }
-        None => driver(&args, backend).serve(),
+        None => planted(driver(&args, backend)).serve(),
+    }
+}
+
+/// `d` with the mistake `VOLPLANE_PLANT` names planted (a test knob of a
+/// build with the `plants` feature; any other build says it ignores it).
+fn planted<B: volplane::Backend>(d: volplane::Driver<B>) -> volplane::Driver<B> {
+    let Some(name) = std::env::var("VOLPLANE_PLANT").ok().filter(|s| !s.is_empty()) else {
+        return d;
+    };
+    #[cfg(feature = "plants")]
+    {
+        match volplane_core::plant::Plant::parse(&name) {
+            Some(p) => {
+                tracing::warn!(plant = p.name(), "planting a known mistake, as VOLPLANE_PLANT asked: {}", p.describe());
+                d.plant(p)
+            }
+            None => {
+                tracing::error!(plant = %name, "VOLPLANE_PLANT names no plant; serving without one");
+                d
+            }
+        }
+    }
+    #[cfg(not(feature = "plants"))]
+    {
+        tracing::warn!(plant = %name, "VOLPLANE_PLANT is a test knob this build does not have (feature plants); ignoring it");
+        d
     }
 }

@@ -35,10 +35,44 @@ pub enum Plant {
     /// capacity: no refresh when a volume appears in or leaves a segment
     /// (the objects then say what was free before).
     CapacityIgnoresVolumes,
+    /// driver: a CreateVolume repeated while the first is still in flight
+    /// (a CO's retry after a timeout) makes a second volume.
+    CreateRepeatsInFlight,
+    /// driver: a CreateVolume under an existing name with an incompatible
+    /// size answers OK with the existing volume (not ALREADY_EXISTS).
+    AnswerIncompatibleRepeat,
+    /// driver: NodePublishVolume answers OK without mounting anything.
+    PublishWithoutMount,
+    /// driver: NodeUnstageVolume unmounts the staging path although
+    /// targets are still published.
+    UnstageWhilePublished,
+    /// driver: ListVolumes' next page starts one volume too late.
+    ListSkipsOne,
+    /// driver: its volume table is lost on restart (kept in memory only).
+    ForgetVolumesOnRestart,
+    /// driver: its stage and publish records are lost on restart, so an
+    /// unpublish after it answers OK and leaves the mount.
+    ForgetMountsOnRestart,
+    /// driver: DeleteVolume and ControllerPublishVolume of one volume run
+    /// at once, unserialised, and both succeed.
+    DeleteRacesPublish,
 }
 
 impl Plant {
-    /// Every plant, in `--list-plants` order.
+    /// The plants in the driver machine, which `volplane check` finds
+    /// (`VOLPLANE_PLANT=<name>` for a `volplane serve` built with them).
+    pub const DRIVER: [Plant; 8] = [
+        Plant::CreateRepeatsInFlight,
+        Plant::AnswerIncompatibleRepeat,
+        Plant::PublishWithoutMount,
+        Plant::UnstageWhilePublished,
+        Plant::ListSkipsOne,
+        Plant::ForgetVolumesOnRestart,
+        Plant::ForgetMountsOnRestart,
+        Plant::DeleteRacesPublish,
+    ];
+
+    /// Every plant the simulator finds, in `--list-plants` order.
     pub const ALL: [Plant; 9] = [
         Plant::UnstageAfterFirstUnpublish,
         Plant::DetachWithoutWaitingForUnmount,
@@ -63,6 +97,14 @@ impl Plant {
             Plant::IgnoreAllowedTopologies => "ignore-allowed-topologies",
             Plant::ModifyIgnoresFailure => "modify-ignores-failure",
             Plant::CapacityIgnoresVolumes => "capacity-ignores-volumes",
+            Plant::CreateRepeatsInFlight => "create-repeats-in-flight",
+            Plant::AnswerIncompatibleRepeat => "answer-incompatible-repeat",
+            Plant::PublishWithoutMount => "publish-without-mount",
+            Plant::UnstageWhilePublished => "unstage-while-published",
+            Plant::ListSkipsOne => "list-skips-one",
+            Plant::ForgetVolumesOnRestart => "forget-volumes-on-restart",
+            Plant::ForgetMountsOnRestart => "forget-mounts-on-restart",
+            Plant::DeleteRacesPublish => "delete-races-publish",
         }
     }
 
@@ -86,12 +128,31 @@ impl Plant {
             Plant::CapacityIgnoresVolumes => {
                 "capacity tracker does not refresh when volumes come and go"
             }
+            Plant::CreateRepeatsInFlight => {
+                "driver makes a second volume for a CreateVolume repeated while the first is in flight"
+            }
+            Plant::AnswerIncompatibleRepeat => {
+                "driver answers OK to an incompatible CreateVolume of an existing name"
+            }
+            Plant::PublishWithoutMount => "driver answers NodePublishVolume OK without a mount",
+            Plant::UnstageWhilePublished => "driver unstages a volume still published at targets",
+            Plant::ListSkipsOne => "driver's ListVolumes pages skip a volume",
+            Plant::ForgetVolumesOnRestart => "driver forgets its volumes when restarted",
+            Plant::ForgetMountsOnRestart => {
+                "driver forgets its mounts when restarted, and leaks them on unpublish"
+            }
+            Plant::DeleteRacesPublish => {
+                "driver runs DeleteVolume and ControllerPublishVolume of one volume at once"
+            }
         }
     }
 
     /// The plant `--plant` names.
     pub fn parse(s: &str) -> Option<Plant> {
-        Plant::ALL.into_iter().find(|p| p.name() == s)
+        Plant::ALL
+            .into_iter()
+            .chain(Plant::DRIVER)
+            .find(|p| p.name() == s)
     }
 }
 

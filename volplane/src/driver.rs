@@ -91,6 +91,14 @@ impl<B: Backend> Driver<B> {
         }
     }
 
+    /// Plants a known mistake in the driver's decisions (feature `plants`:
+    /// `volplane check`'s own tests, never a release build).
+    #[cfg(feature = "plants")]
+    pub fn plant(mut self, plant: volplane_core::plant::Plant) -> Self {
+        self.config.plant(plant);
+        self
+    }
+
     /// The version GetPluginInfo reports (volplane's own by default):
     /// usually `env!("CARGO_PKG_VERSION")` of the driver's crate.
     pub fn version(mut self, version: &str) -> Self {

@@ -27,6 +27,9 @@ pub mod shrink;
 pub mod step;
 pub mod world;
 
+#[cfg(test)]
+mod tests;
+
 pub use generate::Bounds;
 pub use machine::{Checker, Config, Effect, Input, Outcome, Program, Record, Violation};
 pub use oracle::{Answer, Breach, Facts};

@@ -1,5 +1,6 @@
 //! The Controller service: volumes by name, publications to nodes, expansion.
 
+use crate::plant::Plant;
 use super::state::{Publication, VolumeRecord};
 use super::*;
 
@@ -41,6 +42,9 @@ impl Driver {
             }
             return match incompatibility(existing, &r) {
                 None => answer(Response::Volume(existing.volume.clone())),
+                Some(_) if self.config.plant.is(Plant::AnswerIncompatibleRepeat) => {
+                    answer(Response::Volume(existing.volume.clone()))
+                }
                 Some(why) => reject(Status::already_exists(format!(
                     "volume {:?} already exists with {why}",
                     r.name
@@ -51,10 +55,17 @@ impl Driver {
             Ok(source) => source,
             Err(e) => return reject(e),
         };
+        let mut name = r.name;
+        if self.config.plant.is(Plant::CreateRepeatsInFlight)
+            && self.state.busy(&format!("name:{name}"))
+        {
+            // Planted: the repeat makes a volume of its own.
+            name = format!("{name}~again");
+        }
         Decision::Execute {
-            key: format!("name:{}", r.name),
+            key: format!("name:{name}"),
             plan: Plan::CreateVolume(CreatePlan {
-                name: r.name,
+                name,
                 capacity: range,
                 suggested_bytes: default_size(range, self.config.default_volume_bytes)
                     .max(snapshot::source_size(source.as_ref())),
@@ -153,8 +164,14 @@ impl Driver {
                 if v.stage.is_some() { ", staged" } else { "" }
             )));
         }
+        // Planted: the delete holds nothing a publish would wait for.
+        let key = if self.config.plant.is(Plant::DeleteRacesPublish) {
+            format!("delete:{}", r.volume_id)
+        } else {
+            r.volume_id
+        };
         Decision::Execute {
-            key: r.volume_id,
+            key,
             plan: Plan::DeleteVolume {
                 volume: record.volume.clone(),
                 secrets: r.secrets,
@@ -282,7 +299,13 @@ impl Driver {
             .and_then(|v| v.published.get_mut(node_id))
             .ok_or_else(|| {
                 Status::internal(format!("publication of {id} to {node_id} vanished"))
-            })?;
+            });
+        let p = match p {
+            Err(_) if self.config.plant.is(Plant::DeleteRacesPublish) => {
+                return Ok(Response::Published { publish_context });
+            }
+            p => p?,
+        };
         p.publish_context = publish_context.clone();
         p.certain = true;
         Ok(Response::Published { publish_context })
@@ -415,6 +438,9 @@ impl Driver {
         };
         let entries: Vec<ListedVolume> =
             iter.by_ref().take(limit).map(|(_, v)| listed(v)).collect();
+        if self.config.plant.is(Plant::ListSkipsOne) {
+            iter.next();
+        }
         let next_token = iter.next().map(|(id, _)| id.clone()).unwrap_or_default();
         answer(Response::Volumes {
             entries,

@@ -155,6 +155,13 @@ impl DriverConfig {
         }
     }
 
+    /// Plants a mistake in the driver (a build with the `plants` feature:
+    /// `volplane check`'s own tests).
+    #[cfg(any(test, feature = "plants"))]
+    pub fn plant(&mut self, plant: crate::plant::Plant) {
+        self.plant = crate::plant::Planted::new(Some(plant));
+    }
+
     /// Drops the capabilities that need what the backend lacks.
     pub fn narrow(&mut self, features: Features) {
         use ControllerCapability as C;
@@ -304,6 +311,13 @@ impl Driver {
     /// A machine over a (possibly restored) state. Every plan that was in
     /// flight when the state was persisted is carried out again.
     pub fn new(config: DriverConfig, mut state: DriverState) -> Driver {
+        if config.plant.is(crate::plant::Plant::ForgetVolumesOnRestart) {
+            state.volumes.clear();
+            state.names.clear();
+        }
+        if config.plant.is(crate::plant::Plant::ForgetMountsOnRestart) {
+            state.node.clear();
+        }
         if config
             .plant
             .is(crate::plant::Plant::ForgetInFlightOnRestart)
@@ -536,8 +550,12 @@ impl Driver {
                 self.config.name
             )));
         }
+        // Planted: a repeated create is not held back while the first runs.
+        let unheld = matches!(request, Request::CreateVolume(_))
+            && self.config.plant.is(crate::plant::Plant::CreateRepeatsInFlight);
         if let Some(key) = lock_key(request)
             && self.state.busy(&key)
+            && !unheld
         {
             return Some(match request.snapshot() {
                 Some(snapshot) => Status::aborted_pending_snapshot(snapshot),

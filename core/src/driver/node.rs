@@ -179,7 +179,7 @@ impl Driver {
         let Some(stage) = nv.stage.as_ref().filter(|s| s.staging_path == staging) else {
             return answer(Response::Empty);
         };
-        if !nv.targets.is_empty() {
+        if !nv.targets.is_empty() && !self.config.plant.is(crate::plant::Plant::UnstageWhilePublished) {
             return reject(Status::failed_precondition(format!(
                 "volume {} is still published at {}; NodeUnpublishVolume those targets before unstaging",
                 r.volume_id,
@@ -295,6 +295,9 @@ impl Driver {
                 r.volume_id,
                 mode.csi_name()
             )));
+        }
+        if self.config.plant.is(crate::plant::Plant::PublishWithoutMount) {
+            return answer(Response::Empty);
         }
         nv.targets.insert(
             target.clone(),

@@ -448,7 +448,8 @@ impl Checker {
             self.outcome.tally.checked(Rule::SurvivesRestart);
         }
         if let Some(b) = judged.breach {
-            return self.violate(self.after_restart(b));
+            let b = self.after_restart(b);
+            return self.violate(b);
         }
         if sent.iter().any(|s| s.step == Step::Restart) {
             self.restarted = Some(g);
@@ -469,9 +470,10 @@ impl Checker {
         }
     }
 
-    /// A breach after a restart that says acknowledged state was lost is
-    /// the driver's failing to survive the restart.
-    fn after_restart(&self, b: Breach) -> Breach {
+    /// A breach after a restart that says acknowledged state was lost may
+    /// be the driver's failing to survive the restart: it says so, and
+    /// [`Rule::SurvivesRestart`] counts it too.
+    fn after_restart(&mut self, b: Breach) -> Breach {
         let Some(at) = self.restarted else { return b };
         let lost = matches!(
             b.rule,
@@ -490,9 +492,10 @@ impl Checker {
         if !lost {
             return b;
         }
+        self.outcome.tally.violated(Rule::SurvivesRestart);
         Breach {
-            rule: Rule::SurvivesRestart,
-            detail: format!("{} ({}, after the restart at step {at})", b.detail, b.rule.name()),
+            rule: b.rule,
+            detail: format!("{} (after the driver was killed and restarted at step {at})", b.detail),
         }
     }
 

@@ -1,0 +1,260 @@
+//! The oracle's judgements, one rule at a time, on worlds built by hand.
+
+use std::collections::BTreeMap;
+
+use super::group::{self, Look, Sent};
+use super::oracle::{self, Answer, Cx, Facts, Known, Verdict};
+use super::rules::{Rule, Tally};
+use super::step::{Names, Shape, Step};
+use super::world::{Choice, NodeSeen, PathSeen, World};
+use crate::Code;
+use crate::driver::{
+    AccessMode, Attributes, Capability, ControllerCapability as C, ListedVolume,
+    NodeCapability as N, Response, Volume,
+};
+
+fn names() -> Names {
+    Names {
+        prefix: "t".into(),
+        kubelet_dir: "/k".into(),
+        driver: "d.example.com".into(),
+        parameters: Attributes::new(),
+        capability: Capability::mount(AccessMode::SingleNodeWriter),
+        bytes: 16,
+    }
+}
+
+fn facts() -> Facts {
+    Facts {
+        controller_service: true,
+        controller: [C::CreateDeleteVolume, C::PublishUnpublishVolume, C::ListVolumes]
+            .into_iter()
+            .collect(),
+        node: [N::StageUnstageVolume].into_iter().collect(),
+        node_id: "n1".into(),
+        node_service: true,
+        ..Facts::default()
+    }
+}
+
+fn volume(id: &str, bytes: u64) -> Answer {
+    Answer::Reply(Response::Volume(Volume {
+        volume_id: id.into(),
+        capacity_bytes: bytes,
+        volume_context: Attributes::new(),
+        accessible_topology: vec![],
+        content_source: None,
+    }))
+}
+
+fn ok() -> Answer {
+    Answer::Reply(Response::Empty)
+}
+
+fn refused(code: Code) -> Answer {
+    Answer::Refused {
+        code,
+        message: "no".into(),
+    }
+}
+
+/// A judge with the ids of `known`, counting into `tally`.
+struct Judge {
+    names: Names,
+    facts: Facts,
+    known: Known,
+    tally: Tally,
+    notes: Vec<Rule>,
+}
+
+impl Judge {
+    fn new() -> Judge {
+        Judge {
+            names: names(),
+            facts: facts(),
+            known: Known::default(),
+            tally: Tally::default(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, w: &World, step: Step, answer: Answer) -> Verdict {
+        let mut cx = Cx {
+            names: &self.names,
+            facts: &self.facts,
+            known: &self.known,
+            busy: false,
+            tally: Some(&mut self.tally),
+            notes: Vec::new(),
+        };
+        let v = oracle::judge(&mut cx, w, &step, &answer);
+        self.notes.extend(cx.notes.iter().map(|n| n.rule));
+        v
+    }
+
+    /// Judges `step`, which must leave exactly one world; learns its ids.
+    fn one(&mut self, w: &World, step: Step, answer: Answer) -> World {
+        if let (Step::CreateVolume { v, .. }, Answer::Reply(Response::Volume(vol))) = (&step, &answer) {
+            self.known.volumes.insert(*v, vol.volume_id.clone());
+        }
+        let mut ws = self.step(w, step, answer).expect("no rule broken");
+        assert_eq!(ws.len(), 1, "{ws:?}");
+        let w = ws.remove(0);
+        self.known.node = w.node.iter().map(|(v, n)| (*v, n.id.clone())).collect();
+        w
+    }
+}
+
+const CREATE: Step = Step::CreateVolume { v: 0, shape: Shape::Plain };
+
+#[test]
+fn a_repeated_create_answering_another_volume_is_a_second_volume() {
+    let mut j = Judge::new();
+    let w = j.one(&World::default(), CREATE, volume("a", 16));
+    let breach = j.step(&w, CREATE, volume("b", 16)).unwrap_err();
+    assert_eq!(breach.rule, Rule::CreateIdempotent);
+    assert!(j.step(&w, CREATE, volume("a", 16)).is_ok());
+}
+
+#[test]
+fn an_incompatible_repeat_must_be_already_exists() {
+    let mut j = Judge::new();
+    let w = j.one(&World::default(), CREATE, volume("a", 16));
+    let larger = Step::CreateVolume { v: 0, shape: Shape::Larger };
+    assert_eq!(j.step(&w, larger, volume("a", 16)).unwrap_err().rule, Rule::CreateIncompatible);
+    assert!(j.step(&w, larger, refused(Code::AlreadyExists)).is_ok());
+    // Required fields.
+    let unnamed = Step::CreateVolume { v: 0, shape: Shape::Unnamed };
+    assert_eq!(j.step(&w, unnamed, volume("c", 16)).unwrap_err().rule, Rule::RequiredFields);
+}
+
+#[test]
+fn a_lost_create_leaves_two_worlds_until_its_repeat_answers() {
+    let mut j = Judge::new();
+    let ws = j.step(&World::default(), CREATE, Answer::Lost("killed".into())).unwrap();
+    assert_eq!(ws.len(), 2);
+    let mut after: Vec<World> = ws
+        .iter()
+        .flat_map(|w| j.step(w, CREATE, volume("a", 16)).unwrap())
+        .collect();
+    after.sort();
+    after.dedup();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].volumes[&0].id.as_deref(), Some("a"));
+}
+
+#[test]
+fn a_list_must_hold_every_volume_once_and_none_deleted() {
+    let mut j = Judge::new();
+    let w = j.one(&World::default(), CREATE, volume("a", 16));
+    let listed = |ids: &[&str]| {
+        Answer::Reply(Response::Volumes {
+            entries: ids
+                .iter()
+                .map(|id| ListedVolume {
+                    volume: Volume {
+                        volume_id: (*id).into(),
+                        capacity_bytes: 16,
+                        volume_context: Attributes::new(),
+                        accessible_topology: vec![],
+                        content_source: None,
+                    },
+                    published_node_ids: vec![],
+                    condition: None,
+                })
+                .collect(),
+            next_token: String::new(),
+        })
+    };
+    let list = Step::ListVolumes { page: 1 };
+    assert!(j.step(&w, list, listed(&["a", "someone-else"])).is_ok());
+    assert_eq!(j.step(&w, list, listed(&[])).unwrap_err().rule, Rule::ListComplete);
+    assert_eq!(j.step(&w, list, listed(&["a", "a"])).unwrap_err().rule, Rule::ListComplete);
+    let gone = j.one(&w, Step::DeleteVolume { v: 0 }, ok());
+    assert_eq!(j.step(&gone, list, listed(&["a"])).unwrap_err().rule, Rule::ListComplete);
+}
+
+#[test]
+fn an_acknowledged_volume_is_found() {
+    let mut j = Judge::new();
+    let w = j.one(&World::default(), CREATE, volume("a", 16));
+    let breach = j.step(&w, Step::Validate { v: 0 }, refused(Code::NotFound)).unwrap_err();
+    assert_eq!(breach.rule, Rule::Acknowledged);
+    let gone = j.one(&w, Step::DeleteVolume { v: 0 }, ok());
+    assert!(j.step(&gone, Step::Validate { v: 0 }, refused(Code::NotFound)).is_ok());
+    // Deleting it again: OK, never NOT_FOUND.
+    let again = j.step(&gone, Step::DeleteVolume { v: 0 }, refused(Code::NotFound));
+    assert_eq!(again.unwrap_err().rule, Rule::DeleteIdempotent);
+}
+
+/// A volume created, attached, staged and published at t0.
+fn published(j: &mut Judge) -> World {
+    let w = j.one(&World::default(), CREATE, volume("a", 16));
+    let attach = Step::ControllerPublish { v: 0, known_node: true, readonly: false };
+    let w = j.one(&w, attach, Answer::Reply(Response::Published { publish_context: Attributes::new() }));
+    let w = j.one(&w, Step::NodeStage { v: 0, other_mode: false }, ok());
+    j.one(&w, Step::NodePublish { v: 0, t: 0, readonly: false }, ok())
+}
+
+#[test]
+fn unstaging_beneath_a_published_target_is_noted() {
+    let mut j = Judge::new();
+    let w = published(&mut j);
+    assert!(j.step(&w, Step::NodeUnstage { v: 0 }, refused(Code::FailedPrecondition)).is_ok());
+    assert!(j.notes.is_empty());
+    assert!(j.step(&w, Step::NodeUnstage { v: 0 }, ok()).is_ok());
+    assert_eq!(j.notes, vec![Rule::UnstageWhilePublished]);
+}
+
+#[test]
+fn a_published_target_must_be_a_mount_and_an_unpublished_one_gone() {
+    let mut j = Judge::new();
+    let w = published(&mut j);
+    let target = j.names.target(0, 0);
+    let seen = |mounted: Option<bool>, exists: bool| NodeSeen {
+        paths: BTreeMap::from([(target.clone(), PathSeen { exists, mounted, block_device: false })]),
+        ..NodeSeen::default()
+    };
+    let observe = |w: &World, removed: &[(u8, u8)], s: &NodeSeen| {
+        oracle::observe(&j.names, w, &[(0, 0)], removed, s, None)
+    };
+    assert!(observe(&w, &[], &seen(Some(false), true)).is_ok());
+    assert_eq!(observe(&w, &[], &seen(None, true)).unwrap_err().rule, Rule::PublishMounts);
+    let mut ro = w.clone();
+    ro.node.get_mut(&0).unwrap().targets.insert(0, true);
+    assert_eq!(observe(&ro, &[], &seen(Some(false), true)).unwrap_err().rule, Rule::PublishMounts);
+    let mut jj = Judge::new();
+    let _ = published(&mut jj);
+    let down = jj.one(&w, Step::NodeUnpublish { v: 0, t: 0 }, ok());
+    assert_eq!(observe(&down, &[(0, 0)], &seen(Some(false), true)).unwrap_err().rule, Rule::UnpublishUnmounts);
+    assert_eq!(observe(&down, &[(0, 0)], &seen(None, true)).unwrap_err().rule, Rule::UnpublishUnmounts);
+    assert!(observe(&down, &[(0, 0)], &seen(None, false)).is_ok());
+}
+
+#[test]
+fn a_delete_and_a_publish_both_ok_at_once_fit_no_order_for_a_driver_that_refuses_deleting_in_use() {
+    let mut j = Judge::new();
+    let mut w = j.one(&World::default(), CREATE, volume("a", 16));
+    w.choices.insert(Choice::DeletePublished, false);
+    let group = [
+        Sent { step: Step::DeleteVolume { v: 0 }, answer: ok(), busy: true },
+        Sent {
+            step: Step::ControllerPublish { v: 0, known_node: true, readonly: false },
+            answer: Answer::Reply(Response::Published { publish_context: Attributes::new() }),
+            busy: true,
+        },
+    ];
+    let judged = group::judge(&[w.clone()], &group, &j.names, &j.facts, &j.known, None, &mut j.tally);
+    assert!(judged.worlds.is_empty());
+    assert_eq!(judged.breach.unwrap().rule, Rule::Linearizable);
+    // ABORTED for one of them is fair, and so is either order when the
+    // driver has not said how it answers deleting a volume in use.
+    let mut aborted = group.clone();
+    aborted[1].answer = refused(Code::Aborted);
+    let judged = group::judge(&[w.clone()], &aborted, &j.names, &j.facts, &j.known, None, &mut j.tally);
+    assert!(judged.breach.is_none());
+    w.choices.clear();
+    let judged = group::judge(&[w], &group, &j.names, &j.facts, &j.known, None, &mut j.tally);
+    assert!(judged.breach.is_none(), "{:?}", judged.breach);
+    let _ = Look { seen: &NodeSeen::default(), targets: &[] };
+}
