@@ -110,6 +110,8 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
         Mode::SingleNodeMultiWriter => AccessMode::SingleNodeMultiWriter,
         Mode::MultiNodeMultiWriter => AccessMode::MultiNodeMultiWriter,
     };
+    std::fs::create_dir_all(&args.kubelet_dir)
+        .map_err(|e| format!("--kubelet-dir {}: {e}", args.kubelet_dir.display()))?;
     let kubelet_dir = args
         .kubelet_dir
         .canonicalize()
@@ -124,6 +126,11 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
     check.watch_outside = !args.ignore_outside;
     check.keep_going = args.keep_going;
     check.restart = args.restart.clone();
+    if check.restart.is_some() {
+        let log =
+            std::env::temp_dir().join(format!("volplane-check-{}-driver.log", std::process::id()));
+        check.driver_log = Some(log);
+    }
     check.capability = match args.access_type {
         AccessKind::Mount => Capability::mount(mode),
         AccessKind::Block => Capability::block(mode),
@@ -196,6 +203,9 @@ fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
         if shown.insert(rule) {
             println!("SHOULD: {note} (seed {seed})");
         }
+    }
+    if let Some(log) = &check.driver_log {
+        println!("the driver's output: {}", log.display());
     }
     for f in &r.failures {
         println!();

@@ -146,14 +146,21 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
 /// `d` with the mistake `VOLPLANE_PLANT` names planted (a test knob of a
 /// build with the `plants` feature; any other build says it ignores it).
 fn planted<B: volplane::Backend>(d: volplane::Driver<B>) -> volplane::Driver<B> {
-    let Some(name) = std::env::var("VOLPLANE_PLANT").ok().filter(|s| !s.is_empty()) else {
+    let Some(name) = std::env::var("VOLPLANE_PLANT")
+        .ok()
+        .filter(|s| !s.is_empty())
+    else {
         return d;
     };
     #[cfg(feature = "plants")]
     {
         match volplane_core::plant::Plant::parse(&name) {
             Some(p) => {
-                tracing::warn!(plant = p.name(), "planting a known mistake, as VOLPLANE_PLANT asked: {}", p.describe());
+                tracing::warn!(
+                    plant = p.name(),
+                    "planting a known mistake, as VOLPLANE_PLANT asked: {}",
+                    p.describe()
+                );
                 d.plant(p)
             }
             None => {

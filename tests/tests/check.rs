@@ -69,11 +69,21 @@ async fn serve_breaks_no_rule(runtime: Runtime) {
     c.capability = Capability::mount(AccessMode::MultiNodeMultiWriter);
     let start = std::time::Instant::now();
     let r = c.run(|_| {}).await.expect("the check runs");
-    print(&format!("volplane serve ({}), dir volumes", runtime.flag()), &r, start.elapsed());
+    print(
+        &format!("volplane serve ({}), dir volumes", runtime.flag()),
+        &r,
+        start.elapsed(),
+    );
     assert!(r.failures.is_empty(), "volplane serve broke a rule");
     let checked = |rule| r.tally.counts.get(&rule).map_or(0, |c| c.0);
     use volplane_core::check::Rule;
-    for rule in [Rule::DataShared, Rule::PublishMounts, Rule::SurvivesRestart, Rule::CreateIdempotent, Rule::ListComplete] {
+    for rule in [
+        Rule::DataShared,
+        Rule::PublishMounts,
+        Rule::SurvivesRestart,
+        Rule::CreateIdempotent,
+        Rule::ListComplete,
+    ] {
         assert!(checked(rule) > 0, "{} was never checked", rule.name());
     }
     // Block volumes (a loop device, mkfs at the first stage), one call at a time.
@@ -82,7 +92,11 @@ async fn serve_breaks_no_rule(runtime: Runtime) {
     c.steps = 100;
     let start = std::time::Instant::now();
     let r = c.run(|_| {}).await.expect("the check runs");
-    print(&format!("volplane serve ({}), block volumes", runtime.flag()), &r, start.elapsed());
+    print(
+        &format!("volplane serve ({}), block volumes", runtime.flag()),
+        &r,
+        start.elapsed(),
+    );
     assert!(r.failures.is_empty(), "volplane serve broke a rule");
 }
 
@@ -112,12 +126,21 @@ async fn every_planted_mistake_is_found_and_shrunk() {
             .runs(100);
         c.steps = 200;
         // Without --restart the test starts the driver itself.
-        let _driver = c.restart.is_none().then(|| Spawned::new(&serve(root.path(), Runtime::Tokio, Some(plant))));
+        let _driver = c
+            .restart
+            .is_none()
+            .then(|| Spawned::new(&serve(root.path(), Runtime::Tokio, Some(plant))));
         let start = std::time::Instant::now();
         let r = c.run(|_| {}).await.expect("the check runs");
         let took = start.elapsed();
         let found = match r.failures.first() {
-            Some(f) => format!("{} in run {}, shrunk {} → {} steps", f.rule.name(), r.runs, f.steps.0, f.steps.1),
+            Some(f) => format!(
+                "{} in run {}, shrunk {} → {} steps",
+                f.rule.name(),
+                r.runs,
+                f.steps.0,
+                f.steps.1
+            ),
             None => match r.tally.broken(Level::Should).next() {
                 Some(rule) => format!("{} (SHOULD) in {} runs", rule.name(), r.runs),
                 None => "not found".to_string(),
@@ -126,9 +149,19 @@ async fn every_planted_mistake_is_found_and_shrunk() {
         eprintln!("{:<28} {found} ({:.1} s)", plant.name(), took.as_secs_f64());
         if let Some(f) = r.failures.first() {
             eprint!("{}", f.trace);
-            assert!(f.steps.1 <= 10, "{}: shrunk to {} steps, more than 10", plant.name(), f.steps.1);
+            assert!(
+                f.steps.1 <= 10,
+                "{}: shrunk to {} steps, more than 10",
+                plant.name(),
+                f.steps.1
+            );
         }
-        assert!(!r.passed(true), "{}: not found in {} runs", plant.name(), r.runs);
+        assert!(
+            !r.passed(true),
+            "{}: not found in {} runs",
+            plant.name(),
+            r.runs
+        );
         rows.push((plant, found));
         unmount_beneath(root.path());
     }
@@ -140,7 +173,13 @@ struct Spawned(std::process::Child);
 
 impl Spawned {
     fn new(command: &str) -> Spawned {
-        Spawned(Command::new("sh").arg("-c").arg(command).spawn().expect("the driver starts"))
+        Spawned(
+            Command::new("sh")
+                .arg("-c")
+                .arg(command)
+                .spawn()
+                .expect("the driver starts"),
+        )
     }
 }
 
@@ -170,14 +209,20 @@ fn unmount_beneath(root: &Path) {
 
 fn rustix_umount(path: &str) -> std::io::Result<()> {
     let status = Command::new("umount").arg("-l").arg(path).status()?;
-    if status.success() { Ok(()) } else { Err(std::io::Error::other("umount failed")) }
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("umount failed"))
+    }
 }
 
 /// csi-sanity against the same planted drivers: what it finds of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csi_sanity_against_the_planted_mistakes() {
     let Some(binary) = std::env::var_os("VOLPLANE_TEST_CSI_SANITY") else {
-        eprintln!("skipping csi-sanity against the planted mistakes: set VOLPLANE_TEST_CSI_SANITY to a csi-sanity binary");
+        eprintln!(
+            "skipping csi-sanity against the planted mistakes: set VOLPLANE_TEST_CSI_SANITY to a csi-sanity binary"
+        );
         return;
     };
     require_root!();
@@ -190,8 +235,14 @@ async fn csi_sanity_against_the_planted_mistakes() {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let out = Command::new(&binary)
             .arg(format!("--csi.endpoint={}/csi.sock", root.path().display()))
-            .arg(format!("--csi.mountdir={}/kubelet/pods/mount", root.path().display()))
-            .arg(format!("--csi.stagingdir={}/kubelet/plugins/stage", root.path().display()))
+            .arg(format!(
+                "--csi.mountdir={}/kubelet/pods/mount",
+                root.path().display()
+            ))
+            .arg(format!(
+                "--csi.stagingdir={}/kubelet/plugins/stage",
+                root.path().display()
+            ))
             .output()
             .expect("csi-sanity runs");
         let text = String::from_utf8_lossy(&out.stdout);
@@ -200,8 +251,16 @@ async fn csi_sanity_against_the_planted_mistakes() {
             .rev()
             .find(|l| l.contains("Passed") && l.contains("Failed"))
             .unwrap_or("no summary line");
-        let verdict = if out.status.success() { "passes" } else { "FAILS" };
-        eprintln!("csi-sanity {verdict} against {:<28} {}", plant.name(), summary.trim());
+        let verdict = if out.status.success() {
+            "passes"
+        } else {
+            "FAILS"
+        };
+        eprintln!(
+            "csi-sanity {verdict} against {:<28} {}",
+            plant.name(),
+            summary.trim()
+        );
         drop(driver);
         unmount_beneath(root.path());
     }

@@ -245,6 +245,18 @@ impl<B: Backend> Driver<B> {
         (config, endpoint)
     }
 
+    /// What an in-process driver (a fuzz target's) needs: the settled
+    /// configuration, the backend, the confined host, the kubelet directory.
+    #[cfg(feature = "testing")]
+    pub(crate) fn in_process(self) -> Result<(DriverConfig, B, Host, PathBuf), Error> {
+        let (mut config, _) = self.settled();
+        config.narrow(self.backend.features());
+        let roots = std::iter::once(&self.kubelet_dir).chain(&self.storage_dirs);
+        let host = Host::new(roots)
+            .map_err(|e| Error::Setup(format!("cannot use the configured directories: {e}")))?;
+        Ok((config, self.backend, host, self.kubelet_dir))
+    }
+
     /// Checks the directories, takes the state lock, and serves until
     /// SIGTERM or SIGINT; then finishes what is in flight and returns.
     pub fn serve(self) -> Result<(), Error> {

@@ -5,11 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::choose::Chooser;
 use super::oracle::Facts;
 use super::step::{Shape, Slot, StatsAt, Step};
 use super::world::World;
 use crate::driver::{ControllerCapability as C, NodeCapability as N};
-use crate::rng::Rng;
 
 /// How many volumes, targets and snapshots a run plays with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +36,13 @@ impl Default for Bounds {
 }
 
 /// The next step in world `w`, or the `last` one again.
-pub fn next(rng: &mut Rng, w: &World, facts: &Facts, bounds: &Bounds, last: Option<Step>) -> Step {
+pub fn next(
+    rng: &mut Chooser,
+    w: &World,
+    facts: &Facts,
+    bounds: &Bounds,
+    last: Option<Step>,
+) -> Step {
     if let Some(last) = last {
         if !last.alone() && rng.chance(120) {
             return last;

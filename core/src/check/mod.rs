@@ -15,6 +15,7 @@
 //! with its steps as a [`machine::Program`], which a replay sends again and
 //! [`shrink`] makes small.
 
+pub mod choose;
 pub mod generate;
 pub mod group;
 pub mod machine;

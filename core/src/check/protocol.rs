@@ -32,6 +32,9 @@ pub struct Config {
     /// Judge the mounts outside the kubelet directory (off when other
     /// things on the machine mount at the same time).
     pub watch_outside: bool,
+    /// Choose from these bytes instead of the seed (a fuzzer's input);
+    /// the steps end when they run out.
+    pub choices: Option<Vec<u8>>,
 }
 
 /// What the adapter must do.

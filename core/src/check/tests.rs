@@ -27,9 +27,13 @@ fn names() -> Names {
 fn facts() -> Facts {
     Facts {
         controller_service: true,
-        controller: [C::CreateDeleteVolume, C::PublishUnpublishVolume, C::ListVolumes]
-            .into_iter()
-            .collect(),
+        controller: [
+            C::CreateDeleteVolume,
+            C::PublishUnpublishVolume,
+            C::ListVolumes,
+        ]
+        .into_iter()
+        .collect(),
         node: [N::StageUnstageVolume].into_iter().collect(),
         node_id: "n1".into(),
         node_service: true,
@@ -94,7 +98,9 @@ impl Judge {
 
     /// Judges `step`, which must leave exactly one world; learns its ids.
     fn one(&mut self, w: &World, step: Step, answer: Answer) -> World {
-        if let (Step::CreateVolume { v, .. }, Answer::Reply(Response::Volume(vol))) = (&step, &answer) {
+        if let (Step::CreateVolume { v, .. }, Answer::Reply(Response::Volume(vol))) =
+            (&step, &answer)
+        {
             self.known.volumes.insert(*v, vol.volume_id.clone());
         }
         let mut ws = self.step(w, step, answer).expect("no rule broken");
@@ -105,7 +111,10 @@ impl Judge {
     }
 }
 
-const CREATE: Step = Step::CreateVolume { v: 0, shape: Shape::Plain };
+const CREATE: Step = Step::CreateVolume {
+    v: 0,
+    shape: Shape::Plain,
+};
 
 #[test]
 fn a_repeated_create_answering_another_volume_is_a_second_volume() {
@@ -120,18 +129,32 @@ fn a_repeated_create_answering_another_volume_is_a_second_volume() {
 fn an_incompatible_repeat_must_be_already_exists() {
     let mut j = Judge::new();
     let w = j.one(&World::default(), CREATE, volume("a", 16));
-    let larger = Step::CreateVolume { v: 0, shape: Shape::Larger };
-    assert_eq!(j.step(&w, larger, volume("a", 16)).unwrap_err().rule, Rule::CreateIncompatible);
+    let larger = Step::CreateVolume {
+        v: 0,
+        shape: Shape::Larger,
+    };
+    assert_eq!(
+        j.step(&w, larger, volume("a", 16)).unwrap_err().rule,
+        Rule::CreateIncompatible
+    );
     assert!(j.step(&w, larger, refused(Code::AlreadyExists)).is_ok());
     // Required fields.
-    let unnamed = Step::CreateVolume { v: 0, shape: Shape::Unnamed };
-    assert_eq!(j.step(&w, unnamed, volume("c", 16)).unwrap_err().rule, Rule::RequiredFields);
+    let unnamed = Step::CreateVolume {
+        v: 0,
+        shape: Shape::Unnamed,
+    };
+    assert_eq!(
+        j.step(&w, unnamed, volume("c", 16)).unwrap_err().rule,
+        Rule::RequiredFields
+    );
 }
 
 #[test]
 fn a_lost_create_leaves_two_worlds_until_its_repeat_answers() {
     let mut j = Judge::new();
-    let ws = j.step(&World::default(), CREATE, Answer::Lost("killed".into())).unwrap();
+    let ws = j
+        .step(&World::default(), CREATE, Answer::Lost("killed".into()))
+        .unwrap();
     assert_eq!(ws.len(), 2);
     let mut after: Vec<World> = ws
         .iter()
@@ -168,20 +191,34 @@ fn a_list_must_hold_every_volume_once_and_none_deleted() {
     };
     let list = Step::ListVolumes { page: 1 };
     assert!(j.step(&w, list, listed(&["a", "someone-else"])).is_ok());
-    assert_eq!(j.step(&w, list, listed(&[])).unwrap_err().rule, Rule::ListComplete);
-    assert_eq!(j.step(&w, list, listed(&["a", "a"])).unwrap_err().rule, Rule::ListComplete);
+    assert_eq!(
+        j.step(&w, list, listed(&[])).unwrap_err().rule,
+        Rule::ListComplete
+    );
+    assert_eq!(
+        j.step(&w, list, listed(&["a", "a"])).unwrap_err().rule,
+        Rule::ListComplete
+    );
     let gone = j.one(&w, Step::DeleteVolume { v: 0 }, ok());
-    assert_eq!(j.step(&gone, list, listed(&["a"])).unwrap_err().rule, Rule::ListComplete);
+    assert_eq!(
+        j.step(&gone, list, listed(&["a"])).unwrap_err().rule,
+        Rule::ListComplete
+    );
 }
 
 #[test]
 fn an_acknowledged_volume_is_found() {
     let mut j = Judge::new();
     let w = j.one(&World::default(), CREATE, volume("a", 16));
-    let breach = j.step(&w, Step::Validate { v: 0 }, refused(Code::NotFound)).unwrap_err();
+    let breach = j
+        .step(&w, Step::Validate { v: 0 }, refused(Code::NotFound))
+        .unwrap_err();
     assert_eq!(breach.rule, Rule::Acknowledged);
     let gone = j.one(&w, Step::DeleteVolume { v: 0 }, ok());
-    assert!(j.step(&gone, Step::Validate { v: 0 }, refused(Code::NotFound)).is_ok());
+    assert!(
+        j.step(&gone, Step::Validate { v: 0 }, refused(Code::NotFound))
+            .is_ok()
+    );
     // Deleting it again: OK, never NOT_FOUND.
     let again = j.step(&gone, Step::DeleteVolume { v: 0 }, refused(Code::NotFound));
     assert_eq!(again.unwrap_err().rule, Rule::DeleteIdempotent);
@@ -190,17 +227,49 @@ fn an_acknowledged_volume_is_found() {
 /// A volume created, attached, staged and published at t0.
 fn published(j: &mut Judge) -> World {
     let w = j.one(&World::default(), CREATE, volume("a", 16));
-    let attach = Step::ControllerPublish { v: 0, known_node: true, readonly: false };
-    let w = j.one(&w, attach, Answer::Reply(Response::Published { publish_context: Attributes::new() }));
-    let w = j.one(&w, Step::NodeStage { v: 0, other_mode: false }, ok());
-    j.one(&w, Step::NodePublish { v: 0, t: 0, readonly: false }, ok())
+    let attach = Step::ControllerPublish {
+        v: 0,
+        known_node: true,
+        readonly: false,
+    };
+    let w = j.one(
+        &w,
+        attach,
+        Answer::Reply(Response::Published {
+            publish_context: Attributes::new(),
+        }),
+    );
+    let w = j.one(
+        &w,
+        Step::NodeStage {
+            v: 0,
+            other_mode: false,
+        },
+        ok(),
+    );
+    j.one(
+        &w,
+        Step::NodePublish {
+            v: 0,
+            t: 0,
+            readonly: false,
+        },
+        ok(),
+    )
 }
 
 #[test]
 fn unstaging_beneath_a_published_target_is_noted() {
     let mut j = Judge::new();
     let w = published(&mut j);
-    assert!(j.step(&w, Step::NodeUnstage { v: 0 }, refused(Code::FailedPrecondition)).is_ok());
+    assert!(
+        j.step(
+            &w,
+            Step::NodeUnstage { v: 0 },
+            refused(Code::FailedPrecondition)
+        )
+        .is_ok()
+    );
     assert!(j.notes.is_empty());
     assert!(j.step(&w, Step::NodeUnstage { v: 0 }, ok()).is_ok());
     assert_eq!(j.notes, vec![Rule::UnstageWhilePublished]);
@@ -212,22 +281,47 @@ fn a_published_target_must_be_a_mount_and_an_unpublished_one_gone() {
     let w = published(&mut j);
     let target = j.names.target(0, 0);
     let seen = |mounted: Option<bool>, exists: bool| NodeSeen {
-        paths: BTreeMap::from([(target.clone(), PathSeen { exists, mounted, block_device: false })]),
+        paths: BTreeMap::from([(
+            target.clone(),
+            PathSeen {
+                exists,
+                mounted,
+                block_device: false,
+            },
+        )]),
         ..NodeSeen::default()
     };
     let observe = |w: &World, removed: &[(u8, u8)], s: &NodeSeen| {
         oracle::observe(&j.names, w, &[(0, 0)], removed, s, None)
     };
     assert!(observe(&w, &[], &seen(Some(false), true)).is_ok());
-    assert_eq!(observe(&w, &[], &seen(None, true)).unwrap_err().rule, Rule::PublishMounts);
+    assert_eq!(
+        observe(&w, &[], &seen(None, true)).unwrap_err().rule,
+        Rule::PublishMounts
+    );
     let mut ro = w.clone();
     ro.node.get_mut(&0).unwrap().targets.insert(0, true);
-    assert_eq!(observe(&ro, &[], &seen(Some(false), true)).unwrap_err().rule, Rule::PublishMounts);
+    assert_eq!(
+        observe(&ro, &[], &seen(Some(false), true))
+            .unwrap_err()
+            .rule,
+        Rule::PublishMounts
+    );
     let mut jj = Judge::new();
     let _ = published(&mut jj);
     let down = jj.one(&w, Step::NodeUnpublish { v: 0, t: 0 }, ok());
-    assert_eq!(observe(&down, &[(0, 0)], &seen(Some(false), true)).unwrap_err().rule, Rule::UnpublishUnmounts);
-    assert_eq!(observe(&down, &[(0, 0)], &seen(None, true)).unwrap_err().rule, Rule::UnpublishUnmounts);
+    assert_eq!(
+        observe(&down, &[(0, 0)], &seen(Some(false), true))
+            .unwrap_err()
+            .rule,
+        Rule::UnpublishUnmounts
+    );
+    assert_eq!(
+        observe(&down, &[(0, 0)], &seen(None, true))
+            .unwrap_err()
+            .rule,
+        Rule::UnpublishUnmounts
+    );
     assert!(observe(&down, &[(0, 0)], &seen(None, false)).is_ok());
 }
 
@@ -237,24 +331,61 @@ fn a_delete_and_a_publish_both_ok_at_once_fit_no_order_for_a_driver_that_refuses
     let mut w = j.one(&World::default(), CREATE, volume("a", 16));
     w.choices.insert(Choice::DeletePublished, false);
     let group = [
-        Sent { step: Step::DeleteVolume { v: 0 }, answer: ok(), busy: true },
         Sent {
-            step: Step::ControllerPublish { v: 0, known_node: true, readonly: false },
-            answer: Answer::Reply(Response::Published { publish_context: Attributes::new() }),
+            step: Step::DeleteVolume { v: 0 },
+            answer: ok(),
+            busy: true,
+        },
+        Sent {
+            step: Step::ControllerPublish {
+                v: 0,
+                known_node: true,
+                readonly: false,
+            },
+            answer: Answer::Reply(Response::Published {
+                publish_context: Attributes::new(),
+            }),
             busy: true,
         },
     ];
-    let judged = group::judge(&[w.clone()], &group, &j.names, &j.facts, &j.known, None, &mut j.tally);
+    let judged = group::judge(
+        &[w.clone()],
+        &group,
+        &j.names,
+        &j.facts,
+        &j.known,
+        None,
+        &mut j.tally,
+    );
     assert!(judged.worlds.is_empty());
     assert_eq!(judged.breach.unwrap().rule, Rule::Linearizable);
     // ABORTED for one of them is fair, and so is either order when the
     // driver has not said how it answers deleting a volume in use.
     let mut aborted = group.clone();
     aborted[1].answer = refused(Code::Aborted);
-    let judged = group::judge(&[w.clone()], &aborted, &j.names, &j.facts, &j.known, None, &mut j.tally);
+    let judged = group::judge(
+        &[w.clone()],
+        &aborted,
+        &j.names,
+        &j.facts,
+        &j.known,
+        None,
+        &mut j.tally,
+    );
     assert!(judged.breach.is_none());
     w.choices.clear();
-    let judged = group::judge(&[w], &group, &j.names, &j.facts, &j.known, None, &mut j.tally);
+    let judged = group::judge(
+        &[w],
+        &group,
+        &j.names,
+        &j.facts,
+        &j.known,
+        None,
+        &mut j.tally,
+    );
     assert!(judged.breach.is_none(), "{:?}", judged.breach);
-    let _ = Look { seen: &NodeSeen::default(), targets: &[] };
+    let _ = Look {
+        seen: &NodeSeen::default(),
+        targets: &[],
+    };
 }

@@ -1,8 +1,8 @@
 //! The Controller service: volumes by name, publications to nodes, expansion.
 
-use crate::plant::Plant;
 use super::state::{Publication, VolumeRecord};
 use super::*;
+use crate::plant::Plant;
 
 impl Driver {
     pub(super) fn check_capability(&self, field: &str, cap: &Capability) -> Result<(), Status> {
@@ -297,9 +297,7 @@ impl Driver {
             .volumes
             .get_mut(id)
             .and_then(|v| v.published.get_mut(node_id))
-            .ok_or_else(|| {
-                Status::internal(format!("publication of {id} to {node_id} vanished"))
-            });
+            .ok_or_else(|| Status::internal(format!("publication of {id} to {node_id} vanished")));
         let p = match p {
             Err(_) if self.config.plant.is(Plant::DeleteRacesPublish) => {
                 return Ok(Response::Published { publish_context });

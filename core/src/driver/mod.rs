@@ -552,7 +552,10 @@ impl Driver {
         }
         // Planted: a repeated create is not held back while the first runs.
         let unheld = matches!(request, Request::CreateVolume(_))
-            && self.config.plant.is(crate::plant::Plant::CreateRepeatsInFlight);
+            && self
+                .config
+                .plant
+                .is(crate::plant::Plant::CreateRepeatsInFlight);
         if let Some(key) = lock_key(request)
             && self.state.busy(&key)
             && !unheld

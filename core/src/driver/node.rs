@@ -179,7 +179,12 @@ impl Driver {
         let Some(stage) = nv.stage.as_ref().filter(|s| s.staging_path == staging) else {
             return answer(Response::Empty);
         };
-        if !nv.targets.is_empty() && !self.config.plant.is(crate::plant::Plant::UnstageWhilePublished) {
+        if !nv.targets.is_empty()
+            && !self
+                .config
+                .plant
+                .is(crate::plant::Plant::UnstageWhilePublished)
+        {
             return reject(Status::failed_precondition(format!(
                 "volume {} is still published at {}; NodeUnpublishVolume those targets before unstaging",
                 r.volume_id,
@@ -296,7 +301,11 @@ impl Driver {
                 mode.csi_name()
             )));
         }
-        if self.config.plant.is(crate::plant::Plant::PublishWithoutMount) {
+        if self
+            .config
+            .plant
+            .is(crate::plant::Plant::PublishWithoutMount)
+        {
             return answer(Response::Empty);
         }
         nv.targets.insert(

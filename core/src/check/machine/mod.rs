@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
+use super::choose::Chooser;
 use super::generate::{self, Bounds};
 use super::group::{self, Look, Sent};
 use super::oracle::{self, Answer, Breach, Known};
@@ -57,7 +58,7 @@ struct Walk {
 #[derive(Debug)]
 pub struct Checker {
     config: Config,
-    rng: Rng,
+    rng: Chooser,
     phase: Phase,
     next_op: u64,
     queue: VecDeque<Effect>,
@@ -91,7 +92,13 @@ impl Checker {
     /// A checker for one run.
     pub fn new(config: Config) -> Checker {
         let mut c = Checker {
-            rng: Rng::new(config.seed),
+            rng: match &config.choices {
+                Some(bytes) => Chooser::Bytes {
+                    bytes: bytes.clone(),
+                    at: 0,
+                },
+                None => Chooser::Seeded(Rng::new(config.seed)),
+            },
             config,
             phase: Phase::Discover(0),
             next_op: 0,
@@ -153,7 +160,9 @@ impl Checker {
                 Some(g) => g.clone(),
                 None => return self.teardown(0),
             },
-            None if self.groups >= self.config.steps => return self.teardown(0),
+            None if self.groups >= self.config.steps || self.rng.exhausted() => {
+                return self.teardown(0);
+            }
             None => self.choose(),
         };
         self.groups += 1;
@@ -495,7 +504,10 @@ impl Checker {
         self.outcome.tally.violated(Rule::SurvivesRestart);
         Breach {
             rule: b.rule,
-            detail: format!("{} (after the driver was killed and restarted at step {at})", b.detail),
+            detail: format!(
+                "{} (after the driver was killed and restarted at step {at})",
+                b.detail
+            ),
         }
     }
 

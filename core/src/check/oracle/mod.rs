@@ -345,7 +345,11 @@ impl<'a> Cx<'a> {
         apply: impl Fn(&mut Cx<'a>, &mut World, Option<&Response>) -> Result<(), Breach>,
     ) -> Verdict {
         self.checked(Rule::Acknowledged);
-        if let Answer::Refused { code: Code::NotFound, message } = a {
+        if let Answer::Refused {
+            code: Code::NotFound,
+            message,
+        } = a
+        {
             return Err(self.breach(
                 Rule::Acknowledged,
                 format!("answered NotFound {message:?} for an object it acknowledged and that was not deleted"),

@@ -15,10 +15,14 @@
 //! # Ok(()) }
 //! ```
 
+mod carrier;
+mod in_process;
 mod restarter;
 
-use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use carrier::{Caller, Carrier};
+pub use in_process::InProcess;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,13 +30,10 @@ pub use restarter::Restarter;
 
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
-use volplane_core::check::machine::{Checker, Config, Effect, Input, Outcome, Program};
-use volplane_core::check::{
-    Answer, Bounds, Level, Names, NodeSeen, PathSeen, Tally, report, shrink,
-};
-use volplane_core::driver::{AccessMode, Attributes, Capability, Request};
-use volplane_core::machine::{self, Carry};
-use volplane_core::mountinfo;
+use volplane_core::check::machine::{Checker, Config, Outcome, Program};
+use volplane_core::check::{Bounds, Level, Names, Tally, report, shrink};
+use volplane_core::driver::{AccessMode, Attributes, Capability};
+use volplane_core::machine;
 use volplane_proto::client::CsiClient;
 
 type Client = CsiClient<tonic::transport::Channel>;
@@ -73,6 +74,9 @@ pub struct Check {
     /// start it again now and then, between calls and while they are in
     /// flight.
     pub restart: Option<String>,
+    /// Where the output of a driver the check starts goes (appended);
+    /// `None`: to the check's own.
+    pub driver_log: Option<PathBuf>,
 }
 
 impl Check {
@@ -96,6 +100,7 @@ impl Check {
             shrink_runs: 300,
             keep_going: false,
             restart: None,
+            driver_log: None,
         }
     }
 
@@ -218,6 +223,7 @@ impl Check {
             bounds,
             program,
             watch_outside: self.watch_outside,
+            choices: None,
         }
     }
 
@@ -225,7 +231,10 @@ impl Check {
     /// while shrinking.
     pub async fn run(&self, mut progress: impl FnMut(Progress)) -> Result<Report, String> {
         let (client, restarter) = self.driver().await?;
-        let client = Driver { client, restarter };
+        let client = Driver {
+            client: Caller::Socket(client),
+            restarter,
+        };
         let nonce = nonce();
         let mut report = Report::default();
         for r in 0..self.runs {
@@ -279,9 +288,13 @@ impl Check {
     /// Connects to the driver, or (with `restart`) starts it.
     async fn driver(&self) -> Result<(Client, Option<Arc<tokio::sync::Mutex<Restarter>>>), String> {
         match &self.restart {
-            None => Ok((connect(&self.endpoint, Duration::from_secs(20)).await?, None)),
+            None => Ok((
+                connect(&self.endpoint, Duration::from_secs(20)).await?,
+                None,
+            )),
             Some(command) => {
-                let (r, client) = Restarter::start(command, &self.endpoint).await?;
+                let (r, client) =
+                    Restarter::start(command, &self.endpoint, self.driver_log.as_deref()).await?;
                 Ok((client, Some(Arc::new(tokio::sync::Mutex::new(r)))))
             }
         }
@@ -308,9 +321,10 @@ impl Check {
             let Some(done) = carrier.tasks.join_next().await else {
                 return Err("check: the checker waits, but nothing is in flight".to_string());
             };
-            let (input, reconnected) = done.map_err(|e| format!("check: a call's task failed: {e}"))?;
+            let (input, reconnected) =
+                done.map_err(|e| format!("check: a call's task failed: {e}"))?;
             if let Some(client) = reconnected {
-                carrier.client = client;
+                carrier.client = Caller::Socket(client);
             }
             machine::feed(&mut m, 0, input, &mut carrier);
         }
@@ -383,7 +397,10 @@ impl Check {
     /// Sends `replay`'s steps again, judged anew.
     pub async fn replay(&self, replay: &Replay) -> Result<Outcome, String> {
         let (client, restarter) = self.driver().await?;
-        let client = Driver { client, restarter };
+        let client = Driver {
+            client: Caller::Socket(client),
+            restarter,
+        };
         let mut names = replay.names.clone();
         names.prefix = format!("check-{}-replay", nonce());
         names.kubelet_dir = self.kubelet_dir.display().to_string();
@@ -404,9 +421,9 @@ fn nonce() -> String {
     )
 }
 
-/// The driver: its client, and the process when the check owns it.
+/// The driver: how to call it, and the process when the check owns it.
 struct Driver {
-    client: Client,
+    client: Caller,
     restarter: Option<Arc<tokio::sync::Mutex<Restarter>>>,
 }
 
@@ -421,144 +438,5 @@ async fn connect(endpoint: &str, wait: Duration) -> Result<Client, String> {
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
-    }
-}
-
-/// Carries out the checker's effects: calls as tasks, the node's side at once.
-struct Carrier {
-    client: Client,
-    restarter: Option<Arc<tokio::sync::Mutex<Restarter>>>,
-    /// Calls and restarts in flight; a restart brings a new client.
-    tasks: JoinSet<(Input, Option<Client>)>,
-    kubelet_dir: PathBuf,
-    timeout: Duration,
-}
-
-impl Carry<Checker> for Carrier {
-    fn carry(
-        &mut self,
-        _: &Checker,
-        _: u64,
-        effect: Effect,
-        done: &mut std::collections::VecDeque<Input>,
-    ) {
-        match effect {
-            Effect::Call { op, request } => {
-                let mut client = self.client.clone();
-                let timeout = self.timeout;
-                self.tasks.spawn(async move {
-                    let answer = call(&mut client, &request, timeout).await;
-                    (Input::Answered { op, answer }, None)
-                });
-            }
-            Effect::MakeDir { op, path } => {
-                let result = std::fs::create_dir_all(&path).map_err(|e| format!("{path}: {e}"));
-                done.push_back(Input::Made { op, result });
-            }
-            Effect::Look {
-                op,
-                paths,
-                under,
-                outside,
-            } => {
-                let seen = look(&self.kubelet_dir, &paths, &under, outside);
-                done.push_back(Input::Seen { op, seen });
-            }
-            Effect::Data {
-                op,
-                write,
-                read,
-                token,
-            } => {
-                let answer = data(Path::new(&write), Path::new(&read), &token);
-                done.push_back(Input::Answered { op, answer });
-            }
-            Effect::Restart { op } => {
-                let Some(restarter) = self.restarter.clone() else {
-                    let why = "this check has no command to restart the driver with (--restart)";
-                    let answer = Answer::Lost(why.to_string());
-                    done.push_back(Input::Answered { op, answer });
-                    return;
-                };
-                // Kill while the group's calls are in flight, or just after.
-                let delay = Duration::from_millis(op.0.wrapping_mul(0x9E37_79B9) % 40);
-                self.tasks.spawn(async move {
-                    match restarter.lock().await.restart(delay).await {
-                        Ok(client) => (Input::Answered { op, answer: Answer::Restarted }, Some(client)),
-                        Err(e) => (Input::Answered { op, answer: Answer::Lost(e) }, None),
-                    }
-                });
-            }
-            Effect::Tidy { op, dirs } => {
-                for d in dirs {
-                    // Only empty directories: never anything the driver left.
-                    let _ = std::fs::remove_dir(&d);
-                }
-                done.push_back(Input::Made { op, result: Ok(()) });
-            }
-        }
-    }
-}
-
-async fn call(client: &mut Client, request: &Request, timeout: Duration) -> Answer {
-    match tokio::time::timeout(timeout, client.exchange(request)).await {
-        Err(_) => Answer::Lost(format!("no answer within {} s", timeout.as_secs())),
-        Ok(Err(status)) => Answer::refused(&status),
-        Ok(Ok(Err(malformed))) => Answer::Malformed(malformed.message),
-        Ok(Ok(Ok(response))) => Answer::Reply(response),
-    }
-}
-
-/// Reads the mounts and the paths asked about.
-fn look(kubelet_dir: &Path, paths: &[String], under: &[String], outside: bool) -> NodeSeen {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mounts = mountinfo::parse(&text).unwrap_or_default();
-    let mut seen = NodeSeen::default();
-    for p in paths {
-        let meta = std::fs::symlink_metadata(p);
-        seen.paths.insert(
-            p.clone(),
-            PathSeen {
-                exists: meta.is_ok(),
-                mounted: mountinfo::find_mount(&mounts, p).map(|m| m.read_only()),
-                block_device: meta.is_ok_and(|m| m.file_type().is_block_device()),
-            },
-        );
-    }
-    let kubelet = format!("{}/", kubelet_dir.display());
-    for m in &mounts {
-        let point = &m.mount_point;
-        if outside && !point.starts_with(&kubelet) && *point != kubelet.trim_end_matches('/') {
-            seen.outside.insert(point.clone());
-        }
-        if under.iter().any(|u| point.starts_with(u.as_str())) {
-            seen.under.insert(point.clone());
-        }
-    }
-    seen
-}
-
-/// Writes `token` into a file of that name through `write`, reads it
-/// through `read`, and removes it.
-fn data(write: &Path, read: &Path, token: &str) -> Answer {
-    use std::io::Write;
-    let wrote = (|| {
-        let mut f = std::fs::File::create(write.join(token))?;
-        f.write_all(token.as_bytes())?;
-        f.sync_all()
-    })()
-    .map_err(|e| e.to_string());
-    let read_back = match std::fs::read_to_string(read.join(token)) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.to_string()),
-    };
-    if wrote.is_ok() {
-        let _ = std::fs::remove_file(write.join(token));
-    }
-    Answer::Data {
-        wrote,
-        read: read_back,
-        token: token.to_string(),
     }
 }

@@ -14,6 +14,8 @@ use super::{Client, connect};
 #[derive(Debug)]
 pub struct Restarter {
     command: String,
+    /// Where the driver's output goes (appended), if not to ours.
+    log: Option<std::path::PathBuf>,
     endpoint: String,
     child: Option<Child>,
     /// Restarts so far.
@@ -23,9 +25,14 @@ pub struct Restarter {
 impl Restarter {
     /// Starts `command` (run by `sh -c`) and waits until the driver at
     /// `endpoint` answers Probe.
-    pub async fn start(command: &str, endpoint: &str) -> Result<(Restarter, Client), String> {
+    pub async fn start(
+        command: &str,
+        endpoint: &str,
+        log: Option<&std::path::Path>,
+    ) -> Result<(Restarter, Client), String> {
         let mut r = Restarter {
             command: command.to_string(),
+            log: log.map(std::path::Path::to_path_buf),
             endpoint: endpoint.to_string(),
             child: None,
             restarts: 0,
@@ -36,11 +43,21 @@ impl Restarter {
 
     async fn spawn(&mut self) -> Result<Client, String> {
         use std::os::unix::process::CommandExt;
-        let child = Command::new("sh")
-            .arg("-c")
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
             .arg(&self.command)
             .process_group(0)
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        if let Some(log) = &self.log {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map_err(|e| format!("the driver's log {}: {e}", log.display()))?;
+            let err = file.try_clone().map_err(|e| e.to_string())?;
+            cmd.stdout(file).stderr(err);
+        }
+        let child = cmd
             .spawn()
             .map_err(|e| format!("--restart {:?}: cannot start it: {e}", self.command))?;
         self.child = Some(child);
@@ -53,7 +70,10 @@ impl Restarter {
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    return Err(format!("--restart {:?} exited ({status}) before serving", self.command));
+                    return Err(format!(
+                        "--restart {:?} exited ({status}) before serving",
+                        self.command
+                    ));
                 }
             }
             if let Ok(mut client) = connect(&self.endpoint, Duration::from_millis(200)).await {

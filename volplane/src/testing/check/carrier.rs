@@ -1,0 +1,191 @@
+//! Carrying out the checker's effects: calls as tasks (over the socket, or
+//! to an in-process pump), the node's side (directories, mounts, data) at
+//! once.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use volplane_core::check::machine::{Checker, Effect, Input};
+use volplane_core::check::{Answer, NodeSeen, PathSeen};
+use volplane_core::driver::Request;
+use volplane_core::machine::Carry;
+use volplane_core::mountinfo;
+
+use volplane_proto::client::CsiClient;
+
+use super::{Client, Restarter};
+
+/// Carries out the checker's effects: calls as tasks, the node's side at once.
+pub(super) struct Carrier {
+    pub(super) client: Caller,
+    pub(super) restarter: Option<Arc<tokio::sync::Mutex<Restarter>>>,
+    /// Calls and restarts in flight; a restart brings a new client.
+    pub(super) tasks: JoinSet<(Input, Option<Client>)>,
+    pub(super) kubelet_dir: PathBuf,
+    pub(super) timeout: Duration,
+}
+
+/// How the checker reaches the driver: over its socket, or in this
+/// process through its gRPC services (a fuzz target): the same messages,
+/// the same validation at the wire, no transport.
+#[derive(Debug, Clone)]
+pub(super) enum Caller {
+    /// A gRPC client on the driver's socket.
+    Socket(Client),
+    /// A gRPC client on the driver's services, in this process.
+    InProcess(CsiClient<tonic::service::Routes>),
+}
+
+impl Caller {
+    async fn call(&mut self, request: Request, timeout: Duration) -> Answer {
+        let exchange = match self {
+            Caller::Socket(client) => {
+                tokio::time::timeout(timeout, client.exchange(&request)).await
+            }
+            Caller::InProcess(client) => {
+                tokio::time::timeout(timeout, client.exchange(&request)).await
+            }
+        };
+        match exchange {
+            Err(_) => Answer::Lost(format!("no answer within {} s", timeout.as_secs())),
+            Ok(Err(status)) => Answer::refused(&status),
+            Ok(Ok(Err(malformed))) => Answer::Malformed(malformed.message),
+            Ok(Ok(Ok(response))) => Answer::Reply(response),
+        }
+    }
+}
+
+impl Carry<Checker> for Carrier {
+    fn carry(
+        &mut self,
+        _: &Checker,
+        _: u64,
+        effect: Effect,
+        done: &mut std::collections::VecDeque<Input>,
+    ) {
+        match effect {
+            Effect::Call { op, request } => {
+                let mut client = self.client.clone();
+                let timeout = self.timeout;
+                self.tasks.spawn(async move {
+                    let answer = client.call(request, timeout).await;
+                    (Input::Answered { op, answer }, None)
+                });
+            }
+            Effect::MakeDir { op, path } => {
+                let result = std::fs::create_dir_all(&path).map_err(|e| format!("{path}: {e}"));
+                done.push_back(Input::Made { op, result });
+            }
+            Effect::Look {
+                op,
+                paths,
+                under,
+                outside,
+            } => {
+                let seen = look(&self.kubelet_dir, &paths, &under, outside);
+                done.push_back(Input::Seen { op, seen });
+            }
+            Effect::Data {
+                op,
+                write,
+                read,
+                token,
+            } => {
+                let answer = data(Path::new(&write), Path::new(&read), &token);
+                done.push_back(Input::Answered { op, answer });
+            }
+            Effect::Restart { op } => {
+                let Some(restarter) = self.restarter.clone() else {
+                    let why = "this check has no command to restart the driver with (--restart)";
+                    let answer = Answer::Lost(why.to_string());
+                    done.push_back(Input::Answered { op, answer });
+                    return;
+                };
+                // Kill while the group's calls are in flight, or just after.
+                let delay = Duration::from_millis(op.0.wrapping_mul(0x9E37_79B9) % 40);
+                self.tasks.spawn(async move {
+                    match restarter.lock().await.restart(delay).await {
+                        Ok(client) => (
+                            Input::Answered {
+                                op,
+                                answer: Answer::Restarted,
+                            },
+                            Some(client),
+                        ),
+                        Err(e) => (
+                            Input::Answered {
+                                op,
+                                answer: Answer::Lost(e),
+                            },
+                            None,
+                        ),
+                    }
+                });
+            }
+            Effect::Tidy { op, dirs } => {
+                for d in dirs {
+                    // Only empty directories: never anything the driver left.
+                    let _ = std::fs::remove_dir(&d);
+                }
+                done.push_back(Input::Made { op, result: Ok(()) });
+            }
+        }
+    }
+}
+
+/// Reads the mounts and the paths asked about.
+fn look(kubelet_dir: &Path, paths: &[String], under: &[String], outside: bool) -> NodeSeen {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounts = mountinfo::parse(&text).unwrap_or_default();
+    let mut seen = NodeSeen::default();
+    for p in paths {
+        let meta = std::fs::symlink_metadata(p);
+        seen.paths.insert(
+            p.clone(),
+            PathSeen {
+                exists: meta.is_ok(),
+                mounted: mountinfo::find_mount(&mounts, p).map(|m| m.read_only()),
+                block_device: meta.is_ok_and(|m| m.file_type().is_block_device()),
+            },
+        );
+    }
+    let kubelet = format!("{}/", kubelet_dir.display());
+    for m in &mounts {
+        let point = &m.mount_point;
+        if outside && !point.starts_with(&kubelet) && *point != kubelet.trim_end_matches('/') {
+            seen.outside.insert(point.clone());
+        }
+        if under.iter().any(|u| point.starts_with(u.as_str())) {
+            seen.under.insert(point.clone());
+        }
+    }
+    seen
+}
+
+/// Writes `token` into a file of that name through `write`, reads it
+/// through `read`, and removes it.
+fn data(write: &Path, read: &Path, token: &str) -> Answer {
+    use std::io::Write;
+    let wrote = (|| {
+        let mut f = std::fs::File::create(write.join(token))?;
+        f.write_all(token.as_bytes())?;
+        f.sync_all()
+    })()
+    .map_err(|e| e.to_string());
+    let read_back = match std::fs::read_to_string(read.join(token)) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.to_string()),
+    };
+    if wrote.is_ok() {
+        let _ = std::fs::remove_file(write.join(token));
+    }
+    Answer::Data {
+        wrote,
+        read: read_back,
+        token: token.to_string(),
+    }
+}
