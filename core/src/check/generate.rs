@@ -43,10 +43,11 @@ pub fn next(
     bounds: &Bounds,
     last: Option<Step>,
 ) -> Step {
-    if let Some(last) = last {
-        if !last.alone() && rng.chance(120) {
-            return last;
-        }
+    if let Some(last) = last
+        && !last.alone()
+        && rng.chance(120)
+    {
+        return last;
     }
     if bounds.restarts_per_mille > 0 && rng.chance(bounds.restarts_per_mille) {
         return Step::Restart;

@@ -170,11 +170,11 @@ impl Checker {
     }
 
     fn choose(&mut self) -> Vec<Step> {
-        if let Some((step, tries)) = self.unsettled.take() {
-            if tries < 5 {
-                self.unsettled = Some((step, tries + 1));
-                return vec![step];
-            }
+        if let Some((step, tries)) = self.unsettled.take()
+            && tries < 5
+        {
+            self.unsettled = Some((step, tries + 1));
+            return vec![step];
         }
         let w = &self.worlds[0];
         let facts = &self.outcome.facts;
@@ -286,10 +286,10 @@ impl Checker {
             return;
         };
         let step = self.group[i].0;
-        if step == Step::Restart {
-            if let Answer::Lost(why) = &answer {
-                return self.fail(format!("restarting the driver: {why}"));
-            }
+        if step == Step::Restart
+            && let Answer::Lost(why) = &answer
+        {
+            return self.fail(format!("restarting the driver: {why}"));
         }
         if step.alone() && matches!(step, Step::ListVolumes { .. } | Step::ListSnapshots { .. }) {
             if let Some(answer) = self.page(step, op, answer) {
@@ -431,10 +431,10 @@ impl Checker {
         if self.stopped {
             return self.after_teardown_step();
         }
-        if let Some(seen) = &seen {
-            if let Some(b) = self.outside_changed(seen) {
-                return self.violate(b);
-            }
+        if let Some(seen) = &seen
+            && let Some(b) = self.outside_changed(seen)
+        {
+            return self.violate(b);
         }
         let targets: Vec<(Slot, Slot)> = self.touched.iter().copied().collect();
         let look = seen.as_ref().map(|seen| Look {

@@ -43,24 +43,23 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
         _ => None,
     };
     let Some(existing) = w.volumes.get(&v) else {
-        if let Some(s) = source {
-            if !w.snapshots.contains_key(&s) {
-                let why = "the snapshot it is to be filled from does not exist";
-                return cx.must_fail(Rule::SourceNotFound, Code::NotFound, w, a, why);
-            }
+        if let Some(s) = source
+            && !w.snapshots.contains_key(&s)
+        {
+            let why = "the snapshot it is to be filled from does not exist";
+            return cx.must_fail(Rule::SourceNotFound, Code::NotFound, w, a, why);
         }
         // A snapshot larger than the size asked for: OUT_OF_RANGE is fair.
         let larger = source
             .and_then(|s| w.snapshots.get(&s))
             .is_some_and(|s| s.bytes > asked);
-        if larger {
-            if let Answer::Refused {
+        if larger
+            && let Answer::Refused {
                 code: Code::OutOfRange,
                 ..
             } = a
-            {
-                return Ok(vec![w.clone()]);
-            }
+        {
+            return Ok(vec![w.clone()]);
         }
         // A new volume: it should be made.
         return cx.must_ok(Rule::ValidCallSucceeds, w, a, move |cx, w, r| {

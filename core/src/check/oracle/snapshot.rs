@@ -24,16 +24,16 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
     let source_id = cx.volume_id(v);
     let record = move |_: &mut Cx<'_>, w: &mut World, r: Option<&Response>| {
         let cut = snapshot_of(r)?;
-        if let Some(c) = cut {
-            if c.source_volume_id != source_id {
-                return Err(Breach {
-                    rule: Rule::WellFormed,
-                    detail: format!(
-                        "answered a snapshot of {:?} for a snapshot of {source_id:?}",
-                        c.source_volume_id
-                    ),
-                });
-            }
+        if let Some(c) = cut
+            && c.source_volume_id != source_id
+        {
+            return Err(Breach {
+                rule: Rule::WellFormed,
+                detail: format!(
+                    "answered a snapshot of {:?} for a snapshot of {source_id:?}",
+                    c.source_volume_id
+                ),
+            });
         }
         let id = cut.map(|c| c.snapshot_id.clone());
         let of_volume = w.volumes.get(&v).map_or(0, |x| x.bytes);

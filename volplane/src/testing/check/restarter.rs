@@ -68,18 +68,18 @@ impl Restarter {
     async fn ready(&mut self) -> Result<Client, String> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    return Err(format!(
-                        "--restart {:?} exited ({status}) before serving",
-                        self.command
-                    ));
-                }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(format!(
+                    "--restart {:?} exited ({status}) before serving",
+                    self.command
+                ));
             }
-            if let Ok(mut client) = connect(&self.endpoint, Duration::from_millis(200)).await {
-                if client.call(&Request::Probe).await.is_ok() {
-                    return Ok(client);
-                }
+            if let Ok(mut client) = connect(&self.endpoint, Duration::from_millis(200)).await
+                && client.call(&Request::Probe).await.is_ok()
+            {
+                return Ok(client);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(format!(
@@ -112,10 +112,10 @@ impl Restarter {
 
 impl Drop for Restarter {
     fn drop(&mut self) {
-        if let Some(child) = self.child.as_ref() {
-            if let Some(pid) = Pid::from_raw(child.id() as i32) {
-                let _ = kill_process_group(pid, Signal::TERM);
-            }
+        if let Some(child) = self.child.as_ref()
+            && let Some(pid) = Pid::from_raw(child.id() as i32)
+        {
+            let _ = kill_process_group(pid, Signal::TERM);
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while let Some(child) = self.child.as_mut() {
