@@ -216,6 +216,12 @@ fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
         );
         write_replay(args, check, f, r.failures.len() > 1);
     }
+    if let Some(why) = &r.stopped {
+        println!("the check stopped after {} runs: {why}", r.runs);
+    }
+    if r.driver_gone {
+        println!("the driver no longer starts: the check stopped there (its trace is not shrunk)");
+    }
     if !r.failures.is_empty() {
         if r.failed_runs > 1 {
             println!("{} of {} runs broke a MUST-rule", r.failed_runs, r.runs);

@@ -72,6 +72,7 @@ pub fn judge(
                         facts,
                         known,
                         busy: sent.busy,
+                        certain: worlds.len() == 1 && ws.len() == 1,
                         tally: if primary && k == 0 {
                             Some(&mut *tally)
                         } else {

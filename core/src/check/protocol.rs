@@ -157,6 +157,9 @@ pub struct Outcome {
     pub trace: Vec<Record>,
     /// Why the run could not go on (the driver could not be reached…).
     pub error: Option<String>,
+    /// The driver did not serve again after a restart: nothing more can be
+    /// checked (nor a failure shrunk) until someone repairs it.
+    pub driver_gone: bool,
     /// What the driver said of itself.
     pub facts: Facts,
 }

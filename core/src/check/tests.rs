@@ -88,6 +88,7 @@ impl Judge {
             facts: &self.facts,
             known: &self.known,
             busy: false,
+            certain: true,
             tally: Some(&mut self.tally),
             notes: Vec::new(),
         };

@@ -58,6 +58,8 @@ pub struct Snap {
     pub id: Option<String>,
     /// The volume slot it is of.
     pub of: Slot,
+    /// The id of the volume it is of (the slot's volume then).
+    pub source_id: String,
     /// Its size (0: unknown): a volume filled from it is at least as big.
     pub bytes: u64,
 }

@@ -289,7 +289,24 @@ impl Checker {
         if step == Step::Restart
             && let Answer::Lost(why) = &answer
         {
-            return self.fail(format!("restarting the driver: {why}"));
+            // The driver does not come back: its acknowledged state is lost
+            // to the CO, and nothing more can be asked of it. The group goes
+            // into the trace as it stands.
+            let g = self.groups;
+            for (s, a, _) in std::mem::take(&mut self.group) {
+                let answer = match (s, a) {
+                    (Step::Restart, _) => answer.clone(),
+                    (_, Some(a)) => a,
+                    (_, None) => Answer::Lost("the driver was killed".to_string()),
+                };
+                self.outcome.trace.push(Record { group: g, step: s, answer });
+            }
+            self.outcome.driver_gone = true;
+            let detail = format!("after SIGKILL the driver did not serve again: {why}");
+            return self.violate(Breach {
+                rule: Rule::SurvivesRestart,
+                detail,
+            });
         }
         if step.alone() && matches!(step, Step::ListVolumes { .. } | Step::ListSnapshots { .. }) {
             if let Some(answer) = self.page(step, op, answer) {

@@ -13,7 +13,7 @@ impl Checker {
         self.phase = Phase::Teardown(round);
         let w = &self.worlds[0];
         let steps = generate::teardown(w, &self.outcome.facts);
-        if steps.is_empty() || round >= 4 {
+        if steps.is_empty() || round >= 4 || self.outcome.driver_gone {
             return self.leftovers();
         }
         self.pending_teardown = steps.into();

@@ -282,6 +282,8 @@ pub fn unpublish(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
         Refers::Vol(vol) if vol.published.is_none() => {
             cx.found(Rule::UnpublishIdempotent, w, a, clear)
         }
+        // While the node holds it the CO must not detach: a driver may refuse.
+        Refers::Vol(_) if !w.node(v).is_empty() => cx.either(w, a, clear),
         Refers::Vol(_) => cx.found(Rule::ValidCallSucceeds, w, a, clear),
     }
 }

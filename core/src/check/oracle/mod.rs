@@ -211,6 +211,9 @@ pub struct Cx<'a> {
     pub known: &'a Known,
     /// Another call on the same object may be in flight (ABORTED is fair).
     pub busy: bool,
+    /// The world judged in is the only one possible (SHOULD-rules are
+    /// noted only then).
+    pub certain: bool,
     /// Counted here when this is the evaluation that counts.
     pub tally: Option<&'a mut Tally>,
     /// SHOULD-rules broken, when this is the evaluation that counts.
@@ -236,8 +239,9 @@ impl<'a> Cx<'a> {
     fn note(&mut self, rule: Rule, detail: String) {
         debug_assert_eq!(rule.level(), Level::Should);
         // With another call on the object in flight, the order judged
-        // first need not be the order that happened.
-        if self.busy {
+        // first need not be the order that happened; with more than one
+        // world, the one judged first need not be the true one.
+        if self.busy || !self.certain {
             return;
         }
         if let Some(t) = self.tally.as_deref_mut() {

@@ -17,12 +17,15 @@ fn gone(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer, act: &str) -> Option<Ve
             let why = format!("the volume does not exist, so there is nothing to {act}");
             // A stage-capable node plugin knows only what is staged: to it
             // a volume that does not exist is also one not staged.
-            let codes: &[Code] =
-                if act == "publish" && cx.facts.node_has(NodeCapability::StageUnstageVolume) {
-                    &[Code::NotFound, Code::FailedPrecondition]
-                } else {
-                    &[Code::NotFound]
-                };
+            // Likewise, to the node plugin of a driver that attaches, a
+            // volume that does not exist is also one not attached.
+            let stages = cx.facts.node_has(NodeCapability::StageUnstageVolume);
+            let attaches = cx.facts.has(ControllerCapability::PublishUnpublishVolume);
+            let codes: &[Code] = if (act == "publish" && stages) || (act == "stage" && attaches) {
+                &[Code::NotFound, Code::FailedPrecondition]
+            } else {
+                &[Code::NotFound]
+            };
             Some(cx.must_fail_with(Rule::UnknownObject, codes, w, a, &why))
         }
         // Deleted while the node held it, or made by a lost call.
@@ -89,6 +92,9 @@ pub fn unstage(cx: &mut Cx<'_>, w: &World, v: Slot, a: &Answer) -> Verdict {
         w.set_node(v, n);
         Ok(())
     };
+    if deleted_while_held(w, v) {
+        return cx.either(w, a, apply);
+    }
     let n = w.node(v);
     if n.staged.is_none() {
         return match refers(cx, w, v) {
@@ -180,6 +186,9 @@ pub fn unpublish(cx: &mut Cx<'_>, w: &World, v: Slot, t: Slot, a: &Answer) -> Ve
         w.set_node(v, n);
         Ok(())
     };
+    if deleted_while_held(w, v) {
+        return cx.either(w, a, apply);
+    }
     if w.node(v).targets.contains_key(&t) {
         return cx.found(Rule::ValidCallSucceeds, w, a, apply);
     }

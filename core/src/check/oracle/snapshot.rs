@@ -22,6 +22,7 @@ fn snapshot_of(r: Option<&Response>) -> Result<Option<&crate::driver::Snapshot>,
 /// of another volume, ALREADY_EXISTS.
 pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdict {
     let source_id = cx.volume_id(v);
+    let source = source_id.clone();
     let record = move |_: &mut Cx<'_>, w: &mut World, r: Option<&Response>| {
         let cut = snapshot_of(r)?;
         if let Some(c) = cut
@@ -52,13 +53,14 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
                 _ => {}
             },
             None => {
-                w.snapshots.insert(s, Snap { id, of: v, bytes });
+                let source_id = source.clone();
+                w.snapshots.insert(s, Snap { id, of: v, source_id, bytes });
             }
         }
         Ok(())
     };
     if let Some(snap) = w.snapshots.get(&s) {
-        if snap.of != v {
+        if snap.of != v || snap.source_id != cx.volume_id(v) {
             let why = "a snapshot of that name exists, of another volume";
             return cx.must_fail(Rule::SnapshotIdempotent, Code::AlreadyExists, w, a, why);
         }

@@ -145,6 +145,11 @@ pub struct Report {
     pub failures: Vec<Failure>,
     /// Runs that broke a MUST-rule, in all.
     pub failed_runs: u32,
+    /// The driver did not serve again after a restart: the check stopped there.
+    pub driver_gone: bool,
+    /// Why the check stopped before its last run, if it did (the driver
+    /// stopped answering).
+    pub stopped: Option<String>,
 }
 
 impl Report {
@@ -240,7 +245,15 @@ impl Check {
         for r in 0..self.runs {
             let seed = self.seed.wrapping_add(u64::from(r));
             let names = self.names(format!("check-{nonce}-{r}"));
-            let outcome = self.once(&client, self.config(names, seed, None)).await?;
+            let outcome = match self.once(&client, self.config(names, seed, None)).await {
+                Ok(o) => o,
+                // The driver answered the runs before: it stopped answering.
+                Err(e) if report.runs > 0 => {
+                    report.stopped = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             report.runs += 1;
             report.steps += outcome.trace.len() as u64;
             report.tally.merge(&outcome.tally);
@@ -257,6 +270,11 @@ impl Check {
             if let Some(v) = &outcome.violation {
                 report.failed_runs += 1;
                 let rule = v.breach.rule;
+                if outcome.driver_gone {
+                    report.failures.push(self.unshrunk(seed, &outcome));
+                    report.driver_gone = true;
+                    break;
+                }
                 if report.failures.iter().all(|f| f.rule != rule) {
                     let cut: Program = outcome
                         .program
@@ -275,7 +293,13 @@ impl Check {
                             &report,
                         )
                         .await?;
-                    report.failures.push(failure);
+                    report.failures.push(failure.0);
+                    // The driver died for good while a replay restarted it.
+                    if let Some(gone) = failure.1 {
+                        report.failures.push(self.unshrunk(seed, &gone));
+                        report.driver_gone = true;
+                        break;
+                    }
                 }
                 if !self.keep_going {
                     break;
@@ -341,11 +365,12 @@ impl Check {
         first: Outcome,
         progress: &mut impl FnMut(Progress),
         report: &Report,
-    ) -> Result<Failure, String> {
+    ) -> Result<(Failure, Option<Outcome>), String> {
         let rule = first.violation.as_ref().map(|v| v.breach.rule);
         let original = shrink::steps(&program);
         let (mut best, mut best_outcome) = (program, first);
         let mut tries = 0;
+        let mut gone = None;
         'outer: loop {
             for candidate in shrink::candidates(&best) {
                 if tries >= self.shrink_runs {
@@ -361,7 +386,16 @@ impl Check {
                 let names = self.names(format!("check-{nonce}-shrink{tries}"));
                 let outcome = self
                     .once(client, self.config(names, seed, Some(candidate.clone())))
-                    .await?;
+                    .await;
+                // A driver that no longer answers cannot shrink anything more.
+                let outcome = match outcome {
+                    Ok(o) if !o.driver_gone => o,
+                    Ok(o) => {
+                        gone = Some(o);
+                        break 'outer;
+                    }
+                    Err(_) => break 'outer,
+                };
                 if let Some(v) = &outcome.violation {
                     let cut: Program = outcome
                         .program
@@ -380,7 +414,7 @@ impl Check {
             break;
         }
         let names = self.names(String::new());
-        Ok(Failure {
+        let failure = Failure {
             rule: rule.expect("a failing run broke a rule"),
             seed,
             steps: (original, shrink::steps(&best)),
@@ -391,7 +425,26 @@ impl Check {
                 bounds: self.bounds,
                 program: best,
             },
-        })
+        };
+        Ok((failure, gone))
+    }
+
+    /// A run the driver did not survive, as it went: nothing to replay against.
+    fn unshrunk(&self, seed: u64, outcome: &Outcome) -> Failure {
+        let program = outcome.program.clone();
+        let n = shrink::steps(&program);
+        Failure {
+            rule: outcome.violation.as_ref().map_or(volplane_core::check::Rule::SurvivesRestart, |v| v.breach.rule),
+            seed,
+            steps: (n, n),
+            trace: report::trace(outcome),
+            replay: Replay {
+                names: self.names(String::new()),
+                seed,
+                bounds: self.bounds,
+                program,
+            },
+        }
     }
 
     /// Sends `replay`'s steps again, judged anew.
