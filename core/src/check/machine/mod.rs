@@ -299,7 +299,11 @@ impl Checker {
                     (_, Some(a)) => a,
                     (_, None) => Answer::Lost("the driver was killed".to_string()),
                 };
-                self.outcome.trace.push(Record { group: g, step: s, answer });
+                self.outcome.trace.push(Record {
+                    group: g,
+                    step: s,
+                    answer,
+                });
             }
             self.outcome.driver_gone = true;
             let detail = format!("after SIGKILL the driver did not serve again: {why}");

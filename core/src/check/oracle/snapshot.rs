@@ -54,7 +54,15 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
             },
             None => {
                 let source_id = source.clone();
-                w.snapshots.insert(s, Snap { id, of: v, source_id, bytes });
+                w.snapshots.insert(
+                    s,
+                    Snap {
+                        id,
+                        of: v,
+                        source_id,
+                        bytes,
+                    },
+                );
             }
         }
         Ok(())

@@ -434,7 +434,12 @@ impl Check {
         let program = outcome.program.clone();
         let n = shrink::steps(&program);
         Failure {
-            rule: outcome.violation.as_ref().map_or(volplane_core::check::Rule::SurvivesRestart, |v| v.breach.rule),
+            rule: outcome
+                .violation
+                .as_ref()
+                .map_or(volplane_core::check::Rule::SurvivesRestart, |v| {
+                    v.breach.rule
+                }),
             seed,
             steps: (n, n),
             trace: report::trace(outcome),
