@@ -37,6 +37,10 @@ pub struct CheckArgs {
     /// A StorageClass parameter for every CreateVolume (KEY=VALUE; repeat).
     #[arg(long = "parameter", value_name = "KEY=VALUE")]
     pub parameters: Vec<String>,
+    /// A mutable parameter ControllerModifyVolume sets, as a
+    /// VolumeAttributesClass would (KEY=VALUE; repeat).
+    #[arg(long = "mutable-parameter", value_name = "KEY=VALUE")]
+    pub mutable_parameters: Vec<String>,
     /// Volumes are a filesystem (mount) or raw block.
     #[arg(long, value_enum, default_value_t = AccessKind::Mount)]
     pub access_type: AccessKind,
@@ -140,6 +144,12 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
             .split_once('=')
             .ok_or_else(|| format!("--parameter {p:?}: give KEY=VALUE"))?;
         check = check.parameter(k, v);
+    }
+    for p in &args.mutable_parameters {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--mutable-parameter {p:?}: give KEY=VALUE"))?;
+        check.mutable.insert(k.to_string(), v.to_string());
     }
     Ok(check)
 }

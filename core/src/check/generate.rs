@@ -22,6 +22,9 @@ pub struct Bounds {
     pub snapshots: Slot,
     /// Steps that kill and restart the driver, per thousand (0: none).
     pub restarts_per_mille: u32,
+    /// The run has mutable parameters to modify volumes with.
+    #[serde(default)]
+    pub mutable_parameters: bool,
 }
 
 impl Default for Bounds {
@@ -31,6 +34,7 @@ impl Default for Bounds {
             targets: 2,
             snapshots: 2,
             restarts_per_mille: 0,
+            mutable_parameters: false,
         }
     }
 }
@@ -100,6 +104,17 @@ fn lifecycle(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v
                     Step::CreateVolume {
                         v,
                         shape: Shape::FromSnapshot(s),
+                    },
+                ));
+            }
+            if facts.has(C::CloneVolume)
+                && let Some((&from, _)) = w.volumes.iter().next()
+            {
+                out.push((
+                    15,
+                    Step::CreateVolume {
+                        v,
+                        shape: Shape::Clone(from),
                     },
                 ));
             }
@@ -272,6 +287,12 @@ fn queries(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v: 
     }
     if facts.has(C::ExpandVolume) {
         out.push((3, Step::ControllerExpand { v, grow: t }));
+    }
+    if facts.has(C::ModifyVolume) {
+        out.push((1, Step::ControllerModify { v, empty: true }));
+        if b.mutable_parameters {
+            out.push((3, Step::ControllerModify { v, empty: false }));
+        }
     }
     if facts.node_has(N::GetVolumeStats) {
         out.push((

@@ -55,8 +55,9 @@ pub enum Effect {
         /// The directory.
         path: String,
     },
-    /// Look at these paths, the mounts beneath `under`, and (when asked)
-    /// the mounts outside the kubelet directory; answer with [`Input::Seen`].
+    /// Look at these paths, the mounts and files beneath `under`, and
+    /// (when asked) the mounts outside the kubelet directory and the loop
+    /// devices attached; answer with [`Input::Seen`].
     Look {
         /// Names the completion.
         op: OpId,
@@ -64,7 +65,7 @@ pub enum Effect {
         paths: Vec<String>,
         /// Report every mount point beneath these prefixes.
         under: Vec<String>,
-        /// Report the mounts outside the kubelet directory.
+        /// Report the mounts outside the kubelet directory and the loop devices.
         outside: bool,
     },
     /// Write `token` to a new file in `write` (a directory), then read the
@@ -140,6 +141,18 @@ pub struct Violation {
     pub breach: Breach,
     /// The group it broke at.
     pub group: u32,
+}
+
+impl Outcome {
+    /// The steps sent up to and with the group that broke a rule (all of
+    /// them when none broke).
+    pub fn up_to_violation(&self) -> Program {
+        let end = self
+            .violation
+            .as_ref()
+            .map_or(self.program.len(), |v| v.group as usize);
+        self.program.iter().take(end).cloned().collect()
+    }
 }
 
 /// How a run ended.

@@ -95,6 +95,15 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
             max_entries: 0,
             starting_token: format!("{}-no-such-token", names.prefix),
         }),
+        ControllerModify { v, empty } => Request::ControllerModify(rq::ControllerModify {
+            volume_id: id(v),
+            mutable_parameters: if empty {
+                Attributes::new()
+            } else {
+                names.mutable.clone()
+            },
+            secrets: Secrets::default(),
+        }),
         GetCapacity => Request::GetCapacity(rq::GetCapacity {
             capabilities: vec![names.capability(false)],
             parameters: names.parameters.clone(),
@@ -193,6 +202,7 @@ fn create(names: &Names, known: &Known, v: Slot, shape: Shape) -> rq::CreateVolu
                     .cloned()
                     .unwrap_or_else(|| names.missing_snapshot(s)),
             )),
+            Shape::Clone(from) => Some(ContentSource::Volume(volume_id(names, known, from))),
             _ => None,
         },
         accessibility: None,

@@ -166,12 +166,15 @@ rules! {
     /// An acknowledged volume, snapshot, stage or publish survives the driver's restart.
     SurvivesRestart = Must, "survives-restart",
         "CSI: a plugin's answers are durable; after OK, the object exists until deleted, whatever happens to the plugin's process";
+    /// A call interrupted (no answer, UNAVAILABLE, INTERNAL…) succeeds or fails for good when retried.
+    Converges = Must, "interrupted-call-converges",
+        "CSI error scheme: a CO retries a call whose outcome it does not know; idempotency lets the retry finish the work";
     /// No mount outside the kubelet directory appears or goes.
     NothingOutside = Must, "nothing-outside-kubelet-dir",
         "CSI node paths: a node plugin mounts at the staging and target paths the CO gives; nothing else on the host changes";
     /// Once everything is unpublished, unstaged and deleted, nothing of the run is left.
     NoLeaks = Must, "nothing-left-behind",
-        "CSI NodeUnpublishVolume / NodeUnstageVolume: after the last OK nothing of the volume is mounted on the node";
+        "CSI NodeUnpublishVolume / NodeUnstageVolume / DeleteVolume: after the last OK nothing of the volume is mounted, attached as a loop device, or left under the kubelet directory";
 }
 
 /// How often each rule was checked and broken in a run (or many).

@@ -21,6 +21,8 @@ pub enum Shape {
     Larger,
     /// Filled from a snapshot.
     FromSnapshot(Slot),
+    /// A clone of another volume.
+    Clone(Slot),
     /// No name (INVALID_ARGUMENT).
     Unnamed,
     /// No capability (INVALID_ARGUMENT).
@@ -83,6 +85,13 @@ pub enum Step {
         v: Slot,
         /// How much larger.
         grow: u8,
+    },
+    /// ControllerModifyVolume with the run's mutable parameters, or none.
+    ControllerModify {
+        /// The volume slot.
+        v: Slot,
+        /// Without mutable parameters (INVALID_ARGUMENT: they are REQUIRED).
+        empty: bool,
     },
     /// ListVolumes, page after page, `page` entries at a time (0: the driver's choice).
     ListVolumes {
@@ -179,6 +188,7 @@ impl Step {
             | Validate { v }
             | GetVolume { v }
             | ControllerExpand { v, .. }
+            | ControllerModify { v, .. }
             | NodeStage { v, .. }
             | NodeUnstage { v }
             | NodePublish { v, .. }
@@ -202,6 +212,10 @@ impl Step {
                 shape: Shape::FromSnapshot(s),
                 ..
             } => out.push(256 + u16::from(s)),
+            Step::CreateVolume {
+                shape: Shape::Clone(from),
+                ..
+            } => out.push(u16::from(from)),
             _ => {}
         }
         out
@@ -236,6 +250,7 @@ impl std::fmt::Display for Step {
                 Shape::Plain => write!(f, "CreateVolume v{v}"),
                 Shape::Larger => write!(f, "CreateVolume v{v} (8× the size)"),
                 Shape::FromSnapshot(s) => write!(f, "CreateVolume v{v} from snapshot s{s}"),
+                Shape::Clone(from) => write!(f, "CreateVolume v{v}, a clone of v{from}"),
                 Shape::Unnamed => write!(f, "CreateVolume without a name"),
                 Shape::NoCapability => write!(f, "CreateVolume v{v} without a capability"),
             },
@@ -262,6 +277,14 @@ impl std::fmt::Display for Step {
             ListVolumes { page } => write!(f, "ListVolumes, {page} per page"),
             ListVolumesBadToken => write!(f, "ListVolumes from a token no page returned"),
             GetCapacity => write!(f, "GetCapacity"),
+            ControllerModify { v, empty } => {
+                let what = if *empty {
+                    " without mutable parameters"
+                } else {
+                    ""
+                };
+                write!(f, "ControllerModifyVolume v{v}{what}")
+            }
             NodeStage { v, other_mode } => {
                 let m = if *other_mode { " read-only mode" } else { "" };
                 write!(f, "NodeStageVolume v{v}{m}")
@@ -303,6 +326,10 @@ pub struct Names {
     pub capability: Capability,
     /// The run's volume size.
     pub bytes: u64,
+    /// The mutable parameters ControllerModifyVolume sets (none: only
+    /// the modify a driver must refuse is sent).
+    #[serde(default)]
+    pub mutable: Attributes,
 }
 
 impl Names {

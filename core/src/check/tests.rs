@@ -21,6 +21,7 @@ fn names() -> Names {
         parameters: Attributes::new(),
         capability: Capability::mount(AccessMode::SingleNodeWriter),
         bytes: 16,
+        mutable: Attributes::new(),
     }
 }
 

@@ -27,8 +27,8 @@ pub struct Vol {
     pub bytes: u64,
     /// Published to this node (with the read-only flag), by ControllerPublishVolume.
     pub published: Option<bool>,
-    /// The snapshot it was filled from.
-    pub source: Option<Slot>,
+    /// What it was filled from: `Shape::FromSnapshot` or `Shape::Clone`.
+    pub source: Option<super::step::Shape>,
 }
 
 /// What the node holds of a volume (in one world): kept apart from the
@@ -142,4 +142,9 @@ pub struct NodeSeen {
     pub outside: BTreeSet<String>,
     /// Mount points beneath the prefixes asked about.
     pub under: BTreeSet<String>,
+    /// Files and directories beneath the prefixes asked about.
+    pub left: BTreeSet<String>,
+    /// The loop devices attached, each as `device → backing file` (asked
+    /// with what lies outside the kubelet directory).
+    pub loops: BTreeSet<String>,
 }

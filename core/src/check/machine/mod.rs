@@ -36,6 +36,10 @@ enum Phase {
     Done,
 }
 
+/// Unsure answers in a row to one call (retried each time) that break
+/// [`Rule::Converges`].
+const RETRIES: u8 = 5;
+
 /// The discovery calls, in order.
 const DISCOVER: [Request; 5] = [
     Request::GetPluginInfo,
@@ -74,6 +78,8 @@ pub struct Checker {
     outcome: Outcome,
     outside: BTreeSet<String>,
     touched: BTreeSet<(Slot, Slot)>,
+    /// The loop devices attached before the run.
+    loops: BTreeSet<String>,
     /// Objects (as [`Step::objects`] keys) a lost call may still be working on.
     lingering: BTreeSet<u16>,
     unsettled: Option<(Step, u8)>,
@@ -113,6 +119,7 @@ impl Checker {
             outside: BTreeSet::new(),
             touched: BTreeSet::new(),
             lingering: BTreeSet::new(),
+            loops: BTreeSet::new(),
             unsettled: None,
             groups: 0,
             stopped: false,
@@ -170,10 +177,9 @@ impl Checker {
     }
 
     fn choose(&mut self) -> Vec<Step> {
-        if let Some((step, tries)) = self.unsettled.take()
-            && tries < 5
-        {
-            self.unsettled = Some((step, tries + 1));
+        // A call whose answer said nothing of its effect goes again, as a
+        // CO retries it (`learn` counts how often).
+        if let Some((step, _)) = self.unsettled {
             return vec![step];
         }
         let w = &self.worlds[0];
@@ -488,6 +494,21 @@ impl Checker {
         for s in &sent {
             self.learn(s);
         }
+        if let Some((step, tries)) = self.unsettled {
+            self.outcome.tally.checked(Rule::Converges);
+            if tries >= RETRIES {
+                let detail = format!(
+                    "{step}: {tries} answers in a row said nothing of whether it took effect (the last: {})",
+                    sent.iter()
+                        .find(|s| s.step == step)
+                        .map_or(String::new(), |s| s.answer.to_string())
+                );
+                return self.violate(Breach {
+                    rule: Rule::Converges,
+                    detail,
+                });
+            }
+        }
         self.known.node = self.worlds[0]
             .node
             .iter()
@@ -566,9 +587,11 @@ impl Checker {
         let objects = s.step.objects();
         if s.answer.unsure() {
             self.lingering.extend(objects.iter().copied());
-            if !matches!(s.step, Step::Restart | Step::Data { .. }) && self.config.program.is_none()
-            {
-                let tries = self.unsettled.map_or(0, |(_, n)| n);
+            if !matches!(s.step, Step::Restart | Step::Data { .. }) {
+                let tries = match self.unsettled {
+                    Some((u, n)) if u == s.step => n + 1,
+                    _ => 1,
+                };
                 self.unsettled = Some((s.step, tries));
             }
             return;
@@ -622,7 +645,7 @@ impl Machine for Checker {
         match input {
             Input::Answered { op, answer } => self.answered(op, answer),
             Input::Made { op: _, result } => match self.phase {
-                Phase::Tidy => self.phase = Phase::Done,
+                Phase::Tidy => self.look_for_files(),
                 _ if self.making > 0 => {
                     // A directory the CO could not make: the driver is not
                     // to blame, and the run cannot go on.
@@ -644,26 +667,17 @@ impl Machine for Checker {
                 match self.phase {
                     Phase::Baseline => {
                         self.outside = seen.outside;
+                        self.loops = seen.loops;
                         self.phase = Phase::Steps;
                         self.next_group();
                     }
                     Phase::Leftovers => {
-                        self.outcome.tally.checked(Rule::NoLeaks);
-                        if !seen.under.is_empty() && self.outcome.violation.is_none() {
-                            self.outcome.tally.violated(Rule::NoLeaks);
-                            let detail = format!(
-                                "with every volume of the run unpublished, unstaged and deleted, still mounted: {:?}",
-                                seen.under
-                            );
-                            self.outcome.violation = Some(Violation {
-                                breach: Breach {
-                                    rule: Rule::NoLeaks,
-                                    detail,
-                                },
-                                group: self.groups,
-                            });
-                        }
+                        self.left_behind(&seen);
                         self.tidy();
+                    }
+                    Phase::Tidy => {
+                        self.left_behind(&seen);
+                        self.phase = Phase::Done;
                     }
                     _ => self.settle(Some(seen)),
                 }

@@ -3,7 +3,11 @@
 use super::{Checker, Phase};
 use crate::check::generate;
 use crate::check::machine::Effect;
+use crate::check::oracle::Breach;
+use crate::check::protocol::Violation;
+use crate::check::rules::Rule;
 use crate::check::step::Slot;
+use crate::check::world::NodeSeen;
 use std::collections::BTreeSet;
 
 impl Checker {
@@ -49,11 +53,67 @@ impl Checker {
         let op = self.op();
         self.looking = Some(op);
         let under = self.config.names.run_dirs().to_vec();
+        // Loop devices are judged only when nothing else attaches any.
+        let outside = self.config.watch_outside;
+        self.queue.push_back(Effect::Look {
+            op,
+            paths: Vec::new(),
+            under,
+            outside,
+        });
+    }
+
+    /// After the CO's own directories are tidied away: anything left under
+    /// them is the driver's.
+    pub(super) fn look_for_files(&mut self) {
+        let op = self.op();
+        self.looking = Some(op);
+        let under = self.config.names.run_dirs().to_vec();
         self.queue.push_back(Effect::Look {
             op,
             paths: Vec::new(),
             under,
             outside: false,
+        });
+    }
+
+    /// With everything of the run put away (and no rule broken before),
+    /// nothing of it may be left: no mount beneath its directories, no
+    /// loop device that was not attached before it, no file.
+    pub(super) fn left_behind(&mut self, seen: &NodeSeen) {
+        if self.outcome.violation.is_some() || self.stopped {
+            return;
+        }
+        // Only when the run put every volume away.
+        if !self.worlds[0].volumes.is_empty() || !self.worlds[0].node.is_empty() {
+            return;
+        }
+        self.outcome.tally.checked(Rule::NoLeaks);
+        let loops: Vec<&String> = seen.loops.difference(&self.loops).collect();
+        let detail = if !seen.under.is_empty() {
+            format!(
+                "with every volume of the run unpublished, unstaged and deleted, still mounted: {:?}",
+                seen.under
+            )
+        } else if !loops.is_empty() {
+            format!(
+                "with every volume of the run deleted, loop devices attached since it began: {loops:?}"
+            )
+        } else if self.phase == Phase::Tidy && !seen.left.is_empty() {
+            format!(
+                "with every volume of the run put away and the CO's directories removed, left under the kubelet directory: {:?}",
+                seen.left
+            )
+        } else {
+            return;
+        };
+        self.outcome.tally.violated(Rule::NoLeaks);
+        self.outcome.violation = Some(Violation {
+            breach: Breach {
+                rule: Rule::NoLeaks,
+                detail,
+            },
+            group: self.groups,
         });
     }
 

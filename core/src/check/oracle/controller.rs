@@ -39,21 +39,29 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
     }
     let asked = cx.names.range(shape).required_bytes;
     let source = match shape {
-        Shape::FromSnapshot(s) => Some(s),
+        Shape::FromSnapshot(_) | Shape::Clone(_) => Some(shape),
         _ => None,
     };
     let Some(existing) = w.volumes.get(&v) else {
-        if let Some(s) = source
-            && !w.snapshots.contains_key(&s)
-        {
-            let why = "the snapshot it is to be filled from does not exist";
+        // The source must exist, and may be larger than the size asked for
+        // (OUT_OF_RANGE is then fair).
+        let (found, source_bytes) = match source {
+            Some(Shape::FromSnapshot(s)) => {
+                let snap = w.snapshots.get(&s);
+                (snap.is_some(), snap.map_or(0, |s| s.bytes))
+            }
+            Some(Shape::Clone(from)) => match refers(cx, w, from) {
+                Refers::Vol(vol) => (true, vol.bytes.max(vol.asked)),
+                Refers::Gone => (false, 0),
+                Refers::Unsure => return cx.either(w, a, |_, _, _| Ok(())),
+            },
+            _ => (true, 0),
+        };
+        if !found {
+            let why = "the snapshot or volume it is to be filled from does not exist";
             return cx.must_fail(Rule::SourceNotFound, Code::NotFound, w, a, why);
         }
-        // A snapshot larger than the size asked for: OUT_OF_RANGE is fair.
-        let larger = source
-            .and_then(|s| w.snapshots.get(&s))
-            .is_some_and(|s| s.bytes > asked);
-        if larger
+        if source_bytes > asked
             && let Answer::Refused {
                 code: Code::OutOfRange,
                 ..
@@ -461,4 +469,21 @@ pub fn list(cx: &mut Cx<'_>, w: &World, _page: u8, a: &Answer) -> Verdict {
         }
         Ok(())
     })
+}
+
+/// ControllerModifyVolume: without mutable parameters, INVALID_ARGUMENT;
+/// of a volume that does not exist, NOT_FOUND; else the change is made.
+pub fn modify(cx: &mut Cx<'_>, w: &World, v: Slot, empty: bool, a: &Answer) -> Verdict {
+    if empty {
+        let why = "mutable_parameters is REQUIRED";
+        return cx.must_fail(Rule::RequiredFields, Code::InvalidArgument, w, a, why);
+    }
+    match refers(cx, w, v) {
+        Refers::Gone => {
+            let why = "the volume does not exist";
+            cx.must_fail(Rule::UnknownObject, Code::NotFound, w, a, why)
+        }
+        Refers::Unsure => cx.either(w, a, |_, _, _| Ok(())),
+        Refers::Vol(_) => cx.found(Rule::ValidCallSucceeds, w, a, |_, _, _| Ok(())),
+    }
 }

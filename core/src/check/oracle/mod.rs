@@ -268,10 +268,30 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// The call must succeed: OK applies `apply`; an unsure answer leaves
-    /// both the world and the applied one; ABORTED (when fair) changes
-    /// nothing; any other error breaks `rule` — or, for a SHOULD `rule`,
-    /// is noted and changes nothing.
+    /// The answers every judgement takes alike: OK applies `apply`; an
+    /// unsure answer leaves both the world and the applied one; ABORTED
+    /// (noted when nothing else was in flight) changes nothing. `None` for
+    /// any other error, which the caller judges.
+    fn taken(
+        &mut self,
+        w: &World,
+        got: &Got<'_>,
+        apply: &impl Fn(&mut Cx<'a>, &mut World, Option<&Response>) -> Result<(), Breach>,
+    ) -> Option<Verdict> {
+        let mut next = w.clone();
+        Some(match *got {
+            Got::Ok(r) => apply(self, &mut next, Some(r)).map(|()| vec![next]),
+            Got::Unsure => apply(self, &mut next, None).map(|()| vec![w.clone(), next]),
+            Got::Err(Code::Aborted, message) => {
+                self.unbusy_abort(message);
+                Ok(vec![w.clone()])
+            }
+            Got::Err(..) => return None,
+        })
+    }
+
+    /// The call must succeed: any error but ABORTED breaks `rule` — or,
+    /// for a SHOULD `rule`, is noted and changes nothing.
     fn must_ok(
         &mut self,
         rule: Rule,
@@ -280,30 +300,19 @@ impl<'a> Cx<'a> {
         apply: impl Fn(&mut Cx<'a>, &mut World, Option<&Response>) -> Result<(), Breach>,
     ) -> Verdict {
         self.checked(rule);
-        match self.got(a)? {
-            Got::Ok(r) => {
-                let mut next = w.clone();
-                apply(self, &mut next, Some(r))?;
-                Ok(vec![next])
-            }
-            Got::Unsure => {
-                let mut next = w.clone();
-                apply(self, &mut next, None)?;
-                Ok(vec![w.clone(), next])
-            }
-            Got::Err(Code::Aborted, message) => {
-                self.unbusy_abort(message);
-                Ok(vec![w.clone()])
-            }
-            Got::Err(code, message) => {
-                let detail = format!("answered {} {message:?}; OK was due", code.go_name());
-                if rule.level() == Level::Should {
-                    self.note(rule, detail);
-                    Ok(vec![w.clone()])
-                } else {
-                    Err(self.breach(rule, detail))
-                }
-            }
+        let got = self.got(a)?;
+        if let Some(verdict) = self.taken(w, &got, &apply) {
+            return verdict;
+        }
+        let Got::Err(code, message) = got else {
+            unreachable!("taken judges every answer but an error")
+        };
+        let detail = format!("answered {} {message:?}; OK was due", code.go_name());
+        if rule.level() == Level::Should {
+            self.note(rule, detail);
+            Ok(vec![w.clone()])
+        } else {
+            Err(self.breach(rule, detail))
         }
     }
 
@@ -370,23 +379,9 @@ impl<'a> Cx<'a> {
         a: &Answer,
         apply: impl Fn(&mut Cx<'a>, &mut World, Option<&Response>) -> Result<(), Breach>,
     ) -> Verdict {
-        match self.got(a)? {
-            Got::Ok(r) => {
-                let mut next = w.clone();
-                apply(self, &mut next, Some(r))?;
-                Ok(vec![next])
-            }
-            Got::Unsure => {
-                let mut next = w.clone();
-                apply(self, &mut next, None)?;
-                Ok(vec![w.clone(), next])
-            }
-            Got::Err(Code::Aborted, message) => {
-                self.unbusy_abort(message);
-                Ok(vec![w.clone()])
-            }
-            Got::Err(..) => Ok(vec![w.clone()]),
-        }
+        let got = self.got(a)?;
+        self.taken(w, &got, &apply)
+            .unwrap_or_else(|| Ok(vec![w.clone()]))
     }
 
     /// ABORTED taken as no effect: noted when nothing else on the object
@@ -473,6 +468,7 @@ pub fn judge(cx: &mut Cx<'_>, w: &World, step: &Step, answer: &Answer) -> Verdic
             "no page ever returned that token",
         ),
         GetCapacity => cx.must_ok(Rule::ValidCallSucceeds, w, answer, |_, _, _| Ok(())),
+        ControllerModify { v, empty } => controller::modify(cx, w, v, empty, answer),
         NodeStage { v, other_mode } => node::stage(cx, w, v, other_mode, answer),
         NodeUnstage { v } => node::unstage(cx, w, v, answer),
         NodePublish { v, t, readonly } => node::publish(cx, w, v, t, readonly, answer),

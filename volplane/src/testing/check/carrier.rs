@@ -162,7 +162,49 @@ fn look(kubelet_dir: &Path, paths: &[String], under: &[String], outside: bool) -
             seen.under.insert(point.clone());
         }
     }
+    seen.left = entries_starting(under);
+    if outside {
+        seen.loops = loop_devices();
+    }
     seen
+}
+
+/// What exists under each `dir/name-prefix` of `under`: the entries of
+/// `dir` whose names start with the prefix.
+fn entries_starting(under: &[String]) -> std::collections::BTreeSet<String> {
+    let mut left = std::collections::BTreeSet::new();
+    for u in under {
+        let Some((dir, prefix)) = u.rsplit_once('/') else {
+            continue;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(prefix) {
+                left.insert(e.path().display().to_string());
+            }
+        }
+    }
+    left
+}
+
+/// The loop devices attached, as `/dev/loopN → backing file`.
+fn loop_devices() -> std::collections::BTreeSet<String> {
+    let mut loops = std::collections::BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir("/sys/block") else {
+        return loops;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        if let Ok(file) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
+            loops.insert(format!("/dev/{name} → {}", file.trim()));
+        }
+    }
+    loops
 }
 
 /// Writes `token` into a file of that name through `write`, reads it

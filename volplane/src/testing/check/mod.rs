@@ -55,6 +55,9 @@ pub struct Check {
     pub concurrency: u8,
     /// StorageClass parameters every CreateVolume carries.
     pub parameters: Attributes,
+    /// Mutable parameters ControllerModifyVolume sets (a
+    /// VolumeAttributesClass's); none: only the modify a driver must refuse.
+    pub mutable: Attributes,
     /// The capability volumes are created and used with.
     pub capability: Capability,
     /// The size of the run's volumes.
@@ -92,6 +95,7 @@ impl Check {
             steps: 200,
             concurrency: 1,
             parameters: Attributes::new(),
+            mutable: Attributes::new(),
             capability: Capability::mount(AccessMode::SingleNodeWriter),
             bytes: 16 << 20,
             bounds: Bounds::default(),
@@ -209,6 +213,7 @@ impl Check {
             parameters: self.parameters.clone(),
             capability: self.capability.clone(),
             bytes: self.bytes,
+            mutable: self.mutable.clone(),
         }
     }
 
@@ -220,6 +225,7 @@ impl Check {
         if self.restart.is_none() {
             bounds.restarts_per_mille = 0;
         }
+        bounds.mutable_parameters = !self.mutable.is_empty();
         Config {
             names,
             seed,
@@ -276,12 +282,7 @@ impl Check {
                     break;
                 }
                 if report.failures.iter().all(|f| f.rule != rule) {
-                    let cut: Program = outcome
-                        .program
-                        .iter()
-                        .take(v.group as usize)
-                        .cloned()
-                        .collect();
+                    let cut = outcome.up_to_violation();
                     let failure = self
                         .shrink(
                             &client,
@@ -397,12 +398,7 @@ impl Check {
                     Err(_) => break 'outer,
                 };
                 if let Some(v) = &outcome.violation {
-                    let cut: Program = outcome
-                        .program
-                        .iter()
-                        .take(v.group as usize)
-                        .cloned()
-                        .collect();
+                    let cut = outcome.up_to_violation();
                     // Smaller only: a violation met later (in the teardown) is no gain.
                     if Some(v.breach.rule) == rule && shrink::steps(&cut) < shrink::steps(&best) {
                         best = cut;
