@@ -494,20 +494,36 @@ impl Checker {
         for s in &sent {
             self.learn(s);
         }
-        if let Some((step, tries)) = self.unsettled {
-            self.outcome.tally.checked(Rule::Converges);
-            if tries >= RETRIES {
+        if let Some((step, tries)) = self.unsettled
+            && tries >= RETRIES
+        {
+            let last = sent.iter().find(|s| s.step == step).map(|s| &s.answer);
+            let lost = last.is_some_and(Answer::lost);
+            let last = last.map_or(String::new(), Answer::to_string);
+            if lost {
                 let detail = format!(
-                    "{step}: {tries} answers in a row said nothing of whether it took effect (the last: {})",
-                    sent.iter()
-                        .find(|s| s.step == step)
-                        .map_or(String::new(), |s| s.answer.to_string())
+                    "{step}: {tries} tries in a row, no answer that says whether it took effect (the last: {last})"
                 );
                 return self.violate(Breach {
                     rule: Rule::Converges,
                     detail,
                 });
             }
+            // INTERNAL or UNKNOWN every time: a failure, not an interruption.
+            self.unsettled = None;
+            self.outcome.tally.violated(Rule::ValidCallSucceeds);
+            let detail = format!(
+                "{step}: {tries} tries in a row answered {last}; a CO retries that for ever"
+            );
+            self.outcome.notes.push((
+                g,
+                Breach {
+                    rule: Rule::ValidCallSucceeds,
+                    detail,
+                },
+            ));
+        } else if self.unsettled.is_some() {
+            self.outcome.tally.checked(Rule::Converges);
         }
         self.known.node = self.worlds[0]
             .node

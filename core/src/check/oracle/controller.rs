@@ -61,13 +61,24 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
             let why = "the snapshot or volume it is to be filled from does not exist";
             return cx.must_fail(Rule::SourceNotFound, Code::NotFound, w, a, why);
         }
-        if source_bytes > asked
-            && let Answer::Refused {
-                code: Code::OutOfRange,
-                ..
-            } = a
-        {
-            return Ok(vec![w.clone()]);
+        if source_bytes > asked {
+            cx.checked(Rule::KnownCode);
+            match a {
+                Answer::Refused {
+                    code: Code::OutOfRange,
+                    ..
+                } => return Ok(vec![w.clone()]),
+                Answer::Refused { code, message } if !a.unsure() && *code != Code::Aborted => {
+                    return Err(Breach {
+                        rule: Rule::KnownCode,
+                        detail: format!(
+                            "answered {} {message:?} for a size below its source's {source_bytes} bytes; the code for that is OUT_OF_RANGE",
+                            code.go_name()
+                        ),
+                    });
+                }
+                _ => {}
+            }
         }
         // A new volume: it should be made.
         return cx.must_ok(Rule::ValidCallSucceeds, w, a, move |cx, w, r| {

@@ -74,6 +74,19 @@ impl Answer {
         }
     }
 
+    /// True when no answer came through: the call timed out, the
+    /// connection broke, the driver was unavailable.
+    pub fn lost(&self) -> bool {
+        match self {
+            Answer::Lost(_) => true,
+            Answer::Refused { code, .. } => matches!(
+                code,
+                Code::Cancelled | Code::DeadlineExceeded | Code::Unavailable
+            ),
+            _ => false,
+        }
+    }
+
     /// True when the answer says nothing of whether the call took effect.
     pub fn unsure(&self) -> bool {
         match self {

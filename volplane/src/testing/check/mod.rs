@@ -11,7 +11,7 @@
 //!     .runs(20)
 //!     .run(|_| {})
 //!     .await?;
-//! assert!(report.failure.is_none(), "{}", report.failure.unwrap().trace);
+//! assert!(report.failures.is_empty(), "{}", report.failures[0].trace);
 //! # Ok(()) }
 //! ```
 
