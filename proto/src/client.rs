@@ -166,6 +166,10 @@ impl<T: Transport> CsiClient<T> {
                 .await,
             ),
             Request::NodeVolumeStats(r) => answer(n.node_get_volume_stats(r.to_wire()).await),
+            Request::GroupControllerGetCapabilities => answer(
+                g.group_controller_get_capabilities(csi::GroupControllerGetCapabilitiesRequest {})
+                    .await,
+            ),
             other => Err(not_sent(other.method())),
         }
     }

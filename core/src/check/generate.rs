@@ -349,6 +349,26 @@ fn snapshots(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, v: Slot, s: S
     if facts.has(C::ListSnapshots) {
         out.push((3, Step::ListSnapshots { page: 1 + s }));
     }
+    if facts.group_snapshots {
+        let g = s;
+        match w.groups.get(&g) {
+            None => {
+                let mut vols = w.volumes.keys().copied();
+                if let (Some(a), Some(b)) = (vols.next(), vols.next()) {
+                    out.push((6, Step::CreateGroupSnapshot { g, a, b }));
+                }
+            }
+            Some(group) => {
+                out.push((5, Step::DeleteGroupSnapshot { g }));
+                let (a, b) = group.of;
+                out.push((2, Step::CreateGroupSnapshot { g, a, b }));
+                out.push((2, Step::CreateGroupSnapshot { g, a: b, b: a }));
+                if v != a && v != b {
+                    out.push((1, Step::CreateGroupSnapshot { g, a, b: v }));
+                }
+            }
+        }
+    }
 }
 
 /// The steps that put everything of the run away: unpublish every target,
@@ -367,6 +387,9 @@ pub fn teardown(w: &World, facts: &Facts) -> Vec<Step> {
         if vol.published.is_some() && facts.has(C::PublishUnpublishVolume) {
             out.push(Step::ControllerUnpublish { v });
         }
+    }
+    for &g in w.groups.keys() {
+        out.push(Step::DeleteGroupSnapshot { g });
     }
     for &s in w.snapshots.keys() {
         out.push(Step::DeleteSnapshot { s });

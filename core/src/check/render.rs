@@ -168,6 +168,21 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
                 .unwrap_or_else(|| names.missing_snapshot(s)),
             secrets: Secrets::default(),
         }),
+        CreateGroupSnapshot { g, a, b } => Request::CreateGroupSnapshot(rq::CreateGroupSnapshot {
+            name: names.group_name(g),
+            source_volume_ids: vec![id(a), id(b)],
+            parameters: Attributes::new(),
+            secrets: Secrets::default(),
+        }),
+        DeleteGroupSnapshot { g } => Request::DeleteGroupSnapshot(rq::DeleteGroupSnapshot {
+            group_snapshot_id: known
+                .groups
+                .get(&g)
+                .cloned()
+                .unwrap_or_else(|| names.missing_group(g)),
+            snapshot_ids: Vec::new(),
+            secrets: Secrets::default(),
+        }),
         Data { .. } | Restart => return None,
     })
 }

@@ -163,6 +163,20 @@ pub enum Step {
         /// Entries per page.
         page: u8,
     },
+    /// CreateVolumeGroupSnapshot `g` of volumes `a` and `b`.
+    CreateGroupSnapshot {
+        /// The group snapshot slot.
+        g: Slot,
+        /// One volume slot.
+        a: Slot,
+        /// The other.
+        b: Slot,
+    },
+    /// DeleteVolumeGroupSnapshot `g`.
+    DeleteGroupSnapshot {
+        /// The group snapshot slot.
+        g: Slot,
+    },
     /// Write a file through target `from` and read it back through `to`.
     Data {
         /// The volume slot.
@@ -202,7 +216,7 @@ impl Step {
     }
 
     /// The objects the step is about, as keys: volume `v` is `v`,
-    /// snapshot `s` is `256 + s` (a driver serialises calls on either).
+    /// snapshot `s` is `256 + s` (a driver serialises calls on either); group snapshot `g` is `512 + g`.
     pub fn objects(&self) -> Vec<u16> {
         let mut out: Vec<u16> = self.volume().map(u16::from).into_iter().collect();
         match *self {
@@ -216,6 +230,10 @@ impl Step {
                 shape: Shape::Clone(from),
                 ..
             } => out.push(u16::from(from)),
+            Step::CreateGroupSnapshot { g, a, b } => {
+                out.extend([u16::from(a), u16::from(b), 512 + u16::from(g)]);
+            }
+            Step::DeleteGroupSnapshot { g } => out.push(512 + u16::from(g)),
             _ => {}
         }
         out
@@ -306,6 +324,10 @@ impl std::fmt::Display for Step {
             DeleteSnapshot { s } => write!(f, "DeleteSnapshot s{s}"),
             ListSnapshots { page } => write!(f, "ListSnapshots, {page} per page"),
             Data { v, from, to } => write!(f, "write through v{v} t{from}, read through t{to}"),
+            CreateGroupSnapshot { g, a, b } => {
+                write!(f, "CreateVolumeGroupSnapshot g{g} of v{a} and v{b}")
+            }
+            DeleteGroupSnapshot { g } => write!(f, "DeleteVolumeGroupSnapshot g{g}"),
             Restart => write!(f, "kill the driver (SIGKILL) and start it again"),
         }
     }
@@ -346,6 +368,16 @@ impl Names {
     /// An id no volume of this run ever had.
     pub fn missing_volume(&self, v: Slot) -> String {
         format!("{}-no-such-volume-v{v}", self.prefix)
+    }
+
+    /// CreateVolumeGroupSnapshot's name for slot `g`.
+    pub fn group_name(&self, g: Slot) -> String {
+        format!("{}-g{g}", self.prefix)
+    }
+
+    /// An id no group snapshot of this run ever had.
+    pub fn missing_group(&self, g: Slot) -> String {
+        format!("{}-no-such-group-g{g}", self.prefix)
     }
 
     /// An id no snapshot of this run ever had.

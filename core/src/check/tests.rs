@@ -391,3 +391,76 @@ fn a_delete_and_a_publish_both_ok_at_once_fit_no_order_for_a_driver_that_refuses
         targets: &[],
     };
 }
+
+#[test]
+fn a_group_snapshot_is_of_a_set_of_volumes() {
+    let mut j = Judge::new();
+    let w = j.one(&World::default(), CREATE, volume("a", 16));
+    let w = j.one(
+        &w,
+        Step::CreateVolume {
+            v: 1,
+            shape: Shape::Plain,
+        },
+        volume("b", 16),
+    );
+    let group = |id: &str| {
+        let member = |of: &str| crate::driver::Snapshot {
+            snapshot_id: format!("{id}-{of}"),
+            source_volume_id: of.into(),
+            size_bytes: 16,
+            creation_time: Default::default(),
+            ready_to_use: true,
+            group_snapshot_id: id.into(),
+        };
+        Answer::Reply(Response::GroupSnapshot(crate::driver::GroupSnapshot {
+            group_snapshot_id: id.into(),
+            snapshots: vec![member("a"), member("b")],
+            creation_time: Default::default(),
+            ready_to_use: true,
+        }))
+    };
+    let w = j.one(
+        &w,
+        Step::CreateGroupSnapshot { g: 0, a: 0, b: 1 },
+        group("g"),
+    );
+    // The same set named the other way round: the same group.
+    assert!(
+        j.step(
+            &w,
+            Step::CreateGroupSnapshot { g: 0, a: 1, b: 0 },
+            group("g")
+        )
+        .is_ok()
+    );
+    let twice = j.step(
+        &w,
+        Step::CreateGroupSnapshot { g: 0, a: 0, b: 1 },
+        group("h"),
+    );
+    assert_eq!(twice.unwrap_err().rule, Rule::SnapshotIdempotent);
+    let w = j.one(
+        &w,
+        Step::CreateVolume {
+            v: 2,
+            shape: Shape::Plain,
+        },
+        volume("c", 16),
+    );
+    let other = j.step(
+        &w,
+        Step::CreateGroupSnapshot { g: 0, a: 0, b: 2 },
+        group("g"),
+    );
+    assert_eq!(other.unwrap_err().rule, Rule::SnapshotIdempotent);
+    // A volume in a group is the source of snapshots: deleting it is the driver's choice.
+    assert!(
+        j.step(
+            &w,
+            Step::DeleteVolume { v: 0 },
+            refused(Code::FailedPrecondition)
+        )
+        .is_ok()
+    );
+}

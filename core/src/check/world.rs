@@ -64,6 +64,17 @@ pub struct Snap {
     pub bytes: u64,
 }
 
+/// A group snapshot the driver has.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Group {
+    /// The id CreateVolumeGroupSnapshot answered (`None` while lost).
+    pub id: Option<String>,
+    /// The volume slots it is of.
+    pub of: (Slot, Slot),
+    /// The ids of those volumes then.
+    pub source_ids: (String, String),
+}
+
 /// A question the specification lets a driver answer either way; once a
 /// driver has answered, it answers the same way after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -85,6 +96,8 @@ pub struct World {
     pub node: BTreeMap<Slot, NodeVol>,
     /// The snapshots it has, by slot.
     pub snapshots: BTreeMap<Slot, Snap>,
+    /// The group snapshots it has, by slot.
+    pub groups: BTreeMap<Slot, Group>,
     /// How it answered the questions the specification leaves open
     /// (true: it allows).
     pub choices: BTreeMap<Choice, bool>,
@@ -105,12 +118,18 @@ impl World {
         }
     }
 
-    /// The snapshots of volume `v`.
+    /// The snapshots of volume `v` (a group snapshot's members too).
     pub fn snapshots_of(&self, v: Slot) -> impl Iterator<Item = Slot> + '_ {
+        let grouped = self
+            .groups
+            .iter()
+            .filter(move |(_, g)| g.of.0 == v || g.of.1 == v)
+            .map(|(k, _)| 128 + *k);
         self.snapshots
             .iter()
             .filter(move |(_, s)| s.of == v)
             .map(|(k, _)| *k)
+            .chain(grouped)
     }
 
     /// The ids of every volume that exists for certain in this world.

@@ -171,3 +171,22 @@ impl IntoResponse for csi::NodeGetVolumeStatsResponse {
         })
     }
 }
+
+impl IntoResponse for csi::GroupControllerGetCapabilitiesResponse {
+    fn into_response(self) -> Result<Response, Status> {
+        use csi::group_controller_service_capability::{Type, rpc::Type as T};
+        // Capabilities this side does not know are left out.
+        let caps = self.capabilities.into_iter().filter_map(|c| {
+            let Some(Type::Rpc(rpc)) = c.r#type else {
+                return None;
+            };
+            match T::try_from(rpc.r#type).ok()? {
+                T::CreateDeleteGetVolumeGroupSnapshot => {
+                    Some(core::GroupCapability::CreateDeleteGetVolumeGroupSnapshot)
+                }
+                _ => None,
+            }
+        });
+        Ok(Response::GroupCapabilities(caps.collect()))
+    }
+}

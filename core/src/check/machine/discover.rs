@@ -14,6 +14,11 @@ impl Checker {
         if i == 3 && !facts.controller_service {
             i += 1;
         }
+        // No GroupController service: no group capabilities to ask for.
+        let groups = crate::driver::PluginCapability::GroupControllerService;
+        if i == 5 && !facts.plugin.contains(&groups) {
+            i += 1;
+        }
         if i >= DISCOVER.len() {
             self.phase = Phase::Baseline;
             let op = self.op();
@@ -81,6 +86,10 @@ impl Checker {
                 facts.node = caps.into_iter().collect();
                 // Then NodeGetInfo, in the same slot.
                 return self.ask(Request::NodeGetInfo);
+            }
+            Response::GroupCapabilities(caps) => {
+                facts.group_snapshots = caps
+                    .contains(&crate::driver::GroupCapability::CreateDeleteGetVolumeGroupSnapshot);
             }
             Response::NodeInfo { node_id, .. } => {
                 facts.node_id = node_id;

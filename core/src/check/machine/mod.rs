@@ -41,12 +41,13 @@ enum Phase {
 const RETRIES: u8 = 5;
 
 /// The discovery calls, in order.
-const DISCOVER: [Request; 5] = [
+const DISCOVER: [Request; 6] = [
     Request::GetPluginInfo,
     Request::GetPluginCapabilities,
     Request::Probe,
     Request::ControllerGetCapabilities,
     Request::NodeGetCapabilities,
+    Request::GroupControllerGetCapabilities,
 ];
 
 /// A walk through pages in progress: the entries so far, the tokens seen.
@@ -638,6 +639,9 @@ impl Checker {
             }
             (Step::CreateSnapshot { s, .. }, Response::Snapshot(snap)) => {
                 self.known.snapshots.insert(s, snap.snapshot_id.clone());
+            }
+            (Step::CreateGroupSnapshot { g, .. }, Response::GroupSnapshot(group)) => {
+                self.known.groups.insert(g, group.group_snapshot_id.clone());
             }
             _ => {}
         }

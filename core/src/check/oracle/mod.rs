@@ -4,6 +4,7 @@
 //! condition gets, what a driver may choose.
 
 mod controller;
+mod groups;
 mod node;
 mod snapshot;
 
@@ -148,6 +149,13 @@ fn brief(r: &Response) -> String {
             l.volume.volume_id, l.published_node_ids
         ),
         Response::Validated { confirmed, .. } => format!("confirmed={}", confirmed.is_some()),
+        Response::GroupSnapshot(g) => {
+            let members: Vec<&str> = g.snapshots.iter().map(|s| s.snapshot_id.as_str()).collect();
+            format!(
+                "group_snapshot_id={:?} members {members:?}",
+                g.group_snapshot_id
+            )
+        }
         _ => String::new(),
     }
 }
@@ -167,6 +175,9 @@ pub struct Facts {
     pub node_id: String,
     /// It has a Node service (NodeGetInfo answered).
     pub node_service: bool,
+    /// It cuts group snapshots (CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT).
+    #[serde(default)]
+    pub group_snapshots: bool,
 }
 
 impl Facts {
@@ -190,6 +201,9 @@ pub struct Known {
     pub volumes: BTreeMap<Slot, String>,
     /// Snapshot ids.
     pub snapshots: BTreeMap<Slot, String>,
+    /// Group snapshot ids.
+    #[serde(default)]
+    pub groups: BTreeMap<Slot, String>,
     /// CreateVolume's volume_context.
     pub volume_context: BTreeMap<Slot, crate::driver::Attributes>,
     /// ControllerPublishVolume's publish_context.
@@ -492,6 +506,8 @@ pub fn judge(cx: &mut Cx<'_>, w: &World, step: &Step, answer: &Answer) -> Verdic
         CreateSnapshot { s, v } => snapshot::create(cx, w, s, v, answer),
         DeleteSnapshot { s } => snapshot::delete(cx, w, s, answer),
         ListSnapshots { page } => snapshot::list(cx, w, page, answer),
+        CreateGroupSnapshot { g, a, b } => groups::create(cx, w, g, (a, b), answer),
+        DeleteGroupSnapshot { g } => groups::delete(cx, w, g, answer),
         Restart => Ok(vec![w.clone()]),
     }
 }
