@@ -46,18 +46,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, g: Slot, of: (Slot, Slot), a: &Answer)
         }
         let id = cut.map(|c| c.group_snapshot_id.clone());
         match w.groups.get_mut(&g) {
-            Some(old) => match (&old.id, id) {
-                (Some(had), Some(now)) if *had != now => {
-                    return Err(Breach {
-                        rule: Rule::SnapshotIdempotent,
-                        detail: format!(
-                            "answered group snapshot {now:?} for a name that already has group snapshot {had:?}"
-                        ),
-                    });
-                }
-                (None, now) => old.id = now,
-                _ => {}
-            },
+            Some(old) => super::snapshot::same_id(&mut old.id, id, "group snapshot")?,
             None => {
                 let source_ids = want.clone();
                 w.groups.insert(g, Group { id, of, source_ids });

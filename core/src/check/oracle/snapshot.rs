@@ -40,18 +40,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
         let of_volume = w.volumes.get(&v).map_or(0, |x| x.bytes);
         let bytes = cut.map_or(0, |c| c.size_bytes).max(of_volume);
         match w.snapshots.get_mut(&s) {
-            Some(old) => match (&old.id, id) {
-                (Some(had), Some(now)) if *had != now => {
-                    return Err(Breach {
-                        rule: Rule::SnapshotIdempotent,
-                        detail: format!(
-                            "answered snapshot {now:?} for a name that already has snapshot {had:?}: a second snapshot"
-                        ),
-                    });
-                }
-                (None, now) => old.id = now,
-                _ => {}
-            },
+            Some(old) => same_id(&mut old.id, id, "snapshot")?,
             None => {
                 let source_id = source.clone();
                 w.snapshots.insert(
@@ -143,4 +132,26 @@ pub fn list(cx: &mut Cx<'_>, w: &World, _page: u8, a: &Answer) -> Verdict {
         }
         Ok(())
     })
+}
+
+/// A repeated create answered `now` for an object that had `had`: the
+/// same one, or (where `had` was lost) the one it now is.
+pub(super) fn same_id(
+    had: &mut Option<String>,
+    now: Option<String>,
+    what: &str,
+) -> Result<(), Breach> {
+    match (had.as_ref(), now) {
+        (Some(h), Some(n)) if *h != n => Err(Breach {
+            rule: Rule::SnapshotIdempotent,
+            detail: format!(
+                "answered {what} {n:?} for a name that already has {what} {h:?}: a second {what}"
+            ),
+        }),
+        (None, now) => {
+            *had = now;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
