@@ -96,18 +96,8 @@ pub fn judge(
                 }
             }
             if let Some(look) = &look {
-                let mut counted = !primary;
-                ws.retain(|w| {
-                    let t = if counted { None } else { Some(&mut *tally) };
-                    counted = true;
-                    match oracle::observe(names, w, look.targets, &removed, look.seen, t) {
-                        Ok(()) => true,
-                        Err(b) => {
-                            breach.get_or_insert(b);
-                            false
-                        }
-                    }
-                });
+                let tally = primary.then_some(&mut *tally);
+                seen_in(&mut ws, names, look, &removed, tally, &mut breach);
             }
             if primary {
                 first = breach;
@@ -146,6 +136,27 @@ pub fn judge(
         breach,
         notes,
     }
+}
+
+/// Keeps the worlds in `ws` that the node's look agrees with; the first
+/// disagreement goes to `breach`. Counts in `tally` for the first world.
+fn seen_in(
+    ws: &mut Vec<World>,
+    names: &Names,
+    look: &Look<'_>,
+    removed: &[(Slot, Slot)],
+    mut tally: Option<&mut Tally>,
+    breach: &mut Option<Breach>,
+) {
+    ws.retain(|w| {
+        match oracle::observe(names, w, look.targets, removed, look.seen, tally.take()) {
+            Ok(()) => true,
+            Err(b) => {
+                breach.get_or_insert(b);
+                false
+            }
+        }
+    });
 }
 
 /// The targets a step of `group` unpublished OK.

@@ -44,8 +44,6 @@ pub fn page(step: &Step, token: &str) -> Request {
 pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Option<Request> {
     use Step::*;
     let id = |v| volume_id(names, known, v);
-    // A node step names the volume the node holds, while it holds it.
-    let held = |v| known.node.get(&v).cloned().unwrap_or_else(|| id(v));
     Some(match *step {
         CreateVolume { v, shape } => Request::CreateVolume(create(names, known, v, shape)),
         DeleteVolume { v } => Request::DeleteVolume(rq::DeleteVolume {
@@ -109,6 +107,57 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
             parameters: names.parameters.clone(),
             accessible_topology: None,
         }),
+        NodeStage { .. }
+        | NodeUnstage { .. }
+        | NodePublish { .. }
+        | NodeUnpublish { .. }
+        | Stats { .. }
+        | NodeExpand { .. } => node_request(step, names, known, facts),
+        CreateSnapshot { s, v } => Request::CreateSnapshot(rq::CreateSnapshot {
+            source_volume_id: id(v),
+            name: names.snapshot_name(s),
+            parameters: Attributes::new(),
+            secrets: Secrets::default(),
+        }),
+        DeleteSnapshot { s } => Request::DeleteSnapshot(rq::DeleteSnapshot {
+            snapshot_id: known
+                .snapshots
+                .get(&s)
+                .cloned()
+                .unwrap_or_else(|| names.missing_snapshot(s)),
+            secrets: Secrets::default(),
+        }),
+        CreateGroupSnapshot { g, a, b } => Request::CreateGroupSnapshot(rq::CreateGroupSnapshot {
+            name: names.group_name(g),
+            source_volume_ids: vec![id(a), id(b)],
+            parameters: Attributes::new(),
+            secrets: Secrets::default(),
+        }),
+        DeleteGroupSnapshot { g } => Request::DeleteGroupSnapshot(rq::DeleteGroupSnapshot {
+            group_snapshot_id: known
+                .groups
+                .get(&g)
+                .cloned()
+                .unwrap_or_else(|| names.missing_group(g)),
+            snapshot_ids: Vec::new(),
+            secrets: Secrets::default(),
+        }),
+        Data { .. } | Restart => return None,
+    })
+}
+
+/// The Node service's requests: they name the volume the node holds.
+fn node_request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Request {
+    use Step::*;
+    // A node step names the volume the node holds, while it holds it.
+    let held = |v| {
+        known
+            .node
+            .get(&v)
+            .cloned()
+            .unwrap_or_else(|| volume_id(names, known, v))
+    };
+    match *step {
         NodeStage { v, other_mode } => Request::NodeStage(rq::NodeStage {
             volume_id: held(v),
             publish_context: context(&known.publish_context, v),
@@ -154,37 +203,8 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
             capability: Some(names.capability(false)),
             secrets: Secrets::default(),
         }),
-        CreateSnapshot { s, v } => Request::CreateSnapshot(rq::CreateSnapshot {
-            source_volume_id: id(v),
-            name: names.snapshot_name(s),
-            parameters: Attributes::new(),
-            secrets: Secrets::default(),
-        }),
-        DeleteSnapshot { s } => Request::DeleteSnapshot(rq::DeleteSnapshot {
-            snapshot_id: known
-                .snapshots
-                .get(&s)
-                .cloned()
-                .unwrap_or_else(|| names.missing_snapshot(s)),
-            secrets: Secrets::default(),
-        }),
-        CreateGroupSnapshot { g, a, b } => Request::CreateGroupSnapshot(rq::CreateGroupSnapshot {
-            name: names.group_name(g),
-            source_volume_ids: vec![id(a), id(b)],
-            parameters: Attributes::new(),
-            secrets: Secrets::default(),
-        }),
-        DeleteGroupSnapshot { g } => Request::DeleteGroupSnapshot(rq::DeleteGroupSnapshot {
-            group_snapshot_id: known
-                .groups
-                .get(&g)
-                .cloned()
-                .unwrap_or_else(|| names.missing_group(g)),
-            snapshot_ids: Vec::new(),
-            secrets: Secrets::default(),
-        }),
-        Data { .. } | Restart => return None,
-    })
+        _ => unreachable!("not a node step: {step}"),
+    }
 }
 
 fn staging(names: &Names, facts: &Facts, v: Slot) -> String {

@@ -495,6 +495,25 @@ impl Checker {
         for s in &sent {
             self.learn(s);
         }
+        if let Some(b) = self.converged(&sent, g) {
+            return self.violate(b);
+        }
+        self.known.node = self.worlds[0]
+            .node
+            .iter()
+            .filter(|(_, n)| !n.id.is_empty())
+            .map(|(v, n)| (*v, n.id.clone()))
+            .collect();
+        match self.phase {
+            Phase::Teardown(round) => self.after_teardown_step_judged(round),
+            _ => self.next_group(),
+        }
+    }
+
+    /// A call retried [`RETRIES`] times whose answers still said nothing
+    /// of its effect: with no answer through, it does not converge (the
+    /// breach); INTERNAL every time is a failure, noted, and the run goes on.
+    fn converged(&mut self, sent: &[Sent], g: u32) -> Option<Breach> {
         if let Some((step, tries)) = self.unsettled
             && tries >= RETRIES
         {
@@ -505,7 +524,7 @@ impl Checker {
                 let detail = format!(
                     "{step}: {tries} tries in a row, no answer that says whether it took effect (the last: {last})"
                 );
-                return self.violate(Breach {
+                return Some(Breach {
                     rule: Rule::Converges,
                     detail,
                 });
@@ -526,16 +545,7 @@ impl Checker {
         } else if self.unsettled.is_some() {
             self.outcome.tally.checked(Rule::Converges);
         }
-        self.known.node = self.worlds[0]
-            .node
-            .iter()
-            .filter(|(_, n)| !n.id.is_empty())
-            .map(|(v, n)| (*v, n.id.clone()))
-            .collect();
-        match self.phase {
-            Phase::Teardown(round) => self.after_teardown_step_judged(round),
-            _ => self.next_group(),
-        }
+        None
     }
 
     /// A breach after a restart that says acknowledged state was lost may

@@ -43,59 +43,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
         _ => None,
     };
     let Some(existing) = w.volumes.get(&v) else {
-        // The source must exist, and may be larger than the size asked for
-        // (OUT_OF_RANGE is then fair).
-        let (found, source_bytes) = match source {
-            Some(Shape::FromSnapshot(s)) => {
-                let snap = w.snapshots.get(&s);
-                (snap.is_some(), snap.map_or(0, |s| s.bytes))
-            }
-            Some(Shape::Clone(from)) => match refers(cx, w, from) {
-                Refers::Vol(vol) => (true, vol.bytes.max(vol.asked)),
-                Refers::Gone => (false, 0),
-                Refers::Unsure => return cx.either(w, a, |_, _, _| Ok(())),
-            },
-            _ => (true, 0),
-        };
-        if !found {
-            let why = "the snapshot or volume it is to be filled from does not exist";
-            return cx.must_fail(Rule::SourceNotFound, Code::NotFound, w, a, why);
-        }
-        if source_bytes > asked {
-            cx.checked(Rule::KnownCode);
-            match a {
-                Answer::Refused {
-                    code: Code::OutOfRange,
-                    ..
-                } => return Ok(vec![w.clone()]),
-                Answer::Refused { code, message } if !a.unsure() && *code != Code::Aborted => {
-                    return Err(Breach {
-                        rule: Rule::KnownCode,
-                        detail: format!(
-                            "answered {} {message:?} for a size below its source's {source_bytes} bytes; the code for that is OUT_OF_RANGE",
-                            code.go_name()
-                        ),
-                    });
-                }
-                _ => {}
-            }
-        }
-        // A new volume: it should be made.
-        return cx.must_ok(Rule::ValidCallSucceeds, w, a, move |cx, w, r| {
-            let made = volume_of(r)?;
-            if let Some(m) = made {
-                check_capacity(cx, m.capacity_bytes, asked)?;
-            }
-            let vol = Vol {
-                id: made.map(|m| m.volume_id.clone()),
-                asked,
-                bytes: made.map_or(0, |m| m.capacity_bytes),
-                published: None,
-                source,
-            };
-            w.volumes.insert(v, vol);
-            Ok(())
-        });
+        return create_new(cx, w, v, source, asked, a);
     };
     let same_source = existing.source == source;
     let known_bytes = if existing.bytes > 0 {
@@ -144,6 +92,71 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
     } else {
         cx.either(w, a, verdict)
     }
+}
+
+/// CreateVolume of a name that has no volume: its source must exist, and
+/// may be larger than the size asked for (OUT_OF_RANGE is then fair).
+fn create_new(
+    cx: &mut Cx<'_>,
+    w: &World,
+    v: Slot,
+    source: Option<Shape>,
+    asked: u64,
+    a: &Answer,
+) -> Verdict {
+    // The source must exist, and may be larger than the size asked for
+    // (OUT_OF_RANGE is then fair).
+    let (found, source_bytes) = match source {
+        Some(Shape::FromSnapshot(s)) => {
+            let snap = w.snapshots.get(&s);
+            (snap.is_some(), snap.map_or(0, |s| s.bytes))
+        }
+        Some(Shape::Clone(from)) => match refers(cx, w, from) {
+            Refers::Vol(vol) => (true, vol.bytes.max(vol.asked)),
+            Refers::Gone => (false, 0),
+            Refers::Unsure => return cx.either(w, a, |_, _, _| Ok(())),
+        },
+        _ => (true, 0),
+    };
+    if !found {
+        let why = "the snapshot or volume it is to be filled from does not exist";
+        return cx.must_fail(Rule::SourceNotFound, Code::NotFound, w, a, why);
+    }
+    if source_bytes > asked {
+        cx.checked(Rule::KnownCode);
+        match a {
+            Answer::Refused {
+                code: Code::OutOfRange,
+                ..
+            } => return Ok(vec![w.clone()]),
+            Answer::Refused { code, message } if !a.unsure() && *code != Code::Aborted => {
+                return Err(Breach {
+                    rule: Rule::KnownCode,
+                    detail: format!(
+                        "answered {} {message:?} for a size below its source's {source_bytes} bytes; the code for that is OUT_OF_RANGE",
+                        code.go_name()
+                    ),
+                });
+            }
+            _ => {}
+        }
+    }
+    // A new volume: it should be made.
+    cx.must_ok(Rule::ValidCallSucceeds, w, a, move |cx, w, r| {
+        let made = volume_of(r)?;
+        if let Some(m) = made {
+            check_capacity(cx, m.capacity_bytes, asked)?;
+        }
+        let vol = Vol {
+            id: made.map(|m| m.volume_id.clone()),
+            asked,
+            bytes: made.map_or(0, |m| m.capacity_bytes),
+            published: None,
+            source,
+        };
+        w.volumes.insert(v, vol);
+        Ok(())
+    })
 }
 
 fn check_capacity(_cx: &mut Cx<'_>, bytes: u64, asked: u64) -> Result<(), Breach> {
