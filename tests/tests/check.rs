@@ -118,7 +118,6 @@ fn shaped(plant: Plant, c: Check) -> Check {
 async fn every_planted_mistake_is_found_and_shrunk() {
     require_root!();
     let _one = ONE_AT_A_TIME.lock().await;
-    let mut rows = Vec::new();
     for plant in Plant::DRIVER {
         let root = tempfile::tempdir().unwrap();
         let mut c = shaped(plant, check_in(root.path(), Runtime::Tokio, Some(plant)))
@@ -162,10 +161,8 @@ async fn every_planted_mistake_is_found_and_shrunk() {
             plant.name(),
             r.runs
         );
-        rows.push((plant, found));
         unmount_beneath(root.path());
     }
-    assert_eq!(rows.len(), Plant::DRIVER.len());
 }
 
 /// A driver the test runs itself (no restarts), killed when dropped.

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::group::{self, Look, Sent};
+use super::group::{self, Sent};
 use super::oracle::{self, Answer, Cx, Facts, Known, Verdict};
 use super::rules::{Rule, Tally};
 use super::step::{Names, Shape, Step};
@@ -386,10 +386,6 @@ fn a_delete_and_a_publish_both_ok_at_once_fit_no_order_for_a_driver_that_refuses
         &mut j.tally,
     );
     assert!(judged.breach.is_none(), "{:?}", judged.breach);
-    let _ = Look {
-        seen: &NodeSeen::default(),
-        targets: &[],
-    };
 }
 
 #[test]

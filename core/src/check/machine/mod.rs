@@ -40,6 +40,9 @@ enum Phase {
 /// [`Rule::Converges`].
 const RETRIES: u8 = 5;
 
+/// Most entries a walk through ListVolumes or ListSnapshots pages holds.
+const MOST_LISTED: usize = 100_000;
+
 /// The discovery calls, in order.
 const DISCOVER: [Request; 6] = [
     Request::GetPluginInfo,
@@ -370,6 +373,13 @@ impl Checker {
             )));
         }
         self.walk.pages += 1;
+        // A driver whose pages never end must not make the check hold them all.
+        if self.walk.volumes.len() + self.walk.snapshots.len() > MOST_LISTED {
+            return Some(Answer::Malformed(format!(
+                "more than {MOST_LISTED} entries over {} pages, and still a next_token: the pages do not end (list-every-object-once)",
+                self.walk.pages
+            )));
+        }
         if token.is_empty() || self.walk.pages >= 10_000 {
             let whole = match step {
                 Step::ListSnapshots { .. } => Response::Snapshots {

@@ -64,7 +64,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
     // Compatible: the same volume, or (where the driver compares every
     // argument) ALREADY_EXISTS for a size other than the first.
     let first_size = existing.asked == asked;
-    let verdict = |cx: &mut Cx<'_>, w: &mut World, r: Option<&Response>| {
+    let verdict = |_: &mut Cx<'_>, w: &mut World, r: Option<&Response>| {
         let Some(made) = volume_of(r)? else {
             return Ok(());
         };
@@ -81,7 +81,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
             }
             _ => vol.id = Some(made.volume_id.clone()),
         }
-        check_capacity(cx, made.capacity_bytes, asked)?;
+        check_capacity(made.capacity_bytes, asked)?;
         if made.capacity_bytes > 0 {
             vol.bytes = made.capacity_bytes;
         }
@@ -142,10 +142,10 @@ fn create_new(
         }
     }
     // A new volume: it should be made.
-    cx.must_ok(Rule::ValidCallSucceeds, w, a, move |cx, w, r| {
+    cx.must_ok(Rule::ValidCallSucceeds, w, a, move |_, w, r| {
         let made = volume_of(r)?;
         if let Some(m) = made {
-            check_capacity(cx, m.capacity_bytes, asked)?;
+            check_capacity(m.capacity_bytes, asked)?;
         }
         let vol = Vol {
             id: made.map(|m| m.volume_id.clone()),
@@ -159,7 +159,7 @@ fn create_new(
     })
 }
 
-fn check_capacity(_cx: &mut Cx<'_>, bytes: u64, asked: u64) -> Result<(), Breach> {
+fn check_capacity(bytes: u64, asked: u64) -> Result<(), Breach> {
     if bytes > 0 && bytes < asked {
         return Err(Breach {
             rule: Rule::CreateCapacity,

@@ -169,6 +169,19 @@ fn look(kubelet_dir: &Path, paths: &[String], under: &[String], outside: bool) -
     seen
 }
 
+/// `Ok` when `path` is a directory itself, not a link to one.
+fn real_dir(path: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.file_type().is_dir() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "{} is not a directory (a link, a file or a device): the check writes only into a real directory",
+            path.display()
+        )))
+    }
+}
+
 /// What exists under each `dir/name-prefix` of `under`: the entries of
 /// `dir` whose names start with the prefix.
 fn entries_starting(under: &[String]) -> std::collections::BTreeSet<String> {
@@ -208,16 +221,35 @@ fn loop_devices() -> std::collections::BTreeSet<String> {
 }
 
 /// Writes `token` into a file of that name through `write`, reads it
-/// through `read`, and removes it.
+/// through `read`, and removes it. The targets are the driver's work: a
+/// target that is a symbolic link (to anywhere on the host) is not written
+/// through nor read, and the file is opened without following links.
 fn data(write: &Path, read: &Path, token: &str) -> Answer {
-    use std::io::Write;
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let nofollow = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
     let wrote = (|| {
-        let mut f = std::fs::File::create(write.join(token))?;
+        real_dir(write)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nofollow)
+            .open(write.join(token))?;
         f.write_all(token.as_bytes())?;
         f.sync_all()
     })()
     .map_err(|e| e.to_string());
-    let read_back = match std::fs::read_to_string(read.join(token)) {
+    let read_back = (|| {
+        real_dir(read)?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nofollow)
+            .open(read.join(token))?;
+        let mut s = String::new();
+        f.take(4096).read_to_string(&mut s)?;
+        Ok::<_, std::io::Error>(s)
+    })();
+    let read_back = match read_back {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.to_string()),
@@ -229,5 +261,40 @@ fn data(write: &Path, read: &Path, token: &str) -> Answer {
         wrote,
         read: read_back,
         token: token.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A driver that leaves a target as a link to somewhere else on the
+    /// host gets nothing written there.
+    #[test]
+    fn a_target_that_is_a_link_is_neither_written_nor_read_through() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = root.path().join("elsewhere");
+        let target = root.path().join("target");
+        let other = root.path().join("other");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &target).unwrap();
+        let Answer::Data { wrote, read, .. } = data(&target, &other, "token") else {
+            panic!("a data answer");
+        };
+        assert!(wrote.is_err(), "{wrote:?}");
+        assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
+        assert_eq!(read, Ok(None));
+        // Read through a link: refused too.
+        let Answer::Data { wrote, read, .. } = data(&other, &target, "token") else {
+            panic!("a data answer");
+        };
+        assert!(wrote.is_ok());
+        assert!(read.is_err(), "{read:?}");
+        // Between two real directories: written and read back.
+        let Answer::Data { wrote, read, .. } = data(&other, &other, "token") else {
+            panic!("a data answer");
+        };
+        assert_eq!((wrote, read), (Ok(()), Ok(Some("token".to_string()))));
     }
 }
