@@ -1,0 +1,110 @@
+# The images the cluster runs, made on this machine (no registry is
+# reachable) and imported into the cluster's containerd under the names the
+# suites and the manifests ask for. Sourced by tests/e2e/run.
+
+volplane_image=volplane.local/volplane:e2e
+
+ctr_() { ctr --address "$run_dir/containerd.sock" -n k8s.io "$@"; }
+
+# A root with busybox and each of its applets: the suites' pods run sh, dd,
+# md5sum, mount, stat… and nothing else.
+busybox_root() {
+  local r=$1
+  mkdir -p "$r/bin" "$r/etc" "$r/tmp" "$r/root" "$r/proc" "$r/sys" "$r/dev"
+  chmod 1777 "$r/tmp"
+  cp "$(command -v busybox)" "$r/bin/busybox"
+  local a
+  for a in $("$r/bin/busybox" --list); do
+    [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' > "$r/etc/passwd"
+  printf 'root:x:0:\nnobody:x:65534:\n' > "$r/etc/group"
+  : > "$r/etc/hosts"
+  : > "$r/etc/resolv.conf"
+}
+
+# Builds the stand-ins; each archive is made once per machine (E2E_CACHE).
+images_build() {
+  local c=$cache/images mk=$here/images/mkimage.py
+  mkdir -p "$c"
+  if [ ! -f "$c/pause.tar" ]; then
+    rm -rf "$c/pause" && mkdir -p "$c/pause"
+    gcc -O2 -static -o "$c/pause/pause" "$here/images/pause.c"
+    python3 "$mk" "$c/pause" "$c/pause.tar" registry.k8s.io/pause:3.10.2 --entrypoint '["/pause"]' --cmd 'null'
+  fi
+  if [ ! -f "$c/busybox.tar" ]; then
+    rm -rf "$c/busybox" && busybox_root "$c/busybox"
+    python3 "$mk" "$c/busybox" "$c/busybox.tar" \
+      registry.k8s.io/e2e-test-images/busybox:1.37.0-1 \
+      registry.k8s.io/e2e-test-images/nginx:1.15-4 \
+      registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0
+  fi
+  if [ ! -f "$c/agnhost.tar" ] || [ "$bin/agnhost" -nt "$c/agnhost.tar" ]; then
+    rm -rf "$c/agnhost" && busybox_root "$c/agnhost"
+    cp "$bin/agnhost" "$c/agnhost/agnhost"
+    python3 "$mk" "$c/agnhost" "$c/agnhost.tar" registry.k8s.io/e2e-test-images/agnhost:2.63.0 \
+      --entrypoint '["/agnhost"]' --cmd '["pause"]'
+  fi
+  volplane_image_build
+}
+
+# The volplane image: the one given (docker save of the Dockerfile's
+# image), or the Dockerfile's second stage made without Docker: the release
+# binary on bookworm with e2fsprogs, util-linux and mount.
+volplane_image_build() {
+  local c=$cache/images
+  if [ -n "$image" ]; then
+    cp "$image" "$c/volplane.tar"
+    volplane_image=$(tar -xOf "$image" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["RepoTags"][0])')
+    return
+  fi
+  log "building volplane (cargo build --release -p volplane-cli)"
+  (cd "$repo" && cargo build --release --locked -p volplane-cli >&2)
+  local root=$c/bookworm
+  if [ ! -f "$root/.complete" ]; then
+    command -v debootstrap >/dev/null || die "debootstrap is needed to make the volplane image without Docker (or pass --image)"
+    log "debootstrapping bookworm for the volplane image (once per machine)"
+    rm -rf "$root"
+    debootstrap --variant=minbase --include=e2fsprogs,util-linux,mount,ca-certificates \
+      bookworm "$root" "${E2E_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >&2
+    rm -rf "$root/var/lib/apt/lists/"* "$root/var/cache/apt/"*.bin
+    touch "$root/.complete"
+  fi
+  mkdir -p "$root/usr/local/bin"
+  strip --strip-debug -o "$root/usr/local/bin/volplane" "$repo/target/release/volplane"
+  python3 "$here/images/mkimage.py" "$root" "$c/volplane.tar" "$volplane_image" \
+    --entrypoint '["/usr/local/bin/volplane"]' --cmd 'null'
+  rm "$root/usr/local/bin/volplane"
+}
+
+# Stand-ins for the kubernetes-csi images a setup's manifests name
+# (registry.k8s.io/sig-storage/NAME:TAG): E2E_BIN/NAME as /NAME, the
+# entrypoint as upstream's. The drivers get bookworm's mount tools.
+sig_storage_images() {
+  local c=$cache/images ref name root
+  for ref in $(sed -n 's|.*image: *"\{0,1\}\(registry.k8s.io/sig-storage/[^" ]*\).*|\1|p' "$1" | sort -u); do
+    name=${ref##*/}; name=${name%%:*}
+    [ -x "$bin/$name" ] || die "$1 runs $ref: build $name from its repository into $bin"
+    case "$name" in
+      hostpathplugin) root=$c/bookworm ;;
+      *) root=$c/sidecar; [ -d "$root/bin" ] || busybox_root "$root" ;;
+    esac
+    cp "$bin/$name" "$root/$name"
+    python3 "$here/images/mkimage.py" "$root" "$c/$name.tar" "$ref" --entrypoint "[\"/$name\"]" --cmd null
+    rm -f "$root/$name"
+    stand_ins+=("$name")
+  done
+}
+
+images_import() {
+  images_build
+  setup_manifests "$1" > "$work/setup.yaml"
+  sig_storage_images "$work/setup.yaml"
+  local t
+  for t in pause busybox agnhost volplane "${stand_ins[@]}"; do
+    log "importing the $t image"
+    ctr_ images import "$cache/images/$t.tar" >/dev/null
+  done
+}
+
+stand_ins=()
