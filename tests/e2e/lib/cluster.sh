@@ -209,7 +209,7 @@ cluster_up() {
     --kubelet-client-certificate "$p/apiserver-kubelet-client.crt" --kubelet-client-key "$p/apiserver-kubelet-client.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
-    --service-cluster-ip-range "$service_cidr"
+    --service-cluster-ip-range "$service_cidr" --kubelet-preferred-address-types InternalIP,Hostname
   wait_for "kube-apiserver" 120 kubectl get --raw /readyz
   start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$p/controller-manager.kubeconfig" \
     --leader-elect=false --use-service-account-credentials \
@@ -255,7 +255,6 @@ teardown() {
   unmount_beneath "$run_dir"
   unmount_beneath "$work"
   detach_loops
-  [ ! -f "$work/pids/kube-proxy" ] || "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
   clean_iptables
   ip link del "$bridge" 2>/dev/null || true
   [ ! -f "$work/ip_forward" ] || cat "$work/ip_forward" > /proc/sys/net/ipv4/ip_forward
@@ -295,14 +294,19 @@ detach_loops() {
   done
 }
 
-# The CNI plugins' masquerade chains (CNI-…) and the rules reaching them.
+# The chains kube-proxy, the kubelet (KUBE-…) and the CNI plugins (CNI-…)
+# made, and the rules that lead to them, in every table they use.
 clean_iptables() {
-  local t=nat chain
-  iptables -t $t -S 2>/dev/null | grep -E '^-A .* -j CNI-' | sed 's/^-A/-D/' | while read -r r; do
-    eval "iptables -t $t $r" 2>/dev/null || true
-  done
-  for chain in $(iptables -t $t -S 2>/dev/null | sed -n 's/^-N \(CNI-[^ ]*\)$/\1/p'); do
-    iptables -t $t -F "$chain" 2>/dev/null || true
-    iptables -t $t -X "$chain" 2>/dev/null || true
+  local t chain
+  for t in nat filter mangle; do
+    iptables -t $t -S 2>/dev/null | grep -E '^-A .* -j (KUBE|CNI)-' | sed 's/^-A/-D/' | while read -r r; do
+      eval "iptables -t $t $r" 2>/dev/null
+    done
+    for chain in $(iptables -t $t -S 2>/dev/null | sed -n 's/^-N \(\(KUBE\|CNI\)-[^ ]*\)$/\1/p'); do
+      iptables -t $t -F "$chain" 2>/dev/null
+    done
+    for chain in $(iptables -t $t -S 2>/dev/null | sed -n 's/^-N \(\(KUBE\|CNI\)-[^ ]*\)$/\1/p'); do
+      iptables -t $t -X "$chain" 2>/dev/null
+    done
   done
 }

@@ -3,7 +3,7 @@
 
 snapshot_crds() {
   log "installing external-snapshotter's CRDs ($E2E_CSI_SRC/external-snapshotter)"
-  kubectl apply -f "$E2E_CSI_SRC/external-snapshotter/client/config/crd/" >/dev/null
+  kubectl apply -k "$E2E_CSI_SRC/external-snapshotter/client/config/crd/" >/dev/null
   kubectl wait --for condition=established --timeout=60s crd --all >/dev/null
 }
 
@@ -102,21 +102,25 @@ run_suites() {
   log "running the External Storage suites for $name (results in $out)"
   local args=(
     -kubeconfig "$work/pki/admin.kubeconfig"
+    -kubectl-path "$bin/kubectl"
     -storage.testdriver "$out/driver.yaml"
     -repo-root "$(dirname "$file")"
     -report-dir "$out"
-    -ginkgo.focus "External.Storage.*${driver_name//./\\.}${focus:+.*($focus)}"
-    -ginkgo.skip "$skip"
-    -ginkgo.junit-report "$out/junit.xml"
-    -ginkgo.no-color
-    -ginkgo.timeout 6h
+  )
+  local suites=(
+    --focus "External.Storage.*${driver_name//./\\.}${focus:+.*($focus)}"
+    --skip "$skip"
+    --junit-report "$out/junit.xml"
+    --no-color
+    --timeout 6h
   )
   local rc=0
   if [ -x "$bin/ginkgo" ]; then
-    "$bin/ginkgo" -p -procs "${E2E_PROCS:-3}" --no-color --timeout 6h "$bin/e2e.test" -- "${args[@]}" \
+    # The CLI runs the specs in parallel processes and merges their reports.
+    (cd "$out" && "$bin/ginkgo" -p -procs "${E2E_PROCS:-3}" "${suites[@]}" "$bin/e2e.test" -- "${args[@]}") \
       > "$out/e2e.log" 2>&1 || rc=$?
   else
-    "$bin/e2e.test" "${args[@]}" > "$out/e2e.log" 2>&1 || rc=$?
+    "$bin/e2e.test" "${args[@]}" "${suites[@]/#--/-ginkgo.}" > "$out/e2e.log" 2>&1 || rc=$?
   fi
   python3 "$here/summary.py" "$out/junit.xml" | tee "$out/summary.txt" >&2
   return $rc
