@@ -6,8 +6,8 @@ volplane_image=volplane.local/volplane:e2e
 
 ctr_() { ctr --address "$run_dir/containerd.sock" -n k8s.io "$@"; }
 
-# A root with busybox and each of its applets: the suites' pods run sh, dd,
-# md5sum, mount, stat… and nothing else.
+# A root with busybox and each of its applets: the sidecars' stand-ins
+# need no more.
 busybox_root() {
   local r=$1
   mkdir -p "$r/bin" "$r/etc" "$r/tmp" "$r/root" "$r/proc" "$r/sys" "$r/dev"
@@ -23,6 +23,36 @@ busybox_root() {
   : > "$r/etc/resolv.conf"
 }
 
+# The suites' pods run dd (oflag=nocache, which Debian's busybox lacks),
+# md5sum, mount, stat…: bookworm's tools, and busybox's applets where
+# bookworm has none; their scripts are written for busybox's sh (`let
+# i+=1`), so sh is busybox's, as in the image it stands in for.
+tools_root() {
+  local r=$1 a
+  bookworm_root
+  cp -a "$cache/images/bookworm" "$r"
+  cp "$(command -v busybox)" "$r/usr/local/bin/busybox"
+  ln -sf /usr/local/bin/busybox "$r/usr/bin/sh"
+  for a in $(busybox --list); do
+    [ -e "$r/usr/bin/$a" ] || [ -e "$r/usr/sbin/$a" ] || [ -e "$r/usr/local/bin/$a" ] ||
+      ln -s busybox "$r/usr/local/bin/$a"
+  done
+}
+
+# A debootstrapped bookworm with what the Dockerfile's final stage
+# installs (once per machine, in E2E_CACHE).
+bookworm_root() {
+  local root=$cache/images/bookworm
+  [ ! -f "$root/.complete" ] || return 0
+  command -v debootstrap >/dev/null || die "debootstrap is needed to make the images without Docker"
+  log "debootstrapping bookworm for the images (once per machine)"
+  rm -rf "$root"
+  debootstrap --variant=minbase --include=e2fsprogs,util-linux,mount,ca-certificates \
+    bookworm "$root" "${E2E_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >&2
+  rm -rf "$root/var/lib/apt/lists/"* "$root/var/cache/apt/"*.bin
+  touch "$root/.complete"
+}
+
 # Builds the stand-ins; each archive is made once per machine (E2E_CACHE).
 images_build() {
   local c=$cache/images mk=$here/images/mkimage.py
@@ -32,18 +62,19 @@ images_build() {
     gcc -O2 -static -o "$c/pause/pause" "$here/images/pause.c"
     python3 "$mk" "$c/pause" "$c/pause.tar" registry.k8s.io/pause:3.10.2 --entrypoint '["/pause"]' --cmd 'null'
   fi
-  if [ ! -f "$c/busybox.tar" ]; then
-    rm -rf "$c/busybox" && busybox_root "$c/busybox"
-    python3 "$mk" "$c/busybox" "$c/busybox.tar" \
+  # Made again when this file (how they are made) changed since.
+  if [ ! -f "$c/tools.tar" ] || [ "${BASH_SOURCE[0]}" -nt "$c/tools.tar" ]; then
+    rm -rf "$c/tools" && tools_root "$c/tools"
+    python3 "$mk" "$c/tools" "$c/tools.tar" \
       registry.k8s.io/e2e-test-images/busybox:1.37.0-1 \
       registry.k8s.io/e2e-test-images/nginx:1.15-4 \
       registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0
   fi
-  if [ ! -f "$c/agnhost.tar" ] || [ "$bin/agnhost" -nt "$c/agnhost.tar" ]; then
-    rm -rf "$c/agnhost" && busybox_root "$c/agnhost"
-    cp "$bin/agnhost" "$c/agnhost/agnhost"
-    python3 "$mk" "$c/agnhost" "$c/agnhost.tar" registry.k8s.io/e2e-test-images/agnhost:2.63.0 \
+  if [ ! -f "$c/agnhost.tar" ] || [ "$bin/agnhost" -nt "$c/agnhost.tar" ] || [ "$c/tools.tar" -nt "$c/agnhost.tar" ]; then
+    cp "$bin/agnhost" "$c/tools/agnhost"
+    python3 "$mk" "$c/tools" "$c/agnhost.tar" registry.k8s.io/e2e-test-images/agnhost:2.63.0 \
       --entrypoint '["/agnhost"]' --cmd '["pause"]'
+    rm "$c/tools/agnhost"
   fi
   volplane_image_build
 }
@@ -61,15 +92,7 @@ volplane_image_build() {
   log "building volplane (cargo build --release -p volplane-cli)"
   (cd "$repo" && cargo build --release --locked -p volplane-cli >&2)
   local root=$c/bookworm
-  if [ ! -f "$root/.complete" ]; then
-    command -v debootstrap >/dev/null || die "debootstrap is needed to make the volplane image without Docker (or pass --image)"
-    log "debootstrapping bookworm for the volplane image (once per machine)"
-    rm -rf "$root"
-    debootstrap --variant=minbase --include=e2fsprogs,util-linux,mount,ca-certificates \
-      bookworm "$root" "${E2E_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >&2
-    rm -rf "$root/var/lib/apt/lists/"* "$root/var/cache/apt/"*.bin
-    touch "$root/.complete"
-  fi
+  bookworm_root
   mkdir -p "$root/usr/local/bin"
   strip --strip-debug -o "$root/usr/local/bin/volplane" "$repo/target/release/volplane"
   python3 "$here/images/mkimage.py" "$root" "$c/volplane.tar" "$volplane_image" \
@@ -101,7 +124,7 @@ images_import() {
   setup_manifests "$1" > "$work/setup.yaml"
   sig_storage_images "$work/setup.yaml"
   local t
-  for t in pause busybox agnhost volplane "${stand_ins[@]}"; do
+  for t in pause tools agnhost volplane "${stand_ins[@]}"; do
     log "importing the $t image"
     ctr_ images import "$cache/images/$t.tar" >/dev/null
   done

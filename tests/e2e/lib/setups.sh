@@ -110,17 +110,17 @@ run_suites() {
   local suites=(
     --focus "External.Storage.*${driver_name//./\\.}${focus:+.*($focus)}"
     --skip "$skip"
-    --junit-report "$out/junit.xml"
+    --junit-report junit.xml
     --no-color
     --timeout 6h
   )
   local rc=0
   if [ -x "$bin/ginkgo" ]; then
     # The CLI runs the specs in parallel processes and merges their reports.
-    (cd "$out" && "$bin/ginkgo" -p -procs "${E2E_PROCS:-3}" "${suites[@]}" "$bin/e2e.test" -- "${args[@]}") \
+    (cd "$out" && "$bin/ginkgo" -p -procs "${E2E_PROCS:-3}" --output-dir "$out" "${suites[@]}" "$bin/e2e.test" -- "${args[@]}") \
       > "$out/e2e.log" 2>&1 || rc=$?
   else
-    "$bin/e2e.test" "${args[@]}" "${suites[@]/#--/-ginkgo.}" > "$out/e2e.log" 2>&1 || rc=$?
+    (cd "$out" && "$bin/e2e.test" "${args[@]}" "${suites[@]/#--/-ginkgo.}") > "$out/e2e.log" 2>&1 || rc=$?
   fi
   python3 "$here/summary.py" "$out/junit.xml" | tee "$out/summary.txt" >&2
   return $rc
