@@ -25,14 +25,15 @@ busybox_root() {
 
 # The suites' pods run dd (oflag=nocache, which Debian's busybox lacks),
 # md5sum, mount, stat…: bookworm's tools, and busybox's applets where
-# bookworm has none; their scripts are written for busybox's sh (`let
-# i+=1`), so sh is busybox's, as in the image it stands in for.
+# bookworm has none. Their scripts are written for busybox's sh (`let
+# i+=1`, which dash lacks), so sh is bash, which runs them and, unlike
+# busybox's sh, runs the tools on PATH rather than its own applets.
 tools_root() {
   local r=$1 a
   bookworm_root
   cp -a "$cache/images/bookworm" "$r"
   cp "$(command -v busybox)" "$r/usr/local/bin/busybox"
-  ln -sf /usr/local/bin/busybox "$r/usr/bin/sh"
+  ln -sf bash "$r/usr/bin/sh"
   for a in $(busybox --list); do
     [ -e "$r/usr/bin/$a" ] || [ -e "$r/usr/sbin/$a" ] || [ -e "$r/usr/local/bin/$a" ] ||
       ln -s busybox "$r/usr/local/bin/$a"
