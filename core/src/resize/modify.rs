@@ -96,6 +96,14 @@ fn without_modify_conditions(c: &mut PersistentVolumeClaim) {
         .retain(|x| x.type_ != MODIFYING_VOLUME && x.type_ != MODIFY_VOLUME_ERROR);
 }
 
+/// Why a claim's class cannot be used.
+enum Unusable {
+    /// No such class (yet): the claim waits, Pending.
+    Missing(String),
+    /// A class of another driver's.
+    OtherDriver(String),
+}
+
 impl Resizer {
     /// The modify half's pass over a bound claim of this driver's; true
     /// when it put something in hand (the expand half then waits its turn).
@@ -148,13 +156,19 @@ impl Resizer {
             };
             return self.call_modify(key, claim, pv, &vac);
         }
-        let Some(vac) = self.attributes_class(key, claim, spec) else {
-            if status.is_none_or(|s| s.status != PENDING) {
-                let pending = with_modify_status(claim, PENDING, None);
-                self.api(key, ApiCall::UpdateStatus(Object::Pvc(pending)));
-                return true;
+        let vac = match self.class_for(claim, spec) {
+            Ok(vac) => vac,
+            Err(Unusable::OtherDriver(why)) => return self.refuse_class(key, claim, spec, why),
+            Err(Unusable::Missing(why)) => {
+                let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
+                self.tell(key, e);
+                if status.is_none_or(|s| s.status != PENDING) {
+                    let pending = with_modify_status(claim, PENDING, None);
+                    self.api(key, ApiCall::UpdateStatus(Object::Pvc(pending)));
+                    return true;
+                }
+                return false;
             }
-            return false;
         };
         let started = status.is_some_and(|s| {
             s.status == IN_PROGRESS && s.target_volume_attributes_class_name == spec
@@ -180,19 +194,59 @@ impl Resizer {
         claim: &PersistentVolumeClaim,
         name: &str,
     ) -> Option<VolumeAttributesClass> {
-        let why = match self.cx.cache.find(Kind::VolumeAttributesClass, "", name) {
-            Some(Object::AttributesClass(vac)) if vac.driver_name == self.config.driver => {
-                return Some(vac.clone());
+        match self.class_for(claim, name) {
+            Ok(vac) => Some(vac),
+            Err(Unusable::Missing(why) | Unusable::OtherDriver(why)) => {
+                let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
+                self.tell(key, e);
+                None
             }
-            Some(Object::AttributesClass(vac)) => format!(
+        }
+    }
+
+    fn class_for(
+        &self,
+        claim: &PersistentVolumeClaim,
+        name: &str,
+    ) -> Result<VolumeAttributesClass, Unusable> {
+        match self.cx.cache.find(Kind::VolumeAttributesClass, "", name) {
+            Some(Object::AttributesClass(vac)) if vac.driver_name == self.config.driver => {
+                Ok(vac.clone())
+            }
+            Some(Object::AttributesClass(vac)) => Err(Unusable::OtherDriver(format!(
                 "VAC {name} referenced in PVC {} is for driver {} which does not match driver name {}",
                 claim.metadata.name, vac.driver_name, self.config.driver
-            ),
-            _ => format!("VAC {name:?} does not exist."),
-        };
+            ))),
+            _ => Err(Unusable::Missing(format!("VAC {name:?} does not exist."))),
+        }
+    }
+
+    /// The claim names a class of another driver's: its parameters are
+    /// never sent to this one. The claim is Infeasible for that class (a
+    /// `ModifyVolumeError` condition says why, as for a driver's
+    /// INVALID_ARGUMENT), retried only slowly, until it names another.
+    fn refuse_class(
+        &mut self,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+        spec: &str,
+        why: String,
+    ) -> bool {
+        let mut target = claim.clone();
+        target
+            .status
+            .modify_volume_status
+            .get_or_insert_default()
+            .target_volume_attributes_class_name = spec.into();
+        let e = crate::Status::invalid(why.clone());
+        let marked = with_modify_status(&target, INFEASIBLE, Some(&e));
+        self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
+        let until = self.cx.now() + self.config.retry_max;
+        self.slow.set(key.clone(), until);
+        self.cx.hold(key.clone(), until);
         let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
         self.tell(key, e);
-        None
+        true
     }
 
     /// The claim failed as Infeasible for the class it still names, and

@@ -158,19 +158,42 @@ fn a_class_that_does_not_exist_leaves_the_claim_pending_until_it_does() {
     );
 }
 
+/// The e2e volume-modify suite's "recover from invalid target VAC": a
+/// class of another driver's is never sent to this one, and the claim says
+/// so as a driver's INVALID_ARGUMENT would (Infeasible, a
+/// `ModifyVolumeError` condition) rather than waiting Pending for ever;
+/// naming a good class then modifies.
 #[test]
-fn a_class_of_another_driver_is_never_sent_to_this_one() {
+fn a_class_of_another_driver_is_infeasible_and_never_sent_to_this_one() {
     let (mut r, _) = modify_rig();
     let mut other = VolumeAttributesClass::new("theirs", "other.csi.io", &[("tier", "x")]);
     other.metadata.name = "theirs".into();
     r.create(Object::AttributesClass(other));
     name_class(&mut r, Some("theirs"));
     assert!(modifies(&r).is_empty());
-    assert_eq!(modify_status(&claim(&r)).0, PENDING);
+    let c = claim(&r);
+    assert_eq!(modify_status(&c), (INFEASIBLE, "theirs"));
+    let error = c
+        .condition(MODIFY_VOLUME_ERROR)
+        .expect("a ModifyVolumeError condition");
+    assert!(
+        error.message.contains("is for driver other.csi.io"),
+        "{}",
+        error.message
+    );
     assert!(
         r.events[0].message.contains("is for driver other.csi.io"),
         "{}",
         r.events[0].message
+    );
+    name_class(&mut r, Some("gold"));
+    assert_eq!(modifies(&r), ["gold"]);
+    assert_eq!(
+        claim(&r)
+            .status
+            .current_volume_attributes_class_name
+            .as_deref(),
+        Some("gold")
     );
 }
 
