@@ -547,8 +547,7 @@ mod tests {
             ("csi.storage.k8s.io/pvc/name".into(), "data".into()),
         ]
         .into();
-        let reference = Reference::new("/nonexistent", "local")
-            .accepting(["iops".to_string()]);
+        let reference = Reference::new("/nonexistent", "local").accepting(["iops".to_string()]);
         assert!(reference.check_mutable("volume v", &modify).is_ok());
         let unknown: Attributes = [("throughput".into(), "1".into())].into();
         assert!(reference.check_mutable("volume v", &unknown).is_err());
