@@ -127,5 +127,9 @@ run_suites() {
 }
 
 summarize() {
-  log "results: $work/results/$1/*/summary.txt"
+  local f
+  for f in "$work/results/$1"/*/summary.txt; do
+    [ -f "$f" ] || continue
+    log "$(basename "$(dirname "$f")"): $(awk '$1 == "all" {print $2 " passed, " $3 " failed, " $4 " skipped"}' "$f") ($f)"
+  done
 }
