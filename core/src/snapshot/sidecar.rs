@@ -512,6 +512,12 @@ impl Snapshotter {
         if status.restore_size.is_none() && s.size_bytes > 0 {
             status.restore_size = Some(i64::try_from(s.size_bytes).unwrap_or(i64::MAX));
         }
+        // A snapshot the driver says belongs to a group is a member, even
+        // a pre-provisioned one: it goes with its group, never alone (the
+        // driver refuses a member's DeleteSnapshot).
+        if status.volume_group_snapshot_handle.is_none() && !s.group_snapshot_id.is_empty() {
+            status.volume_group_snapshot_handle = Some(s.group_snapshot_id.clone());
+        }
         self.ask_again_unless(key(&c.metadata.name), s.ready_to_use);
         let mut next = c.clone();
         next.status = Some(status);

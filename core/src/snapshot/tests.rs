@@ -697,3 +697,61 @@ fn snapshot_names_and_extra_metadata_follow_the_flags() {
         Some(names::snapshot_content_name(&s.metadata.uid).as_str())
     );
 }
+
+/// Found by the e2e suite's pre-provisioned group snapshot (retain
+/// policy): a pre-provisioned content whose snapshot the driver lists as a
+/// group's member is a member (its `volumeGroupSnapshotHandle`, as
+/// upstream's check records it). Deleted, it goes without a DeleteSnapshot
+/// — the driver refuses a member's, and the content stayed for ever.
+#[test]
+fn a_pre_provisioned_member_of_a_group_is_deleted_without_delete_snapshot() {
+    let mut w = World::new();
+    w.csi = Box::new(|call| match call {
+        Request::ListSnapshots(l) => Ok(Response::Snapshots {
+            entries: vec![driver::Snapshot {
+                snapshot_id: l.snapshot_id.clone(),
+                source_volume_id: "vol-1".into(),
+                size_bytes: 1 << 20,
+                creation_time: driver::Timestamp {
+                    seconds: 1_600_000_000,
+                    nanos: 0,
+                },
+                ready_to_use: true,
+                group_snapshot_id: "group-1".into(),
+            }],
+            next_token: String::new(),
+        }),
+        Request::DeleteSnapshot(_) => Err(Status::invalid(
+            "snapshot snap-m belongs to group snapshot group-1",
+        )),
+        other => healthy(other),
+    });
+    let mut c = VolumeSnapshotContent::new("member");
+    c.spec.driver = DRIVER.into();
+    c.spec.deletion_policy = DeletionPolicy::Delete;
+    c.spec.source.snapshot_handle = Some("snap-m".into());
+    c.spec.volume_snapshot_ref = ObjectReference {
+        namespace: "default".into(),
+        name: "m".into(),
+        ..Default::default()
+    };
+    w.create(Object::Content(c));
+    let status = w.content("member").unwrap().status.unwrap();
+    assert_eq!(
+        status.volume_group_snapshot_handle.as_deref(),
+        Some("group-1")
+    );
+    w.user(ApiCall::Delete(ObjectKey::new(
+        Kind::VolumeSnapshotContent,
+        "",
+        "member",
+    )));
+    assert!(
+        !w.csi_calls
+            .iter()
+            .any(|c| matches!(c, Request::DeleteSnapshot(_))),
+        "{:?}",
+        w.csi_calls
+    );
+    assert!(w.content("member").is_none(), "the content is gone");
+}
