@@ -241,12 +241,18 @@ impl Resizer {
         let e = crate::Status::invalid(why.clone());
         let marked = with_modify_status(&target, INFEASIBLE, Some(&e));
         self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
-        let until = self.cx.now() + self.config.retry_max;
-        self.slow.set(key.clone(), until);
-        self.cx.hold(key.clone(), until);
+        self.retry_slowly(key);
         let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
         self.tell(key, e);
         true
+    }
+
+    /// An Infeasible claim is tried again only after the longest backoff
+    /// (upstream's slowSet), or at once when it names another class.
+    fn retry_slowly(&mut self, key: &ObjectKey) {
+        let until = self.cx.now() + self.config.retry_max;
+        self.slow.set(key.clone(), until);
+        self.cx.hold(key.clone(), until);
     }
 
     /// The claim failed as Infeasible for the class it still names, and
@@ -430,9 +436,7 @@ impl Resizer {
             self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
         }
         if status == INFEASIBLE {
-            let until = self.cx.now() + self.config.retry_max;
-            self.slow.set(key.clone(), until);
-            self.cx.hold(key.clone(), until);
+            self.retry_slowly(key);
         } else {
             self.cx.fail(key.clone());
         }
