@@ -18,7 +18,11 @@ NAME = re.compile(r"\[Driver: ([^\]]+)\] \[Testpattern: (.+?)\] (\S+) (.*)")
 
 def cases(paths):
     for path in paths:
-        for case in ET.parse(path).getroot().iter("testcase"):
+        try:
+            root = ET.parse(path).getroot()
+        except (OSError, ET.ParseError) as e:
+            sys.exit(f"{path}: no junit report to read ({e}); the run's e2e.log beside it says why")
+        for case in root.iter("testcase"):
             m = NAME.search(case.get("name", ""))
             if not m:
                 continue

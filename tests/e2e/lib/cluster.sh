@@ -283,13 +283,15 @@ unmount_beneath() {
   done
 }
 
-# Detaches the loop devices backed by the driver's volume images.
+# Detaches the loop devices backed by the drivers' volume images, as the
+# kernel names them: by the path the driver's container opened them at
+# (/var/lib/volplane/… for volplane, /csi-data-dir/… for hostpath).
 detach_loops() {
   local l
   for l in /sys/block/loop*/loop/backing_file; do
     [ -f "$l" ] || continue
     case "$(cat "$l")" in
-      /var/lib/volplane/*|/volumes/*|*/csi-data-dir/*) losetup -d "/dev/$(basename "$(dirname "$(dirname "$l")")")" 2>/dev/null || true ;;
+      /var/lib/volplane/*|/csi-data-dir/*) losetup -d "/dev/$(basename "$(dirname "$(dirname "$l")")")" 2>/dev/null || true ;;
     esac
   done
 }
