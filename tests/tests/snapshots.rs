@@ -29,18 +29,24 @@ fn from_volume(id: &str) -> csi::VolumeContentSource {
     }
 }
 
-/// A volume made from `source`, attached to [`NODE`].
+/// A volume made from `source`, of `bytes` (0: the driver's choice),
+/// attached to [`NODE`].
 async fn made_from(
     csi: &mut Csi,
     name: &str,
     kind: &str,
     source: csi::VolumeContentSource,
+    bytes: i64,
 ) -> Attached {
     let cap = capability(Mode::SingleNodeWriter, false);
     let v = csi
         .controller
         .create_volume(csi::CreateVolumeRequest {
             name: name.into(),
+            capacity_range: (bytes > 0).then_some(csi::CapacityRange {
+                required_bytes: bytes,
+                limit_bytes: 0,
+            }),
             volume_capabilities: vec![cap.clone()],
             parameters: params(kind),
             volume_content_source: Some(source.clone()),
@@ -56,6 +62,9 @@ async fn made_from(
         Some(source),
         "the answer names its source"
     );
+    if bytes > 0 {
+        assert_eq!(v.capacity_bytes, bytes, "{name}: the size asked for");
+    }
     let p = csi
         .controller
         .controller_publish_volume(csi::ControllerPublishVolumeRequest {
@@ -166,6 +175,7 @@ async fn restores_and_clones_on(rt: Runtime) {
             &format!("restored-{kind}"),
             kind,
             from_snapshot(&s.snapshot_id),
+            0,
         )
         .await;
         let r_at = stage(&d, &mut csi, &restored).await;
@@ -184,6 +194,7 @@ async fn restores_and_clones_on(rt: Runtime) {
             &format!("clone-{kind}"),
             kind,
             from_volume(&src.id),
+            0,
         )
         .await;
         let c_at = stage(&d, &mut csi, &clone).await;
@@ -227,6 +238,10 @@ both_runtimes!(
     group_snapshots_on
 );
 
+/// The smallest volume Kubernetes' group-snapshot e2e suite claims, and
+/// restores each member into: 1Mi, whatever the driver's own sizes.
+const SMALLEST: i64 = 1 << 20;
+
 async fn group_snapshots_on(rt: Runtime) {
     require_root!();
     let d = Driver::start(rt);
@@ -241,7 +256,7 @@ async fn group_snapshots_on(rt: Runtime) {
             &format!("pvc-{kind}"),
             kind,
             cap.clone(),
-            32 << 20,
+            SMALLEST,
         )
         .await;
         let at = stage(&d, &mut csi, &a).await;
@@ -262,6 +277,11 @@ async fn group_snapshots_on(rt: Runtime) {
         .unwrap();
     assert!(g.ready_to_use);
     assert_eq!(g.snapshots.len(), 2);
+    assert!(
+        g.snapshots.iter().all(|s| s.size_bytes == SMALLEST),
+        "a member restores into a claim of its volume's size: {:?}",
+        g.snapshots
+    );
     // The machines' client (the snapshotter's) reaches the GroupController.
     let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
     let mut machines = volplane_proto::client::CsiClient::new(ch, None);
@@ -291,6 +311,7 @@ async fn group_snapshots_on(rt: Runtime) {
             &format!("restored-{kind}"),
             kind,
             from_snapshot(member),
+            SMALLEST,
         )
         .await;
         let r_at = stage(&d, &mut csi, &r).await;

@@ -102,28 +102,49 @@ volplane_image_build() {
 }
 
 # Stand-ins for the kubernetes-csi images a setup's manifests name
-# (registry.k8s.io/sig-storage/NAME:TAG): E2E_BIN/NAME as /NAME, the
-# entrypoint as upstream's. The drivers get bookworm's mount tools.
+# (registry.k8s.io/sig-storage/NAME:TAG).
 sig_storage_images() {
-  local c=$cache/images ref name root
+  local ref name
   for ref in $(sed -n 's|.*image: *"\{0,1\}\(registry.k8s.io/sig-storage/[^" ]*\).*|\1|p' "$1" | sort -u); do
     name=${ref##*/}; name=${name%%:*}
     [ -x "$bin/$name" ] || die "$1 runs $ref: build $name from its repository into $bin"
-    case "$name" in
-      hostpathplugin) root=$c/bookworm ;;
-      *) root=$c/sidecar; [ -d "$root/bin" ] || busybox_root "$root" ;;
-    esac
-    cp "$bin/$name" "$root/$name"
-    python3 "$here/images/mkimage.py" "$root" "$c/$name.tar" "$ref" --entrypoint "[\"/$name\"]" --cmd null
-    rm -f "$root/$name"
-    stand_ins+=("$name")
+    sig_storage_image "$ref"
   done
+}
+
+# One stand-in: E2E_BIN/NAME as /NAME, the entrypoint as upstream's. The
+# drivers get bookworm's mount tools.
+sig_storage_image() {
+  local c=$cache/images ref=$1 name root
+  name=${ref##*/}; name=${name%%:*}
+  case "$name" in
+    hostpathplugin) root=$c/bookworm ;;
+    *) root=$c/sidecar; [ -d "$root/bin" ] || busybox_root "$root" ;;
+  esac
+  cp "$bin/$name" "$root/$name"
+  python3 "$here/images/mkimage.py" "$root" "$c/$name.tar" "$ref" --entrypoint "[\"/$name\"]" --cmd null
+  rm -f "$root/$name"
+  stand_ins+=("$name")
+}
+
+# The provisioning suite's "any volume data source" spec deploys
+# lib-volume-populator's example, hello-populator (IfNotPresent; the
+# volume-data-source-validator it deploys beside is pulled Always and
+# stays in ImagePullBackOff here, which that spec does not wait on).
+suite_images() {
+  local ref=registry.k8s.io/sig-storage/hello-populator:v1.0.1
+  if [ -x "$bin/hello-populator" ]; then
+    sig_storage_image "$ref"
+  else
+    log "warning: no hello-populator in $bin (kubernetes-csi/lib-volume-populator, ./example/hello-populator): the provisioning spec \"should provision storage with any volume data source\" will fail pulling $ref"
+  fi
 }
 
 images_import() {
   images_build
   setup_manifests "$1" > "$work/setup.yaml"
   sig_storage_images "$work/setup.yaml"
+  suite_images
   local t
   for t in pause tools agnhost volplane "${stand_ins[@]}"; do
     log "importing the $t image"
