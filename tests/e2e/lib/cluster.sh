@@ -25,7 +25,7 @@ preflight() {
   for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl e2e.test agnhost; do
     [ -x "$bin/$b" ] || missing+=("$bin/$b")
   done
-  for c in etcd containerd runc busybox iptables conntrack gcc python3 openssl; do
+  for c in etcd containerd runc unshare busybox iptables conntrack gcc python3 openssl; do
     command -v "$c" >/dev/null || missing+=("$c (PATH)")
   done
   [ -x /usr/lib/cni/bridge ] || missing+=("/usr/lib/cni/bridge (containernetworking-plugins)")
@@ -217,7 +217,13 @@ cluster_up() {
     --cluster-signing-cert-file "$p/ca.crt" --cluster-signing-key-file "$p/ca.key" \
     --controllers '*,bootstrapsigner,tokencleaner'
   start kube-scheduler "$bin/kube-scheduler" --kubeconfig "$p/scheduler.kubeconfig" --leader-elect=false
-  start containerd containerd --config "$work/containerd.toml"
+  # containerd, and so every pod's containers, in a PID namespace of their
+  # own whose init (a bash that reaps) is in a mount namespace that shares
+  # this one's mounts: the suites' hostexec pods enter "the host's" mount
+  # namespace through /proc/1/ns/mnt, and a VM's real init may be one root
+  # cannot enter (its namespaces unreadable).
+  start containerd unshare --pid --fork --mount-proc --propagation unchanged -- \
+    bash -c 'containerd "$@" & wait $!' containerd --config "$work/containerd.toml"
   wait_for "containerd" 60 test -S "$run_dir/containerd.sock"
   start kubelet "$bin/kubelet" --config "$work/kubelet.yaml" --kubeconfig "$p/kubelet.kubeconfig" \
     --hostname-override "$node" --node-ip "$host_ip" --root-dir "$kubelet_dir"
