@@ -84,11 +84,12 @@ setup_remove() {
   rm -f "$work/setup.yaml"
 }
 
-# Runs the External Storage suites with one test driver file.
+# Runs the External Storage suites with one test driver file. A focused
+# run's results go beside the full run's (<driver>-focused), not over them.
 run_suites() {
   local setup=$1 file=$2 name out
   name=$(basename "$file" .yaml)
-  out=$work/results/$setup/$name
+  out=$work/results/$setup/$name${focus:+-focused}
   rm -rf "$out" && mkdir -p "$out"
   cp "$file" "$out/driver.yaml"
   # CAP_SYS_RESOURCE is capability 24.
