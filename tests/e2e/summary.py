@@ -59,6 +59,8 @@ def compare(args) -> int:
     baseline = None
     if "--baseline" in args:
         i = args.index("--baseline")
+        if i + 1 == len(args):
+            sys.exit("--baseline needs the NAME of one of the runs")
         baseline = args[i + 1]
         del args[i : i + 2]
     runs = {}

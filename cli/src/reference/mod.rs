@@ -104,10 +104,15 @@ fn size_for(range: CapacityRange, default: u64, min: u64) -> Result<u64, Status>
         if range.limit_bytes >= min.max(want) {
             return Ok(range.limit_bytes);
         }
+        let why = if range.limit_bytes < want {
+            format!("the {want} bytes required")
+        } else {
+            format!("the smallest volume this driver makes ({min} bytes)")
+        };
         return Err(Status::new(
             Code::OutOfRange,
             format!(
-                "capacity_range: limit_bytes {} is below the smallest volume this driver makes ({size} bytes)",
+                "capacity_range: limit_bytes {} is below {why}; raise the limit or ask for less",
                 range.limit_bytes
             ),
         ));
@@ -574,6 +579,17 @@ mod tests {
                 .unwrap_err()
                 .code,
             Code::OutOfRange
+        );
+        let e = size_for(r(0, MIB / 2), 1 << 30, MIN_VOLUME_BYTES).unwrap_err();
+        assert!(
+            e.message
+                .contains("smallest volume this driver makes (1048576 bytes)"),
+            "{e:?}"
+        );
+        let e = size_for(r(3 * MIB, 2 * MIB), 0, MIN_VOLUME_BYTES).unwrap_err();
+        assert!(
+            e.message.contains("below the 3145728 bytes required"),
+            "{e:?}"
         );
     }
 }

@@ -345,18 +345,30 @@ fn deleting_a_snapshot_with_policy_retain_keeps_the_content_and_the_storage_snap
     );
 }
 
+/// A pre-provisioned content: the driver's `handle`, bound to snapshot
+/// default/`snapshot`.
+fn pre_provisioned(
+    name: &str,
+    handle: &str,
+    policy: DeletionPolicy,
+    snapshot: &str,
+) -> VolumeSnapshotContent {
+    let mut c = VolumeSnapshotContent::new(name);
+    c.spec.driver = DRIVER.into();
+    c.spec.deletion_policy = policy;
+    c.spec.source.snapshot_handle = Some(handle.into());
+    c.spec.volume_snapshot_ref = ObjectReference {
+        namespace: "default".into(),
+        name: snapshot.into(),
+        ..Default::default()
+    };
+    c
+}
+
 #[test]
 fn a_pre_provisioned_content_is_bound_checked_with_the_driver_and_reported() {
     let mut w = World::new();
-    let mut c = VolumeSnapshotContent::new("imported");
-    c.spec.driver = DRIVER.into();
-    c.spec.deletion_policy = DeletionPolicy::Retain;
-    c.spec.source.snapshot_handle = Some("snap-old".into());
-    c.spec.volume_snapshot_ref = ObjectReference {
-        namespace: "default".into(),
-        name: "restored".into(),
-        ..Default::default()
-    };
+    let c = pre_provisioned("imported", "snap-old", DeletionPolicy::Retain, "restored");
     w.create(Object::Content(c));
     let mut s = VolumeSnapshot::of_claim("default", "restored", "", "");
     s.spec.source = VolumeSnapshotSource {
@@ -726,15 +738,7 @@ fn a_pre_provisioned_member_of_a_group_is_deleted_without_delete_snapshot() {
         )),
         other => healthy(other),
     });
-    let mut c = VolumeSnapshotContent::new("member");
-    c.spec.driver = DRIVER.into();
-    c.spec.deletion_policy = DeletionPolicy::Delete;
-    c.spec.source.snapshot_handle = Some("snap-m".into());
-    c.spec.volume_snapshot_ref = ObjectReference {
-        namespace: "default".into(),
-        name: "m".into(),
-        ..Default::default()
-    };
+    let c = pre_provisioned("member", "snap-m", DeletionPolicy::Delete, "m");
     w.create(Object::Content(c));
     let status = w.content("member").unwrap().status.unwrap();
     assert_eq!(
