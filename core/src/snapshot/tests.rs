@@ -719,24 +719,25 @@ fn snapshot_names_and_extra_metadata_follow_the_flags() {
 fn a_pre_provisioned_member_of_a_group_is_deleted_without_delete_snapshot() {
     let mut w = World::new();
     w.csi = Box::new(|call| match call {
-        Request::ListSnapshots(l) => Ok(Response::Snapshots {
-            entries: vec![driver::Snapshot {
-                snapshot_id: l.snapshot_id.clone(),
-                source_volume_id: "vol-1".into(),
-                size_bytes: 1 << 20,
-                creation_time: driver::Timestamp {
-                    seconds: 1_600_000_000,
-                    nanos: 0,
-                },
-                ready_to_use: true,
-                group_snapshot_id: "group-1".into(),
-            }],
-            next_token: String::new(),
-        }),
         Request::DeleteSnapshot(_) => Err(Status::invalid(
             "snapshot snap-m belongs to group snapshot group-1",
         )),
-        other => healthy(other),
+        other => healthy(other).map(|r| match r {
+            // The driver lists the snapshot as group-1's member.
+            Response::Snapshots {
+                mut entries,
+                next_token,
+            } => {
+                for e in &mut entries {
+                    e.group_snapshot_id = "group-1".into();
+                }
+                Response::Snapshots {
+                    entries,
+                    next_token,
+                }
+            }
+            r => r,
+        }),
     });
     let c = pre_provisioned("member", "snap-m", DeletionPolicy::Delete, "m");
     w.create(Object::Content(c));
