@@ -174,4 +174,33 @@ impl Host {
         }
         Ok(Some(bytes))
     }
+
+    /// The names in directory `dir`, sorted (`.` and `..` left out); an
+    /// absent directory has none. Read through the directory's own
+    /// descriptor, opened beneath the roots.
+    pub fn entries(&self, dir: impl AsRef<Path>) -> Result<Vec<String>> {
+        let dir = dir.as_ref();
+        let Some(opened) = self.open_existing(dir)? else {
+            return Ok(Vec::new());
+        };
+        if !opened.stat()?.is_dir() {
+            return Err(HostError::Refused(format!(
+                "{} is not a directory",
+                dir.display()
+            )));
+        }
+        let fd = opened.reopen(OFlags::RDONLY | OFlags::DIRECTORY)?;
+        let read =
+            rustix::fs::Dir::read_from(&fd).map_err(|e| HostError::io("read", dir, e.into()))?;
+        let mut names = Vec::new();
+        for entry in read {
+            let entry = entry.map_err(|e| HostError::io("read", dir, e.into()))?;
+            let name = entry.file_name().to_string_lossy();
+            if name != "." && name != ".." {
+                names.push(name.into_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
 }

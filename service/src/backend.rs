@@ -5,8 +5,8 @@ use std::future::Future;
 use volplane_core::Status;
 use volplane_core::driver::{
     Attributes, Capability, CapacityRange, CreatePlan, Features, GroupPlan, GroupSnapshot, Outcome,
-    Plan, PublishPlan, Secrets, Snapshot, SnapshotPlan, StagePlan, Topology, Volume,
-    VolumeCondition, VolumeUsage,
+    Plan, PublishPlan, Secrets, Snapshot, SnapshotPage, SnapshotPlan, StagePlan, StoredVolume,
+    Topology, Volume, VolumeCondition, VolumePage, VolumeUsage,
 };
 
 use crate::{NodeHost, NodeSource};
@@ -200,6 +200,74 @@ pub trait Backend: Send + Sync + 'static {
         async move { Err(Status::unimplemented(msg)) }
     }
 
+    /// What the storage holds under volume id `volume_id`, or `None` when
+    /// it holds nothing there. Called (with `Features::lookup`) for a
+    /// request naming a volume the journal does not hold: a controller
+    /// started on a new state directory, a second replica, a statically
+    /// provisioned volume. What it finds is adopted and served as if this
+    /// process had made it.
+    ///
+    /// The id comes from the caller: check it is of the form your storage
+    /// gives out before using it (a lookup of an id the storage never made
+    /// answers `None` and has no effect). `secrets` are the request's.
+    fn lookup_volume(
+        &self,
+        _host: &NodeHost,
+        volume_id: &str,
+        _secrets: &Secrets,
+    ) -> impl Future<Output = Result<Option<StoredVolume>, Status>> + Send {
+        let msg =
+            format!("volume {volume_id}: this backend does not look volumes up (Features::lookup)");
+        async move { Err(Status::unimplemented(msg)) }
+    }
+
+    /// A page of the storage's volumes from `starting_token` (empty: the
+    /// start), at most `max_entries` (0: as many as you like), with the
+    /// token of the next page (empty after the last). Tokens are yours;
+    /// one handed out must go on naming the same place; one you did not
+    /// hand out is refused with ABORTED. Called with `Features::list`.
+    fn list_volumes(
+        &self,
+        _host: &NodeHost,
+        _starting_token: &str,
+        _max_entries: u32,
+    ) -> impl Future<Output = Result<VolumePage, Status>> + Send {
+        async move {
+            Err(Status::unimplemented(
+                "ListVolumes: this backend does not list volumes (Features::list)",
+            ))
+        }
+    }
+
+    /// What the storage holds under snapshot id `snapshot_id` (`None`:
+    /// nothing), as [`Backend::lookup_volume`] for volumes.
+    fn lookup_snapshot(
+        &self,
+        _host: &NodeHost,
+        snapshot_id: &str,
+        _secrets: &Secrets,
+    ) -> impl Future<Output = Result<Option<Snapshot>, Status>> + Send {
+        let msg = format!(
+            "snapshot {snapshot_id}: this backend does not look snapshots up (Features::lookup)"
+        );
+        async move { Err(Status::unimplemented(msg)) }
+    }
+
+    /// A page of the storage's snapshots, only those of `source_volume_id`
+    /// and only `snapshot_id` when they are not empty, as
+    /// [`Backend::list_volumes`] for volumes.
+    fn list_snapshots(
+        &self,
+        _host: &NodeHost,
+        _query: &SnapshotQuery<'_>,
+    ) -> impl Future<Output = Result<SnapshotPage, Status>> + Send {
+        async move {
+            Err(Status::unimplemented(
+                "ListSnapshots: this backend does not list snapshots (Features::list)",
+            ))
+        }
+    }
+
     /// Free capacity for volumes with these parameters.
     fn get_capacity(
         &self,
@@ -335,6 +403,21 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
+/// Which snapshots a ListSnapshots asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotQuery<'a> {
+    /// Where the page starts (empty: from the start).
+    pub starting_token: &'a str,
+    /// At most this many (0: as many as the backend likes).
+    pub max_entries: u32,
+    /// Only snapshots of this volume (empty: any).
+    pub source_volume_id: &'a str,
+    /// Only this snapshot (empty: any).
+    pub snapshot_id: &'a str,
+    /// The lister's secrets.
+    pub secrets: &'a Secrets,
+}
+
 /// A node plan's volume and the contexts its caller sent.
 pub trait NodePlan: Sync {
     /// The volume id, publish context and volume context of the plan.
@@ -370,7 +453,59 @@ pub async fn execute<B: Backend>(
         | Plan::Unpublish(_)
         | Plan::NodeExpand { .. }
         | Plan::VolumeStats { .. } => node_plan(backend, host, plan).await,
+        Plan::LookupVolume { .. }
+        | Plan::LookupSnapshot { .. }
+        | Plan::ListVolumes { .. }
+        | Plan::ListSnapshots { .. } => storage_query(backend, host, plan).await,
         _ => controller_plan(backend, host, plan).await,
+    }
+}
+
+/// What the storage holds: lookups and listings.
+async fn storage_query<B: Backend>(
+    backend: &B,
+    host: &NodeHost,
+    plan: &Plan,
+) -> Result<Outcome, Status> {
+    match plan {
+        Plan::LookupVolume { volume_id, secrets } => backend
+            .lookup_volume(host, volume_id, secrets)
+            .await
+            .map(Outcome::VolumeFound),
+        Plan::LookupSnapshot {
+            snapshot_id,
+            secrets,
+        } => backend
+            .lookup_snapshot(host, snapshot_id, secrets)
+            .await
+            .map(Outcome::SnapshotFound),
+        Plan::ListVolumes {
+            starting_token,
+            max_entries,
+        } => backend
+            .list_volumes(host, starting_token, *max_entries)
+            .await
+            .map(Outcome::VolumesListed),
+        Plan::ListSnapshots {
+            starting_token,
+            max_entries,
+            source_volume_id,
+            snapshot_id,
+            secrets,
+        } => {
+            let query = SnapshotQuery {
+                starting_token,
+                max_entries: *max_entries,
+                source_volume_id,
+                snapshot_id,
+                secrets,
+            };
+            backend
+                .list_snapshots(host, &query)
+                .await
+                .map(Outcome::SnapshotsListed)
+        }
+        other => unreachable!("{} is not a storage query", other.kind()),
     }
 }
 

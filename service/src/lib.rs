@@ -20,7 +20,7 @@ mod pump;
 pub mod registration;
 mod serve;
 
-pub use backend::{Backend, CapacityInfo, NodePlan, execute};
+pub use backend::{Backend, CapacityInfo, NodePlan, SnapshotQuery, execute};
 pub use grpc::CsiService;
 pub use node_host::{DEVICE_KEY, NodeHost, NodeSource, host_status};
 pub use permits::{Permit, Permits};

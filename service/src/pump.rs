@@ -175,12 +175,19 @@ impl<B: Backend> Pump<B> {
         config: PumpConfig,
     ) -> Result<(Pump<B>, PumpHandle), PumpError> {
         let (state, store) = load_state(&config)?;
-        let recovering = state.in_flight.len();
+        let in_flight = state.in_flight.len();
         let mut driver = Driver::new(machine_config, state);
-        if recovering > 0 {
+        let waiting = driver.waiting_for_credentials();
+        if in_flight > waiting.len() {
             tracing::info!(
-                operations = recovering,
+                operations = in_flight - waiting.len(),
                 "finishing operations that were in flight at the last stop"
+            );
+        }
+        for operation in &waiting {
+            tracing::warn!(
+                %operation,
+                "in flight at the last stop with credentials, which are never stored: it waits for the CO's retry of that call, which carries them"
             );
         }
         if let Ok(mounts) = host.run(|h| h.mounts_as_configured()).await {

@@ -15,6 +15,7 @@
 //! Volume ids are `vol-` and 20 hex digits of SHA-256 of the CreateVolume
 //! name, so the same name always maps to the same storage.
 
+mod inventory;
 mod snapshot;
 
 use std::collections::BTreeSet;
@@ -23,11 +24,13 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use volplane_core::driver::{
     Attributes, Capability, CapacityRange, CreatePlan, Features, GroupPlan, GroupSnapshot, Secrets,
-    Snapshot, SnapshotPlan, Topology, Volume,
+    Snapshot, SnapshotPage, SnapshotPlan, StoredVolume, Topology, Volume, VolumePage,
 };
 use volplane_core::{Code, Status};
 use volplane_host::loopdev;
-use volplane_service::{Backend, CapacityInfo, DEVICE_KEY, NodeHost, NodeSource, host_status};
+use volplane_service::{
+    Backend, CapacityInfo, DEVICE_KEY, NodeHost, NodeSource, SnapshotQuery, host_status,
+};
 
 /// The topology key the reference driver reports.
 pub const ZONE_KEY: &str = "topology.volplane.io/zone";
@@ -211,6 +214,41 @@ impl Backend for Reference {
         }
     }
 
+    async fn lookup_volume(
+        &self,
+        host: &NodeHost,
+        volume_id: &str,
+        _secrets: &Secrets,
+    ) -> Result<Option<StoredVolume>, Status> {
+        self.stored_volume(host, volume_id).await
+    }
+
+    async fn list_volumes(
+        &self,
+        host: &NodeHost,
+        starting_token: &str,
+        max_entries: u32,
+    ) -> Result<VolumePage, Status> {
+        self.volume_page(host, starting_token, max_entries).await
+    }
+
+    async fn lookup_snapshot(
+        &self,
+        host: &NodeHost,
+        snapshot_id: &str,
+        _secrets: &Secrets,
+    ) -> Result<Option<Snapshot>, Status> {
+        self.stored_snapshot(host, snapshot_id).await
+    }
+
+    async fn list_snapshots(
+        &self,
+        host: &NodeHost,
+        query: &SnapshotQuery<'_>,
+    ) -> Result<SnapshotPage, Status> {
+        self.snapshot_page(host, query).await
+    }
+
     async fn create_group_snapshot(
         &self,
         host: &NodeHost,
@@ -300,6 +338,10 @@ impl Backend for Reference {
         volume: &Volume,
         _secrets: &Secrets,
     ) -> Result<(), Status> {
+        if !is_volume_id(&volume.volume_id) {
+            // Not one of ours, so there is nothing of it to delete.
+            return Ok(());
+        }
         let id = volume.volume_id.clone();
         let (image, dir) = (self.image(&id), self.dir(&id));
         host.run(move |h| {

@@ -28,15 +28,15 @@ use volplane_service::{NodeHost, host_status};
 use super::{Kind, Reference, context_kind};
 
 /// The largest snapshot record read back.
-const MAX_RECORD: u64 = 4096;
+pub(super) const MAX_RECORD: u64 = 4096;
 
 /// What `<id>.json` records.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct Record {
-    source_volume_id: String,
-    size_bytes: u64,
-    seconds: i64,
-    nanos: i32,
+pub(super) struct Record {
+    pub(super) source_volume_id: String,
+    pub(super) size_bytes: u64,
+    pub(super) seconds: i64,
+    pub(super) nanos: i32,
     kind: String,
 }
 
@@ -46,12 +46,12 @@ fn snapshot_id(name: &str) -> String {
 }
 
 /// True for ids this driver makes: `snap-` and 20 lowercase hex digits.
-fn is_snapshot_id(id: &str) -> bool {
+pub(super) fn is_snapshot_id(id: &str) -> bool {
     super::is_id("snap-", id)
 }
 
 /// A snapshot record as read back from `path`.
-fn parse_record(path: &std::path::Path, bytes: &[u8]) -> volplane_host::Result<Record> {
+pub(super) fn parse_record(path: &std::path::Path, bytes: &[u8]) -> volplane_host::Result<Record> {
     serde_json::from_slice(bytes).map_err(|e| {
         volplane_host::HostError::Refused(format!(
             "{} is not a snapshot record ({e}); remove it to cut the snapshot again",
@@ -78,7 +78,7 @@ fn kind_name(kind: Kind) -> &'static str {
 }
 
 impl Reference {
-    fn snapshots_dir(&self) -> PathBuf {
+    pub(super) fn snapshots_dir(&self) -> PathBuf {
         self.volumes_dir.join("snapshots")
     }
 
@@ -90,7 +90,7 @@ impl Reference {
         }
     }
 
-    fn snapshot_record(&self, id: &str) -> PathBuf {
+    pub(super) fn snapshot_record(&self, id: &str) -> PathBuf {
         self.snapshots_dir().join(format!("{id}.json"))
     }
 

@@ -98,6 +98,7 @@ impl Driver {
         }
         if let Some(other) = self.state.volumes.get(&volume.volume_id)
             && other.name != p.name
+            && !other.name.is_empty()
         {
             return Err(Status::internal(format!(
                 "the backend returned volume id {} for {:?}, but that id belongs to {:?}",
@@ -105,13 +106,18 @@ impl Driver {
             )));
         }
         if volume.capacity_bytes != 0 && !p.capacity.admits(volume.capacity_bytes) {
-            return Err(Status::new(
-                crate::Code::OutOfRange,
-                format!(
-                    "the backend created volume {} with {} bytes; the request asked for {}",
-                    volume.volume_id, volume.capacity_bytes, p.capacity
-                ),
-            ));
+            return Err(Status::internal(format!(
+                "Backend::create_volume made volume {} with {} bytes, but the request asked for {}: a bug in the backend",
+                volume.volume_id, volume.capacity_bytes, p.capacity
+            )));
+        }
+        if !volume.accessible_topology.is_empty()
+            && !accessible_from(&volume.accessible_topology, p.accessibility.as_ref())
+        {
+            return Err(Status::internal(format!(
+                "Backend::create_volume made volume {} accessible from {:?}, which none of the request's requisite topology segments allows: a bug in the backend",
+                volume.volume_id, volume.accessible_topology
+            )));
         }
         if volume.content_source.is_none() {
             volume.content_source = p.content_source.clone();
@@ -119,6 +125,14 @@ impl Driver {
         self.state
             .names
             .insert(p.name.clone(), volume.volume_id.clone());
+        // A volume adopted from the storage keeps the publications it
+        // was adopted with.
+        let published = self
+            .state
+            .volumes
+            .get(&volume.volume_id)
+            .map(|adopted| adopted.published.clone())
+            .unwrap_or_default();
         self.state.volumes.insert(
             volume.volume_id.clone(),
             Box::new(VolumeRecord {
@@ -130,7 +144,7 @@ impl Driver {
                 accessibility: p.accessibility,
                 capacity: p.capacity,
                 node_expansion_required: false,
-                published: Default::default(),
+                published,
             }),
         );
         Ok(Response::Volume(volume))
@@ -213,7 +227,9 @@ impl Driver {
             )));
         }
         if let Some(p) = record.published.get(&r.node_id) {
-            if p.capability != r.capability || p.readonly != r.readonly {
+            // An uncertain publication (failed, or adopted from the
+            // storage) is carried out again, as asked now.
+            if p.certain && (p.capability != r.capability || p.readonly != r.readonly) {
                 return reject(Status::already_exists(format!(
                     "volume {} is already published to node {} with capability {} readonly={}, incompatible with {} readonly={}",
                     r.volume_id, r.node_id, p.capability, p.readonly, r.capability, r.readonly
@@ -378,10 +394,11 @@ impl Driver {
         for cap in &r.capabilities {
             if let Err(e) = self.check_capability("volume_capabilities", cap) {
                 problems.push(e.message);
-            } else if !record
-                .capabilities
-                .iter()
-                .any(|c| c.access_type.is_block() == cap.access_type.is_block())
+            } else if !record.capabilities.is_empty()
+                && !record
+                    .capabilities
+                    .iter()
+                    .any(|c| c.access_type.is_block() == cap.access_type.is_block())
             {
                 problems.push(format!(
                     "volume {} was not created for {cap} access",
@@ -389,7 +406,10 @@ impl Driver {
                 ));
             }
         }
-        if !r.parameters.is_empty() && r.parameters != record.parameters {
+        // A volume adopted from a storage that keeps no capabilities keeps
+        // no parameters either: nothing to compare.
+        let known = !record.capabilities.is_empty();
+        if known && !r.parameters.is_empty() && r.parameters != record.parameters {
             problems.push("parameters differ from the ones the volume was created with".into());
         }
         if problems.is_empty() {
@@ -531,6 +551,7 @@ impl Driver {
     pub(super) fn controller_expanded(
         &mut self,
         id: &str,
+        range: CapacityRange,
         result: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
         let (capacity_bytes, node_expansion_required) = match result? {
@@ -540,6 +561,11 @@ impl Driver {
             } => (capacity_bytes, node_expansion_required),
             other => return Err(unexpected("ControllerExpandVolume", &other)),
         };
+        if !range.admits(capacity_bytes) {
+            return Err(Status::internal(format!(
+                "Backend::controller_expand answered {capacity_bytes} bytes for volume {id}, but the request asked for {range}: a bug in the backend"
+            )));
+        }
         if let Some(v) = self.state.volumes.get_mut(id) {
             v.volume.capacity_bytes = v.volume.capacity_bytes.max(capacity_bytes);
             v.node_expansion_required = node_expansion_required;
@@ -639,7 +665,8 @@ fn incompatibility(v: &VolumeRecord, r: &CreateVolume) -> Option<String> {
     have.dedup();
     want.sort();
     want.dedup();
-    if have != want {
+    // Empty: adopted from a storage that does not say (see StoredVolume).
+    if !have.is_empty() && have != want {
         return Some("different volume_capabilities".into());
     }
     if v.parameters != r.parameters {

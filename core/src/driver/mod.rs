@@ -26,10 +26,12 @@
 //!   memory with the same answer and no new plan.
 
 pub mod attributes;
+mod authority;
 mod controller;
 mod group;
 mod node;
 pub mod plan;
+mod replay;
 pub mod request;
 mod snapshot;
 pub mod state;
@@ -95,6 +97,12 @@ pub struct DriverConfig {
     /// Drop staged and published records whose mounts are gone when the
     /// adapter reports the node's mounts (after a reboot).
     pub reconcile_mounts: bool,
+    /// The storage answers lookups by id ([`Features::lookup`]): an id the
+    /// journal lacks is put to it before any answer.
+    pub lookup: bool,
+    /// The storage lists its volumes and snapshots ([`Features::list`]):
+    /// ListVolumes and ListSnapshots answer from it.
+    pub storage_lists: bool,
     /// Simulation only: a planted mistake.
     pub(crate) plant: crate::plant::Planted,
 }
@@ -151,6 +159,8 @@ impl DriverConfig {
             block: true,
             default_volume_bytes: 1 << 30,
             reconcile_mounts: true,
+            lookup: false,
+            storage_lists: false,
             plant: crate::plant::Planted::default(),
         }
     }
@@ -200,6 +210,11 @@ impl DriverConfig {
         if !features.block {
             self.block = false;
         }
+        if !features.multi_node {
+            self.access_modes.retain(|m| !m.multi_node());
+        }
+        self.lookup = features.lookup;
+        self.storage_lists = features.list;
         if !features.group_snapshots {
             self.group_capabilities.clear();
             self.plugin_capabilities
@@ -281,7 +296,37 @@ pub enum Effect {
 /// How a request is settled.
 enum Decision {
     Reply(Result<Response, Status>),
-    Execute { key: String, plan: Plan },
+    Execute {
+        key: String,
+        plan: Plan,
+    },
+    /// Ask the storage (a lookup), then decide `request` again knowing
+    /// what it holds.
+    Ask {
+        plan: Plan,
+        request: Box<Request>,
+    },
+    /// A plan read back after a restart, waiting for the credentials its
+    /// request carried: carry it out with this retry's, then decide the
+    /// retry.
+    Resume {
+        op: OpId,
+        request: Box<Request>,
+    },
+}
+
+/// A query handed out, and what its answer is for.
+#[derive(Debug, Clone, Hash)]
+enum Query {
+    /// The answer to request `rpc`.
+    Answer(RpcId),
+    /// A lookup: `request` (from `rpc`) is decided again once the storage
+    /// has said what it holds; `asked` are the ids already put to it.
+    Then {
+        rpc: RpcId,
+        request: Box<Request>,
+        asked: BTreeSet<String>,
+    },
 }
 
 /// The driver machine. See the module documentation for its contract.
@@ -291,7 +336,7 @@ pub struct Driver {
     state: DriverState,
     queue: VecDeque<Effect>,
     /// Queries being answered: not part of the persisted state.
-    queries: BTreeMap<OpId, RpcId>,
+    queries: BTreeMap<OpId, Query>,
     /// The state changed since it was last persisted.
     dirty: bool,
     /// The persist in flight, and how many queued effects it covers.
@@ -305,6 +350,12 @@ pub struct Driver {
     persist_failed: bool,
     persists: u64,
     recovering: BTreeSet<OpId>,
+    /// Plans read back after a restart whose requests carried secrets:
+    /// each waits for its CO's retry, which carries them again.
+    parked: BTreeSet<OpId>,
+    /// Parked plans a retry resumed: that retry is decided again once
+    /// the plan completes.
+    resumed: BTreeMap<OpId, (RpcId, Request)>,
 }
 
 impl Driver {
@@ -348,12 +399,18 @@ impl Driver {
             persist_failed: false,
             persists: 0,
             recovering: BTreeSet::new(),
+            parked: BTreeSet::new(),
+            resumed: BTreeMap::new(),
         };
         for f in d.state.in_flight.values_mut() {
             // The requests that asked for these belonged to the last process.
             f.rpc = None;
         }
         for (op, f) in &d.state.in_flight {
+            if f.credentialed {
+                d.parked.insert(*op);
+                continue;
+            }
             d.recovering.insert(*op);
             d.queue.push_back(Effect::Execute {
                 op: *op,
@@ -414,7 +471,9 @@ impl Driver {
         for effect in covered {
             match effect {
                 Effect::Execute { op, .. }
-                    if !self.recovering.contains(&op) && self.state.in_flight.contains_key(&op) =>
+                    if !self.recovering.contains(&op)
+                        && !self.resumed.contains_key(&op)
+                        && self.state.in_flight.contains_key(&op) =>
                 {
                     let flight = self.state.in_flight.remove(&op);
                     if let Some(rpc) = flight.and_then(|f| f.rpc) {
@@ -436,21 +495,35 @@ impl Driver {
         self.queue = released;
     }
 
-    fn settle(&mut self, rpc: RpcId, decision: Decision) {
+    /// Settles `decision` for request `rpc`; `asked` are the ids already
+    /// put to the storage for it.
+    fn settle(&mut self, rpc: RpcId, decision: Decision, asked: BTreeSet<String>) {
         match decision {
             Decision::Reply(result) => self.queue.push_back(Effect::Reply { rpc, result }),
+            Decision::Ask { plan, request } => {
+                let op = self.next_op();
+                let then = Query::Then {
+                    rpc,
+                    request,
+                    asked,
+                };
+                self.queries.insert(op, then);
+                self.queue.push_back(Effect::Execute { op, plan });
+            }
+            Decision::Resume { op, request } => self.resume(op, rpc, *request),
             Decision::Execute { key, plan } => {
-                let op = OpId(self.state.next_op);
-                self.state.next_op += 1;
+                let op = self.next_op();
                 if plan.is_query() {
-                    self.queries.insert(op, rpc);
+                    self.queries.insert(op, Query::Answer(rpc));
                 } else {
+                    let credentialed = plan.secrets().is_some_and(|s| !s.0.is_empty());
                     self.state.in_flight.insert(
                         op,
                         state::InFlight {
                             key,
                             plan: plan.clone(),
                             rpc: Some(rpc),
+                            credentialed,
                         },
                     );
                     self.dirty = true;
@@ -460,9 +533,26 @@ impl Driver {
         }
     }
 
-    fn decide(&mut self, request: Request) -> Decision {
+    fn next_op(&mut self) -> OpId {
+        let op = OpId(self.state.next_op);
+        self.state.next_op += 1;
+        op
+    }
+
+    /// Decides `request`, putting to the storage first any id it names
+    /// that the journal lacks and that is not among `asked`.
+    fn decide(&mut self, request: Request, asked: &BTreeSet<String>) -> Decision {
+        if let Some(op) = self.parked_for(&request) {
+            return Decision::Resume {
+                op,
+                request: Box::new(request),
+            };
+        }
         if let Some(refused) = self.refusal(&request) {
             return reject(refused);
+        }
+        if let Some(ask) = self.ask_storage(&request, asked) {
+            return ask;
         }
         match request {
             Request::CreateVolume(r) => self.create_volume(r),
@@ -560,6 +650,15 @@ impl Driver {
             && self.state.busy(&key)
             && !unheld
         {
+            if let Some(plan) = self.parked_on(&key) {
+                return Some(Status::new(
+                    crate::Code::Aborted,
+                    format!(
+                        "{method}: {} was in flight when the driver last stopped and waits for its retry, which carries the credentials it needs; retry that call first",
+                        plan.describe()
+                    ),
+                ));
+            }
             return Some(match request.snapshot() {
                 Some(snapshot) => Status::aborted_pending_snapshot(snapshot),
                 None => Status::aborted_pending(request.volume().unwrap_or_default()),
@@ -664,21 +763,25 @@ impl Driver {
     }
 
     fn complete(&mut self, op: OpId, result: Result<Outcome, Status>) {
-        if let Some(rpc) = self.queries.remove(&op) {
-            let result = result.map(|o| match o {
-                Outcome::Capacity {
-                    available_bytes,
-                    maximum_volume_size,
-                    minimum_volume_size,
-                } => Response::Capacity {
-                    available_bytes,
-                    maximum_volume_size,
-                    minimum_volume_size,
-                },
-                Outcome::Stats { usage, condition } => Response::Stats { usage, condition },
-                _ => Response::Empty,
-            });
-            self.queue.push_back(Effect::Reply { rpc, result });
+        match self.queries.remove(&op) {
+            Some(Query::Answer(rpc)) => {
+                let result = result.and_then(|o| self.answer_query(o));
+                self.queue.push_back(Effect::Reply { rpc, result });
+                return;
+            }
+            Some(Query::Then {
+                rpc,
+                request,
+                asked,
+            }) => {
+                self.looked_up(rpc, *request, asked, result);
+                return;
+            }
+            None => {}
+        }
+        if self.parked.contains(&op) {
+            // A completion of the last process's call, which this one
+            // never handed out: the plan still waits for its retry.
             return;
         }
         let Some(flight) = self.state.in_flight.remove(&op) else {
@@ -697,9 +800,9 @@ impl Driver {
             Plan::ControllerUnpublish {
                 volume, node_ids, ..
             } => self.controller_unpublished(&volume.volume_id, &node_ids, result),
-            Plan::ControllerExpand { volume, .. } => {
-                self.controller_expanded(&volume.volume_id, result)
-            }
+            Plan::ControllerExpand {
+                volume, capacity, ..
+            } => self.controller_expanded(&volume.volume_id, capacity, result),
             Plan::ControllerModify {
                 volume,
                 mutable_parameters,
@@ -722,13 +825,39 @@ impl Driver {
                 required_bytes,
                 ..
             } => self.node_expanded(&volume_id, required_bytes, result),
-            Plan::GetCapacity { .. } | Plan::VolumeStats { .. } => Err(Status::internal(
+            Plan::GetCapacity { .. }
+            | Plan::VolumeStats { .. }
+            | Plan::LookupVolume { .. }
+            | Plan::LookupSnapshot { .. }
+            | Plan::ListVolumes { .. }
+            | Plan::ListSnapshots { .. } => Err(Status::internal(
                 "a query was recorded as a mutating operation",
             )),
         };
-        if let Some(rpc) = flight.rpc {
+        if let Some((rpc, request)) = self.resumed.remove(&op) {
+            self.resumed_done(rpc, request, result);
+        } else if let Some(rpc) = flight.rpc {
             self.queue.push_back(Effect::Reply { rpc, result });
         }
+    }
+
+    /// The answer a query's outcome gives.
+    fn answer_query(&self, outcome: Outcome) -> Result<Response, Status> {
+        Ok(match outcome {
+            Outcome::Capacity {
+                available_bytes,
+                maximum_volume_size,
+                minimum_volume_size,
+            } => Response::Capacity {
+                available_bytes,
+                maximum_volume_size,
+                minimum_volume_size,
+            },
+            Outcome::Stats { usage, condition } => Response::Stats { usage, condition },
+            Outcome::VolumesListed(page) => self.listed_from_storage(page)?,
+            Outcome::SnapshotsListed(page) => self.snapshots_from_storage(page)?,
+            _ => Response::Empty,
+        })
     }
 }
 
@@ -739,8 +868,8 @@ impl crate::machine::Machine for Driver {
     fn handle(&mut self, _now: Tick, input: Input) {
         match input {
             Input::Request { rpc, request } => {
-                let decision = self.decide(request);
-                self.settle(rpc, decision);
+                let decision = self.decide(request, &BTreeSet::new());
+                self.settle(rpc, decision, BTreeSet::new());
             }
             Input::Done { op, result } => self.complete(op, result),
             Input::Mounts(mounts) => self.reconcile(&mounts),

@@ -248,6 +248,45 @@ pub enum Plan {
         /// Published for raw block access.
         block: bool,
     },
+    /// A query: what the storage holds under volume id `volume_id`
+    /// (the journal holds nothing of it).
+    LookupVolume {
+        /// The id a request named.
+        volume_id: String,
+        #[serde(skip)]
+        /// The secrets of the request that named it.
+        secrets: Secrets,
+    },
+    /// A query: what the storage holds under snapshot id `snapshot_id`.
+    LookupSnapshot {
+        /// The id a request named.
+        snapshot_id: String,
+        #[serde(skip)]
+        /// The secrets of the request that named it.
+        secrets: Secrets,
+    },
+    /// A query: a page of the storage's volumes (ListVolumes).
+    ListVolumes {
+        /// Where the page starts: a token the storage handed out (empty:
+        /// from the start).
+        starting_token: String,
+        /// At most this many (0: as many as the storage likes).
+        max_entries: u32,
+    },
+    /// A query: a page of the storage's snapshots (ListSnapshots).
+    ListSnapshots {
+        /// Where the page starts (empty: from the start).
+        starting_token: String,
+        /// At most this many (0: as many as the storage likes).
+        max_entries: u32,
+        /// Only snapshots of this volume (empty: any).
+        source_volume_id: String,
+        /// Only this snapshot (empty: any).
+        snapshot_id: String,
+        #[serde(skip)]
+        /// The lister's secrets.
+        secrets: Secrets,
+    },
 }
 
 impl Plan {
@@ -271,12 +310,123 @@ impl Plan {
             Plan::Unpublish(_) => "unpublish",
             Plan::NodeExpand { .. } => "node-expand",
             Plan::VolumeStats { .. } => "volume-stats",
+            Plan::LookupVolume { .. } => "lookup-volume",
+            Plan::LookupSnapshot { .. } => "lookup-snapshot",
+            Plan::ListVolumes { .. } => "list-volumes",
+            Plan::ListSnapshots { .. } => "list-snapshots",
+        }
+    }
+
+    /// The secrets the plan carries (the request's), if it is of a kind
+    /// that carries any. They are never persisted: a plan read back after
+    /// a restart has none.
+    pub fn secrets(&self) -> Option<&Secrets> {
+        match self {
+            Plan::CreateVolume(p) => Some(&p.secrets),
+            Plan::CreateSnapshot(p) => Some(&p.secrets),
+            Plan::CreateGroupSnapshot(p) => Some(&p.secrets),
+            Plan::Stage(p) => Some(&p.secrets),
+            Plan::Publish(p) => Some(&p.secrets),
+            Plan::DeleteVolume { secrets, .. }
+            | Plan::ControllerPublish { secrets, .. }
+            | Plan::ControllerUnpublish { secrets, .. }
+            | Plan::ControllerExpand { secrets, .. }
+            | Plan::ControllerModify { secrets, .. }
+            | Plan::DeleteSnapshot { secrets, .. }
+            | Plan::DeleteGroupSnapshot { secrets, .. }
+            | Plan::LookupVolume { secrets, .. }
+            | Plan::LookupSnapshot { secrets, .. }
+            | Plan::ListSnapshots { secrets, .. } => Some(secrets),
+            Plan::GetCapacity { .. }
+            | Plan::Unstage(_)
+            | Plan::Unpublish(_)
+            | Plan::NodeExpand { .. }
+            | Plan::ListVolumes { .. }
+            | Plan::VolumeStats { .. } => None,
+        }
+    }
+
+    /// Gives the plan `secrets` (a retry's, for a plan read back after a
+    /// restart); a plan of a kind that carries none is left as it is.
+    pub fn set_secrets(&mut self, secrets: Secrets) {
+        let slot = match self {
+            Plan::CreateVolume(p) => &mut p.secrets,
+            Plan::CreateSnapshot(p) => &mut p.secrets,
+            Plan::CreateGroupSnapshot(p) => &mut p.secrets,
+            Plan::Stage(p) => &mut p.secrets,
+            Plan::Publish(p) => &mut p.secrets,
+            Plan::DeleteVolume { secrets, .. }
+            | Plan::ControllerPublish { secrets, .. }
+            | Plan::ControllerUnpublish { secrets, .. }
+            | Plan::ControllerExpand { secrets, .. }
+            | Plan::ControllerModify { secrets, .. }
+            | Plan::DeleteSnapshot { secrets, .. }
+            | Plan::DeleteGroupSnapshot { secrets, .. }
+            | Plan::LookupVolume { secrets, .. }
+            | Plan::LookupSnapshot { secrets, .. }
+            | Plan::ListSnapshots { secrets, .. } => secrets,
+            _ => return,
+        };
+        *slot = secrets;
+    }
+
+    /// What the plan is about, for a person: `CreateVolume "pvc-1"`,
+    /// `DeleteVolume vol-1`, `NodeStageVolume vol-1 at /var/lib/…`.
+    pub fn describe(&self) -> String {
+        match self {
+            Plan::CreateVolume(p) => format!("CreateVolume {:?}", p.name),
+            Plan::DeleteVolume { volume, .. } => format!("DeleteVolume {}", volume.volume_id),
+            Plan::ControllerPublish {
+                volume, node_id, ..
+            } => format!(
+                "ControllerPublishVolume {} to node {node_id}",
+                volume.volume_id
+            ),
+            Plan::ControllerUnpublish {
+                volume, node_ids, ..
+            } => format!(
+                "ControllerUnpublishVolume {} from node(s) {}",
+                volume.volume_id,
+                node_ids.join(", ")
+            ),
+            Plan::ControllerExpand { volume, .. } => {
+                format!("ControllerExpandVolume {}", volume.volume_id)
+            }
+            Plan::ControllerModify { volume, .. } => {
+                format!("ControllerModifyVolume {}", volume.volume_id)
+            }
+            Plan::CreateSnapshot(p) => format!("CreateSnapshot {:?}", p.name),
+            Plan::DeleteSnapshot { snapshot, .. } => {
+                format!("DeleteSnapshot {}", snapshot.snapshot_id)
+            }
+            Plan::CreateGroupSnapshot(p) => format!("CreateVolumeGroupSnapshot {:?}", p.name),
+            Plan::DeleteGroupSnapshot { group, .. } => {
+                format!("DeleteVolumeGroupSnapshot {}", group.group_snapshot_id)
+            }
+            Plan::Stage(p) => format!("NodeStageVolume {} at {}", p.volume_id, p.staging_path),
+            Plan::Unstage(p) => {
+                format!("NodeUnstageVolume {} at {}", p.volume_id, p.staging_path)
+            }
+            Plan::Publish(p) => format!("NodePublishVolume {} at {}", p.volume_id, p.target_path),
+            Plan::Unpublish(p) => {
+                format!("NodeUnpublishVolume {} at {}", p.volume_id, p.target_path)
+            }
+            Plan::NodeExpand { volume_id, .. } => format!("NodeExpandVolume {volume_id}"),
+            other => other.kind().to_string(),
         }
     }
 
     /// Queries change nothing, hold no volume lock and are not persisted.
     pub fn is_query(&self) -> bool {
-        matches!(self, Plan::GetCapacity { .. } | Plan::VolumeStats { .. })
+        matches!(
+            self,
+            Plan::GetCapacity { .. }
+                | Plan::VolumeStats { .. }
+                | Plan::LookupVolume { .. }
+                | Plan::LookupSnapshot { .. }
+                | Plan::ListVolumes { .. }
+                | Plan::ListSnapshots { .. }
+        )
     }
 }
 
@@ -324,4 +474,12 @@ pub enum Outcome {
         /// Whether the volume is healthy, if known.
         condition: Option<VolumeCondition>,
     },
+    /// What the storage holds under a volume id (`None`: nothing).
+    VolumeFound(Option<StoredVolume>),
+    /// What the storage holds under a snapshot id (`None`: nothing).
+    SnapshotFound(Option<Snapshot>),
+    /// A page of the storage's volumes.
+    VolumesListed(VolumePage),
+    /// A page of the storage's snapshots.
+    SnapshotsListed(SnapshotPage),
 }

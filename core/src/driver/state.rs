@@ -183,6 +183,33 @@ pub struct InFlight {
     /// The request waiting for the answer; `None` after a restart.
     #[serde(skip)]
     pub rpc: Option<u64>,
+    /// The request carried secrets. They are never stored, so after a
+    /// restart the plan waits for the CO's retry, which carries them,
+    /// rather than reach the storage without them.
+    #[serde(default)]
+    pub credentialed: bool,
+}
+
+impl InFlight {
+    /// Reads a stored record, of this layout or of the earlier one (no
+    /// `credentialed`: a plan of a kind that carries secrets is taken to
+    /// have had some, so it waits for its retry).
+    pub fn decode(bytes: &[u8]) -> Result<InFlight, String> {
+        #[derive(Deserialize)]
+        struct Earlier {
+            key: String,
+            plan: Plan,
+        }
+        super::tracked::decode::<InFlight>(bytes).or_else(|now| {
+            let Earlier { key, plan } = super::tracked::decode(bytes).map_err(|_| now)?;
+            Ok(InFlight {
+                key,
+                credentialed: plan.secrets().is_some(),
+                plan,
+                rpc: None,
+            })
+        })
+    }
 }
 
 /// One record a persist writes: `value` is its bytes (binary, see
@@ -315,6 +342,12 @@ impl DriverState {
                 _ => Err(format!("meta record {key:?} is not one")),
             };
         }
+        if table == "in_flight" {
+            return self
+                .in_flight
+                .load_with(key, bytes, InFlight::decode)
+                .map_err(|e| format!("table {table}: {e}"));
+        }
         let mut found = false;
         let mut result = Ok(());
         each_table!(self, |name, t| {
@@ -425,7 +458,8 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
         }
     }
     for (id, r) in &state.volumes {
-        if state.names.get(&r.name) != Some(id) {
+        // A volume adopted from a storage that keeps no name has none.
+        if !r.name.is_empty() && state.names.get(&r.name) != Some(id) {
             return Err(format!("volume {id} is missing from the name index"));
         }
         let single: Vec<_> = r
@@ -459,13 +493,15 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
         }
         let group = &r.snapshot.group_snapshot_id;
         if r.name.is_empty() {
+            // A member of a recorded group is one of its members; a
+            // snapshot adopted from the storage has no name either.
             let member = state
                 .groups
                 .get(group)
-                .is_some_and(|g| g.group.snapshots.iter().any(|s| s.snapshot_id == *id));
+                .is_none_or(|g| g.group.snapshots.iter().any(|s| s.snapshot_id == *id));
             if !member {
                 return Err(format!(
-                    "snapshot {id} has no name and is no member of a group"
+                    "snapshot {id} has no name and is no member of its group {group}"
                 ));
             }
         } else if state.snapshot_names.get(&r.name) != Some(id) {

@@ -211,8 +211,19 @@ impl<K: RecordKey, V: Serialize + DeserializeOwned> Tracked<K, V> {
 
     /// Loads one stored record.
     pub fn load(&mut self, key: &str, bytes: &[u8]) -> Result<(), String> {
+        self.load_with(key, bytes, decode)
+    }
+
+    /// Loads one stored record read by `read` (a record whose layout
+    /// changed reads the earlier layouts too).
+    pub fn load_with(
+        &mut self,
+        key: &str,
+        bytes: &[u8],
+        read: impl FnOnce(&[u8]) -> Result<V, String>,
+    ) -> Result<(), String> {
         let k = K::decode(key).ok_or_else(|| format!("record key {key:?} is not one"))?;
-        let v = decode(bytes).map_err(|e| format!("record {key:?}: {e}"))?;
+        let v = read(bytes).map_err(|e| format!("record {key:?}: {e}"))?;
         self.map.insert(k, v);
         Ok(())
     }

@@ -254,6 +254,61 @@ pub struct Volume {
     pub content_source: Option<ContentSource>,
 }
 
+/// A volume as the storage reports it, to a lookup by id or in a listing
+/// ([`Features::lookup`], [`Features::list`]). volplane adopts it into its
+/// journal when the journal does not hold it (a controller started on a new
+/// state directory, a volume made by another instance or provisioned
+/// statically), and serves it as if it had made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct StoredVolume {
+    /// The volume, as CreateVolume answered it.
+    pub volume: Volume,
+    /// The CreateVolume name, where the storage keeps it (empty: unknown).
+    pub name: String,
+    /// The parameters it was created with, where the storage keeps them.
+    pub parameters: Attributes,
+    /// Its mutable parameters now, where the storage keeps them.
+    pub mutable_parameters: Attributes,
+    /// The capabilities it was created for (empty: unknown; then any
+    /// capability the driver supports is taken as the volume's).
+    pub capabilities: Vec<Capability>,
+    /// The nodes it is attached to, as the storage sees it.
+    pub published_node_ids: Vec<String>,
+}
+
+impl StoredVolume {
+    /// What a storage that keeps nothing beside the volume itself reports.
+    pub fn new(volume: Volume) -> StoredVolume {
+        StoredVolume {
+            volume,
+            name: String::new(),
+            parameters: Attributes::new(),
+            mutable_parameters: Attributes::new(),
+            capabilities: Vec::new(),
+            published_node_ids: Vec::new(),
+        }
+    }
+}
+
+/// One page of the storage's volumes, in the storage's own order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct VolumePage {
+    /// The volumes of this page.
+    pub entries: Vec<StoredVolume>,
+    /// Where the next page starts (empty: this was the last). Stable: a
+    /// token handed out once must go on naming the same place.
+    pub next_token: String,
+}
+
+/// One page of the storage's snapshots.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct SnapshotPage {
+    /// The snapshots of this page.
+    pub entries: Vec<Snapshot>,
+    /// Where the next page starts (empty: this was the last).
+    pub next_token: String,
+}
+
 /// `Snapshot`: a point-in-time copy of a volume, as the backend made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Snapshot {
@@ -298,6 +353,29 @@ pub struct Timestamp {
     pub nanos: i32,
 }
 
+impl From<std::time::SystemTime> for Timestamp {
+    /// The time as seconds and nanoseconds since the epoch (negative
+    /// before it, with nanoseconds counted forwards, as protobuf's
+    /// `Timestamp`).
+    fn from(t: std::time::SystemTime) -> Timestamp {
+        match t.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => Timestamp {
+                seconds: d.as_secs() as i64,
+                nanos: d.subsec_nanos() as i32,
+            },
+            Err(before) => {
+                let d = before.duration();
+                let (mut seconds, mut nanos) = (-(d.as_secs() as i64), -(d.subsec_nanos() as i32));
+                if nanos < 0 {
+                    seconds -= 1;
+                    nanos += 1_000_000_000;
+                }
+                Timestamp { seconds, nanos }
+            }
+        }
+    }
+}
+
 /// What a backend does beyond creating, deleting, staging and publishing
 /// volumes: the one place it says so. volplane advertises exactly these
 /// capabilities and never calls a backend method for one it lacks (the
@@ -331,6 +409,21 @@ pub struct Features {
     pub modify: bool,
     /// The GroupController service: group snapshots.
     pub group_snapshots: bool,
+    /// The storage is the authority on what exists: it answers
+    /// `Backend::lookup_volume` and `Backend::lookup_snapshot` by id. A request naming a
+    /// volume or snapshot the journal does not hold (a controller started
+    /// on a new state directory, a volume made by another instance or
+    /// provisioned statically) is put to the storage before any answer,
+    /// and what it holds is adopted. Without it, only DeleteVolume and
+    /// DeleteSnapshot reach the storage for an id the journal lacks.
+    pub lookup: bool,
+    /// The storage lists its volumes and snapshots, a page at a time:
+    /// ListVolumes and ListSnapshots answer from it, not from the journal.
+    pub list: bool,
+    /// A volume may be published to several nodes at once: the
+    /// MULTI_NODE_* access modes. Without it they are refused with
+    /// INVALID_ARGUMENT before the backend is called.
+    pub multi_node: bool,
 }
 
 impl Features {
@@ -345,6 +438,9 @@ impl Features {
         clones: true,
         modify: true,
         group_snapshots: true,
+        lookup: true,
+        list: true,
+        multi_node: true,
     };
 }
 

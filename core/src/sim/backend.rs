@@ -163,7 +163,65 @@ impl Storage {
                 usage: Default::default(),
                 condition: None,
             },
+            Plan::LookupVolume { volume_id, .. } => Outcome::VolumeFound(self.stored(volume_id)),
+            Plan::LookupSnapshot { snapshot_id, .. } => {
+                Outcome::SnapshotFound(self.snapshot(snapshot_id))
+            }
+            Plan::ListVolumes { .. } => Outcome::VolumesListed(driver::VolumePage {
+                entries: self
+                    .volumes
+                    .keys()
+                    .filter_map(|id| self.stored(id))
+                    .collect(),
+                next_token: String::new(),
+            }),
+            Plan::ListSnapshots { .. } => Outcome::SnapshotsListed(driver::SnapshotPage {
+                entries: self
+                    .snapshots
+                    .keys()
+                    .filter_map(|id| self.snapshot(id))
+                    .collect(),
+                next_token: String::new(),
+            }),
         }
+    }
+
+    /// What the storage holds under volume id `id`.
+    fn stored(&self, id: &str) -> Option<driver::StoredVolume> {
+        self.volumes.get(id)?;
+        let (zone, bytes) = self.placed.get(id).cloned().unwrap_or_default();
+        let topology = if zone.is_empty() {
+            Vec::new()
+        } else {
+            vec![[(super::ZONE_KEY.to_string(), zone)].into()]
+        };
+        let mut stored = driver::StoredVolume::new(driver::Volume {
+            volume_id: id.to_string(),
+            capacity_bytes: bytes,
+            volume_context: driver::Attributes::new(),
+            accessible_topology: topology,
+            content_source: None,
+        });
+        stored.published_node_ids = self
+            .attached
+            .iter()
+            .filter(|(v, _)| v == id)
+            .map(|(_, n)| n.clone())
+            .collect();
+        Some(stored)
+    }
+
+    /// What the storage holds under snapshot id `id`.
+    fn snapshot(&self, id: &str) -> Option<driver::Snapshot> {
+        let (source, _) = self.snapshots.get(id)?;
+        Some(driver::Snapshot {
+            snapshot_id: id.to_string(),
+            source_volume_id: source.clone(),
+            size_bytes: 0,
+            creation_time: Default::default(),
+            ready_to_use: true,
+            group_snapshot_id: String::new(),
+        })
     }
 
     /// CreateVolume for real: the volume (holding what its source held)

@@ -347,6 +347,7 @@ fn each_broken_invariant_is_named() {
                                 secrets: Secrets::default(),
                             },
                             rpc: None,
+                            credentialed: false,
                         },
                     );
                 }
@@ -439,10 +440,11 @@ fn each_broken_snapshot_invariant_is_named() {
         ),
         (
             Box::new(|s| {
-                s.groups.clear();
-                s.group_names.clear();
+                let mut g = s.groups["group-g"].clone();
+                g.group.snapshots.clear();
+                s.groups.insert("group-g".into(), g);
             }),
-            "snapshot snap-m has no name and is no member of a group",
+            "snapshot snap-m has no name and is no member of its group group-g",
         ),
         (
             Box::new(|s| {
