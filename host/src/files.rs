@@ -180,16 +180,23 @@ impl Host {
     /// descriptor, opened beneath the roots.
     pub fn entries(&self, dir: impl AsRef<Path>) -> Result<Vec<String>> {
         let dir = dir.as_ref();
-        let Some(opened) = self.open_existing(dir)? else {
-            return Ok(Vec::new());
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd: std::os::fd::OwnedFd = match self.root_fd(dir) {
+            Some(root) => rustix::fs::openat(root, ".", flags, Mode::empty())
+                .map_err(|e| HostError::io("open", dir, e.into()))?,
+            None => {
+                let Some(opened) = self.open_existing(dir)? else {
+                    return Ok(Vec::new());
+                };
+                if !opened.stat()?.is_dir() {
+                    return Err(HostError::Refused(format!(
+                        "{} is not a directory",
+                        dir.display()
+                    )));
+                }
+                opened.reopen(OFlags::RDONLY | OFlags::DIRECTORY)?.into()
+            }
         };
-        if !opened.stat()?.is_dir() {
-            return Err(HostError::Refused(format!(
-                "{} is not a directory",
-                dir.display()
-            )));
-        }
-        let fd = opened.reopen(OFlags::RDONLY | OFlags::DIRECTORY)?;
         let read =
             rustix::fs::Dir::read_from(&fd).map_err(|e| HostError::io("read", dir, e.into()))?;
         let mut names = Vec::new();

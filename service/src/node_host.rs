@@ -45,6 +45,7 @@ pub fn host_status(what: &str, e: HostError) -> Status {
 pub struct NodeHost {
     host: Arc<Host>,
     pool: Arc<dyn Blocking>,
+    incarnation: u64,
 }
 
 impl std::fmt::Debug for NodeHost {
@@ -151,7 +152,30 @@ fn mount_device(
 impl NodeHost {
     /// Host operations confined to `host`'s roots, run on `pool`.
     pub fn new(host: Arc<Host>, pool: Arc<dyn Blocking>) -> NodeHost {
-        NodeHost { host, pool }
+        NodeHost {
+            host,
+            pool,
+            incarnation: 0,
+        }
+    }
+
+    /// The same host, for incarnation `n` of the driver.
+    pub fn for_incarnation(mut self, n: u64) -> NodeHost {
+        self.incarnation = n;
+        self
+    }
+
+    /// This driver process's incarnation: a number recorded durably at
+    /// start, before anything is served, and larger than that of every
+    /// earlier process over the same state directory (0 when the state is
+    /// kept in memory only). A **fencing token**: a backend whose storage
+    /// can keep a number passes it with every change, and the storage
+    /// refuses a change from an incarnation older than the newest it has
+    /// seen, so a call of a killed process still in flight cannot act
+    /// after its successor (a create landing after the successor's
+    /// delete).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// The confined host itself, for a backend's own checks.

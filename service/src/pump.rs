@@ -174,7 +174,18 @@ impl<B: Backend> Pump<B> {
         host: NodeHost,
         config: PumpConfig,
     ) -> Result<(Pump<B>, PumpHandle), PumpError> {
-        let (state, store) = load_state(&config)?;
+        let (mut state, store) = load_state(&config)?;
+        let host = match &store {
+            Some(store) => {
+                let (incarnation, record) = state.next_incarnation();
+                store.commit(&[record]).map_err(|e| PumpError::Restore {
+                    path: store.path().display().to_string(),
+                    reason: format!("cannot record this process's incarnation: {e}"),
+                })?;
+                host.for_incarnation(incarnation)
+            }
+            None => host,
+        };
         let in_flight = state.in_flight.len();
         let mut driver = Driver::new(machine_config, state);
         let waiting = driver.waiting_for_credentials();

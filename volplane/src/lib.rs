@@ -19,6 +19,8 @@
 //! | [`Backend::controller_expand`] | with `Features::expand` | grow the volume; say if the node must grow its filesystem |
 //! | [`Backend::get_capacity`] | with `Features::capacity` | report free space |
 //! | [`Backend::create_snapshot`], [`Backend::delete_snapshot`] | with `Features::snapshots` | cut and delete snapshots |
+//! | [`Backend::lookup_volume`], [`Backend::lookup_snapshot`] | with `Features::lookup`, for an id the journal lacks | say what the storage holds under that id |
+//! | [`Backend::list_volumes`], [`Backend::list_snapshots`] | with `Features::list` | a page of the storage's volumes or snapshots |
 //!
 //! Staging (format if empty, mount), publishing (bind mount), unpublishing,
 //! unstaging, NodeGetVolumeStats and node expansion have defaults that work
@@ -33,6 +35,73 @@
 //! (partly) happened, it finishes it and succeeds. Create by name, delete
 //! what is there, never fail because something already exists or is
 //! already gone.
+//!
+//! Secrets are never written down. An operation whose request carried
+//! secrets is therefore *not* called again at start (it would reach your
+//! storage without its credentials): it keeps its volume's lock, is logged
+//! once by name ("in flight at the last stop with credentials … waits for
+//! the CO's retry"), and is finished with the credentials of the CO's retry
+//! of that call, which Kubernetes' sidecars always send. Other volumes do
+//! not wait for it; another call on the same volume is answered ABORTED,
+//! saying what it waits for. Operations whose requests carried no secrets
+//! are called again at once, as above.
+//!
+//! ## Storage that is the truth (cloud disks, SANs, Ceph, NAS appliances)
+//!
+//! volplane's journal (the state directory) records *intents* — what is in
+//! flight and what was promised — not the inventory. For remote storage the
+//! controller runs as a Deployment whose pod is rescheduled with an empty
+//! directory, a second replica takes over, volumes are provisioned
+//! statically: the storage is the authority.
+//!
+//! * A DeleteVolume or DeleteSnapshot of an id the journal does not hold
+//!   goes to [`Backend::delete_volume`] / [`Backend::delete_snapshot`],
+//!   given the id alone: delete what the storage holds under it, and
+//!   succeed when it holds nothing. Check the id is of the form you give
+//!   out first (a hostile caller chooses it).
+//! * With `Features::lookup`, every other request naming an id the journal
+//!   lacks (get, publish, unpublish, expand, validate, modify, snapshot of,
+//!   restore and clone from) first calls [`Backend::lookup_volume`] or
+//!   [`Backend::lookup_snapshot`]; what you return is adopted into the
+//!   journal and served as if this process had made it; NOT_FOUND is
+//!   answered only when you return `None`. Report what the storage keeps
+//!   in [`StoredVolume`] (the name, parameters and capabilities — all or
+//!   none — and the nodes the volume is attached to).
+//! * With `Features::list`, ListVolumes and ListSnapshots list the storage
+//!   ([`Backend::list_volumes`], [`Backend::list_snapshots`]), with your
+//!   own page tokens.
+//! * **Transient failures.** Answer UNAVAILABLE (or DEADLINE_EXCEEDED) when
+//!   the storage cannot be reached or is busy: nothing is recorded as done,
+//!   and Kubernetes' sidecars retry with exponential backoff. ABORTED means
+//!   "another operation on this volume is running, retry"; RESOURCE_EXHAUSTED
+//!   means "no space or quota here" (the provisioner may try elsewhere).
+//!   Never answer OK for work you could not confirm.
+//! * **Answers are checked** before they reach the CO: a volume outside the
+//!   capacity range or the requisite topology asked for, an expansion short
+//!   of `required_bytes`, a lookup answering for another id are INTERNAL
+//!   errors naming your method and what it returned.
+//! * **Fencing.** A call of a killed process may still be in flight at the
+//!   storage when its successor starts, and land after the successor has
+//!   finished — a create arriving after the CO deleted what the retry
+//!   made leaves an orphan nobody sees. [`NodeHost::incarnation`] is a
+//!   fencing token: recorded durably at every start before anything is
+//!   served, larger than every earlier process's. Pass it with every
+//!   change you make at the storage and have the storage refuse a change
+//!   from an incarnation older than the newest it has seen. Where the
+//!   storage cannot keep a number, make creates find-or-create by name
+//!   (the CO's name is stable) and have deletes remove by name too.
+//! * **Node-side attach** (an iSCSI login, an NVMe connect, a loop device on
+//!   the node) belongs in [`Backend::node_stage`] before the default
+//!   staging, and its undo in [`Backend::node_unstage`]; prove in
+//!   [`Backend::node_source`] that the device is the volume's.
+//! * **Runtimes.** Backend futures run on the runtime the driver serves on:
+//!   tokio by default (so tokio-based clients such as reqwest work); with
+//!   `Runtime::Smol` there is no tokio runtime in the process.
+//!
+//! Which access modes the storage allows is declared once:
+//! `Features::multi_node` for the MULTI_NODE_* modes (refused with
+//! INVALID_ARGUMENT before your backend is called otherwise), and
+//! `Features::block` for raw block volumes.
 //!
 //! **Paths.** Every method gets a [`NodeHost`]: file and mount operations
 //! confined to the kubelet directory and the driver's storage directories
@@ -153,13 +222,13 @@ pub use flags::{Flags, USAGE};
 pub use volplane_core::driver::{
     AccessMode, AccessType, Attributes, Capability, CapacityRange, ContentSource, CreatePlan,
     DriverConfig, Features, GroupPlan, GroupSnapshot, Outcome, Plan, PublishPlan, Secrets,
-    Snapshot, SnapshotPlan, Source, StagePlan, Topology, TopologyRequirement, Volume,
-    VolumeCondition, VolumeUsage,
+    Snapshot, SnapshotPage, SnapshotPlan, Source, StagePlan, StoredVolume, Timestamp, Topology,
+    TopologyRequirement, Volume, VolumeCondition, VolumePage, VolumeUsage,
 };
 pub use volplane_core::{Code, Status};
 pub use volplane_host::{Host, HostError};
 pub use volplane_service::{
-    Backend, CapacityInfo, DEVICE_KEY, NodeHost, NodePlan, NodeSource, host_status,
+    Backend, CapacityInfo, DEVICE_KEY, NodeHost, NodePlan, NodeSource, SnapshotQuery, host_status,
 };
 
 /// Logs to stderr as Kubernetes components do: one line per event, plain

@@ -378,6 +378,10 @@ impl Driver {
                 condition: Some(VolumeCondition::default()),
             });
         }
+        if self.config.plant.is(crate::plant::Plant::ListSkipsOne) && !page.next_token.is_empty() {
+            // Planted: the page's last volume is in no page.
+            entries.pop();
+        }
         Ok(Response::Volumes {
             entries,
             next_token: page.next_token,

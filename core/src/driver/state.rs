@@ -47,6 +47,10 @@ pub struct DriverState {
     /// CreateVolumeGroupSnapshot names to group ids: an index of `groups`.
     #[serde(skip)]
     pub group_names: BTreeMap<String, String>,
+    /// The incarnation of the last process that started over this state
+    /// (see [`DriverState::next_incarnation`]).
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 /// A value kept beside the state, not part of it: states compare equal
@@ -292,6 +296,19 @@ impl DriverState {
         out
     }
 
+    /// Starts a new incarnation: the number one more than the last, and
+    /// the record that makes it durable. Write it before anything is
+    /// served, so that no two processes ever act under one number.
+    pub fn next_incarnation(&mut self) -> (u64, Change) {
+        self.incarnation += 1;
+        let change = Change {
+            table: "meta",
+            key: "incarnation".into(),
+            value: Some(self.incarnation.to_string().into_bytes()),
+        };
+        (self.incarnation, change)
+    }
+
     /// Marks the records `(table, key)` to be written again (their write
     /// failed).
     pub fn retouch(&mut self, records: Vec<(&'static str, String)>) {
@@ -332,6 +349,12 @@ impl DriverState {
         if table == "meta" {
             let text = std::str::from_utf8(bytes).unwrap_or("");
             return match key {
+                "incarnation" => {
+                    self.incarnation = text
+                        .parse()
+                        .map_err(|_| format!("meta incarnation {text:?} is not a number"))?;
+                    Ok(())
+                }
                 "next_op" => {
                     self.next_op = text
                         .parse()

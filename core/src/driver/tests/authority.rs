@@ -465,3 +465,18 @@ fn an_earlier_in_flight_record_reads_back() {
     let now = tracked::encode(&f);
     assert_eq!(state::InFlight::decode(&now).unwrap(), f);
 }
+
+/// Each start records an incarnation larger than every earlier one, and
+/// reads back what the last start recorded.
+#[test]
+fn incarnations_grow_across_starts() {
+    let mut state = DriverState::default();
+    let (first, record) = state.next_incarnation();
+    assert_eq!(first, 1);
+    let value = record.value.clone().unwrap();
+    let mut back =
+        DriverState::from_records([(record.table, record.key.as_str(), value.as_slice())]).unwrap();
+    assert_eq!(back.incarnation, 1);
+    assert_eq!(back.next_incarnation().0, 2);
+    assert!(DriverState::from_records([("meta", "incarnation", b"x".as_slice())]).is_err());
+}
