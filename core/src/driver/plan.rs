@@ -122,6 +122,36 @@ pub struct PublishPlan {
     pub secrets: Secrets,
 }
 
+/// The secrets field of a plan of a kind that carries one, borrowed as
+/// `$($b)*` (`ref` or `ref mut`).
+macro_rules! secrets_of {
+    ($plan:expr, $($b:tt)*) => {
+        match $plan {
+            Plan::CreateVolume(CreatePlan { $($b)* secrets, .. })
+            | Plan::CreateSnapshot(SnapshotPlan { $($b)* secrets, .. })
+            | Plan::CreateGroupSnapshot(GroupPlan { $($b)* secrets, .. })
+            | Plan::Stage(StagePlan { $($b)* secrets, .. })
+            | Plan::Publish(PublishPlan { $($b)* secrets, .. })
+            | Plan::DeleteVolume { $($b)* secrets, .. }
+            | Plan::ControllerPublish { $($b)* secrets, .. }
+            | Plan::ControllerUnpublish { $($b)* secrets, .. }
+            | Plan::ControllerExpand { $($b)* secrets, .. }
+            | Plan::ControllerModify { $($b)* secrets, .. }
+            | Plan::DeleteSnapshot { $($b)* secrets, .. }
+            | Plan::DeleteGroupSnapshot { $($b)* secrets, .. }
+            | Plan::LookupVolume { $($b)* secrets, .. }
+            | Plan::LookupSnapshot { $($b)* secrets, .. }
+            | Plan::ListSnapshots { $($b)* secrets, .. } => Some(secrets),
+            Plan::GetCapacity { .. }
+            | Plan::Unstage(_)
+            | Plan::Unpublish(_)
+            | Plan::NodeExpand { .. }
+            | Plan::ListVolumes { .. }
+            | Plan::VolumeStats { .. } => None,
+        }
+    };
+}
+
 /// One step for the adapter to carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub enum Plan {
@@ -321,53 +351,15 @@ impl Plan {
     /// that carries any. They are never persisted: a plan read back after
     /// a restart has none.
     pub fn secrets(&self) -> Option<&Secrets> {
-        match self {
-            Plan::CreateVolume(p) => Some(&p.secrets),
-            Plan::CreateSnapshot(p) => Some(&p.secrets),
-            Plan::CreateGroupSnapshot(p) => Some(&p.secrets),
-            Plan::Stage(p) => Some(&p.secrets),
-            Plan::Publish(p) => Some(&p.secrets),
-            Plan::DeleteVolume { secrets, .. }
-            | Plan::ControllerPublish { secrets, .. }
-            | Plan::ControllerUnpublish { secrets, .. }
-            | Plan::ControllerExpand { secrets, .. }
-            | Plan::ControllerModify { secrets, .. }
-            | Plan::DeleteSnapshot { secrets, .. }
-            | Plan::DeleteGroupSnapshot { secrets, .. }
-            | Plan::LookupVolume { secrets, .. }
-            | Plan::LookupSnapshot { secrets, .. }
-            | Plan::ListSnapshots { secrets, .. } => Some(secrets),
-            Plan::GetCapacity { .. }
-            | Plan::Unstage(_)
-            | Plan::Unpublish(_)
-            | Plan::NodeExpand { .. }
-            | Plan::ListVolumes { .. }
-            | Plan::VolumeStats { .. } => None,
-        }
+        secrets_of!(*self, ref)
     }
 
     /// Gives the plan `secrets` (a retry's, for a plan read back after a
     /// restart); a plan of a kind that carries none is left as it is.
     pub fn set_secrets(&mut self, secrets: Secrets) {
-        let slot = match self {
-            Plan::CreateVolume(p) => &mut p.secrets,
-            Plan::CreateSnapshot(p) => &mut p.secrets,
-            Plan::CreateGroupSnapshot(p) => &mut p.secrets,
-            Plan::Stage(p) => &mut p.secrets,
-            Plan::Publish(p) => &mut p.secrets,
-            Plan::DeleteVolume { secrets, .. }
-            | Plan::ControllerPublish { secrets, .. }
-            | Plan::ControllerUnpublish { secrets, .. }
-            | Plan::ControllerExpand { secrets, .. }
-            | Plan::ControllerModify { secrets, .. }
-            | Plan::DeleteSnapshot { secrets, .. }
-            | Plan::DeleteGroupSnapshot { secrets, .. }
-            | Plan::LookupVolume { secrets, .. }
-            | Plan::LookupSnapshot { secrets, .. }
-            | Plan::ListSnapshots { secrets, .. } => secrets,
-            _ => return,
-        };
-        *slot = secrets;
+        if let Some(slot) = secrets_of!(*self, ref mut) {
+            *slot = secrets;
+        }
     }
 
     /// What the plan is about, for a person: `CreateVolume "pvc-1"`,

@@ -52,28 +52,8 @@ impl Harness {
                 result: outcome,
             },
         );
-        let mut effects = self.drain();
-        loop {
-            let mut next = Vec::new();
-            for e in effects {
-                match e {
-                    Effect::Reply { rpc: r, result } if r == rpc => return result,
-                    Effect::Execute { op, plan } => {
-                        self.d.handle(
-                            self.now,
-                            Input::Done {
-                                op,
-                                result: Ok(success(&plan)),
-                            },
-                        );
-                        next.extend(self.drain());
-                    }
-                    _ => {}
-                }
-            }
-            assert!(!next.is_empty(), "request {rpc} was never answered");
-            effects = next;
-        }
+        let effects = self.drain();
+        self.finish(rpc, effects)
     }
 }
 

@@ -158,7 +158,13 @@ impl Harness {
 
     /// Sends a request and completes every plan successfully; returns the answer.
     fn call(&mut self, request: Request) -> Result<Response, Status> {
-        let (rpc, mut effects) = self.send(request);
+        let (rpc, effects) = self.send(request);
+        self.finish(rpc, effects)
+    }
+
+    /// Completes every plan in `effects` (and those they lead to)
+    /// successfully until request `rpc` is answered; returns the answer.
+    fn finish(&mut self, rpc: RpcId, mut effects: Vec<Effect>) -> Result<Response, Status> {
         loop {
             let mut next = Vec::new();
             for e in effects {
