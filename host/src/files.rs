@@ -210,4 +210,22 @@ impl Host {
         names.sort();
         Ok(names)
     }
+
+    /// The size in bytes of regular file `path`, or `None` when there is
+    /// nothing there.
+    pub fn file_size(&self, path: impl AsRef<Path>) -> Result<Option<u64>> {
+        let path = path.as_ref();
+        let Some(file) = self.open_existing(path)? else {
+            return Ok(None);
+        };
+        let stat =
+            rustix::fs::fstat(file.fd()).map_err(|e| HostError::io("stat", path, e.into()))?;
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err(HostError::Refused(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
+        Ok(Some(stat.st_size as u64))
+    }
 }

@@ -22,8 +22,8 @@ async fn new_state_directory_on(rt: Runtime) {
     let mut d = Driver::start_with(rt, &["--volumes-dir", &volumes_flag]);
     let mut csi = d.client().await;
     let cap = multi_writer();
-    let made = create(&mut csi, "pvc-kept", &cap).await;
-    let other = create(&mut csi, "pvc-other", &cap).await;
+    let made = create(&mut csi, "pvc-kept", &cap, "dir").await;
+    let other = create(&mut csi, "pvc-other", &cap, "block").await;
     let snapshot = csi
         .controller
         .create_snapshot(csi::CreateSnapshotRequest {
@@ -106,7 +106,17 @@ async fn new_state_directory_on(rt: Runtime) {
         .collect();
     assert_eq!(snapshots, vec![snapshot.clone()]);
     // The CO asks again for the volume it made: the same one, not a conflict.
-    assert_eq!(create(&mut csi, "pvc-kept", &cap).await, made);
+    assert_eq!(create(&mut csi, "pvc-kept", &cap, "dir").await, made);
+    // A block volume's size is its image's.
+    let image = csi
+        .controller
+        .controller_get_volume(csi::ControllerGetVolumeRequest {
+            volume_id: other.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(image.volume.unwrap().capacity_bytes, 1 << 20);
     // A volume the storage never had is not found, and nothing is made.
     let missing = csi
         .controller
@@ -164,7 +174,7 @@ fn sorted<const N: usize>(mut ids: [String; N]) -> Vec<String> {
     ids.into()
 }
 
-async fn create(csi: &mut Csi, name: &str, cap: &csi::VolumeCapability) -> String {
+async fn create(csi: &mut Csi, name: &str, cap: &csi::VolumeCapability, kind: &str) -> String {
     csi.controller
         .create_volume(csi::CreateVolumeRequest {
             name: name.into(),
@@ -173,7 +183,7 @@ async fn create(csi: &mut Csi, name: &str, cap: &csi::VolumeCapability) -> Strin
                 limit_bytes: 0,
             }),
             volume_capabilities: vec![cap.clone()],
-            parameters: params("dir"),
+            parameters: params(kind),
             ..Default::default()
         })
         .await

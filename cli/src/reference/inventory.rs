@@ -13,7 +13,6 @@ use volplane_core::driver::{
     Attributes, Snapshot, SnapshotPage, StoredVolume, Timestamp, Volume, VolumePage,
 };
 use volplane_core::{Code, Status};
-use volplane_host::loopdev;
 use volplane_service::{NodeHost, SnapshotQuery, host_status};
 
 use super::snapshot::{MAX_RECORD, is_snapshot_id, parse_record};
@@ -55,8 +54,8 @@ impl Reference {
         let (image, dir) = (self.image(id), self.dir(id));
         let found = host
             .run(move |h| -> volplane_host::Result<Option<(Kind, u64)>> {
-                if let Some(img) = h.open_existing(&image)? {
-                    return Ok(Some((Kind::Block, loopdev::opened_size(&img)?)));
+                if let Some(size) = h.file_size(&image)? {
+                    return Ok(Some((Kind::Block, size)));
                 }
                 Ok(match h.open_existing(&dir)? {
                     Some(d) if d.stat()?.is_dir() => Some((Kind::Dir, 0)),
