@@ -139,6 +139,32 @@ async fn new_state_directory_on(rt: Runtime) {
     std::fs::remove_dir_all(d.state()).unwrap();
     d.spawn(None);
     let mut csi = d.client().await;
+    // Ids the driver never made name none of its storage: a delete of one
+    // touches nothing, inside another volume or beside the volumes.
+    std::fs::write(volumes.join(&made).join("data"), b"kept").unwrap();
+    std::fs::write(volumes.join("keep.img"), b"kept").unwrap();
+    for hostile in [format!("{made}/data"), "keep".to_string()] {
+        csi.controller
+            .delete_volume(csi::DeleteVolumeRequest {
+                volume_id: hostile.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("delete {hostile:?}: {e}"));
+    }
+    let escape = csi
+        .controller
+        .delete_volume(csi::DeleteVolumeRequest {
+            volume_id: "../state".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(escape.code(), tonic::Code::InvalidArgument, "{escape:?}");
+    assert!(volumes.join(&made).join("data").exists());
+    assert!(volumes.join("keep.img").exists());
+    assert!(d.state().exists());
+    std::fs::remove_file(volumes.join("keep.img")).unwrap();
     for id in [&made, &other] {
         csi.controller
             .delete_volume(csi::DeleteVolumeRequest {

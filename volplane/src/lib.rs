@@ -136,6 +136,10 @@
 //!     }
 //!
 //!     async fn delete_volume(&self, host: &NodeHost, v: &Volume, _: &Secrets) -> Result<(), Status> {
+//!         // The id is the caller's: only one this driver makes names storage.
+//!         if !is_ours(&v.volume_id) {
+//!             return Ok(());
+//!         }
 //!         let path = self.0.join(&v.volume_id);
 //!         host.run(move |h| h.remove_tree(&path))
 //!             .await
@@ -159,6 +163,12 @@
 //!         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
 //!     });
 //!     format!("dir-{hash:016x}")
+//! }
+//!
+//! /// True for the ids `volume_id` makes, and nothing else.
+//! fn is_ours(id: &str) -> bool {
+//!     id.strip_prefix("dir-")
+//!         .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 //! }
 //!
 //! fn main() -> Result<(), volplane::Error> {

@@ -72,6 +72,9 @@ impl Backend for LoopBlock {
     }
 
     async fn delete_volume(&self, host: &NodeHost, v: &Volume, _: &Secrets) -> Result<(), Status> {
+        if !is_ours(&v.volume_id) {
+            return Ok(()); // never ours: nothing to delete
+        }
         let image = self.image(&v.volume_id);
         host.run(move |h| {
             if h.loop_device_of(&image)?.is_some() {
