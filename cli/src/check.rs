@@ -73,6 +73,11 @@ pub struct CheckArgs {
     /// run to break each rule is shrunk and reported.
     #[arg(long)]
     pub keep_going: bool,
+    /// Secrets for the calls that carry them, in csi-sanity's secrets-file
+    /// format (YAML: CreateVolumeSecret, DeleteVolumeSecret,
+    /// NodeStageVolumeSecret… each a map of keys to values).
+    #[arg(long, value_name = "FILE")]
+    pub secrets: Option<PathBuf>,
     /// Where a failing check writes its replay file (with --keep-going,
     /// one per rule: FILE's name with the rule's before the extension).
     #[arg(long, value_name = "FILE")]
@@ -130,6 +135,9 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
     check.watch_outside = !args.ignore_outside;
     check.keep_going = args.keep_going;
     check.restart = args.restart.clone();
+    if let Some(file) = &args.secrets {
+        check.secrets = volplane::testing::secrets_file(file).map_err(|e| e.to_string())?;
+    }
     if check.restart.is_some() {
         let log =
             std::env::temp_dir().join(format!("volplane-check-{}-driver.log", std::process::id()));

@@ -56,12 +56,15 @@ pub enum Plant {
     /// driver: DeleteVolume and ControllerPublishVolume of one volume run
     /// at once, unserialised, and both succeed.
     DeleteRacesPublish,
+    /// driver: DeleteVolume forgets the volume and answers OK, and its
+    /// storage keeps it (the orphan a killed process's late create leaves).
+    DeleteKeepsStorage,
 }
 
 impl Plant {
     /// The plants in the driver machine, which `volplane check` finds
     /// (`VOLPLANE_PLANT=<name>` for a `volplane serve` built with them).
-    pub const DRIVER: [Plant; 8] = [
+    pub const DRIVER: [Plant; 9] = [
         Plant::CreateRepeatsInFlight,
         Plant::AnswerIncompatibleRepeat,
         Plant::PublishWithoutMount,
@@ -70,6 +73,7 @@ impl Plant {
         Plant::ForgetVolumesOnRestart,
         Plant::ForgetMountsOnRestart,
         Plant::DeleteRacesPublish,
+        Plant::DeleteKeepsStorage,
     ];
 
     /// Every plant the simulator finds, in `--list-plants` order.
@@ -105,6 +109,7 @@ impl Plant {
             Plant::ForgetVolumesOnRestart => "forget-volumes-on-restart",
             Plant::ForgetMountsOnRestart => "forget-mounts-on-restart",
             Plant::DeleteRacesPublish => "delete-races-publish",
+            Plant::DeleteKeepsStorage => "delete-keeps-storage",
         }
     }
 
@@ -143,6 +148,9 @@ impl Plant {
             }
             Plant::DeleteRacesPublish => {
                 "driver runs DeleteVolume and ControllerPublishVolume of one volume at once"
+            }
+            Plant::DeleteKeepsStorage => {
+                "driver answers DeleteVolume OK and leaves the volume on its storage"
             }
         }
     }

@@ -204,6 +204,9 @@ impl<B: Backend> Driver<B> {
         if let Some(address) = &flags.http_endpoint {
             self = self.http_endpoint(address);
         }
+        if flags.controller || flags.node {
+            self.services = Some(flags.services());
+        }
         self
     }
 

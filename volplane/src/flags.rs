@@ -1,5 +1,6 @@
 //! [`Flags`]: the command-line flags every volplane driver can take, so
-//! that drivers built on volplane are started alike.
+//! that drivers built on volplane are started alike — and a driver's own
+//! flags beside them ([`Flags::parse_known`]).
 
 use std::path::PathBuf;
 
@@ -7,15 +8,37 @@ use crate::Error;
 
 /// The usage line for [`Flags`].
 pub const USAGE: &str = "flags: --endpoint unix:///PATH  --node-id NAME  --state-dir DIR  \
-                         --kubelet-dir DIR  --http-endpoint [HOST]:PORT  (each also as --flag=value)";
+                         --kubelet-dir DIR  --http-endpoint [HOST]:PORT  (each also as --flag=value)  \
+                         --controller  --node  (serve only that service)";
 
-/// `--endpoint`, `--node-id`, `--state-dir`, `--kubelet-dir` and
-/// `--http-endpoint`, as [`Driver`](crate::Driver) takes them. Each is
-/// optional; [`Driver::flags`](crate::Driver::flags) applies those given.
+/// The flags that take a value.
+const VALUED: [&str; 5] = [
+    "--endpoint",
+    "--node-id",
+    "--state-dir",
+    "--kubelet-dir",
+    "--http-endpoint",
+];
+
+/// `--endpoint`, `--node-id`, `--state-dir`, `--kubelet-dir`,
+/// `--http-endpoint`, `--controller` and `--node`, as
+/// [`Driver`](crate::Driver) takes them. Each is optional;
+/// [`Driver::flags`](crate::Driver::flags) applies those given.
 ///
 /// ```
 /// let f = volplane::Flags::parse(["--state-dir", "/var/lib/x", "--endpoint=unix:///x.sock"])?;
 /// assert_eq!(f.state_dir_or("/default"), std::path::PathBuf::from("/var/lib/x"));
+/// # Ok::<(), volplane::Error>(())
+/// ```
+///
+/// A driver with flags of its own takes volplane's out first and parses
+/// the rest itself (with clap's `try_parse_from`, or by hand):
+///
+/// ```
+/// let args = ["--endpoint", "unix:///x.sock", "--appliance", "http://127.0.0.1:8080", "--controller"];
+/// let (flags, rest) = volplane::Flags::parse_known(args)?;
+/// assert!(flags.controller && !flags.node);
+/// assert_eq!(rest, ["--appliance", "http://127.0.0.1:8080"]);
 /// # Ok::<(), volplane::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,6 +53,11 @@ pub struct Flags {
     pub kubelet_dir: Option<PathBuf>,
     /// `--http-endpoint`: `/metrics` and `/healthz`.
     pub http_endpoint: Option<String>,
+    /// `--controller`: serve the Controller service (a Deployment's
+    /// driver). With neither `--controller` nor `--node`, both.
+    pub controller: bool,
+    /// `--node`: serve the Node service (a DaemonSet's driver).
+    pub node: bool,
 }
 
 impl Flags {
@@ -45,22 +73,40 @@ impl Flags {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        let (flags, rest) = Flags::parse_known(args)?;
+        match rest.first() {
+            Some(arg) => Err(usage(&format!("unknown argument {arg:?}"))),
+            None => Ok(flags),
+        }
+    }
+
+    /// Takes volplane's flags out of `args` and returns the others, in
+    /// their order, for the driver's own parser. A volplane flag that
+    /// needs a value and has none is an error here.
+    pub fn parse_known<I, S>(args: I) -> Result<(Flags, Vec<String>), Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
         let mut flags = Flags::default();
+        let mut rest = Vec::new();
         let mut args = args.into_iter().map(Into::into);
         while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--controller" => flags.controller = true,
+                "--node" => flags.node = true,
+                _ => {}
+            }
+            if arg == "--controller" || arg == "--node" {
+                continue;
+            }
             let (name, inline) = match arg.split_once('=') {
                 Some((n, v)) => (n.to_string(), Some(v.to_string())),
                 None => (arg.clone(), None),
             };
-            let known = [
-                "--endpoint",
-                "--node-id",
-                "--state-dir",
-                "--kubelet-dir",
-                "--http-endpoint",
-            ];
-            if !known.contains(&name.as_str()) {
-                return Err(usage(&format!("unknown argument {arg:?}")));
+            if !VALUED.contains(&name.as_str()) {
+                rest.push(arg);
+                continue;
             }
             let Some(value) = inline.or_else(|| args.next()) else {
                 return Err(usage(&format!("{name} needs a value")));
@@ -73,12 +119,22 @@ impl Flags {
                 _ => flags.http_endpoint = Some(value),
             }
         }
-        Ok(flags)
+        Ok((flags, rest))
     }
 
     /// `--state-dir`, or `default` when it was not given.
     pub fn state_dir_or(&self, default: impl Into<PathBuf>) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(|| default.into())
+    }
+
+    /// The services to serve: (controller, node); both when neither flag
+    /// was given.
+    pub fn services(&self) -> (bool, bool) {
+        if self.controller || self.node {
+            (self.controller, self.node)
+        } else {
+            (true, true)
+        }
     }
 }
 
@@ -104,6 +160,7 @@ mod tests {
         assert_eq!(f.node_id.as_deref(), Some("n1"));
         assert_eq!(f.kubelet_dir, Some(PathBuf::from("/k")));
         assert_eq!(f.state_dir_or("/s"), PathBuf::from("/s"));
+        assert_eq!(f.services(), (true, true));
         let e = Flags::parse(["--volumes", "/v"]).unwrap_err().to_string();
         assert!(
             e.starts_with("unknown argument \"--volumes\"\nflags: --endpoint"),
@@ -111,5 +168,23 @@ mod tests {
         );
         let e = Flags::parse(["--endpoint"]).unwrap_err().to_string();
         assert!(e.starts_with("--endpoint needs a value"), "{e}");
+    }
+
+    #[test]
+    fn a_drivers_own_flags_are_left_in_order() {
+        let (f, rest) = Flags::parse_known([
+            "--token-file=/t",
+            "--node",
+            "--state-dir",
+            "/s",
+            "-v",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(rest, ["--token-file=/t", "-v", "3"]);
+        assert_eq!(f.state_dir, Some(PathBuf::from("/s")));
+        assert_eq!(f.services(), (false, true));
+        let e = Flags::parse_known(["--own", "--state-dir"]).unwrap_err();
+        assert!(e.to_string().starts_with("--state-dir needs a value"), "{e}");
     }
 }

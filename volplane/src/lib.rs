@@ -218,10 +218,6 @@
 
 mod driver;
 mod flags;
-#[cfg(feature = "testing")]
-mod hostile;
-#[cfg(feature = "testing")]
-mod lifecycle;
 mod run;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -35,6 +35,9 @@ pub struct Config {
     /// Choose from these bytes instead of the seed (a fuzzer's input);
     /// the steps end when they run out.
     pub choices: Option<Vec<u8>>,
+    /// The secrets each call carries (never serialized).
+    #[serde(skip)]
+    pub secrets: super::secrets::CallSecrets,
 }
 
 /// What the adapter must do.

@@ -77,6 +77,7 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
             capabilities: vec![names.capability(false)],
             parameters: names.parameters.clone(),
             mutable_parameters: Attributes::new(),
+            secrets: Secrets::default(),
         }),
         GetVolume { v } => Request::ControllerGetVolume { volume_id: id(v) },
         ControllerExpand { v, grow } => Request::ControllerExpand(rq::ControllerExpand {

@@ -70,24 +70,10 @@ fn named_ids(request: &Request) -> (Vec<&str>, Vec<&str>) {
 
 /// The secrets a request carries (empty for one that carries none).
 pub(super) fn request_secrets(request: &Request) -> Secrets {
-    match request {
-        Request::CreateVolume(r) => r.secrets.clone(),
-        Request::DeleteVolume(r) => r.secrets.clone(),
-        Request::ControllerPublish(r) => r.secrets.clone(),
-        Request::ControllerUnpublish(r) => r.secrets.clone(),
-        Request::ControllerExpand(r) => r.secrets.clone(),
-        Request::ControllerModify(r) => r.secrets.clone(),
-        Request::CreateSnapshot(r) => r.secrets.clone(),
-        Request::DeleteSnapshot(r) => r.secrets.clone(),
-        Request::ListSnapshots(r) => r.secrets.clone(),
-        Request::CreateGroupSnapshot(r) => r.secrets.clone(),
-        Request::DeleteGroupSnapshot(r) => r.secrets.clone(),
-        Request::GetGroupSnapshot { secrets, .. } => secrets.clone(),
-        Request::NodeStage(r) => r.secrets.clone(),
-        Request::NodePublish(r) => r.secrets.clone(),
-        Request::NodeExpand(r) => r.secrets.clone(),
-        _ => Secrets::default(),
-    }
+    request
+        .secrets()
+        .map(|(_, s)| s.clone())
+        .unwrap_or_default()
 }
 
 impl Driver {

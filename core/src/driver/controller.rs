@@ -178,6 +178,14 @@ impl Driver {
                 if v.stage.is_some() { ", staged" } else { "" }
             )));
         }
+        // Planted: the volume is forgotten, and its storage keeps it.
+        if self.config.plant.is(Plant::DeleteKeepsStorage) {
+            let name = record.name.clone();
+            self.state.volumes.remove(&r.volume_id);
+            self.state.names.remove(&name);
+            self.dirty = true;
+            return answer(Response::Empty);
+        }
         // Planted: the delete holds nothing a publish would wait for.
         let key = if self.config.plant.is(Plant::DeleteRacesPublish) {
             format!("delete:{}", r.volume_id)

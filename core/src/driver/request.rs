@@ -79,6 +79,8 @@ pub struct ValidateCapabilities {
     pub parameters: Attributes,
     /// Mutable parameters (a VolumeAttributesClass's).
     pub mutable_parameters: Attributes,
+    /// The secrets the CO sent for this call (never logged).
+    pub secrets: Secrets,
 }
 
 #[derive(Debug, Clone, PartialEq, Hash)]
@@ -348,7 +350,60 @@ pub enum Request {
     NodeGetInfo,
 }
 
+/// The secrets field of a request of a kind that carries one, borrowed as
+/// `$($b)*` (`ref` or `ref mut`), with the name csi-sanity's secrets file
+/// gives that call's secrets.
+macro_rules! request_secrets {
+    ($request:expr, $($b:tt)*) => {
+        match $request {
+            Request::CreateVolume(CreateVolume { $($b)* secrets, .. }) => Some(("CreateVolumeSecret", secrets)),
+            Request::DeleteVolume(DeleteVolume { $($b)* secrets, .. }) => Some(("DeleteVolumeSecret", secrets)),
+            Request::ControllerPublish(ControllerPublish { $($b)* secrets, .. }) => {
+                Some(("ControllerPublishVolumeSecret", secrets))
+            }
+            Request::ControllerUnpublish(ControllerUnpublish { $($b)* secrets, .. }) => {
+                Some(("ControllerUnpublishVolumeSecret", secrets))
+            }
+            Request::ValidateCapabilities(ValidateCapabilities { $($b)* secrets, .. }) => {
+                Some(("ControllerValidateVolumeCapabilitiesSecret", secrets))
+            }
+            Request::ControllerExpand(ControllerExpand { $($b)* secrets, .. }) => {
+                Some(("ControllerExpandVolumeSecret", secrets))
+            }
+            Request::ControllerModify(ControllerModify { $($b)* secrets, .. }) => {
+                Some(("ControllerModifyVolumeSecret", secrets))
+            }
+            Request::CreateSnapshot(CreateSnapshot { $($b)* secrets, .. }) => Some(("CreateSnapshotSecret", secrets)),
+            Request::DeleteSnapshot(DeleteSnapshot { $($b)* secrets, .. }) => Some(("DeleteSnapshotSecret", secrets)),
+            Request::ListSnapshots(ListSnapshots { $($b)* secrets, .. }) => Some(("ListSnapshotsSecret", secrets)),
+            Request::CreateGroupSnapshot(CreateGroupSnapshot { $($b)* secrets, .. }) => {
+                Some(("CreateVolumeGroupSnapshotSecret", secrets))
+            }
+            Request::DeleteGroupSnapshot(DeleteGroupSnapshot { $($b)* secrets, .. }) => {
+                Some(("DeleteVolumeGroupSnapshotSecret", secrets))
+            }
+            Request::GetGroupSnapshot { $($b)* secrets, .. } => Some(("GetVolumeGroupSnapshotSecret", secrets)),
+            Request::NodeStage(NodeStage { $($b)* secrets, .. }) => Some(("NodeStageVolumeSecret", secrets)),
+            Request::NodePublish(NodePublish { $($b)* secrets, .. }) => Some(("NodePublishVolumeSecret", secrets)),
+            Request::NodeExpand(NodeExpand { $($b)* secrets, .. }) => Some(("NodeExpandVolumeSecret", secrets)),
+            _ => None,
+        }
+    };
+}
+
 impl Request {
+    /// The request's secrets, if it is of a kind that carries any, with
+    /// the key csi-sanity's secrets file gives them
+    /// (`CreateVolumeSecret`, `NodeStageVolumeSecret`…).
+    pub fn secrets(&self) -> Option<(&'static str, &Secrets)> {
+        request_secrets!(*self, ref)
+    }
+
+    /// [`Request::secrets`], to set them.
+    pub fn secrets_mut(&mut self) -> Option<(&'static str, &mut Secrets)> {
+        request_secrets!(*self, ref mut)
+    }
+
     /// The RPC's name as CSI spells it (for logs and errors).
     pub fn method(&self) -> &'static str {
         match self {

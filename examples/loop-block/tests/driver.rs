@@ -29,6 +29,14 @@ async fn a_volume_is_attached_staged_published_and_gone_after() {
     let report = lifecycle.run(&csi).await.unwrap();
     eprintln!("loop-block: {}", report.steps.join(" → "));
     assert_eq!(report.leftovers, Vec::<String>::new());
+    let report = Lifecycle::new(&d.layout().kubelet_dir)
+        .name("pvc-raw")
+        .block()
+        .run(&csi)
+        .await
+        .unwrap();
+    eprintln!("loop-block, raw block: {}", report.steps.join(" → "));
+    assert_eq!(report.leftovers, Vec::<String>::new());
     let layout = d.layout().clone();
     let report = lifecycle
         .name("pvc-killed")

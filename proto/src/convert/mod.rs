@@ -93,8 +93,8 @@ impl IntoRequest for csi::ControllerUnpublishVolumeRequest {
 
 impl IntoRequest for csi::ValidateVolumeCapabilitiesRequest {
     fn into_request(self) -> Result<Request, Status> {
-        f::secrets("secrets", self.secrets)?;
         Ok(Request::ValidateCapabilities(core::ValidateCapabilities {
+            secrets: f::secrets("secrets", self.secrets)?,
             volume_id: f::id("volume_id", self.volume_id)?,
             volume_context: f::attributes("volume_context", self.volume_context)?,
             capabilities: f::capabilities("volume_capabilities", self.volume_capabilities)?,

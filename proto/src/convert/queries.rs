@@ -18,7 +18,7 @@ impl ToWire for core::ValidateCapabilities {
             volume_capabilities: self.capabilities.iter().map(wire_capability).collect(),
             parameters: map(&self.parameters),
             mutable_parameters: map(&self.mutable_parameters),
-            secrets: Default::default(),
+            secrets: map(&self.secrets.0),
         }
     }
 }

@@ -36,7 +36,8 @@ impl Checker {
         self.ask(DISCOVER[i].clone());
     }
 
-    pub(super) fn ask(&mut self, request: Request) {
+    pub(super) fn ask(&mut self, mut request: Request) {
+        self.config.secrets.apply(&mut request);
         let op = self.op();
         self.asking = Some(op);
         self.queue.push_back(Effect::Call { op, request });

@@ -31,6 +31,7 @@ enum Phase {
     Baseline,
     Steps,
     Teardown(u8),
+    Inventory(inventory::Taking),
     Leftovers,
     Tidy,
     Done,
@@ -96,6 +97,10 @@ pub struct Checker {
     pending_teardown: VecDeque<Step>,
     /// The group of the last restart, if any.
     restarted: Option<u32>,
+    /// What the storage listed before the run (drivers that list).
+    stored_before: Option<inventory::Stored>,
+    /// The inventory being taken.
+    stored_now: inventory::Stored,
 }
 
 impl Checker {
@@ -130,6 +135,8 @@ impl Checker {
             asking: None,
             pending_teardown: VecDeque::new(),
             restarted: None,
+            stored_before: None,
+            stored_now: inventory::Stored::default(),
         };
         c.discover(0);
         c
@@ -275,7 +282,10 @@ impl Checker {
                     let names = &self.config.names;
                     let facts = &self.outcome.facts;
                     match render::request(&step, names, &self.known, facts) {
-                        Some(request) => Effect::Call { op, request },
+                        Some(mut request) => {
+                            self.config.secrets.apply(&mut request);
+                            Effect::Call { op, request }
+                        }
                         None => continue,
                     }
                 }
@@ -289,6 +299,13 @@ impl Checker {
             if self.asking == Some(op) {
                 self.asking = None;
                 self.discovered(d, answer);
+            }
+            return;
+        }
+        if let Phase::Inventory(taking) = self.phase {
+            if self.asking == Some(op) {
+                self.asking = None;
+                self.inventory_page(taking, answer);
             }
             return;
         }
@@ -399,10 +416,9 @@ impl Checker {
         if let Some(slot) = self.group.iter_mut().find(|(s, _, _)| *s == step) {
             slot.2 = next;
         }
-        self.queue.push_back(Effect::Call {
-            op: next,
-            request: render::page(&step, &token),
-        });
+        let mut request = render::page(&step, &token);
+        self.config.secrets.apply(&mut request);
+        self.queue.push_back(Effect::Call { op: next, request });
         None
     }
 
@@ -669,6 +685,7 @@ impl Checker {
 }
 
 mod discover;
+mod inventory;
 mod teardown;
 
 pub use super::protocol::{Config, Effect, Input, Outcome, Program, Record, Violation};
@@ -704,8 +721,7 @@ impl Machine for Checker {
                     Phase::Baseline => {
                         self.outside = seen.outside;
                         self.loops = seen.loops;
-                        self.phase = Phase::Steps;
-                        self.next_group();
+                        self.take_inventory(true);
                     }
                     Phase::Leftovers => {
                         self.left_behind(&seen);

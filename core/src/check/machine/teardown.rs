@@ -18,7 +18,7 @@ impl Checker {
         let w = &self.worlds[0];
         let steps = generate::teardown(w, &self.outcome.facts);
         if steps.is_empty() || round >= 4 || self.outcome.driver_gone {
-            return self.leftovers();
+            return self.put_away();
         }
         self.pending_teardown = steps.into();
         self.after_teardown_step();
@@ -37,14 +37,23 @@ impl Checker {
                 self.groups += 1;
                 self.start(vec![step]);
             }
-            None if self.stopped => self.leftovers(),
+            None if self.stopped => self.put_away(),
             None => {
                 let Phase::Teardown(round) = self.phase else {
-                    return self.leftovers();
+                    return self.put_away();
                 };
                 self.teardown(round + 1)
             }
         }
+    }
+
+    /// The teardown is over: what the storage lists is taken (when the
+    /// driver lists and still serves), then the node is looked at.
+    fn put_away(&mut self) {
+        if self.outcome.driver_gone || self.stopped {
+            return self.leftovers();
+        }
+        self.take_inventory(false);
     }
 
     /// Looks for anything of the run still mounted.

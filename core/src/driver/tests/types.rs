@@ -154,6 +154,7 @@ fn a_request_names_the_volume_and_path_it_is_about() {
                 capabilities: vec![],
                 parameters: Attributes::new(),
                 mutable_parameters: Attributes::new(),
+                secrets: Secrets::default(),
             }),
             Some(id.as_str()),
             None,

@@ -23,7 +23,11 @@ pub struct InProcess {
 
 impl InProcess {
     /// Starts `driver`'s pump (its state in memory) on a runtime of its own.
-    pub fn new<B: Backend>(driver: crate::Driver<B>) -> Result<InProcess, String> {
+    pub fn new<B: Backend>(driver: crate::Driver<B>) -> Result<InProcess, super::Error> {
+        InProcess::start(driver).map_err(super::Error::Setup)
+    }
+
+    fn start<B: Backend>(driver: crate::Driver<B>) -> Result<InProcess, String> {
         let (config, backend, host, kubelet_dir) =
             driver.in_process().map_err(|e| e.to_string())?;
         std::fs::create_dir_all(&kubelet_dir)

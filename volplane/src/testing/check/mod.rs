@@ -5,7 +5,7 @@
 //! is this, with a progress line and the report printed.
 //!
 //! ```no_run
-//! # async fn t() -> Result<(), String> {
+//! # async fn t() -> Result<(), volplane::testing::Error> {
 //! use volplane::testing::check::Check;
 //! let report = Check::new("unix:///tmp/driver/csi.sock", "/tmp/driver/kubelet")
 //!     .runs(20)
@@ -31,10 +31,12 @@ pub use restarter::Restarter;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use volplane_core::check::machine::{Checker, Config, Outcome, Program};
-use volplane_core::check::{Bounds, Level, Names, Tally, report, shrink};
+use volplane_core::check::{Bounds, CallSecrets, Level, Names, Tally, report, shrink};
 use volplane_core::driver::{AccessMode, Attributes, Capability};
 use volplane_core::machine;
 use volplane_proto::client::CsiClient;
+
+use super::Error;
 
 type Client = CsiClient<tonic::transport::Channel>;
 
@@ -80,6 +82,10 @@ pub struct Check {
     /// Where the output of a driver the check starts goes (appended);
     /// `None`: to the check's own.
     pub driver_log: Option<PathBuf>,
+    /// The secrets each call carries (csi-sanity's secrets-file keys:
+    /// [`secrets_file`](crate::testing::secrets_file)). Never written to a
+    /// replay file.
+    pub secrets: CallSecrets,
 }
 
 impl Check {
@@ -105,6 +111,7 @@ impl Check {
             keep_going: false,
             restart: None,
             driver_log: None,
+            secrets: CallSecrets::default(),
         }
     }
 
@@ -123,6 +130,12 @@ impl Check {
     /// Up to `k` steps in flight together.
     pub fn concurrency(mut self, k: u8) -> Check {
         self.concurrency = k.clamp(1, 4);
+        self
+    }
+
+    /// The secrets each call carries.
+    pub fn secrets(mut self, secrets: CallSecrets) -> Check {
+        self.secrets = secrets;
         self
     }
 
@@ -235,12 +248,17 @@ impl Check {
             program,
             watch_outside: self.watch_outside,
             choices: None,
+            secrets: self.secrets.clone(),
         }
     }
 
     /// Runs the check; `progress` hears after every run and every replay
     /// while shrinking.
-    pub async fn run(&self, mut progress: impl FnMut(Progress)) -> Result<Report, String> {
+    pub async fn run(&self, progress: impl FnMut(Progress)) -> Result<Report, Error> {
+        self.runs_all(progress).await.map_err(Error::Setup)
+    }
+
+    async fn runs_all(&self, mut progress: impl FnMut(Progress)) -> Result<Report, String> {
         let (client, restarter) = self.driver().await?;
         let client = Driver {
             client: Caller::Socket(client),
@@ -449,8 +467,8 @@ impl Check {
     }
 
     /// Sends `replay`'s steps again, judged anew.
-    pub async fn replay(&self, replay: &Replay) -> Result<Outcome, String> {
-        let (client, restarter) = self.driver().await?;
+    pub async fn replay(&self, replay: &Replay) -> Result<Outcome, Error> {
+        let (client, restarter) = self.driver().await.map_err(Error::Setup)?;
         let client = Driver {
             client: Caller::Socket(client),
             restarter,
@@ -460,7 +478,7 @@ impl Check {
         names.kubelet_dir = self.kubelet_dir.display().to_string();
         let mut config = self.config(names, replay.seed, Some(replay.program.clone()));
         config.bounds = replay.bounds;
-        self.once(&client, config).await
+        self.once(&client, config).await.map_err(Error::Setup)
     }
 }
 

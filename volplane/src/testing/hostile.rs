@@ -5,44 +5,62 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::lifecycle::{Run, Step};
-use crate::testing::{Csi, Lifecycle, Report, csi};
+use super::steps::{Run, Step};
+use super::{Csi, Error, Lifecycle, Report, csi};
 
 /// One hostile request: what it is, and its answer.
 type Answer = Result<(), tonic::Status>;
 
-pub(crate) async fn run(l: &Lifecycle, csi: &Csi) -> Result<Report, String> {
+pub(crate) async fn run(l: &Lifecycle, csi: &Csi) -> Result<Report, Error> {
     let outside = outside_dir(l.kubelet())?;
     let mut run = Run::start(l, csi).await?;
-    run.step(csi, Step::Create).await?;
-    run.step(csi, Step::Attach).await?;
-    // Staging paths while the volume is not staged yet (once it is, any
-    // other path is refused for that alone); publish targets after.
-    let mut result = stage_cases(l, csi, &run, &outside).await;
-    if result.is_ok() {
-        run.step(csi, Step::Stage).await?;
-        result = publish_cases(l, csi, &run, &outside, result.unwrap_or_default()).await;
-    }
+    let result = cases(l, csi, &mut run, &outside).await;
+    let mut ended = Ok(());
     for step in [Step::Unstage, Step::Detach, Step::Delete] {
-        run.step(csi, step).await?;
+        if result.is_err() {
+            break;
+        }
+        ended = run.step(csi, step).await;
+        if ended.is_err() {
+            break;
+        }
+    }
+    if result.is_err() || ended.is_err() {
+        run.put_away(csi).await;
     }
     let _ = std::fs::remove_file(l.kubelet().join("pods/volplane-testing-link"));
     let left = entries(&outside);
     let _ = std::fs::remove_dir_all(&outside);
     let mut report = result?;
+    ended?;
     if !left.is_empty() {
-        return Err(format!("created outside the kubelet directory: {left:?}"));
+        return Err(Error::Violation(format!(
+            "created outside the kubelet directory: {left:?}"
+        )));
     }
     report.steps.extend(run.report.steps);
     report.leftovers = run.report.leftovers;
     Ok(report)
 }
 
+/// The hostile requests, with the volume created, attached and (for the
+/// publish cases) staged.
+async fn cases(l: &Lifecycle, csi: &Csi, run: &mut Run<'_>, outside: &Path) -> Result<Report, Error> {
+    run.step(csi, Step::Create).await?;
+    run.step(csi, Step::Attach).await?;
+    // Staging paths while the volume is not staged yet (once it is, any
+    // other path is refused for that alone); publish targets after.
+    let report = stage_cases(l, csi, run, outside).await?;
+    run.step(csi, Step::Stage).await?;
+    publish_cases(l, csi, run, outside, report).await
+}
+
 /// An empty directory beside the kubelet directory: nothing may appear in it.
-fn outside_dir(kubelet: &Path) -> Result<PathBuf, String> {
+fn outside_dir(kubelet: &Path) -> Result<PathBuf, Error> {
     let parent = kubelet.parent().unwrap_or(Path::new("/tmp"));
     let outside = parent.join("volplane-testing-outside");
-    std::fs::create_dir_all(&outside).map_err(|e| format!("create {}: {e}", outside.display()))?;
+    std::fs::create_dir_all(&outside)
+        .map_err(|e| Error::Setup(format!("create {}: {e}", outside.display())))?;
     Ok(outside)
 }
 
@@ -56,13 +74,14 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A symbolic link in the kubelet directory to `outside`.
-fn link_out(l: &Lifecycle, outside: &Path) -> Result<PathBuf, String> {
+fn link_out(l: &Lifecycle, outside: &Path) -> Result<PathBuf, Error> {
     let pods = l.kubelet().join("pods");
-    std::fs::create_dir_all(&pods).map_err(|e| format!("create {}: {e}", pods.display()))?;
+    std::fs::create_dir_all(&pods)
+        .map_err(|e| Error::Setup(format!("create {}: {e}", pods.display())))?;
     let link = pods.join("volplane-testing-link");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(outside, &link)
-        .map_err(|e| format!("symlink {}: {e}", link.display()))?;
+        .map_err(|e| Error::Setup(format!("symlink {}: {e}", link.display())))?;
     Ok(link)
 }
 
@@ -77,7 +96,7 @@ async fn stage_cases(
     csi: &Csi,
     run: &Run<'_>,
     outside: &Path,
-) -> Result<Report, String> {
+) -> Result<Report, Error> {
     let mut report = Report::default();
     if !run.stages() {
         return Ok(report);
@@ -107,7 +126,7 @@ async fn publish_cases(
     run: &Run<'_>,
     outside: &Path,
     mut report: Report,
-) -> Result<Report, String> {
+) -> Result<Report, Error> {
     let link = link_out(l, outside)?;
     let targets = [
         (
@@ -132,7 +151,7 @@ async fn publish_cases(
 }
 
 /// Refused with a code a CO acts on: never OK, never INTERNAL.
-fn judge(report: &mut Report, what: &str, answer: Answer) -> Result<(), String> {
+fn judge(report: &mut Report, what: &str, answer: Answer) -> Result<(), Error> {
     use tonic::Code;
     match answer {
         Err(s)
@@ -144,12 +163,12 @@ fn judge(report: &mut Report, what: &str, answer: Answer) -> Result<(), String> 
             report.steps.push(format!("{what}: {:?}", s.code()));
             Ok(())
         }
-        Err(s) => Err(format!(
+        Err(s) => Err(Error::Violation(format!(
             "{what}: answered {:?} ({}); INVALID_ARGUMENT, FAILED_PRECONDITION or NOT_FOUND expected",
             s.code(),
             s.message()
-        )),
-        Ok(()) => Err(format!("{what}: accepted")),
+        ))),
+        Ok(()) => Err(Error::Violation(format!("{what}: accepted"))),
     }
 }
 
@@ -163,8 +182,9 @@ async fn publish_volume(csi: &Csi, run: &Run<'_>, v: &csi::Volume, target: &Path
         publish_context: run.publish_context().clone(),
         staging_target_path: run.staging_path(),
         target_path: target.display().to_string(),
-        volume_capability: Some(crate::lifecycle::capability()),
+        volume_capability: Some(run.capability()),
         volume_context: v.volume_context.clone(),
+        secrets: run.secret("NodePublishVolumeSecret"),
         ..Default::default()
     };
     csi.node.clone().node_publish_volume(req).await.map(|_| ())
@@ -176,9 +196,9 @@ async fn stage(csi: &Csi, run: &Run<'_>, staging: &Path) -> Answer {
         volume_id: v.volume_id.clone(),
         publish_context: run.publish_context().clone(),
         staging_target_path: staging.display().to_string(),
-        volume_capability: Some(crate::lifecycle::capability()),
+        volume_capability: Some(run.capability()),
         volume_context: v.volume_context.clone(),
-        ..Default::default()
+        secrets: run.secret("NodeStageVolumeSecret"),
     };
     csi.node.clone().node_stage_volume(req).await.map(|_| ())
 }

@@ -1,13 +1,16 @@
-//! The steps of [`Lifecycle`](crate::testing::Lifecycle), run straight
-//! through or with the driver restarted between every two.
+//! The steps of [`Lifecycle`](super::Lifecycle), run straight through or
+//! with the driver restarted between every two, and putting away what a
+//! run made when it stops early.
 
+use std::collections::{BTreeSet, HashMap};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use crate::testing::{Csi, Lifecycle, Report, csi};
+use super::{Csi, Error, Lifecycle, Report, csi};
 use csi::controller_service_capability::rpc::Type as Ctl;
 use csi::node_service_capability::rpc::Type as Nd;
 use csi::volume_capability::access_mode::Mode;
-use csi::volume_capability::{AccessMode, AccessType, MountVolume};
+use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
 
 const CONTENT: &[u8] = b"written through one pod, read through another\n";
 
@@ -43,24 +46,36 @@ pub(crate) const STEPS: &[Step] = &[
 macro_rules! twice {
     ($report:expr, $step:literal, $call:expr) => {{
         $report.steps.push($step.to_string());
-        let first = $call.await.map_err(|e| format!("{}: {e:?}", $step))?;
-        $call.await.map_err(|e| {
-            format!(
-                "{} sent again (must succeed as the first did): {e:?}",
-                $step
-            )
-        })?;
+        let first = $call.await.map_err(|e| Error::call($step, &e))?;
+        $call
+            .await
+            .map_err(|e| Error::call(concat!($step, " sent again (must succeed as the first did)"), &e))?;
         first.into_inner()
     }};
 }
 
-pub(crate) fn capability() -> csi::VolumeCapability {
+/// The capability a lifecycle's volume is created and used with.
+pub(crate) fn capability(block: bool) -> csi::VolumeCapability {
+    let access_type = if block {
+        AccessType::Block(BlockVolume::default())
+    } else {
+        AccessType::Mount(MountVolume::default())
+    };
     csi::VolumeCapability {
-        access_type: Some(AccessType::Mount(MountVolume::default())),
+        access_type: Some(access_type),
         access_mode: Some(AccessMode {
             mode: Mode::SingleNodeMultiWriter as i32,
         }),
     }
+}
+
+/// What a run has made so far, to put away if it stops early.
+#[derive(Debug, Default)]
+struct Made {
+    volume: bool,
+    attached: bool,
+    staged: bool,
+    published: BTreeSet<usize>,
 }
 
 /// What a run has learnt so far.
@@ -70,18 +85,19 @@ pub(crate) struct Run<'a> {
     attaches: bool,
     node_id: String,
     volume: csi::Volume,
-    publish_context: std::collections::HashMap<String, String>,
+    publish_context: HashMap<String, String>,
+    made: Made,
     pub(crate) report: Report,
 }
 
 impl<'a> Run<'a> {
     /// Asks the driver what it does (capabilities, node id).
-    pub(crate) async fn start(l: &'a Lifecycle, csi: &Csi) -> Result<Run<'a>, String> {
+    pub(crate) async fn start(l: &'a Lifecycle, csi: &Csi) -> Result<Run<'a>, Error> {
         let (mut c, mut n) = (csi.controller.clone(), csi.node.clone());
         let ctl: Vec<i32> = c
             .controller_get_capabilities(csi::ControllerGetCapabilitiesRequest {})
             .await
-            .map_err(|e| format!("ControllerGetCapabilities: {e:?}"))?
+            .map_err(|e| Error::call("ControllerGetCapabilities", &e))?
             .into_inner()
             .capabilities
             .iter()
@@ -93,7 +109,7 @@ impl<'a> Run<'a> {
         let stages = n
             .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
             .await
-            .map_err(|e| format!("NodeGetCapabilities: {e:?}"))?
+            .map_err(|e| Error::call("NodeGetCapabilities", &e))?
             .into_inner()
             .capabilities
             .iter()
@@ -106,7 +122,7 @@ impl<'a> Run<'a> {
             None => {
                 n.node_get_info(csi::NodeGetInfoRequest {})
                     .await
-                    .map_err(|e| format!("NodeGetInfo: {e:?}"))?
+                    .map_err(|e| Error::call("NodeGetInfo", &e))?
                     .into_inner()
                     .node_id
             }
@@ -117,7 +133,8 @@ impl<'a> Run<'a> {
             attaches: ctl.contains(&(Ctl::PublishUnpublishVolume as i32)),
             node_id,
             volume: csi::Volume::default(),
-            publish_context: Default::default(),
+            publish_context: HashMap::new(),
+            made: Made::default(),
             report: Report::default(),
         })
     }
@@ -128,7 +145,7 @@ impl<'a> Run<'a> {
     }
 
     /// What ControllerPublish answered (empty when the driver does not attach).
-    pub(crate) fn publish_context(&self) -> &std::collections::HashMap<String, String> {
+    pub(crate) fn publish_context(&self) -> &HashMap<String, String> {
         &self.publish_context
     }
 
@@ -146,10 +163,20 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The secrets the call `key` names carries.
+    pub(crate) fn secret(&self, key: &str) -> HashMap<String, String> {
+        self.l.secret(key)
+    }
+
+    /// The capability every call carries.
+    pub(crate) fn capability(&self) -> csi::VolumeCapability {
+        capability(self.l.is_block())
+    }
+
     /// Takes `step` (nothing when the driver does not do it).
-    pub(crate) async fn step(&mut self, csi: &Csi, step: Step) -> Result<(), String> {
+    pub(crate) async fn step(&mut self, csi: &Csi, step: Step) -> Result<(), Error> {
         match step {
-            Step::Share => data_is_shared(&self.l.target(0), &self.l.target(1)),
+            Step::Share => data_is_shared(&self.l.target(0), &self.l.target(1), self.l.is_block()),
             Step::Create | Step::Attach | Step::Detach | Step::Delete => {
                 self.controller_step(csi, step).await
             }
@@ -159,35 +186,62 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Puts away what the run made, last made first, through the driver's
+    /// own calls; their answers are not judged (the run already failed).
+    pub(crate) async fn put_away(&mut self, csi: &Csi) {
+        let pods: Vec<usize> = self.made.published.iter().copied().collect();
+        let mut undo: Vec<Step> = pods.into_iter().map(Step::Unpublish).collect();
+        if self.made.staged {
+            undo.push(Step::Unstage);
+        }
+        if self.made.attached {
+            undo.push(Step::Detach);
+        }
+        if self.made.volume {
+            undo.push(Step::Delete);
+        }
+        let steps = std::mem::take(&mut self.report.steps);
+        for step in undo {
+            let _ = self.step(csi, step).await;
+        }
+        self.report.steps = steps;
+    }
+
     /// A controller call: create, attach, detach, delete (each sent twice).
-    async fn controller_step(&mut self, csi: &Csi, step: Step) -> Result<(), String> {
+    async fn controller_step(&mut self, csi: &Csi, step: Step) -> Result<(), Error> {
         let mut c = csi.controller.clone();
         let report = &mut self.report;
         let id = self.volume.volume_id.clone();
+        let capability = capability(self.l.is_block());
         match step {
             Step::Create => {
                 let req = csi::CreateVolumeRequest {
                     name: self.l.volume_name().into(),
                     capacity_range: Some(csi::CapacityRange {
-                        required_bytes: self.l.bytes(),
+                        required_bytes: self.l.required_bytes(),
                         limit_bytes: 0,
                     }),
-                    volume_capabilities: vec![capability()],
+                    volume_capabilities: vec![capability],
                     parameters: self.l.parameters().clone(),
+                    secrets: self.l.secret("CreateVolumeSecret"),
                     ..Default::default()
                 };
-                self.volume = twice!(report, "CreateVolume", c.create_volume(req.clone()))
-                    .volume
-                    .ok_or("CreateVolume answered no volume")?;
+                let answer = twice!(report, "CreateVolume", c.create_volume(req.clone()));
+                self.volume = answer.volume.ok_or_else(|| {
+                    Error::Violation("CreateVolume answered OK with no volume".into())
+                })?;
+                self.made.volume = true;
             }
             Step::Attach if self.attaches => {
                 let req = csi::ControllerPublishVolumeRequest {
                     volume_id: id,
                     node_id: self.node_id.clone(),
-                    volume_capability: Some(capability()),
+                    volume_capability: Some(capability),
                     volume_context: self.volume.volume_context.clone(),
+                    secrets: self.l.secret("ControllerPublishVolumeSecret"),
                     ..Default::default()
                 };
+                self.made.attached = true;
                 let answer = twice!(
                     report,
                     "ControllerPublishVolume",
@@ -199,20 +253,22 @@ impl<'a> Run<'a> {
                 let req = csi::ControllerUnpublishVolumeRequest {
                     volume_id: id,
                     node_id: self.node_id.clone(),
-                    ..Default::default()
+                    secrets: self.l.secret("ControllerUnpublishVolumeSecret"),
                 };
                 twice!(
                     report,
                     "ControllerUnpublishVolume",
                     c.controller_unpublish_volume(req.clone())
                 );
+                self.made.attached = false;
             }
             Step::Delete => {
                 let req = csi::DeleteVolumeRequest {
                     volume_id: id,
-                    ..Default::default()
+                    secrets: self.l.secret("DeleteVolumeSecret"),
                 };
                 twice!(report, "DeleteVolume", c.delete_volume(req.clone()));
+                self.made.volume = false;
                 report.leftovers = leftovers(self.l.kubelet());
             }
             _ => {}
@@ -221,11 +277,13 @@ impl<'a> Run<'a> {
     }
 
     /// A node call: stage, publish, unpublish, unstage (each sent twice).
-    async fn node_step(&mut self, csi: &Csi, step: Step) -> Result<(), String> {
+    async fn node_step(&mut self, csi: &Csi, step: Step) -> Result<(), Error> {
         let mut n = csi.node.clone();
+        let staged = self.staging_path();
         let report = &mut self.report;
         let id = self.volume.volume_id.clone();
         let staging = self.l.staging(&id);
+        let capability = capability(self.l.is_block());
         match step {
             Step::Stage if self.stages => {
                 make_parent(&staging)?;
@@ -233,29 +291,27 @@ impl<'a> Run<'a> {
                     volume_id: id,
                     publish_context: self.publish_context.clone(),
                     staging_target_path: staging.display().to_string(),
-                    volume_capability: Some(capability()),
+                    volume_capability: Some(capability),
                     volume_context: self.volume.volume_context.clone(),
-                    ..Default::default()
+                    secrets: self.l.secret("NodeStageVolumeSecret"),
                 };
+                self.made.staged = true;
                 twice!(report, "NodeStageVolume", n.node_stage_volume(req.clone()));
             }
             Step::Publish(pod) => {
                 let target = self.l.target(pod);
                 make_parent(&target)?;
-                let staged = if self.stages {
-                    staging.display().to_string()
-                } else {
-                    String::new()
-                };
                 let req = csi::NodePublishVolumeRequest {
                     volume_id: id,
                     publish_context: self.publish_context.clone(),
                     staging_target_path: staged,
                     target_path: target.display().to_string(),
-                    volume_capability: Some(capability()),
+                    volume_capability: Some(capability),
                     volume_context: self.volume.volume_context.clone(),
+                    secrets: self.l.secret("NodePublishVolumeSecret"),
                     ..Default::default()
                 };
+                self.made.published.insert(pod);
                 twice!(
                     report,
                     "NodePublishVolume",
@@ -272,6 +328,7 @@ impl<'a> Run<'a> {
                     "NodeUnpublishVolume",
                     n.node_unpublish_volume(req.clone())
                 );
+                self.made.published.remove(&pod);
             }
             Step::Unstage if self.stages => {
                 let req = csi::NodeUnstageVolumeRequest {
@@ -283,6 +340,7 @@ impl<'a> Run<'a> {
                     "NodeUnstageVolume",
                     n.node_unstage_volume(req.clone())
                 );
+                self.made.staged = false;
                 // The CO removes the directory it made (kubelet's UnmountDevice).
                 let _ = std::fs::remove_dir_all(staging.parent().unwrap_or(&staging));
             }
@@ -292,24 +350,51 @@ impl<'a> Run<'a> {
     }
 }
 
-fn make_parent(path: &Path) -> Result<(), String> {
+fn make_parent(path: &Path) -> Result<(), Error> {
     let parent = path.parent().unwrap_or(path);
-    std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))
+    std::fs::create_dir_all(parent)
+        .map_err(|e| Error::Setup(format!("create {}: {e}", parent.display())))
 }
 
-/// What one pod writes, the other reads.
-fn data_is_shared(first: &Path, second: &Path) -> Result<(), String> {
-    let written = first.join("volplane-testing.txt");
-    std::fs::write(&written, CONTENT).map_err(|e| format!("write {}: {e}", written.display()))?;
-    let read = second.join("volplane-testing.txt");
-    match std::fs::read(&read) {
-        Ok(b) if b == CONTENT => Ok(()),
-        Ok(b) => Err(format!("{} holds {} other bytes", read.display(), b.len())),
-        Err(e) => Err(format!(
+/// What one pod writes, the other reads: a file in a filesystem, or the
+/// first bytes of a raw block device.
+fn data_is_shared(first: &Path, second: &Path, block: bool) -> Result<(), Error> {
+    let (written, read) = if block {
+        (first.to_path_buf(), second.to_path_buf())
+    } else {
+        (
+            first.join("volplane-testing.txt"),
+            second.join("volplane-testing.txt"),
+        )
+    };
+    write(&written, block).map_err(|e| {
+        Error::Violation(format!("write through {}: {e}", written.display()))
+    })?;
+    let mut got = vec![0; CONTENT.len()];
+    let read_back = std::fs::File::open(&read).and_then(|mut f| f.read_exact(&mut got));
+    match read_back {
+        Ok(()) if got == CONTENT => Ok(()),
+        Ok(()) => Err(Error::Violation(format!(
+            "{} (published from the same volume) holds other bytes than were written through {}",
+            read.display(),
+            written.display()
+        ))),
+        Err(e) => Err(Error::Violation(format!(
             "{} (published from the same volume) cannot be read: {e}",
             read.display()
-        )),
+        ))),
     }
+}
+
+fn write(path: &Path, block: bool) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(!block)
+        .truncate(!block)
+        .open(path)?;
+    f.seek(SeekFrom::Start(0))?;
+    f.write_all(CONTENT)?;
+    f.sync_all()
 }
 
 /// Mounts below `kubelet` and publish targets still there.
