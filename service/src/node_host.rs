@@ -205,6 +205,22 @@ impl NodeHost {
             })
     }
 
+    /// Runs `f` on the blocking pool: a storage API client that blocks (a
+    /// synchronous HTTP or SDK call) keeps the runtime's threads free. A
+    /// pool that shuts down before running it answers UNAVAILABLE.
+    pub async fn blocking<T, F>(&self, f: F) -> Result<T, Status>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, Status> + Send + 'static,
+    {
+        unblock(&*self.pool, f).await.unwrap_or_else(|| {
+            Err(Status::new(
+                volplane_core::Code::Unavailable,
+                "the blocking pool stopped before running the call",
+            ))
+        })
+    }
+
     /// Stages `source` at the staging path: for mount access, a device is
     /// formatted only if it holds no filesystem and mounted, a directory is
     /// bind-mounted; for raw block access a device needs nothing on the node.

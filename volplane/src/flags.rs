@@ -172,19 +172,16 @@ mod tests {
 
     #[test]
     fn a_drivers_own_flags_are_left_in_order() {
-        let (f, rest) = Flags::parse_known([
-            "--token-file=/t",
-            "--node",
-            "--state-dir",
-            "/s",
-            "-v",
-            "3",
-        ])
-        .unwrap();
+        let (f, rest) =
+            Flags::parse_known(["--token-file=/t", "--node", "--state-dir", "/s", "-v", "3"])
+                .unwrap();
         assert_eq!(rest, ["--token-file=/t", "-v", "3"]);
         assert_eq!(f.state_dir, Some(PathBuf::from("/s")));
         assert_eq!(f.services(), (false, true));
         let e = Flags::parse_known(["--own", "--state-dir"]).unwrap_err();
-        assert!(e.to_string().starts_with("--state-dir needs a value"), "{e}");
+        assert!(
+            e.to_string().starts_with("--state-dir needs a value"),
+            "{e}"
+        );
     }
 }

@@ -37,8 +37,9 @@ pub enum Error {
 }
 
 impl Error {
-    /// `call` answered `status`.
-    pub(crate) fn call(call: impl Into<String>, status: &tonic::Status) -> Error {
+    /// `call` answered `status` (a tonic status from a [`Csi`](super::Csi)
+    /// client): its code as volplane names it.
+    pub fn call(call: impl Into<String>, status: &tonic::Status) -> Error {
         let s = volplane_proto::convert::from_tonic(status);
         Error::Call {
             call: call.into(),

@@ -45,7 +45,12 @@ pub(crate) async fn run(l: &Lifecycle, csi: &Csi) -> Result<Report, Error> {
 
 /// The hostile requests, with the volume created, attached and (for the
 /// publish cases) staged.
-async fn cases(l: &Lifecycle, csi: &Csi, run: &mut Run<'_>, outside: &Path) -> Result<Report, Error> {
+async fn cases(
+    l: &Lifecycle,
+    csi: &Csi,
+    run: &mut Run<'_>,
+    outside: &Path,
+) -> Result<Report, Error> {
     run.step(csi, Step::Create).await?;
     run.step(csi, Step::Attach).await?;
     // Staging paths while the volume is not staged yet (once it is, any

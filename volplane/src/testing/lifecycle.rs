@@ -12,7 +12,8 @@ use super::{Csi, Error, Report};
 /// the driver attaches), stage, publish to two pods, write through one and
 /// read through the other, unpublish, unstage, detach, delete. Each step
 /// is also sent twice, as a CO retrying after a timeout does; the second
-/// must succeed too.
+/// must succeed too. A call answered UNAVAILABLE, ABORTED or
+/// DEADLINE_EXCEEDED is tried again a while later, as a CO does.
 ///
 /// Whatever happens, what the run made is put away before it returns: a
 /// run that fails unpublishes, unstages, detaches and deletes what it had

@@ -22,6 +22,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use volplane_core::check::CallSecrets;
+/// The keys of a secrets file: csi-sanity's, one per call that carries secrets.
+pub use volplane_core::check::secrets::KEYS as SECRET_KEYS;
 pub use volplane_proto::csi;
 use volplane_proto::csi::controller_client::ControllerClient;
 use volplane_proto::csi::identity_client::IdentityClient;

@@ -138,7 +138,11 @@ fn put_away(root: &Path) {
     let still_mounted = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap_or_default()
         .lines()
-        .any(|l| l.split(' ').nth(4).is_some_and(|p| Path::new(p).starts_with(root)));
+        .any(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|p| Path::new(p).starts_with(root))
+        });
     if still_mounted {
         eprintln!(
             "volplane::testing: {} still has mounts beneath it; left in place",
@@ -152,7 +156,11 @@ fn put_away(root: &Path) {
 /// The backing files of loop devices that lie beneath `root`.
 fn loop_images_beneath(root: &Path) -> Vec<PathBuf> {
     let mut images = Vec::new();
-    for e in std::fs::read_dir("/sys/block").into_iter().flatten().flatten() {
+    for e in std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let backing = e.path().join("loop/backing_file");
         if let Ok(text) = std::fs::read_to_string(&backing) {
             let file = PathBuf::from(text.trim_end().trim_end_matches(" (deleted)"));

@@ -42,14 +42,47 @@ pub(crate) const STEPS: &[Step] = &[
     Step::Delete,
 ];
 
+/// How often a call answered with a transient code is tried again, as a
+/// CO retries it, and how long apart.
+const RETRIES: u32 = 30;
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A code a CO answers by trying again later: the storage busy or slow,
+/// another call on the volume in flight.
+pub(crate) fn transient(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::Unavailable | tonic::Code::Aborted | tonic::Code::DeadlineExceeded
+    )
+}
+
+/// A call, tried again while it is answered with a transient code.
+macro_rules! retried {
+    ($call:expr) => {{
+        let mut tries = 0;
+        loop {
+            match $call.await {
+                Err(e) if transient(e.code()) && tries < RETRIES => {
+                    tries += 1;
+                    tokio::time::sleep(RETRY_AFTER).await;
+                }
+                answer => break answer,
+            }
+        }
+    }};
+}
+
 /// A call made twice: a CO repeats any call whose answer it did not get.
 macro_rules! twice {
     ($report:expr, $step:literal, $call:expr) => {{
         $report.steps.push($step.to_string());
-        let first = $call.await.map_err(|e| Error::call($step, &e))?;
-        $call
-            .await
-            .map_err(|e| Error::call(concat!($step, " sent again (must succeed as the first did)"), &e))?;
+        let first = retried!($call).map_err(|e| Error::call($step, &e))?;
+        retried!($call).map_err(|e| {
+            Error::call(
+                concat!($step, " sent again (must succeed as the first did)"),
+                &e,
+            )
+        })?;
         first.into_inner()
     }};
 }
@@ -367,9 +400,8 @@ fn data_is_shared(first: &Path, second: &Path, block: bool) -> Result<(), Error>
             second.join("volplane-testing.txt"),
         )
     };
-    write(&written, block).map_err(|e| {
-        Error::Violation(format!("write through {}: {e}", written.display()))
-    })?;
+    write(&written, block)
+        .map_err(|e| Error::Violation(format!("write through {}: {e}", written.display())))?;
     let mut got = vec![0; CONTENT.len()];
     let read_back = std::fs::File::open(&read).and_then(|mut f| f.read_exact(&mut got));
     match read_back {

@@ -27,11 +27,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use restarter::Restarter;
+pub use volplane_core::check::{Level, Rule, Tally};
 
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use volplane_core::check::machine::{Checker, Config, Outcome, Program};
-use volplane_core::check::{Bounds, CallSecrets, Level, Names, Tally, report, shrink};
+use volplane_core::check::{Bounds, CallSecrets, Names, report, shrink};
 use volplane_core::driver::{AccessMode, Attributes, Capability};
 use volplane_core::machine;
 use volplane_proto::client::CsiClient;
