@@ -90,13 +90,22 @@
 //!   from an incarnation older than the newest it has seen. Where the
 //!   storage cannot keep a number, make creates find-or-create by name
 //!   (the CO's name is stable) and have deletes remove by name too.
+//!   `examples/remote-appliance` sends it as `X-Incarnation` on every change,
+//!   and its appliance refuses an older one under the same lock as the
+//!   change itself, after any wait (a late request is judged when it acts).
 //! * **Node-side attach** (an iSCSI login, an NVMe connect, a loop device on
 //!   the node) belongs in [`Backend::node_stage`] before the default
 //!   staging, and its undo in [`Backend::node_unstage`]; prove in
 //!   [`Backend::node_source`] that the device is the volume's.
 //! * **Runtimes.** Backend futures run on the runtime the driver serves on:
 //!   tokio by default (so tokio-based clients such as reqwest work); with
-//!   `Runtime::Smol` there is no tokio runtime in the process.
+//!   `Runtime::Smol` there is no tokio runtime in the process. A client that
+//!   blocks (a synchronous SDK, plain `std::net`) runs on
+//!   [`NodeHost::blocking`], on either runtime.
+//! * **Credentials the CO does not send.** ListVolumes and
+//!   ControllerGetVolume carry no secrets in CSI: a lookup or listing needs
+//!   the driver's own credential (a flag of its own, such as a token file:
+//!   see [`Flags::parse_known`]), ideally one that can only read.
 //!
 //! Which access modes the storage allows is declared once:
 //! `Features::multi_node` for the MULTI_NODE_* modes (refused with
@@ -183,7 +192,10 @@
 //!
 //! [`Flags`] gives a driver the flags every volplane driver takes
 //! (`--endpoint`, `--node-id`, `--state-dir`, `--kubelet-dir`,
-//! `--http-endpoint`): `Driver::new(…).flags(&Flags::from_env()?)`.
+//! `--http-endpoint`, and `--controller` or `--node` for a Deployment's or a
+//! DaemonSet's half): `Driver::new(…).flags(&Flags::from_env()?)`. A driver
+//! with flags of its own takes volplane's out with [`Flags::parse_known`]
+//! and parses the rest itself (by hand or with clap's `try_parse_from`).
 //!
 //! Volume ids go back and forth through Kubernetes: at most 128 bytes,
 //! no control characters, no `..` (volplane refuses a CreateVolume whose
@@ -191,7 +203,10 @@
 //! delete). A real driver also records what it promised (the size) and
 //! checks on the node that the volume is its own: see
 //! `examples/quota-dirs` in the repository, a complete driver in 139
-//! lines, and `examples/loop-block` for block storage.
+//! lines, `examples/loop-block` for block storage, and
+//! `examples/remote-appliance` for storage that is the truth: an HTTP
+//! appliance with bearer tokens from the request's secrets, busy and slow
+//! answers, the incarnation fence, and node-side attach.
 //!
 //! ## Testing your driver
 //!
@@ -210,9 +225,24 @@
 //!   it, with the reasons for every skipped spec, to check they are only
 //!   what you did not declare.
 //!
-//! `testing::DriverProcess` runs the binary in a directory of its own and
-//! restarts it; mounting needs root (`testing::may_mount`). The examples'
-//! `tests/driver.rs` show all of it in under 110 lines.
+//! - `testing::check::Check`: `volplane check` as a library — runs of
+//!   generated calls, concurrent and across restarts, judged against the
+//!   CSI spec's rules, including the storage side: a driver that lists
+//!   holds nothing after a run's teardown that it did not hold before.
+//!
+//! A driver that needs credentials gets them per call (`Lifecycle::secrets`,
+//! `Check::secrets`, `volplane check --secrets FILE`), in csi-sanity's
+//! secrets-file format (`testing::secrets_file`); a raw block driver runs
+//! `Lifecycle::block`. A call answered UNAVAILABLE, ABORTED or
+//! DEADLINE_EXCEEDED is tried again, as a CO does. Failures are
+//! `testing::Error`: a refused call carries its `Code`.
+//!
+//! `testing::DriverProcess` runs the binary (a command, or a closure that
+//! captures what else it needs) in a directory of its own and restarts it;
+//! mounting needs root (`testing::may_mount`). What a run made is put away
+//! whether it passes or fails, and a `DriverProcess` dropped while a test
+//! panics unmounts and detaches what is left beneath its directory. The
+//! examples' `tests/driver.rs` show all of it.
 
 #![deny(missing_docs)]
 
