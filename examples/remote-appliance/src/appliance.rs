@@ -125,7 +125,8 @@ impl Appliance {
             .and_then(|a| a.strip_prefix("Bearer "));
         let full = bearer.is_some_and(|t| self.settings.tokens.iter().any(|k| k == t));
         let reader = bearer.is_some_and(|t| self.settings.readers.iter().any(|k| k == t));
-        if !full && !(reader && method == "GET") {
+        let allowed = full || (reader && method == "GET");
+        if !allowed {
             self.unauthorized.fetch_add(1, Ordering::Relaxed);
             return if reader {
                 problem(403, "a reader token cannot change anything")
