@@ -19,6 +19,16 @@
 //!   requests handled meanwhile are covered by the next one (group commit).
 //!   A persist that fails fails the requests it covered with `UNAVAILABLE`
 //!   (their plans do not run), and the next request persists again.
+//! * **One commit per operation.** The outcome of a controller plan that
+//!   succeeded and would be carried out again at a restart (its request
+//!   carried no secrets) is answered before it is written: its in-flight record is
+//!   already durable, so a crash before the outcome is written replays the
+//!   plan (idempotent: the same volume for the same name) before anything
+//!   is served, and the answer given holds. Node plans are not: replayed
+//!   after a reboot they would mount again what the reboot took away. The outcome
+//!   goes with the next persist, or within [`LAZY_FLUSH`] ms when none
+//!   comes. Failures, and outcomes of credentialed plans, are written
+//!   before they are answered.
 //! * **Restart.** [`Driver::new`] given a persisted state carries every
 //!   in-flight plan out again (plans are idempotent), so what was in flight
 //!   when the process died is finished.
@@ -55,6 +65,10 @@ use crate::{OpId, Status, Tick};
 
 /// Identifies a request waiting for its answer (assigned by the adapter).
 pub type RpcId = u64;
+
+/// How long (ms) the outcome of a replayable plan may wait for the next
+/// persist before it is written on its own.
+pub const LAZY_FLUSH: Tick = 5;
 
 /// What the driver is and what it supports: fixed for the life of a process.
 #[derive(Debug, Clone, PartialEq, Hash)]
@@ -339,6 +353,11 @@ pub struct Driver {
     queries: BTreeMap<OpId, Query>,
     /// The state changed since it was last persisted.
     dirty: bool,
+    /// Outcomes answered before they were written (see the module
+    /// documentation), since this time: written by the next persist.
+    lazy_since: Option<Tick>,
+    /// The time of the input being handled.
+    now: Tick,
     /// The persist in flight, and how many queued effects it covers.
     persisting: Option<(OpId, usize)>,
     /// The records the persist in flight writes: written again by the next
@@ -393,6 +412,8 @@ impl Driver {
             queue: VecDeque::new(),
             queries: BTreeMap::new(),
             dirty: false,
+            lazy_since: None,
+            now: 0,
             persisting: None,
             writing: Vec::new(),
             releasable: 0,
@@ -789,8 +810,15 @@ impl Driver {
             // from before a restart that already re-ran it): nothing to do.
             return;
         };
-        self.recovering.remove(&op);
-        self.dirty = true;
+        let recovered = self.recovering.remove(&op);
+        // A plan that would be carried out again at a restart: its outcome
+        // may be answered before it is written.
+        // Not a node plan: replayed after a reboot, it would mount again
+        // what the reboot took away and the kubelet no longer wants.
+        let replayable = !flight.credentialed
+            && !flight.plan.on_node()
+            && !recovered
+            && !self.resumed.contains_key(&op);
         let result = match flight.plan {
             Plan::CreateVolume(p) => self.created(p, result),
             Plan::DeleteVolume { volume, .. } => self.deleted(&volume.volume_id, result),
@@ -834,6 +862,11 @@ impl Driver {
                 "a query was recorded as a mutating operation",
             )),
         };
+        if replayable && result.is_ok() {
+            self.lazy_since.get_or_insert(self.now);
+        } else {
+            self.dirty = true;
+        }
         if let Some((rpc, request)) = self.resumed.remove(&op) {
             self.resumed_done(rpc, request, result);
         } else if let Some(rpc) = flight.rpc {
@@ -865,7 +898,8 @@ impl crate::machine::Machine for Driver {
     type Input = Input;
     type Effect = Effect;
 
-    fn handle(&mut self, _now: Tick, input: Input) {
+    fn handle(&mut self, now: Tick, input: Input) {
+        self.now = now;
         match input {
             Input::Request { rpc, request } => {
                 let decision = self.decide(request, &BTreeSet::new());
@@ -887,6 +921,7 @@ impl crate::machine::Machine for Driver {
         }
         if self.dirty && (!self.persist_failed || !self.queue.is_empty()) {
             self.dirty = false;
+            self.lazy_since = None;
             self.persists += 1;
             let op = OpId(self.persists);
             self.persisting = Some((op, self.queue.len()));
@@ -900,12 +935,22 @@ impl crate::machine::Machine for Driver {
         self.queue.pop_front()
     }
 
-    /// The driver machine keeps no timers; the CO retries.
+    /// When outcomes answered before they were written must be written
+    /// on their own (no persist came for them).
     fn poll_timeout(&self) -> Option<Tick> {
-        None
+        self.lazy_since.map(|since| since + LAZY_FLUSH)
     }
 
-    fn handle_timeout(&mut self, _now: Tick) {}
+    fn handle_timeout(&mut self, now: Tick) {
+        self.now = now;
+        if self
+            .lazy_since
+            .is_some_and(|since| now >= since + LAZY_FLUSH)
+        {
+            self.lazy_since = None;
+            self.dirty = true;
+        }
+    }
 
     fn check_invariants(&self) -> Result<(), String> {
         check_invariants(&self.state)

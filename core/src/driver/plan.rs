@@ -408,6 +408,19 @@ impl Plan {
         }
     }
 
+    /// A plan carried out on the node (stage, publish and their undoing,
+    /// node expansion): its effects are mounts, which a reboot takes away.
+    pub fn on_node(&self) -> bool {
+        matches!(
+            self,
+            Plan::Stage(_)
+                | Plan::Unstage(_)
+                | Plan::Publish(_)
+                | Plan::Unpublish(_)
+                | Plan::NodeExpand { .. }
+        )
+    }
+
     /// Queries change nothing, hold no volume lock and are not persisted.
     pub fn is_query(&self) -> bool {
         matches!(

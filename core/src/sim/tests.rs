@@ -502,7 +502,9 @@ fn exhaustive_search_finds_nothing_without_a_planted_bug() {
     assert!(
         found.counterexample.is_none(),
         "{:?}",
-        found.counterexample.map(|c| c.2)
+        found
+            .counterexample
+            .map(|c| format!("{:?}\n{}\n{}", c.0, c.1.join("\n"), c.2))
     );
     assert!(
         !found.truncated,

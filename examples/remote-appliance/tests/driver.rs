@@ -148,7 +148,13 @@ fn csi_sanity_passes_with_a_secrets_file() {
     eprintln!("skipped because: {:#?}", sanity.skipped_because);
     // remote-appliance declares no attach, snapshots, capacity or modify.
     let undeclared = [
-        "Publish", "Modify", "Snapshot", "Capacity", "Group", "Cloning",
+        "Publish",
+        "Unpublish",
+        "Modify",
+        "Snapshot",
+        "Capacity",
+        "Group",
+        "Cloning",
     ];
     for r in &sanity.skipped_because {
         assert!(

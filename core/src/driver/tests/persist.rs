@@ -221,3 +221,96 @@ fn the_next_operation_id_is_written_only_when_it_changed() {
         "not part of the state"
     );
 }
+
+#[test]
+fn a_controller_outcome_is_answered_before_it_is_written_and_replayed_when_lost() {
+    let mut h = Harness::new();
+    let (_, effects) = h.send(create("v", 1 << 20));
+    let [Effect::Persist { .. }, Effect::Execute { op, ref plan }] = effects[..] else {
+        panic!("write-ahead: the intent first: {effects:?}")
+    };
+    // What is on disk: the intent.
+    let durable = h.d.state().clone();
+    h.d.handle(
+        3,
+        Input::Done {
+            op,
+            result: Ok(success(plan)),
+        },
+    );
+    let effects = polled(&mut h.d);
+    let [
+        Effect::Reply {
+            result: Ok(Response::Volume(v)),
+            ..
+        },
+    ] = &effects[..]
+    else {
+        panic!("the answer leaves at once, its outcome unwritten: {effects:?}")
+    };
+    // Written on its own when no other persist comes for it.
+    assert_eq!(h.d.poll_timeout(), Some(3 + LAZY_FLUSH));
+    h.d.handle_timeout(3 + LAZY_FLUSH);
+    assert!(matches!(polled(&mut h.d)[..], [Effect::Persist { .. }]));
+    // A crash before that: the intent is carried out again before anything
+    // is served, and the volume answered is the one found.
+    let mut d = Driver::new(
+        DriverConfig::new("volplane.csi.io", "test", "node-a"),
+        durable,
+    );
+    let Some(Effect::Execute { op, plan }) = d.poll() else {
+        panic!("the create is not replayed")
+    };
+    d.handle(
+        4,
+        Input::Done {
+            op,
+            result: Ok(success(&plan)),
+        },
+    );
+    polled(&mut d);
+    assert_eq!(
+        d.state().names.get("v").map(String::as_str),
+        Some(v.volume_id.as_str())
+    );
+}
+
+#[test]
+fn a_credentialed_or_failed_outcome_is_written_before_it_is_answered() {
+    let mut h = Harness::new();
+    let mut credentialed = create("v", 1 << 20);
+    if let Request::CreateVolume(r) = &mut credentialed {
+        r.secrets = Secrets([("token".to_string(), "t".to_string())].into());
+    }
+    let (_, effects) = h.send(credentialed);
+    let Effect::Execute { op, ref plan } = effects[1] else {
+        panic!("{effects:?}")
+    };
+    h.d.handle(
+        3,
+        Input::Done {
+            op,
+            result: Ok(success(plan)),
+        },
+    );
+    assert!(
+        matches!(polled(&mut h.d)[..], [Effect::Persist { .. }]),
+        "a credentialed plan is not replayed: its outcome is written first"
+    );
+    let mut h = Harness::new();
+    let (_, effects) = h.send(create("w", 1 << 20));
+    let Effect::Execute { op, .. } = effects[1] else {
+        panic!("{effects:?}")
+    };
+    h.d.handle(
+        3,
+        Input::Done {
+            op,
+            result: Err(Status::new(Code::ResourceExhausted, "full")),
+        },
+    );
+    assert!(
+        matches!(polled(&mut h.d)[..], [Effect::Persist { .. }]),
+        "a failure is written before it is answered"
+    );
+}
