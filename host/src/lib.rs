@@ -17,6 +17,15 @@ mod beneath;
 mod copy;
 mod files;
 mod fs;
+/// This boot of the machine (Linux's `/proc/sys/kernel/random/boot_id`);
+/// empty when it cannot be read. A process that finds another boot than
+/// its predecessor's knows the machine rebooted, and its mounts with it.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 pub mod loopdev;
 mod mounts;
 pub mod records;

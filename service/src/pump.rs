@@ -175,10 +175,12 @@ impl<B: Backend> Pump<B> {
         config: PumpConfig,
     ) -> Result<(Pump<B>, PumpHandle), PumpError> {
         let (mut state, store) = load_state(&config)?;
+        let boot = state.start_boot(&volplane_host::boot_id());
         let host = match &store {
             Some(store) => {
                 let (incarnation, record) = state.next_incarnation();
-                store.commit(&[record]).map_err(|e| PumpError::Restore {
+                let records: Vec<_> = std::iter::once(record).chain(boot).collect();
+                store.commit(&records).map_err(|e| PumpError::Restore {
                     path: store.path().display().to_string(),
                     reason: format!("cannot record this process's incarnation: {e}"),
                 })?;
@@ -188,6 +190,12 @@ impl<B: Backend> Pump<B> {
         };
         let in_flight = state.in_flight.len();
         let mut driver = Driver::new(machine_config, state);
+        for operation in driver.forgotten_after_reboot() {
+            tracing::info!(
+                %operation,
+                "in flight at the last stop, before the node rebooted: not carried out again (its mounts are gone; the kubelet stages and publishes again what it still needs)"
+            );
+        }
         let waiting = driver.waiting_for_credentials();
         if in_flight > waiting.len() {
             tracing::info!(

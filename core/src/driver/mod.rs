@@ -19,13 +19,15 @@
 //!   requests handled meanwhile are covered by the next one (group commit).
 //!   A persist that fails fails the requests it covered with `UNAVAILABLE`
 //!   (their plans do not run), and the next request persists again.
-//! * **One commit per operation.** The outcome of a controller plan that
-//!   succeeded and would be carried out again at a restart (its request
-//!   carried no secrets) is answered before it is written: its in-flight record is
+//! * **One commit per operation.** The outcome of a plan that succeeded
+//!   and would be carried out again at a restart (its request carried no
+//!   secrets) is answered before it is written: its in-flight record is
 //!   already durable, so a crash before the outcome is written replays the
-//!   plan (idempotent: the same volume for the same name) before anything
-//!   is served, and the answer given holds. Node plans are not: replayed
-//!   after a reboot they would mount again what the reboot took away. The outcome
+//!   plan (idempotent: the same volume for the same name, the same mount) before anything
+//!   is served, and the answer given holds. Node plans are too when the
+//!   boot is known ([`DriverState::start_boot`]): after a reboot they are
+//!   forgotten rather than carried out again, since the mounts they made
+//!   are gone and the kubelet redoes what it still wants. The outcome
 //!   goes with the next persist, or within [`LAZY_FLUSH`] ms when none
 //!   comes. Failures, and outcomes of credentialed plans, are written
 //!   before they are answered.
@@ -375,6 +377,9 @@ pub struct Driver {
     /// Parked plans a retry resumed: that retry is decided again once
     /// the plan completes.
     resumed: BTreeMap<OpId, (RpcId, Request)>,
+    /// Node operations in flight at the last stop that a reboot since made
+    /// moot, described for a person: not carried out again.
+    forgotten: Vec<String>,
 }
 
 impl Driver {
@@ -422,10 +427,14 @@ impl Driver {
             recovering: BTreeSet::new(),
             parked: BTreeSet::new(),
             resumed: BTreeMap::new(),
+            forgotten: Vec::new(),
         };
         for f in d.state.in_flight.values_mut() {
             // The requests that asked for these belonged to the last process.
             f.rpc = None;
+        }
+        if d.state.rebooted {
+            d.forget_node_plans_after_reboot();
         }
         for (op, f) in &d.state.in_flight {
             if f.credentialed {
@@ -439,6 +448,37 @@ impl Driver {
             });
         }
         d
+    }
+
+    /// After a reboot the node's mounts are gone and the kubelet stages
+    /// and publishes again what it still wants: the stages and publishes
+    /// recorded are forgotten, and a node operation in flight at the last
+    /// stop is not carried out (a publish for a pod since deleted would
+    /// mount what nobody unmounts).
+    fn forget_node_plans_after_reboot(&mut self) {
+        let moot: Vec<OpId> = self
+            .state
+            .in_flight
+            .iter()
+            .filter(|(_, f)| f.plan.on_node())
+            .map(|(op, _)| *op)
+            .collect();
+        for op in moot {
+            if let Some(f) = self.state.in_flight.remove(&op) {
+                self.forgotten.push(f.plan.describe());
+            }
+        }
+        // Every stage and publish recorded was undone by the reboot.
+        if !self.state.node.is_empty() {
+            self.state.node.clear();
+        }
+        self.dirty = true;
+    }
+
+    /// Node operations in flight at the last stop that a reboot made moot
+    /// (not carried out again), described for a person.
+    pub fn forgotten_after_reboot(&self) -> &[String] {
+        &self.forgotten
     }
 
     /// The driver's fixed configuration.
@@ -813,10 +853,10 @@ impl Driver {
         let recovered = self.recovering.remove(&op);
         // A plan that would be carried out again at a restart: its outcome
         // may be answered before it is written.
-        // Not a node plan: replayed after a reboot, it would mount again
-        // what the reboot took away and the kubelet no longer wants.
+        // A node plan only when a reboot would be known: replayed after
+        // one, it would mount again what the kubelet no longer wants.
         let replayable = !flight.credentialed
-            && !flight.plan.on_node()
+            && (!flight.plan.on_node() || !self.state.boot.is_empty())
             && !recovered
             && !self.resumed.contains_key(&op);
         let result = match flight.plan {

@@ -51,6 +51,14 @@ pub struct DriverState {
     /// (see [`DriverState::next_incarnation`]).
     #[serde(default)]
     pub incarnation: u64,
+    /// The boot of the machine the last process started on (Linux's
+    /// `boot_id`; empty: not known), see [`DriverState::start_boot`].
+    #[serde(default)]
+    pub boot: String,
+    /// This start follows a reboot (set by [`DriverState::start_boot`] for
+    /// the start only, never stored).
+    #[serde(skip)]
+    pub rebooted: bool,
 }
 
 /// A value kept beside the state, not part of it: states compare equal
@@ -309,6 +317,25 @@ impl DriverState {
         (self.incarnation, change)
     }
 
+    /// Notes the boot this process starts on (`boot`: Linux's `boot_id`,
+    /// empty when not known): [`DriverState::rebooted`] says whether the
+    /// machine rebooted since the last process started — its mounts are
+    /// gone then, and node operations in flight are not carried out again.
+    /// Returns the record to write before anything is served, when the boot
+    /// changed.
+    pub fn start_boot(&mut self, boot: &str) -> Option<Change> {
+        if boot.is_empty() || boot == self.boot {
+            return None;
+        }
+        self.rebooted = !self.boot.is_empty();
+        self.boot = boot.to_string();
+        Some(Change {
+            table: "meta",
+            key: "boot".into(),
+            value: Some(boot.as_bytes().to_vec()),
+        })
+    }
+
     /// Marks the records `(table, key)` to be written again (their write
     /// failed).
     pub fn retouch(&mut self, records: Vec<(&'static str, String)>) {
@@ -349,6 +376,10 @@ impl DriverState {
         if table == "meta" {
             let text = std::str::from_utf8(bytes).unwrap_or("");
             return match key {
+                "boot" => {
+                    self.boot = text.to_string();
+                    Ok(())
+                }
                 "incarnation" => {
                     self.incarnation = text
                         .parse()

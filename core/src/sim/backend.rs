@@ -457,6 +457,8 @@ pub struct DriverProcess {
     /// and expand) must carry, when its StorageClasses name a Secret for
     /// them (a cloud driver's API key, a SAN's CHAP secret).
     pub credentials: Option<driver::Secrets>,
+    /// The boot of the node it runs on (a new one after each reboot).
+    boot: String,
 }
 
 /// The secrets a call carries, for the calls the provisioner, the
@@ -516,10 +518,19 @@ fn config(node: &str, controller: bool, plant: Planted) -> DriverConfig {
 impl DriverProcess {
     /// A driver process on `node` (the controller's when `controller`).
     pub fn new(node: &str, controller: bool, plant: Planted) -> DriverProcess {
+        let boot = "boot-0".to_string();
+        let mut state = DriverState::default();
+        let mut persisted = BTreeMap::new();
+        if let Some(change) = state.start_boot(&boot)
+            && let Some(value) = change.value
+        {
+            persisted.insert((change.table, change.key), value);
+        }
         DriverProcess {
-            machine: Driver::new(config(node, controller, plant), DriverState::default()),
-            persisted: BTreeMap::new(),
+            machine: Driver::new(config(node, controller, plant), state),
+            persisted,
             credentials: None,
+            boot,
         }
     }
 
@@ -531,15 +542,22 @@ impl DriverProcess {
             .persisted
             .iter()
             .map(|((t, k), v)| (*t, k.as_str(), v.as_slice()));
-        let state = DriverState::from_records(records).expect("the sim's records load");
+        let mut state = DriverState::from_records(records).expect("the sim's records load");
+        // The boot the process starts on, recorded before anything else.
+        if let Some(change) = state.start_boot(&self.boot)
+            && let Some(value) = change.value
+        {
+            self.persisted.insert((change.table, change.key), value);
+        }
         self.machine = Driver::new(c, state);
         self.drain(storage, node, now, None);
     }
 
     /// The node rebooted: its mounts are gone, and the driver starts again
-    /// and reconciles with the (empty) mount table.
+    /// (on a new boot) and reconciles with the (empty) mount table.
     pub fn reboot(&mut self, storage: &mut Storage, node: &str, now: Tick) {
         storage.mounts.remove(node);
+        self.boot = format!("boot-{now}");
         self.restart(storage, Some(node), now);
         self.machine
             .handle(now, driver::Input::Mounts(Vec::<MountEntry>::new()));

@@ -314,3 +314,36 @@ fn a_credentialed_or_failed_outcome_is_written_before_it_is_answered() {
         "a failure is written before it is answered"
     );
 }
+
+#[test]
+fn after_a_reboot_node_operations_in_flight_are_forgotten_not_replayed() {
+    let mut h = Harness::new();
+    h.d.handle(
+        1,
+        Input::Request {
+            rpc: 1,
+            request: stage("v"),
+        },
+    );
+    polled(&mut h.d); // the intent is written; the stage is in flight
+    let mut state = h.d.state().clone();
+    assert!(state.start_boot("boot-a").is_some());
+    // The same boot: a process restart, the stage is carried out again.
+    let mut same = state.clone();
+    assert!(same.start_boot("boot-a").is_none() && !same.rebooted);
+    let mut d = Driver::new(DriverConfig::new("volplane.csi.io", "test", "node-a"), same);
+    assert!(matches!(d.poll(), Some(Effect::Execute { .. })));
+    // Another boot: the mounts are gone, nothing is mounted again.
+    assert!(state.start_boot("boot-b").is_some() && state.rebooted);
+    let mut d = Driver::new(
+        DriverConfig::new("volplane.csi.io", "test", "node-a"),
+        state,
+    );
+    let effects = polled(&mut d);
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Execute { .. })),
+        "{effects:?}"
+    );
+    assert_eq!(d.forgotten_after_reboot().len(), 1);
+    assert!(d.state().node.is_empty() && d.state().in_flight.is_empty());
+}
