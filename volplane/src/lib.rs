@@ -29,12 +29,19 @@
 //!
 //! **The crash contract.** volplane records every operation before it
 //! calls your backend and its outcome after. When the process dies in
-//! between (a crash, `kill -9`, a node reboot), the next start calls the
-//! same method again with the same plan before serving anything new. So
-//! every method must be *idempotent*: called for work that already
-//! (partly) happened, it finishes it and succeeds. Create by name, delete
-//! what is there, never fail because something already exists or is
-//! already gone.
+//! between (a crash, `kill -9`), the next start calls the same method
+//! again with the same plan before serving anything new. So every method
+//! must be *idempotent*: called for work that already (partly) happened,
+//! it finishes it and succeeds. Create by name, delete what is there,
+//! never fail because something already exists or is already gone — and
+//! answer a create repeated for a name with the *same* volume (the same
+//! id): volplane answers a successful operation as soon as its record of
+//! the operation is durable, writing the outcome with the next commit, so
+//! a crash in between is made good by calling your method again (one
+//! commit per operation, not two). After a node reboot (a new boot id),
+//! the node's stages and publishes are gone with their mounts: node
+//! operations that were in flight are not called again, and the kubelet
+//! stages and publishes again what it still needs.
 //!
 //! Secrets are never written down. An operation whose request carried
 //! secrets is therefore *not* called again at start (it would reach your
