@@ -58,3 +58,31 @@ pub fn publish_floor(dir: &Path, durable: Option<&Path>, seconds: f64) -> Result
     times.sort();
     Ok(times.get(times.len() / 2).copied().unwrap_or_default())
 }
+
+/// The median of one mkdir + rmdir cycle under `dir`, each followed by a
+/// record written and synced in `durable`: what a driver that records each
+/// CreateVolume and DeleteVolume durably cannot do without.
+pub fn create_floor(dir: &Path, durable: &Path, seconds: f64) -> Result<Duration, String> {
+    let target = dir.join("volplane-bench-floor-volume");
+    let journal_path = durable.join("volplane-bench-floor-journal");
+    let journal = File::create(&journal_path)
+        .map_err(|e| format!("create {}: {e}", journal_path.display()))?;
+    let mut times = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let result: Result<(), String> = (|| {
+        while Instant::now() < deadline {
+            let t = Instant::now();
+            std::fs::create_dir(&target).map_err(|e| format!("mkdir {}: {e}", target.display()))?;
+            record(&journal)?;
+            std::fs::remove_dir(&target).map_err(|e| format!("rmdir: {e}"))?;
+            record(&journal)?;
+            times.push(t.elapsed());
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir(&target);
+    let _ = std::fs::remove_file(&journal_path);
+    result?;
+    times.sort();
+    Ok(times.get(times.len() / 2).copied().unwrap_or_default())
+}

@@ -404,6 +404,16 @@ async fn bench_one<T: Transport>(
         println!("  CreateVolume+DeleteVolume  {f}");
         creates.push(f);
     }
+    let driver = creates.first().map_or(Duration::ZERO, |f| f.median);
+    let what = "durable floor (mkdir + rmdir, each with a 4 KiB write + fdatasync)";
+    match super::floor::create_floor(&args.kubelet_dir, durable_dir, args.seconds.min(2.0)) {
+        Ok(floor) => println!(
+            "  {what}: median {:.3} ms; the driver's cycle at one client is {:.1}× it",
+            floor.as_secs_f64() * 1e3,
+            driver.as_secs_f64() / floor.as_secs_f64().max(1e-9)
+        ),
+        Err(why) => println!("  {what}: not measured ({why})"),
+    }
     report.push(("CreateVolume+DeleteVolume", creates));
     if !args.volumes.is_empty() {
         println!("  scale (one client):");
@@ -491,6 +501,20 @@ pub async fn bench_all<T: Transport>(
         }
         let names: Vec<&str> = reports.iter().map(|(e, _)| e.as_str()).collect();
         println!("  columns: {}", names.join("  |  "));
+        println!("\nthe first column's ops/s over each other's:");
+        for (phase_index, (phase, figures)) in first.iter().enumerate() {
+            for (client_index, f) in figures.iter().enumerate() {
+                let mut line = format!("  {phase:<26} {:>3} client(s)", f.clients);
+                for (_, r) in &reports[1..] {
+                    let g = &r[phase_index].1[client_index];
+                    line.push_str(&format!(
+                        "  | {:>6.2}×",
+                        f.per_second / g.per_second.max(1e-9)
+                    ));
+                }
+                println!("{line}");
+            }
+        }
     }
     Ok(())
 }
