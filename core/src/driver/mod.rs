@@ -331,6 +331,23 @@ enum Decision {
     },
 }
 
+/// Outcomes answered before they were written (see the module
+/// documentation), and the time of the input being handled. Times are not
+/// state: two drivers that differ only in them hash alike (the explorer
+/// treats them as one), though whether outcomes wait does count.
+#[derive(Debug, Clone, Default)]
+struct Lazy {
+    /// Since when outcomes wait for the next persist.
+    since: Option<Tick>,
+    now: Tick,
+}
+
+impl std::hash::Hash for Lazy {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.since.is_some().hash(state);
+    }
+}
+
 /// A query handed out, and what its answer is for.
 #[derive(Debug, Clone, Hash)]
 enum Query {
@@ -355,11 +372,8 @@ pub struct Driver {
     queries: BTreeMap<OpId, Query>,
     /// The state changed since it was last persisted.
     dirty: bool,
-    /// Outcomes answered before they were written (see the module
-    /// documentation), since this time: written by the next persist.
-    lazy_since: Option<Tick>,
-    /// The time of the input being handled.
-    now: Tick,
+    /// Outcomes answered before they were written, and the time.
+    lazy: Lazy,
     /// The persist in flight, and how many queued effects it covers.
     persisting: Option<(OpId, usize)>,
     /// The records the persist in flight writes: written again by the next
@@ -417,8 +431,7 @@ impl Driver {
             queue: VecDeque::new(),
             queries: BTreeMap::new(),
             dirty: false,
-            lazy_since: None,
-            now: 0,
+            lazy: Lazy::default(),
             persisting: None,
             writing: Vec::new(),
             releasable: 0,
@@ -903,7 +916,7 @@ impl Driver {
             )),
         };
         if replayable && result.is_ok() {
-            self.lazy_since.get_or_insert(self.now);
+            self.lazy.since.get_or_insert(self.lazy.now);
         } else {
             self.dirty = true;
         }
@@ -939,7 +952,7 @@ impl crate::machine::Machine for Driver {
     type Effect = Effect;
 
     fn handle(&mut self, now: Tick, input: Input) {
-        self.now = now;
+        self.lazy.now = now;
         match input {
             Input::Request { rpc, request } => {
                 let decision = self.decide(request, &BTreeSet::new());
@@ -961,7 +974,7 @@ impl crate::machine::Machine for Driver {
         }
         if self.dirty && (!self.persist_failed || !self.queue.is_empty()) {
             self.dirty = false;
-            self.lazy_since = None;
+            self.lazy.since = None;
             self.persists += 1;
             let op = OpId(self.persists);
             self.persisting = Some((op, self.queue.len()));
@@ -978,16 +991,17 @@ impl crate::machine::Machine for Driver {
     /// When outcomes answered before they were written must be written
     /// on their own (no persist came for them).
     fn poll_timeout(&self) -> Option<Tick> {
-        self.lazy_since.map(|since| since + LAZY_FLUSH)
+        self.lazy.since.map(|since| since + LAZY_FLUSH)
     }
 
     fn handle_timeout(&mut self, now: Tick) {
-        self.now = now;
+        self.lazy.now = now;
         if self
-            .lazy_since
+            .lazy
+            .since
             .is_some_and(|since| now >= since + LAZY_FLUSH)
         {
-            self.lazy_since = None;
+            self.lazy.since = None;
             self.dirty = true;
         }
     }
