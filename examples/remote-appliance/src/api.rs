@@ -7,7 +7,7 @@
 //! | `GET /v1/volumes?start={id}&limit={n}` | 200 [`Page`] in id order (`start`: the id a page starts at), 400 a start that is no id |
 //! | `POST /v1/volumes/{id}/expand` `{bytes}` | 200 [`VolumeInfo`], 404 |
 //! | `DELETE /v1/volumes/{id}` | 204, 404, 409 while a node has it attached |
-//! | `POST /v1/faults` `{slow_next, slow_ms}` | 200: the next changes wait (fault injection, for tests) |
+//! | `POST /v1/faults` `{slow_next, slow_ms, short_expand}` | 200: the next changes wait, expansions grow nothing (fault injection, for tests) |
 //! | `GET /v1/stats` | 200 [`Stats`] (no token needed) |
 //!
 //! Every request but the last carries `Authorization: Bearer <token>`
@@ -69,6 +69,9 @@ pub struct Faults {
     pub slow_next: u64,
     /// How long each waits, in milliseconds.
     pub slow_ms: u64,
+    /// Expansions answer without growing anything (a broken appliance).
+    #[serde(default)]
+    pub short_expand: bool,
 }
 
 /// `GET /v1/stats`: what the appliance has been asked.

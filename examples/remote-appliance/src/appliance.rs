@@ -50,6 +50,8 @@ pub struct Appliance {
     /// Changes still to be slowed by `POST /v1/faults`, and by how much (ms).
     slow_next: AtomicU64,
     slow_next_ms: AtomicU64,
+    /// Expansions answer without growing anything.
+    short_expand: std::sync::atomic::AtomicBool,
 }
 
 type Answer = (u16, Vec<u8>);
@@ -93,6 +95,7 @@ impl Appliance {
             busy: AtomicU64::new(0),
             slow_next: AtomicU64::new(0),
             slow_next_ms: AtomicU64::new(0),
+            short_expand: false.into(),
         })
     }
 
@@ -162,14 +165,16 @@ impl Appliance {
         }
     }
 
-    /// `POST /v1/faults {slow_next, slow_ms}`: the next `slow_next`
-    /// changes wait `slow_ms` before they act.
+    /// `POST /v1/faults {slow_next, slow_ms, short_expand}`: the next
+    /// `slow_next` changes wait `slow_ms` before they act; with
+    /// `short_expand`, expansions answer without growing anything.
     fn faults(&self, body: &[u8]) -> Answer {
         let Ok(f) = serde_json::from_slice::<Faults>(body) else {
             return problem(400, "the body is not {slow_next, slow_ms}");
         };
         self.slow_next_ms.store(f.slow_ms, Ordering::SeqCst);
         self.slow_next.store(f.slow_next, Ordering::SeqCst);
+        self.short_expand.store(f.short_expand, Ordering::SeqCst);
         json(200, &f)
     }
 
@@ -292,7 +297,7 @@ impl Appliance {
         let Some(v) = held.volumes.get_mut(id) else {
             return problem(404, format!("volume {id} does not exist"));
         };
-        if e.bytes > v.bytes {
+        if e.bytes > v.bytes && !self.short_expand.load(Ordering::SeqCst) {
             let mut grown = v.clone();
             grown.bytes = e.bytes;
             let done = std::fs::OpenOptions::new()

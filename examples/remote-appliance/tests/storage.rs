@@ -4,7 +4,8 @@
 //! appliance without its token and the CO's retry finishes it; a killed
 //! process's create that lands after its successor's delete is fenced
 //! (no orphan); a multi-node mode is refused before the appliance is
-//! asked.
+//! asked; an appliance answering a short expand is INTERNAL naming the
+//! backend method.
 
 mod common;
 
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::{Appliance, TOKEN};
+use remote_appliance::api::Faults;
 use volplane::testing::csi::volume_capability::access_mode::Mode;
 use volplane::testing::csi::volume_capability::{AccessMode, AccessType, MountVolume};
 use volplane::testing::{Code, Csi, DriverProcess, Error, csi, may_mount};
@@ -252,4 +254,40 @@ async fn a_multi_node_mode_is_refused_before_the_appliance_is_asked() {
     let e = Error::call("CreateVolume", &e);
     assert_eq!(e.code(), Some(Code::InvalidArgument), "{e}");
     assert_eq!(appliance.stats().requests, asked, "the appliance was asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_appliance_answering_a_short_expand_is_internal_naming_the_backend() {
+    let appliance = Appliance::start(&[]);
+    let d = DriverProcess::start(appliance.driver()).unwrap();
+    let csi = Csi::connect(&d.layout().endpoint).await.unwrap();
+    let mut c = csi.controller.clone();
+    let v = c
+        .create_volume(create("pvc-grows"))
+        .await
+        .unwrap()
+        .into_inner();
+    let id = v.volume.unwrap().volume_id;
+    appliance.faults(Faults {
+        short_expand: true,
+        ..Faults::default()
+    });
+    let e = c
+        .controller_expand_volume(csi::ControllerExpandVolumeRequest {
+            volume_id: id.clone(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 64 << 20,
+                limit_bytes: 0,
+            }),
+            secrets: secrets(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    let e = Error::call("ControllerExpandVolume", &e);
+    assert_eq!(e.code(), Some(Code::Internal), "{e}");
+    assert!(e.to_string().contains("Backend::controller_expand"), "{e}");
+    appliance.faults(Faults::default());
+    c.delete_volume(delete(&id)).await.unwrap();
+    assert_eq!(appliance.volumes(), vec![]);
 }

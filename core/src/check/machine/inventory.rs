@@ -117,6 +117,15 @@ impl Checker {
             }
         };
         self.stored_now.pages += 1;
+        let held = self.stored_now.volumes.len() + self.stored_now.snapshots.len();
+        if held > super::MOST_LISTED {
+            // Too many to hold: the inventory says nothing.
+            self.stored_now.failed =
+                Some(format!("more than {} entries listed", super::MOST_LISTED));
+            self.stored_now.volumes.clear();
+            self.stored_now.snapshots.clear();
+            return self.inventory_taken(taking.before);
+        }
         let fresh = self.stored_now.tokens.insert(next_token.clone());
         if !next_token.is_empty() && fresh && self.stored_now.pages < MOST_PAGES {
             return self.list_page(taking, next_token);

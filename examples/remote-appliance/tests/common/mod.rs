@@ -98,12 +98,17 @@ impl Appliance {
 
     /// The next `n` changes wait `ms` before they act.
     pub fn slow_next(&self, n: u64, ms: u64) {
-        let auth = [("Authorization", format!("Bearer {TOKEN}"))];
-        let body = serde_json::to_vec(&Faults {
+        self.faults(Faults {
             slow_next: n,
             slow_ms: ms,
-        })
-        .unwrap();
+            short_expand: false,
+        });
+    }
+
+    /// Sets the appliance's faults.
+    pub fn faults(&self, faults: Faults) {
+        let auth = [("Authorization", format!("Bearer {TOKEN}"))];
+        let body = serde_json::to_vec(&faults).unwrap();
         let (code, _) = http::call(
             &self.address,
             "POST",
