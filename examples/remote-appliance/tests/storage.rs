@@ -49,6 +49,30 @@ fn delete(id: &str) -> csi::DeleteVolumeRequest {
     }
 }
 
+/// Sends `call` while the appliance holds the next change `hold_ms`, kills
+/// the driver (SIGKILL) `after_ms` into it and starts it again; whether the
+/// call was answered OK before the kill, and a connection to the new one.
+async fn killed_during<F, Fut>(
+    appliance: &Appliance,
+    d: &mut DriverProcess,
+    (hold_ms, after_ms): (u64, u64),
+    call: F,
+) -> (bool, Csi)
+where
+    F: FnOnce(Csi) -> Fut,
+    Fut: std::future::Future<Output = bool> + Send + 'static,
+{
+    let endpoint = d.layout().endpoint.clone();
+    let csi = Csi::connect(&endpoint).await.unwrap();
+    appliance.slow_next(1, hold_ms);
+    let call = tokio::spawn(call(csi));
+    tokio::time::sleep(Duration::from_millis(after_ms)).await;
+    d.kill();
+    let answered = call.await.unwrap_or(false);
+    d.resume().unwrap();
+    (answered, Csi::connect(&endpoint).await.unwrap())
+}
+
 /// Waits until `check` holds (the appliance acting on a slow request).
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
     for _ in 0..100 {
@@ -144,21 +168,14 @@ async fn a_controller_on_a_new_state_directory_serves_and_deletes_what_the_appli
 async fn a_kill_during_a_credentialed_create_or_delete_waits_for_the_retry() {
     let appliance = Appliance::start(&[]);
     let mut d = DriverProcess::start(appliance.driver()).unwrap();
-    let endpoint = d.layout().endpoint.clone();
-    let csi = Csi::connect(&endpoint).await.unwrap();
     // CreateVolume reaches the appliance, which takes 3 s; the driver is
     // killed meanwhile.
-    appliance.slow_next(1, 3000);
-    let mut c = csi.controller.clone();
-    let call = tokio::spawn(async move { c.create_volume(create("pvc-in-doubt")).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    d.kill();
-    assert!(
-        call.await.unwrap().is_err(),
-        "the create was answered before the kill"
-    );
-    d.resume().unwrap();
-    let csi = Csi::connect(&endpoint).await.unwrap();
+    let (answered, csi) = killed_during(&appliance, &mut d, (3000, 500), |csi| async move {
+        let mut c = csi.controller.clone();
+        c.create_volume(create("pvc-in-doubt")).await.is_ok()
+    })
+    .await;
+    assert!(!answered, "the create was answered before the kill");
     let asked = appliance.stats().requests;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(
@@ -180,18 +197,13 @@ async fn a_kill_during_a_credentialed_create_or_delete_waits_for_the_retry() {
     let held: Vec<_> = appliance.volumes().into_iter().map(|v| v.id).collect();
     assert_eq!(held, vec![id.clone()], "exactly one volume for the name");
     // The same for DeleteVolume.
-    appliance.slow_next(1, 3000);
-    let mut c = csi.controller.clone();
     let gone = id.clone();
-    let call = tokio::spawn(async move { c.delete_volume(delete(&gone)).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    d.kill();
-    assert!(
-        call.await.unwrap().is_err(),
-        "the delete was answered before the kill"
-    );
-    d.resume().unwrap();
-    let csi = Csi::connect(&endpoint).await.unwrap();
+    let (answered, csi) = killed_during(&appliance, &mut d, (3000, 500), |csi| async move {
+        let mut c = csi.controller.clone();
+        c.delete_volume(delete(&gone)).await.is_ok()
+    })
+    .await;
+    assert!(!answered, "the delete was answered before the kill");
     csi.controller
         .clone()
         .delete_volume(delete(&id))
@@ -210,18 +222,13 @@ async fn a_kill_during_a_credentialed_create_or_delete_waits_for_the_retry() {
 async fn a_killed_processs_late_create_is_fenced_and_leaves_no_orphan() {
     let appliance = Appliance::start(&[]);
     let mut d = DriverProcess::start(appliance.driver()).unwrap();
-    let endpoint = d.layout().endpoint.clone();
-    let csi = Csi::connect(&endpoint).await.unwrap();
     // The create reaches the appliance and waits there 4 s: long enough
     // for the next process to create, and the CO to delete, first.
-    appliance.slow_next(1, 4000);
-    let mut c = csi.controller.clone();
-    let call = tokio::spawn(async move { c.create_volume(create("pvc-late")).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    d.kill();
-    let _ = call.await;
-    d.resume().unwrap();
-    let csi = Csi::connect(&endpoint).await.unwrap();
+    let (_, csi) = killed_during(&appliance, &mut d, (4000, 300), |csi| async move {
+        let mut c = csi.controller.clone();
+        c.create_volume(create("pvc-late")).await.is_ok()
+    })
+    .await;
     let mut c = csi.controller.clone();
     let v = c
         .create_volume(create("pvc-late"))
