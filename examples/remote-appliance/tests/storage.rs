@@ -42,6 +42,18 @@ fn create(name: &str) -> csi::CreateVolumeRequest {
     }
 }
 
+fn expand(id: &str, bytes: i64) -> csi::ControllerExpandVolumeRequest {
+    csi::ControllerExpandVolumeRequest {
+        volume_id: id.into(),
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: bytes,
+            limit_bytes: 0,
+        }),
+        secrets: secrets(),
+        ..Default::default()
+    }
+}
+
 fn delete(id: &str) -> csi::DeleteVolumeRequest {
     csi::DeleteVolumeRequest {
         volume_id: id.into(),
@@ -128,15 +140,7 @@ async fn a_controller_on_a_new_state_directory_serves_and_deletes_what_the_appli
         .into_inner();
     assert!(validated.confirmed.is_some(), "{validated:?}");
     let expanded = c
-        .controller_expand_volume(csi::ControllerExpandVolumeRequest {
-            volume_id: id.clone(),
-            capacity_range: Some(csi::CapacityRange {
-                required_bytes: 64 << 20,
-                limit_bytes: 0,
-            }),
-            secrets: secrets(),
-            ..Default::default()
-        })
+        .controller_expand_volume(expand(&id, 64 << 20))
         .await
         .unwrap()
         .into_inner();
@@ -280,15 +284,7 @@ async fn an_appliance_answering_a_short_expand_is_internal_naming_the_backend() 
         ..Faults::default()
     });
     let e = c
-        .controller_expand_volume(csi::ControllerExpandVolumeRequest {
-            volume_id: id.clone(),
-            capacity_range: Some(csi::CapacityRange {
-                required_bytes: 64 << 20,
-                limit_bytes: 0,
-            }),
-            secrets: secrets(),
-            ..Default::default()
-        })
+        .controller_expand_volume(expand(&id, 64 << 20))
         .await
         .unwrap_err();
     let e = Error::call("ControllerExpandVolume", &e);
