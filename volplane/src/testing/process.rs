@@ -116,9 +116,11 @@ fn spawn(command: &Starter, layout: &Layout) -> Result<Child, Error> {
 /// devices backed by files beneath it, and removes it — never following a
 /// mount out of it, so a volume still mounted there loses nothing.
 fn put_away(root: &Path) {
-    if !root.exists() {
+    // The mount table and the loop devices name real paths.
+    let Ok(root) = std::fs::canonicalize(root) else {
         return;
-    }
+    };
+    let root = root.as_path();
     if let Ok(host) = volplane_host::Host::new([root]) {
         let mut points: Vec<String> = host
             .mountinfo()
