@@ -414,6 +414,7 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
 }
 
 /// The roles' configuration from the flags.
+#[allow(clippy::needless_update)] // every field but the test knobs
 fn controller_config(
     args: ControllerArgs,
     identity: String,
@@ -463,6 +464,8 @@ fn controller_config(
         // csi-provisioner restores from VolumeSnapshots whenever their
         // CRDs are served; `volplane controller` does with --snapshotter.
         restore_snapshots: args.sidecar == Some(crate::upstream::Sidecar::Provisioner),
+        // Test knobs, present only in test builds (feature `fake-api`).
+        ..ControllerConfig::default()
     }
 }
 

@@ -155,6 +155,10 @@ pub struct ControllerConfig {
     /// The provisioner restores claims from VolumeSnapshots without the
     /// snapshotter role (as external-provisioner does on its own).
     pub restore_snapshots: bool,
+    /// Test knob (feature `fake-api`, never in a release build): this role
+    /// panics when its caches sync, as a bug would.
+    #[cfg(feature = "fake-api")]
+    pub panic_in: Option<&'static str>,
 }
 
 impl Default for ControllerConfig {
@@ -183,6 +187,8 @@ impl Default for ControllerConfig {
             worker_threads: 10,
             retry_interval: (Duration::from_secs(1), Duration::from_secs(300)),
             restore_snapshots: false,
+            #[cfg(feature = "fake-api")]
+            panic_in: None,
         }
     }
 }
@@ -201,6 +207,11 @@ pub enum ControllerError {
     /// No role can run with this driver and these switches.
     #[error("nothing to do: {0}")]
     NothingToDo(String),
+    /// A role, an informer or a call a role made panicked (a bug): the
+    /// controller stops rather than go on without it, so that it is
+    /// started again (its pod restarts) with every role.
+    #[error("{0}; volplane controller stops so that it is started again with every role")]
+    Crashed(String),
 }
 
 /// What the driver says about itself.
@@ -276,6 +287,12 @@ struct Context<T> {
     workers: volplane_service::Permits,
     /// The role's work queue's name, for the metrics.
     queue: String,
+    /// Where a panic in a task of the role is reported (the controller
+    /// stops on it).
+    crashed: mpsc::UnboundedSender<String>,
+    /// Test knob (feature `fake-api`): the role panics when its caches sync.
+    #[cfg(feature = "fake-api")]
+    panic_on_sync: bool,
 }
 
 /// Says whether the `n`th failure in a row of a call is logged: the
@@ -325,7 +342,8 @@ impl<T: Transport> Context<T> {
     /// back through `done`.
     fn carry(self: &Arc<Self>, role: &'static str, effect: Effect, done: &Inbox) {
         let (ctx, done) = (self.clone(), done.clone());
-        self.rt.spawn(Box::pin(async move {
+        let crashed = self.crashed.clone();
+        let work = async move {
             let input = match effect {
                 Effect::Api { op, call } => {
                     let what = format!("{} {}", call.verb(), call.key());
@@ -390,8 +408,25 @@ impl<T: Transport> Context<T> {
                 }
             };
             done.send(input);
+        };
+        self.rt.spawn(Box::pin(async move {
+            if let Err(panic) = std::panic::AssertUnwindSafe(work).catch_unwind().await {
+                let _ = crashed.unbounded_send(format!(
+                    "role {role} panicked carrying out a call: {}",
+                    panic_text(panic.as_ref())
+                ));
+            }
         }));
     }
+}
+
+/// What a panic said.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 /// A role's inputs, each with when it came: the role's work queue, as
@@ -482,6 +517,10 @@ impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
         if machine.poll_timeout().is_some_and(|t| t <= now) {
             self.guard.news();
         }
+        #[cfg(feature = "fake-api")]
+        if self.ctx.panic_on_sync && matches!(input, Some(Input::Synced)) {
+            panic!("planted: role {} panics when its caches sync", self.name);
+        }
         if let Some(i) = input {
             self.guard.input(i);
             if let Some(m) = &mut self.operations {
@@ -565,7 +604,11 @@ pub async fn run<T: Transport>(
     }
     let seen = Seen::default();
     let clock = volplane_service::Clock::start();
-    let context = |role: &str| {
+    // A panic anywhere (a role, an informer, a call a role makes) ends the
+    // controller: a role that stopped silently would leave a process that
+    // holds its Lease and looks healthy while it does nothing.
+    let (crash_tx, mut crash_rx) = mpsc::unbounded::<String>();
+    let context = |role: &'static str| {
         let client = clients(role);
         Arc::new(Context {
             rt: rt.clone(),
@@ -585,14 +628,24 @@ pub async fn run<T: Transport>(
             limiter: Mutex::new(TokenBucket::new(config.kube_api.0, config.kube_api.1)),
             workers: volplane_service::Permits::new(config.worker_threads),
             queue: queue_name(role, &facts.name),
+            crashed: crash_tx.clone(),
+            #[cfg(feature = "fake-api")]
+            panic_on_sync: config.panic_in == Some(role),
         })
     };
     let kinds: BTreeSet<Kind> = roles.iter().flat_map(|r| r.kinds.iter().copied()).collect();
     let mut mailboxes: Vec<Mailbox> = Vec::new();
     // Every task is aborted when the controller stops.
     let mut tasks = Vec::new();
-    let mut spawn = |task: driver::BoxFuture<()>| {
-        let (task, handle) = futures::future::abortable(task);
+    let mut spawn = |name: String, task: driver::BoxFuture<()>| {
+        let crashed = crash_tx.clone();
+        let watched = async move {
+            if let Err(panic) = std::panic::AssertUnwindSafe(task).catch_unwind().await {
+                let _ = crashed
+                    .unbounded_send(format!("{name} panicked: {}", panic_text(panic.as_ref())));
+            }
+        };
+        let (task, handle) = futures::future::abortable(watched);
         rt.spawn(Box::pin(task.map(|_| ())));
         tasks.push(handle);
     };
@@ -607,7 +660,10 @@ pub async fn run<T: Transport>(
             inbox: inbox.clone(),
         });
         let ctx = context(role.name);
-        spawn(Box::pin(drive(role, ctx, rx, inbox)));
+        spawn(
+            format!("role {}", role.name),
+            Box::pin(drive(role, ctx, rx, inbox)),
+        );
     }
     let client = clients("informers");
     let (feed_tx, feed_rx) = mpsc::unbounded::<Feed>();
@@ -618,21 +674,36 @@ pub async fn run<T: Transport>(
             (Kind::CsiStorageCapacity, Some(t)) => t.namespace.clone(),
             _ => String::new(),
         };
-        spawn(Box::pin(inform(
-            rt.clone(),
-            client.clone(),
-            *kind,
-            namespace,
-            move |f| {
-                let _ = tx.unbounded_send(f);
-            },
-        )));
+        spawn(
+            format!("the {kind:?} informer"),
+            Box::pin(inform(
+                rt.clone(),
+                client.clone(),
+                *kind,
+                namespace,
+                move |f| {
+                    let _ = tx.unbounded_send(f);
+                },
+            )),
+        );
     }
-    distribute(&rt, config.resync, &mailboxes, feed_rx, &seen, stop).await;
+    let distributing = distribute(&rt, config.resync, &mailboxes, feed_rx, &seen, stop);
+    let crashed = futures::select! {
+        () = std::pin::pin!(distributing.fuse()) => None,
+        why = crash_rx.next() => why,
+    };
     for t in tasks {
         t.abort();
     }
-    Ok(())
+    match crashed {
+        Some(why) => {
+            tracing::error!(
+                "{why}; volplane controller stops so that it is started again with every role"
+            );
+            Err(ControllerError::Crashed(why))
+        }
+        None => Ok(()),
+    }
 }
 
 /// A role's inbox, and the kinds it watches.

@@ -430,3 +430,75 @@ fn rbac_of_names_requests_as_rbac_does() {
         "create events.k8s.io/events"
     );
 }
+
+/// The roles with the binder planted to panic when its caches sync (a
+/// bug, as an `expect` that fails would be).
+fn panicking_binder() -> ControllerConfig {
+    ControllerConfig {
+        roles: Roles {
+            binder: true,
+            ..Roles::default()
+        },
+        panic_in: Some("binder"),
+        ..ControllerConfig::default()
+    }
+}
+
+/// What `controller::run` ended with must be the binder's panic, soon.
+fn says_the_binder_panicked(ended: Result<(), String>, took: Duration) {
+    let why = ended.expect_err("the controller went on without its binder");
+    assert!(
+        why.contains("role binder panicked") && why.contains("started again"),
+        "{why}"
+    );
+    assert!(took < Duration::from_secs(20), "it took {took:?} to stop");
+}
+
+/// A panicking role ends the controller (its pod restarts) instead of
+/// dying alone while the process holds its Lease and looks healthy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_that_panics_stops_the_controller_on_tokio() {
+    require_root!();
+    let d = Driver::start(Runtime::Tokio);
+    let api = FakeApi::default();
+    seed(&api);
+    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let client = api.client();
+    let started = Instant::now();
+    let ended = controller::run(
+        std::sync::Arc::new(volplane_tokio::Tokio),
+        move |_: &str| client.clone(),
+        CsiClient::new(ch, None),
+        panicking_binder(),
+        std::future::pending(),
+    )
+    .await;
+    says_the_binder_panicked(ended.map_err(|e| e.to_string()), started.elapsed());
+}
+
+#[test]
+fn a_role_that_panics_stops_the_controller_on_smol() {
+    use std::sync::Arc;
+    use volplane_kube::runtime::{TokioContext, with_tokio};
+    require_root!();
+    let d = Driver::start(Runtime::Smol);
+    let api = FakeApi::default();
+    seed(&api);
+    let executor = volplane_smol::Runtime::new(2).expect("smol's threads start");
+    let rt: Arc<dyn volplane_service::drive::Runtime> = Arc::new(TokioContext(Arc::new(executor)));
+    smol::block_on(with_tokio(async {
+        let ch = volplane_smol::connect(&d.endpoint).await.unwrap();
+        let csi = CsiClient::new(ch, Some(http::Uri::from_static("http://localhost")));
+        let client = api.client();
+        let started = Instant::now();
+        let ended = controller::run(
+            rt.clone(),
+            move |_: &str| client.clone(),
+            csi,
+            panicking_binder(),
+            std::future::pending(),
+        )
+        .await;
+        says_the_binder_panicked(ended.map_err(|e| e.to_string()), started.elapsed());
+    }));
+}
