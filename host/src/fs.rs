@@ -19,11 +19,29 @@ pub enum Formatted {
 
 fn run(cmd: &mut Command) -> Result<std::process::Output> {
     let shown = format!("{cmd:?}").replace('"', "");
+    dies_with_this_process(cmd);
     cmd.output().map_err(|e| HostError::Command {
         command: shown,
         status: "could not start".into(),
         stderr: e.to_string(),
     })
+}
+
+/// The tool is killed when the thread that started it dies: a driver
+/// killed while `mkfs` runs must not leave it holding the device for its
+/// successor (which would find the device "apparently in use"). The thread
+/// waits for the tool, so it dies only with the process.
+fn dies_with_this_process(cmd: &mut Command) {
+    use rustix::process::{Signal, set_parent_process_death_signal};
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec; it makes
+    // one prctl(2) call, which is async-signal-safe, and touches nothing of
+    // the parent's memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            set_parent_process_death_signal(Some(Signal::KILL)).map_err(std::io::Error::from)
+        });
+    }
 }
 
 fn check(cmd: &mut Command) -> Result<()> {
@@ -192,5 +210,75 @@ impl Host {
             used_inodes: s.f_files - s.f_ffree.min(s.f_files),
             available_inodes: s.f_favail,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// In the child this test starts again: run a tool that would outlive
+    /// it (`sleep`), and say its pid's parent on stdout first.
+    const CHILD: &str = "VOLPLANE_HOST_TOOL_CHILD";
+
+    /// The pids of the `sleep` processes whose parent is `parent`.
+    fn sleeps_of(parent: u32) -> Vec<u32> {
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid …
+            let Some((comm, rest)) = stat.split_once(") ") else {
+                continue;
+            };
+            let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+            if comm.ends_with("(sleep") && ppid == Some(parent) {
+                found.push(pid);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_tool_dies_with_the_process_that_started_it() {
+        if std::env::var_os(CHILD).is_some() {
+            // The tool blocks this thread, as mkfs blocks the driver's.
+            let _ = run(Command::new("sleep").arg("60"));
+            return;
+        }
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "fs::tests::a_tool_dies_with_the_process_that_started_it",
+            ])
+            .env(CHILD, "1")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let tool = loop {
+            if let Some(pid) = sleeps_of(child.id()).first() {
+                break *pid;
+            }
+            assert!(Instant::now() < deadline, "the tool never started");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        child.kill().unwrap(); // SIGKILL, as a crash would
+        child.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::path::Path::new(&format!("/proc/{tool}")).exists() {
+            let state = std::fs::read_to_string(format!("/proc/{tool}/stat")).unwrap_or_default();
+            if state.contains(") Z ") {
+                break; // dead, waiting for its new parent to reap it
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the tool (pid {tool}) outlived the process that started it"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
