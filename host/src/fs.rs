@@ -50,11 +50,24 @@ fn check(cmd: &mut Command) -> Result<()> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(HostError::Command {
-            command: shown,
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Err(failed(shown, out.status.to_string(), stderr))
+    }
+}
+
+/// A tool's failure; one that says the device is held elsewhere for now
+/// (mkfs's "apparently in use by the system", EBUSY) is [`HostError::Busy`].
+fn failed(command: String, status: String, stderr: String) -> HostError {
+    let held = ["apparently in use", "Device or resource busy", "is in use"];
+    if held.iter().any(|h| stderr.contains(h)) {
+        return HostError::Busy(format!(
+            "{command} failed ({status}): {stderr}; the device is held by another process for now (retry)"
+        ));
+    }
+    HostError::Command {
+        command,
+        status,
+        stderr,
     }
 }
 
@@ -240,6 +253,23 @@ mod tests {
             }
         }
         found
+    }
+
+    #[test]
+    fn a_device_held_elsewhere_is_busy_not_a_failure() {
+        let e = failed(
+            "mkfs.ext4 /dev/loop3".into(),
+            "exit status: 1".into(),
+            "/dev/loop3 is apparently in use by the system; will not make a filesystem here!"
+                .into(),
+        );
+        assert!(matches!(e, HostError::Busy(_)), "{e:?}");
+        let e = failed(
+            "mkfs.ext4 /dev/loop3".into(),
+            "exit status: 1".into(),
+            "bad".into(),
+        );
+        assert!(matches!(e, HostError::Command { .. }), "{e:?}");
     }
 
     #[test]

@@ -102,6 +102,11 @@ pub enum HostError {
     /// The process is shutting down and the operation never ran.
     #[error("{0}")]
     Stopped(String),
+    /// Held by another process for now — a device still open by a tool
+    /// that a killed driver started, a mount still in use — so worth
+    /// trying again shortly.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl HostError {

@@ -29,7 +29,10 @@ pub fn host_status(what: &str, e: HostError) -> Status {
         HostError::NotFound(_) => Code::NotFound,
         HostError::NoSpace(_) => Code::ResourceExhausted,
         HostError::OutOfRange(_) => Code::OutOfRange,
-        HostError::Stopped(_) => Code::Unavailable,
+        HostError::Stopped(_) | HostError::Busy(_) => Code::Unavailable,
+        HostError::Io { source, .. } if source.kind() == std::io::ErrorKind::ResourceBusy => {
+            Code::Unavailable
+        }
         _ => Code::Internal,
     };
     let said = e.to_string();

@@ -82,7 +82,11 @@
 //!   and Kubernetes' sidecars retry with exponential backoff. ABORTED means
 //!   "another operation on this volume is running, retry"; RESOURCE_EXHAUSTED
 //!   means "no space or quota here" (the provisioner may try elsewhere).
-//!   Never answer OK for work you could not confirm.
+//!   Never answer OK for work you could not confirm. [`host_status`]
+//!   answers UNAVAILABLE for a device or mount another process holds for
+//!   now (`HostError::Busy`, EBUSY); the tools volplane runs (mkfs,
+//!   resize2fs, e2fsck) die with the driver, so a killed driver's mkfs
+//!   does not hold the device from its successor.
 //! * **Answers are checked** before they reach the CO: a volume outside the
 //!   capacity range or the requisite topology asked for, an expansion short
 //!   of `required_bytes`, a lookup answering for another id are INTERNAL
