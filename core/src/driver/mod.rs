@@ -41,6 +41,7 @@ pub mod attributes;
 mod authority;
 mod controller;
 mod group;
+mod journal;
 mod node;
 pub mod plan;
 mod replay;
@@ -331,23 +332,6 @@ enum Decision {
     },
 }
 
-/// Outcomes answered before they were written (see the module
-/// documentation), and the time of the input being handled. Times are not
-/// state: two drivers that differ only in them hash alike (the explorer
-/// treats them as one), though whether outcomes wait does count.
-#[derive(Debug, Clone, Default)]
-struct Lazy {
-    /// Since when outcomes wait for the next persist.
-    since: Option<Tick>,
-    now: Tick,
-}
-
-impl std::hash::Hash for Lazy {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.since.is_some().hash(state);
-    }
-}
-
 /// A query handed out, and what its answer is for.
 #[derive(Debug, Clone, Hash)]
 enum Query {
@@ -373,7 +357,7 @@ pub struct Driver {
     /// The state changed since it was last persisted.
     dirty: bool,
     /// Outcomes answered before they were written, and the time.
-    lazy: Lazy,
+    lazy: journal::Lazy,
     /// The persist in flight, and how many queued effects it covers.
     persisting: Option<(OpId, usize)>,
     /// The records the persist in flight writes: written again by the next
@@ -431,7 +415,7 @@ impl Driver {
             queue: VecDeque::new(),
             queries: BTreeMap::new(),
             dirty: false,
-            lazy: Lazy::default(),
+            lazy: journal::Lazy::default(),
             persisting: None,
             writing: Vec::new(),
             releasable: 0,
@@ -463,37 +447,6 @@ impl Driver {
         d
     }
 
-    /// After a reboot the node's mounts are gone and the kubelet stages
-    /// and publishes again what it still wants: the stages and publishes
-    /// recorded are forgotten, and a node operation in flight at the last
-    /// stop is not carried out (a publish for a pod since deleted would
-    /// mount what nobody unmounts).
-    fn forget_node_plans_after_reboot(&mut self) {
-        let moot: Vec<OpId> = self
-            .state
-            .in_flight
-            .iter()
-            .filter(|(_, f)| f.plan.on_node())
-            .map(|(op, _)| *op)
-            .collect();
-        for op in moot {
-            if let Some(f) = self.state.in_flight.remove(&op) {
-                self.forgotten.push(f.plan.describe());
-            }
-        }
-        // Every stage and publish recorded was undone by the reboot.
-        if !self.state.node.is_empty() {
-            self.state.node.clear();
-        }
-        self.dirty = true;
-    }
-
-    /// Node operations in flight at the last stop that a reboot made moot
-    /// (not carried out again), described for a person.
-    pub fn forgotten_after_reboot(&self) -> &[String] {
-        &self.forgotten
-    }
-
     /// The driver's fixed configuration.
     pub fn config(&self) -> &DriverConfig {
         &self.config
@@ -508,65 +461,6 @@ impl Driver {
     /// True while plans restored from a previous run are still being finished.
     pub fn recovering(&self) -> bool {
         !self.recovering.is_empty()
-    }
-
-    /// A persist completed: release what it covered, or fail it.
-    fn persisted(&mut self, op: OpId, result: Result<(), String>) {
-        let Some((awaited, covered)) = self.persisting else {
-            return;
-        };
-        if awaited != op {
-            return;
-        }
-        self.persisting = None;
-        let written = std::mem::take(&mut self.writing);
-        let reason = match result {
-            Ok(()) => {
-                self.persist_failed = false;
-                self.releasable = covered;
-                return;
-            }
-            Err(reason) => reason,
-        };
-        // Nothing covered may be acknowledged: plans not yet run are
-        // dropped and their requests failed, answers become failures. What
-        // was to be written is written by the next persist.
-        self.state.retouch(written);
-        self.persist_failed = true;
-        self.dirty = true;
-        let status = Status::new(
-            crate::Code::Unavailable,
-            format!(
-                "the driver could not record this operation durably ({reason}); nothing was done or acknowledged, retry"
-            ),
-        );
-        let covered: Vec<Effect> = self.queue.drain(..covered).collect();
-        let mut released = VecDeque::new();
-        for effect in covered {
-            match effect {
-                Effect::Execute { op, .. }
-                    if !self.recovering.contains(&op)
-                        && !self.resumed.contains_key(&op)
-                        && self.state.in_flight.contains_key(&op) =>
-                {
-                    let flight = self.state.in_flight.remove(&op);
-                    if let Some(rpc) = flight.and_then(|f| f.rpc) {
-                        released.push_back(Effect::Reply {
-                            rpc,
-                            result: Err(status.clone()),
-                        });
-                    }
-                }
-                Effect::Reply { rpc, result: Ok(_) } => released.push_back(Effect::Reply {
-                    rpc,
-                    result: Err(status.clone()),
-                }),
-                other => released.push_back(other),
-            }
-        }
-        self.releasable = released.len();
-        released.extend(self.queue.drain(..));
-        self.queue = released;
     }
 
     /// Settles `decision` for request `rpc`; `asked` are the ids already
@@ -834,116 +728,6 @@ impl Driver {
             _ => return None,
         };
         (!self.config.has(needed)).then_some(name)
-    }
-
-    fn complete(&mut self, op: OpId, result: Result<Outcome, Status>) {
-        match self.queries.remove(&op) {
-            Some(Query::Answer(rpc)) => {
-                let result = result.and_then(|o| self.answer_query(o));
-                self.queue.push_back(Effect::Reply { rpc, result });
-                return;
-            }
-            Some(Query::Then {
-                rpc,
-                request,
-                asked,
-            }) => {
-                self.looked_up(rpc, *request, asked, result);
-                return;
-            }
-            None => {}
-        }
-        if self.parked.contains(&op) {
-            // A completion of the last process's call, which this one
-            // never handed out: the plan still waits for its retry.
-            return;
-        }
-        let Some(flight) = self.state.in_flight.remove(&op) else {
-            // A completion for an operation we do not know (duplicated, or
-            // from before a restart that already re-ran it): nothing to do.
-            return;
-        };
-        let recovered = self.recovering.remove(&op);
-        // A plan that would be carried out again at a restart: its outcome
-        // may be answered before it is written.
-        // A node plan only when a reboot would be known: replayed after
-        // one, it would mount again what the kubelet no longer wants.
-        let replayable = !flight.credentialed
-            && (!flight.plan.on_node() || !self.state.boot.is_empty())
-            && !recovered
-            && !self.resumed.contains_key(&op);
-        let result = match flight.plan {
-            Plan::CreateVolume(p) => self.created(p, result),
-            Plan::DeleteVolume { volume, .. } => self.deleted(&volume.volume_id, result),
-            Plan::ControllerPublish {
-                volume, node_id, ..
-            } => self.controller_published(&volume.volume_id, &node_id, result),
-            Plan::ControllerUnpublish {
-                volume, node_ids, ..
-            } => self.controller_unpublished(&volume.volume_id, &node_ids, result),
-            Plan::ControllerExpand {
-                volume, capacity, ..
-            } => self.controller_expanded(&volume.volume_id, capacity, result),
-            Plan::ControllerModify {
-                volume,
-                mutable_parameters,
-                ..
-            } => self.controller_modified(&volume.volume_id, mutable_parameters, result),
-            Plan::CreateSnapshot(p) => self.snapshot_created(p, result),
-            Plan::DeleteSnapshot { snapshot, .. } => {
-                self.snapshot_deleted(&snapshot.snapshot_id, result)
-            }
-            Plan::CreateGroupSnapshot(p) => self.group_created(p, result),
-            Plan::DeleteGroupSnapshot { group, .. } => {
-                self.group_deleted(&group.group_snapshot_id, result)
-            }
-            Plan::Stage(p) => self.staged(&p, result),
-            Plan::Unstage(p) => self.unstaged(&p, result),
-            Plan::Publish(p) => self.published(&p, result),
-            Plan::Unpublish(p) => self.unpublished(&p, result),
-            Plan::NodeExpand {
-                volume_id,
-                required_bytes,
-                ..
-            } => self.node_expanded(&volume_id, required_bytes, result),
-            Plan::GetCapacity { .. }
-            | Plan::VolumeStats { .. }
-            | Plan::LookupVolume { .. }
-            | Plan::LookupSnapshot { .. }
-            | Plan::ListVolumes { .. }
-            | Plan::ListSnapshots { .. } => Err(Status::internal(
-                "a query was recorded as a mutating operation",
-            )),
-        };
-        if replayable && result.is_ok() {
-            self.lazy.since.get_or_insert(self.lazy.now);
-        } else {
-            self.dirty = true;
-        }
-        if let Some((rpc, request)) = self.resumed.remove(&op) {
-            self.resumed_done(rpc, request, result);
-        } else if let Some(rpc) = flight.rpc {
-            self.queue.push_back(Effect::Reply { rpc, result });
-        }
-    }
-
-    /// The answer a query's outcome gives.
-    fn answer_query(&self, outcome: Outcome) -> Result<Response, Status> {
-        Ok(match outcome {
-            Outcome::Capacity {
-                available_bytes,
-                maximum_volume_size,
-                minimum_volume_size,
-            } => Response::Capacity {
-                available_bytes,
-                maximum_volume_size,
-                minimum_volume_size,
-            },
-            Outcome::Stats { usage, condition } => Response::Stats { usage, condition },
-            Outcome::VolumesListed(page) => self.listed_from_storage(page)?,
-            Outcome::SnapshotsListed(page) => self.snapshots_from_storage(page)?,
-            _ => Response::Empty,
-        })
     }
 }
 
