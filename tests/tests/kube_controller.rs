@@ -444,14 +444,14 @@ fn panicking_binder() -> ControllerConfig {
     }
 }
 
-/// What `controller::run` ended with must be the binder's panic, soon.
-fn says_the_binder_panicked(ended: Result<(), String>, took: Duration) {
+/// What `controller::run` ended with must be the binder's panic (a
+/// controller that went on would never end: the test's stop never comes).
+fn says_the_binder_panicked(ended: Result<(), String>) {
     let why = ended.expect_err("the controller went on without its binder");
     assert!(
         why.contains("role binder panicked") && why.contains("started again"),
         "{why}"
     );
-    assert!(took < Duration::from_secs(20), "it took {took:?} to stop");
 }
 
 /// A panicking role ends the controller (its pod restarts) instead of
@@ -464,7 +464,6 @@ async fn a_role_that_panics_stops_the_controller_on_tokio() {
     seed(&api);
     let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
     let client = api.client();
-    let started = Instant::now();
     let ended = controller::run(
         std::sync::Arc::new(volplane_tokio::Tokio),
         move |_: &str| client.clone(),
@@ -473,7 +472,7 @@ async fn a_role_that_panics_stops_the_controller_on_tokio() {
         std::future::pending(),
     )
     .await;
-    says_the_binder_panicked(ended.map_err(|e| e.to_string()), started.elapsed());
+    says_the_binder_panicked(ended.map_err(|e| e.to_string()));
 }
 
 #[test]
@@ -490,7 +489,6 @@ fn a_role_that_panics_stops_the_controller_on_smol() {
         let ch = volplane_smol::connect(&d.endpoint).await.unwrap();
         let csi = CsiClient::new(ch, Some(http::Uri::from_static("http://localhost")));
         let client = api.client();
-        let started = Instant::now();
         let ended = controller::run(
             rt.clone(),
             move |_: &str| client.clone(),
@@ -499,6 +497,6 @@ fn a_role_that_panics_stops_the_controller_on_smol() {
             std::future::pending(),
         )
         .await;
-        says_the_binder_panicked(ended.map_err(|e| e.to_string()), started.elapsed());
+        says_the_binder_panicked(ended.map_err(|e| e.to_string()));
     }));
 }

@@ -33,28 +33,36 @@ pub fn publish_floor(dir: &Path, durable: Option<&Path>, seconds: f64) -> Result
         Some(p) => Some(File::create(p).map_err(|e| format!("create {}: {e}", p.display()))?),
         None => None,
     };
-    let mut times = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
-    let result: Result<(), String> = (|| {
-        while Instant::now() < deadline {
-            let t = Instant::now();
-            std::fs::create_dir(&target).map_err(|e| format!("mkdir {}: {e}", target.display()))?;
-            mount_bind(&source, &target).map_err(|e| format!("bind mount: {e}"))?;
-            journal.as_ref().map(record).transpose()?;
-            unmount(&target, UnmountFlags::empty()).map_err(|e| format!("umount: {e}"))?;
-            std::fs::remove_dir(&target).map_err(|e| format!("rmdir: {e}"))?;
-            journal.as_ref().map(record).transpose()?;
-            times.push(t.elapsed());
-        }
+    let result = median_over(seconds, || {
+        std::fs::create_dir(&target).map_err(|e| format!("mkdir {}: {e}", target.display()))?;
+        mount_bind(&source, &target).map_err(|e| format!("bind mount: {e}"))?;
+        journal.as_ref().map(record).transpose()?;
+        unmount(&target, UnmountFlags::empty()).map_err(|e| format!("umount: {e}"))?;
+        std::fs::remove_dir(&target).map_err(|e| format!("rmdir: {e}"))?;
+        journal.as_ref().map(record).transpose()?;
         Ok(())
-    })();
+    });
     let _ = unmount(&target, UnmountFlags::DETACH);
     let _ = std::fs::remove_dir(&target);
     let _ = std::fs::remove_dir(&source);
     if let Some(p) = &journal_path {
         let _ = std::fs::remove_file(p);
     }
-    result?;
+    result
+}
+
+/// The median time of `cycle`, run again and again for `seconds`.
+fn median_over(
+    seconds: f64,
+    mut cycle: impl FnMut() -> Result<(), String>,
+) -> Result<Duration, String> {
+    let mut times = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    while Instant::now() < deadline {
+        let t = Instant::now();
+        cycle()?;
+        times.push(t.elapsed());
+    }
     times.sort();
     Ok(times.get(times.len() / 2).copied().unwrap_or_default())
 }
@@ -67,22 +75,13 @@ pub fn create_floor(dir: &Path, durable: &Path, seconds: f64) -> Result<Duration
     let journal_path = durable.join("volplane-bench-floor-journal");
     let journal = File::create(&journal_path)
         .map_err(|e| format!("create {}: {e}", journal_path.display()))?;
-    let mut times = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
-    let result: Result<(), String> = (|| {
-        while Instant::now() < deadline {
-            let t = Instant::now();
-            std::fs::create_dir(&target).map_err(|e| format!("mkdir {}: {e}", target.display()))?;
-            record(&journal)?;
-            std::fs::remove_dir(&target).map_err(|e| format!("rmdir: {e}"))?;
-            record(&journal)?;
-            times.push(t.elapsed());
-        }
-        Ok(())
-    })();
+    let result = median_over(seconds, || {
+        std::fs::create_dir(&target).map_err(|e| format!("mkdir {}: {e}", target.display()))?;
+        record(&journal)?;
+        std::fs::remove_dir(&target).map_err(|e| format!("rmdir: {e}"))?;
+        record(&journal)
+    });
     let _ = std::fs::remove_dir(&target);
     let _ = std::fs::remove_file(&journal_path);
-    result?;
-    times.sort();
-    Ok(times.get(times.len() / 2).copied().unwrap_or_default())
+    result
 }

@@ -6,9 +6,14 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use remote_appliance::appliance::{Appliance, Settings};
+use remote_appliance::http;
+
+/// Connections served at once, at most.
+const MOST_CONNECTIONS: usize = 64;
 
 fn settings(args: Vec<String>) -> Result<(Settings, String), String> {
     let mut s = Settings::default();
@@ -51,9 +56,21 @@ fn main() -> ExitCode {
         println!("appliance listening on {}", listener.local_addr()?);
         std::io::stdout().flush()?;
         let appliance = Arc::new(a);
-        for stream in listener.incoming().flatten() {
-            let a = appliance.clone();
-            std::thread::spawn(move || a.serve(stream));
+        // One thread per connection, at most MOST_CONNECTIONS at once: a
+        // client that opens more is answered 503 and closed.
+        let open = Arc::new(AtomicUsize::new(0));
+        for mut stream in listener.incoming().flatten() {
+            if open.fetch_add(1, Ordering::SeqCst) >= MOST_CONNECTIONS {
+                open.fetch_sub(1, Ordering::SeqCst);
+                let busy = br#"{"error":"busy: too many connections, try again"}"#;
+                let _ = http::write(&mut stream, "HTTP/1.1 503 Service Unavailable", &[], busy);
+                continue;
+            }
+            let (a, open) = (appliance.clone(), open.clone());
+            std::thread::spawn(move || {
+                a.serve(stream);
+                open.fetch_sub(1, Ordering::SeqCst);
+            });
         }
         Ok(())
     });
