@@ -22,6 +22,7 @@ pub mod registration {
 pub mod authority;
 pub mod client;
 pub mod codec;
+pub mod connections;
 pub mod convert;
 pub mod endpoint;
 pub mod limits;

@@ -6,18 +6,19 @@
 //! `streams × connections` requests being decoded, each at most `message`
 //! bytes. With the defaults a client that floods gets its connection
 //! closed with GOAWAY long before that, and a client that only opens
-//! connections is refused once `connections` are open.
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! connections is held to its share of them (`crate::connections`).
 
 /// The bounds of one served socket. [`Limits::DEFAULT`] documents each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Open connections per socket. A connection past it is accepted and
-    /// closed at once, with a warning. The kubelet, the sidecars and
+    /// Open connections per socket. A connection past it takes the place
+    /// of an idle one, or is closed at once with a warning when every one
+    /// is in use (see `crate::connections`). The kubelet, the sidecars and
     /// csi-sanity each hold one or two.
     pub connections: usize,
+    /// Open connections one process (by `SO_PEERCRED`) may hold on a
+    /// socket; one more from it is closed at once, with a warning.
+    pub per_process: usize,
     /// SETTINGS_MAX_CONCURRENT_STREAMS: requests in flight per connection.
     /// Not below 100: grpc-go and h2 clients open up to 100 streams before
     /// the server's SETTINGS reach them, and a stream past the limit is
@@ -41,6 +42,7 @@ impl Limits {
     /// The defaults, each documented on its field.
     pub const DEFAULT: Limits = Limits {
         connections: 128,
+        per_process: 32,
         streams: 128,
         header_list: 16 * 1024,
         message: 4 * 1024 * 1024,
@@ -57,75 +59,3 @@ impl Default for Limits {
 /// HTTP/2's smallest SETTINGS_MAX_FRAME_SIZE, which volplane's servers
 /// keep: a larger frame closes the connection (FRAME_SIZE_ERROR).
 pub const MAX_FRAME: usize = 16_384;
-
-/// Counts the open connections of one socket against
-/// [`Limits::connections`].
-#[derive(Debug, Clone)]
-pub struct ConnectionSlots {
-    open: Arc<AtomicUsize>,
-    max: usize,
-}
-
-/// One open connection's place; dropping it frees the place.
-#[derive(Debug)]
-pub struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl ConnectionSlots {
-    /// Slots for at most `max` connections.
-    pub fn new(max: usize) -> ConnectionSlots {
-        ConnectionSlots {
-            open: Arc::new(AtomicUsize::new(0)),
-            max,
-        }
-    }
-
-    /// A place for one more connection, or None (with a warning naming
-    /// `socket`) when `max` are open.
-    pub fn take(&self, socket: &std::path::Path) -> Option<Slot> {
-        let taken = self
-            .open
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
-            });
-        match taken {
-            Ok(_) => Some(Slot(self.open.clone())),
-            Err(_) => {
-                tracing::warn!(
-                    socket = %socket.display(),
-                    limit = self.max,
-                    "refusing a connection: {} are open, the limit",
-                    self.max
-                );
-                None
-            }
-        }
-    }
-
-    /// How many connections are open.
-    pub fn open(&self) -> usize {
-        self.open.load(Ordering::Acquire)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_are_freed_when_dropped() {
-        let slots = ConnectionSlots::new(2);
-        let here = std::path::Path::new("/x.sock");
-        let a = slots.take(here).unwrap();
-        let _b = slots.take(here).unwrap();
-        assert!(slots.take(here).is_none(), "the third is refused");
-        drop(a);
-        assert_eq!(slots.open(), 1);
-        assert!(slots.take(here).is_some());
-    }
-}

@@ -9,7 +9,8 @@ use std::task::{Context, Poll};
 use futures::io::{AsyncRead, AsyncWrite};
 use smol::net::unix::UnixStream;
 use volplane_proto::authority::AuthorityFix;
-use volplane_proto::limits::{Limits, Slot};
+use volplane_proto::connections::Admitted;
+use volplane_proto::limits::Limits;
 
 /// A server-side unix stream with the `:authority` fix on what it reads.
 #[derive(Debug)]
@@ -18,16 +19,16 @@ pub struct FixedStream {
     fix: AuthorityFix,
     scratch: Box<[u8]>,
     /// This connection's place among the socket's; freed when it closes.
-    _slot: Slot,
+    place: Admitted,
 }
 
 impl FixedStream {
-    pub fn new(inner: UnixStream, slot: Slot, limits: &Limits) -> FixedStream {
+    pub fn new(inner: UnixStream, place: Admitted, limits: &Limits) -> FixedStream {
         FixedStream {
             inner,
             fix: AuthorityFix::new(limits.header_list),
             scratch: vec![0; 16 * 1024].into_boxed_slice(),
-            _slot: slot,
+            place,
         }
     }
 }
@@ -39,9 +40,15 @@ impl AsyncRead for FixedStream {
         dst: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let inner = &mut this.inner;
+        if this.place.closing(cx) {
+            return Poll::Ready(Ok(0));
+        }
+        let (inner, place) = (&mut this.inner, &this.place);
         this.fix.poll_read(cx, dst, &mut this.scratch, |cx, into| {
-            Pin::new(&mut *inner).poll_read(cx, into)
+            Pin::new(&mut *inner).poll_read(cx, into).map_ok(|n| {
+                place.read(n);
+                n
+            })
         })
     }
 }

@@ -16,11 +16,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_executor::Executor;
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 use volplane_core::driver::DriverConfig;
 use volplane_host::Host;
-use volplane_proto::limits::{ConnectionSlots, Limits, MAX_FRAME};
+use volplane_proto::connections::{ConnectionTable, SWEEP_EVERY, peer_process};
+use volplane_proto::limits::{Limits, MAX_FRAME};
 use volplane_proto::status::Answers;
 pub use volplane_service::ServeError;
 use volplane_service::{Backend, BlockingPool, PumpConfig, finish, prepare};
@@ -133,13 +134,18 @@ async fn serve_routes(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let service = hyper_util::service::TowerToHyperService::new(Answers::new(routes));
-    let slots = ConnectionSlots::new(LIMITS.connections);
+    let table = ConnectionTable::new(path, &LIMITS);
     let mut connections: Vec<smol::Task<()>> = Vec::new();
     let mut shutdown = std::pin::pin!(shutdown.fuse());
+    let mut sweep = smol::Timer::interval(SWEEP_EVERY);
     loop {
         let accepted = futures::select_biased! {
             _ = shutdown => return Ok(()),
             a = listener.accept().fuse() => a,
+            _ = sweep.next().fuse() => {
+                table.sweep();
+                continue;
+            }
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
@@ -151,12 +157,13 @@ async fn serve_routes(
             }
         };
         connections.retain(|t| !t.is_finished());
-        let Some(slot) = slots.take(path) else {
+        let process = peer_process(std::os::fd::AsFd::as_fd(&stream));
+        let Some(place) = table.admit(process) else {
             continue;
         };
         let (service, spawner) = (service.clone(), Spawner(rt.ex.clone()));
         connections.push(rt.spawn(async move {
-            let stream = fixed::FixedStream::new(stream, slot, &LIMITS);
+            let stream = fixed::FixedStream::new(stream, place, &LIMITS);
             let conn = hyper::server::conn::http2::Builder::new(spawner)
                 .timer(SmolTimer::new())
                 .max_concurrent_streams(LIMITS.streams)

@@ -11,7 +11,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{UnixListener, UnixStream};
 use tonic::transport::server::{Connected, UdsConnectInfo};
 use volplane_proto::authority::AuthorityFix;
-use volplane_proto::limits::{ConnectionSlots, Limits, Slot};
+use volplane_proto::connections::{Admitted, ConnectionTable, SWEEP_EVERY, peer_process};
+use volplane_proto::limits::Limits;
 
 /// A server-side unix stream with the `:authority` fix on what it reads.
 #[derive(Debug)]
@@ -20,17 +21,17 @@ pub struct FixedStream {
     fix: AuthorityFix,
     scratch: Box<[u8]>,
     /// This connection's place among the socket's; freed when it closes.
-    _slot: Slot,
+    place: Admitted,
 }
 
 impl FixedStream {
-    /// `inner`, holding `slot`, with the fix bounded by `limits`.
-    pub fn new(inner: UnixStream, slot: Slot, limits: &Limits) -> FixedStream {
+    /// `inner`, holding `place`, with the fix bounded by `limits`.
+    pub fn new(inner: UnixStream, place: Admitted, limits: &Limits) -> FixedStream {
         FixedStream {
             inner,
             fix: AuthorityFix::new(limits.header_list),
             scratch: vec![0; 16 * 1024].into_boxed_slice(),
-            _slot: slot,
+            place,
         }
     }
 }
@@ -42,12 +43,16 @@ impl AsyncRead for FixedStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let inner = &mut this.inner;
+        if this.place.closing(cx) {
+            return Poll::Ready(Ok(()));
+        }
+        let (inner, place) = (&mut this.inner, &this.place);
         let read = |cx: &mut Context<'_>, into: &mut [u8]| {
             let mut rb = ReadBuf::new(into);
-            Pin::new(&mut *inner)
-                .poll_read(cx, &mut rb)
-                .map_ok(|()| rb.filled().len())
+            Pin::new(&mut *inner).poll_read(cx, &mut rb).map_ok(|()| {
+                place.read(rb.filled().len());
+                rb.filled().len()
+            })
         };
         let dst = buf.initialize_unfilled();
         match this.fix.poll_read(cx, dst, &mut this.scratch, read) {
@@ -100,24 +105,36 @@ impl Connected for FixedStream {
 }
 
 /// The connections `listener` (on `socket`) accepts, each wrapped in
-/// [`FixedStream`]; one past `limits.connections` is closed at once.
+/// [`FixedStream`] and admitted through one [`ConnectionTable`] (see
+/// `volplane_proto::connections`): one it refuses is closed at once.
 pub fn incoming(
     listener: UnixListener,
     socket: &std::path::Path,
     limits: &Limits,
 ) -> impl Stream<Item = io::Result<FixedStream>> {
-    let slots = ConnectionSlots::new(limits.connections);
-    let (socket, limits) = (socket.to_path_buf(), *limits);
-    futures::stream::unfold(listener, move |l| {
-        let (slots, socket) = (slots.clone(), socket.clone());
+    let table = ConnectionTable::new(socket, limits);
+    let limits = *limits;
+    let sweeps = tokio::time::interval(SWEEP_EVERY);
+    futures::stream::unfold((listener, sweeps), move |(l, mut sweeps)| {
+        let table = table.clone();
         async move {
             loop {
-                let stream = match l.accept().await {
-                    Ok((s, _)) => s,
-                    Err(e) => return Some((Err(e), l)),
+                let accepted = tokio::select! {
+                    biased;
+                    a = l.accept() => a,
+                    _ = sweeps.tick() => {
+                        table.sweep();
+                        continue;
+                    }
                 };
-                if let Some(slot) = slots.take(&socket) {
-                    return Some((Ok(FixedStream::new(stream, slot, &limits)), l));
+                let stream = match accepted {
+                    Ok((s, _)) => s,
+                    Err(e) => return Some((Err(e), (l, sweeps))),
+                };
+                let process = peer_process(std::os::fd::AsFd::as_fd(&stream));
+                if let Some(place) = table.admit(process) {
+                    let stream = FixedStream::new(stream, place, &limits);
+                    return Some((Ok(stream), (l, sweeps)));
                 }
             }
         }

@@ -146,19 +146,6 @@ fn goaway(s: &mut UnixStream) -> Option<u32> {
     None
 }
 
-/// Whether the driver closed `s` (what it sent before is read and dropped).
-fn closed(mut s: &UnixStream) -> bool {
-    s.set_nonblocking(true).unwrap();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) => return e.kind() != std::io::ErrorKind::WouldBlock,
-        }
-    }
-}
-
 /// Identity/Probe on a fresh connection answers.
 async fn still_serves(d: &Driver, after: &str) {
     let mut csi = d.client().await;
@@ -311,38 +298,245 @@ both_runtimes!(
     idle_connections_are_bounded_and_others_served_on
 );
 
-/// Connections that say nothing after the preface: up to the limit they
-/// cost little and others are served; past it they are closed at once.
+/// Connections from one process that say nothing after the preface: up
+/// to its share they cost little and others are served; past it they are
+/// closed at once.
 async fn idle_connections_are_bounded_and_others_served_on(rt: Runtime) {
     let d = Driver::start(rt);
-    let limit = volplane_proto::limits::Limits::DEFAULT.connections;
-    let idle = measured(&d, "100 idle connections", move |sock| {
-        (0..100).map(|_| open(&sock)).collect::<Vec<_>>()
+    let share = volplane_proto::limits::Limits::DEFAULT.per_process;
+    let idle = measured(&d, "100 idle connections from one process", move |sock| {
+        let idle = Flooder::start(&sock, 100, Reopen::Never);
+        std::thread::sleep(Duration::from_millis(500));
+        idle
     })
     .await;
-    // Fill every place, then five more.
-    let sock = socket(&d);
-    let (rest, refused) = tokio::task::spawn_blocking(move || {
-        let rest: Vec<UnixStream> = (100..limit + 5).map(|_| open(&sock)).collect();
-        std::thread::sleep(Duration::from_millis(500));
-        let refused = rest.iter().filter(|s| closed(s)).count();
-        (rest, refused)
-    })
-    .await
-    .unwrap();
+    let refused = idle.closed();
     eprintln!(
-        "{:5} {} connections opened: {refused} closed at once",
-        rt.flag(),
-        limit + 5
+        "{:5} 100 connections opened by one process: {refused} closed at once",
+        rt.flag()
     );
-    // A probe's connection may not have been closed yet.
-    assert!(
-        (5..=6).contains(&refused),
-        "{refused} of {} connections were closed at once",
-        limit + 5
-    );
-    drop(rest);
+    assert_eq!(refused, 100 - share as u64, "one process holds {share}");
     drop(idle);
     tokio::time::sleep(Duration::from_millis(300)).await;
     still_serves(&d, "the idle connections closed").await;
+}
+
+both_runtimes!(
+    a_connection_flood_from_many_processes_locks_no_client_out,
+    a_connection_flood_from_many_processes_locks_no_client_out_on
+);
+
+/// 500 connections held by five processes — half never send the HTTP/2
+/// preface, half send it and then nothing, each opened again as soon as
+/// the driver closes it — while a client opens a fresh connection every
+/// 100 ms for 6 s: every probe is answered within a second.
+async fn a_connection_flood_from_many_processes_locks_no_client_out_on(rt: Runtime) {
+    let d = Driver::start(rt);
+    still_serves(&d, "start").await;
+    // A sidecar's connection, held through the flood.
+    let mut sidecar = d.client().await;
+    let flooders: Vec<Flooder> = (0..5)
+        .map(|_| Flooder::start(&socket(&d), 100, Reopen::Always))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let (mut probes, mut slowest) = (0, Duration::ZERO);
+    while started.elapsed() < Duration::from_secs(6) {
+        let asked = std::time::Instant::now();
+        let probe = tokio::time::timeout(Duration::from_secs(1), async {
+            let ch = volplane_tokio::connect(&d.endpoint)
+                .await
+                .map_err(|e| e.to_string())?;
+            Csi::new(ch)
+                .identity
+                .probe(volplane_proto::csi::ProbeRequest::default())
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        assert!(
+            matches!(probe, Ok(Ok(_))),
+            "{} s into a flood of 500 connections, a probe on a fresh connection: {probe:?}",
+            started.elapsed().as_secs_f64()
+        );
+        slowest = slowest.max(asked.elapsed());
+        probes += 1;
+        let held = sidecar
+            .identity
+            .probe(volplane_proto::csi::ProbeRequest::default())
+            .await;
+        assert!(
+            held.is_ok(),
+            "the connection held through the flood: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reopened: u64 = flooders.iter().map(Flooder::closed).sum();
+    eprintln!(
+        "{:5} 500 connections held by 5 processes (reopened {reopened} times): {probes} probes on fresh connections, the slowest {:.1} ms",
+        rt.flag(),
+        slowest.as_secs_f64() * 1e3
+    );
+    assert!(reopened > 0, "the driver closed none of the flood");
+    drop(flooders);
+    still_serves(&d, "the flood ended").await;
+}
+
+/// A child process holding connections to a socket; the even ones send
+/// HTTP/2's preface, the odd ones nothing. Killed when dropped.
+struct Flooder {
+    pid: libc::pid_t,
+    /// Shared with the child: how many of its connections the driver
+    /// closed.
+    counter: *mut u64,
+}
+
+// The counter is written by the child only, read here with a volatile read.
+unsafe impl Send for Flooder {}
+
+/// Whether a flooder opens again a connection the driver closed.
+#[derive(Clone, Copy, PartialEq)]
+enum Reopen {
+    Always,
+    Never,
+}
+
+impl Flooder {
+    fn start(sock: &Path, connections: usize, reopen: Reopen) -> Flooder {
+        use std::os::unix::ffi::OsStrExt;
+        // Everything the child needs is made before the fork: after it,
+        // it only makes system calls.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let path = sock.as_os_str().as_bytes();
+        assert!(path.len() < addr.sun_path.len(), "socket path too long");
+        for (d, s) in addr.sun_path.iter_mut().zip(path) {
+            *d = *s as libc::c_char;
+        }
+        let counter = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                8,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(counter, libc::MAP_FAILED);
+        let counter = counter.cast::<u64>();
+        let mut fds = vec![-1; connections];
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            unsafe { flood_in_child(&addr, &mut fds, counter, reopen) }
+        }
+        Flooder { pid, counter }
+    }
+
+    fn closed(&self) -> u64 {
+        unsafe { std::ptr::read_volatile(self.counter) }
+    }
+}
+
+impl Drop for Flooder {
+    fn drop(&mut self) {
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            libc::munmap(self.counter.cast(), 8);
+        }
+    }
+}
+
+/// The flooder's life after the fork: system calls only.
+unsafe fn flood_in_child(
+    addr: &libc::sockaddr_un,
+    fds: &mut [i32],
+    counter: *mut u64,
+    reopen: Reopen,
+) -> ! {
+    let connect = |i: usize| unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        if libc::connect(fd, (addr as *const libc::sockaddr_un).cast(), len) == 0
+            && i.is_multiple_of(2)
+        {
+            libc::send(
+                fd,
+                PREFACE.as_ptr().cast(),
+                PREFACE.len(),
+                libc::MSG_NOSIGNAL,
+            );
+        }
+        fd
+    };
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        for (i, fd) in fds.iter_mut().enumerate() {
+            *fd = connect(i);
+        }
+        let mut byte = 0u8;
+        loop {
+            for (i, fd) in fds.iter_mut().enumerate() {
+                if *fd < 0 {
+                    continue;
+                }
+                // What the driver sent (its SETTINGS) is read and dropped.
+                let n = libc::recv(*fd, (&mut byte as *mut u8).cast(), 1, libc::MSG_DONTWAIT);
+                if n == 0 || (n < 0 && *libc::__errno_location() != libc::EAGAIN) {
+                    libc::close(*fd);
+                    *fd = if reopen == Reopen::Always {
+                        connect(i)
+                    } else {
+                        -1
+                    };
+                    std::ptr::write_volatile(counter, std::ptr::read_volatile(counter) + 1);
+                }
+            }
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            };
+            libc::nanosleep(&pause, std::ptr::null_mut());
+        }
+    }
+}
+
+both_runtimes!(
+    a_connection_without_the_preface_is_closed_after_the_bound,
+    a_connection_without_the_preface_is_closed_after_the_bound_on
+);
+
+/// A connection that never sends HTTP/2's preface is closed once
+/// `PREFACE_WITHIN` has passed, with no other connection arriving; one
+/// that sent it stays.
+async fn a_connection_without_the_preface_is_closed_after_the_bound_on(rt: Runtime) {
+    use volplane_proto::connections::{PREFACE_WITHIN, SWEEP_EVERY};
+    let d = Driver::start(rt);
+    still_serves(&d, "start").await;
+    // The first sends the preface, the second nothing.
+    let two = Flooder::start(&socket(&d), 2, Reopen::Never);
+    let opened = std::time::Instant::now();
+    let limit = PREFACE_WITHIN + SWEEP_EVERY + Duration::from_secs(2);
+    while two.closed() == 0 {
+        assert!(opened.elapsed() < limit, "still open after {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = opened.elapsed();
+    eprintln!(
+        "{:5} a connection silent from the start: closed after {:.1} s",
+        rt.flag(),
+        after.as_secs_f64()
+    );
+    assert!(
+        after >= PREFACE_WITHIN - Duration::from_millis(200),
+        "closed after {after:?}"
+    );
+    tokio::time::sleep(SWEEP_EVERY * 2).await;
+    assert_eq!(
+        two.closed(),
+        1,
+        "the connection that sent its preface stays"
+    );
 }
