@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod client;
+pub mod config;
 pub mod controller;
 pub mod convert;
 pub mod election;

@@ -18,7 +18,7 @@ use volplane_core::provision::{Provisioner, ProvisionerConfig};
 use volplane_core::resize::{ResizeConfig, Resizer};
 use volplane_core::snapshot::{SnapshotController, Snapshotter};
 
-use crate::controller::{CapacityTracking, ControllerConfig, DriverFacts, NodeDeployment};
+use crate::config::{CapacityTracking, ControllerConfig, DriverFacts, NodeDeployment};
 
 /// One machine to run: its name in logs and events, the machine, the
 /// kinds its informers watch.

@@ -25,6 +25,7 @@ pub mod demo;
 pub mod engine;
 pub mod processes;
 pub mod registration;
+pub mod shared;
 
 pub use engine::{Lab, LabConfig, LabError};
 

@@ -14,7 +14,7 @@ use volplane_core::registration::watcher::{WatcherEffect, WatcherInput};
 use volplane_service::plugin_watcher;
 use volplane_tokio::TokioRegistrar;
 
-use crate::engine::Shared;
+use crate::shared::Shared;
 
 /// How a node's registrar publishes its socket.
 #[derive(Debug, Clone)]

@@ -10,6 +10,7 @@
 
 mod binder;
 mod floor;
+mod measure;
 mod phases;
 mod scale;
 
@@ -21,7 +22,7 @@ use clap::Args;
 use futures::future::BoxFuture;
 
 use crate::serve::RuntimeKind;
-pub use phases::Figures;
+pub use measure::Figures;
 
 /// `volplane bench`'s flags.
 #[derive(Debug, Args)]
@@ -132,7 +133,7 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
                                 endpoint: e.clone(),
                                 reason: err.to_string(),
                             })?;
-                    targets.push((e.clone(), phases::Csi::new(ch, None)));
+                    targets.push((e.clone(), measure::Csi::new(ch, None)));
                 }
                 phases::bench_all(&args, targets, spawn).await
             })
@@ -153,7 +154,7 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
                                 endpoint: e.clone(),
                                 reason: err.to_string(),
                             })?;
-                    targets.push((e.clone(), phases::Csi::new(ch, Some(origin.clone()))));
+                    targets.push((e.clone(), measure::Csi::new(ch, Some(origin.clone()))));
                 }
                 phases::bench_all(&args, targets, spawn).await
             })

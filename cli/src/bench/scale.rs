@@ -10,7 +10,7 @@ use std::time::Instant;
 use futures::stream::{self, StreamExt};
 use volplane_proto::csi;
 
-use super::phases::{Csi, Figures, Transport, create_delete};
+use super::measure::{Csi, Figures, Transport, create_delete, mount_capability};
 use super::{BenchArgs, BenchError, Spawner};
 
 /// One level of the scale phase.
@@ -75,7 +75,7 @@ async fn fill<T: Transport>(
         let mut controller = csi.controller.clone();
         let request = csi::CreateVolumeRequest {
             name,
-            volume_capabilities: vec![super::phases::mount_capability()],
+            volume_capabilities: vec![mount_capability()],
             parameters: parameters.clone(),
             ..Default::default()
         };

@@ -24,6 +24,7 @@
 
 mod content;
 mod credentials;
+mod cut;
 mod group;
 
 pub use credentials::Purpose;
@@ -528,7 +529,7 @@ impl Snapshotter {
         );
     }
 
-    fn write<C: content::CutContent>(&mut self, c: &C, call: ApiCall) {
+    fn write<C: cut::CutContent>(&mut self, c: &C, call: ApiCall) {
         self.write_content(c, call, Settles::Nothing);
     }
 

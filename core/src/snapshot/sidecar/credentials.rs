@@ -16,7 +16,7 @@
 //! Secret that cannot be read fails the create or the check; a delete whose
 //! Secret is gone (its namespace deleted first, say) goes on without it.
 
-use super::content::CutContent;
+use super::cut::CutContent;
 use super::*;
 use crate::control::secrets;
 
