@@ -366,15 +366,20 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         let identity = identity();
         let mut csi = CsiClient::new(channel, None);
         let metrics = args.http.metrics();
+        let mut http_ended = None;
         if let Some(listener) = http {
             let probe = health_probe(&args.csi_address, args.timeout);
-            let serving = volplane_tokio::serve_http(
-                listener,
-                metrics.clone(),
-                probe,
-                std::future::pending(),
+            let (serving, ended) = volplane_service::watched(
+                "the /healthz and /metrics server",
+                volplane_tokio::serve_http(
+                    listener,
+                    metrics.clone(),
+                    probe,
+                    std::future::pending(),
+                ),
             );
             tokio::spawn(serving);
+            http_ended = Some(ended);
         }
         let election = if args.leader_election {
             let facts = volplane_kube::controller::driver_facts(&mut csi)
@@ -403,13 +408,24 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         let rt: std::sync::Arc<dyn volplane_service::drive::Runtime> =
             std::sync::Arc::new(volplane_tokio::Tokio);
         let controller = volplane_kube::controller::run(rt.clone(), clients, csi, config, stop);
-        let result = match election {
-            None => controller.await,
-            Some(lease) => lead(rt, elector, lease, controller)
-                .await
-                .map_err(|e| e.to_string())?,
+        let running = async {
+            match election {
+                None => controller.await.map_err(|e| e.to_string()),
+                Some(lease) => lead(rt, elector, lease, controller)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string()),
+            }
         };
-        result.map_err(|e| e.to_string())
+        let Some(http_ended) = http_ended else {
+            return running.await;
+        };
+        tokio::select! {
+            result = running => result,
+            why = http_ended => Err(format!(
+                "{why}; volplane controller stops so that it is started again"
+            )),
+        }
     })
 }
 

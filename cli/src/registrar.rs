@@ -63,6 +63,7 @@ pub fn run(args: RegistrarArgs) -> Result<u8, String> {
     rt.block_on(async move {
         let stop = volplane_tokio::termination().map_err(|e| e.to_string())?;
         let health_port = (args.health_port != 0).then(|| format!(":{}", args.health_port));
+        let mut http_ended = None;
         if let Some(address) = args.http_endpoint.as_ref().or(health_port.as_ref()) {
             let listener = volplane_tokio::bind_http(address).await?;
             let dir = args
@@ -71,12 +72,12 @@ pub fn run(args: RegistrarArgs) -> Result<u8, String> {
                 .unwrap_or_else(|| args.plugin_registration_path.clone());
             let probe = socket_probe(args.csi_address.clone(), dir);
             let metrics = volplane_service::metrics::Metrics::new();
-            tokio::spawn(volplane_tokio::serve_http(
-                listener,
-                metrics,
-                probe,
-                std::future::pending(),
-            ));
+            let (serving, ended) = volplane_service::watched(
+                "the /healthz server",
+                volplane_tokio::serve_http(listener, metrics, probe, std::future::pending()),
+            );
+            tokio::spawn(serving);
+            http_ended = Some(ended);
         }
         let setup = RegistrarSetup {
             csi_socket: PathBuf::from(args.csi_address.trim_start_matches("unix://")),
@@ -84,7 +85,12 @@ pub fn run(args: RegistrarArgs) -> Result<u8, String> {
             registry: args.plugin_registration_path,
             via_symlink: args.registration_socket_dir,
         };
+        let (stop, task_ended) = volplane_service::watch_beside(stop, http_ended);
         let exit = run_registrar(Arc::new(volplane_tokio::TokioRegistrar), setup, stop).await;
+        if let Err(e) = task_ended.ended() {
+            tracing::error!("{e}");
+            return Ok(1);
+        }
         if exit.code == 0 {
             tracing::info!("{}", exit.reason);
         } else {

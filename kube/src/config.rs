@@ -134,7 +134,8 @@ pub struct ControllerConfig {
     /// snapshotter role (as external-provisioner does on its own).
     pub restore_snapshots: bool,
     /// Test knob (feature `fake-api`, never in a release build): this role
-    /// panics when its caches sync, as a bug would.
+    /// panics when its caches sync, as a bug would; or, named `<Kind>
+    /// informer` (`PersistentVolume informer`), that informer panics.
     #[cfg(feature = "fake-api")]
     pub panic_in: Option<&'static str>,
 }

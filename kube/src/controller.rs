@@ -413,11 +413,14 @@ pub async fn run<T: Transport>(
     let mut tasks = Vec::new();
     let mut spawn = |name: String, task: driver::BoxFuture<()>| {
         let crashed = crash_tx.clone();
+        // Roles and informers run until the controller stops them: one
+        // that ends before, by returning or by panicking, ends it.
         let watched = async move {
-            if let Err(panic) = std::panic::AssertUnwindSafe(task).catch_unwind().await {
-                let _ = crashed
-                    .unbounded_send(format!("{name} panicked: {}", panic_text(panic.as_ref())));
-            }
+            let why = match std::panic::AssertUnwindSafe(task).catch_unwind().await {
+                Ok(()) => format!("{name} stopped"),
+                Err(panic) => format!("{name} panicked: {}", panic_text(panic.as_ref())),
+            };
+            let _ = crashed.unbounded_send(why);
         };
         let (task, handle) = futures::future::abortable(watched);
         rt.spawn(Box::pin(task.map(|_| ())));
@@ -448,18 +451,23 @@ pub async fn run<T: Transport>(
             (Kind::CsiStorageCapacity, Some(t)) => t.namespace.clone(),
             _ => String::new(),
         };
-        spawn(
-            format!("the {kind:?} informer"),
-            Box::pin(inform(
-                rt.clone(),
-                client.clone(),
-                *kind,
-                namespace,
-                move |f| {
-                    let _ = tx.unbounded_send(f);
-                },
-            )),
-        );
+        let informer = Box::pin(inform(
+            rt.clone(),
+            client.clone(),
+            *kind,
+            namespace,
+            move |f| {
+                let _ = tx.unbounded_send(f);
+            },
+        ));
+        let name = format!("the {kind:?} informer");
+        #[cfg(feature = "fake-api")]
+        let informer: driver::BoxFuture<()> = if config.panic_in == Some(&name[4..]) {
+            Box::pin(async { panic!("planted in the informer (ControllerConfig::panic_in)") })
+        } else {
+            informer
+        };
+        spawn(name, informer);
     }
     let distributing = distribute(&rt, config.resync, &mailboxes, feed_rx, &seen, stop);
     let crashed = futures::select! {

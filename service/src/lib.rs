@@ -29,7 +29,10 @@ pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
 pub use registration::{
     RegistrarExit, RegistrarSetup, RegistrationRuntime, RegistrationService, run_registrar,
 };
-pub use serve::{Prepared, ServeError, csi_routes, finish, prepare, supervised, until_either};
+pub use serve::{
+    Prepared, ServeError, TaskEnded, csi_routes, finish, prepare, supervised, until_either,
+    watch_beside, watched,
+};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -37,6 +37,10 @@ pub enum ServeError {
     #[error("cannot install the SIGTERM/SIGINT handlers: {0}")]
     /// The signal handlers could not be installed.
     Signals(#[source] std::io::Error),
+    #[error("{0}; the driver stops so that it is started again")]
+    /// A task that runs beside the socket (the `/healthz` and `/metrics`
+    /// server) ended: why (see [`watched`]).
+    Task(String),
 }
 
 /// Everything a runtime needs to serve, ready.
@@ -159,6 +163,74 @@ pub fn supervised(
     (watched, ended_rx.map(|_| ()))
 }
 
+/// A task that must run as long as the process does (a role, an
+/// informer, the `/healthz` and `/metrics` server), watched: the first
+/// future runs it; the second completes, with why, when it ends — by
+/// returning or by panicking — and the process then stops (with that
+/// reason in its log and a non-zero exit), instead of going on without it
+/// while looking healthy.
+pub fn watched(
+    name: impl Into<String>,
+    task: impl std::future::Future<Output = ()> + Send,
+) -> (
+    impl std::future::Future<Output = ()> + Send,
+    impl std::future::Future<Output = String> + Send + Unpin,
+) {
+    use futures::FutureExt;
+    let name = name.into();
+    let (ended_tx, ended_rx) = futures::channel::oneshot::channel::<String>();
+    let run = async move {
+        let why = match std::panic::AssertUnwindSafe(task).catch_unwind().await {
+            Ok(()) => format!("{name} stopped"),
+            Err(panic) => format!("{name} panicked: {}", panic_message(panic.as_ref())),
+        };
+        tracing::error!("{why}; the process stops so that it is started again");
+        let _ = ended_tx.send(why);
+    };
+    // A task dropped unfinished (the runtime shutting down) says nothing.
+    let ended = ended_rx.map(|why| why.unwrap_or_default()).boxed();
+    (run, ended)
+}
+
+/// Why a watched task beside the serving ended, if one did (see
+/// [`watch_beside`]).
+#[derive(Debug, Clone, Default)]
+pub struct TaskEnded(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl TaskEnded {
+    /// An error naming the task that ended, if one did.
+    pub fn ended(&self) -> Result<(), ServeError> {
+        match self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(why) => Err(ServeError::Task(why)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `stop`, or the end of the watched task `ended` (if any), whichever
+/// comes first: serving stops at either, and the [`TaskEnded`] says which.
+pub fn watch_beside(
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ended: Option<impl std::future::Future<Output = String> + Send + Unpin + 'static>,
+) -> (
+    impl std::future::Future<Output = ()> + Send + 'static,
+    TaskEnded,
+) {
+    let why = TaskEnded::default();
+    let record = why.clone();
+    let ended = async move {
+        match ended {
+            Some(ended) => {
+                let reason = ended.await;
+                *record.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let stop = until_either(stop, Box::pin(ended));
+    (stop, why)
+}
+
 /// What a panic said, when it said it as text.
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
     panic
@@ -194,6 +266,22 @@ pub async fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watched_task_that_ends_or_panics_says_which_and_why() {
+        let (run, ended) = watched("the /healthz server", async {});
+        futures::executor::block_on(run);
+        assert_eq!(
+            futures::executor::block_on(ended),
+            "the /healthz server stopped"
+        );
+        let (run, ended) = watched("role attacher", async { panic!("index 3 out of range") });
+        futures::executor::block_on(run);
+        assert_eq!(
+            futures::executor::block_on(ended),
+            "role attacher panicked: index 3 out of range"
+        );
+    }
 
     #[test]
     fn a_pump_that_panics_ends_the_serving_with_what_it_said() {

@@ -431,52 +431,60 @@ fn rbac_of_names_requests_as_rbac_does() {
     );
 }
 
-/// The roles with the binder planted to panic when its caches sync (a
-/// bug, as an `expect` that fails would be).
-fn panicking_binder() -> ControllerConfig {
+/// The binder, with a panic planted in `what` (the role when its caches
+/// sync, or an informer), as a bug would be.
+fn planted_panic(what: &'static str) -> ControllerConfig {
     ControllerConfig {
         roles: Roles {
             binder: true,
             ..Roles::default()
         },
-        panic_in: Some("binder"),
+        panic_in: Some(what),
         ..ControllerConfig::default()
     }
 }
 
-/// What `controller::run` ended with must be the binder's panic (a
+/// Where a panic is planted, and what the controller must end with (a
 /// controller that went on would never end: the test's stop never comes).
-fn says_the_binder_panicked(ended: Result<(), String>) {
-    let why = ended.expect_err("the controller went on without its binder");
-    assert!(
-        why.contains("role binder panicked") && why.contains("started again"),
-        "{why}"
-    );
+const PLANTED: [(&str, &str); 2] = [
+    ("binder", "role binder panicked"),
+    (
+        "PersistentVolume informer",
+        "the PersistentVolume informer panicked",
+    ),
+];
+
+fn says_it_panicked(ended: Result<(), String>, said: &str) {
+    let why = ended.expect_err("the controller went on without what panicked");
+    assert!(why.contains(said) && why.contains("started again"), "{why}");
 }
 
-/// A panicking role ends the controller (its pod restarts) instead of
-/// dying alone while the process holds its Lease and looks healthy.
+/// A panicking role or informer ends the controller (its pod restarts)
+/// instead of dying alone while the process holds its Lease and looks
+/// healthy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_role_that_panics_stops_the_controller_on_tokio() {
+async fn a_role_or_informer_that_panics_stops_the_controller_on_tokio() {
     require_root!();
     let d = Driver::start(Runtime::Tokio);
     let api = FakeApi::default();
     seed(&api);
-    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
-    let client = api.client();
-    let ended = controller::run(
-        std::sync::Arc::new(volplane_tokio::Tokio),
-        move |_: &str| client.clone(),
-        CsiClient::new(ch, None),
-        panicking_binder(),
-        std::future::pending(),
-    )
-    .await;
-    says_the_binder_panicked(ended.map_err(|e| e.to_string()));
+    for (planted, said) in PLANTED {
+        let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
+        let client = api.client();
+        let ended = controller::run(
+            std::sync::Arc::new(volplane_tokio::Tokio),
+            move |_: &str| client.clone(),
+            CsiClient::new(ch, None),
+            planted_panic(planted),
+            std::future::pending(),
+        )
+        .await;
+        says_it_panicked(ended.map_err(|e| e.to_string()), said);
+    }
 }
 
 #[test]
-fn a_role_that_panics_stops_the_controller_on_smol() {
+fn a_role_or_informer_that_panics_stops_the_controller_on_smol() {
     use std::sync::Arc;
     use volplane_kube::runtime::{TokioContext, with_tokio};
     require_root!();
@@ -486,17 +494,19 @@ fn a_role_that_panics_stops_the_controller_on_smol() {
     let executor = volplane_smol::Runtime::new(2).expect("smol's threads start");
     let rt: Arc<dyn volplane_service::drive::Runtime> = Arc::new(TokioContext(Arc::new(executor)));
     smol::block_on(with_tokio(async {
-        let ch = volplane_smol::connect(&d.endpoint).await.unwrap();
-        let csi = CsiClient::new(ch, Some(http::Uri::from_static("http://localhost")));
-        let client = api.client();
-        let ended = controller::run(
-            rt.clone(),
-            move |_: &str| client.clone(),
-            csi,
-            panicking_binder(),
-            std::future::pending(),
-        )
-        .await;
-        says_the_binder_panicked(ended.map_err(|e| e.to_string()));
+        for (planted, said) in PLANTED {
+            let ch = volplane_smol::connect(&d.endpoint).await.unwrap();
+            let csi = CsiClient::new(ch, Some(http::Uri::from_static("http://localhost")));
+            let client = api.client();
+            let ended = controller::run(
+                rt.clone(),
+                move |_: &str| client.clone(),
+                csi,
+                planted_panic(planted),
+                std::future::pending(),
+            )
+            .await;
+            says_it_panicked(ended.map_err(|e| e.to_string()), said);
+        }
     }));
 }

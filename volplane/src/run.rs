@@ -41,22 +41,25 @@ fn on_tokio<B: Backend>(
         .thread_keep_alive(volplane_service::BLOCKING_IDLE)
         .build()
         .map_err(|e| Error::Setup(format!("cannot start the tokio runtime: {e}")))?;
+    let mut http_ended = None;
     if let (Some(address), Some(metrics)) = (http, &pump.metrics) {
         let listener = rt
             .block_on(volplane_tokio::bind_http(address))
             .map_err(Error::Setup)?;
         let connect = |e: String| async move { volplane_tokio::connect(&e).await };
         let probe = health_probe(endpoint, connect, None);
-        rt.spawn(volplane_tokio::serve_http(
-            listener,
-            metrics.clone(),
-            probe,
-            std::future::pending(),
-        ));
+        let (serving, ended) = volplane_service::watched(
+            "the /healthz and /metrics server",
+            volplane_tokio::serve_http(listener, metrics.clone(), probe, std::future::pending()),
+        );
+        rt.spawn(serving);
+        http_ended = Some(ended);
     }
     rt.block_on(async {
         let stop = volplane_tokio::termination()?;
-        volplane_tokio::serve(endpoint, config, backend, host, pump, stop).await
+        let (stop, task_ended) = volplane_service::watch_beside(stop, http_ended);
+        volplane_tokio::serve(endpoint, config, backend, host, pump, stop).await?;
+        task_ended.ended()
     })?;
     Ok(())
 }
@@ -74,6 +77,7 @@ fn on_smol<B: Backend>(
     let rt = volplane_smol::Runtime::new(threads)
         .map_err(|e| Error::Setup(format!("cannot start the smol runtime: {e}")))?;
     let stop = volplane_smol::termination()?;
+    let mut http_ended = None;
     if let (Some(address), Some(metrics)) = (http, &pump.metrics) {
         let listener = rt
             .block_on(volplane_smol::bind_http(address))
@@ -81,17 +85,23 @@ fn on_smol<B: Backend>(
         let connect = |e: String| async move { volplane_smol::connect(&e).await };
         let origin = http::Uri::from_static("http://localhost");
         let probe = health_probe(endpoint, connect, Some(origin));
-        let serving = volplane_smol::serve_http(
-            rt.clone(),
-            listener,
-            metrics.clone(),
-            probe,
-            std::future::pending(),
+        let (serving, ended) = volplane_service::watched(
+            "the /healthz and /metrics server",
+            volplane_smol::serve_http(
+                rt.clone(),
+                listener,
+                metrics.clone(),
+                probe,
+                std::future::pending(),
+            ),
         );
         rt.spawn(serving).detach();
+        http_ended = Some(ended);
     }
+    let (stop, task_ended) = volplane_service::watch_beside(stop, http_ended);
     rt.block_on(volplane_smol::serve(
         &rt, endpoint, config, backend, host, pump, stop,
     ))?;
+    task_ended.ended()?;
     Ok(())
 }

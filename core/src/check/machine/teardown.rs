@@ -15,13 +15,40 @@ impl Checker {
     /// undo what the first world holds.
     pub(super) fn teardown(&mut self, round: u8) {
         self.phase = Phase::Teardown(round);
-        let w = &self.worlds[0];
-        let steps = generate::teardown(w, &self.outcome.facts);
+        let steps = self.teardown_steps();
         if steps.is_empty() || round >= 4 || self.outcome.driver_gone {
             return self.put_away();
         }
         self.pending_teardown = steps.into();
         self.after_teardown_step();
+    }
+
+    /// What undoes what any world the run may be in holds: a call
+    /// answered UNAVAILABLE (a storage that was busy) may or may not have
+    /// happened, and the worlds where it did not still hold what it was
+    /// to put away, so it is sent again (undoing calls are idempotent: a
+    /// world where it happened expects OK or NOT_FOUND), as a CO retries.
+    /// Unpublishes first, deletes last, as in one world.
+    fn teardown_steps(&self) -> Vec<crate::check::step::Step> {
+        use crate::check::step::Step;
+        let rank = |s: &Step| match s {
+            Step::NodeUnpublish { .. } => 0,
+            Step::NodeUnstage { .. } => 1,
+            Step::ControllerUnpublish { .. } => 2,
+            Step::DeleteGroupSnapshot { .. } => 3,
+            Step::DeleteSnapshot { .. } => 4,
+            _ => 5,
+        };
+        let mut steps = Vec::new();
+        for w in &self.worlds {
+            for step in generate::teardown(w, &self.outcome.facts) {
+                if !steps.contains(&step) {
+                    steps.push(step);
+                }
+            }
+        }
+        steps.sort_by_key(rank);
+        steps
     }
 
     pub(super) fn after_teardown_step_judged(&mut self, round: u8) {
