@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use kube::Client;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use volplane_core::control::{ApiCall, ApiResult, Cache};
+use volplane_core::control::{ApiCall, ApiFailure, ApiResult, Cache};
 use volplane_core::model::patch::merge_patch;
 use volplane_core::model::{Object, ObjectKey};
 
@@ -121,7 +121,10 @@ impl ApiCaller {
         }
         let object = match serde_json::from_value(doc) {
             Ok(d) => d,
-            Err(e) => return ApiResult::Failed(format!("{} does not serialise: {e}", o.key())),
+            Err(e) => {
+                let why = format!("{} does not serialise: {e}", o.key());
+                return ApiResult::Failed(ApiFailure::Local(why));
+            }
         };
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -315,9 +318,9 @@ fn convert(o: kube::api::DynamicObject) -> ApiResult {
     match serde_json::to_value(&o).map_err(|e| e.to_string()) {
         Ok(v) => match to_core(v) {
             Ok(o) => ApiResult::Ok(Some(o.into())),
-            Err(e) => ApiResult::Failed(e.to_string()),
+            Err(e) => ApiResult::Failed(ApiFailure::Local(e.to_string())),
         },
-        Err(e) => ApiResult::Failed(e),
+        Err(e) => ApiResult::Failed(ApiFailure::Local(e)),
     }
 }
 
@@ -329,7 +332,9 @@ fn answer(result: Result<kube::api::DynamicObject, kube::Error>, create: bool) -
 }
 
 /// What an error means to the machines: 409 is a conflict (on a create,
-/// that the object exists), 404 that it is gone.
+/// that the object exists), 404 that it is gone; any other answer is
+/// failure of the fault its status names, and an error without an answer
+/// a timeout or a transport failure.
 fn failure(e: kube::Error, create: bool) -> ApiResult {
     match &e {
         kube::Error::Api(s) if s.is_already_exists() || (create && s.code == 409) => {
@@ -337,7 +342,98 @@ fn failure(e: kube::Error, create: bool) -> ApiResult {
         }
         kube::Error::Api(s) if s.code == 409 => ApiResult::Conflict,
         kube::Error::Api(s) if s.code == 404 => ApiResult::NotFound,
-        kube::Error::Api(s) => ApiResult::Failed(format!("{} ({})", s.message, s.code)),
-        _ => ApiResult::Failed(e.to_string()),
+        kube::Error::Api(s) => {
+            let retry_after = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+            ApiResult::Failed(ApiFailure::from_status(
+                s.code,
+                s.message.clone(),
+                retry_after,
+            ))
+        }
+        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) | kube::Error::HttpError(_) => {
+            ApiResult::Failed(ApiFailure::Local(e.to_string()))
+        }
+        _ if timed_out(&e) => ApiResult::Failed(ApiFailure::Timeout(e.to_string())),
+        _ => ApiResult::Failed(ApiFailure::Transport(e.to_string())),
+    }
+}
+
+/// Whether `e`, or what caused it, is a timeout (the client's own, or the
+/// connection's).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tokio::time::error::Elapsed>()
+            || c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            || c.to_string().contains("timed out")
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error kube returns for an answer the API server gave.
+    fn answered(status: Value) -> kube::Error {
+        kube::Error::Api(Box::new(serde_json::from_value(status).expect("a Status")))
+    }
+
+    #[test]
+    fn an_answer_is_a_failure_of_the_fault_its_status_names() {
+        let forbidden = answered(json!({
+            "code": 403, "reason": "Forbidden",
+            "message": "persistentvolumes \"pv-1\" is forbidden: User \"system:serviceaccount:x:y\" cannot update"
+        }));
+        let ApiResult::Failed(ApiFailure::Forbidden(m)) = failure(forbidden, false) else {
+            panic!("403 is forbidden")
+        };
+        assert!(m.contains("cannot update"), "{m}");
+        let throttled = answered(json!({
+            "code": 429, "reason": "TooManyRequests", "message": "slow down",
+            "details": {"retryAfterSeconds": 3}
+        }));
+        assert_eq!(
+            failure(throttled, false),
+            ApiResult::Failed(ApiFailure::TooManyRequests {
+                message: "slow down".into(),
+                retry_after: Some(3_000)
+            })
+        );
+        let exists = answered(json!({"code": 409, "reason": "AlreadyExists", "message": "x"}));
+        assert_eq!(failure(exists, true), ApiResult::AlreadyExists);
+        let conflict = answered(json!({"code": 409, "reason": "Conflict", "message": "x"}));
+        assert_eq!(failure(conflict, false), ApiResult::Conflict);
+        let invalid = answered(json!({"code": 422, "reason": "Invalid", "message": "bad"}));
+        assert!(matches!(
+            failure(invalid, false),
+            ApiResult::Failed(ApiFailure::Invalid(_))
+        ));
+        let down = answered(json!({"code": 503, "reason": "ServiceUnavailable", "message": "x"}));
+        assert!(matches!(
+            failure(down, false),
+            ApiResult::Failed(ApiFailure::Server { code: 503, .. })
+        ));
+    }
+
+    #[test]
+    fn an_error_without_an_answer_is_a_timeout_or_the_transport() {
+        let elapsed = std::io::Error::new(std::io::ErrorKind::TimedOut, "operation timed out");
+        let timed_out = kube::Error::Service(Box::new(elapsed));
+        assert!(matches!(
+            failure(timed_out, false),
+            ApiResult::Failed(ApiFailure::Timeout(_))
+        ));
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let down = kube::Error::Service(Box::new(refused));
+        assert!(matches!(
+            failure(down, false),
+            ApiResult::Failed(ApiFailure::Transport(_))
+        ));
     }
 }

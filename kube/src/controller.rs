@@ -126,7 +126,7 @@ impl<T: Transport> Context<T> {
                     tracing::debug!(role, "{what}: {result:?}");
                     let error = match &result {
                         ApiResult::Conflict => Some("the object has been modified (409)".into()),
-                        ApiResult::Failed(why) => Some(why.clone()),
+                        ApiResult::Failed(why) => Some(why.to_string()),
                         ApiResult::AlreadyExists => Some("it already exists (409)".into()),
                         ApiResult::Ok(_) | ApiResult::NotFound | ApiResult::Listed(_) => None,
                     };

@@ -345,7 +345,7 @@ impl Binder {
                 p.key.name
             ),
             ApiResult::NotFound => format!("persistentvolumeclaims {:?} not found", p.key.name),
-            ApiResult::Failed(why) => why.clone(),
+            ApiResult::Failed(why) => why.message().to_string(),
             ApiResult::Ok(_) | ApiResult::AlreadyExists | ApiResult::Listed(_) => return,
         };
         self.event(Event::warning(

@@ -55,8 +55,18 @@ impl<K: Ord + Clone> Backoff<K> {
 
     /// Records a failure of `key` at `now`; returns when to retry.
     pub fn fail(&mut self, key: K, now: Tick) -> Tick {
+        self.fail_at_least(key, now, 0)
+    }
+
+    /// Records a failure of `key` at `now` whose retry waits its backoff,
+    /// and at least `at_least`; returns when it is retried.
+    pub fn fail_at_least(&mut self, key: K, now: Tick, at_least: Tick) -> Tick {
         let n = self.entries.get(&key).map_or(0, |e| e.failures);
-        let delay = self.start.saturating_mul(1u64 << n.min(30)).min(self.max);
+        let delay = self
+            .start
+            .saturating_mul(1u64 << n.min(30))
+            .min(self.max)
+            .max(at_least);
         let at = now + delay;
         self.timers.set(key.clone(), at);
         self.entries.insert(

@@ -27,7 +27,9 @@ use crate::hasher::canon;
 use crate::machine::Machine;
 use crate::{OpId, Tick};
 
-use super::{ApiCall, ApiResult, Backoff, Cache, CsiCall, CsiResult, Effect, Event, Input, Watch};
+use super::{
+    ApiCall, ApiFailure, ApiResult, Backoff, Cache, CsiCall, CsiResult, Effect, Event, Input, Watch,
+};
 
 /// The state every controller keeps the same way. `K` is the key a pass
 /// reconciles; `C` is the record kept for an operation in flight, handed
@@ -47,6 +49,9 @@ pub struct Engine<K: Ord, C, R: Ord = K> {
     now: Tick,
     /// Restarted, and waiting for `Input::Synced`.
     unsynced: bool,
+    /// The failure of the API call whose completion is being handled, if
+    /// it failed: [`Engine::fail`] waits at least what it asks.
+    failing: Option<ApiFailure>,
 }
 
 /// The op counter through `canon::op` and the clock through `canon::time`:
@@ -62,6 +67,7 @@ impl<K: Ord + Hash, C: Hash, R: Ord + Hash> Hash for Engine<K, C, R> {
             next_op,
             now,
             unsynced,
+            failing: _,
         } = self;
         (cache, dirty, backoff, calls, queue, unsynced).hash(h);
         canon::op(h, *next_op);
@@ -89,6 +95,7 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Engine<K, C, R> {
             next_op: 0,
             now: 0,
             unsynced: false,
+            failing: None,
         }
     }
 
@@ -148,9 +155,17 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Engine<K, C, R> {
         self.backoff.waiting(key, self.now)
     }
 
-    /// Records a failure of `key` now: it waits out its backoff.
+    /// Records a failure of `key` now: it waits out its backoff — and, in
+    /// the handling of a failed API call, at least what that failure asks
+    /// ([`ApiFailure::retry_at_least`]: long for a forbidden or invalid
+    /// call, a 429's Retry-After).
     pub fn fail(&mut self, key: R) -> Tick {
-        self.backoff.fail(key, self.now)
+        let at_least = self
+            .failing
+            .as_ref()
+            .and_then(ApiFailure::retry_at_least)
+            .unwrap_or(0);
+        self.backoff.fail_at_least(key, self.now, at_least)
     }
 
     /// Records a failure of `key` now whose retry waits until `until`.
@@ -248,7 +263,9 @@ impl<T: Controller> Machine for T {
             Input::Watch(watch) => self.observe(watch),
             Input::ApiDone { op, result } => {
                 if let Some(call) = engine.calls.remove(&op) {
+                    engine.failing = result.failure().cloned();
                     self.api_done(call, result);
+                    self.engine_mut().failing = None;
                 }
                 // Nothing in flight: no late answer can resurrect a
                 // deleted object any more.
@@ -301,5 +318,92 @@ impl<T: Controller> Machine for T {
 
     fn check_invariants(&self) -> Result<(), String> {
         self.invariants()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ApiFailure, RETRY_REFUSED_AFTER};
+    use crate::model::{Kind, ObjectKey};
+
+    /// Gets one object for a key, and backs the key off when that fails.
+    #[derive(Default)]
+    struct Getter {
+        engine: Engine<String, String>,
+    }
+
+    impl Controller for Getter {
+        type Key = String;
+        type Call = String;
+        type Retry = String;
+        fn engine(&self) -> &Engine<String, String> {
+            &self.engine
+        }
+        fn engine_mut(&mut self) -> &mut Engine<String, String> {
+            &mut self.engine
+        }
+        fn retry(&mut self, key: String) {
+            self.engine.mark(key);
+        }
+        fn observe(&mut self, _: Watch) {}
+        fn reconcile(&mut self, key: String) {
+            let object = ObjectKey::new(Kind::PersistentVolume, "", &key);
+            self.engine.api(ApiCall::Get(object), key);
+        }
+        fn api_done(&mut self, key: String, result: ApiResult) {
+            if result.failure().is_some() {
+                self.engine.fail(key);
+            }
+        }
+    }
+
+    /// When the key is retried after its get failed with `failure` at 10.
+    fn retried_after(failure: ApiFailure) -> Option<Tick> {
+        let mut g = Getter::default();
+        g.engine.mark("pv-1".into());
+        let Some(Effect::Api { op, .. }) = g.poll() else {
+            panic!("a get")
+        };
+        let result = ApiResult::Failed(failure);
+        g.handle(10, Input::ApiDone { op, result });
+        g.poll_timeout().map(|t| t - 10)
+    }
+
+    #[test]
+    fn the_fault_of_a_failed_call_decides_how_long_its_retry_waits() {
+        let forbidden = ApiFailure::from_status(403, "pv is forbidden".into(), 0);
+        assert!(matches!(forbidden, ApiFailure::Forbidden(_)));
+        assert_eq!(retried_after(forbidden), Some(RETRY_REFUSED_AFTER));
+        let invalid = ApiFailure::from_status(422, "spec.capacity: Required".into(), 0);
+        assert_eq!(retried_after(invalid), Some(RETRY_REFUSED_AFTER));
+        let throttled = ApiFailure::from_status(429, "slow down".into(), 7);
+        assert_eq!(retried_after(throttled), Some(7_000), "Retry-After: 7");
+        let busy = ApiFailure::from_status(503, "etcd leader changed".into(), 0);
+        assert!(matches!(busy, ApiFailure::Server { code: 503, .. }));
+        assert_eq!(retried_after(busy), Some(1_000), "the usual backoff");
+        let timeout = ApiFailure::from_status(504, "gateway".into(), 0);
+        assert!(matches!(timeout, ApiFailure::Timeout(_)));
+        assert_eq!(
+            retried_after(ApiFailure::Transport("reset".into())),
+            Some(1_000)
+        );
+    }
+
+    #[test]
+    fn a_refused_call_says_why_and_when_it_is_retried() {
+        let forbidden = ApiFailure::Forbidden("persistentvolumes is forbidden".into());
+        let said = forbidden.to_string();
+        assert!(
+            said.starts_with("forbidden: persistentvolumes is forbidden"),
+            "{said}"
+        );
+        assert!(
+            said.contains("RBAC") && said.contains("every 5 min"),
+            "{said}"
+        );
+        assert_eq!(forbidden.message(), "persistentvolumes is forbidden");
+        let throttled = ApiFailure::from_status(429, "slow down".into(), 0);
+        assert!(throttled.to_string().contains("after 1 s"), "{throttled}");
     }
 }

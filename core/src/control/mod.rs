@@ -28,7 +28,7 @@ use crate::machine::Machine;
 use crate::model::ObjectKey;
 use crate::{OpId, Status};
 
-pub use crate::api::{ApiCall, ApiResult, Watch};
+pub use crate::api::{ApiCall, ApiFailure, ApiResult, Watch};
 pub use backoff::Backoff;
 pub use cache::Cache;
 pub use engine::{Controller, Engine};

@@ -436,7 +436,7 @@ pub fn read(
             )),
         },
         ApiResult::NotFound => Err(format!("secrets {:?} not found", secret.name)),
-        ApiResult::Failed(e) => Err(e),
+        ApiResult::Failed(e) => Err(e.message().to_string()),
         other => Err(format!("unexpected answer {other:?}")),
     };
     data.map(crate::driver::Secrets).map_err(|e| {
