@@ -18,6 +18,15 @@ pub enum Watch {
     Deleted(Arc<Object>),
 }
 
+impl Watch {
+    /// The kind of the object delivered.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Watch::Applied(o) | Watch::Deleted(o) => o.kind(),
+        }
+    }
+}
+
 /// A request to the API server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
 pub enum ApiCall {

@@ -9,6 +9,7 @@ use volplane_core::Tick;
 use volplane_core::attach::{Attach, AttachConfig};
 use volplane_core::binder::Binder;
 use volplane_core::control::ControlMachine;
+use volplane_core::control::catalogue::Role as CatalogueRole;
 use volplane_core::control::csi_map::DriverModes;
 use volplane_core::driver::{ControllerCapability as Cap, PluginCapability};
 use volplane_core::model::Kind;
@@ -47,7 +48,6 @@ impl std::fmt::Debug for Role {
 /// The machines the switches and the driver's capabilities call for, and
 /// a line for each role that is off although switched on, saying why.
 pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<String>) {
-    use Kind::*;
     let r = config.roles;
     let modes = DriverModes {
         single_node_multi_writer: facts.has(Cap::SingleNodeMultiWriter),
@@ -58,19 +58,30 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         millis(config.retry_interval.0),
         millis(config.retry_interval.1),
     );
-    let role = |name, machine: Box<dyn ControlMachine + Send>, kinds: &[Kind]| Role {
+    // What a role watches is its machine's own list, the one the
+    // simulator and the lab deliver by too.
+    let role = |name, machine: Box<dyn ControlMachine + Send>| Role {
         name,
+        kinds: Kind::ALL
+            .into_iter()
+            .filter(|k| machine.watches(*k))
+            .collect(),
         machine,
-        kinds: kinds.iter().copied().collect(),
         optional: BTreeSet::new(),
     };
     if r.provisioner && facts.has(Cap::CreateDeleteVolume) {
         let mut c = provisioner_config(facts, config, modes);
         (c.retry_start, c.retry_max) = retry;
-        let p = Provisioner::new(c);
-        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
-        let mut provisioner = role("provisioner", Box::new(p), &kinds);
-        provisioner.optional = kinds.into_iter().filter(|k| from_crd(*k)).collect();
+        let mut provisioner = role(
+            CatalogueRole::Provisioner.name(),
+            Box::new(Provisioner::new(c)),
+        );
+        provisioner.optional = provisioner
+            .kinds
+            .iter()
+            .copied()
+            .filter(|k| from_crd(*k))
+            .collect();
         out.push(provisioner);
     } else if r.provisioner {
         off.push("provisioner: the driver has no CREATE_DELETE_VOLUME".into());
@@ -83,11 +94,10 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.attach_detach = r.attach_detach;
         (c.retry_start, c.retry_max) = retry;
         c.node = config.node_deployment.as_ref().map(|n| n.node.clone());
-        let mut kinds = vec![VolumeAttachment, PersistentVolume, CsiDriver, CsiNode, Node];
-        if r.attach_detach {
-            kinds.extend([Pod, PersistentVolumeClaim]);
-        }
-        out.push(role("attacher", Box::new(Attach::new(c)), &kinds));
+        out.push(role(
+            CatalogueRole::Attacher.name(),
+            Box::new(Attach::new(c)),
+        ));
     }
     let (expand, modify) = (facts.has(Cap::ExpandVolume), facts.has(Cap::ModifyVolume));
     if r.resizer && (expand || modify) {
@@ -97,11 +107,10 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         c.extra_modify_metadata = config.extra_modify_metadata;
         (c.retry_start, c.retry_max) = retry;
         c.node_topology = config.node_deployment.as_ref().map(|n| n.topology.clone());
-        let mut kinds = vec![PersistentVolumeClaim, PersistentVolume, StorageClass];
-        if modify {
-            kinds.push(VolumeAttributesClass);
-        }
-        out.push(role("resizer", Box::new(Resizer::new(c)), &kinds));
+        out.push(role(
+            CatalogueRole::Resizer.name(),
+            Box::new(Resizer::new(c)),
+        ));
     } else if r.resizer {
         off.push("resizer: the driver has neither EXPAND_VOLUME nor MODIFY_VOLUME".into());
     }
@@ -112,8 +121,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         }
     }
     if r.binder {
-        let kinds = [PersistentVolume, PersistentVolumeClaim, StorageClass, Pod];
-        out.push(role("binder", Box::new(Binder::new()), &kinds));
+        out.push(role(CatalogueRole::Binder.name(), Box::new(Binder::new())));
     }
     let group_controller = facts
         .plugin
@@ -128,8 +136,7 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
             .with_naming(prefix, *length)
             .with_retry(retry.0, retry.1)
             .with_extra_create_metadata(config.extra_create_metadata);
-        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
-        out.push(role("snapshotter", Box::new(s), &kinds));
+        out.push(role(CatalogueRole::Snapshotter.name(), Box::new(s)));
     } else if r.snapshotter {
         off.push("snapshotter: the driver has no CREATE_DELETE_SNAPSHOT".into());
     }
@@ -137,17 +144,22 @@ pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<
         let s = SnapshotController::new()
             .with_groups(r.group_snapshots)
             .with_retry(retry.0, retry.1);
-        let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| s.watches(*k)).collect();
-        out.push(role("snapshot-controller", Box::new(s), &kinds));
+        out.push(role(CatalogueRole::SnapshotController.name(), Box::new(s)));
     }
     for (on, guarded, name) in [
-        (r.pvc_protection, Guarded::Claims, "pvc-protection"),
-        (r.pv_protection, Guarded::Volumes, "pv-protection"),
+        (
+            r.pvc_protection,
+            Guarded::Claims,
+            CatalogueRole::PvcProtection.name(),
+        ),
+        (
+            r.pv_protection,
+            Guarded::Volumes,
+            CatalogueRole::PvProtection.name(),
+        ),
     ] {
         if on {
-            let p = Protection::new(guarded);
-            let kinds: Vec<Kind> = Kind::ALL.into_iter().filter(|k| p.watches(*k)).collect();
-            out.push(role(name, Box::new(p), &kinds));
+            out.push(role(name, Box::new(Protection::new(guarded))));
         }
     }
     (out, off)
@@ -237,9 +249,91 @@ fn capacity_role(
         .filter(|k| machine.watches(*k))
         .collect();
     Ok(Role {
-        name: "capacity",
+        name: CatalogueRole::Capacity.name(),
         machine: Box::new(machine),
         kinds,
         optional: BTreeSet::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Roles;
+    use volplane_core::sim::{Sim, SimConfig};
+
+    /// Every switch on, for a driver that can do everything the simulated
+    /// one can: the roles the simulator runs, as the adapter makes them.
+    fn adapter_roles() -> Vec<Role> {
+        use Cap::*;
+        let facts = DriverFacts {
+            name: volplane_core::sim::DRIVER.into(),
+            controller: vec![
+                CreateDeleteVolume,
+                PublishUnpublishVolume,
+                ExpandVolume,
+                ModifyVolume,
+                CreateDeleteSnapshot,
+                GetCapacity,
+                SingleNodeMultiWriter,
+            ],
+            plugin: vec![
+                PluginCapability::ControllerService,
+                PluginCapability::GroupControllerService,
+                PluginCapability::VolumeAccessibilityConstraints,
+            ],
+        };
+        let config = ControllerConfig {
+            roles: Roles {
+                provisioner: true,
+                attacher: true,
+                resizer: true,
+                binder: true,
+                attach_detach: true,
+                pvc_protection: true,
+                pv_protection: true,
+                snapshotter: true,
+                snapshot_controller: true,
+                group_snapshots: true,
+            },
+            capacity: Some(CapacityTracking {
+                namespace: "kube-system".into(),
+                owner: None,
+                poll_interval: Duration::from_secs(60),
+                immediate_binding: true,
+            }),
+            ..ControllerConfig::default()
+        };
+        let (roles, off) = roles(&facts, &config);
+        assert_eq!(off, Vec::<String>::new());
+        roles
+    }
+
+    /// The simulator runs the production wiring: each role it runs hears
+    /// of exactly the kinds the kube adapter's informers deliver to it, and
+    /// it runs every role the adapter can.
+    #[test]
+    fn the_simulator_delivers_each_role_exactly_what_the_adapter_does() {
+        let adapter = adapter_roles();
+        // Odd seeds run the capacity tracker too.
+        let sim = Sim::new(SimConfig::new(1, 1));
+        let mut seen = BTreeSet::new();
+        for actor in &sim.actors {
+            let Some(role) = actor.role() else {
+                continue;
+            };
+            let runs = adapter
+                .iter()
+                .find(|r| r.name == role.name())
+                .unwrap_or_else(|| panic!("the adapter runs no {}", role.name()));
+            let delivered: BTreeSet<Kind> = Kind::ALL
+                .into_iter()
+                .filter(|k| actor.watches(*k))
+                .collect();
+            assert_eq!(delivered, runs.kinds, "{}", role.name());
+            seen.insert(role.name());
+        }
+        let all: BTreeSet<&str> = adapter.iter().map(|r| r.name).collect();
+        assert_eq!(seen, all, "roles the simulator does not run");
+    }
 }

@@ -545,6 +545,20 @@ impl Controller for Attach {
         self.mark_name(&name);
     }
 
+    /// external-attacher's informers, and the pods and claims the
+    /// attach/detach controller reads.
+    fn watches(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::VolumeAttachment
+            | Kind::PersistentVolume
+            | Kind::CsiDriver
+            | Kind::CsiNode
+            | Kind::Node => true,
+            Kind::Pod | Kind::PersistentVolumeClaim => self.config.attach_detach,
+            _ => false,
+        }
+    }
+
     fn observe(&mut self, watch: Watch) {
         self.observe_watch(watch);
     }

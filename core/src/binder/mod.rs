@@ -838,6 +838,14 @@ impl Controller for Binder {
         self.cx.dirty.extend(requeue);
     }
 
+    /// The PV controller's informers: volumes, claims, classes, pods.
+    fn watches(&self, kind: Kind) -> bool {
+        matches!(
+            kind,
+            Kind::PersistentVolume | Kind::PersistentVolumeClaim | Kind::StorageClass | Kind::Pod
+        )
+    }
+
     fn observe(&mut self, watch: Watch) {
         match watch {
             Watch::Applied(o) => self.applied(o),

@@ -517,6 +517,10 @@ impl Controller for CapacityTracker {
         self.cx.dirty.insert(key);
     }
 
+    fn watches(&self, kind: Kind) -> bool {
+        CapacityTracker::watches(self, kind)
+    }
+
     fn observe(&mut self, watch: Watch) {
         let (o, deleted) = match &watch {
             Watch::Applied(o) => (o.clone(), false),

@@ -103,7 +103,9 @@ impl<M: ControlMachine> Chaos<M> {
     /// A user's write, applied now; its watch events are queued.
     pub fn user(&mut self, call: ApiCall) -> ApiResult {
         let (result, watches) = self.store.write(self.now, call);
-        self.watches.extend(watches.into_iter().map(Input::Watch));
+        let machine = &self.machine;
+        let watched = watches.into_iter().filter(|w| machine.watches(w.kind()));
+        self.watches.extend(watched.map(Input::Watch));
         result
     }
 
@@ -150,6 +152,7 @@ impl<M: ControlMachine> Chaos<M> {
         self.watches = self
             .store
             .shared()
+            .filter(|o| self.machine.watches(o.kind()))
             .map(|o| Input::Watch(Watch::Applied(o.clone())))
             .collect();
         self.watches.push_back(Input::Synced);
@@ -193,7 +196,7 @@ impl<M: ControlMachine> Chaos<M> {
             guard,
             ..
         } = self;
-        let mut carry = |_: &M, now: Tick, e: Effect, _: &mut VecDeque<Input>| {
+        let mut carry = |m: &M, now: Tick, e: Effect, _: &mut VecDeque<Input>| {
             if let Err(why) = guard.effect(&e) {
                 looped.get_or_insert(why);
             }
@@ -205,7 +208,8 @@ impl<M: ControlMachine> Chaos<M> {
                         ApiResult::Conflict
                     } else {
                         let (result, w) = store.apply(now, &call);
-                        watches.extend(w.into_iter().map(Input::Watch));
+                        let watched = w.into_iter().filter(|w| m.watches(w.kind()));
+                        watches.extend(watched.map(Input::Watch));
                         result
                     };
                     done.push(Input::ApiDone { op, result });

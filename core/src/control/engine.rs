@@ -216,6 +216,10 @@ pub trait Controller {
     /// A backoff ran out: dirty what it held back.
     fn retry(&mut self, key: Self::Retry);
 
+    /// Whether its informers watch `kind`: the one list every runner (the
+    /// kube adapter, the simulator, the lab) delivers events by.
+    fn watches(&self, kind: crate::model::Kind) -> bool;
+
     /// A watch delivered an object: dirty the keys it can affect and bring
     /// it into the cache.
     fn observe(&mut self, watch: Watch);
@@ -345,6 +349,9 @@ mod tests {
         }
         fn retry(&mut self, key: String) {
             self.engine.mark(key);
+        }
+        fn watches(&self, kind: Kind) -> bool {
+            kind == Kind::PersistentVolume
         }
         fn observe(&mut self, _: Watch) {}
         fn reconcile(&mut self, key: String) {

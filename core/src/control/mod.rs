@@ -11,6 +11,7 @@
 
 pub mod backoff;
 pub mod cache;
+pub mod catalogue;
 #[cfg(test)]
 pub mod chaos;
 pub mod csi_map;
@@ -179,8 +180,16 @@ impl crate::api::ApiInput for Input {
 /// A control-plane machine: any [`Machine`] told [`Input`]s that asks for
 /// [`Effect`]s (the binder, provisioner, attacher, resizer, kubelet and the
 /// protection controllers).
-pub trait ControlMachine: Machine<Input = Input, Effect = Effect> {}
-impl<M: Machine<Input = Input, Effect = Effect> + ?Sized> ControlMachine for M {}
+pub trait ControlMachine: Machine<Input = Input, Effect = Effect> {
+    /// Whether its informers watch `kind` ([`Controller::watches`]).
+    fn watches(&self, kind: crate::model::Kind) -> bool;
+}
+
+impl<C: Controller> ControlMachine for C {
+    fn watches(&self, kind: crate::model::Kind) -> bool {
+        Controller::watches(self, kind)
+    }
+}
 
 /// Hands out operation ids.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, Hash)]

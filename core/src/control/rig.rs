@@ -75,7 +75,9 @@ impl<M: ControlMachine> Rig<M> {
 
     fn deliver(&mut self, watches: Vec<Watch>) {
         for w in watches {
-            self.machine.handle(self.now, Input::Watch(w));
+            if self.machine.watches(w.kind()) {
+                self.machine.handle(self.now, Input::Watch(w));
+            }
         }
         self.run();
     }

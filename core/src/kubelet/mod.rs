@@ -387,6 +387,19 @@ impl Controller for Kubelet {
         self.mark_name(&key);
     }
 
+    /// What the volume manager hears of: everything but the snapshot
+    /// kinds, VolumeAttributesClasses and CSIStorageCapacities.
+    fn watches(&self, kind: Kind) -> bool {
+        !matches!(
+            kind,
+            Kind::VolumeSnapshot
+                | Kind::VolumeSnapshotContent
+                | Kind::VolumeSnapshotClass
+                | Kind::VolumeAttributesClass
+                | Kind::CsiStorageCapacity
+        )
+    }
+
     fn observe(&mut self, watch: Watch) {
         if let Watch::Deleted(o) = &watch
             && o.kind() == Kind::PersistentVolume

@@ -272,6 +272,10 @@ impl Controller for Protection {
         self.cx.dirty.insert(key);
     }
 
+    fn watches(&self, kind: Kind) -> bool {
+        Protection::watches(self, kind)
+    }
+
     fn observe(&mut self, watch: Watch) {
         let o = match &watch {
             Watch::Applied(o) => {

@@ -501,6 +501,10 @@ impl Controller for Provisioner {
         }
     }
 
+    fn watches(&self, kind: Kind) -> bool {
+        Provisioner::watches(self, kind)
+    }
+
     fn observe(&mut self, watch: Watch) {
         let o = match &watch {
             Watch::Applied(o) => {

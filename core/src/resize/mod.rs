@@ -360,6 +360,16 @@ impl Controller for Resizer {
         self.cx.dirty.insert(key);
     }
 
+    /// external-resizer's informers (VolumeAttributesClasses when it
+    /// modifies).
+    fn watches(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::PersistentVolumeClaim | Kind::PersistentVolume | Kind::StorageClass => true,
+            Kind::VolumeAttributesClass => self.config.modify,
+            _ => false,
+        }
+    }
+
     fn observe(&mut self, watch: Watch) {
         match &watch {
             Watch::Applied(o) => self.mark(o),

@@ -8,6 +8,7 @@ use crate::Tick;
 use crate::attach::{Attach, AttachConfig};
 use crate::binder::Binder;
 use crate::capacity::{CapacityConfig, CapacityTracker};
+use crate::control::catalogue::Role;
 use crate::control::csi_map::DriverModes;
 use crate::control::{ControlMachine, Input, Watch};
 use crate::kubelet::{Kubelet, KubeletConfig};
@@ -122,63 +123,63 @@ impl Actor {
         }
     }
 
-    /// How a watch event of `kind` reaches this actor, if its informers
-    /// watch that kind.
+    /// How a watch event reaches this actor, if its informers watch its
+    /// kind: by the machine's own list ([`ControlMachine::watches`]), the
+    /// one the kube adapter runs it by; a plugin watcher hears of nodes.
     pub(super) fn watch(&self, w: &Watch) -> Option<Delivery> {
-        let kind = match w {
-            Watch::Applied(o) | Watch::Deleted(o) => o.kind(),
-        };
+        let kind = w.kind();
         match self {
-            Actor::Protection(p) if !p.watches(kind) => None,
-            Actor::Snapshots(m) if !m.watches(kind) => None,
-            Actor::Snapshotter(m) if !m.watches(kind) => None,
-            Actor::Provisioner(m) if !m.watches(kind) => None,
-            Actor::Capacity(m) if !m.watches(kind) => None,
-            // Only the snapshot machines (and the provisioner) watch the
-            // snapshot kinds.
-            Actor::Binder(_) | Actor::Attach(_) | Actor::Resizer(_) | Actor::Kubelet(_)
-                if matches!(
-                    kind,
-                    Kind::VolumeSnapshot | Kind::VolumeSnapshotContent | Kind::VolumeSnapshotClass
-                ) =>
-            {
-                None
-            }
-            Actor::Binder(_) | Actor::Attach(_) | Actor::Kubelet(_)
-                if kind == Kind::VolumeAttributesClass =>
-            {
-                None
-            }
-            // Only the capacity tracker watches its objects.
-            Actor::Binder(_) | Actor::Attach(_) | Actor::Resizer(_) | Actor::Kubelet(_)
-                if kind == Kind::CsiStorageCapacity =>
-            {
-                None
-            }
             Actor::Watcher(_) => matches!(kind, Kind::Node | Kind::CsiNode)
                 .then(|| Delivery::Watcher(WatcherInput::Watch(w.clone()))),
             Actor::Registrar { .. } => None,
-            _ => Some(Delivery::Input(Input::Watch(w.clone()))),
+            _ => self
+                .watches(kind)
+                .then(|| Delivery::Input(Input::Watch(w.clone()))),
         }
     }
 
-    /// The actor's name in the trace.
+    /// Whether this actor's machine watches `kind` (the plugin watcher and
+    /// the registrar watch no kind this way).
+    pub fn watches(&self, kind: Kind) -> bool {
+        match self {
+            Actor::Binder(m) => m.watches(kind),
+            Actor::Provisioner(m) => ControlMachine::watches(m, kind),
+            Actor::Attach(m) => m.watches(kind),
+            Actor::Resizer(m) => m.watches(kind),
+            Actor::Protection(m) => ControlMachine::watches(m, kind),
+            Actor::Snapshots(m) => ControlMachine::watches(m, kind),
+            Actor::Snapshotter(m) => ControlMachine::watches(m, kind),
+            Actor::Capacity(m) => ControlMachine::watches(m.as_ref(), kind),
+            Actor::Kubelet(m) => m.watches(kind),
+            Actor::Watcher(_) | Actor::Registrar { .. } => false,
+        }
+    }
+
+    /// The role this actor plays, if it is a control-plane role.
+    pub fn role(&self) -> Option<Role> {
+        Some(match self {
+            Actor::Binder(_) => Role::Binder,
+            Actor::Provisioner(_) => Role::Provisioner,
+            Actor::Attach(_) => Role::Attacher,
+            Actor::Resizer(_) => Role::Resizer,
+            Actor::Protection(p) => match p.guarded() {
+                Guarded::Claims => Role::PvcProtection,
+                Guarded::Volumes => Role::PvProtection,
+            },
+            Actor::Snapshots(_) => Role::SnapshotController,
+            Actor::Snapshotter(_) => Role::Snapshotter,
+            Actor::Capacity(_) => Role::Capacity,
+            Actor::Kubelet(_) | Actor::Watcher(_) | Actor::Registrar { .. } => return None,
+        })
+    }
+
+    /// The actor's name in the trace: its role's, or the node component's.
     pub fn name(&self) -> String {
         match self {
-            Actor::Binder(_) => "binder".into(),
-            Actor::Provisioner(_) => "provisioner".into(),
-            Actor::Attach(_) => "attach".into(),
-            Actor::Resizer(_) => "resizer".into(),
-            Actor::Protection(p) => match p.guarded() {
-                Guarded::Claims => "pvc-protection".into(),
-                Guarded::Volumes => "pv-protection".into(),
-            },
-            Actor::Snapshots(_) => "snapshot-controller".into(),
-            Actor::Snapshotter(_) => "csi-snapshotter".into(),
-            Actor::Capacity(_) => "capacity".into(),
             Actor::Kubelet(k) => format!("kubelet/{}", k.config().node),
             Actor::Watcher(w) => format!("plugin-watcher/{}", w.node_name()),
             Actor::Registrar { node, .. } => format!("node-driver-registrar/{node}"),
+            _ => self.role().map(Role::name).unwrap_or_default().into(),
         }
     }
 

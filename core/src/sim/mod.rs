@@ -532,7 +532,12 @@ impl Sim {
                 check::observed_mounts(&self.storage, &self.store, &k.config().node.clone());
             k.handle(now, Input::Reconstruct(observed));
         }
-        let objects: Vec<_> = self.store.shared().cloned().collect();
+        let objects: Vec<_> = self
+            .store
+            .shared()
+            .filter(|o| self.actors[actor].watches(o.kind()))
+            .cloned()
+            .collect();
         for o in objects {
             self.inbox[actor].push_back(Delivery::Input(Input::Watch(Watch::Applied(o))));
         }

@@ -648,6 +648,10 @@ impl Controller for SnapshotController {
         self.cx.dirty.insert(key);
     }
 
+    fn watches(&self, kind: Kind) -> bool {
+        SnapshotController::watches(self, kind)
+    }
+
     fn observe(&mut self, watch: Watch) {
         let (Watch::Applied(o) | Watch::Deleted(o)) = &watch;
         self.mark(&o.clone());

@@ -592,6 +592,10 @@ impl Controller for Snapshotter {
         self.cx.dirty.insert(key);
     }
 
+    fn watches(&self, kind: Kind) -> bool {
+        Snapshotter::watches(self, kind)
+    }
+
     fn observe(&mut self, watch: Watch) {
         let (Watch::Applied(o) | Watch::Deleted(o)) = &watch;
         if let Watch::Deleted(o) = &watch {

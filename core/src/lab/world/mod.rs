@@ -244,13 +244,14 @@ impl World {
     /// with its own write's completion).
     fn broadcast(&mut self, now: Tick, except: Option<&Member>, watches: Vec<Watch>) {
         for w in watches {
+            let kind = w.kind();
             for (i, (_, m)) in self.controllers.iter_mut().enumerate() {
-                if except != Some(&Member::Controller(i)) {
+                if except != Some(&Member::Controller(i)) && m.watches(kind) {
                     m.handle(now, Input::Watch(w.clone()));
                 }
             }
             for (n, k) in &mut self.kubelets {
-                if except != Some(&Member::Kubelet(n.clone())) {
+                if except != Some(&Member::Kubelet(n.clone())) && k.watches(kind) {
                     k.handle(now, Input::Watch(w.clone()));
                 }
             }
@@ -513,7 +514,9 @@ impl World {
                 let mut k = Kubelet::new(c);
                 k.handle(now, Input::Restarted);
                 for o in self.store.shared() {
-                    k.handle(now, Input::Watch(Watch::Applied(o.clone())));
+                    if ControlMachine::watches(&k, o.kind()) {
+                        k.handle(now, Input::Watch(Watch::Applied(o.clone())));
+                    }
                 }
                 k.handle(now, Input::Synced);
                 self.say(format!("{n:<8} kubelet: volume manager started"));

@@ -27,7 +27,7 @@ fn content(i: u8, policy: DeletionPolicy) -> VolumeSnapshotContent {
 /// Plays `steps` on `c`: one in six creates the object `key(x)` names
 /// (when it is absent, with `create(x)`), one in six deletes it, the rest
 /// let the machine and the faults move; then the run must settle.
-fn play<M: crate::machine::Machine<Input = Input, Effect = Effect>>(
+fn play<M: crate::control::ControlMachine>(
     c: &mut Chaos<M>,
     steps: Vec<(u8, u8)>,
     key: impl Fn(u8) -> ObjectKey,
