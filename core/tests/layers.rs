@@ -9,37 +9,16 @@ use std::path::Path;
 
 /// The top-level modules each top-level module names as `crate::<module>`.
 fn imports() -> BTreeMap<String, BTreeSet<String>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut dirs = vec![root.clone()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("the source tree reads") {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            let rel = path.strip_prefix(&root).expect("beneath the root");
-            let rel = rel.to_string_lossy();
-            let test_only = rel.contains("/tests")
-                || rel.ends_with("tests.rs")
-                || rel.ends_with("rig.rs")
-                || rel.ends_with("chaos.rs");
-            if !rel.ends_with(".rs") || test_only {
-                continue;
-            }
-            let top = rel.split('/').next().unwrap_or("").trim_end_matches(".rs");
-            let text = std::fs::read_to_string(&path).expect("a source file reads");
-            // What follows an inline test module is the tests'.
-            let text = text.split("#[cfg(test)]\nmod tests {").next().unwrap_or("");
-            for (i, _) in text.match_indices("crate::") {
-                let name: String = text[i + 7..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() && name != top {
-                    out.entry(top.to_string()).or_default().insert(name);
-                }
+    for (module, text) in files() {
+        let top = module.first().cloned().unwrap_or_default();
+        for (i, _) in text.match_indices("crate::") {
+            let name: String = text[i + 7..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && name != top {
+                out.entry(top.clone()).or_default().insert(name);
             }
         }
     }
@@ -93,7 +72,11 @@ fn files() -> Vec<(Vec<String>, String)> {
                 module.pop();
             }
             let text = std::fs::read_to_string(&path).expect("a source file reads");
-            let text = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
+            let text = text
+                .split("#[cfg(test)]\nmod tests")
+                .next()
+                .unwrap_or("")
+                .to_string();
             out.push((module, text));
         }
     }

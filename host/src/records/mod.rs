@@ -378,6 +378,18 @@ mod tests {
         ));
     }
 
+    /// The records of the store at `at`, opened as a new process would:
+    /// key to bytes.
+    fn reopened(at: &Path) -> BTreeMap<String, Vec<u8>> {
+        let store = RecordStore::open(at).unwrap();
+        store
+            .load()
+            .unwrap()
+            .into_iter()
+            .map(|(_, k, v)| (k, v))
+            .collect()
+    }
+
     /// A copy of the store's files taken at any moment is what a crash
     /// leaves: it holds exactly the commits made before it, whether they
     /// were still in the log or already in the B-tree, across the log
@@ -424,14 +436,7 @@ mod tests {
             }
         }
         for (n, at) in crashes {
-            let records: BTreeMap<_, _> = RecordStore::open(&at)
-                .unwrap()
-                .load()
-                .unwrap()
-                .into_iter()
-                .map(|(_, k, v)| (k, v))
-                .collect();
-            assert_eq!(records, expected(n), "after {n} commits");
+            assert_eq!(reopened(&at), expected(n), "after {n} commits");
         }
         // The last frame torn: the commit before it is what is left.
         let at = crash(0);
@@ -440,14 +445,7 @@ mod tests {
         // (Commit `frames` went to the B-tree: the log starts over after it.)
         log[38 * 4096 + 30] ^= 0xff;
         std::fs::write(&log_path, &log).unwrap();
-        let records: BTreeMap<_, _> = RecordStore::open(&at)
-            .unwrap()
-            .load()
-            .unwrap()
-            .into_iter()
-            .map(|(_, k, v)| (k, v))
-            .collect();
-        assert_eq!(records, expected(frames + 39));
+        assert_eq!(reopened(&at), expected(frames + 39));
         // A record for a table that is not the driver's is refused before
         // anything is written.
         let e = store
