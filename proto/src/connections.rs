@@ -4,21 +4,27 @@
 //!
 //! - A connection that has not sent HTTP/2's preface within
 //!   [`PREFACE_WITHIN`] is closed: a real client sends it at once.
-//! - One process (by `SO_PEERCRED`) holds at most
-//!   [`Limits::per_process`] connections; one more from it is closed at
-//!   once, so a flood from one process cannot take every place.
+//! - While there is room, every connection is admitted: the kubelet opens
+//!   one connection per call, and a burst of mounts opens many at once.
 //! - When every place is taken, a new connection from a process holding
-//!   `n` takes the place of the oldest connection that has not sent its
-//!   preface within [`QUIET`]; else of the connection quiet the longest of
-//!   the process holding the most, if that process holds `n + 2` or more
-//!   (places move toward processes that hold few, never away from them);
-//!   else it is refused. A client holding one or two connections therefore
-//!   always gets in past a flood, however many processes flood.
+//!   `n` takes the place of, in this order:
+//!   1. the oldest connection that has not sent its preface within
+//!      [`QUIET`];
+//!   2. the quietest idle connection (no request in flight) of the process
+//!      holding the most, if that process holds `n + 2` or more — places
+//!      move toward processes that hold few, never away from them;
+//!   3. the quietest connection, even with a request in flight, of the
+//!      process holding the most beyond [`Limits::per_process`], if `n` is
+//!      below that share — so one process cannot hold every place, even
+//!      with requests it never finishes;
 //!
-//! A connection that has sent its preface is otherwise never closed for
-//! being idle: the CSI sidecars hold one connection for their whole life
-//! and exit when it is lost (csi-lib-utils' `ExitOnConnectionLoss`), so
-//! closing an idle sidecar's connection would restart its pod.
+//!   else it is refused. A client holding one or two connections therefore
+//!   always gets in past a flood, however many processes flood, and a
+//!   request in flight of a process within its share is never cut.
+//! - A connection that has sent its preface is otherwise never closed for
+//!   being idle: the CSI sidecars hold one connection for their whole life
+//!   and exit when it is lost (csi-lib-utils' `ExitOnConnectionLoss`), so
+//!   closing an idle sidecar's connection would restart its pod.
 //!
 //! Closing is cooperative: the table marks the connection and wakes its
 //! reader, whose next read ends the stream (end of file), and HTTP/2 then
@@ -115,6 +121,8 @@ struct State {
     read: AtomicU64,
     /// When it last sent any, since the table started, in milliseconds.
     last_read_ms: AtomicU64,
+    /// Requests being answered ([`Requests`]).
+    requests: AtomicU64,
     /// Set by the table: the next read ends the stream.
     closing: AtomicBool,
     reader: Mutex<Option<Waker>>,
@@ -135,6 +143,34 @@ impl State {
 
     fn proven(&self) -> bool {
         self.read.load(Ordering::Acquire) >= PREFACE_BYTES
+    }
+
+    fn idle(&self) -> bool {
+        self.requests.load(Ordering::Acquire) == 0
+    }
+}
+
+/// Counts the requests a connection is answering: the server's service
+/// layer starts one per request (`crate::status::Answers`) and holds it
+/// until the answer is ready. Clones count for the same connection.
+#[derive(Debug, Clone)]
+pub struct Requests(Arc<State>);
+
+impl Requests {
+    /// A request begins; it ends when the returned guard drops.
+    pub fn start(&self) -> InFlight {
+        self.0.requests.fetch_add(1, Ordering::AcqRel);
+        InFlight(self.0.clone())
+    }
+}
+
+/// One request being answered (see [`Requests`]).
+#[derive(Debug)]
+pub struct InFlight(Arc<State>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.requests.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -175,6 +211,11 @@ impl Admitted {
         self.state.closing.load(Ordering::Acquire)
     }
 
+    /// The count of this connection's requests, for the service layer.
+    pub fn requests(&self) -> Requests {
+        Requests(self.state.clone())
+    }
+
     /// The client sent `n` bytes.
     pub fn read(&self, n: usize) {
         self.read_at(n, self.shared.started.elapsed());
@@ -213,28 +254,9 @@ impl ConnectionTable {
         let mut table = self.shared.lock();
         let live = |e: &&Entry| !e.state.closing.load(Ordering::Acquire);
         let socket = self.shared.socket.display();
-        if let Some(pid) = process {
-            let held = table
-                .open
-                .values()
-                .filter(live)
-                .filter(|e| e.process == Some(pid))
-                .count();
-            if held >= self.shared.limits.per_process {
-                if let Some(refused) = table.refused.note(now) {
-                    tracing::warn!(
-                        socket = %socket,
-                        pid,
-                        refused,
-                        "refusing connections: process {pid} holds {held}, the most one process may"
-                    );
-                }
-                return None;
-            }
-        }
         if table.open.values().filter(live).count() >= self.shared.limits.connections {
             let limit = self.shared.limits.connections;
-            let Some(victim) = table.idlest(now, process) else {
+            let Some(victim) = table.idlest(now, process, self.shared.limits.per_process) else {
                 if let Some(refused) = table.refused.note(now) {
                     tracing::warn!(
                         socket = %socket,
@@ -320,7 +342,7 @@ impl Shared {
 impl Table {
     /// The connection a new one from `process` may take the place of, if
     /// any (see the module documentation).
-    fn idlest(&self, now: Duration, process: Option<u32>) -> Option<u64> {
+    fn idlest(&self, now: Duration, process: Option<u32>, share: usize) -> Option<u64> {
         let live: Vec<(u64, &Entry)> = self
             .open
             .iter()
@@ -339,16 +361,27 @@ impl Table {
             *held.entry(e.process).or_default() += 1;
         }
         let newcomer = held.get(&process).copied().unwrap_or(0);
-        let (biggest, most) = held
+        let quietest = |of: Option<u32>, idle_only: bool| {
+            live.iter()
+                .filter(|(_, e)| e.process == of && (!idle_only || e.state.idle()))
+                .min_by_key(|(id, e)| (e.state.last_read_ms.load(Ordering::Acquire), *id))
+                .map(|(id, _)| *id)
+        };
+        // The biggest holders first, each for an idle connection.
+        let mut by_size: Vec<(Option<u32>, usize)> = held.into_iter().collect();
+        by_size.sort_by_key(|(p, n)| (std::cmp::Reverse(*n), *p));
+        let idle = by_size
             .iter()
-            .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))?;
-        if *most < newcomer + 2 {
-            return None;
+            .take_while(|(_, n)| *n >= newcomer + 2)
+            .find_map(|(p, _)| quietest(*p, true));
+        if idle.is_some() {
+            return idle;
         }
-        live.iter()
-            .filter(|(_, e)| e.process == *biggest)
-            .min_by_key(|(id, e)| (e.state.last_read_ms.load(Ordering::Acquire), *id))
-            .map(|(id, _)| *id)
+        // Past its share, a process gives way even with requests in flight.
+        let (biggest, most) = by_size.first()?;
+        (*most > share && newcomer < share)
+            .then(|| quietest(*biggest, false))
+            .flatten()
     }
 }
 
@@ -375,14 +408,72 @@ mod tests {
     }
 
     #[test]
-    fn one_process_holds_at_most_its_share_and_places_are_freed_when_dropped() {
-        let t = table(8, 2);
+    fn while_there_is_room_every_connection_is_admitted_and_places_are_freed_when_dropped() {
+        let t = table(3, 1);
         let a = t.admit(Some(7)).unwrap();
         let _b = t.admit(Some(7)).unwrap();
-        assert!(t.admit(Some(7)).is_none(), "a third from process 7");
-        assert!(t.admit(Some(8)).is_some(), "another process is served");
+        let _c = t
+            .admit(Some(7))
+            .expect("room: a burst of one process's calls");
+        assert_eq!(t.open(), 3);
         drop(a);
+        assert_eq!(t.open(), 2);
         assert!(t.admit(Some(7)).is_some());
+    }
+
+    #[test]
+    fn a_request_in_flight_is_cut_only_past_its_process_share() {
+        let t = table(4, 2);
+        // The kubelet, within its share of 2, both connections answering.
+        let kubelet: Vec<_> = (0..2)
+            .map(|_| t.admit_at(Some(1), secs(0)).unwrap())
+            .collect();
+        let busy: Vec<_> = kubelet
+            .iter()
+            .map(|k| {
+                k.read_at(100, secs(0));
+                k.requests().start()
+            })
+            .collect();
+        // A flooder past its share, with requests it never finishes.
+        let flood: Vec<_> = (0..2)
+            .map(|_| t.admit_at(Some(2), secs(0)).unwrap())
+            .collect();
+        let stuck: Vec<_> = flood
+            .iter()
+            .map(|f| {
+                f.read_at(100, secs(0));
+                f.requests().start()
+            })
+            .collect();
+        // Full, nothing idle, no process past its share: refused.
+        assert!(t.admit_at(Some(3), secs(5)).is_none());
+        let third = t.admit_at(Some(2), secs(5));
+        assert!(third.is_none(), "2 + 2 is not room for the flooder's third");
+        // A flooder at 3 of 2 (it had room before): it gives way.
+        drop((busy, stuck));
+        let t = table(4, 2);
+        let k = t.admit_at(Some(1), secs(0)).unwrap();
+        k.read_at(100, secs(0));
+        let _k_busy = k.requests().start();
+        let f: Vec<_> = (0..3)
+            .map(|_| t.admit_at(Some(2), secs(0)).unwrap())
+            .collect();
+        let _f_busy: Vec<_> = f
+            .iter()
+            .map(|f| {
+                f.read_at(100, secs(0));
+                f.requests().start()
+            })
+            .collect();
+        let newcomer = t
+            .admit_at(Some(3), secs(5))
+            .expect("the flooder is past its share");
+        assert!(f.iter().any(closing), "one of the flooder's");
+        assert!(
+            !closing(&k) && !closing(&newcomer),
+            "the kubelet's request goes on"
+        );
     }
 
     #[test]
@@ -423,8 +514,9 @@ mod tests {
         assert!(closing(&flood[0]), "the flooder's quietest");
         assert!(!closing(&flood[1]) && !closing(&sidecar) && !closing(&newcomer));
         newcomer.read_at(24, secs(3));
-        // The flooder (2 left) may not take back from one holding 1, nor
-        // the sidecar's second from the flooder (2 < 1 + 2).
+        // The flooder (2 left, within its share of 8) may not take back
+        // from one holding 1, nor the sidecar's second from the flooder
+        // (2 < 1 + 2).
         assert!(t.admit_at(Some(2), secs(4)).is_none());
         assert!(t.admit_at(Some(1), secs(4)).is_none());
         assert!(!closing(&sidecar) && !closing(&newcomer) && !closing(&flood[2]));

@@ -16,8 +16,10 @@ pub struct Limits {
     /// is in use (see `crate::connections`). The kubelet, the sidecars and
     /// csi-sanity each hold one or two.
     pub connections: usize,
-    /// Open connections one process (by `SO_PEERCRED`) may hold on a
-    /// socket; one more from it is closed at once, with a warning.
+    /// A process's share of a full socket (by `SO_PEERCRED`): past it, its
+    /// connections give way to others' even with requests in flight (see
+    /// `crate::connections`). Below the limit any process may hold more:
+    /// the kubelet opens a connection per call.
     pub per_process: usize,
     /// SETTINGS_MAX_CONCURRENT_STREAMS: requests in flight per connection.
     /// Not below 100: grpc-go and h2 clients open up to 100 streams before

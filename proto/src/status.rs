@@ -19,18 +19,34 @@ use http::{HeaderValue, Request, Response};
 use tonic::Code;
 use tonic::codegen::Service;
 
+use crate::connections::Requests;
+
 const TOO_LARGE: &str = "Error, decoded message length too large: found ";
 
 /// A server whose early answers carry the codes and messages above.
 #[derive(Debug, Clone)]
 pub struct Answers<S> {
     inner: S,
+    /// The connection's request count, when the server knows it per
+    /// connection; else it is looked for in each request's extensions.
+    requests: Option<Requests>,
 }
 
 impl<S> Answers<S> {
     /// `inner` with its early answers fixed.
     pub fn new(inner: S) -> Answers<S> {
-        Answers { inner }
+        Answers {
+            inner,
+            requests: None,
+        }
+    }
+
+    /// `inner` serving one connection, whose requests it counts.
+    pub fn for_connection(inner: S, requests: Requests) -> Answers<S> {
+        Answers {
+            inner,
+            requests: Some(requests),
+        }
     }
 }
 
@@ -51,9 +67,16 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let method = request.uri().path().to_string();
+        // The connection is busy until the answer is ready.
+        let in_flight = self
+            .requests
+            .as_ref()
+            .or_else(|| request.extensions().get::<Requests>())
+            .map(Requests::start);
         let answer = self.inner.call(request);
         Box::pin(async move {
             let mut response = answer.await?;
+            drop(in_flight);
             fix(&method, response.headers_mut());
             Ok(response)
         })

@@ -133,7 +133,6 @@ async fn serve_routes(
     routes: tonic::service::Routes,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let service = hyper_util::service::TowerToHyperService::new(Answers::new(routes));
     let table = ConnectionTable::new(path, &LIMITS);
     let mut connections: Vec<smol::Task<()>> = Vec::new();
     let mut shutdown = std::pin::pin!(shutdown.fuse());
@@ -161,7 +160,12 @@ async fn serve_routes(
         let Some(place) = table.admit(process) else {
             continue;
         };
-        let (service, spawner) = (service.clone(), Spawner(rt.ex.clone()));
+        let requests = place.requests();
+        let service = hyper_util::service::TowerToHyperService::new(Answers::for_connection(
+            routes.clone(),
+            requests,
+        ));
+        let spawner = Spawner(rt.ex.clone());
         connections.push(rt.spawn(async move {
             let stream = fixed::FixedStream::new(stream, place, &LIMITS);
             let conn = hyper::server::conn::http2::Builder::new(spawner)

@@ -9,9 +9,9 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{UnixListener, UnixStream};
-use tonic::transport::server::{Connected, UdsConnectInfo};
+use tonic::transport::server::Connected;
 use volplane_proto::authority::AuthorityFix;
-use volplane_proto::connections::{Admitted, ConnectionTable, SWEEP_EVERY, peer_process};
+use volplane_proto::connections::{Admitted, ConnectionTable, Requests, SWEEP_EVERY, peer_process};
 use volplane_proto::limits::Limits;
 
 /// A server-side unix stream with the `:authority` fix on what it reads.
@@ -96,11 +96,13 @@ impl AsyncWrite for FixedStream {
     }
 }
 
+/// What tonic puts in each request's extensions: the connection's request
+/// count, which `volplane_proto::status::Answers` keeps.
 impl Connected for FixedStream {
-    type ConnectInfo = UdsConnectInfo;
+    type ConnectInfo = Requests;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.inner.connect_info()
+        self.place.requests()
     }
 }
 
