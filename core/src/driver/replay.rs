@@ -5,16 +5,32 @@
 //! storage would be called without the credentials it needs, or with no
 //! right to act): it keeps its lock and waits for the CO's retry of the
 //! same call, which carries them; that retry resumes it with its secrets,
-//! and is then decided again against what the plan left. Plans whose
-//! requests carried none are carried out again at once, as before; no other
-//! volume waits for a parked one.
+//! and is then decided again against what the plan left. A CO that moved
+//! on never retries that call, so any other call on the same volume (or
+//! snapshot) that carries secrets resumes it the same way: the call that
+//! undoes it (ControllerUnpublish after a ControllerPublish), or one that
+//! comes next (ControllerModifyVolume after a ControllerExpandVolume whose
+//! claim was shrunk back). The plan is carried out with that call's
+//! secrets — if the storage refuses them, the plan fails, that failure is
+//! the call's answer, and the volume is free again — and the call is then
+//! decided against what the plan left, never refused for as long as the
+//! driver runs. A call without secrets is told what it waits for. Plans
+//! whose requests carried none are carried out again at once, as before;
+//! no other volume waits for a parked one.
 
 use super::authority::request_secrets;
 use super::*;
 
-/// True when `request` is a retry of the call that made `plan`.
+/// True when `request` is a retry of the call that made `plan`, or the
+/// call that undoes it (see the module documentation).
 fn retries(plan: &Plan, request: &Request) -> bool {
     match (plan, request) {
+        (Plan::ControllerPublish { node_id, .. }, Request::ControllerUnpublish(r)) => {
+            r.node_id.as_ref().is_none_or(|n| n == node_id)
+        }
+        (Plan::ControllerUnpublish { node_ids, .. }, Request::ControllerPublish(r)) => {
+            node_ids.contains(&r.node_id)
+        }
         (Plan::CreateVolume(p), Request::CreateVolume(r)) => p.name == r.name,
         (Plan::DeleteVolume { volume, .. }, Request::DeleteVolume(r)) => {
             volume.volume_id == r.volume_id
@@ -43,11 +59,12 @@ impl Driver {
     /// The parked plan `request` retries, if any.
     pub(super) fn parked_for(&self, request: &Request) -> Option<OpId> {
         let key = lock_key(request)?;
+        let credentialed = !request_secrets(request).0.is_empty();
         self.parked.iter().copied().find(|op| {
             self.state
                 .in_flight
                 .get(op)
-                .is_some_and(|f| f.key == key && retries(&f.plan, request))
+                .is_some_and(|f| f.key == key && (credentialed || retries(&f.plan, request)))
         })
     }
 

@@ -5,7 +5,7 @@
 //! that arrived meanwhile is in the next one: one commit covers them all.
 //!
 //! A commit is made durable by one frame in an intent log and one
-//! `fdatasync` ([`log`]); the B-tree takes the log's commits in one
+//! `fdatasync` (the `log` module); the B-tree takes the log's commits in one
 //! transaction of its own when the log is full and when the store opens,
 //! then the log starts over. A crash mid-commit leaves the commits before
 //! it: a torn frame ends the log, and redb keeps its previous root until

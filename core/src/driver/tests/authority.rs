@@ -378,6 +378,74 @@ fn a_credentialed_plan_waits_for_its_retry_and_runs_with_its_secrets() {
     );
 }
 
+/// A credentialed ControllerPublish in flight when the process died, and
+/// the CO moved on: its ControllerUnpublish (which carries the same
+/// secrets) carries the publish out first with them, then undoes it — it
+/// is not refused for as long as the driver runs.
+#[test]
+fn the_call_that_undoes_a_parked_publish_resumes_it_then_undoes_it() {
+    let mut h = Harness::new();
+    let id = h.create_id("a");
+    let Request::ControllerPublish(mut p) = cpublish(&id, "node-a", AccessMode::SingleNodeWriter)
+    else {
+        unreachable!()
+    };
+    p.secrets = secrets("publish");
+    h.send(Request::ControllerPublish(p));
+    let d = Driver::new(
+        DriverConfig::new("volplane.csi.io", "test", "node-a"),
+        h.d.state().clone(),
+    );
+    let mut h = Harness {
+        d,
+        rpc: 100,
+        now: 100,
+    };
+    assert!(
+        executes(&h.drain()).is_empty(),
+        "nothing without credentials"
+    );
+    assert_eq!(h.d.waiting_for_credentials().len(), 1);
+    let unpublish = Request::ControllerUnpublish(ControllerUnpublish {
+        volume_id: id.clone(),
+        node_id: Some("node-a".into()),
+        secrets: secrets("unpublish"),
+    });
+    let (_, effects) = h.send(unpublish);
+    let (op, plan) = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Execute { op, plan } => Some((*op, plan.clone())),
+            _ => None,
+        })
+        .expect("the publish, resumed");
+    let Plan::ControllerPublish { secrets: s, .. } = &plan else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(*s, secrets("unpublish"), "with the call's secrets");
+    h.d.handle(
+        h.now,
+        Input::Done {
+            op,
+            result: Ok(success(&plan)),
+        },
+    );
+    let effects = h.drain();
+    let [
+        Plan::ControllerUnpublish {
+            node_ids,
+            secrets: s,
+            ..
+        },
+    ] = &executes(&effects)[..]
+    else {
+        panic!("then the unpublish: {effects:?}")
+    };
+    assert_eq!(node_ids, &vec!["node-a".to_string()]);
+    assert_eq!(*s, secrets("unpublish"));
+    assert!(h.d.waiting_for_credentials().is_empty());
+}
+
 #[test]
 fn another_call_on_a_parked_volume_is_told_what_it_waits_for() {
     let mut h = Harness::new();
@@ -406,6 +474,65 @@ fn another_call_on_a_parked_volume_is_told_what_it_waits_for() {
         secrets: secrets("s"),
     }));
     assert!(h.d.state().volumes.is_empty());
+}
+
+/// Any other call on a parked volume that carries secrets resumes the
+/// parked plan with them (the CO may never retry the first call), then is
+/// decided against what it left: a publish after a parked delete finds the
+/// volume gone.
+#[test]
+fn another_credentialed_call_resumes_a_parked_plan_then_is_decided() {
+    let mut h = Harness::new();
+    let id = h.create_id("a");
+    h.send(Request::DeleteVolume(DeleteVolume {
+        volume_id: id.clone(),
+        secrets: secrets("delete"),
+    }));
+    let d = Driver::new(
+        DriverConfig::new("volplane.csi.io", "test", "node-a"),
+        h.d.state().clone(),
+    );
+    let mut h = Harness {
+        d,
+        rpc: 100,
+        now: 100,
+    };
+    h.drain();
+    let Request::ControllerPublish(mut p) = cpublish(&id, "node-a", AccessMode::SingleNodeWriter)
+    else {
+        unreachable!()
+    };
+    p.secrets = secrets("publish");
+    let (rpc, effects) = h.send(Request::ControllerPublish(p));
+    let (op, plan) = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Execute { op, plan } => Some((*op, plan.clone())),
+            _ => None,
+        })
+        .expect("the delete, resumed");
+    let Plan::DeleteVolume { secrets: s, .. } = &plan else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(*s, secrets("publish"));
+    h.d.handle(
+        h.now,
+        Input::Done {
+            op,
+            result: Ok(success(&plan)),
+        },
+    );
+    let effects = h.drain();
+    let answer = effects.iter().find_map(|e| match e {
+        Effect::Reply { rpc: r, result } if *r == rpc => Some(result.clone()),
+        _ => None,
+    });
+    assert!(
+        matches!(&answer, Some(Err(e)) if e.code == Code::NotFound),
+        "{answer:?}"
+    );
+    assert!(h.d.state().volumes.is_empty());
+    assert!(h.d.waiting_for_credentials().is_empty());
 }
 
 #[test]
