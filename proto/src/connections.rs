@@ -421,57 +421,42 @@ mod tests {
         assert!(t.admit(Some(7)).is_some());
     }
 
+    /// `n` connections of `process`, each sent its preface and answering
+    /// a request (held until the guards drop).
+    fn answering(t: &ConnectionTable, process: u32, n: usize) -> (Vec<Admitted>, Vec<InFlight>) {
+        let open: Vec<_> = (0..n)
+            .map(|_| t.admit_at(Some(process), secs(0)).unwrap())
+            .collect();
+        let busy = open
+            .iter()
+            .map(|c| {
+                c.read_at(100, secs(0));
+                c.requests().start()
+            })
+            .collect();
+        (open, busy)
+    }
+
     #[test]
     fn a_request_in_flight_is_cut_only_past_its_process_share() {
         let t = table(4, 2);
-        // The kubelet, within its share of 2, both connections answering.
-        let kubelet: Vec<_> = (0..2)
-            .map(|_| t.admit_at(Some(1), secs(0)).unwrap())
-            .collect();
-        let busy: Vec<_> = kubelet
-            .iter()
-            .map(|k| {
-                k.read_at(100, secs(0));
-                k.requests().start()
-            })
-            .collect();
-        // A flooder past its share, with requests it never finishes.
-        let flood: Vec<_> = (0..2)
-            .map(|_| t.admit_at(Some(2), secs(0)).unwrap())
-            .collect();
-        let stuck: Vec<_> = flood
-            .iter()
-            .map(|f| {
-                f.read_at(100, secs(0));
-                f.requests().start()
-            })
-            .collect();
-        // Full, nothing idle, no process past its share: refused.
+        // The kubelet within its share of 2, and a flooder with requests it
+        // never finishes, also within: full, nothing idle, refused.
+        let _kubelet = answering(&t, 1, 2);
+        let _flood = answering(&t, 2, 2);
         assert!(t.admit_at(Some(3), secs(5)).is_none());
         let third = t.admit_at(Some(2), secs(5));
         assert!(third.is_none(), "2 + 2 is not room for the flooder's third");
         // A flooder at 3 of 2 (it had room before): it gives way.
-        drop((busy, stuck));
         let t = table(4, 2);
-        let k = t.admit_at(Some(1), secs(0)).unwrap();
-        k.read_at(100, secs(0));
-        let _k_busy = k.requests().start();
-        let f: Vec<_> = (0..3)
-            .map(|_| t.admit_at(Some(2), secs(0)).unwrap())
-            .collect();
-        let _f_busy: Vec<_> = f
-            .iter()
-            .map(|f| {
-                f.read_at(100, secs(0));
-                f.requests().start()
-            })
-            .collect();
+        let (k, _k_busy) = answering(&t, 1, 1);
+        let (f, _f_busy) = answering(&t, 2, 3);
         let newcomer = t
             .admit_at(Some(3), secs(5))
             .expect("the flooder is past its share");
         assert!(f.iter().any(closing), "one of the flooder's");
         assert!(
-            !closing(&k) && !closing(&newcomer),
+            !closing(&k[0]) && !closing(&newcomer),
             "the kubelet's request goes on"
         );
     }

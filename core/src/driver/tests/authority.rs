@@ -28,6 +28,24 @@ fn secrets(token: &str) -> Secrets {
     Secrets([("token".to_string(), token.to_string())].into())
 }
 
+/// The first plan `effects` carry out, with its operation.
+fn first_plan(effects: &[Effect]) -> Option<(OpId, Plan)> {
+    effects.iter().find_map(|e| match e {
+        Effect::Execute { op, plan } => Some((*op, plan.clone())),
+        _ => None,
+    })
+}
+
+/// A new driver process over the state `h` left, as after kill -9.
+fn restarted(h: &Harness) -> Harness {
+    let config = DriverConfig::new("volplane.csi.io", "test", "node-a");
+    Harness {
+        d: Driver::new(config, h.d.state().clone()),
+        rpc: 100,
+        now: 100,
+    }
+}
+
 impl Harness {
     /// Sends `request`; its one plan must be `expected`; completes that
     /// plan with `outcome` and returns the answer.
@@ -38,10 +56,7 @@ impl Harness {
         outcome: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
         let (rpc, effects) = self.send(request);
-        let Some((op, plan)) = effects.iter().find_map(|e| match e {
-            Effect::Execute { op, plan } => Some((*op, plan.clone())),
-            _ => None,
-        }) else {
+        let Some((op, plan)) = first_plan(&effects) else {
             panic!("no plan: {effects:?}")
         };
         assert!(expected(&plan), "{plan:?}");
@@ -412,13 +427,7 @@ fn the_call_that_undoes_a_parked_publish_resumes_it_then_undoes_it() {
         secrets: secrets("unpublish"),
     });
     let (_, effects) = h.send(unpublish);
-    let (op, plan) = effects
-        .iter()
-        .find_map(|e| match e {
-            Effect::Execute { op, plan } => Some((*op, plan.clone())),
-            _ => None,
-        })
-        .expect("the publish, resumed");
+    let (op, plan) = first_plan(&effects).expect("the publish, resumed");
     let Plan::ControllerPublish { secrets: s, .. } = &plan else {
         panic!("{plan:?}")
     };
@@ -488,15 +497,7 @@ fn another_credentialed_call_resumes_a_parked_plan_then_is_decided() {
         volume_id: id.clone(),
         secrets: secrets("delete"),
     }));
-    let d = Driver::new(
-        DriverConfig::new("volplane.csi.io", "test", "node-a"),
-        h.d.state().clone(),
-    );
-    let mut h = Harness {
-        d,
-        rpc: 100,
-        now: 100,
-    };
+    let mut h = restarted(&h);
     h.drain();
     let Request::ControllerPublish(mut p) = cpublish(&id, "node-a", AccessMode::SingleNodeWriter)
     else {
@@ -504,13 +505,7 @@ fn another_credentialed_call_resumes_a_parked_plan_then_is_decided() {
     };
     p.secrets = secrets("publish");
     let (rpc, effects) = h.send(Request::ControllerPublish(p));
-    let (op, plan) = effects
-        .iter()
-        .find_map(|e| match e {
-            Effect::Execute { op, plan } => Some((*op, plan.clone())),
-            _ => None,
-        })
-        .expect("the delete, resumed");
+    let (op, plan) = first_plan(&effects).expect("the delete, resumed");
     let Plan::DeleteVolume { secrets: s, .. } = &plan else {
         panic!("{plan:?}")
     };
