@@ -391,38 +391,45 @@ impl Check {
         let (mut best, mut best_outcome) = (program, first);
         let mut tries = 0;
         let mut gone = None;
+        // Concurrent calls race: a candidate that keeps the race may still
+        // not meet it on one run, so it is run up to three times before it
+        // is let go. Sequential runs are deterministic: once is enough.
+        let attempts = if self.concurrency > 1 { 3 } else { 1 };
         'outer: loop {
             for candidate in shrink::candidates(&best) {
-                if tries >= self.shrink_runs {
-                    break 'outer;
-                }
-                tries += 1;
-                progress(Progress {
-                    runs: report.runs,
-                    of: self.runs,
-                    steps: report.steps,
-                    shrinking: Some(tries),
-                });
-                let names = self.names(format!("check-{nonce}-shrink{tries}"));
-                let outcome = self
-                    .once(client, self.config(names, seed, Some(candidate.clone())))
-                    .await;
-                // A driver that no longer answers cannot shrink anything more.
-                let outcome = match outcome {
-                    Ok(o) if !o.driver_gone => o,
-                    Ok(o) => {
-                        gone = Some(o);
+                for _ in 0..attempts {
+                    if tries >= self.shrink_runs {
                         break 'outer;
                     }
-                    Err(_) => break 'outer,
-                };
-                if let Some(v) = &outcome.violation {
-                    let cut = outcome.up_to_violation();
-                    // Smaller only: a violation met later (in the teardown) is no gain.
-                    if Some(v.breach.rule) == rule && shrink::steps(&cut) < shrink::steps(&best) {
-                        best = cut;
-                        best_outcome = outcome;
-                        continue 'outer;
+                    tries += 1;
+                    progress(Progress {
+                        runs: report.runs,
+                        of: self.runs,
+                        steps: report.steps,
+                        shrinking: Some(tries),
+                    });
+                    let names = self.names(format!("check-{nonce}-shrink{tries}"));
+                    let outcome = self
+                        .once(client, self.config(names, seed, Some(candidate.clone())))
+                        .await;
+                    // A driver that no longer answers cannot shrink anything more.
+                    let outcome = match outcome {
+                        Ok(o) if !o.driver_gone => o,
+                        Ok(o) => {
+                            gone = Some(o);
+                            break 'outer;
+                        }
+                        Err(_) => break 'outer,
+                    };
+                    if let Some(v) = &outcome.violation {
+                        let cut = outcome.up_to_violation();
+                        // Smaller only: a violation met later (in the teardown) is no gain.
+                        if Some(v.breach.rule) == rule && shrink::steps(&cut) < shrink::steps(&best)
+                        {
+                            best = cut;
+                            best_outcome = outcome;
+                            continue 'outer;
+                        }
                     }
                 }
             }
