@@ -516,6 +516,9 @@ impl Driver {
                 request: Box::new(request),
             };
         }
+        if let Some(undo) = self.supersede(&request) {
+            return undo;
+        }
         if let Some(refused) = self.refusal(&request) {
             return reject(refused);
         }

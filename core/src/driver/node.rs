@@ -29,7 +29,7 @@ enum Use<'a> {
 }
 
 impl Driver {
-    fn node_path(&self, field: &str, value: &str) -> Result<String, Status> {
+    pub(super) fn node_path(&self, field: &str, value: &str) -> Result<String, Status> {
         path::confined(field, value, &self.config.path_roots)
     }
 

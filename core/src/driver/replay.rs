@@ -14,9 +14,13 @@
 //! secrets — if the storage refuses them, the plan fails, that failure is
 //! the call's answer, and the volume is free again — and the call is then
 //! decided against what the plan left, never refused for as long as the
-//! driver runs. A call without secrets is told what it waits for. Plans
-//! whose requests carried none are carried out again at once, as before;
-//! no other volume waits for a parked one.
+//! driver runs. On the node, the call that undoes a parked stage or publish
+//! carries no secrets (NodeUnstageVolume, NodeUnpublishVolume): it takes
+//! the parked plan's place, undoing at its path whatever the plan may have
+//! mounted before the crash (the node calls are idempotent). Any other call
+//! without secrets is told what it waits for. Plans whose requests carried
+//! none are carried out again at once, as before; no other volume waits for
+//! a parked one.
 
 use super::authority::request_secrets;
 use super::*;
@@ -66,6 +70,51 @@ impl Driver {
                 .get(op)
                 .is_some_and(|f| f.key == key && (credentialed || retries(&f.plan, request)))
         })
+    }
+
+    /// When `request` undoes a parked node plan at its path (NodeUnpublish
+    /// of a parked publish's target, NodeUnstage of a parked stage with
+    /// nothing published), the parked plan is dropped and its undoing is
+    /// decided in its place (see the module documentation).
+    pub(super) fn supersede(&mut self, request: &Request) -> Option<Decision> {
+        let key = lock_key(request)?;
+        let path = match request {
+            Request::NodeUnpublish(r) => self.node_path("target_path", &r.target_path).ok()?,
+            Request::NodeUnstage(r) => self
+                .node_path("staging_target_path", &r.staging_target_path)
+                .ok()?,
+            _ => return None,
+        };
+        let published = self
+            .state
+            .node
+            .get(&key)
+            .is_some_and(|v| !v.targets.is_empty());
+        let (op, undo) = self.parked.iter().find_map(|op| {
+            let f = self.state.in_flight.get(op)?;
+            let undo = match (&f.plan, request) {
+                (Plan::Publish(p), Request::NodeUnpublish(_)) if p.target_path == path => {
+                    Plan::Unpublish(PublishPlan {
+                        secrets: Secrets::default(),
+                        ..p.clone()
+                    })
+                }
+                (Plan::Stage(p), Request::NodeUnstage(_))
+                    if p.staging_path == path && !published =>
+                {
+                    Plan::Unstage(StagePlan {
+                        secrets: Secrets::default(),
+                        ..p.clone()
+                    })
+                }
+                _ => return None,
+            };
+            (f.key == key).then_some((*op, undo))
+        })?;
+        self.parked.remove(&op);
+        self.state.in_flight.remove(&op);
+        self.dirty = true;
+        Some(Decision::Execute { key, plan: undo })
     }
 
     /// The parked plan holding `key`, if any, for a refusal that names it.

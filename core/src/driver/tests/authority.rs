@@ -530,6 +530,61 @@ fn another_credentialed_call_resumes_a_parked_plan_then_is_decided() {
     assert!(h.d.waiting_for_credentials().is_empty());
 }
 
+/// A credentialed NodePublish in flight when the process died, and the pod
+/// went: its NodeUnpublishVolume carries no secrets to resume it with, so
+/// it takes the parked plan's place and unpublishes the target (which the
+/// crashed publish may have mounted) — never refused for as long as the
+/// driver runs. Likewise NodeUnstageVolume of a parked stage.
+#[test]
+fn the_node_call_that_undoes_a_parked_plan_takes_its_place() {
+    let mut h = Harness::new();
+    h.ok(stage("v"));
+    let Request::NodePublish(mut p) = publish("v", "p1", AccessMode::SingleNodeWriter) else {
+        unreachable!()
+    };
+    p.secrets = secrets("publish");
+    h.send(Request::NodePublish(p));
+    let mut h = restarted(&h);
+    assert!(
+        executes(&h.drain()).is_empty(),
+        "nothing without credentials"
+    );
+    assert_eq!(h.d.waiting_for_credentials().len(), 1);
+    let (_, effects) = h.send(unpublish("v", "p1"));
+    let (op, plan) = first_plan(&effects).expect("an unpublish in the publish's place");
+    let Plan::Unpublish(u) = &plan else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(u.target_path, target("p1"));
+    assert!(h.d.waiting_for_credentials().is_empty());
+    h.d.handle(
+        h.now,
+        Input::Done {
+            op,
+            result: Ok(success(&plan)),
+        },
+    );
+    h.drain();
+    h.ok(unstage("v"));
+    assert!(h.d.state().in_flight.is_empty() && h.d.state().node.is_empty());
+
+    // A parked stage, undone by its unstage.
+    let mut h = Harness::new();
+    let Request::NodeStage(mut st) = stage("w") else {
+        unreachable!()
+    };
+    st.secrets = secrets("stage");
+    h.send(Request::NodeStage(st));
+    let mut h = restarted(&h);
+    h.drain();
+    let (_, effects) = h.send(unstage("w"));
+    let [Plan::Unstage(u)] = &executes(&effects)[..] else {
+        panic!("an unstage in the stage's place: {effects:?}")
+    };
+    assert_eq!(u.staging_path, staging("w"));
+    assert!(h.d.waiting_for_credentials().is_empty());
+}
+
 #[test]
 fn a_plan_without_secrets_is_carried_out_again_at_once() {
     let mut h = Harness::new();
