@@ -6,29 +6,35 @@ use crate::control::csi_map;
 use crate::control::secrets;
 use crate::driver::{ControllerPublish, ControllerUnpublish, Request, Response, Secrets};
 
-impl Attach {
-    fn node_id(&self, node: &str) -> Option<String> {
-        match self.cx.cache.find(Kind::CsiNode, "", node) {
+impl AttachReconciler {
+    fn node_id(&self, cx: &Cx<Self>, node: &str) -> Option<String> {
+        match cx.cache().find(Kind::CsiNode, "", node) {
             Some(Object::CsiNode(n)) => n.driver(&self.config.driver).map(|d| d.node_id.clone()),
             _ => None,
         }
     }
 
-    fn set_status(&mut self, va: &VolumeAttachment, f: impl FnOnce(&mut VolumeAttachmentStatus)) {
+    fn set_status(
+        &mut self,
+        cx: &mut Cx<Self>,
+        va: &VolumeAttachment,
+        f: impl FnOnce(&mut VolumeAttachmentStatus),
+    ) {
         let mut v = va.clone();
         f(&mut v.status);
         if v.status != va.status {
             self.api(
+                cx,
                 va.metadata.name.clone(),
                 ApiCall::UpdateStatus(Object::Va(v)),
             );
         }
     }
 
-    fn attach_error(&mut self, va: &VolumeAttachment, message: String) {
-        self.cx.fail(va.metadata.name.clone());
-        let time = crate::store::timestamp(self.cx.now());
-        self.set_status(va, |s| {
+    fn attach_error(&mut self, cx: &mut Cx<Self>, va: &VolumeAttachment, message: String) {
+        cx.fail(va.metadata.name.clone());
+        let time = crate::store::timestamp(cx.now());
+        self.set_status(cx, va, |s| {
             s.attached = false;
             s.attach_error = Some(VolumeError { time, message });
         });
@@ -37,9 +43,9 @@ impl Attach {
     /// The external-attacher's part for one volume: its
     /// VolumeAttachments published or unpublished, and (C2.7) the PV's
     /// finalizer kept while any references it.
-    pub(super) fn attacher_pass(&mut self, volume: &str) {
+    pub(super) fn attacher_pass(&mut self, cx: &mut Cx<Self>, volume: &str) {
         let finalizer = names::attacher_finalizer(&self.config.driver);
-        let vas = self.vas_of(volume);
+        let vas = self.vas_of(cx, volume);
         for va in &vas {
             let name = va.metadata.name.clone();
             let elsewhere = self
@@ -47,20 +53,23 @@ impl Attach {
                 .node
                 .as_ref()
                 .is_some_and(|n| *n != va.spec.node_name);
-            if !self.ready(&name) || elsewhere {
+            if !self.ready(cx, &name) || elsewhere {
                 continue;
             }
             if va.metadata.deleting() {
-                self.detach(va, &finalizer);
+                self.detach(cx, va, &finalizer);
             } else if !va.status.attached {
-                self.attach(va, &finalizer);
+                self.attach(cx, va, &finalizer);
             }
         }
-        if !self.vas_of(volume).is_empty() {
+        if !self.vas_of(cx, volume).is_empty() {
             return;
         }
-        let Some(pv) = self.pv(volume) else { return };
-        if pv.metadata.deleting() && pv.metadata.has_finalizer(&finalizer) && self.ready(volume) {
+        let Some(pv) = self.pv(cx, volume) else {
+            return;
+        };
+        if pv.metadata.deleting() && pv.metadata.has_finalizer(&finalizer) && self.ready(cx, volume)
+        {
             // Whatever else changed: the provisioner and the PV controller
             // write the volume too as it goes.
             let call = ApiCall::RemoveFinalizer {
@@ -68,37 +77,43 @@ impl Attach {
                 uid: pv.metadata.uid.clone(),
                 finalizer,
             };
-            self.api(volume.to_string(), call);
+            self.api(cx, volume.to_string(), call);
         }
     }
 
-    fn attach(&mut self, va: &VolumeAttachment, finalizer: &str) {
+    fn attach(&mut self, cx: &mut Cx<Self>, va: &VolumeAttachment, finalizer: &str) {
         if self.config.trivial {
-            self.set_status(va, |s| {
+            self.set_status(cx, va, |s| {
                 s.attached = true;
                 s.attach_error = None;
             });
             return;
         }
-        let Some(pv) = self.pv(va.pv_name()) else {
-            return self.attach_error(va, format!("PersistentVolume {:?} not found", va.pv_name()));
+        let Some(pv) = self.pv(cx, va.pv_name()) else {
+            return self.attach_error(
+                cx,
+                va,
+                format!("PersistentVolume {:?} not found", va.pv_name()),
+            );
         };
         if pv.metadata.deleting() {
             return self.attach_error(
+                cx,
                 va,
                 format!("PersistentVolume {:?} is marked for deletion", pv.name()),
             );
         }
         if !pv.metadata.has_finalizer(finalizer) {
-            if self.ready(pv.name()) {
+            if self.ready(cx, pv.name()) {
                 let mut v = PersistentVolume::clone(&pv);
                 v.metadata.add_finalizer(finalizer);
-                self.api(pv.name().to_string(), ApiCall::Update(Object::Pv(v)));
+                self.api(cx, pv.name().to_string(), ApiCall::Update(Object::Pv(v)));
             }
             return;
         }
-        let Some(node_id) = self.node_id(&va.spec.node_name) else {
+        let Some(node_id) = self.node_id(cx, &va.spec.node_name) else {
             return self.attach_error(
+                cx,
                 va,
                 format!(
                     "CSINode {} does not contain driver {}",
@@ -114,20 +129,22 @@ impl Attach {
             v.metadata
                 .annotations
                 .insert(names::ANN_VA_NODE_ID.into(), node_id);
-            self.api(va.metadata.name.clone(), ApiCall::Update(Object::Va(v)));
+            self.api(cx, va.metadata.name.clone(), ApiCall::Update(Object::Va(v)));
             return;
         }
         let Some(csi) = pv.spec.csi.clone() else {
             return self.attach_error(
+                cx,
                 va,
                 format!("PersistentVolume {:?} is not a CSI volume", pv.name()),
             );
         };
         let capability = match csi_map::pv_capability(&pv, self.config.modes) {
             Ok(c) => c,
-            Err(e) => return self.attach_error(va, e),
+            Err(e) => return self.attach_error(cx, va, e),
         };
-        let Some(secrets) = self.secrets_for(va, true, &csi.controller_publish_secret_ref) else {
+        let Some(secrets) = self.secrets_for(cx, va, true, &csi.controller_publish_secret_ref)
+        else {
             return;
         };
         let call = Request::ControllerPublish(ControllerPublish {
@@ -140,27 +157,28 @@ impl Attach {
         });
         self.busy.insert(va.metadata.name.clone());
         let va = va.metadata.name.clone();
-        self.cx.csi(None, call, Call::Publish { va });
+        cx.csi(None, call, Call::Publish { va });
     }
 
-    fn detach(&mut self, va: &VolumeAttachment, finalizer: &str) {
+    fn detach(&mut self, cx: &mut Cx<Self>, va: &VolumeAttachment, finalizer: &str) {
         if !va.metadata.has_finalizer(finalizer) {
             return;
         }
-        let node_id = self.node_id(&va.spec.node_name).or_else(|| {
+        let node_id = self.node_id(cx, &va.spec.node_name).or_else(|| {
             va.metadata
                 .annotation(names::ANN_VA_NODE_ID)
                 .map(str::to_string)
         });
-        let csi = self.pv(va.pv_name()).and_then(|pv| pv.spec.csi.clone());
+        let csi = self.pv(cx, va.pv_name()).and_then(|pv| pv.spec.csi.clone());
         let (Some(node_id), Some(csi)) = (node_id, csi) else {
             // Nothing to unpublish from: the volume or the node is unknown.
             let mut v = va.clone();
             v.metadata.remove_finalizer(finalizer);
-            self.api(va.metadata.name.clone(), ApiCall::Update(Object::Va(v)));
+            self.api(cx, va.metadata.name.clone(), ApiCall::Update(Object::Va(v)));
             return;
         };
-        let Some(secrets) = self.secrets_for(va, false, &csi.controller_publish_secret_ref) else {
+        let Some(secrets) = self.secrets_for(cx, va, false, &csi.controller_publish_secret_ref)
+        else {
             return;
         };
         let call = Request::ControllerUnpublish(ControllerUnpublish {
@@ -170,7 +188,7 @@ impl Attach {
         });
         self.busy.insert(va.metadata.name.clone());
         let va = va.metadata.name.clone();
-        self.cx.csi(None, call, Call::Unpublish { va });
+        cx.csi(None, call, Call::Unpublish { va });
     }
 
     /// The secrets `va`'s ControllerPublish (or Unpublish) gets from the
@@ -178,6 +196,7 @@ impl Attach {
     /// the Secret is being read (C2.3).
     fn secrets_for(
         &mut self,
+        cx: &mut Cx<Self>,
         va: &VolumeAttachment,
         publish: bool,
         secret: &Option<SecretReference>,
@@ -194,9 +213,9 @@ impl Attach {
             .unwrap_or("");
         if let Err(why) = secrets::pv_ref(pv, "controllerPublishSecretRef", secret) {
             if publish {
-                self.attach_error(va, why);
+                self.attach_error(cx, va, why);
             } else {
-                self.detach_error(va, why);
+                self.detach_error(cx, va, why);
             }
             return None;
         }
@@ -209,7 +228,7 @@ impl Attach {
             publish,
             secret: secret.clone(),
         };
-        self.cx.api(secrets::get(secret), call);
+        cx.api(secrets::get(secret), call);
         None
     }
 
@@ -218,13 +237,14 @@ impl Attach {
     /// message.
     pub(super) fn secret_read(
         &mut self,
+        cx: &mut Cx<Self>,
         name: String,
         publish: bool,
         secret: &SecretReference,
         result: crate::control::ApiResult,
     ) {
         self.busy.remove(&name);
-        let va = match self.cx.cache.find(Kind::VolumeAttachment, "", &name) {
+        let va = match cx.cache().find(Kind::VolumeAttachment, "", &name) {
             Some(Object::Va(v)) => v.clone(),
             _ => return,
         };
@@ -232,51 +252,51 @@ impl Attach {
             Ok(data) => {
                 self.credentials.insert(name.clone(), data);
             }
-            Err(message) if publish => self.attach_error(&va, message),
-            Err(message) => self.detach_error(&va, message),
+            Err(message) if publish => self.attach_error(cx, &va, message),
+            Err(message) => self.detach_error(cx, &va, message),
         }
-        self.mark_name(&name);
+        self.mark_name(cx, &name);
     }
 
-    fn detach_error(&mut self, va: &VolumeAttachment, message: String) {
-        self.cx.fail(va.metadata.name.clone());
-        let time = crate::store::timestamp(self.cx.now());
-        self.set_status(va, |s| {
+    fn detach_error(&mut self, cx: &mut Cx<Self>, va: &VolumeAttachment, message: String) {
+        cx.fail(va.metadata.name.clone());
+        let time = crate::store::timestamp(cx.now());
+        self.set_status(cx, va, |s| {
             s.detach_error = Some(VolumeError { time, message });
         });
     }
 
-    pub(super) fn csi_completed(&mut self, call: Call, result: CsiResult) {
+    pub(super) fn csi_completed(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         let (name, publish) = match call {
             Call::Publish { va } => (va, true),
             Call::Unpublish { va } => (va, false),
             Call::Api { .. } | Call::GetSecret { .. } => return,
         };
         self.busy.remove(&name);
-        let va = match self.cx.cache.find(Kind::VolumeAttachment, "", &name) {
+        let va = match cx.cache().find(Kind::VolumeAttachment, "", &name) {
             Some(Object::Va(v)) => v.clone(),
             _ => return,
         };
         let finalizer = names::attacher_finalizer(&self.config.driver);
         match (publish, result) {
             (true, Ok(Response::Published { publish_context })) => {
-                self.cx.backoff.succeed(&name);
-                self.set_status(&va, |s| {
+                cx.succeed(&name);
+                self.set_status(cx, &va, |s| {
                     s.attached = true;
                     s.attachment_metadata = publish_context.into();
                     s.attach_error = None;
                 });
             }
-            (true, Ok(other)) => self.attach_error(&va, format!("unexpected answer {other:?}")),
-            (true, Err(e)) => self.attach_error(&va, e.go_error()),
+            (true, Ok(other)) => self.attach_error(cx, &va, format!("unexpected answer {other:?}")),
+            (true, Err(e)) => self.attach_error(cx, &va, e.go_error()),
             (false, Ok(_)) => {
-                self.cx.backoff.succeed(&name);
+                cx.succeed(&name);
                 let mut v = va.clone();
                 v.metadata.remove_finalizer(&finalizer);
                 v.status.attached = false;
-                self.api(name, ApiCall::Update(Object::Va(v)));
+                self.api(cx, name, ApiCall::Update(Object::Va(v)));
             }
-            (false, Err(e)) => self.detach_error(&va, e.go_error()),
+            (false, Err(e)) => self.detach_error(cx, &va, e.go_error()),
         }
     }
 }

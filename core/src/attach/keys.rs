@@ -9,7 +9,8 @@
 //! the volumes attached there. The CSIDriver (attachRequired) and the
 //! periodic resync dirty everything.
 
-use super::Attach;
+use super::AttachReconciler;
+use crate::control::Cx;
 use crate::control::Watch;
 use crate::model::*;
 
@@ -22,25 +23,25 @@ pub enum AttachKey {
     Node(String),
 }
 
-impl Attach {
+impl AttachReconciler {
     /// A watch event: dirty what the object's old and new versions can
     /// affect, then bring it into the cache and the index of users.
-    pub(super) fn observe_watch(&mut self, watch: Watch) {
+    pub(super) fn observe_watch(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         let (o, deleted) = match &watch {
             Watch::Applied(o) => (o.clone(), false),
             Watch::Deleted(o) => (o.clone(), true),
         };
-        let old = self.cx.cache.get_shared(&o.key());
+        let old = cx.cache().get_shared(&o.key());
         if let Some(old) = &old {
-            self.mark_object(old);
+            self.mark_object(cx, old);
         }
-        self.mark_object(&o);
+        self.mark_object(cx, &o);
         let changed = match watch {
             Watch::Applied(o) => {
                 // Only the live incarnation counts as the one created; a
                 // late event about one since deleted changes nothing.
                 let name = o.meta().name.clone();
-                let applied = self.cx.cache.apply(o);
+                let applied = cx.cache_mut().apply(o);
                 if applied {
                     self.creating.remove(&name);
                 }
@@ -48,7 +49,7 @@ impl Attach {
             }
             Watch::Deleted(o) => {
                 // A late delete of an object since created again is stale.
-                let gone = self.cx.cache.delete(&o).is_some();
+                let gone = cx.cache_mut().delete(&o).is_some();
                 if gone && o.kind() == Kind::VolumeAttachment {
                     self.detaching.remove(&o.meta().name);
                     // Secret data read for it goes with it.
@@ -73,20 +74,19 @@ impl Attach {
     }
 
     /// Dirties what a version of `o` can affect.
-    pub(super) fn mark_object(&mut self, o: &Object) {
-        let keys = self.keys_of(o);
-        self.cx.dirty.extend(keys);
+    pub(super) fn mark_object(&mut self, cx: &mut Cx<Self>, o: &Object) {
+        let keys = self.keys_of(cx, o);
+        cx.mark_all(keys);
     }
 
     /// What a version of `o` can affect.
-    pub(super) fn keys_of(&self, o: &Object) -> Vec<AttachKey> {
+    pub(super) fn keys_of(&self, cx: &Cx<Self>, o: &Object) -> Vec<AttachKey> {
         let mut keys = Vec::new();
         match o {
             Object::Pod(p) => {
                 for claim in p.claims() {
-                    let volume = self
-                        .cx
-                        .cache
+                    let volume = cx
+                        .cache()
                         .find(Kind::PersistentVolumeClaim, &p.metadata.namespace, claim)
                         .and_then(Object::as_pvc)
                         .map(|c| c.volume_name().to_string());
@@ -97,30 +97,29 @@ impl Attach {
             // A volume's node statuses follow what is desired of it.
             Object::Pvc(c) if !c.volume_name().is_empty() => {
                 keys.push(AttachKey::Volume(c.volume_name().to_string()));
-                keys.extend(self.nodes_of(c.volume_name()));
+                keys.extend(self.nodes_of(cx, c.volume_name()));
             }
             Object::Pv(pv) => {
                 keys.push(AttachKey::Volume(pv.name().to_string()));
-                keys.extend(self.nodes_of(pv.name()));
+                keys.extend(self.nodes_of(cx, pv.name()));
             }
             Object::Va(va) => {
                 keys.push(AttachKey::Volume(va.pv_name().to_string()));
                 keys.push(AttachKey::Node(va.spec.node_name.clone()));
             }
-            Object::Node(n) => keys.extend(self.node_and_volumes(&n.metadata.name)),
-            Object::CsiNode(n) => keys.extend(self.node_and_volumes(&n.metadata.name)),
-            Object::CsiDriver(_) => keys.extend(self.everything()),
+            Object::Node(n) => keys.extend(self.node_and_volumes(cx, &n.metadata.name)),
+            Object::CsiNode(n) => keys.extend(self.node_and_volumes(cx, &n.metadata.name)),
+            Object::CsiDriver(_) => keys.extend(self.everything(cx)),
             _ => {}
         }
         keys
     }
 
     /// A node and the volumes attached (or being attached) there.
-    fn node_and_volumes(&self, node: &str) -> Vec<AttachKey> {
+    fn node_and_volumes(&self, cx: &Cx<Self>, node: &str) -> Vec<AttachKey> {
         let mut keys = vec![AttachKey::Node(node.to_string())];
         keys.extend(
-            self.cx
-                .cache
+            cx.cache()
                 .of_kind(Kind::VolumeAttachment)
                 .filter_map(Object::as_va)
                 .filter(|va| va.spec.node_name == node)
@@ -130,9 +129,8 @@ impl Attach {
     }
 
     /// The nodes a volume has VolumeAttachments on.
-    fn nodes_of(&self, volume: &str) -> Vec<AttachKey> {
-        self.cx
-            .cache
+    fn nodes_of(&self, cx: &Cx<Self>, volume: &str) -> Vec<AttachKey> {
+        cx.cache()
             .of_kind(Kind::VolumeAttachment)
             .filter_map(Object::as_va)
             .filter(|va| va.pv_name() == volume)
@@ -143,15 +141,20 @@ impl Attach {
     /// What an API call's object can affect (for a delete, the object as
     /// cached): looked at again when the call completes, and when its
     /// retry comes after a failure (a create that failed is not cached).
-    pub(super) fn keys_of_call(&self, call: &crate::control::ApiCall) -> Vec<AttachKey> {
+    pub(super) fn keys_of_call(
+        &self,
+        cx: &Cx<Self>,
+        call: &crate::control::ApiCall,
+    ) -> Vec<AttachKey> {
         use crate::control::ApiCall;
         match call {
-            ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => self.keys_of(o),
-            ApiCall::Delete(k) | ApiCall::Get(k) | ApiCall::RemoveFinalizer { key: k, .. } => self
-                .cx
-                .cache
+            ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
+                self.keys_of(cx, o)
+            }
+            ApiCall::Delete(k) | ApiCall::Get(k) | ApiCall::RemoveFinalizer { key: k, .. } => cx
+                .cache()
                 .get_shared(k)
-                .map(|o| self.keys_of(&o))
+                .map(|o| self.keys_of(cx, &o))
                 .unwrap_or_default(),
             ApiCall::List { .. } => Vec::new(),
         }
@@ -159,23 +162,23 @@ impl Attach {
 
     /// Dirties what a name held busy or backed off names: a
     /// VolumeAttachment, a Node or a PersistentVolume.
-    pub(super) fn mark_name(&mut self, name: &str) {
+    pub(super) fn mark_name(&mut self, cx: &mut Cx<Self>, name: &str) {
         for kind in [Kind::VolumeAttachment, Kind::Node, Kind::PersistentVolume] {
-            if let Some(o) = self.cx.cache.get_shared(&ObjectKey::new(kind, "", name)) {
-                self.mark_object(&o);
+            if let Some(o) = cx.cache().get_shared(&ObjectKey::new(kind, "", name)) {
+                self.mark_object(cx, &o);
             }
         }
     }
 
     /// Every volume and node known (attachRequired changed, a resync).
-    pub(super) fn mark_everything(&mut self) {
-        let keys = self.everything();
-        self.cx.dirty.extend(keys);
+    pub(super) fn mark_everything(&mut self, cx: &mut Cx<Self>) {
+        let keys = self.everything(cx);
+        cx.mark_all(keys);
     }
 
-    fn everything(&self) -> Vec<AttachKey> {
+    fn everything(&self, cx: &Cx<Self>) -> Vec<AttachKey> {
         let mut keys: Vec<AttachKey> = Vec::new();
-        for o in self.cx.cache.values() {
+        for o in cx.cache().values() {
             match o {
                 Object::Pv(pv) => keys.push(AttachKey::Volume(pv.name().to_string())),
                 Object::Va(va) => {

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Tick;
 use crate::control::csi_map::DriverModes;
-use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Cx, Engine, Event, Watch};
 use crate::machine::TimerTable;
 use crate::model::names::{self, reason};
 use crate::model::*;
@@ -118,12 +118,12 @@ pub enum Call {
 }
 
 /// The attach/detach controller and external-attacher. See the module docs.
+pub type Attach = Engine<AttachReconciler>;
+
+/// What Attach keeps of its own; the engine keeps the rest.
 #[derive(Debug, Clone, Hash)]
-pub struct Attach {
+pub struct AttachReconciler {
     config: AttachConfig,
-    /// Passes are per volume or node; a failure backs off the
-    /// VolumeAttachment, node or volume it wrote.
-    cx: Engine<AttachKey, Call, String>,
     users: Users,
     /// What to look at again when a failed write's retry comes.
     retrying: BTreeMap<String, Vec<AttachKey>>,
@@ -158,8 +158,8 @@ struct Desired {
 impl Attach {
     /// A machine with empty memory (a process that just started).
     pub fn new(config: AttachConfig) -> Attach {
-        Attach {
-            cx: Engine::new(config.retry_start, config.retry_max),
+        let (retry_start, retry_max) = (config.retry_start, config.retry_max);
+        let reconciler = AttachReconciler {
             users: Users::default(),
             retrying: BTreeMap::new(),
             config,
@@ -170,28 +170,32 @@ impl Attach {
             creating: BTreeMap::new(),
             credentials: BTreeMap::new(),
             detaching: BTreeSet::new(),
-        }
+        };
+        Engine::driving(reconciler, retry_start, retry_max)
     }
+}
 
-    fn api(&mut self, key: String, call: ApiCall) {
+impl AttachReconciler {
+    fn api(&mut self, cx: &mut Cx<Self>, key: String, call: ApiCall) {
         self.busy.insert(key.clone());
         let (object, uid) = (call.key(), call.uid().to_string());
-        let marks = self.keys_of_call(&call);
+        let marks = self.keys_of_call(cx, &call);
         let what = Call::Api {
             key,
             object,
             uid,
             marks,
         };
-        self.cx.api(call, what);
+        cx.api(call, what);
     }
 
-    fn ready(&self, key: &str) -> bool {
-        !self.busy.contains(key) && !self.cx.waiting(key)
+    fn ready(&self, cx: &Cx<Self>, key: &str) -> bool {
+        !self.busy.contains(key) && !cx.waiting(key)
     }
 
     fn get<T>(
         &self,
+        cx: &Cx<Self>,
         kind: Kind,
         ns: &str,
         name: &str,
@@ -200,38 +204,41 @@ impl Attach {
     where
         T: Clone,
     {
-        self.cx.cache.find(kind, ns, name).and_then(f).cloned()
+        cx.cache().find(kind, ns, name).and_then(f).cloned()
     }
 
-    fn pv(&self, name: &str) -> Option<Shared<PersistentVolume>> {
-        self.cx.cache.shared("", name)
+    fn pv(&self, cx: &Cx<Self>, name: &str) -> Option<Shared<PersistentVolume>> {
+        cx.cache().shared("", name)
     }
 
-    fn node(&self, name: &str) -> Option<Shared<Node>> {
-        self.cx.cache.shared("", name)
+    fn node(&self, cx: &Cx<Self>, name: &str) -> Option<Shared<Node>> {
+        cx.cache().shared("", name)
     }
 
     /// This driver's VolumeAttachments of `volume`, shared with the cache.
-    fn vas_of(&self, volume: &str) -> Vec<Shared<VolumeAttachment>> {
-        self.vas_where(|v| v.pv_name() == volume)
+    fn vas_of(&self, cx: &Cx<Self>, volume: &str) -> Vec<Shared<VolumeAttachment>> {
+        self.vas_where(cx, |v| v.pv_name() == volume)
     }
 
     /// This driver's VolumeAttachments on `node`.
-    fn vas_on(&self, node: &str) -> Vec<Shared<VolumeAttachment>> {
-        self.vas_where(|v| v.spec.node_name == node)
+    fn vas_on(&self, cx: &Cx<Self>, node: &str) -> Vec<Shared<VolumeAttachment>> {
+        self.vas_where(cx, |v| v.spec.node_name == node)
     }
 
-    fn vas_where(&self, f: impl Fn(&VolumeAttachment) -> bool) -> Vec<Shared<VolumeAttachment>> {
-        self.cx
-            .cache
+    fn vas_where(
+        &self,
+        cx: &Cx<Self>,
+        f: impl Fn(&VolumeAttachment) -> bool,
+    ) -> Vec<Shared<VolumeAttachment>> {
+        cx.cache()
             .shared_all::<VolumeAttachment>()
             .filter(|v| v.spec.attacher == self.config.driver && f(v))
             .collect()
     }
 
     /// C1.8: attach required unless the CSIDriver says attachRequired=false.
-    fn attach_required(&self) -> bool {
-        self.get(Kind::CsiDriver, "", &self.config.driver, |o| match o {
+    fn attach_required(&self, cx: &Cx<Self>) -> bool {
+        self.get(cx, Kind::CsiDriver, "", &self.config.driver, |o| match o {
             Object::CsiDriver(d) => Some(d),
             _ => None,
         })
@@ -240,9 +247,9 @@ impl Attach {
 
     /// The nodes scheduled, live pods want `volume` on ((pv, node) → the
     /// pods), found through the claims bound to it.
-    fn desired_of(&self, volume: &str) -> BTreeMap<(String, String), Desired> {
+    fn desired_of(&self, cx: &Cx<Self>, volume: &str) -> BTreeMap<(String, String), Desired> {
         let mut out: BTreeMap<(String, String), Desired> = BTreeMap::new();
-        let Some(pv) = self.pv(volume) else {
+        let Some(pv) = self.pv(cx, volume) else {
             return out;
         };
         if pv
@@ -255,7 +262,7 @@ impl Attach {
         }
         for (namespace, claim) in self.users.claims_of(volume) {
             for name in self.users.pods_of(namespace, claim) {
-                let Some(Object::Pod(pod)) = self.cx.cache.find(Kind::Pod, namespace, name) else {
+                let Some(Object::Pod(pod)) = cx.cache().find(Kind::Pod, namespace, name) else {
                     continue;
                 };
                 let Some(node) = pod.node() else { continue };
@@ -276,37 +283,38 @@ impl Attach {
     }
 
     /// True when this machine runs the attach/detach controller half now.
-    fn controlling(&self) -> bool {
-        self.config.attach_detach && self.attach_required()
+    fn controlling(&self, cx: &Cx<Self>) -> bool {
+        self.config.attach_detach && self.attach_required(cx)
     }
 
     /// One volume: detach what is no longer wanted, attach what is, carry
     /// its VolumeAttachments out.
-    fn sync_volume(&mut self, volume: &str) {
-        if self.controlling() {
-            let desired = self.desired_of(volume);
-            self.detach_pass(&desired, &self.vas_of(volume));
-            self.attach_pass(&desired, &self.vas_of(volume));
+    fn sync_volume(&mut self, cx: &mut Cx<Self>, volume: &str) {
+        if self.controlling(cx) {
+            let desired = self.desired_of(cx, volume);
+            self.detach_pass(cx, &desired, &self.vas_of(cx, volume));
+            self.attach_pass(cx, &desired, &self.vas_of(cx, volume));
         }
-        self.attacher_pass(volume);
+        self.attacher_pass(cx, volume);
     }
 
     /// One node: its `status.volumesAttached`.
-    fn sync_node(&mut self, node: &str) {
-        if !self.controlling() {
+    fn sync_node(&mut self, cx: &mut Cx<Self>, node: &str) {
+        if !self.controlling(cx) {
             return;
         }
-        let vas = self.vas_on(node);
+        let vas = self.vas_on(cx, node);
         let mut desired = BTreeMap::new();
         for volume in vas.iter().map(|v| v.pv_name()).collect::<BTreeSet<_>>() {
-            desired.extend(self.desired_of(volume));
+            desired.extend(self.desired_of(cx, volume));
         }
-        self.node_status_pass(node, &desired, &vas);
+        self.node_status_pass(cx, node, &desired, &vas);
     }
 
     /// C3.6, C3.7: detach what is no longer wanted, once it is safe.
     fn detach_pass(
         &mut self,
+        cx: &mut Cx<Self>,
         desired: &BTreeMap<(String, String), Desired>,
         vas: &[Shared<VolumeAttachment>],
     ) {
@@ -323,18 +331,16 @@ impl Attach {
         }
         for va in vas {
             let name = va.metadata.name.clone();
-            if wanted.contains(&name) || va.metadata.deleting() || !self.ready(&name) {
+            if wanted.contains(&name) || va.metadata.deleting() || !self.ready(cx, &name) {
                 continue;
             }
             let since = *self.detach_wanted.entry(name.clone()).or_insert_with(|| {
-                self.force_at.set(
-                    name.clone(),
-                    self.cx.now() + self.config.max_wait_for_unmount,
-                );
-                self.cx.now()
+                self.force_at
+                    .set(name.clone(), cx.now() + self.config.max_wait_for_unmount);
+                cx.now()
             });
-            let node = self.node(&va.spec.node_name);
-            let unique = self.pv(va.pv_name()).and_then(|pv| {
+            let node = self.node(cx, &va.spec.node_name);
+            let unique = self.pv(cx, va.pv_name()).and_then(|pv| {
                 pv.spec
                     .csi
                     .as_ref()
@@ -346,7 +352,7 @@ impl Attach {
             };
             let force = node.as_ref().is_some_and(|n| {
                 n.out_of_service()
-                    || (!n.ready() && self.cx.now() >= since + self.config.max_wait_for_unmount)
+                    || (!n.ready() && cx.now() >= since + self.config.max_wait_for_unmount)
             });
             let careless = self
                 .config
@@ -359,10 +365,11 @@ impl Attach {
             if let (Some(n), Some(u)) = (&node, &unique)
                 && n.status.volumes_attached.iter().any(|a| &a.name == u)
             {
-                if self.ready(&n.metadata.name) {
+                if self.ready(cx, &n.metadata.name) {
                     let mut n = Node::clone(n);
                     n.status.volumes_attached.retain(|a| &a.name != u);
                     self.api(
+                        cx,
                         n.metadata.name.clone(),
                         ApiCall::UpdateStatus(Object::Node(n)),
                     );
@@ -373,6 +380,7 @@ impl Attach {
             self.force_at.stop(&name);
             self.detaching.insert(name.clone());
             self.api(
+                cx,
                 name.clone(),
                 ApiCall::Delete(ObjectKey::new(Kind::VolumeAttachment, "", &name)),
             );
@@ -382,6 +390,7 @@ impl Attach {
     /// C1.1, C3.3, C3.4: create the VolumeAttachments scheduled pods need.
     fn attach_pass(
         &mut self,
+        cx: &mut Cx<Self>,
         desired: &BTreeMap<(String, String), Desired>,
         vas: &[Shared<VolumeAttachment>],
     ) {
@@ -391,7 +400,7 @@ impl Attach {
             };
             let name =
                 names::volume_attachment_name(&csi.volume_handle, &self.config.driver, &d.node);
-            if vas.iter().any(|v| v.metadata.name == name) || !self.ready(&name) {
+            if vas.iter().any(|v| v.metadata.name == name) || !self.ready(cx, &name) {
                 continue;
             }
             let mut elsewhere: Vec<String> = vas
@@ -406,18 +415,19 @@ impl Attach {
                     .map(|(_, node)| node.clone()),
             );
             if !elsewhere.is_empty() && !multi_attach_allowed(&d.pv) {
-                self.tell_multi_attach(d, &elsewhere, desired);
+                self.tell_multi_attach(cx, d, &elsewhere, desired);
                 continue;
             }
             let va = VolumeAttachment::new(&name, &self.config.driver, &d.node, d.pv.name());
             self.creating
                 .insert(name.clone(), (d.pv.name().to_string(), d.node.clone()));
-            self.api(name, ApiCall::Create(Object::Va(va)));
+            self.api(cx, name, ApiCall::Create(Object::Va(va)));
         }
     }
 
     fn tell_multi_attach(
         &mut self,
+        cx: &mut Cx<Self>,
         d: &Desired,
         elsewhere: &[String],
         desired: &BTreeMap<(String, String), Desired>,
@@ -455,14 +465,14 @@ impl Attach {
                 m
             };
             let key = ObjectKey::new(Kind::Pod, namespace, name);
-            self.cx
-                .event(Event::warning(key, reason::FAILED_ATTACH_VOLUME, msg));
+            cx.event(Event::warning(key, reason::FAILED_ATTACH_VOLUME, msg));
         }
     }
 
     /// C3.8: `node.status.volumesAttached` lists what is attached there.
     fn node_status_pass(
         &mut self,
+        cx: &mut Cx<Self>,
         node: &str,
         desired: &BTreeMap<(String, String), Desired>,
         vas: &[Shared<VolumeAttachment>],
@@ -478,7 +488,7 @@ impl Attach {
             if !desired.contains_key(&(va.pv_name().to_string(), va.spec.node_name.clone())) {
                 continue;
             }
-            let Some(csi) = self.pv(va.pv_name()).and_then(|pv| pv.spec.csi.clone()) else {
+            let Some(csi) = self.pv(cx, va.pv_name()).and_then(|pv| pv.spec.csi.clone()) else {
                 continue;
             };
             per_node
@@ -492,11 +502,11 @@ impl Attach {
         if per_node.is_empty() {
             return;
         }
-        if let Some(n) = self.node(node) {
+        if let Some(n) = self.node(cx, node) {
             let ours = per_node.remove(&n.metadata.name).unwrap_or_default();
             // Additions only here: removals happen in the detach pass, before the detach.
             if ours.iter().all(|a| n.status.volumes_attached.contains(a))
-                || !self.ready(&n.metadata.name)
+                || !self.ready(cx, &n.metadata.name)
             {
                 return;
             }
@@ -506,6 +516,7 @@ impl Attach {
             let mut n2 = Node::clone(&n);
             n2.status.volumes_attached = merged.into_iter().collect();
             self.api(
+                cx,
                 n.metadata.name.clone(),
                 ApiCall::UpdateStatus(Object::Node(n2)),
             );
@@ -526,23 +537,15 @@ pub fn multi_attach_allowed(pv: &PersistentVolume) -> bool {
 /// Attach/detach reconciles one volume or one node at a time (see
 /// [`AttachKey`]); a failure backs off the VolumeAttachment, node or volume it
 /// wrote.
-impl Controller for Attach {
+impl Controller for AttachReconciler {
     type Key = AttachKey;
     type Call = Call;
     type Retry = String;
 
-    fn engine(&self) -> &Engine<AttachKey, Call, String> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<AttachKey, Call, String> {
-        &mut self.cx
-    }
-
-    fn retry(&mut self, name: String) {
+    fn retry(&mut self, cx: &mut Cx<Self>, name: String) {
         let marks = self.retrying.remove(&name).unwrap_or_default();
-        self.cx.dirty.extend(marks);
-        self.mark_name(&name);
+        cx.mark_all(marks);
+        self.mark_name(cx, &name);
     }
 
     /// external-attacher's informers, and the pods and claims the
@@ -559,25 +562,25 @@ impl Controller for Attach {
         }
     }
 
-    fn observe(&mut self, watch: Watch) {
-        self.observe_watch(watch);
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
+        self.observe_watch(cx, watch);
     }
 
-    fn reconcile(&mut self, key: AttachKey) {
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: AttachKey) {
         match key {
-            AttachKey::Volume(v) => self.sync_volume(&v),
-            AttachKey::Node(n) => self.sync_node(&n),
+            AttachKey::Volume(v) => self.sync_volume(cx, &v),
+            AttachKey::Node(n) => self.sync_node(cx, &n),
         }
     }
 
-    fn api_done(&mut self, call: Call, result: ApiResult) {
+    fn api_done(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
         if let Call::GetSecret {
             va,
             publish,
             secret,
         } = call
         {
-            return self.secret_read(va, publish, &secret, result);
+            return self.secret_read(cx, va, publish, &secret, result);
         }
         let Call::Api {
             key,
@@ -591,13 +594,13 @@ impl Controller for Attach {
         self.busy.remove(&key);
         // A retry remembered for this key is superseded by this answer.
         self.retrying.remove(&key);
-        self.cx.dirty.extend(marks.iter().cloned());
+        cx.mark_all(marks.iter().cloned());
         match result {
             ApiResult::Ok(Some(o)) => {
                 self.creating.remove(&o.meta().name);
-                self.mark_object(&o);
-                let old = self.cx.cache.get_shared(&o.key());
-                if self.cx.cache.apply(o.clone()) {
+                self.mark_object(cx, &o);
+                let old = cx.cache().get_shared(&o.key());
+                if cx.cache_mut().apply(o.clone()) {
                     if let Some(old) = old {
                         self.index(&old, false);
                     }
@@ -609,20 +612,20 @@ impl Controller for Attach {
             // act on it again before its watch event arrives.
             ApiResult::Ok(None) | ApiResult::NotFound => {
                 self.detaching.remove(&*object.name);
-                if let Some(gone) = self.cx.cache.gone(&object, &uid) {
+                if let Some(gone) = cx.cache_mut().gone(&object, &uid) {
                     self.index(&gone, false);
                 }
             }
             _ => {
                 self.creating.remove(&key);
-                self.cx.fail(key.clone());
+                cx.fail(key.clone());
                 self.retrying.insert(key.clone(), marks);
             }
         }
-        self.mark_name(&key);
+        self.mark_name(cx, &key);
     }
 
-    fn csi_done(&mut self, call: Call, result: CsiResult) {
+    fn csi_done(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         let va = match &call {
             Call::Publish { va } | Call::Unpublish { va } => va.clone(),
             Call::Api { .. } | Call::GetSecret { .. } => return,
@@ -631,29 +634,29 @@ impl Controller for Attach {
             // Its backoff ends (csi_completed): no retry will come for it.
             self.retrying.remove(&va);
         }
-        self.csi_completed(call, result);
-        self.mark_name(&va);
+        self.csi_completed(cx, call, result);
+        self.mark_name(cx, &va);
     }
 
-    fn resync(&mut self) {
-        self.mark_everything();
+    fn resync(&mut self, cx: &mut Cx<Self>) {
+        self.mark_everything(cx);
     }
 
-    fn deadline(&self) -> Option<Tick> {
+    fn deadline(&self, _cx: &Cx<Self>) -> Option<Tick> {
         self.force_at.next()
     }
 
     /// A detach that waited long enough goes ahead.
-    fn fire(&mut self, now: Tick) {
+    fn fire(&mut self, cx: &mut Cx<Self>, now: Tick) {
         for va in self.force_at.expire(now) {
-            self.mark_name(&va);
+            self.mark_name(cx, &va);
         }
     }
 
     /// One operation per VolumeAttachment (or node status) at a time.
     /// A retry is remembered only for a key still backing off.
-    fn invariants(&self) -> Result<(), String> {
-        let keys = self.cx.in_flight().map(|c| match c {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+        let keys = cx.in_flight().map(|c| match c {
             Call::Api { key, .. } => key,
             Call::Publish { va } | Call::Unpublish { va } | Call::GetSecret { va, .. } => va,
         });
@@ -663,11 +666,7 @@ impl Controller for Attach {
             |k: &String| self.busy.contains(k),
             self.busy.len(),
         )?;
-        match self
-            .retrying
-            .keys()
-            .find(|k| self.cx.backoff.failures(k.as_str()) == 0)
-        {
+        match self.retrying.keys().find(|k| cx.failures(k.as_str()) == 0) {
             Some(k) => Err(format!(
                 "attach/detach: a retry of {k} is remembered with no failure to retry"
             )),

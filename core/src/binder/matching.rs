@@ -1,23 +1,29 @@
 //! Which volume a claim may take: the binder's choice of a match, and the
 //! rules (A3) that say why a named volume does not fit a claim.
 
+use crate::control::Cx;
 use std::collections::BTreeMap;
 
-use super::{Binder, bound_to_claim};
+use super::{BinderReconciler, bound_to_claim};
 use crate::model::*;
 
-impl Binder {
+impl BinderReconciler {
     /// The best volume for `claim`: a volume pre-bound to it wins at once
     /// (A3.4; still subject to capacity, volumeMode, volumeAttributesClassName
     /// and deletion, as upstream's FindMatchingVolume); otherwise, unless
     /// binding is delayed, the index's best match.
-    pub fn find_match(&self, claim: &PersistentVolumeClaim, delay: bool) -> Option<String> {
+    pub(super) fn find_match(
+        &self,
+        cx: &Cx<Self>,
+        claim: &PersistentVolumeClaim,
+        delay: bool,
+    ) -> Option<String> {
         let request = claim.request().map_or(0, |q| q.bytes());
         for name in self
             .index
             .claimed_by(&claim.metadata.namespace, &claim.metadata.name)
         {
-            let Some(pv) = self.volume(name) else {
+            let Some(pv) = self.volume(cx, name) else {
                 continue;
             };
             if bound_to_claim(&pv, claim)
@@ -34,9 +40,8 @@ impl Binder {
         }
         if self.plant.is(crate::plant::Plant::BindClaimedVolume) {
             // Planted mistake: any big-enough volume of the class, claimed or not.
-            let taken = self
-                .cx
-                .cache
+            let taken = cx
+                .cache()
                 .of_kind(Kind::PersistentVolume)
                 .find_map(|o| match o {
                     Object::Pv(pv)

@@ -42,7 +42,7 @@ pub use index::MatchIndex;
 pub use matching::{check_one_to_one, prebind_mismatch, volume_mismatch};
 
 use crate::OpId;
-use crate::control::{ApiCall, ApiResult, Controller, Engine, Event, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, Cx, Engine, Event, Watch};
 use crate::model::names::{self, reason};
 use crate::model::*;
 
@@ -67,12 +67,14 @@ pub struct Pending {
     saving_claim: bool,
 }
 
-/// The PV controller. See the module documentation.
+/// The PV controller. See the module documentation. Objects whose write
+/// failed with nothing newer known wait out their backoff (or news) in the
+/// engine.
+pub type Binder = Engine<BinderReconciler>;
+
+/// What the PV controller keeps of its own; the engine keeps the rest.
 #[derive(Debug, Clone, Default, Hash)]
-pub struct Binder {
-    /// Objects whose write failed with nothing newer known wait out their
-    /// backoff (or news) in the engine.
-    cx: Engine<ObjectKey, Pending>,
+pub struct BinderReconciler {
     index: MatchIndex,
     writing: BTreeMap<ObjectKey, OpId>,
     /// Objects whose sync wanted to write an object already being written:
@@ -119,70 +121,81 @@ impl Binder {
 
     /// Simulation only: a binder with a planted mistake.
     pub fn with_plant(plant: crate::plant::Planted) -> Binder {
-        Binder {
+        let reconciler = BinderReconciler {
             plant,
-            ..Binder::default()
-        }
+            ..BinderReconciler::default()
+        };
+        Engine::driving(reconciler, 1_000, 300_000)
     }
 
+    /// The best volume for `claim`: a volume pre-bound to it wins at once
+    /// (A3.4; still subject to capacity, volumeMode,
+    /// volumeAttributesClassName and deletion, as upstream's
+    /// FindMatchingVolume); otherwise, unless binding is delayed, the
+    /// index's best match.
+    pub fn find_match(&self, claim: &PersistentVolumeClaim, delay: bool) -> Option<String> {
+        self.controller().find_match(self.context(), claim, delay)
+    }
+}
+
+impl BinderReconciler {
     /// The index of volumes that claims can match.
     pub fn index(&self) -> &MatchIndex {
         &self.index
     }
 
     /// Marks every claim and volume for another sync (A10.3).
-    fn resync_all(&mut self) {
-        let keys: Vec<ObjectKey> = self
-            .cx
-            .cache
+    fn resync_all(&mut self, cx: &mut Cx<Self>) {
+        let keys: Vec<ObjectKey> = cx
+            .cache()
             .values()
             .filter(|o| matches!(o, Object::Pv(_) | Object::Pvc(_)))
             .map(Object::key)
             .collect();
-        self.cx.dirty.extend(keys);
+        cx.mark_all(keys);
     }
 
     /// A watch event: news (a version the cache has not seen) syncs what
     /// it touches; the echo of a write whose answer already came, or a
     /// stale event, changes nothing and syncs nothing.
-    fn applied(&mut self, o: std::sync::Arc<Object>) {
-        if !self.cx.cache.is_news(&o) || !self.dirty_around(&o) {
+    fn applied(&mut self, cx: &mut Cx<Self>, o: std::sync::Arc<Object>) {
+        if !cx.cache().is_news(&o) || !self.dirty_around(cx, &o) {
             return;
         }
-        if self.cx.cache.apply(o.clone())
+        if cx.cache_mut().apply(o.clone())
             && let Object::Pv(pv) = &*o
         {
-            self.update_index(pv);
+            self.update_index(cx, pv);
         }
     }
 
     /// Marks for a sync what a new version of `o` can change: the object
     /// and the other side of its binding (a pod: its claims; a class: the
     /// pending claims). False for a kind the binder does not keep.
-    fn dirty_around(&mut self, o: &Object) -> bool {
+    fn dirty_around(&mut self, cx: &mut Cx<Self>, o: &Object) -> bool {
         match o {
             Object::Pv(pv) => {
                 if let Some(r) = &pv.spec.claim_ref {
-                    self.cx.dirty.insert(pvc_key(&r.namespace, &r.name));
+                    cx.mark(pvc_key(&r.namespace, &r.name));
                 }
-                self.cx.dirty.insert(pv_key(pv.name()));
+                cx.mark(pv_key(pv.name()));
             }
             Object::Pvc(pvc) => {
                 if let Some(v) = pvc.spec.volume_name.as_deref().filter(|v| !v.is_empty()) {
-                    self.cx.dirty.insert(pv_key(v));
+                    cx.mark(pv_key(v));
                 }
                 let claimed: Vec<ObjectKey> = self
                     .index
                     .claimed_by(&pvc.metadata.namespace, &pvc.metadata.name)
                     .map(|v| pv_key(v))
                     .collect();
-                self.cx.dirty.extend(claimed);
-                self.cx.dirty.insert(claim_key(pvc));
+                cx.mark_all(claimed);
+                cx.mark(claim_key(pvc));
             }
-            Object::Class(_) => self.dirty_pending_claims(),
+            Object::Class(_) => self.dirty_pending_claims(cx),
             Object::Pod(pod) => {
                 for c in pod.claims() {
-                    self.cx.dirty.insert(pvc_key(&pod.metadata.namespace, c));
+                    cx.mark(pvc_key(&pod.metadata.namespace, c));
                 }
             }
             _ => return false,
@@ -190,21 +203,20 @@ impl Binder {
         true
     }
 
-    fn update_index(&mut self, pv: &PersistentVolume) {
+    fn update_index(&mut self, cx: &mut Cx<Self>, pv: &PersistentVolume) {
         let was = self.index.candidates();
         self.index.update(pv);
         if self.index.candidates() > was {
             // A new candidate volume: claims still waiting for one look again.
             let waiting = std::mem::take(&mut self.waiting);
-            self.cx.dirty.extend(waiting);
+            cx.mark_all(waiting);
         }
     }
 
-    fn forget(&mut self, o: &Object) {
-        if self.cx.cache.delete(o).is_none()
-            && self
-                .cx
-                .cache
+    fn forget(&mut self, cx: &mut Cx<Self>, o: &Object) {
+        if cx.cache_mut().delete(o).is_none()
+            && cx
+                .cache()
                 .find(o.kind(), &o.meta().namespace, &o.meta().name)
                 .is_some()
         {
@@ -215,7 +227,7 @@ impl Binder {
             Object::Pv(pv) => {
                 self.index.remove(pv.name());
                 if let Some(r) = &pv.spec.claim_ref {
-                    self.cx.dirty.insert(pvc_key(&r.namespace, &r.name));
+                    cx.mark(pvc_key(&r.namespace, &r.name));
                 }
             }
             Object::Pvc(pvc) => {
@@ -225,25 +237,24 @@ impl Binder {
                     .claimed_by(&pvc.metadata.namespace, &pvc.metadata.name)
                     .cloned()
                     .collect();
-                self.cx.dirty.extend(volumes.iter().map(|v| pv_key(v)));
+                cx.mark_all(volumes.iter().map(|v| pv_key(v)));
             }
-            Object::Class(_) => self.dirty_pending_claims(),
+            Object::Class(_) => self.dirty_pending_claims(cx),
             _ => {}
         }
     }
 
-    fn dirty_pending_claims(&mut self) {
-        let keys: Vec<ObjectKey> = self
-            .cx
-            .cache
+    fn dirty_pending_claims(&mut self, cx: &mut Cx<Self>) {
+        let keys: Vec<ObjectKey> = cx
+            .cache()
             .of_kind(Kind::PersistentVolumeClaim)
             .filter(|o| matches!(o, Object::Pvc(c) if c.phase() == PvcPhase::Pending))
             .map(Object::key)
             .collect();
-        self.cx.dirty.extend(keys);
+        cx.mark_all(keys);
     }
 
-    fn completed(&mut self, p: Pending, result: ApiResult) {
+    fn completed(&mut self, cx: &mut Cx<Self>, p: Pending, result: ApiResult) {
         self.writing.remove(&p.key);
         for claim in &p.requeue {
             if self.reserving.get(claim).map(String::as_str) == Some(&*p.key.name) {
@@ -251,7 +262,7 @@ impl Binder {
             }
         }
         let deferred = self.deferred.remove(&p.key).unwrap_or_default();
-        self.announce(&p, &result);
+        self.announce(cx, &p, &result);
         let failed = matches!(
             result,
             ApiResult::Conflict
@@ -261,49 +272,51 @@ impl Binder {
         );
         if failed {
             // A volume taken for a claim whose write failed is offered again.
-            if let Some(Object::Pv(pv)) = self.cx.cache.get(&p.key).cloned() {
-                self.update_index(&pv);
+            if let Some(Object::Pv(pv)) = cx.cache().get(&p.key).cloned() {
+                self.update_index(cx, &pv);
             }
             // Nothing newer known: the same write would fail the same way.
             // It waits for its backoff, or for news of what it touches.
-            if !self.cx.cache.newer_than(&p.key, &p.rv) {
-                self.cx.fail(p.key.clone());
+            if !cx.cache().newer_than(&p.key, &p.rv) {
+                cx.fail(p.key.clone());
                 let waiting = self.retry.entry(p.key).or_default();
                 waiting.extend(p.requeue);
                 waiting.extend(deferred);
                 return;
             }
         } else {
-            self.cx.backoff.succeed(&p.key);
+            cx.succeed(&p.key);
         }
         // What waited on this write, or on an earlier failed write of this
         // object, syncs again.
-        self.cx.dirty.extend(deferred);
+        cx.mark_all(deferred);
         if let Some(waiting) = self.retry.remove(&p.key) {
-            self.cx.dirty.extend(waiting);
+            cx.mark_all(waiting);
         }
         match result {
             ApiResult::Ok(Some(o)) => {
                 // The answer is the news its watch event will echo.
-                self.dirty_around(&o);
+                self.dirty_around(cx, &o);
                 if let Object::Pv(pv) = &*o {
-                    self.update_index(pv);
+                    self.update_index(cx, pv);
                 }
-                self.cx.cache.apply(o);
+                cx.cache_mut().apply(o);
             }
-            ApiResult::Ok(None) | ApiResult::NotFound => match self.cx.cache.gone(&p.key, &p.uid) {
-                Some(Object::Pv(pv)) => self.index.remove(pv.name()),
-                // A8.1: its volumes learn at once that the claim is gone.
-                Some(Object::Pvc(c)) => {
-                    let volumes: Vec<ObjectKey> = self
-                        .index
-                        .claimed_by(&c.metadata.namespace, &c.metadata.name)
-                        .map(|v| pv_key(v))
-                        .collect();
-                    self.cx.dirty.extend(volumes);
+            ApiResult::Ok(None) | ApiResult::NotFound => {
+                match cx.cache_mut().gone(&p.key, &p.uid) {
+                    Some(Object::Pv(pv)) => self.index.remove(pv.name()),
+                    // A8.1: its volumes learn at once that the claim is gone.
+                    Some(Object::Pvc(c)) => {
+                        let volumes: Vec<ObjectKey> = self
+                            .index
+                            .claimed_by(&c.metadata.namespace, &c.metadata.name)
+                            .map(|v| pv_key(v))
+                            .collect();
+                        cx.mark_all(volumes);
+                    }
+                    _ => {}
                 }
-                _ => {}
-            },
+            }
             ApiResult::Conflict
             | ApiResult::AlreadyExists
             | ApiResult::Failed(_)
@@ -311,27 +324,27 @@ impl Binder {
         }
         // A direct read of a volume's claim (A6.2): remember when it is really gone.
         if let Some(pv_name) = &p.verifying {
-            let found = match self.cx.cache.get(&p.key) {
+            let found = match cx.cache().get(&p.key) {
                 Some(Object::Pvc(c)) => Some(c.metadata.uid.clone()),
                 _ => None,
             };
-            if let Some(pv) = self.volume(pv_name)
+            if let Some(pv) = self.volume(cx, pv_name)
                 && let Some(r) = &pv.spec.claim_ref
                 && found.as_deref() != Some(r.uid.as_str())
             {
                 self.missing_claim.insert(pv_name.clone(), r.uid.clone());
             }
         }
-        self.cx.dirty.insert(p.key);
-        self.cx.dirty.extend(p.requeue);
+        cx.mark(p.key);
+        cx.mark_all(p.requeue);
     }
 
     /// After a write: its announced event when it succeeded, the
     /// provisioner annotation's ProvisioningFailed when that failed.
-    fn announce(&mut self, p: &Pending, result: &ApiResult) {
+    fn announce(&mut self, cx: &mut Cx<Self>, p: &Pending, result: &ApiResult) {
         if let ApiResult::Ok(_) = result {
             if let Some(e) = p.announce.clone() {
-                self.event(e);
+                self.event(cx, e);
             }
             return;
         }
@@ -348,21 +361,25 @@ impl Binder {
             ApiResult::Failed(why) => why.message().to_string(),
             ApiResult::Ok(_) | ApiResult::AlreadyExists | ApiResult::Listed(_) => return,
         };
-        self.event(Event::warning(
-            p.key.clone(),
-            reason::PROVISIONING_FAILED,
-            format!("Error saving claim: {failure}"),
-        ));
+        self.event(
+            cx,
+            Event::warning(
+                p.key.clone(),
+                reason::PROVISIONING_FAILED,
+                format!("Error saving claim: {failure}"),
+            ),
+        );
     }
 
-    fn call(&mut self, call: ApiCall, requeue: Vec<ObjectKey>) {
-        self.write(call, requeue, None, false);
+    fn call(&mut self, cx: &mut Cx<Self>, call: ApiCall, requeue: Vec<ObjectKey>) {
+        self.write(cx, call, requeue, None, false);
     }
 
     /// Issues `call` unless its object is being written (then the sync
     /// waits for that write); `announce` is emitted when it succeeds.
     fn write(
         &mut self,
+        cx: &mut Cx<Self>,
         call: ApiCall,
         requeue: Vec<ObjectKey>,
         announce: Option<Event>,
@@ -383,7 +400,7 @@ impl Binder {
         // A read of a volume's claim is about the incarnation the volume
         // names: its NotFound must not make a claim made again since (under
         // the same name, while the read was in flight) count as gone.
-        if let Some(pv) = verifying.as_deref().and_then(|v| self.volume(v))
+        if let Some(pv) = verifying.as_deref().and_then(|v| self.volume(cx, v))
             && let Some(r) = &pv.spec.claim_ref
         {
             uid = r.uid.clone();
@@ -397,44 +414,48 @@ impl Binder {
             announce,
             saving_claim,
         };
-        let op = self.cx.api(call, pending);
+        let op = cx.api(call, pending);
         self.writing.insert(key, op);
     }
 
-    fn event(&mut self, e: Event) {
+    fn event(&mut self, cx: &mut Cx<Self>, e: Event) {
         let last = (e.reason.clone(), e.message.clone());
         if self.last_event.get(&e.object) == Some(&last) {
             return;
         }
         self.last_event.insert(e.object.clone(), last);
-        self.cx.event(e);
+        cx.event(e);
     }
 
-    fn claim(&self, namespace: &str, name: &str) -> Option<Shared<PersistentVolumeClaim>> {
-        self.cx.cache.shared(namespace, name)
+    fn claim(
+        &self,
+        cx: &Cx<Self>,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Shared<PersistentVolumeClaim>> {
+        cx.cache().shared(namespace, name)
     }
 
-    fn volume(&self, name: &str) -> Option<Shared<PersistentVolume>> {
-        self.cx.cache.shared("", name)
+    fn volume(&self, cx: &Cx<Self>, name: &str) -> Option<Shared<PersistentVolume>> {
+        cx.cache().shared("", name)
     }
 
-    fn class(&self, name: &str) -> Option<Shared<StorageClass>> {
-        self.cx.cache.shared("", name)
+    fn class(&self, cx: &Cx<Self>, name: &str) -> Option<Shared<StorageClass>> {
+        cx.cache().shared("", name)
     }
 
     /// A3.9: delayed binding when the claim's class exists and says WaitForFirstConsumer.
-    fn delay_binding(&self, claim: &PersistentVolumeClaim) -> bool {
+    fn delay_binding(&self, cx: &Cx<Self>, claim: &PersistentVolumeClaim) -> bool {
         let class = claim.class();
         !class.is_empty()
             && self
-                .class(class)
+                .class(cx, class)
                 .is_some_and(|c| c.binding_mode() == BindingMode::WaitForFirstConsumer)
     }
 
     /// The default StorageClass: the newest one marked default (ties by name).
-    fn default_class(&self) -> Option<StorageClass> {
-        self.cx
-            .cache
+    fn default_class(&self, cx: &Cx<Self>) -> Option<StorageClass> {
+        cx.cache()
             .of_kind(Kind::StorageClass)
             .filter_map(|o| match o {
                 Object::Class(c) if c.is_default() => Some(c.clone()),
@@ -450,28 +471,27 @@ impl Binder {
 
     // ---- syncClaim (A4, A5) ----
 
-    fn sync_claim(&mut self, key: &ObjectKey) {
+    fn sync_claim(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
         if self.reserving.contains_key(key) {
             // Its volume's write will sync it again.
             return;
         }
-        let Some(claim) = self.claim(&key.namespace, &key.name) else {
+        let Some(claim) = self.claim(cx, &key.namespace, &key.name) else {
             return;
         };
         if claim.metadata.has_annotation(names::ANN_BIND_COMPLETED) {
-            self.sync_bound_claim(&claim);
+            self.sync_bound_claim(cx, &claim);
         } else {
-            self.sync_unbound_claim(&claim);
+            self.sync_unbound_claim(cx, &claim);
         }
     }
 
     /// A claim that binds only once a pod using it is scheduled
     /// (WaitForFirstConsumer): says which pods it waits for, and stays
     /// Pending.
-    fn wait_for_consumer(&mut self, claim: &PersistentVolumeClaim) {
-        let waiting: Vec<String> = self
-            .cx
-            .cache
+    fn wait_for_consumer(&mut self, cx: &mut Cx<Self>, claim: &PersistentVolumeClaim) {
+        let waiting: Vec<String> = cx
+            .cache()
             .of_kind(Kind::Pod)
             .filter_map(|o| match o {
                 Object::Pod(p)
@@ -502,46 +522,49 @@ impl Binder {
                 format!("waiting for pods {} to be scheduled", waiting.join(",")),
             ),
         };
-        self.event(e);
-        self.set_claim_phase(claim, PvcPhase::Pending, None);
+        self.event(cx, e);
+        self.set_claim_phase(cx, claim, PvcPhase::Pending, None);
     }
 
-    fn sync_unbound_claim(&mut self, claim: &PersistentVolumeClaim) {
+    fn sync_unbound_claim(&mut self, cx: &mut Cx<Self>, claim: &PersistentVolumeClaim) {
         let volume_name = claim.volume_name();
         if volume_name.is_empty() {
-            let delay = self.delay_binding(claim);
-            if let Some(pv) = self.find_match(claim, delay) {
-                let pv = self.volume(&pv).expect("indexed volumes are cached");
-                self.bind(claim, &pv);
+            let delay = self.delay_binding(cx, claim);
+            if let Some(pv) = self.find_match(cx, claim, delay) {
+                let pv = self.volume(cx, &pv).expect("indexed volumes are cached");
+                self.bind(cx, claim, &pv);
                 return;
             }
             self.waiting.insert(claim_key(claim));
             if claim.has_no_class()
-                && let Some(default) = self.default_class()
+                && let Some(default) = self.default_class(cx)
             {
                 let mut c = claim.clone();
                 c.spec.storage_class_name = Some(default.metadata.name.clone());
-                self.call(ApiCall::Update(Object::Pvc(c)), vec![]);
+                self.call(cx, ApiCall::Update(Object::Pvc(c)), vec![]);
                 return;
             }
             if delay && !claim.metadata.has_annotation(names::ANN_SELECTED_NODE) {
-                self.wait_for_consumer(claim);
+                self.wait_for_consumer(cx, claim);
                 return;
             }
             if !claim.class().is_empty() {
-                self.provision_claim(claim);
+                self.provision_claim(cx, claim);
                 return;
             }
-            self.event(Event::normal(
-                claim_key(claim),
-                reason::FAILED_BINDING,
-                "no persistent volumes available for this claim and no storage class is set",
-            ));
-            self.set_claim_phase(claim, PvcPhase::Pending, None);
+            self.event(
+                cx,
+                Event::normal(
+                    claim_key(claim),
+                    reason::FAILED_BINDING,
+                    "no persistent volumes available for this claim and no storage class is set",
+                ),
+            );
+            self.set_claim_phase(cx, claim, PvcPhase::Pending, None);
             return;
         }
-        match self.volume(volume_name) {
-            None => self.set_claim_phase(claim, PvcPhase::Pending, None),
+        match self.volume(cx, volume_name) {
+            None => self.set_claim_phase(cx, claim, PvcPhase::Pending, None),
             Some(pv) if pv.spec.claim_ref.is_none() || bound_to_claim(&pv, claim) => {
                 let mismatch = if pv.spec.claim_ref.is_none() {
                     volume_mismatch(&pv, claim)
@@ -550,22 +573,28 @@ impl Binder {
                 };
                 match mismatch {
                     Some(why) => {
-                        self.event(Event::warning(
-                            claim_key(claim),
-                            reason::VOLUME_MISMATCH,
-                            format!("Cannot bind to requested volume {volume_name:?}: {why}"),
-                        ));
-                        self.set_claim_phase(claim, PvcPhase::Pending, None);
+                        self.event(
+                            cx,
+                            Event::warning(
+                                claim_key(claim),
+                                reason::VOLUME_MISMATCH,
+                                format!("Cannot bind to requested volume {volume_name:?}: {why}"),
+                            ),
+                        );
+                        self.set_claim_phase(cx, claim, PvcPhase::Pending, None);
                     }
-                    None => self.bind(claim, &pv),
+                    None => self.bind(cx, claim, &pv),
                 }
             }
             Some(_) => {
-                self.event(Event::warning(
-                    claim_key(claim),
-                    reason::FAILED_BINDING,
-                    format!("volume {volume_name:?} already bound to a different claim."),
-                ));
+                self.event(
+                    cx,
+                    Event::warning(
+                        claim_key(claim),
+                        reason::FAILED_BINDING,
+                        format!("volume {volume_name:?} already bound to a different claim."),
+                    ),
+                );
                 // A4.9: a claim the controller bound is left as it is and
                 // retried at the next resync (upstream returns an error and
                 // writes nothing); a user's request goes back to Pending.
@@ -573,16 +602,16 @@ impl Binder {
                     .metadata
                     .has_annotation(names::ANN_BOUND_BY_CONTROLLER)
                 {
-                    self.set_claim_phase(claim, PvcPhase::Pending, None);
+                    self.set_claim_phase(cx, claim, PvcPhase::Pending, None);
                 }
             }
         }
     }
 
-    fn sync_bound_claim(&mut self, claim: &PersistentVolumeClaim) {
+    fn sync_bound_claim(&mut self, cx: &mut Cx<Self>, claim: &PersistentVolumeClaim) {
         let volume_name = claim.volume_name();
         if volume_name.is_empty() {
-            self.lose_claim(
+            self.lose_claim(cx,
                 claim,
                 Event::warning(
                     claim_key(claim),
@@ -592,8 +621,9 @@ impl Binder {
             );
             return;
         }
-        let Some(pv) = self.volume(volume_name) else {
+        let Some(pv) = self.volume(cx, volume_name) else {
             self.lose_claim(
+                cx,
                 claim,
                 Event::warning(
                     claim_key(claim),
@@ -604,11 +634,12 @@ impl Binder {
             return;
         };
         match &pv.spec.claim_ref {
-            None => self.bind(claim, &pv),
+            None => self.bind(cx, claim, &pv),
             Some(r) if r.uid == claim.metadata.uid && r.name == claim.metadata.name => {
-                self.bind(claim, &pv)
+                self.bind(cx, claim, &pv)
             }
             Some(_) => self.lose_claim(
+                cx,
                 claim,
                 Event::warning(
                     claim_key(claim),
@@ -621,13 +652,14 @@ impl Binder {
 
     /// A5.1, A5.2, A5.5: Lost, with the event only when the phase changes
     /// (updateClaimStatusWithEvent).
-    fn lose_claim(&mut self, claim: &PersistentVolumeClaim, e: Event) {
+    fn lose_claim(&mut self, cx: &mut Cx<Self>, claim: &PersistentVolumeClaim, e: Event) {
         if claim.phase() == PvcPhase::Lost {
             return;
         }
         let mut c = claim.clone();
         c.status = Self::claim_status(claim, PvcPhase::Lost, None);
         self.write(
+            cx,
             ApiCall::UpdateStatus(Object::Pvc(c)),
             vec![],
             Some(e),
@@ -636,23 +668,29 @@ impl Binder {
     }
 
     /// A9.3: hand the claim to its class's provisioner by annotation.
-    fn provision_claim(&mut self, claim: &PersistentVolumeClaim) {
+    fn provision_claim(&mut self, cx: &mut Cx<Self>, claim: &PersistentVolumeClaim) {
         let ckey = claim_key(claim);
-        let Some(class) = self.class(claim.class()) else {
-            self.event(Event::warning(
-                ckey,
-                reason::PROVISIONING_FAILED,
-                format!("storageclass.storage.k8s.io {:?} not found", claim.class()),
-            ));
+        let Some(class) = self.class(cx, claim.class()) else {
+            self.event(
+                cx,
+                Event::warning(
+                    ckey,
+                    reason::PROVISIONING_FAILED,
+                    format!("storageclass.storage.k8s.io {:?} not found", claim.class()),
+                ),
+            );
             return;
         };
         let provisioner = class.provisioner.clone();
         if provisioner == names::NO_PROVISIONER || provisioner.starts_with("kubernetes.io/") {
-            self.event(Event::warning(
-                ckey,
-                reason::PROVISIONING_FAILED,
-                format!("no volume plugin matched name: {provisioner}"),
-            ));
+            self.event(
+                cx,
+                Event::warning(
+                    ckey,
+                    reason::PROVISIONING_FAILED,
+                    format!("no volume plugin matched name: {provisioner}"),
+                ),
+            );
             return;
         }
         let waiting = Event::normal(
@@ -664,7 +702,7 @@ impl Binder {
         );
         // setClaimProvisioner: the GA annotation decides; both are written.
         if claim.metadata.annotation(names::ANN_STORAGE_PROVISIONER) == Some(&provisioner) {
-            self.event(waiting);
+            self.event(cx, waiting);
             return;
         }
         let mut c = claim.clone();
@@ -674,11 +712,17 @@ impl Binder {
         c.metadata
             .annotations
             .insert(names::ANN_BETA_STORAGE_PROVISIONER.into(), provisioner);
-        self.write(ApiCall::Update(Object::Pvc(c)), vec![], Some(waiting), true);
+        self.write(
+            cx,
+            ApiCall::Update(Object::Pvc(c)),
+            vec![],
+            Some(waiting),
+            true,
+        );
     }
 
     /// The next of the four bind writes (A7.1) that is not done yet.
-    fn bind(&mut self, claim: &PersistentVolumeClaim, pv: &PersistentVolume) {
+    fn bind(&mut self, cx: &mut Cx<Self>, claim: &PersistentVolumeClaim, pv: &PersistentVolume) {
         let requeue = vec![claim_key(claim), pv_key(pv.name())];
         let full = pv.spec.claim_ref.as_ref().is_some_and(|r| {
             r.name == claim.metadata.name
@@ -708,14 +752,14 @@ impl Binder {
                 self.reserving
                     .insert(claim_key(claim), pv.name().to_string());
             }
-            self.call(ApiCall::Update(Object::Pv(v)), requeue);
+            self.call(cx, ApiCall::Update(Object::Pv(v)), requeue);
             return;
         }
         if pv.phase() != PvPhase::Bound {
             let mut v = pv.clone();
             v.status.phase = Some(PvPhase::Bound);
             v.status.message.clear();
-            self.call(ApiCall::UpdateStatus(Object::Pv(v)), requeue);
+            self.call(cx, ApiCall::UpdateStatus(Object::Pv(v)), requeue);
             return;
         }
         if claim.volume_name() != pv.name()
@@ -731,10 +775,10 @@ impl Binder {
             c.metadata
                 .annotations
                 .insert(names::ANN_BIND_COMPLETED.into(), "yes".into());
-            self.call(ApiCall::Update(Object::Pvc(c)), requeue);
+            self.call(cx, ApiCall::Update(Object::Pvc(c)), requeue);
             return;
         }
-        self.set_claim_phase(claim, PvcPhase::Bound, Some(pv));
+        self.set_claim_phase(cx, claim, PvcPhase::Bound, Some(pv));
     }
 
     /// Sets a claim's phase (upstream's updateClaimStatus, A7.2): with a
@@ -743,6 +787,7 @@ impl Binder {
     /// volumeAttributesClassName; without one they are cleared.
     fn set_claim_phase(
         &mut self,
+        cx: &mut Cx<Self>,
         claim: &PersistentVolumeClaim,
         phase: PvcPhase,
         pv: Option<&PersistentVolume>,
@@ -752,7 +797,7 @@ impl Binder {
         if status != claim.status {
             let mut c = claim.clone();
             c.status = status;
-            self.call(ApiCall::UpdateStatus(Object::Pvc(c)), vec![]);
+            self.call(cx, ApiCall::UpdateStatus(Object::Pvc(c)), vec![]);
         }
     }
 
@@ -790,14 +835,21 @@ impl Binder {
 
     /// Sets a volume's phase and message unless the phase is already set
     /// (upstream's updateVolumePhase: the message alone is never rewritten).
-    fn set_volume_phase(&mut self, pv: &PersistentVolume, phase: PvPhase, message: &str) {
-        self.set_volume_phase_with_event(pv, phase, message, None);
+    fn set_volume_phase(
+        &mut self,
+        cx: &mut Cx<Self>,
+        pv: &PersistentVolume,
+        phase: PvPhase,
+        message: &str,
+    ) {
+        self.set_volume_phase_with_event(cx, pv, phase, message, None);
     }
 
     /// As [`Binder::set_volume_phase`], announcing `e` once the phase changed
     /// (updateVolumePhaseWithEvent).
     fn set_volume_phase_with_event(
         &mut self,
+        cx: &mut Cx<Self>,
         pv: &PersistentVolume,
         phase: PvPhase,
         message: &str,
@@ -809,7 +861,7 @@ impl Binder {
         let mut v = pv.clone();
         v.status.phase = Some(phase);
         v.status.message = message.to_string();
-        self.write(ApiCall::UpdateStatus(Object::Pv(v)), vec![], e, false);
+        self.write(cx, ApiCall::UpdateStatus(Object::Pv(v)), vec![], e, false);
     }
 }
 
@@ -817,25 +869,17 @@ fn claim_key(c: &PersistentVolumeClaim) -> ObjectKey {
     pvc_key(&c.metadata.namespace, &c.metadata.name)
 }
 
-impl Controller for Binder {
+impl Controller for BinderReconciler {
     type Key = ObjectKey;
     type Call = Pending;
     type Retry = ObjectKey;
 
-    fn engine(&self) -> &Engine<ObjectKey, Pending> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Pending> {
-        &mut self.cx
-    }
-
     /// A failed write's backoff ran out: the object, and what waited on
     /// it, sync again.
-    fn retry(&mut self, key: ObjectKey) {
+    fn retry(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
         let requeue = self.retry.remove(&key).unwrap_or_default();
-        self.cx.dirty.insert(key);
-        self.cx.dirty.extend(requeue);
+        cx.mark(key);
+        cx.mark_all(requeue);
     }
 
     /// The PV controller's informers: volumes, claims, classes, pods.
@@ -846,42 +890,42 @@ impl Controller for Binder {
         )
     }
 
-    fn observe(&mut self, watch: Watch) {
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         match watch {
-            Watch::Applied(o) => self.applied(o),
-            Watch::Deleted(o) => self.forget(&o),
+            Watch::Applied(o) => self.applied(cx, o),
+            Watch::Deleted(o) => self.forget(cx, &o),
         }
     }
 
-    fn reconcile(&mut self, key: ObjectKey) {
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
         if self.writing.contains_key(&key) {
             // Its write's completion marks it again (`completed`).
             return;
         }
         self.syncing = Some(key.clone());
         match key.kind {
-            Kind::PersistentVolumeClaim => self.sync_claim(&key),
-            Kind::PersistentVolume => self.sync_volume(&key),
+            Kind::PersistentVolumeClaim => self.sync_claim(cx, &key),
+            Kind::PersistentVolume => self.sync_volume(cx, &key),
             _ => {}
         }
         self.syncing = None;
     }
 
-    fn api_done(&mut self, pending: Pending, result: ApiResult) {
-        self.completed(pending, result);
+    fn api_done(&mut self, cx: &mut Cx<Self>, pending: Pending, result: ApiResult) {
+        self.completed(cx, pending, result);
     }
 
     /// Kubernetes' periodic resync ([`Input::Resync`](crate::control::Input::Resync)).
-    fn resync(&mut self) {
-        self.resync_all();
+    fn resync(&mut self, cx: &mut Cx<Self>) {
+        self.resync_all(cx);
     }
 
     /// One write per object at a time, and a deferred sync waits on a write
     /// that is really in flight.
-    fn invariants(&self) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
         crate::machine::one_at_a_time(
             "binder",
-            self.cx.in_flight().map(|p| &p.key),
+            cx.in_flight().map(|p| &p.key),
             |k| self.writing.contains_key(k),
             self.writing.len(),
         )?;

@@ -3,23 +3,23 @@
 
 use super::*;
 
-impl Binder {
-    pub(super) fn sync_volume(&mut self, key: &ObjectKey) {
-        let Some(pv) = self.volume(&key.name) else {
+impl BinderReconciler {
+    pub(super) fn sync_volume(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
+        let Some(pv) = self.volume(cx, &key.name) else {
             return;
         };
         let Some(r) = pv.spec.claim_ref.as_ref() else {
             self.missing_claim.remove(pv.name());
-            self.set_volume_phase(&pv, PvPhase::Available, "");
+            self.set_volume_phase(cx, &pv, PvPhase::Available, "");
             return;
         };
         if r.uid.is_empty() {
             // Pre-bound by the user, not completed yet (A6.1).
-            self.set_volume_phase(&pv, PvPhase::Available, "");
+            self.set_volume_phase(cx, &pv, PvPhase::Available, "");
             return;
         }
         let claim = self
-            .claim(&r.namespace, &r.name)
+            .claim(cx, &r.namespace, &r.name)
             .filter(|c| c.metadata.uid == r.uid);
         let Some(claim) = claim else {
             let phase = pv.phase();
@@ -27,15 +27,16 @@ impl Binder {
                 if self.missing_claim.get(pv.name()) != Some(&r.uid) {
                     // A6.2: the watch may be late; read the claim before releasing.
                     self.call(
+                        cx,
                         ApiCall::Get(pvc_key(&r.namespace, &r.name)),
                         vec![pv_key(pv.name())],
                     );
                     return;
                 }
-                self.set_volume_phase(&pv, PvPhase::Released, "");
+                self.set_volume_phase(cx, &pv, PvPhase::Released, "");
                 return;
             }
-            self.reclaim(&pv);
+            self.reclaim(cx, &pv);
             return;
         };
         self.missing_claim.remove(pv.name());
@@ -43,7 +44,7 @@ impl Binder {
         if volume_name.is_empty() {
             if pv.volume_mode() != claim.volume_mode() {
                 // A6.5: one event on each side, each naming the other.
-                self.event(Event::warning(
+                self.event(cx, Event::warning(
                     pv_key(pv.name()),
                     reason::VOLUME_MISMATCH,
                     format!(
@@ -51,7 +52,7 @@ impl Binder {
                         claim.metadata.name
                     ),
                 ));
-                self.event(Event::warning(
+                self.event(cx, Event::warning(
                     claim_key(&claim),
                     reason::VOLUME_MISMATCH,
                     format!(
@@ -61,11 +62,11 @@ impl Binder {
                 ));
                 return;
             }
-            self.cx.dirty.insert(claim_key(&claim));
+            cx.mark(claim_key(&claim));
             return;
         }
         if volume_name == pv.name() {
-            self.set_volume_phase(&pv, PvPhase::Bound, "");
+            self.set_volume_phase(cx, &pv, PvPhase::Bound, "");
             return;
         }
         // The claim is bound to another volume (A6.7).
@@ -73,18 +74,18 @@ impl Binder {
             && pv.reclaim_policy() == ReclaimPolicy::Delete
         {
             if pv.phase() != PvPhase::Released && pv.phase() != PvPhase::Failed {
-                self.set_volume_phase(&pv, PvPhase::Released, "");
+                self.set_volume_phase(cx, &pv, PvPhase::Released, "");
             } else {
-                self.reclaim(&pv);
+                self.reclaim(cx, &pv);
             }
             return;
         }
-        self.unbind(&pv);
+        self.unbind(cx, &pv);
     }
 
     /// A7.4: a controller-bound volume loses claimRef and annotation; a
     /// user-pre-bound one keeps claimRef and loses only the UID. Then Available.
-    fn unbind(&mut self, pv: &PersistentVolume) {
+    fn unbind(&mut self, cx: &mut Cx<Self>, pv: &PersistentVolume) {
         let mut v = pv.clone();
         if v.metadata
             .annotations
@@ -96,25 +97,24 @@ impl Binder {
             r.uid.clear();
         }
         if v != *pv {
-            self.call(ApiCall::Update(Object::Pv(v)), vec![pv_key(pv.name())]);
+            self.call(cx, ApiCall::Update(Object::Pv(v)), vec![pv_key(pv.name())]);
         } else {
-            self.set_volume_phase(pv, PvPhase::Available, "");
+            self.set_volume_phase(cx, pv, PvPhase::Available, "");
         }
     }
 
     /// Pods (`namespace/name`, sorted) not yet terminated that use the claim
     /// `pv`'s claimRef names, when that claim is gone from the cache
     /// (upstream's isVolumeUsed, unless the claim name is taken again).
-    fn pods_using_claim_ref(&self, pv: &PersistentVolume) -> Vec<String> {
+    fn pods_using_claim_ref(&self, cx: &Cx<Self>, pv: &PersistentVolume) -> Vec<String> {
         let Some(r) = &pv.spec.claim_ref else {
             return Vec::new();
         };
-        if self.claim(&r.namespace, &r.name).is_some() {
+        if self.claim(cx, &r.namespace, &r.name).is_some() {
             return Vec::new();
         }
-        let mut pods: Vec<String> = self
-            .cx
-            .cache
+        let mut pods: Vec<String> = cx
+            .cache()
             .of_kind(Kind::Pod)
             .filter_map(|o| match o {
                 Object::Pod(p) if p.uses_claim(&r.namespace, &r.name) => {
@@ -128,7 +128,7 @@ impl Binder {
     }
 
     /// A8: what a Released (or Failed) volume's reclaim policy asks for.
-    fn reclaim(&mut self, pv: &PersistentVolume) {
+    fn reclaim(&mut self, cx: &mut Cx<Self>, pv: &PersistentVolume) {
         let key = pv_key(pv.name());
         if pv.metadata.has_annotation(names::ANN_MIGRATED_TO) {
             return;
@@ -153,29 +153,32 @@ impl Binder {
                     ),
                 };
                 let e = Event::warning(key, reason::VOLUME_FAILED_DELETE, msg.clone());
-                self.set_volume_phase_with_event(pv, PvPhase::Failed, &msg, Some(e));
+                self.set_volume_phase_with_event(cx, pv, PvPhase::Failed, &msg, Some(e));
             }
             ReclaimPolicy::Recycle => {
                 // A8.6: a volume still used by pods of its old claim's name
                 // stays Released (upstream's recycleVolumeOperation checks
                 // this before it looks for a recycler).
-                let pods = self.pods_using_claim_ref(pv);
+                let pods = self.pods_using_claim_ref(cx, pv);
                 if !pods.is_empty() {
-                    self.event(Event::normal(
-                        key,
-                        reason::VOLUME_FAILED_RECYCLE,
-                        format!("Volume is used by pods: {}", pods.join(",")),
-                    ));
+                    self.event(
+                        cx,
+                        Event::normal(
+                            key,
+                            reason::VOLUME_FAILED_RECYCLE,
+                            format!("Volume is used by pods: {}", pods.join(",")),
+                        ),
+                    );
                     return;
                 }
                 let msg = "No recycler plugin found for the volume!";
                 let e = Event::warning(key, reason::VOLUME_FAILED_RECYCLE, msg);
-                self.set_volume_phase_with_event(pv, PvPhase::Failed, msg, Some(e));
+                self.set_volume_phase_with_event(cx, pv, PvPhase::Failed, msg, Some(e));
             }
             ReclaimPolicy::Other(_) => {
                 let msg = "Volume has unrecognized PersistentVolumeReclaimPolicy";
                 let e = Event::warning(key, reason::VOLUME_UNKNOWN_RECLAIM_POLICY, msg);
-                self.set_volume_phase_with_event(pv, PvPhase::Failed, msg, Some(e));
+                self.set_volume_phase_with_event(cx, pv, PvPhase::Failed, msg, Some(e));
             }
         }
     }

@@ -28,7 +28,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Tick;
-use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Cx, Engine, Watch};
 use crate::driver::{self, Request, Response};
 use crate::model::*;
 use crate::provision::topology::{Term, node_segments};
@@ -145,10 +145,12 @@ pub enum Call {
 }
 
 /// The capacity tracker. See the module documentation.
+pub type CapacityTracker = Engine<CapacityReconciler>;
+
+/// What the capacity tracker keeps of its own; the engine keeps the rest.
 #[derive(Debug, Clone, Hash)]
-pub struct CapacityTracker {
+pub struct CapacityReconciler {
     config: CapacityConfig,
-    cx: Engine<Key, Call>,
     /// The (segment, class) pairs that want an object.
     items: BTreeSet<Item>,
     /// GetCapacity's answers waiting to be written: (available, maximum).
@@ -163,17 +165,20 @@ pub struct CapacityTracker {
 impl CapacityTracker {
     /// A tracker with empty memory.
     pub fn new(config: CapacityConfig) -> CapacityTracker {
-        CapacityTracker {
-            cx: Engine::new(config.retry_start, config.retry_max),
+        let (retry_start, retry_max) = (config.retry_start, config.retry_max);
+        let reconciler = CapacityReconciler {
             config,
             items: BTreeSet::new(),
             reported: BTreeMap::new(),
             busy: BTreeSet::new(),
             stale: BTreeSet::new(),
             next_poll: None,
-        }
+        };
+        Engine::driving(reconciler, retry_start, retry_max)
     }
+}
 
+impl CapacityReconciler {
     /// The kinds its informers watch.
     pub fn watches(&self, kind: Kind) -> bool {
         matches!(
@@ -211,9 +216,8 @@ impl CapacityTracker {
     }
 
     /// This tracker's objects, by name.
-    fn objects(&self) -> impl Iterator<Item = &CsiStorageCapacity> {
-        self.cx
-            .cache
+    fn objects<'a>(&'a self, cx: &'a Cx<Self>) -> impl Iterator<Item = &'a CsiStorageCapacity> {
+        cx.cache()
             .of_kind(Kind::CsiStorageCapacity)
             .filter_map(|o| match o {
                 Object::Capacity(c) if self.manages(c) => Some(c),
@@ -231,9 +235,8 @@ impl CapacityTracker {
 
     /// The classes that want objects: the driver's, WaitForFirstConsumer
     /// unless immediate classes are asked for too.
-    fn classes(&self) -> Vec<&StorageClass> {
-        self.cx
-            .cache
+    fn classes<'a>(&self, cx: &'a Cx<Self>) -> Vec<&'a StorageClass> {
+        cx.cache()
             .of_kind(Kind::StorageClass)
             .filter_map(Object::as_class)
             .filter(|sc| sc.provisioner == self.config.driver)
@@ -245,13 +248,13 @@ impl CapacityTracker {
 
     /// Recomputes which (segment, class) pairs want an object; new pairs
     /// are reconciled, and objects no pair wants any more are deleted.
-    fn refresh_items(&mut self) {
+    fn refresh_items(&mut self, cx: &mut Cx<Self>) {
         let segments: BTreeSet<Term> = match &self.config.fixed_segment {
             Some(s) => [s.clone()].into(),
-            None => node_segments(&self.config.driver, &self.cx.cache),
+            None => node_segments(&self.config.driver, cx.cache()),
         };
         let classes: Vec<String> = self
-            .classes()
+            .classes(cx)
             .iter()
             .map(|c| c.metadata.name.clone())
             .collect();
@@ -265,24 +268,24 @@ impl CapacityTracker {
             })
             .collect();
         for item in items.difference(&self.items) {
-            self.cx.dirty.insert(Key::Item(item.clone()));
+            cx.mark(Key::Item(item.clone()));
         }
         let gone = self.items.difference(&items).count() > 0;
         self.items = items;
         if gone {
-            self.mark_objects();
+            self.mark_objects(cx);
         }
         self.reported.retain(|item, _| self.items.contains(item));
     }
 
-    fn mark_objects(&mut self) {
-        let names: Vec<String> = self.objects().map(|c| c.metadata.name.clone()).collect();
-        self.cx.dirty.extend(names.into_iter().map(Key::Object));
+    fn mark_objects(&mut self, cx: &mut Cx<Self>) {
+        let names: Vec<String> = self.objects(cx).map(|c| c.metadata.name.clone()).collect();
+        cx.mark_all(names.into_iter().map(Key::Object));
     }
 
     /// Marks the items of `class`, or of the segments a volume's node
     /// affinity names.
-    fn mark_items(&mut self, wants: impl Fn(&Item) -> bool) {
+    fn mark_items(&mut self, cx: &mut Cx<Self>, wants: impl Fn(&Item) -> bool) {
         let keys: Vec<Key> = self
             .items
             .iter()
@@ -290,19 +293,19 @@ impl CapacityTracker {
             .cloned()
             .map(Key::Item)
             .collect();
-        self.cx.dirty.extend(keys);
+        cx.mark_all(keys);
     }
 
-    fn mark(&mut self, o: &Object) {
+    fn mark(&mut self, cx: &mut Cx<Self>, o: &Object) {
         match o {
             Object::Class(sc) if sc.provisioner == self.config.driver => {
-                self.refresh_items();
+                self.refresh_items(cx);
                 let name = sc.metadata.name.clone();
-                self.mark_items(|i| i.class == name);
+                self.mark_items(cx, |i| i.class == name);
             }
-            Object::CsiNode(_) | Object::Node(_) | Object::Class(_) => self.refresh_items(),
+            Object::CsiNode(_) | Object::Node(_) | Object::Class(_) => self.refresh_items(cx),
             Object::Capacity(c) if self.manages(c) => {
-                self.cx.dirty.insert(Key::Object(c.metadata.name.clone()));
+                cx.mark(Key::Object(c.metadata.name.clone()));
             }
             Object::Pv(_)
                 if self
@@ -317,14 +320,16 @@ impl CapacityTracker {
                     .is_some_and(|c| c.driver == self.config.driver);
                 if on_driver {
                     let terms = volume_segments(pv);
-                    self.mark_items(|i| terms.is_empty() || terms.iter().any(|t| t == &i.segment));
+                    self.mark_items(cx, |i| {
+                        terms.is_empty() || terms.iter().any(|t| t == &i.segment)
+                    });
                 }
             }
             _ => {}
         }
     }
 
-    fn sync_item(&mut self, item: Item) {
+    fn sync_item(&mut self, cx: &mut Cx<Self>, item: Item) {
         if !self.items.contains(&item) {
             return;
         }
@@ -333,14 +338,13 @@ impl CapacityTracker {
             return;
         }
         match self.reported.remove(&item) {
-            Some(reported) => self.write(item, reported),
-            None => self.get_capacity(item),
+            Some(reported) => self.write(cx, item, reported),
+            None => self.get_capacity(cx, item),
         }
     }
 
-    fn get_capacity(&mut self, item: Item) {
-        let Some(Object::Class(sc)) = self.cx.cache.find(Kind::StorageClass, "", &item.class)
-        else {
+    fn get_capacity(&mut self, cx: &mut Cx<Self>, item: Item) {
+        let Some(Object::Class(sc)) = cx.cache().find(Kind::StorageClass, "", &item.class) else {
             return;
         };
         let request = Request::GetCapacity(driver::GetCapacity {
@@ -350,18 +354,18 @@ impl CapacityTracker {
                 .then(|| item.segment.clone().into_iter().collect()),
         });
         self.busy.insert(Key::Item(item.clone()));
-        self.cx.csi(None, request, Call::Get(item));
+        cx.csi(None, request, Call::Get(item));
     }
 
     /// Writes what GetCapacity reported on the item's object: created when
     /// there is none, updated when it says something else or lacks the
     /// owner, left alone when it says the same.
-    fn write(&mut self, item: Item, (available, maximum): (u64, Option<u64>)) {
+    fn write(&mut self, cx: &mut Cx<Self>, item: Item, (available, maximum): (u64, Option<u64>)) {
         let name = self.object_name(&item);
         let key = ObjectKey::new(Kind::CsiStorageCapacity, &self.config.namespace, &name);
         let capacity = Some(Quantity::from_bytes(available));
         let maximum = maximum.map(Quantity::from_bytes);
-        let call = match self.cx.cache.get(&key) {
+        let call = match cx.cache().get(&key) {
             Some(Object::Capacity(c)) => {
                 let owned = self.config.owner.as_ref().is_none_or(|o| owned_by(c, o));
                 // What the object is for is ours to say: one edited by
@@ -389,7 +393,7 @@ impl CapacityTracker {
             _ => ApiCall::Create(Object::Capacity(self.new_object(&item, capacity, maximum))),
         };
         self.busy.insert(Key::Item(item.clone()));
-        self.cx.api(call, Call::Write(item));
+        cx.api(call, Call::Write(item));
     }
 
     fn new_object(
@@ -423,16 +427,16 @@ impl CapacityTracker {
     }
 
     /// Deletes an object of this tracker's that no item wants.
-    fn sync_object(&mut self, name: String) {
+    fn sync_object(&mut self, cx: &mut Cx<Self>, name: String) {
         let key = ObjectKey::new(Kind::CsiStorageCapacity, &self.config.namespace, &name);
-        let Some(Object::Capacity(c)) = self.cx.cache.get(&key) else {
+        let Some(Object::Capacity(c)) = cx.cache().get(&key) else {
             return;
         };
         if !self.manages(c) || self.wanted(c) || self.busy.contains(&Key::Object(name.clone())) {
             return;
         }
         self.busy.insert(Key::Object(name.clone()));
-        self.cx.api(ApiCall::Delete(key), Call::Delete(name));
+        cx.api(ApiCall::Delete(key), Call::Delete(name));
     }
 
     /// The (segment, class) pairs that want an object (for tests and checks).
@@ -500,28 +504,20 @@ impl Fnv {
     }
 }
 
-impl Controller for CapacityTracker {
+impl Controller for CapacityReconciler {
     type Key = Key;
     type Call = Call;
     type Retry = Key;
 
-    fn engine(&self) -> &Engine<Key, Call> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<Key, Call> {
-        &mut self.cx
-    }
-
-    fn retry(&mut self, key: Key) {
-        self.cx.dirty.insert(key);
+    fn retry(&mut self, cx: &mut Cx<Self>, key: Key) {
+        cx.mark(key);
     }
 
     fn watches(&self, kind: Kind) -> bool {
-        CapacityTracker::watches(self, kind)
+        CapacityReconciler::watches(self, kind)
     }
 
-    fn observe(&mut self, watch: Watch) {
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         let (o, deleted) = match &watch {
             Watch::Applied(o) => (o.clone(), false),
             Watch::Deleted(o) => (o.clone(), true),
@@ -530,16 +526,16 @@ impl Controller for CapacityTracker {
         let fills = match &*o {
             Object::Pv(pv) => {
                 deleted
-                    || self.cx.cache.get(&o.key()).is_none_or(|old| {
+                    || cx.cache().get(&o.key()).is_none_or(|old| {
                         old.as_pv().and_then(PersistentVolume::capacity) != pv.capacity()
                     })
             }
             _ => true,
         };
-        self.cx.apply(watch);
+        cx.apply(watch);
         // After the cache has it: what it changes is computed on the new view.
         if fills {
-            self.mark(&o);
+            self.mark(cx, &o);
         }
         // A deleted object of an item is made again.
         if let Object::Capacity(c) = &*o
@@ -552,25 +548,25 @@ impl Controller for CapacityTracker {
                 .find(|i| self.object_name(i) == c.metadata.name)
                 .cloned();
             if let Some(item) = item {
-                self.cx.dirty.insert(Key::Item(item));
+                cx.mark(Key::Item(item));
             }
         }
     }
 
-    fn reconcile(&mut self, key: Key) {
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: Key) {
         if self.next_poll.is_none() {
-            self.next_poll = self.config.poll_interval.map(|p| self.cx.now() + p);
+            self.next_poll = self.config.poll_interval.map(|p| cx.now() + p);
         }
-        if self.cx.waiting(&key) {
+        if cx.waiting(&key) {
             return;
         }
         match key {
-            Key::Item(item) => self.sync_item(item),
-            Key::Object(name) => self.sync_object(name),
+            Key::Item(item) => self.sync_item(cx, item),
+            Key::Object(name) => self.sync_object(cx, name),
         }
     }
 
-    fn api_done(&mut self, call: Call, result: ApiResult) {
+    fn api_done(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
         let key = match &call {
             Call::Write(item) | Call::Get(item) => Key::Item(item.clone()),
             Call::Delete(name) => Key::Object(name.clone()),
@@ -579,31 +575,31 @@ impl Controller for CapacityTracker {
         if let Call::Write(item) = &call
             && self.stale.remove(item)
         {
-            self.cx.dirty.insert(key.clone());
+            cx.mark(key.clone());
         }
         match result {
             ApiResult::Ok(Some(o)) => {
-                self.cx.cache.apply(o);
-                self.cx.backoff.succeed(&key);
+                cx.cache_mut().apply(o);
+                cx.succeed(&key);
             }
             ApiResult::Ok(None) | ApiResult::NotFound if matches!(call, Call::Delete(_)) => {
-                self.cx.backoff.succeed(&key);
+                cx.succeed(&key);
             }
             _ => {
-                self.cx.fail(key.clone());
+                cx.fail(key.clone());
                 // The next try asks GetCapacity again.
-                self.cx.dirty.insert(key);
+                cx.mark(key);
             }
         }
     }
 
-    fn csi_done(&mut self, call: Call, result: CsiResult) {
+    fn csi_done(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         let Call::Get(item) = call else { return };
         let key = Key::Item(item.clone());
         self.busy.remove(&key);
         // Changed while asked: the answer may be older than the change.
         if self.stale.remove(&item) {
-            self.cx.dirty.insert(key);
+            cx.mark(key);
             return;
         }
         match result {
@@ -614,39 +610,38 @@ impl Controller for CapacityTracker {
             }) if self.items.contains(&item) => {
                 self.reported
                     .insert(item, (available_bytes, maximum_volume_size));
-                self.cx.dirty.insert(key);
+                cx.mark(key);
             }
             Ok(_) => {}
             Err(_) => {
-                self.cx.fail(key);
+                cx.fail(key);
             }
         }
     }
 
-    fn deadline(&self) -> Option<Tick> {
+    fn deadline(&self, _cx: &Cx<Self>) -> Option<Tick> {
         self.next_poll
     }
 
     /// A resync refreshes every object, as a poll does (what changes the
     /// storage without an event — a volume whose PV never came — shows).
-    fn resync(&mut self) {
-        self.mark_items(|_| true);
+    fn resync(&mut self, cx: &mut Cx<Self>) {
+        self.mark_items(cx, |_| true);
     }
 
     /// The poll: every item is refreshed.
-    fn fire(&mut self, now: Tick) {
+    fn fire(&mut self, cx: &mut Cx<Self>, now: Tick) {
         let Some(at) = self.next_poll else { return };
         if now < at {
             return;
         }
         self.next_poll = self.config.poll_interval.map(|p| now + p);
-        self.mark_items(|_| true);
+        self.mark_items(cx, |_| true);
     }
 
     /// One operation per key at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let keys: Vec<Key> = self
-            .cx
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+        let keys: Vec<Key> = cx
             .in_flight()
             .map(|c| match c {
                 Call::Get(i) | Call::Write(i) => Key::Item(i.clone()),

@@ -1,24 +1,27 @@
 //! The engine every control-plane machine runs on, and the one place the
 //! machine contract is implemented for all of them.
 //!
-//! An [`Engine`] owns what the controllers used to write out each on their
-//! own: the object cache, the dirty set, per-key backoff, the table of
-//! operations in flight with what each one was for, the queue of effects
-//! decided and not yet polled, the clock, and the sync gate. A
-//! [`Controller`] supplies only what is its own, in the spirit of
-//! kube-runtime's `reconcile` and `error_policy`:
+//! An [`Engine`] owns a controller and what the controllers used to write
+//! out each on their own — its [`Context`]: the object cache, the dirty
+//! set, per-key backoff, the table of operations in flight with what each
+//! one was for, the queue of effects decided and not yet polled, the
+//! clock, and the sync gate. A [`Controller`] supplies only what is its
+//! own, in the spirit of kube-runtime's `reconcile` and `error_policy`,
+//! each handed the context it acts through:
 //!
 //! * [`Controller::observe`] — what a watch event dirties (and how it
 //!   enters the cache);
 //! * [`Controller::reconcile`] — one dirty key's pass, which decides
-//!   effects through [`Engine::api`], [`Engine::csi`] and [`Engine::event`];
+//!   effects through [`Context::api`], [`Context::csi`] and
+//!   [`Context::event`];
 //! * [`Controller::api_done`] / [`Controller::csi_done`] — what a completion
 //!   means, handed the record the operation was issued with.
 //!
-//! Every [`Controller`] is a [`Machine`] told [`Input`]s that asks for
-//! [`Effect`]s: the blanket implementation below is the whole of that
-//! glue. No retry happens without a timer or a new input: backoff deadlines
-//! are the engine's timers, and a fired one dirties its key.
+//! Every `Engine<C>` is a [`Machine`] told [`Input`]s that asks for
+//! [`Effect`]s: its implementation below is the whole of that glue. No
+//! controller holds or reaches into the engine: it is handed the context.
+//! No retry happens without a timer or a new input: backoff deadlines are
+//! the engine's timers, and a fired one dirties its key.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -31,18 +34,19 @@ use super::{
     ApiCall, ApiFailure, ApiResult, Backoff, Cache, CsiCall, CsiResult, Effect, Event, Input, Watch,
 };
 
-/// The state every controller keeps the same way. `K` is the key a pass
-/// reconciles; `C` is the record kept for an operation in flight, handed
-/// back with its completion; `R` is what a failure backs off (the key
-/// itself unless the controller retries by something else, such as a UID).
+/// What the engine keeps the same way for every controller, and hands to
+/// its passes. `K` is the key a pass reconciles; `C` is the record kept for
+/// an operation in flight, handed back with its completion; `R` is what a
+/// failure backs off (the key itself unless the controller retries by
+/// something else, such as a UID).
 #[derive(Debug, Clone)]
-pub struct Engine<K: Ord, C, R: Ord = K> {
+pub struct Context<K: Ord, C, R: Ord = K> {
     /// The objects the controller's watches delivered.
-    pub cache: Cache,
+    cache: Cache,
     /// Keys to reconcile at the next poll, in order.
-    pub dirty: BTreeSet<K>,
+    dirty: BTreeSet<K>,
     /// Per-key backoff after a failure: the engine's timers.
-    pub backoff: Backoff<R>,
+    backoff: Backoff<R>,
     calls: BTreeMap<OpId, C>,
     queue: VecDeque<Effect>,
     next_op: u64,
@@ -56,9 +60,9 @@ pub struct Engine<K: Ord, C, R: Ord = K> {
 
 /// The op counter through `canon::op` and the clock through `canon::time`:
 /// the explorer counts states equal up to renumbering as one.
-impl<K: Ord + Hash, C: Hash, R: Ord + Hash> Hash for Engine<K, C, R> {
+impl<K: Ord + Hash, C: Hash, R: Ord + Hash> Hash for Context<K, C, R> {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        let Engine {
+        let Context {
             cache,
             dirty,
             backoff,
@@ -76,17 +80,17 @@ impl<K: Ord + Hash, C: Hash, R: Ord + Hash> Hash for Engine<K, C, R> {
 }
 
 /// The sidecars' retry defaults: 1 s doubling to 5 min.
-impl<K: Ord + Clone, C, R: Ord + Clone> Default for Engine<K, C, R> {
+impl<K: Ord + Clone, C, R: Ord + Clone> Default for Context<K, C, R> {
     fn default() -> Self {
-        Engine::new(1_000, 300_000)
+        Context::new(1_000, 300_000)
     }
 }
 
-impl<K: Ord + Clone, C, R: Ord + Clone> Engine<K, C, R> {
-    /// An engine with empty memory whose retries wait `retry_start`,
+impl<K: Ord + Clone, C, R: Ord + Clone> Context<K, C, R> {
+    /// A context with empty memory whose retries wait `retry_start`,
     /// doubling up to `retry_max`.
-    pub fn new(retry_start: Tick, retry_max: Tick) -> Engine<K, C, R> {
-        Engine {
+    pub fn new(retry_start: Tick, retry_max: Tick) -> Context<K, C, R> {
+        Context {
             cache: Cache::default(),
             dirty: BTreeSet::new(),
             backoff: Backoff::new(retry_start, retry_max),
@@ -102,6 +106,40 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Engine<K, C, R> {
     /// The latest time the controller was told.
     pub fn now(&self) -> Tick {
         self.now
+    }
+
+    /// The objects the controller's watches delivered.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The cache, to write through what an API call answered.
+    pub fn cache_mut(&mut self) -> &mut Cache {
+        &mut self.cache
+    }
+
+    /// Marks every one of `keys` to be reconciled at the next poll.
+    pub fn mark_all(&mut self, keys: impl IntoIterator<Item = K>) {
+        self.dirty.extend(keys);
+    }
+
+    /// True when `key` waits to be reconciled.
+    pub fn is_marked(&self, key: &K) -> bool {
+        self.dirty.contains(key)
+    }
+
+    /// A call for `key` succeeded: its backoff starts over.
+    pub fn succeed(&mut self, key: &R) {
+        self.backoff.succeed(key)
+    }
+
+    /// How many times in a row `key` has failed.
+    pub fn failures<Q>(&self, key: &Q) -> u32
+    where
+        R: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.backoff.failures(key)
     }
 
     fn issue(&mut self, what: C) -> OpId {
@@ -198,8 +236,9 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Engine<K, C, R> {
 }
 
 /// A control-plane machine's own part: what its events dirty, what a pass
-/// over one key decides, and what a completion means. The [`Engine`] does
-/// the rest, and every `Controller` is a [`Machine`].
+/// over one key decides, and what a completion means, each acting through
+/// the [`Context`] it is handed. The [`Engine`] owns that context and the
+/// controller, and is the [`Machine`].
 pub trait Controller {
     /// The key a pass reconciles and a failure backs off.
     type Key: Ord + Clone;
@@ -208,13 +247,8 @@ pub trait Controller {
     /// What a failure backs off (often [`Controller::Key`]).
     type Retry: Ord + Clone;
 
-    /// The controller's engine.
-    fn engine(&self) -> &Engine<Self::Key, Self::Call, Self::Retry>;
-    /// The controller's engine, to change.
-    fn engine_mut(&mut self) -> &mut Engine<Self::Key, Self::Call, Self::Retry>;
-
     /// A backoff ran out: dirty what it held back.
-    fn retry(&mut self, key: Self::Retry);
+    fn retry(&mut self, cx: &mut Cx<Self>, key: Self::Retry);
 
     /// Whether its informers watch `kind`: the one list every runner (the
     /// kube adapter, the simulator, the lab) delivers events by.
@@ -222,106 +256,201 @@ pub trait Controller {
 
     /// A watch delivered an object: dirty the keys it can affect and bring
     /// it into the cache.
-    fn observe(&mut self, watch: Watch);
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch);
 
     /// One pass over a dirty key.
-    fn reconcile(&mut self, key: Self::Key);
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: Self::Key);
 
     /// An API call this controller made completed.
-    fn api_done(&mut self, call: Self::Call, result: ApiResult);
+    fn api_done(&mut self, cx: &mut Cx<Self>, call: Self::Call, result: ApiResult);
 
     /// A CSI call this controller made completed.
-    fn csi_done(&mut self, _call: Self::Call, _result: CsiResult) {}
+    fn csi_done(&mut self, _cx: &mut Cx<Self>, _call: Self::Call, _result: CsiResult) {}
 
     /// The periodic resync (only controllers with a sync period act).
-    fn resync(&mut self) {}
+    fn resync(&mut self, _cx: &mut Cx<Self>) {}
 
     /// What a restarted kubelet found mounted (only the kubelet reads it).
-    fn reconstruct(&mut self, _observed: super::Observed) {}
+    fn reconstruct(&mut self, _cx: &mut Cx<Self>, _observed: super::Observed) {}
 
     /// The controller's own deadline besides its backoff, if any.
-    fn deadline(&self) -> Option<Tick> {
+    fn deadline(&self, _cx: &Cx<Self>) -> Option<Tick> {
         None
     }
 
     /// Time reached `now`: the controller's own deadlines due by then fire
     /// (after the backoffs due, handed to [`Controller::retry`]).
-    fn fire(&mut self, _now: Tick) {}
+    fn fire(&mut self, _cx: &mut Cx<Self>, _now: Tick) {}
 
-    /// The controller's invariants, over its state.
-    fn invariants(&self) -> Result<(), String> {
+    /// The controller's invariants, over its state and its context.
+    fn invariants(&self, _cx: &Cx<Self>) -> Result<(), String> {
         Ok(())
     }
 }
 
-impl<T: Controller> Machine for T {
+/// The context a controller `C` is handed.
+pub type Cx<C> = Context<<C as Controller>::Key, <C as Controller>::Call, <C as Controller>::Retry>;
+
+/// A control-plane machine: the engine driving controller `C` through the
+/// context it owns.
+pub struct Engine<C: Controller> {
+    cx: Cx<C>,
+    controller: C,
+}
+
+impl<C: Controller> Engine<C> {
+    /// The engine driving `controller`, with empty memory, its retries
+    /// waiting `retry_start` doubling up to `retry_max`.
+    pub fn driving(controller: C, retry_start: Tick, retry_max: Tick) -> Engine<C> {
+        Engine {
+            cx: Context::new(retry_start, retry_max),
+            controller,
+        }
+    }
+
+    /// Failed operations retried after `start` ms, doubling up to `max`
+    /// (the sidecars' `--retry-interval-start`, `--retry-interval-max`).
+    /// For an engine that has not run yet: its memory starts anew.
+    pub fn with_retry(mut self, start: Tick, max: Tick) -> Engine<C> {
+        self.cx = Context::new(start, max);
+        self
+    }
+
+    /// The controller it drives.
+    pub fn controller(&self) -> &C {
+        &self.controller
+    }
+
+    /// The controller it drives, to change (a test's setup).
+    pub fn controller_mut(&mut self) -> &mut C {
+        &mut self.controller
+    }
+
+    /// The context the controller acts through.
+    pub fn context(&self) -> &Cx<C> {
+        &self.cx
+    }
+
+    /// Both, to change: what a test sets up, or an adapter reads.
+    pub fn parts_mut(&mut self) -> (&mut C, &mut Cx<C>) {
+        (&mut self.controller, &mut self.cx)
+    }
+}
+
+/// The sidecars' retry defaults: 1 s doubling to 5 min.
+impl<C: Controller + Default> Default for Engine<C> {
+    fn default() -> Self {
+        Engine::driving(C::default(), 1_000, 300_000)
+    }
+}
+
+impl<C: Controller> std::ops::Deref for Engine<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
+        &self.controller
+    }
+}
+
+impl<C: Controller + Clone> Clone for Engine<C>
+where
+    Cx<C>: Clone,
+{
+    fn clone(&self) -> Self {
+        Engine {
+            cx: self.cx.clone(),
+            controller: self.controller.clone(),
+        }
+    }
+}
+
+impl<C: Controller + std::fmt::Debug> std::fmt::Debug for Engine<C>
+where
+    Cx<C>: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("controller", &self.controller)
+            .field("context", &self.cx)
+            .finish()
+    }
+}
+
+impl<C: Controller + Hash> Hash for Engine<C>
+where
+    Cx<C>: Hash,
+{
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        (&self.controller, &self.cx).hash(h);
+    }
+}
+
+impl<C: Controller> Machine for Engine<C> {
     type Input = Input;
     type Effect = Effect;
 
     fn handle(&mut self, now: Tick, input: Input) {
-        let engine = self.engine_mut();
-        engine.now = engine.now.max(now);
+        let Engine { cx, controller } = self;
+        cx.now = cx.now.max(now);
         match input {
-            Input::Restarted => engine.unsynced = true,
-            Input::Synced => engine.unsynced = false,
-            Input::Watch(watch) => self.observe(watch),
+            Input::Restarted => cx.unsynced = true,
+            Input::Synced => cx.unsynced = false,
+            Input::Watch(watch) => controller.observe(cx, watch),
             Input::ApiDone { op, result } => {
-                if let Some(call) = engine.calls.remove(&op) {
-                    engine.failing = result.failure().cloned();
-                    self.api_done(call, result);
-                    self.engine_mut().failing = None;
+                if let Some(call) = cx.calls.remove(&op) {
+                    cx.failing = result.failure().cloned();
+                    controller.api_done(cx, call, result);
+                    cx.failing = None;
                 }
                 // Nothing in flight: no late answer can resurrect a
                 // deleted object any more.
-                let engine = self.engine_mut();
-                if engine.calls.is_empty() {
-                    engine.cache.settled();
+                if cx.calls.is_empty() {
+                    cx.cache.settled();
                 }
             }
             Input::CsiDone { op, result } => {
-                if let Some(call) = engine.calls.remove(&op) {
-                    self.csi_done(call, result);
+                if let Some(call) = cx.calls.remove(&op) {
+                    controller.csi_done(cx, call, result);
                 }
             }
-            Input::Resync => self.resync(),
-            Input::Reconstruct(observed) => self.reconstruct(observed),
+            Input::Resync => controller.resync(cx),
+            Input::Reconstruct(observed) => controller.reconstruct(cx, observed),
         }
     }
 
     fn poll(&mut self) -> Option<Effect> {
-        if self.engine().unsynced {
+        let Engine { cx, controller } = self;
+        if cx.unsynced {
             return None;
         }
         loop {
-            let engine = self.engine_mut();
-            if let Some(effect) = engine.queue.pop_front() {
+            if let Some(effect) = cx.queue.pop_front() {
                 return Some(effect);
             }
-            let key = engine.dirty.pop_first()?;
-            self.reconcile(key);
+            let key = cx.dirty.pop_first()?;
+            controller.reconcile(cx, key);
         }
     }
 
     fn poll_timeout(&self) -> Option<Tick> {
-        let backoff = self.engine().backoff.next_timer();
-        match (backoff, Controller::deadline(self)) {
+        let backoff = self.cx.backoff.next_timer();
+        match (backoff, self.controller.deadline(&self.cx)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
     fn handle_timeout(&mut self, now: Tick) {
-        let engine = self.engine_mut();
-        engine.now = engine.now.max(now);
-        let now = engine.now;
-        for key in engine.backoff.fire_due(now) {
-            self.retry(key);
+        let Engine { cx, controller } = self;
+        cx.now = cx.now.max(now);
+        let now = cx.now;
+        for key in cx.backoff.fire_due(now) {
+            controller.retry(cx, key);
         }
-        self.fire(now);
+        controller.fire(cx, now);
     }
 
     fn check_invariants(&self) -> Result<(), String> {
-        self.invariants()
+        self.controller.invariants(&self.cx)
     }
 }
 
@@ -332,43 +461,34 @@ mod tests {
     use crate::model::{Kind, ObjectKey};
 
     /// Gets one object for a key, and backs the key off when that fails.
-    #[derive(Default)]
-    struct Getter {
-        engine: Engine<String, String>,
-    }
+    struct Getter;
 
     impl Controller for Getter {
         type Key = String;
         type Call = String;
         type Retry = String;
-        fn engine(&self) -> &Engine<String, String> {
-            &self.engine
-        }
-        fn engine_mut(&mut self) -> &mut Engine<String, String> {
-            &mut self.engine
-        }
-        fn retry(&mut self, key: String) {
-            self.engine.mark(key);
+        fn retry(&mut self, cx: &mut Cx<Self>, key: String) {
+            cx.mark(key);
         }
         fn watches(&self, kind: Kind) -> bool {
             kind == Kind::PersistentVolume
         }
-        fn observe(&mut self, _: Watch) {}
-        fn reconcile(&mut self, key: String) {
+        fn observe(&mut self, _: &mut Cx<Self>, _: Watch) {}
+        fn reconcile(&mut self, cx: &mut Cx<Self>, key: String) {
             let object = ObjectKey::new(Kind::PersistentVolume, "", &key);
-            self.engine.api(ApiCall::Get(object), key);
+            cx.api(ApiCall::Get(object), key);
         }
-        fn api_done(&mut self, key: String, result: ApiResult) {
+        fn api_done(&mut self, cx: &mut Cx<Self>, key: String, result: ApiResult) {
             if result.failure().is_some() {
-                self.engine.fail(key);
+                cx.fail(key);
             }
         }
     }
 
     /// When the key is retried after its get failed with `failure` at 10.
     fn retried_after(failure: ApiFailure) -> Option<Tick> {
-        let mut g = Getter::default();
-        g.engine.mark("pv-1".into());
+        let mut g = Engine::driving(Getter, 1_000, 300_000);
+        g.parts_mut().1.mark("pv-1".into());
         let Some(Effect::Api { op, .. }) = g.poll() else {
             panic!("a get")
         };

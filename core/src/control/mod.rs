@@ -32,7 +32,7 @@ use crate::{OpId, Status};
 pub use crate::api::{ApiCall, ApiFailure, ApiResult, Watch};
 pub use backoff::Backoff;
 pub use cache::Cache;
-pub use engine::{Controller, Engine};
+pub use engine::{Context, Controller, Cx, Engine};
 pub use repeats::HotLoopGuard;
 pub use users::Users;
 
@@ -185,9 +185,9 @@ pub trait ControlMachine: Machine<Input = Input, Effect = Effect> {
     fn watches(&self, kind: crate::model::Kind) -> bool;
 }
 
-impl<C: Controller> ControlMachine for C {
+impl<C: Controller> ControlMachine for Engine<C> {
     fn watches(&self, kind: crate::model::Kind) -> bool {
-        Controller::watches(self, kind)
+        self.controller().watches(kind)
     }
 }
 

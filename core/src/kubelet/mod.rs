@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::control::csi_map::DriverModes;
-use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Users, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Cx, Engine, Users, Watch};
 use crate::model::*;
 use crate::{Code, Tick};
 
@@ -212,12 +212,12 @@ impl Call {
 }
 
 /// One node's volume manager. See the module documentation.
+pub type Kubelet = Engine<KubeletReconciler>;
+
+/// What Kubelet keeps of its own; the engine keeps the rest.
 #[derive(Debug, Clone, Hash)]
-pub struct Kubelet {
+pub struct KubeletReconciler {
     config: KubeletConfig,
-    /// A pass per volume and one for the node; a failure backs off the
-    /// volume (or object) it was about.
-    cx: Engine<KubeletKey, Call, String>,
     /// The claims bound to each volume and the pods naming each claim.
     users: Users,
     actual: ActualState,
@@ -231,17 +231,20 @@ pub struct Kubelet {
 impl Kubelet {
     /// A volume manager with empty memory (reconstruction comes as an input).
     pub fn new(config: KubeletConfig) -> Kubelet {
-        Kubelet {
-            cx: Engine::new(config.retry_start, config.retry_max),
+        let (retry_start, retry_max) = (config.retry_start, config.retry_max);
+        let reconciler = KubeletReconciler {
             config,
             users: Users::default(),
             actual: ActualState::default(),
             busy: BTreeSet::new(),
             last_event: BTreeMap::new(),
             credentials: BTreeMap::new(),
-        }
+        };
+        Engine::driving(reconciler, retry_start, retry_max)
     }
+}
 
+impl KubeletReconciler {
     /// What the kubelet believes is staged and published.
     pub fn actual(&self) -> &ActualState {
         &self.actual
@@ -253,7 +256,7 @@ impl Kubelet {
     }
 
     /// Takes what a restarted kubelet finds mounted as uncertain actual state (D3.10).
-    fn reconstructed(&mut self, observed: Observed) {
+    fn reconstructed(&mut self, cx: &mut Cx<Self>, observed: Observed) {
         for (pv, handle) in observed.staged {
             let staging_path =
                 crate::model::names::staging_path(&self.config.root, &self.config.driver, &handle);
@@ -278,7 +281,7 @@ impl Kubelet {
                 },
             );
         }
-        self.mark_everything();
+        self.mark_everything(cx);
     }
 
     /// Pods of other nodes are not this kubelet's business.
@@ -292,12 +295,12 @@ impl Kubelet {
 
     /// A node call completed: what the node now has (or may have), and a
     /// backoff after a failure.
-    fn csi_completed(&mut self, call: Call, result: CsiResult) {
+    fn csi_completed(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         let uncertain = matches!(&result, Err(e) if matches!(e.code, Code::DeadlineExceeded | Code::Unavailable | Code::Cancelled | Code::Aborted));
         if let Some(pv) = call.volume() {
             self.busy.remove(pv);
             if result.is_ok() {
-                self.cx.backoff.succeed(pv);
+                cx.succeed(pv);
             }
         }
         match (call, result) {
@@ -320,7 +323,7 @@ impl Kubelet {
                 if !uncertain && !retry && was_uncertain {
                     self.actual.devices.remove(&pv);
                 }
-                self.failed_mount(&pv, "MountVolume.MountDevice", &e);
+                self.failed_mount(cx, &pv, "MountVolume.MountDevice", &e);
             }
             (Call::Unstage { pv }, Ok(_)) => {
                 self.actual.devices.remove(&pv);
@@ -329,7 +332,7 @@ impl Kubelet {
                 if let Some(d) = self.actual.devices.get_mut(&pv) {
                     d.state = Certainty::Uncertain;
                 }
-                self.cx.fail(pv);
+                cx.fail(pv);
             }
             (Call::Publish { pv, pod, .. }, Ok(_)) => {
                 if let Some(m) = self.actual.mounts.get_mut(&(pod, pv)) {
@@ -342,7 +345,7 @@ impl Kubelet {
                 if !uncertain && !retry {
                     self.actual.mounts.remove(&(pod, pv.clone()));
                 }
-                self.failed_mount(&pv, "MountVolume.SetUp", &e);
+                self.failed_mount(cx, &pv, "MountVolume.SetUp", &e);
             }
             (Call::Unpublish { pv, pod }, Ok(_)) => {
                 self.actual.mounts.remove(&(pod, pv.clone()));
@@ -351,40 +354,32 @@ impl Kubelet {
                     .plant
                     .is(crate::plant::Plant::UnstageAfterFirstUnpublish)
                 {
-                    self.unstage_now(&pv);
+                    self.unstage_now(cx, &pv);
                 }
             }
             (Call::Unpublish { pv, pod }, Err(_)) => {
                 if let Some(m) = self.actual.mounts.get_mut(&(pod, pv.clone())) {
                     m.state = Certainty::Uncertain;
                 }
-                self.cx.fail(pv);
+                cx.fail(pv);
             }
-            (Call::Expand { claim, bytes, .. }, Ok(_)) => self.expanded(&claim, bytes),
+            (Call::Expand { claim, bytes, .. }, Ok(_)) => self.expanded(cx, &claim, bytes),
             (Call::Expand { pv, claim, .. }, Err(e)) => {
-                self.failed_mount(&pv, "MountVolume.NodeExpandVolume", &e);
-                self.expand_failed(&claim, &e);
+                self.failed_mount(cx, &pv, "MountVolume.NodeExpandVolume", &e);
+                self.expand_failed(cx, &claim, &e);
             }
             (Call::Api { .. } | Call::GetSecret { .. }, _) => {}
         }
     }
 }
 
-impl Controller for Kubelet {
+impl Controller for KubeletReconciler {
     type Key = KubeletKey;
     type Call = Call;
     type Retry = String;
 
-    fn engine(&self) -> &Engine<KubeletKey, Call, String> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<KubeletKey, Call, String> {
-        &mut self.cx
-    }
-
-    fn retry(&mut self, key: String) {
-        self.mark_name(&key);
+    fn retry(&mut self, cx: &mut Cx<Self>, key: String) {
+        self.mark_name(cx, &key);
     }
 
     /// What the volume manager hears of: everything but the snapshot
@@ -400,55 +395,55 @@ impl Controller for Kubelet {
         )
     }
 
-    fn observe(&mut self, watch: Watch) {
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         if let Watch::Deleted(o) = &watch
             && o.kind() == Kind::PersistentVolume
         {
             self.drop_node_secrets(&o.meta().name);
         }
-        self.observe_watch(watch);
+        self.observe_watch(cx, watch);
     }
 
-    fn reconcile(&mut self, key: KubeletKey) {
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: KubeletKey) {
         match key {
-            KubeletKey::Node => self.node_pass(),
-            KubeletKey::Volume(pv) => self.volume_pass(&pv),
+            KubeletKey::Node => self.node_pass(cx),
+            KubeletKey::Volume(pv) => self.volume_pass(cx, &pv),
         }
     }
 
-    fn api_done(&mut self, call: Call, result: ApiResult) {
+    fn api_done(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
         match call {
             Call::GetSecret {
                 pv,
                 secret,
                 purpose,
-            } => self.node_secret_read(pv, &secret, purpose, result),
-            call => self.api_completed(call, result),
+            } => self.node_secret_read(cx, pv, &secret, purpose, result),
+            call => self.api_completed(cx, call, result),
         }
     }
 
-    fn csi_done(&mut self, call: Call, result: CsiResult) {
+    fn csi_done(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         if let Some(pv) = call.volume() {
             let pv = pv.clone();
-            self.mark_volume(&pv);
+            self.mark_volume(cx, &pv);
         }
-        self.csi_completed(call, result);
+        self.csi_completed(cx, call, result);
     }
 
-    fn resync(&mut self) {
-        self.mark_everything();
+    fn resync(&mut self, cx: &mut Cx<Self>) {
+        self.mark_everything(cx);
     }
 
-    fn reconstruct(&mut self, observed: Observed) {
-        self.reconstructed(observed);
+    fn reconstruct(&mut self, cx: &mut Cx<Self>, observed: Observed) {
+        self.reconstructed(cx, observed);
     }
 
     /// One operation per volume at a time; a pod mount is recorded only
     /// for a volume whose global mount is recorded (when the driver stages).
-    fn invariants(&self) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
         crate::machine::one_at_a_time(
             "kubelet",
-            self.cx.in_flight().map(Call::key),
+            cx.in_flight().map(Call::key),
             |k| self.busy.contains(k),
             self.busy.len(),
         )?;

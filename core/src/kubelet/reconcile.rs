@@ -16,24 +16,24 @@ pub(super) struct Want {
     readonly: bool,
 }
 
-impl Kubelet {
+impl KubeletReconciler {
     /// What every pod of the node wants published, by (pod UID, PV name).
-    pub(super) fn want(&self) -> BTreeMap<(String, String), Want> {
+    pub(super) fn want(&self, cx: &Cx<Self>) -> BTreeMap<(String, String), Want> {
         let mut out = BTreeMap::new();
-        for pod in self.cx.cache.shared_all::<Pod>() {
-            self.wants_of_pod(&pod, None, &mut out);
+        for pod in cx.cache().shared_all::<Pod>() {
+            self.wants_of_pod(cx, &pod, None, &mut out);
         }
         out
     }
 
     /// What the node's pods want of the volume `pv`, found through the
     /// claims bound to it and the pods naming them.
-    fn want_of(&self, pv: &str) -> BTreeMap<(String, String), Want> {
+    fn want_of(&self, cx: &Cx<Self>, pv: &str) -> BTreeMap<(String, String), Want> {
         let mut out = BTreeMap::new();
         for (namespace, claim) in self.users.claims_of(pv) {
             for name in self.users.pods_of(namespace, claim) {
-                if let Some(pod) = self.cx.cache.shared::<Pod>(namespace, name) {
-                    self.wants_of_pod(&pod, Some(pv), &mut out);
+                if let Some(pod) = cx.cache().shared::<Pod>(namespace, name) {
+                    self.wants_of_pod(cx, &pod, Some(pv), &mut out);
                 }
             }
         }
@@ -43,6 +43,7 @@ impl Kubelet {
     /// The volumes `pod` wants published (only `pv`'s when named).
     fn wants_of_pod(
         &self,
+        cx: &Cx<Self>,
         pod: &Shared<Pod>,
         only: Option<&str>,
         out: &mut BTreeMap<(String, String), Want>,
@@ -57,9 +58,8 @@ impl Kubelet {
             let Some(src) = &v.persistent_volume_claim else {
                 continue;
             };
-            let Some(claim) = self
-                .cx
-                .cache
+            let Some(claim) = cx
+                .cache()
                 .shared::<PersistentVolumeClaim>(&pod.metadata.namespace, &src.claim_name)
             else {
                 continue;
@@ -67,9 +67,8 @@ impl Kubelet {
             if only.is_some_and(|pv| pv != claim.volume_name()) {
                 continue;
             }
-            let Some(pv) = self
-                .cx
-                .cache
+            let Some(pv) = cx
+                .cache()
                 .shared::<PersistentVolume>("", claim.volume_name())
             else {
                 continue;
@@ -95,59 +94,70 @@ impl Kubelet {
         }
     }
 
-    fn node(&self) -> Option<Shared<Node>> {
-        self.cx.cache.shared("", &self.config.node)
+    fn node(&self, cx: &Cx<Self>) -> Option<Shared<Node>> {
+        cx.cache().shared("", &self.config.node)
     }
 
-    fn csi_driver(&self) -> Option<CsiDriver> {
-        match self.cx.cache.find(Kind::CsiDriver, "", &self.config.driver) {
+    fn csi_driver(&self, cx: &Cx<Self>) -> Option<CsiDriver> {
+        match cx.cache().find(Kind::CsiDriver, "", &self.config.driver) {
             Some(Object::CsiDriver(d)) => Some(d.clone()),
             _ => None,
         }
     }
 
-    fn ready(&self, pv: &str) -> bool {
-        !self.busy.contains(pv) && !self.cx.waiting(pv)
+    fn ready(&self, cx: &Cx<Self>, pv: &str) -> bool {
+        !self.busy.contains(pv) && !cx.waiting(pv)
     }
 
-    fn csi(&mut self, call: Call, request: Request) {
+    fn csi(&mut self, cx: &mut Cx<Self>, call: Call, request: Request) {
         self.busy.insert(call.key().to_string());
         let node = Some(self.config.node.clone());
-        self.cx.csi(node, request, call);
+        cx.csi(node, request, call);
     }
 
-    fn api(&mut self, key: String, call: ApiCall) {
+    fn api(&mut self, cx: &mut Cx<Self>, key: String, call: ApiCall) {
         self.busy.insert(key.clone());
         let object = call.key();
-        self.cx.api(call, Call::Api { key, object });
+        cx.api(call, Call::Api { key, object });
     }
 
     /// A FailedMount warning on the pods using `pv`, and a backoff.
-    pub(super) fn failed_mount(&mut self, pv: &str, what: &str, e: &crate::Status) {
-        self.failed_mount_because(pv, what, &e.go_error());
+    pub(super) fn failed_mount(
+        &mut self,
+        cx: &mut Cx<Self>,
+        pv: &str,
+        what: &str,
+        e: &crate::Status,
+    ) {
+        self.failed_mount_because(cx, pv, what, &e.go_error());
     }
 
     /// A FailedMount warning on the pods using `pv` saying `why`, and a backoff.
-    pub(super) fn failed_mount_because(&mut self, pv: &str, what: &str, why: &str) {
-        self.cx.fail(pv.to_string());
+    pub(super) fn failed_mount_because(
+        &mut self,
+        cx: &mut Cx<Self>,
+        pv: &str,
+        what: &str,
+        why: &str,
+    ) {
+        cx.fail(pv.to_string());
         let msg = format!("{what} failed for volume {pv:?} : {why}");
         let pods: Vec<ObjectKey> = self
-            .want_of(pv)
+            .want_of(cx, pv)
             .values()
             .map(|w| ObjectKey::new(Kind::Pod, &w.pod.metadata.namespace, &w.pod.metadata.name))
             .collect();
         for key in pods {
             if self.last_event.get(&key) != Some(&msg) {
                 self.last_event.insert(key.clone(), msg.clone());
-                self.cx
-                    .event(Event::warning(key, reason::FAILED_MOUNT, msg.clone()));
+                cx.event(Event::warning(key, reason::FAILED_MOUNT, msg.clone()));
             }
         }
     }
 
     /// After NodeExpand: the claim's status capacity catches up with the PV (last step of resize).
-    pub(super) fn expanded(&mut self, claim: &ObjectKey, bytes: u64) {
-        let Some(shared) = self.cx.cache.get_shared(claim) else {
+    pub(super) fn expanded(&mut self, cx: &mut Cx<Self>, claim: &ObjectKey, bytes: u64) {
+        let Some(shared) = cx.cache().get_shared(claim) else {
             return;
         };
         let Object::Pvc(c) = &*shared else {
@@ -161,7 +171,7 @@ impl Kubelet {
             .insert("storage".into(), Quantity::from_bytes(bytes));
         c2.merge_resize_conditions(Vec::new(), false);
         c2.set_resize_status(None);
-        self.cx.event(Event::normal(
+        cx.event(Event::normal(
             claim.clone(),
             reason::FILE_SYSTEM_RESIZE_SUCCESSFUL,
             format!(
@@ -171,6 +181,7 @@ impl Kubelet {
             ),
         ));
         self.api(
+            cx,
             format!("claim:{}", claim),
             ApiCall::UpdateStatus(Object::Pvc(c2)),
         );
@@ -180,26 +191,32 @@ impl Kubelet {
     /// MarkNodeExpansionInfeasible and MarkNodeExpansionFailedCondition).
     /// An infeasible one waits for the resizer to say the node may try
     /// again.
-    pub(super) fn expand_failed(&mut self, claim: &ObjectKey, e: &crate::Status) {
+    pub(super) fn expand_failed(
+        &mut self,
+        cx: &mut Cx<Self>,
+        claim: &ObjectKey,
+        e: &crate::Status,
+    ) {
         if !e.is_final() {
             return;
         }
-        let Some(Object::Pvc(c)) = self.cx.cache.get(claim) else {
+        let Some(Object::Pvc(c)) = cx.cache().get(claim) else {
             return;
         };
         let mut c = c.clone();
         let infeasible = e.is_infeasible().then_some(expansion::NODE_INFEASIBLE);
         c.mark_expansion_failed(expansion::NODE_RESIZE_ERROR, &e.go_error(), infeasible);
         self.api(
+            cx,
             format!("claim:{claim}"),
             ApiCall::UpdateStatus(Object::Pvc(c)),
         );
     }
 
     /// The node's pass: what is in use is reported (D1.2).
-    pub(super) fn node_pass(&mut self) {
-        let want = self.want();
-        let node = self.node();
+    pub(super) fn node_pass(&mut self, cx: &mut Cx<Self>) {
+        let want = self.want(cx);
+        let node = self.node(cx);
         let mut in_use: BTreeSet<String> = BTreeSet::new();
         for w in want.values() {
             if let Some(c) = &w.pv.spec.csi {
@@ -212,25 +229,30 @@ impl Kubelet {
         for m in self.actual.mounts.values() {
             in_use.insert(names::unique_volume_name(&self.config.driver, &m.handle));
         }
-        self.report_in_use(node.as_deref(), &in_use);
+        self.report_in_use(cx, node.as_deref(), &in_use);
     }
 
     /// One volume's pass (D1.1): unpublish what no pod wants any more,
     /// make it ready for each pod that wants it, unstage it when unused.
-    pub(super) fn volume_pass(&mut self, pv: &str) {
-        let want = self.want_of(pv);
-        self.unpublish_pass(pv, &want);
-        let node = self.node();
-        let attach_required = self.csi_driver().is_none_or(|d| d.attach_required());
+    pub(super) fn volume_pass(&mut self, cx: &mut Cx<Self>, pv: &str) {
+        let want = self.want_of(cx, pv);
+        self.unpublish_pass(cx, pv, &want);
+        let node = self.node(cx);
+        let attach_required = self.csi_driver(cx).is_none_or(|d| d.attach_required());
         for ((pod_uid, pv_name), w) in &want {
-            self.mount_pass(node.as_deref(), attach_required, pod_uid, pv_name, w);
+            self.mount_pass(cx, node.as_deref(), attach_required, pod_uid, pv_name, w);
         }
-        self.unstage_pass(pv, &want);
+        self.unstage_pass(cx, pv, &want);
     }
 
     /// D1.1 step one: unpublish the volume from pods that no longer want
     /// it (D2.4, D3.8).
-    fn unpublish_pass(&mut self, pv: &str, want: &BTreeMap<(String, String), Want>) {
+    fn unpublish_pass(
+        &mut self,
+        cx: &mut Cx<Self>,
+        pv: &str,
+        want: &BTreeMap<(String, String), Want>,
+    ) {
         let gone: Vec<((String, String), PodMount)> = self
             .actual
             .mounts
@@ -239,20 +261,20 @@ impl Kubelet {
             .map(|(k, m)| (k.clone(), m.clone()))
             .collect();
         for ((pod, pv), m) in gone {
-            if !self.ready(&pv) {
+            if !self.ready(cx, &pv) {
                 continue;
             }
             let request = Request::NodeUnpublish(driver::NodeUnpublish {
                 volume_id: m.handle.clone(),
                 target_path: m.target.clone(),
             });
-            self.csi(Call::Unpublish { pv, pod }, request);
+            self.csi(cx, Call::Unpublish { pv, pod }, request);
         }
     }
 
     /// D1.2: volumes are reported in use before the kubelet waits for attach,
     /// and stay reported until unstaged.
-    fn report_in_use(&mut self, node: Option<&Node>, in_use: &BTreeSet<String>) {
+    fn report_in_use(&mut self, cx: &mut Cx<Self>, node: Option<&Node>, in_use: &BTreeSet<String>) {
         let Some(node) = node else { return };
         let prefix = format!("kubernetes.io/csi/{}^", self.config.driver);
         let mut next: BTreeSet<String> = node
@@ -265,57 +287,64 @@ impl Kubelet {
         next.extend(in_use.iter().cloned());
         let have: BTreeSet<String> = node.status.volumes_in_use.iter().cloned().collect();
         let key = format!("node:{}", self.config.node);
-        if next != have && !self.busy.contains(&key) && !self.cx.waiting(&key) {
+        if next != have && !self.busy.contains(&key) && !cx.waiting(&key) {
             let mut n = node.clone();
             n.status.volumes_in_use = next.into_iter().collect();
-            self.api(key, ApiCall::UpdateStatus(Object::Node(n)));
+            self.api(cx, key, ApiCall::UpdateStatus(Object::Node(n)));
         }
     }
 
     /// A FailedMount warning on `pod`, once per message.
-    fn warn_pod(&mut self, pod: &Pod, msg: String) {
+    fn warn_pod(&mut self, cx: &mut Cx<Self>, pod: &Pod, msg: String) {
         let key = ObjectKey::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name);
         if self.last_event.get(&key) != Some(&msg) {
             self.last_event.insert(key.clone(), msg.clone());
-            self.cx
-                .event(Event::warning(key, reason::FAILED_MOUNT, msg));
+            cx.event(Event::warning(key, reason::FAILED_MOUNT, msg));
         }
     }
 
     fn mount_pass(
         &mut self,
+        cx: &mut Cx<Self>,
         node: Option<&Node>,
         attach_required: bool,
         pod_uid: &str,
         pv_name: &str,
         w: &Want,
     ) {
-        if !self.ready(pv_name) {
+        if !self.ready(cx, pv_name) {
             return;
         }
         let Some(csi) = w.pv.spec.csi.clone() else {
             return;
         };
-        if self.held_back(pod_uid, pv_name, w) {
+        if self.held_back(cx, pod_uid, pv_name, w) {
             return;
         }
         let Some(node) = node else { return };
-        let Some(publish_context) = self.attached_context(node, attach_required, &csi) else {
+        let Some(publish_context) = self.attached_context(cx, node, attach_required, &csi) else {
             return;
         };
         let capability = match csi_map::pv_capability(&w.pv, self.config.modes) {
             Ok(c) => c,
             Err(e) => {
-                self.failed_mount(pv_name, "MountVolume.SetUp", &crate::Status::invalid(e));
+                self.failed_mount(cx, pv_name, "MountVolume.SetUp", &crate::Status::invalid(e));
                 return;
             }
         };
-        if self.staging(pv_name, &csi, &publish_context, &capability)
-            || self.publishing(pod_uid, pv_name, &csi, w, &publish_context, &capability)
+        if self.staging(cx, pv_name, &csi, &publish_context, &capability)
+            || self.publishing(
+                cx,
+                pod_uid,
+                pv_name,
+                &csi,
+                w,
+                (&publish_context, &capability),
+            )
         {
             return;
         }
-        self.expand_on_node(pod_uid, pv_name, &csi, w, capability);
+        self.expand_on_node(cx, pod_uid, pv_name, &csi, w, capability);
     }
 
     /// True when the pod must not mount the volume now, with a warning on
@@ -325,7 +354,7 @@ impl Kubelet {
     /// ReadWriteOncePod and another pod has it (D2.1: of pods wanting it at
     /// once, the first by uid wins — pods are visited in uid order and the
     /// first's mount is recorded, uncertain, as soon as it is tried).
-    fn held_back(&mut self, pod_uid: &str, pv_name: &str, w: &Want) -> bool {
+    fn held_back(&mut self, cx: &mut Cx<Self>, pod_uid: &str, pv_name: &str, w: &Want) -> bool {
         let mounted = self
             .actual
             .mounts
@@ -335,7 +364,7 @@ impl Kubelet {
                 "can't start pod because PVC {}/{} is being deleted",
                 w.claim.metadata.namespace, w.claim.metadata.name
             );
-            self.warn_pod(&w.pod, msg);
+            self.warn_pod(cx, &w.pod, msg);
             return true;
         }
         if w.pv.spec.access_modes == [AccessMode::ReadWriteOncePod] {
@@ -345,7 +374,7 @@ impl Kubelet {
                 .keys()
                 .any(|(p, v)| v == pv_name && p != pod_uid);
             if other && !mounted {
-                self.warn_pod(
+                self.warn_pod(cx,
                     &w.pod,
                     "volume uses the ReadWriteOncePod access mode and is already in use by another pod"
                         .to_string(),
@@ -361,6 +390,7 @@ impl Kubelet {
     /// to it by a VolumeAttachment not being deleted; `None` until then.
     fn attached_context(
         &self,
+        cx: &Cx<Self>,
         node: &Node,
         attach_required: bool,
         csi: &CsiSource,
@@ -385,7 +415,7 @@ impl Kubelet {
             &self.config.driver,
             &self.config.node,
         );
-        match self.cx.cache.find(Kind::VolumeAttachment, "", &va) {
+        match cx.cache().find(Kind::VolumeAttachment, "", &va) {
             // A VolumeAttachment being deleted is being detached: not usable.
             Some(Object::Va(v)) if v.status.attached && !v.metadata.deleting() => {
                 Some(v.status.attachment_metadata.clone().into())
@@ -398,6 +428,7 @@ impl Kubelet {
     /// for certain; true while that is so (the pod's publish waits).
     fn staging(
         &mut self,
+        cx: &mut Cx<Self>,
         pv_name: &str,
         csi: &CsiSource,
         publish_context: &driver::Attributes,
@@ -411,7 +442,7 @@ impl Kubelet {
         if !self.config.stage_unstage || staged {
             return false;
         }
-        let Some(secrets) = self.node_secrets(pv_name, csi, NodeSecret::Stage) else {
+        let Some(secrets) = self.node_secrets(cx, pv_name, csi, NodeSecret::Stage) else {
             return true;
         };
         let staging =
@@ -434,6 +465,7 @@ impl Kubelet {
             secrets,
         });
         self.csi(
+            cx,
             Call::Stage {
                 pv: pv_name.to_string(),
                 retry,
@@ -447,12 +479,12 @@ impl Kubelet {
     /// certain; true while that is so.
     fn publishing(
         &mut self,
+        cx: &mut Cx<Self>,
         pod_uid: &str,
         pv_name: &str,
         csi: &CsiSource,
         w: &Want,
-        publish_context: &driver::Attributes,
-        capability: &driver::Capability,
+        (publish_context, capability): (&driver::Attributes, &driver::Capability),
     ) -> bool {
         let key = (pod_uid.to_string(), pv_name.to_string());
         if self
@@ -463,7 +495,7 @@ impl Kubelet {
         {
             return false;
         }
-        let Some(secrets) = self.node_secrets(pv_name, csi, NodeSecret::Publish) else {
+        let Some(secrets) = self.node_secrets(cx, pv_name, csi, NodeSecret::Publish) else {
             return true;
         };
         let target = names::publish_path(&self.config.root, pod_uid, pv_name);
@@ -481,10 +513,11 @@ impl Kubelet {
             target_path: target,
             capability: capability.clone(),
             readonly: w.readonly,
-            volume_context: self.publish_volume_context(csi, w),
+            volume_context: self.publish_volume_context(cx, csi, w),
             secrets,
         });
         self.csi(
+            cx,
             Call::Publish {
                 pv: pv_name.to_string(),
                 pod: pod_uid.to_string(),
@@ -507,9 +540,14 @@ impl Kubelet {
 
     /// The volume context NodePublish gets: the PV's attributes, and the
     /// pod's identity when the CSIDriver asks for it (podInfoOnMount).
-    fn publish_volume_context(&self, csi: &CsiSource, w: &Want) -> driver::Attributes {
+    fn publish_volume_context(
+        &self,
+        cx: &Cx<Self>,
+        csi: &CsiSource,
+        w: &Want,
+    ) -> driver::Attributes {
         let mut volume_context: driver::Attributes = csi.volume_attributes.clone().into();
-        if self.csi_driver().is_some_and(|d| d.pod_info_on_mount()) {
+        if self.csi_driver(cx).is_some_and(|d| d.pod_info_on_mount()) {
             let p = &w.pod;
             volume_context.insert(
                 "csi.storage.k8s.io/pod.name".into(),
@@ -537,6 +575,7 @@ impl Kubelet {
     /// expansion, the claim is marked expanded at once).
     fn expand_on_node(
         &mut self,
+        cx: &mut Cx<Self>,
         pod_uid: &str,
         pv_name: &str,
         csi: &CsiSource,
@@ -554,7 +593,7 @@ impl Kubelet {
         let claim_write = format!("claim:{claim_key}");
         if pv_bytes <= claim_bytes
             || self.busy.contains(&claim_write)
-            || self.cx.waiting(claim_write.as_str())
+            || cx.waiting(claim_write.as_str())
         {
             return;
         }
@@ -566,16 +605,16 @@ impl Kubelet {
                 let mut c = (*w.claim).clone();
                 c.set_resize_status(Some(expansion::NODE_IN_PROGRESS));
                 let call = ApiCall::UpdateStatus(Object::Pvc(c));
-                self.api(claim_write, call);
+                self.api(cx, claim_write, call);
                 return;
             }
             _ => return,
         }
         if !self.config.node_expand {
-            self.expanded(&claim_key, pv_bytes);
+            self.expanded(cx, &claim_key, pv_bytes);
             return;
         }
-        let Some(secrets) = self.node_secrets(pv_name, csi, NodeSecret::Expand) else {
+        let Some(secrets) = self.node_secrets(cx, pv_name, csi, NodeSecret::Expand) else {
             return;
         };
         let request = Request::NodeExpand(driver::NodeExpand {
@@ -590,6 +629,7 @@ impl Kubelet {
             secrets,
         });
         self.csi(
+            cx,
             Call::Expand {
                 pv: pv_name.to_string(),
                 claim: claim_key,
@@ -600,7 +640,7 @@ impl Kubelet {
     }
 
     /// Planted mistake: unstage at once, whatever is still published.
-    pub(super) fn unstage_now(&mut self, pv: &str) {
+    pub(super) fn unstage_now(&mut self, cx: &mut Cx<Self>, pv: &str) {
         let Some(d) = self.actual.devices.get(pv).cloned() else {
             return;
         };
@@ -608,19 +648,24 @@ impl Kubelet {
             volume_id: d.handle.clone(),
             staging_target_path: d.staging_path.clone(),
         });
-        self.csi(Call::Unstage { pv: pv.to_string() }, request);
+        self.csi(cx, Call::Unstage { pv: pv.to_string() }, request);
     }
 
     /// D1.1 last step: unstage the volume once no publish is left and no
     /// pod wants it (D1.3, D3.9).
-    fn unstage_pass(&mut self, pv: &str, want: &BTreeMap<(String, String), Want>) {
+    fn unstage_pass(
+        &mut self,
+        cx: &mut Cx<Self>,
+        pv: &str,
+        want: &BTreeMap<(String, String), Want>,
+    ) {
         if !want.is_empty() || self.actual.mounts.keys().any(|(_, v)| v == pv) {
             return;
         }
         let Some(d) = self.actual.devices.get(pv).cloned() else {
             return;
         };
-        if !self.ready(pv) {
+        if !self.ready(cx, pv) {
             return;
         }
         if !self.config.stage_unstage {
@@ -631,6 +676,6 @@ impl Kubelet {
             volume_id: d.handle.clone(),
             staging_target_path: d.staging_path.clone(),
         });
-        self.csi(Call::Unstage { pv: pv.to_string() }, request);
+        self.csi(cx, Call::Unstage { pv: pv.to_string() }, request);
     }
 }

@@ -60,12 +60,13 @@ impl NodeSecret {
     }
 }
 
-impl Kubelet {
+impl KubeletReconciler {
     /// The secrets the PV `pv`'s `purpose` call gets: `Some` when known
     /// (empty when the PV names no Secret), `None` while the read is under
     /// way (the volume is busy until it answers).
     pub(super) fn node_secrets(
         &mut self,
+        cx: &mut Cx<Self>,
         pv: &str,
         csi: &CsiSource,
         purpose: NodeSecret,
@@ -74,7 +75,7 @@ impl Kubelet {
             return Some(driver::Secrets::default());
         };
         if let Err(why) = secrets::pv_ref(pv, purpose.field(), secret) {
-            self.failed_mount_because(pv, purpose.operation(), &why);
+            self.failed_mount_because(cx, pv, purpose.operation(), &why);
             return None;
         }
         if let Some(data) = self.credentials.remove(&(pv.to_string(), purpose)) {
@@ -86,7 +87,7 @@ impl Kubelet {
             secret: secret.clone(),
             purpose,
         };
-        self.cx.api(secrets::get(secret), call);
+        cx.api(secrets::get(secret), call);
         None
     }
 
@@ -94,22 +95,18 @@ impl Kubelet {
     /// call, or the mount fails saying why.
     pub(super) fn node_secret_read(
         &mut self,
+        cx: &mut Cx<Self>,
         pv: String,
         secret: &SecretReference,
         purpose: NodeSecret,
         result: ApiResult,
     ) {
         self.busy.remove(&pv);
-        self.mark_volume(&pv);
+        self.mark_volume(cx, &pv);
         match secrets::read(secret, result) {
             // Kept only while the volume is there.
             Ok(data) => {
-                if self
-                    .cx
-                    .cache
-                    .find(Kind::PersistentVolume, "", &pv)
-                    .is_some()
-                {
+                if cx.cache().find(Kind::PersistentVolume, "", &pv).is_some() {
                     self.credentials.insert((pv, purpose), data);
                 }
             }
@@ -120,7 +117,7 @@ impl Kubelet {
                     secret.namespace,
                     secret.name
                 );
-                self.failed_mount_because(&pv, purpose.operation(), &why);
+                self.failed_mount_because(cx, &pv, purpose.operation(), &why);
             }
         }
     }

@@ -35,7 +35,7 @@ mod tests;
 
 use std::collections::BTreeSet;
 
-use crate::control::{ApiCall, ApiResult, Controller, Engine, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, Cx, Engine, Watch};
 use crate::model::names::{FINALIZER_PV_PROTECTION, FINALIZER_PVC_PROTECTION};
 use crate::model::*;
 
@@ -75,19 +75,18 @@ pub enum Call {
 }
 
 /// A protection controller. See the module documentation.
+pub type Protection = Engine<ProtectionReconciler>;
+
+/// What a protection controller keeps of its own: what it guards.
 #[derive(Debug, Clone, Hash)]
-pub struct Protection {
+pub struct ProtectionReconciler {
     guarded: Guarded,
-    cx: Engine<ObjectKey, Call>,
 }
 
 impl Protection {
     /// A protection controller for `guarded`, with empty memory.
     pub fn new(guarded: Guarded) -> Protection {
-        Protection {
-            guarded,
-            cx: Engine::new(1_000, 300_000),
-        }
+        Engine::driving(ProtectionReconciler { guarded }, 1_000, 300_000)
     }
 
     /// The pvc-protection controller.
@@ -100,6 +99,13 @@ impl Protection {
         Protection::new(Guarded::Volumes)
     }
 
+    /// The pods (names, sorted) that keep claim `c` from going.
+    pub fn users(&self, c: &PersistentVolumeClaim) -> Vec<String> {
+        ProtectionReconciler::users(self.context(), c)
+    }
+}
+
+impl ProtectionReconciler {
     /// What it protects.
     pub fn guarded(&self) -> Guarded {
         self.guarded
@@ -116,11 +122,11 @@ impl Protection {
 
     /// Marks what an object's change may unblock: the object itself, or the
     /// claims a pod uses.
-    fn mark(&mut self, o: &Object) {
+    fn mark(&mut self, cx: &mut Cx<Self>, o: &Object) {
         match o {
             Object::Pod(p) if self.guarded == Guarded::Claims => {
                 for c in p.claims() {
-                    self.cx.dirty.insert(ObjectKey::new(
+                    cx.mark(ObjectKey::new(
                         Kind::PersistentVolumeClaim,
                         &p.metadata.namespace,
                         c,
@@ -128,24 +134,24 @@ impl Protection {
                 }
             }
             o if o.kind() == self.guarded.kind() => {
-                self.cx.dirty.insert(o.key());
+                cx.mark(o.key());
             }
             _ => {}
         }
     }
 
-    fn busy(&self, key: &ObjectKey) -> bool {
-        self.cx.in_flight().any(|c| match c {
+    fn busy(cx: &Cx<Self>, key: &ObjectKey) -> bool {
+        cx.in_flight().any(|c| match c {
             Call::Write(k, _, _) => k == key,
             Call::List(claims) => claims.contains(key),
         })
     }
 
-    fn sync(&mut self, key: &ObjectKey) {
-        if self.busy(key) || self.cx.waiting(key) {
+    fn sync(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
+        if Self::busy(cx, key) || cx.waiting(key) {
             return;
         }
-        let Some(shared) = self.cx.cache.get_shared(key) else {
+        let Some(shared) = cx.cache().get_shared(key) else {
             return;
         };
         let o = &*shared;
@@ -155,15 +161,15 @@ impl Protection {
         if !meta.deleting() && !has {
             let mut next = o.clone();
             next.meta_mut().add_finalizer(finalizer);
-            self.write(key, next);
-        } else if meta.deleting() && has && !self.in_use(o) {
+            self.write(cx, key, next);
+        } else if meta.deleting() && has && !Self::in_use(cx, o) {
             match o {
                 // Ask the API server, not only the cache, before letting go.
-                Object::Pvc(c) => self.list_pods(&c.metadata.namespace),
+                Object::Pvc(c) => self.list_pods(cx, &c.metadata.namespace),
                 o => {
                     let mut next = o.clone();
                     next.meta_mut().remove_finalizer(finalizer);
-                    self.write(key, next);
+                    self.write(cx, key, next);
                 }
             }
         }
@@ -171,50 +177,48 @@ impl Protection {
 
     /// A claim being deleted that the cache says is free: its
     /// namespace's pods are listed live, once for every such claim there.
-    fn list_pods(&mut self, namespace: &str) {
-        let claims: BTreeSet<ObjectKey> = self
-            .cx
-            .cache
+    fn list_pods(&mut self, cx: &mut Cx<Self>, namespace: &str) {
+        let claims: BTreeSet<ObjectKey> = cx
+            .cache()
             .of_kind(Kind::PersistentVolumeClaim)
             .filter_map(Object::as_pvc)
-            .filter(|c| c.metadata.namespace == namespace && self.may_let_go(c))
+            .filter(|c| c.metadata.namespace == namespace && Self::may_let_go(cx, c))
             .map(|c| ObjectKey::new(Kind::PersistentVolumeClaim, namespace, &c.metadata.name))
-            .filter(|k| !self.busy(k) && !self.cx.waiting(k))
+            .filter(|k| !Self::busy(cx, k) && !cx.waiting(k))
             .collect();
         let call = ApiCall::List {
             kind: Kind::Pod,
             namespace: namespace.to_string(),
         };
-        self.cx.api(call, Call::List(claims));
+        cx.api(call, Call::List(claims));
     }
 
     /// Being deleted, still held by the finalizer, and free by the cache.
-    fn may_let_go(&self, c: &PersistentVolumeClaim) -> bool {
+    fn may_let_go(cx: &Cx<Self>, c: &PersistentVolumeClaim) -> bool {
         c.metadata.deleting()
             && c.metadata.has_finalizer(FINALIZER_PVC_PROTECTION)
-            && self.users(c).is_empty()
+            && Self::users(cx, c).is_empty()
     }
 
-    fn write(&mut self, key: &ObjectKey, next: Object) {
+    fn write(&mut self, cx: &mut Cx<Self>, key: &ObjectKey, next: Object) {
         let meta = next.meta();
         let (uid, rv) = (meta.uid.clone(), meta.resource_version.clone());
-        self.cx
-            .api(ApiCall::Update(next), Call::Write(key.clone(), uid, rv));
+        cx.api(ApiCall::Update(next), Call::Write(key.clone(), uid, rv));
     }
 
     /// The live list of a namespace's pods came back: each claim it
     /// answers for goes only if neither the cache nor the list shows a pod
     /// using it. The listed pods are not stored (see the module docs).
-    fn listed(&mut self, claims: BTreeSet<ObjectKey>, result: ApiResult) {
+    fn listed(&mut self, cx: &mut Cx<Self>, claims: BTreeSet<ObjectKey>, result: ApiResult) {
         let ApiResult::Listed(pods) = result else {
             for key in claims {
-                self.cx.fail(key.clone());
-                self.cx.dirty.insert(key);
+                cx.fail(key.clone());
+                cx.mark(key);
             }
             return;
         };
         for key in claims {
-            let Some(Object::Pvc(c)) = self.cx.cache.get(&key) else {
+            let Some(Object::Pvc(c)) = cx.cache().get(&key) else {
                 continue;
             };
             let (ns, name) = (&c.metadata.namespace, &c.metadata.name);
@@ -222,28 +226,27 @@ impl Protection {
                 Object::Pod(p) => p.uses_claim(ns, name),
                 _ => false,
             });
-            if self.may_let_go(c) && !listed_user {
+            if Self::may_let_go(cx, c) && !listed_user {
                 let mut next = c.clone();
                 next.metadata.remove_finalizer(FINALIZER_PVC_PROTECTION);
-                self.write(&key, Object::Pvc(next));
+                self.write(cx, &key, Object::Pvc(next));
             }
         }
     }
 
     /// A claim a pod that has not terminated uses (upstream's podUsesPVC),
     /// or a volume that is Bound (upstream's isBeingUsed).
-    fn in_use(&self, o: &Object) -> bool {
+    fn in_use(cx: &Cx<Self>, o: &Object) -> bool {
         match o {
-            Object::Pvc(c) => !self.users(c).is_empty(),
+            Object::Pvc(c) => !Self::users(cx, c).is_empty(),
             Object::Pv(pv) => pv.phase() == PvPhase::Bound,
             _ => false,
         }
     }
 
     /// The pods (names, sorted) that keep claim `c` from going.
-    pub fn users(&self, c: &PersistentVolumeClaim) -> Vec<String> {
-        self.cx
-            .cache
+    fn users(cx: &Cx<Self>, c: &PersistentVolumeClaim) -> Vec<String> {
+        cx.cache()
             .of_kind(Kind::Pod)
             .filter_map(|o| match o {
                 Object::Pod(p) if p.uses_claim(&c.metadata.namespace, &c.metadata.name) => {
@@ -255,71 +258,63 @@ impl Protection {
     }
 }
 
-impl Controller for Protection {
+impl Controller for ProtectionReconciler {
     type Key = ObjectKey;
     type Call = Call;
     type Retry = ObjectKey;
 
-    fn engine(&self) -> &Engine<ObjectKey, Call> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Call> {
-        &mut self.cx
-    }
-
-    fn retry(&mut self, key: ObjectKey) {
-        self.cx.dirty.insert(key);
+    fn retry(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
+        cx.mark(key);
     }
 
     fn watches(&self, kind: Kind) -> bool {
-        Protection::watches(self, kind)
+        ProtectionReconciler::watches(self, kind)
     }
 
-    fn observe(&mut self, watch: Watch) {
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         let o = match &watch {
             Watch::Applied(o) => {
-                if self.cx.cache.is_news(o) {
-                    self.cx.news(&o.key());
+                if cx.cache().is_news(o) {
+                    cx.news(&o.key());
                 }
                 o.clone()
             }
             Watch::Deleted(o) => o.clone(),
         };
-        self.mark(&o);
-        self.cx.apply(watch);
+        self.mark(cx, &o);
+        cx.apply(watch);
     }
 
-    fn reconcile(&mut self, key: ObjectKey) {
-        self.sync(&key);
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
+        self.sync(cx, &key);
     }
 
-    fn api_done(&mut self, call: Call, result: ApiResult) {
+    fn api_done(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
         let (key, uid, rv) = match call {
-            Call::List(claims) => return self.listed(claims, result),
+            Call::List(claims) => return self.listed(cx, claims, result),
             Call::Write(key, uid, rv) => (key, uid, rv),
         };
         match result {
             ApiResult::Ok(Some(o)) => {
-                self.cx.backoff.succeed(&key);
-                self.cx.cache.apply(o);
+                cx.succeed(&key);
+                cx.cache_mut().apply(o);
             }
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                self.cx.backoff.succeed(&key);
-                self.cx.cache.gone(&key, &uid);
+                cx.succeed(&key);
+                cx.cache_mut().gone(&key, &uid);
             }
             // Changed meanwhile, and the change is already here.
-            _ if self.cx.cache.newer_than(&key, &rv) => {}
+            _ if cx.cache().newer_than(&key, &rv) => {}
             _ => {
-                self.cx.fail(key.clone());
+                cx.fail(key.clone());
             }
         }
-        self.cx.dirty.insert(key);
+        cx.mark(key);
     }
 
     /// One write per object at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let writing = self.cx.in_flight().filter_map(|c| match c {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+        let writing = cx.in_flight().filter_map(|c| match c {
             Call::Write(k, _, _) => Some(k),
             Call::List(_) => None,
         });

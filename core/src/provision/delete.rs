@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Provisioner {
+impl ProvisionerReconciler {
     /// B5.1: volumes this provisioner owns.
     fn owns(&self, pv: &PersistentVolume) -> bool {
         match pv.metadata.annotation(names::ANN_PROVISIONED_BY) {
@@ -22,12 +22,12 @@ impl Provisioner {
     /// One volume of this provisioner's: its finalizer kept in step
     /// (B5.2), then, Released under Delete, its storage deleted (B5.3)
     /// unless it is still attached (B5.4).
-    pub(super) fn sync_volume(&mut self, key: &ObjectKey) {
-        let Some(pv) = self.volume(&key.name) else {
+    pub(super) fn sync_volume(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
+        let Some(pv) = self.volume(cx, &key.name) else {
             return;
         };
         let name = pv.name().to_string();
-        if !self.owns(&pv) || self.busy.contains(&name) || self.cx.waiting(&name) {
+        if !self.owns(&pv) || self.busy.contains(&name) || cx.waiting(&name) {
             return;
         }
         if let Some(add) = self.finalizer_change(&pv) {
@@ -52,7 +52,7 @@ impl Provisioner {
                 };
                 (String::new(), call)
             };
-            self.api(Call::Finalizer { pv: name, uid, rv }, call);
+            self.api(cx, Call::Finalizer { pv: name, uid, rv }, call);
             return;
         }
         let careless = self
@@ -76,28 +76,27 @@ impl Provisioner {
         if !should_delete {
             return;
         }
-        if let Some(node) = self.attached_to(&name) {
-            self.cx.event(Event::warning(
+        if let Some(node) = self.attached_to(cx, &name) {
+            cx.event(Event::warning(
                 key.clone(),
                 reason::VOLUME_FAILED_DELETE,
                 format!("persistentvolume {name} is still attached to node {node}"),
             ));
-            self.cx.fail(name);
+            cx.fail(name);
             return;
         }
         let Some(handle) = pv.spec.csi.as_ref().map(|c| c.volume_handle.clone()) else {
             return;
         };
-        let secrets = match self.deletion_secret(&pv) {
+        let secrets = match self.deletion_secret(cx, &pv) {
             Ok(None) => driver::Secrets::default(),
             Ok(Some(secret)) => match self.deletion_credentials.remove(&name) {
                 Some(data) => data,
-                None => return self.get_deletion_secret(name, secret),
+                None => return self.get_deletion_secret(cx, name, secret),
             },
             Err(e) => {
-                self.cx
-                    .event(Event::warning(key.clone(), reason::VOLUME_FAILED_DELETE, e));
-                self.cx.fail(name);
+                cx.event(Event::warning(key.clone(), reason::VOLUME_FAILED_DELETE, e));
+                cx.fail(name);
                 return;
             }
         };
@@ -105,7 +104,7 @@ impl Provisioner {
             volume_id: handle,
             secrets,
         });
-        self.csi(Call::Delete { pv: name }, call);
+        self.csi(cx, Call::Delete { pv: name }, call);
     }
 
     /// B5.2: whether the provisioner's finalizer must be added (true) or
@@ -131,9 +130,8 @@ impl Provisioner {
     }
 
     /// B5.4: the node a volume is still attached to, if any.
-    fn attached_to(&self, volume: &str) -> Option<String> {
-        self.cx
-            .cache
+    fn attached_to(&self, cx: &Cx<Self>, volume: &str) -> Option<String> {
+        cx.cache()
             .of_kind(Kind::VolumeAttachment)
             .find_map(|o| match o {
                 Object::Va(va) if va.pv_name() == volume => Some(va.spec.node_name.clone()),
@@ -141,19 +139,19 @@ impl Provisioner {
             })
     }
 
-    pub(super) fn deleted_volume(&mut self, name: &str, result: CsiResult) {
+    pub(super) fn deleted_volume(&mut self, cx: &mut Cx<Self>, name: &str, result: CsiResult) {
         let key = ObjectKey::new(Kind::PersistentVolume, "", name);
         match result {
             Ok(_) => {
-                self.cx.backoff.succeed(&name.to_string());
+                cx.succeed(&name.to_string());
                 self.deleted.insert(name.to_string());
-                let uid = self
-                    .cx
-                    .cache
+                let uid = cx
+                    .cache()
                     .get(&key)
                     .map(|o| o.meta().uid.clone())
                     .unwrap_or_default();
                 self.api(
+                    cx,
                     Call::DeletePvObject {
                         pv: name.to_string(),
                         uid,
@@ -162,12 +160,12 @@ impl Provisioner {
                 );
             }
             Err(e) => {
-                self.cx.event(Event::warning(
+                cx.event(Event::warning(
                     key,
                     reason::VOLUME_FAILED_DELETE,
                     e.go_error(),
                 ));
-                self.cx.fail(name.to_string());
+                cx.fail(name.to_string());
             }
         }
     }

@@ -30,7 +30,7 @@ pub mod topology;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::control::csi_map::DriverModes;
-use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Cx, Engine, Event, Watch};
 use crate::driver::{self, Request, Response};
 use crate::model::names::{self, reason};
 use crate::model::*;
@@ -299,12 +299,13 @@ impl Call {
     }
 }
 
-#[derive(Debug, Clone, Hash)]
 /// The external-provisioner. See the module documentation.
-pub struct Provisioner {
+pub type Provisioner = Engine<ProvisionerReconciler>;
+
+/// What Provisioner keeps of its own; the engine keeps the rest.
+#[derive(Debug, Clone, Hash)]
+pub struct ProvisionerReconciler {
     config: ProvisionerConfig,
-    /// Retries back off by claim UID or PV name.
-    cx: Engine<ObjectKey, Call, String>,
     provisioning: BTreeMap<String, Provisioning>,
     /// Claim UIDs and PV names with an operation in flight.
     busy: BTreeSet<String>,
@@ -327,8 +328,8 @@ pub struct Provisioner {
 impl Provisioner {
     /// A provisioner with empty memory.
     pub fn new(config: ProvisionerConfig) -> Provisioner {
-        Provisioner {
-            cx: Engine::new(config.retry_start, config.retry_max),
+        let (retry_start, retry_max) = (config.retry_start, config.retry_max);
+        let reconciler = ProvisionerReconciler {
             config,
             provisioning: BTreeMap::new(),
             busy: BTreeSet::new(),
@@ -338,47 +339,47 @@ impl Provisioner {
             credentials: BTreeMap::new(),
             deletion_credentials: BTreeMap::new(),
             taking: BTreeMap::new(),
-        }
+        };
+        Engine::driving(reconciler, retry_start, retry_max)
     }
+}
 
+impl ProvisionerReconciler {
     /// A newer version of `o` arrived: a retry about it waiting out its
     /// backoff goes now (a write that met a conflict waits for this).
-    fn news(&mut self, o: &Object) {
+    fn news(&mut self, cx: &mut Cx<Self>, o: &Object) {
         let key = match o {
             Object::Pv(pv) => pv.name(),
             _ => &o.meta().uid,
         };
-        self.cx.backoff.news(key);
+        cx.news(key);
     }
 
-    fn dirty_for(&mut self, o: &Object) {
+    fn dirty_for(&mut self, cx: &mut Cx<Self>, o: &Object) {
         match o {
             Object::Pvc(c) => {
-                self.cx.dirty.insert(o.key());
+                cx.mark(o.key());
                 // Its source may be released (B5.6).
-                self.cx.dirty.extend(source::source_key(c));
+                cx.mark_all(source::source_key(c));
             }
             Object::Pv(_) => {
-                self.cx.dirty.insert(o.key());
+                cx.mark(o.key());
             }
             Object::Va(va) => {
-                self.cx
-                    .mark(ObjectKey::new(Kind::PersistentVolume, "", va.pv_name()));
+                cx.mark(ObjectKey::new(Kind::PersistentVolume, "", va.pv_name()));
             }
             Object::Class(_) => {
-                let claims: Vec<ObjectKey> = self
-                    .cx
-                    .cache
+                let claims: Vec<ObjectKey> = cx
+                    .cache()
                     .of_kind(Kind::PersistentVolumeClaim)
                     .map(Object::key)
                     .collect();
-                self.cx.dirty.extend(claims);
+                cx.mark_all(claims);
             }
             // The claims that wait for this class go on at once.
             Object::AttributesClass(vac) => {
-                let claims: Vec<(ObjectKey, String)> = self
-                    .cx
-                    .cache
+                let claims: Vec<(ObjectKey, String)> = cx
+                    .cache()
                     .of_kind(Kind::PersistentVolumeClaim)
                     .filter_map(Object::as_pvc)
                     .filter(|c| c.volume_attributes_class() == Some(vac.metadata.name.as_str()))
@@ -392,19 +393,18 @@ impl Provisioner {
                     })
                     .collect();
                 for (key, uid) in claims {
-                    self.cx.backoff.news(&uid);
-                    self.cx.dirty.insert(key);
+                    cx.news(&uid);
+                    cx.mark(key);
                 }
             }
             // A snapshot (or its content) that changed may let the claims
             // restoring from it go on.
             Object::Snapshot(_) | Object::Content(_) => {
                 if let Object::Snapshot(_) = o {
-                    self.cx.dirty.insert(o.key());
+                    cx.mark(o.key());
                 }
-                let claims: Vec<ObjectKey> = self
-                    .cx
-                    .cache
+                let claims: Vec<ObjectKey> = cx
+                    .cache()
                     .of_kind(Kind::PersistentVolumeClaim)
                     .filter(|c| match c {
                         Object::Pvc(c) => {
@@ -414,7 +414,7 @@ impl Provisioner {
                     })
                     .map(Object::key)
                     .collect();
-                self.cx.dirty.extend(claims);
+                cx.mark_all(claims);
             }
             _ => {}
         }
@@ -437,79 +437,68 @@ impl Provisioner {
         }
     }
 
-    fn api(&mut self, what: Call, call: ApiCall) {
+    fn api(&mut self, cx: &mut Cx<Self>, what: Call, call: ApiCall) {
         self.busy.insert(what.key().to_string());
-        self.cx.api(call, what);
+        cx.api(call, what);
     }
 
-    fn csi(&mut self, what: Call, call: Request) {
+    fn csi(&mut self, cx: &mut Cx<Self>, what: Call, call: Request) {
         self.busy.insert(what.key().to_string());
-        self.cx.csi(None, call, what);
+        cx.csi(None, call, what);
     }
 
-    fn event(&mut self, e: Event) {
-        self.cx.event(e);
+    fn event(&mut self, cx: &mut Cx<Self>, e: Event) {
+        cx.event(e);
     }
 
-    fn claim(&self, key: &ObjectKey) -> Option<PersistentVolumeClaim> {
-        match self.cx.cache.get(key) {
+    fn claim(&self, cx: &Cx<Self>, key: &ObjectKey) -> Option<PersistentVolumeClaim> {
+        match cx.cache().get(key) {
             Some(Object::Pvc(c)) => Some(c.clone()),
             _ => None,
         }
     }
 
-    fn volume(&self, name: &str) -> Option<PersistentVolume> {
-        self.cx
-            .cache
+    fn volume(&self, cx: &Cx<Self>, name: &str) -> Option<PersistentVolume> {
+        cx.cache()
             .find(Kind::PersistentVolume, "", name)
             .and_then(Object::as_pv)
             .cloned()
     }
 
-    fn class(&self, name: &str) -> Option<StorageClass> {
-        self.cx
-            .cache
+    fn class(&self, cx: &Cx<Self>, name: &str) -> Option<StorageClass> {
+        cx.cache()
             .find(Kind::StorageClass, "", name)
             .and_then(Object::as_class)
             .cloned()
     }
 }
 
-impl Controller for Provisioner {
+impl Controller for ProvisionerReconciler {
     type Key = ObjectKey;
     type Call = Call;
     type Retry = String;
 
-    fn engine(&self) -> &Engine<ObjectKey, Call, String> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Call, String> {
-        &mut self.cx
-    }
-
     /// A claim UID's backoff ran out: its claim syncs again; a PV name's:
     /// the volume does.
-    fn retry(&mut self, key: String) {
+    fn retry(&mut self, cx: &mut Cx<Self>, key: String) {
         if let Some(p) = self.provisioning.get(&key) {
-            self.cx.dirty.insert(p.claim.clone());
+            cx.mark(p.claim.clone());
         } else if let Some(claim) = self.retry.get(&key) {
-            self.cx.dirty.insert(claim.clone());
+            cx.mark(claim.clone());
         } else {
-            self.cx
-                .mark(ObjectKey::new(Kind::PersistentVolume, "", &key));
+            cx.mark(ObjectKey::new(Kind::PersistentVolume, "", &key));
         }
     }
 
     fn watches(&self, kind: Kind) -> bool {
-        Provisioner::watches(self, kind)
+        ProvisionerReconciler::watches(self, kind)
     }
 
-    fn observe(&mut self, watch: Watch) {
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         let o = match &watch {
             Watch::Applied(o) => {
-                if self.cx.cache.is_news(o) {
-                    self.news(o);
+                if cx.cache().is_news(o) {
+                    self.news(cx, o);
                 }
                 o
             }
@@ -523,54 +512,53 @@ impl Controller for Provisioner {
                 o
             }
         };
-        self.dirty_for(&o.clone());
-        self.cx.apply(watch);
+        self.dirty_for(cx, &o.clone());
+        cx.apply(watch);
     }
 
-    fn reconcile(&mut self, key: ObjectKey) {
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
         match key.kind {
             Kind::PersistentVolumeClaim => {
-                self.sync_claim(&key);
-                self.release_source(&key);
+                self.sync_claim(cx, &key);
+                self.release_source(cx, &key);
             }
-            Kind::PersistentVolume => self.sync_volume(&key),
-            Kind::VolumeSnapshot => self.release_source(&key),
+            Kind::PersistentVolume => self.sync_volume(cx, &key),
+            Kind::VolumeSnapshot => self.release_source(cx, &key),
             _ => {}
         }
     }
 
-    fn api_done(&mut self, call: Call, result: ApiResult) {
-        self.api_completed(call, result);
+    fn api_done(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
+        self.api_completed(cx, call, result);
     }
 
     /// When a claim this node may take is next tried (`--node-deployment`).
-    fn deadline(&self) -> Option<Tick> {
+    fn deadline(&self, _cx: &Cx<Self>) -> Option<Tick> {
         self.next_take()
     }
 
-    fn fire(&mut self, now: Tick) {
-        self.takes_due(now);
+    fn fire(&mut self, cx: &mut Cx<Self>, now: Tick) {
+        self.takes_due(cx, now);
     }
 
-    fn csi_done(&mut self, call: Call, result: CsiResult) {
-        self.csi_completed(call, result);
+    fn csi_done(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
+        self.csi_completed(cx, call, result);
     }
 
     /// One operation per claim or volume at a time; Secret data is held
     /// only for a claim still there.
-    fn invariants(&self) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
         crate::machine::one_at_a_time(
             "provisioner",
-            self.cx.in_flight().map(Call::key),
+            cx.in_flight().map(Call::key),
             |k| self.busy.contains(k),
             self.busy.len(),
         )?;
         if self.credentials.is_empty() {
             return Ok(());
         }
-        let claims: BTreeSet<&str> = self
-            .cx
-            .cache
+        let claims: BTreeSet<&str> = cx
+            .cache()
             .of_kind(Kind::PersistentVolumeClaim)
             .map(|o| o.meta().uid.as_str())
             .collect();

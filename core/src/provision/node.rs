@@ -78,12 +78,13 @@ pub fn reaches(topology: &Term, affinity: Option<&VolumeNodeAffinity>) -> bool {
     affinity.is_none_or(|a| a.admits(topology))
 }
 
-impl Provisioner {
+impl ProvisionerReconciler {
     /// Under `--node-deployment`, whether this node provisions the claim;
     /// an Immediate claim without a selected node is taken when its time
     /// comes. Without it, every claim is this provisioner's.
     pub(super) fn node_verdict(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         uid: &str,
         claim: &PersistentVolumeClaim,
@@ -104,7 +105,7 @@ impl Provisioner {
             _ => {
                 let immediate = class.binding_mode() == BindingMode::Immediate;
                 if immediate && scope.immediate_binding {
-                    self.take(&scope, key, uid, claim, class);
+                    self.take(cx, &scope, key, uid, claim, class);
                 }
                 NodeVerdict::NotMine
             }
@@ -115,13 +116,14 @@ impl Provisioner {
     /// whether this node has room, then select this node on the claim.
     fn take(
         &mut self,
+        cx: &mut Cx<Self>,
         scope: &NodeScope,
         key: &ObjectKey,
         uid: &str,
         claim: &PersistentVolumeClaim,
         class: &StorageClass,
     ) {
-        let now = self.cx.now();
+        let now = cx.now();
         let at = self
             .taking
             .entry(uid.to_string())
@@ -148,8 +150,8 @@ impl Provisioner {
         }
         // As upstream: the same request as provisioning would make; when it
         // cannot be built, the claim is taken and provisioning says why.
-        let Ok(request) = self.build_request(claim, class) else {
-            return self.select_own_node(key, uid, claim);
+        let Ok(request) = self.build_request(cx, claim, class) else {
+            return self.select_own_node(cx, key, uid, claim);
         };
         let check = Request::GetCapacity(driver::GetCapacity {
             capabilities: request.capabilities,
@@ -158,6 +160,7 @@ impl Provisioner {
                 .then(|| scope.topology.clone().into_iter().collect()),
         });
         self.csi(
+            cx,
             Call::CheckCapacity {
                 uid: uid.to_string(),
                 claim: key.clone(),
@@ -167,7 +170,13 @@ impl Provisioner {
     }
 
     /// Writes this node as the claim's selected node.
-    fn select_own_node(&mut self, key: &ObjectKey, uid: &str, claim: &PersistentVolumeClaim) {
+    fn select_own_node(
+        &mut self,
+        cx: &mut Cx<Self>,
+        key: &ObjectKey,
+        uid: &str,
+        claim: &PersistentVolumeClaim,
+    ) {
         let Some(scope) = &self.config.node else {
             return;
         };
@@ -179,15 +188,21 @@ impl Provisioner {
             uid: uid.to_string(),
             claim: key.clone(),
         };
-        self.api(call, ApiCall::Update(Object::Pvc(c)));
+        self.api(cx, call, ApiCall::Update(Object::Pvc(c)));
     }
 
     /// GetCapacity answered for the claim `uid`: with room (or no answer,
     /// as upstream goes on), the node selects itself; without, it tries
     /// again later.
-    pub(super) fn capacity_checked(&mut self, uid: String, key: ObjectKey, result: CsiResult) {
+    pub(super) fn capacity_checked(
+        &mut self,
+        cx: &mut Cx<Self>,
+        uid: String,
+        key: ObjectKey,
+        result: CsiResult,
+    ) {
         self.busy.remove(&uid);
-        let Some(claim) = self.claim(&key).filter(|c| c.metadata.uid == uid) else {
+        let Some(claim) = self.claim(cx, &key).filter(|c| c.metadata.uid == uid) else {
             self.taking.remove(&uid);
             return;
         };
@@ -195,31 +210,37 @@ impl Provisioner {
         match result {
             Ok(Response::Capacity {
                 available_bytes, ..
-            }) if available_bytes < asked => self.retry_take(&uid),
-            _ => self.select_own_node(&key, &uid, &claim),
+            }) if available_bytes < asked => self.retry_take(cx, &uid),
+            _ => self.select_own_node(cx, &key, &uid, &claim),
         }
-        self.cx.dirty.insert(key);
+        cx.mark(key);
     }
 
     /// The write of this node on the claim `uid` ended: taken, or (lost the
     /// race, a conflict) tried again later unless another node has it.
-    pub(super) fn take_written(&mut self, uid: String, key: ObjectKey, result: ApiResult) {
+    pub(super) fn take_written(
+        &mut self,
+        cx: &mut Cx<Self>,
+        uid: String,
+        key: ObjectKey,
+        result: ApiResult,
+    ) {
         self.busy.remove(&uid);
         match result {
             ApiResult::Ok(Some(o)) => {
                 self.taking.remove(&uid);
-                self.cx.cache.apply(o);
+                cx.cache_mut().apply(o);
             }
-            _ => self.retry_take(&uid),
+            _ => self.retry_take(cx, &uid),
         }
-        self.cx.dirty.insert(key);
+        cx.mark(key);
     }
 
-    fn retry_take(&mut self, uid: &str) {
+    fn retry_take(&mut self, cx: &mut Cx<Self>, uid: &str) {
         let Some(scope) = &self.config.node else {
             return;
         };
-        let now = self.cx.now();
+        let now = cx.now();
         if let Some(t) = self.taking.get_mut(uid) {
             t.tries += 1;
             t.at = now + scope.delay(uid, t.tries).max(1);
@@ -236,7 +257,7 @@ impl Provisioner {
     }
 
     /// Claims whose time to be taken came by `now` are looked at again.
-    pub(super) fn takes_due(&mut self, now: Tick) {
+    pub(super) fn takes_due(&mut self, cx: &mut Cx<Self>, now: Tick) {
         let due: Vec<String> = self
             .taking
             .iter()
@@ -244,15 +265,14 @@ impl Provisioner {
             .map(|(uid, _)| uid.clone())
             .collect();
         for uid in due {
-            let claim = self
-                .cx
-                .cache
+            let claim = cx
+                .cache()
                 .of_kind(Kind::PersistentVolumeClaim)
                 .find(|o| o.meta().uid == uid)
                 .map(Object::key);
             match claim {
                 Some(k) => {
-                    self.cx.dirty.insert(k);
+                    cx.mark(k);
                 }
                 None => {
                     self.taking.remove(&uid);

@@ -26,9 +26,10 @@ const KNOWN_PREFIXED: [&str; 17] = [
 ];
 const PREFIX: &str = "csi.storage.k8s.io/";
 
-impl Provisioner {
+impl ProvisionerReconciler {
     pub(super) fn build_request(
         &self,
+        cx: &Cx<Self>,
         claim: &PersistentVolumeClaim,
         class: &StorageClass,
     ) -> Result<driver::CreateVolume, String> {
@@ -85,10 +86,10 @@ impl Provisioner {
         let content_source = match &claim.data_source() {
             None => None,
             Some(ds) if ds.kind == "PersistentVolumeClaim" => {
-                Some(self.clone_source(claim, class, &ds.name)?)
+                Some(self.clone_source(cx, claim, class, &ds.name)?)
             }
             Some(ds) if ds.kind == "VolumeSnapshot" => {
-                Some(self.snapshot_source(claim, class, ds)?)
+                Some(self.snapshot_source(cx, claim, class, ds)?)
             }
             // B1.8: other kinds are left to a populator before this is built.
             Some(ds) => {
@@ -98,7 +99,7 @@ impl Provisioner {
                 ));
             }
         };
-        let mutable_parameters = self.mutable_parameters(claim)?;
+        let mutable_parameters = self.mutable_parameters(cx, claim)?;
         Ok(driver::CreateVolume {
             name: volume_name,
             capacity: CapacityRange {
@@ -120,6 +121,7 @@ impl Provisioner {
     /// driver's.
     fn mutable_parameters(
         &self,
+        cx: &Cx<Self>,
         claim: &PersistentVolumeClaim,
     ) -> Result<driver::Attributes, String> {
         let Some(name) = claim.volume_attributes_class() else {
@@ -129,7 +131,7 @@ impl Provisioner {
             return Err("CSI driver does not support VolumeAttributesClass: controller MODIFY_VOLUME capability is not reported".into());
         }
         let Some(Object::AttributesClass(vac)) =
-            self.cx.cache.find(Kind::VolumeAttributesClass, "", name)
+            cx.cache().find(Kind::VolumeAttributesClass, "", name)
         else {
             return Err(format!(
                 "volumeattributesclasses.storage.k8s.io {name:?} not found"
@@ -149,6 +151,7 @@ impl Provisioner {
     /// back, ready, with a handle, and no bigger than the claim.
     pub(super) fn snapshot_source(
         &self,
+        cx: &Cx<Self>,
         claim: &PersistentVolumeClaim,
         class: &StorageClass,
         ds: &TypedLocalObjectReference,
@@ -167,8 +170,7 @@ impl Provisioner {
         }
         let name = &ds.name;
         let Some(Object::Snapshot(s)) =
-            self.cx
-                .cache
+            cx.cache()
                 .find(Kind::VolumeSnapshot, &claim.metadata.namespace, name)
         else {
             return Err(format!(
@@ -188,8 +190,7 @@ impl Provisioner {
             return Err(format!("snapshot {name} not bound"));
         };
         let Some(Object::Content(c)) =
-            self.cx
-                .cache
+            cx.cache()
                 .find(Kind::VolumeSnapshotContent, "", content_name)
         else {
             return Err(format!(
@@ -247,6 +248,7 @@ impl Provisioner {
     /// dropped so the scheduler chooses again.
     pub(super) fn place(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         uid: &str,
         claim: &PersistentVolumeClaim,
@@ -272,20 +274,20 @@ impl Provisioner {
             strict: self.config.strict_topology,
             immediate: self.config.immediate_topology,
         };
-        match topology::requirement(&placement, &self.cx.cache) {
+        match topology::requirement(&placement, cx.cache()) {
             Ok(accessibility) => {
                 request.accessibility = accessibility;
                 Some(request)
             }
             Err(e @ topology::TopologyError::Reschedule(_)) => {
-                self.event(Event::warning(
-                    key.clone(),
-                    reason::PROVISIONING_FAILED,
-                    e.to_string(),
-                ));
+                self.event(
+                    cx,
+                    Event::warning(key.clone(), reason::PROVISIONING_FAILED, e.to_string()),
+                );
                 let mut c = claim.clone();
                 c.metadata.annotations.remove(names::ANN_SELECTED_NODE);
                 self.api(
+                    cx,
                     Call::DropSelectedNode {
                         uid: uid.to_string(),
                     },
@@ -294,7 +296,7 @@ impl Provisioner {
                 None
             }
             Err(e) => {
-                self.refuse(key, uid.to_string(), e.to_string());
+                self.refuse(cx, key, uid.to_string(), e.to_string());
                 None
             }
         }

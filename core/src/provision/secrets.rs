@@ -75,10 +75,16 @@ impl VolumeSecrets {
     }
 }
 
-impl Provisioner {
+impl ProvisionerReconciler {
     /// Reads the provisioner Secret of the claim `uid` (upstream's
     /// getCredentials); the claim is looked at again with its data.
-    pub(super) fn get_secret(&mut self, claim: &ObjectKey, uid: String, secret: SecretReference) {
+    pub(super) fn get_secret(
+        &mut self,
+        cx: &mut Cx<Self>,
+        claim: &ObjectKey,
+        uid: String,
+        secret: SecretReference,
+    ) {
         self.busy.insert(uid.clone());
         let get = secrets::get(&secret);
         let call = Call::GetSecret {
@@ -86,7 +92,7 @@ impl Provisioner {
             claim: claim.clone(),
             secret,
         };
-        self.cx.api(get, call);
+        cx.api(get, call);
     }
 
     /// The provisioner Secret was read, or not: its data is kept for the
@@ -94,31 +100,35 @@ impl Provisioner {
     /// claim fails with upstream's message and backs off.
     pub(super) fn secret_read(
         &mut self,
+        cx: &mut Cx<Self>,
         uid: String,
         claim: ObjectKey,
         secret: SecretReference,
         result: ApiResult,
     ) {
         self.busy.remove(&uid);
-        let present = self.claim(&claim).is_some_and(|c| c.metadata.uid == uid);
+        let present = self
+            .claim(cx, &claim)
+            .is_some_and(|c| c.metadata.uid == uid);
         match secrets::read(&secret, result) {
             // Kept only while the claim is there to be provisioned.
             Ok(data) if present => {
                 self.credentials.insert(uid, data);
-                self.cx.dirty.insert(claim);
+                cx.mark(claim);
             }
             Ok(_) => {}
-            Err(message) => self.refuse(&claim, uid, message),
+            Err(message) => self.refuse(cx, &claim, uid, message),
         }
     }
 }
 
-impl Provisioner {
+impl ProvisionerReconciler {
     /// B5.4: the Secret a volume's DeleteVolume uses: the one its deletion
     /// annotations name (none when they are empty), or, on a PV without
     /// them, the one its StorageClass names (none when the class is gone).
     pub(super) fn deletion_secret(
         &self,
+        cx: &Cx<Self>,
         pv: &PersistentVolume,
     ) -> Result<Option<SecretReference>, String> {
         let ann = |k| pv.metadata.annotation(k);
@@ -138,7 +148,7 @@ impl Provisioner {
             )),
             _ => {
                 let class = pv.spec.storage_class_name.as_deref().unwrap_or("");
-                let Some(class) = self.class(class) else {
+                let Some(class) = self.class(cx, class) else {
                     return Ok(None);
                 };
                 let tokens = Tokens {
@@ -150,10 +160,15 @@ impl Provisioner {
         }
     }
 
-    pub(super) fn get_deletion_secret(&mut self, pv: String, secret: SecretReference) {
+    pub(super) fn get_deletion_secret(
+        &mut self,
+        cx: &mut Cx<Self>,
+        pv: String,
+        secret: SecretReference,
+    ) {
         self.busy.insert(pv.clone());
         let get = secrets::get(&secret);
-        self.cx.api(get, Call::GetDeletionSecret { pv, secret });
+        cx.api(get, Call::GetDeletionSecret { pv, secret });
     }
 
     /// A deletion Secret was read, or not: deletion goes on with its data,
@@ -161,6 +176,7 @@ impl Provisioner {
     /// before the volume, as upstream allows).
     pub(super) fn deletion_secret_read(
         &mut self,
+        cx: &mut Cx<Self>,
         pv: String,
         secret: SecretReference,
         result: ApiResult,
@@ -168,7 +184,6 @@ impl Provisioner {
         self.busy.remove(&pv);
         let data = secrets::read(&secret, result).unwrap_or_default();
         self.deletion_credentials.insert(pv.clone(), data);
-        self.cx
-            .mark(ObjectKey::new(Kind::PersistentVolume, "", &pv));
+        cx.mark(ObjectKey::new(Kind::PersistentVolume, "", &pv));
     }
 }

@@ -39,19 +39,21 @@ pub(super) fn source_key(claim: &PersistentVolumeClaim) -> Option<ObjectKey> {
 /// Upstream's words for a source volume that cannot be cloned.
 const NOT_BOUND: &str = "claim in dataSource not bound or invalid";
 
-impl Provisioner {
+impl ProvisionerReconciler {
     /// The volume a clone copies, as upstream's getPVCSource checks it: a
     /// Bound claim not being deleted, no bigger than the clone, bound both
     /// ways to a Bound CSI volume of the class's driver, of the same
     /// volume mode.
     pub(super) fn clone_source(
         &self,
+        cx: &Cx<Self>,
         claim: &PersistentVolumeClaim,
         class: &StorageClass,
         name: &str,
     ) -> Result<driver::ContentSource, String> {
         let ns = &claim.metadata.namespace;
-        let Some(src) = self.claim(&ObjectKey::new(Kind::PersistentVolumeClaim, ns, name)) else {
+        let Some(src) = self.claim(cx, &ObjectKey::new(Kind::PersistentVolumeClaim, ns, name))
+        else {
             return Err(format!(
                 "error getting PVC {name} (namespace {ns:?}) from api server: persistentvolumeclaims {name:?} not found"
             ));
@@ -77,7 +79,7 @@ impl Provisioner {
         if src.volume_name().is_empty() {
             return Err(format!("volume name is empty in source PVC {name}"));
         }
-        let v = self.volume(src.volume_name()).ok_or(NOT_BOUND)?;
+        let v = self.volume(cx, src.volume_name()).ok_or(NOT_BOUND)?;
         let csi = v
             .spec
             .csi
@@ -101,14 +103,18 @@ impl Provisioner {
     /// Before the first CreateVolume of `claim`: its source carries the
     /// finalizer. True when a write was issued; the claim is synced again
     /// when it completes.
-    pub(super) fn protect_source(&mut self, claim: &PersistentVolumeClaim) -> bool {
+    pub(super) fn protect_source(
+        &mut self,
+        cx: &mut Cx<Self>,
+        claim: &PersistentVolumeClaim,
+    ) -> bool {
         let Some(src) = source_key(claim) else {
             return false;
         };
         let Some(finalizer) = protection(src.kind) else {
             return false;
         };
-        let Some(mut next) = self.cx.cache.get(&src).cloned() else {
+        let Some(mut next) = cx.cache().get(&src).cloned() else {
             return false;
         };
         if !next.meta_mut().add_finalizer(finalizer) {
@@ -123,24 +129,24 @@ impl Provisioner {
                 &claim.metadata.name,
             ),
         };
-        self.api(call, ApiCall::Update(next));
+        self.api(cx, call, ApiCall::Update(next));
         true
     }
 
     /// The protected source at `key` loses the finalizer once nothing may
     /// still read it.
-    pub(super) fn release_source(&mut self, key: &ObjectKey) {
+    pub(super) fn release_source(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
         let Some(finalizer) = protection(key.kind) else {
             return;
         };
-        let Some(obj) = self.cx.cache.get(key) else {
+        let Some(obj) = cx.cache().get(key) else {
             return;
         };
         let uid = obj.meta().uid.clone();
         if !obj.meta().has_finalizer(finalizer)
             || self.busy.contains(&uid)
-            || self.cx.waiting(&uid)
-            || self.source_in_use(key)
+            || cx.waiting(&uid)
+            || self.source_in_use(cx, key)
         {
             return;
         }
@@ -151,12 +157,12 @@ impl Provisioner {
             source: key.clone(),
             rv: obj.meta().resource_version.clone(),
         };
-        self.api(call, ApiCall::Update(next));
+        self.api(cx, call, ApiCall::Update(next));
     }
 
     /// A CreateVolume from `src` may still run: one is being retried, or a
     /// Pending claim names it and has no PV from this provisioner yet.
-    fn source_in_use(&self, src: &ObjectKey) -> bool {
+    fn source_in_use(&self, cx: &Cx<Self>, src: &ObjectKey) -> bool {
         if self
             .provisioning
             .values()
@@ -164,8 +170,7 @@ impl Provisioner {
         {
             return true;
         }
-        self.cx
-            .cache
+        cx.cache()
             .of_kind(Kind::PersistentVolumeClaim)
             .filter_map(|o| match o {
                 Object::Pvc(c) => Some(c),
@@ -176,49 +181,66 @@ impl Provisioner {
             .any(|c| {
                 !self.annotated_for_us(c)
                     || self
-                        .volume(&self.config.volume_name(&c.metadata.uid))
+                        .volume(cx, &self.config.volume_name(&c.metadata.uid))
                         .is_none()
             })
     }
 
     /// The finalizer write for `claim`'s source completed.
-    pub(super) fn protected(&mut self, uid: String, claim: ObjectKey, rv: &str, result: ApiResult) {
+    pub(super) fn protected(
+        &mut self,
+        cx: &mut Cx<Self>,
+        uid: String,
+        claim: ObjectKey,
+        rv: &str,
+        result: ApiResult,
+    ) {
         if let ApiResult::Failed(msg) = &result {
-            self.event(Event::warning(
-                claim.clone(),
-                reason::PROVISIONING_FAILED,
-                format!("failed to protect the data source of the claim from deletion: {msg}"),
-            ));
+            self.event(
+                cx,
+                Event::warning(
+                    claim.clone(),
+                    reason::PROVISIONING_FAILED,
+                    format!("failed to protect the data source of the claim from deletion: {msg}"),
+                ),
+            );
         }
         let changed_since = || {
-            let source = self.claim(&claim).and_then(|c| source_key(&c));
-            source.is_some_and(|s| self.cx.cache.newer_than(&s, rv))
+            let source = self.claim(cx, &claim).and_then(|c| source_key(&c));
+            source.is_some_and(|s| cx.cache().newer_than(&s, rv))
         };
         // Written, or gone (the next sync says so), or changed meanwhile
         // and the change already here: looked at again now. Otherwise the
         // retry waits for its backoff, or for news of the claim.
         if matches!(result, ApiResult::Ok(_) | ApiResult::NotFound) || changed_since() {
-            self.cx.dirty.insert(claim);
+            cx.mark(claim);
             return;
         }
         self.retry.insert(uid.clone(), claim);
-        self.cx.fail(uid);
+        cx.fail(uid);
     }
 
     /// The finalizer removal from `source` completed.
-    pub(super) fn released(&mut self, uid: String, source: ObjectKey, rv: &str, result: ApiResult) {
+    pub(super) fn released(
+        &mut self,
+        cx: &mut Cx<Self>,
+        uid: String,
+        source: ObjectKey,
+        rv: &str,
+        result: ApiResult,
+    ) {
         match result {
             ApiResult::Ok(_) | ApiResult::NotFound => {
-                self.cx.backoff.succeed(&uid);
+                cx.succeed(&uid);
                 self.retry.remove(&uid);
             }
             // Changed meanwhile, and the change is already here.
-            _ if self.cx.cache.newer_than(&source, rv) => {
-                self.cx.dirty.insert(source);
+            _ if cx.cache().newer_than(&source, rv) => {
+                cx.mark(source);
             }
             _ => {
                 self.retry.insert(uid.clone(), source);
-                self.cx.fail(uid);
+                cx.fail(uid);
             }
         }
     }

@@ -16,13 +16,13 @@
 //! is upstream's decision of which size to go for, case by case.
 
 use crate::control::csi_map;
-use crate::control::{ApiCall, CsiResult, Event};
+use crate::control::{ApiCall, CsiResult, Cx, Event};
 use crate::driver::{self, Request, Response};
 use crate::model::names::expansion::*;
 use crate::model::names::reason;
 use crate::model::*;
 
-use super::{Call, Resizer, SecretFor};
+use super::{Call, ResizeReconciler, SecretFor};
 
 /// What the node is told while it must grow the filesystem.
 pub const WAITING_FOR_NODE: &str =
@@ -105,20 +105,21 @@ fn marked_in_progress(
     c
 }
 
-impl Resizer {
+impl ResizeReconciler {
     /// The expand half's pass over a bound claim of this driver's.
     pub(super) fn sync_expand(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         claim: &PersistentVolumeClaim,
         pv: &PersistentVolume,
     ) {
-        if !self.needs_expansion(key, claim) {
+        if !self.needs_expansion(cx, key, claim) {
             return;
         }
         if let Some((volume, capacity, node_required)) = self.expanded.get(key).cloned() {
             if volume == pv.name() {
-                return self.record(key, claim, pv, capacity, node_required);
+                return self.record(cx, key, claim, pv, capacity, node_required);
             }
             self.expanded.remove(key);
         }
@@ -144,22 +145,27 @@ impl Resizer {
         }
         let marked = marked_in_progress(claim, target, !unchanged);
         if marked != *claim {
-            self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
+            self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(marked)));
             return;
         }
-        self.call_expand(key, pv, target);
+        self.call_expand(cx, key, pv, target);
     }
 
     /// True when the claim asks for more than its status capacity and its
     /// class allows expansion (a warning says so when it does not).
-    fn needs_expansion(&mut self, key: &ObjectKey, claim: &PersistentVolumeClaim) -> bool {
+    fn needs_expansion(
+        &mut self,
+        cx: &mut Cx<Self>,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+    ) -> bool {
         let request = claim.request().map_or(0, |q| q.bytes());
         let status = claim.status_capacity().map_or(0, |q| q.bytes());
         if request <= status {
             self.expanded.remove(key);
             return false;
         }
-        let allowed = match self.cx.cache.find(Kind::StorageClass, "", claim.class()) {
+        let allowed = match cx.cache().find(Kind::StorageClass, "", claim.class()) {
             Some(Object::Class(c)) => c.allow_volume_expansion == Some(true),
             _ => false,
         };
@@ -169,30 +175,36 @@ impl Resizer {
                 claim.class()
             );
             let e = Event::warning(key.clone(), reason::VOLUME_RESIZE_FAILED, msg);
-            self.tell(key, e);
+            self.tell(cx, key, e);
         }
         allowed
     }
 
     /// ControllerExpandVolume to `bytes`, once the Secret it needs is read.
-    fn call_expand(&mut self, key: &ObjectKey, pv: &PersistentVolume, bytes: u64) {
+    fn call_expand(
+        &mut self,
+        cx: &mut Cx<Self>,
+        key: &ObjectKey,
+        pv: &PersistentVolume,
+        bytes: u64,
+    ) {
         let Some(csi) = &pv.spec.csi else { return };
         let named = csi.controller_expand_secret_ref.as_ref().map(|secret| {
             crate::control::secrets::pv_ref(pv.name(), "controllerExpandSecretRef", secret)
         });
         let secrets = match named {
             None => driver::Secrets::default(),
-            Some(Err(why)) => return self.resize_failed(key, pv.name(), &why),
+            Some(Err(why)) => return self.resize_failed(cx, key, pv.name(), &why),
             Some(Ok(secret)) => match self.credentials.remove(key) {
                 Some(data) => data,
                 None => {
-                    self.get_secret(key, pv, secret.clone(), SecretFor::Expand);
+                    self.get_secret(cx, key, pv, secret.clone(), SecretFor::Expand);
                     return;
                 }
             },
         };
         let msg = format!("External resizer is resizing volume {}", pv.name());
-        self.tell(key, Event::normal(key.clone(), reason::RESIZING, msg));
+        self.tell(cx, key, Event::normal(key.clone(), reason::RESIZING, msg));
         let capability = csi_map::pv_capability(pv, self.config.modes).ok();
         let call = Request::ControllerExpand(driver::ControllerExpand {
             volume_id: csi.volume_handle.clone(),
@@ -205,12 +217,13 @@ impl Resizer {
         });
         self.busy.insert(key.clone());
         let (claim, pv) = (key.clone(), pv.name().to_string());
-        self.cx.csi(None, call, Call::Expand { claim, pv });
+        cx.csi(None, call, Call::Expand { claim, pv });
     }
 
     /// The volume grew to `capacity`: the PV says so first, then the claim.
     fn record(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         claim: &PersistentVolumeClaim,
         pv: &PersistentVolume,
@@ -222,9 +235,9 @@ impl Resizer {
             v.spec
                 .capacity
                 .insert("storage".into(), Quantity::from_bytes(capacity));
-            self.api(key, ApiCall::Update(Object::Pv(v)));
+            self.api(cx, key, ApiCall::Update(Object::Pv(v)));
         } else {
-            self.finish(key, claim, capacity, node_required);
+            self.finish(cx, key, claim, capacity, node_required);
         }
     }
 
@@ -233,6 +246,7 @@ impl Resizer {
     /// and conditions cleared.
     fn finish(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         claim: &PersistentVolumeClaim,
         capacity: u64,
@@ -266,16 +280,22 @@ impl Resizer {
                 "Resize volume succeeded",
             )
         };
-        self.tell(key, e);
+        self.tell(cx, key, e);
         self.expanded.remove(key);
-        self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
+        self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(c)));
     }
 
     /// ControllerExpandVolume answered.
-    pub(super) fn expand_done(&mut self, claim: ObjectKey, pv: String, result: CsiResult) {
+    pub(super) fn expand_done(
+        &mut self,
+        cx: &mut Cx<Self>,
+        claim: ObjectKey,
+        pv: String,
+        result: CsiResult,
+    ) {
         self.busy.remove(&claim);
-        if !self.still_bound(&claim, &pv) {
-            self.cx.dirty.insert(claim);
+        if !self.still_bound(cx, &claim, &pv) {
+            cx.mark(claim);
             return;
         }
         match result {
@@ -283,42 +303,50 @@ impl Resizer {
                 capacity_bytes,
                 node_expansion_required,
             }) => {
-                self.cx.backoff.succeed(&claim);
+                cx.succeed(&claim);
                 self.final_errors.remove(&claim);
                 let answer = (pv.clone(), capacity_bytes, node_expansion_required);
                 self.expanded.insert(claim.clone(), answer);
             }
-            Ok(other) => self.resize_failed(&claim, &pv, &format!("unexpected answer {other:?}")),
-            Err(e) => self.expand_failed(&claim, &pv, &e),
+            Ok(other) => {
+                self.resize_failed(cx, &claim, &pv, &format!("unexpected answer {other:?}"))
+            }
+            Err(e) => self.expand_failed(cx, &claim, &pv, &e),
         }
-        self.cx.dirty.insert(claim);
+        cx.mark(claim);
     }
 
     /// A failed ControllerExpandVolume: one that surely ended is remembered
     /// (the next try goes for the size asked then); an infeasible one makes
     /// the claim `ControllerResizeInfeasible`; either has a
     /// `ControllerResizeError` condition saying why.
-    fn expand_failed(&mut self, key: &ObjectKey, pv: &str, e: &crate::Status) {
+    fn expand_failed(&mut self, cx: &mut Cx<Self>, key: &ObjectKey, pv: &str, e: &crate::Status) {
         if !e.is_final() {
             self.final_errors.remove(key);
-        } else if let Some(Object::Pvc(c)) = self.cx.cache.get(key) {
+        } else if let Some(Object::Pvc(c)) = cx.cache().get(key) {
             self.final_errors.insert(key.clone());
             let mut c = c.clone();
             let infeasible = e.is_infeasible().then_some(CONTROLLER_INFEASIBLE);
             c.mark_expansion_failed(CONTROLLER_RESIZE_ERROR, &e.go_error(), infeasible);
-            self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
+            self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(c)));
         }
-        self.resize_failed(key, pv, &e.go_error());
+        self.resize_failed(cx, key, pv, &e.go_error());
     }
 
     /// A VolumeResizeFailed warning saying why, and the claim backs off.
-    pub(super) fn resize_failed(&mut self, claim: &ObjectKey, pv: &str, why: &str) {
-        self.cx.fail(claim.clone());
+    pub(super) fn resize_failed(
+        &mut self,
+        cx: &mut Cx<Self>,
+        claim: &ObjectKey,
+        pv: &str,
+        why: &str,
+    ) {
+        cx.fail(claim.clone());
         let msg = format!(
             "resize volume {pv:?} by resizer {:?} failed: {why}",
             self.config.driver
         );
-        self.cx.event(Event::warning(
+        cx.event(Event::warning(
             claim.clone(),
             reason::VOLUME_RESIZE_FAILED,
             msg,

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Tick;
 use crate::control::csi_map::DriverModes;
-use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Cx, Engine, Event, Watch};
 use crate::driver::{self, Request};
 use crate::machine::TimerTable;
 use crate::model::names::{self, reason};
@@ -123,10 +123,12 @@ pub enum SecretFor {
 }
 
 /// The external resizer. See the module documentation.
+pub type Resizer = Engine<ResizeReconciler>;
+
+/// What the external resizer keeps of its own.
 #[derive(Debug, Clone, Hash)]
-pub struct Resizer {
+pub struct ResizeReconciler {
     config: ResizeConfig,
-    cx: Engine<ObjectKey, Call>,
     busy: BTreeSet<ObjectKey>,
     /// What ControllerExpand answered, by claim: (the PV, capacity, node
     /// expansion required).
@@ -153,8 +155,8 @@ pub struct Resizer {
 impl Resizer {
     /// A resizer with empty memory.
     pub fn new(config: ResizeConfig) -> Resizer {
-        Resizer {
-            cx: Engine::new(config.retry_start, config.retry_max),
+        let (start, max) = (config.retry_start, config.retry_max);
+        let reconciler = ResizeReconciler {
             config,
             busy: BTreeSet::new(),
             expanded: BTreeMap::new(),
@@ -165,15 +167,18 @@ impl Resizer {
             slow: TimerTable::default(),
             modified: BTreeMap::new(),
             final_errors: BTreeSet::new(),
-        }
+        };
+        Engine::driving(reconciler, start, max)
     }
+}
 
-    fn mark(&mut self, o: &Object) {
+impl ResizeReconciler {
+    fn mark(&mut self, cx: &mut Cx<Self>, o: &Object) {
         match o {
             Object::Pvc(c) => {
                 // Found InProgress before this resizer touched it: a call
                 // of an earlier life may still be running.
-                let first_sight = self.cx.cache.get(&o.key()).is_none();
+                let first_sight = cx.cache().get(&o.key()).is_none();
                 let in_progress = c
                     .status
                     .modify_volume_status
@@ -185,21 +190,20 @@ impl Resizer {
                 // A changed spec (a new size or class asked) ends a
                 // backoff's wait, as upstream's update handlers requeue
                 // it; the echo of a status write does not.
-                let spec_changed = match self.cx.cache.get(&o.key()) {
+                let spec_changed = match cx.cache().get(&o.key()) {
                     Some(Object::Pvc(old)) => old.spec != c.spec,
                     _ => true,
                 };
                 if spec_changed {
-                    self.cx.news(&o.key());
+                    cx.news(&o.key());
                 }
-                self.cx.dirty.insert(o.key());
+                cx.mark(o.key());
             }
             // The claims that name a class that came or changed.
             Object::AttributesClass(vac) => {
                 let name = vac.metadata.name.as_str();
-                let claims: Vec<ObjectKey> = self
-                    .cx
-                    .cache
+                let claims: Vec<ObjectKey> = cx
+                    .cache()
                     .of_kind(Kind::PersistentVolumeClaim)
                     .filter(|c| {
                         c.as_pvc()
@@ -207,11 +211,11 @@ impl Resizer {
                     })
                     .map(Object::key)
                     .collect();
-                self.cx.dirty.extend(claims);
+                cx.mark_all(claims);
             }
             Object::Pv(pv) => {
                 if let Some(r) = &pv.spec.claim_ref {
-                    self.cx.dirty.insert(ObjectKey::new(
+                    cx.mark(ObjectKey::new(
                         Kind::PersistentVolumeClaim,
                         &r.namespace,
                         &r.name,
@@ -222,57 +226,56 @@ impl Resizer {
         }
     }
 
-    fn api(&mut self, claim: &ObjectKey, call: ApiCall) {
+    fn api(&mut self, cx: &mut Cx<Self>, claim: &ObjectKey, call: ApiCall) {
         self.busy.insert(claim.clone());
         let claim = claim.clone();
-        self.cx.api(call, Call::Api { claim });
+        cx.api(call, Call::Api { claim });
     }
 
-    fn tell(&mut self, claim: &ObjectKey, e: Event) {
+    fn tell(&mut self, cx: &mut Cx<Self>, claim: &ObjectKey, e: Event) {
         if self.told.get(claim) == Some(&e.message) {
             return;
         }
         self.told.insert(claim.clone(), e.message.clone());
-        self.cx.event(e);
+        cx.event(e);
     }
 
     /// One claim: a bound claim of this driver's whose request outgrew
     /// its status capacity is marked Resizing, expanded, its PV's capacity
     /// follows, and its status is finished (or left to the node).
-    fn sync(&mut self, key: &ObjectKey) {
-        if self.busy.contains(key) || self.cx.waiting(key) {
+    fn sync(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
+        if self.busy.contains(key) || cx.waiting(key) {
             return;
         }
-        let Some(shared) = self.cx.cache.get_shared(key) else {
+        let Some(shared) = cx.cache().get_shared(key) else {
             return;
         };
         let Object::Pvc(claim) = &*shared else {
             return;
         };
-        let Some(pv) = self.volume_of(claim) else {
+        let Some(pv) = self.volume_of(cx, claim) else {
             return;
         };
-        if self.sync_modify(key, claim, &pv) || !self.config.expand {
+        if self.sync_modify(cx, key, claim, &pv) || !self.config.expand {
             return;
         }
-        self.sync_expand(key, claim, &pv);
+        self.sync_expand(cx, key, claim, &pv);
     }
 
     /// The claim `claim` is still bound to the PV `pv` (an answer about the
     /// volume of a claim deleted and made again under its name is not
     /// about its namesake).
-    fn still_bound(&self, claim: &ObjectKey, pv: &str) -> bool {
-        matches!(self.cx.cache.get(claim), Some(Object::Pvc(c)) if c.volume_name() == pv)
+    fn still_bound(&self, cx: &Cx<Self>, claim: &ObjectKey, pv: &str) -> bool {
+        matches!(cx.cache().get(claim), Some(Object::Pvc(c)) if c.volume_name() == pv)
     }
 
     /// The volume of a bound claim, when it is one of this driver's.
-    fn volume_of(&self, claim: &PersistentVolumeClaim) -> Option<PersistentVolume> {
+    fn volume_of(&self, cx: &Cx<Self>, claim: &PersistentVolumeClaim) -> Option<PersistentVolume> {
         if claim.phase() != PvcPhase::Bound {
             return None;
         }
-        let pv = match self
-            .cx
-            .cache
+        let pv = match cx
+            .cache()
             .find(Kind::PersistentVolume, "", claim.volume_name())
         {
             Some(Object::Pv(pv)) => pv.clone(),
@@ -293,6 +296,7 @@ impl Resizer {
     /// Reads `secret`, which the PV names, for the claim's `purpose` call.
     fn get_secret(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         pv: &PersistentVolume,
         secret: SecretReference,
@@ -306,12 +310,12 @@ impl Resizer {
             secret,
             purpose,
         };
-        self.cx.api(get, call);
+        cx.api(get, call);
     }
 
     /// A Secret was read, or not: its data waits for the call it is for,
     /// or that call fails as a failed call would.
-    fn secret_read(&mut self, call: Call, result: ApiResult) {
+    fn secret_read(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
         let Call::GetSecret {
             claim,
             pv,
@@ -322,7 +326,7 @@ impl Resizer {
             return;
         };
         self.busy.remove(&claim);
-        let present = self.cx.cache.get(&claim).is_some();
+        let present = cx.cache().get(&claim).is_some();
         match (crate::control::secrets::read(&secret, result), purpose) {
             // Kept only while the claim is there.
             (Ok(data), SecretFor::Expand) if present => {
@@ -332,32 +336,24 @@ impl Resizer {
                 self.modify_credentials.insert(claim.clone(), data);
             }
             (Ok(_), _) => {}
-            (Err(message), SecretFor::Expand) => self.resize_failed(&claim, &pv, &message),
+            (Err(message), SecretFor::Expand) => self.resize_failed(cx, &claim, &pv, &message),
             (Err(message), SecretFor::Modify) => {
-                self.cx.fail(claim.clone());
+                cx.fail(claim.clone());
                 let e = Event::warning(claim.clone(), reason::VOLUME_MODIFY_FAILED, message);
-                self.tell(&claim, e);
+                self.tell(cx, &claim, e);
             }
         }
-        self.cx.dirty.insert(claim);
+        cx.mark(claim);
     }
 }
 
-impl Controller for Resizer {
+impl Controller for ResizeReconciler {
     type Key = ObjectKey;
     type Call = Call;
     type Retry = ObjectKey;
 
-    fn engine(&self) -> &Engine<ObjectKey, Call> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Call> {
-        &mut self.cx
-    }
-
-    fn retry(&mut self, key: ObjectKey) {
-        self.cx.dirty.insert(key);
+    fn retry(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
+        cx.mark(key);
     }
 
     /// external-resizer's informers (VolumeAttributesClasses when it
@@ -370,9 +366,9 @@ impl Controller for Resizer {
         }
     }
 
-    fn observe(&mut self, watch: Watch) {
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         match &watch {
-            Watch::Applied(o) => self.mark(o),
+            Watch::Applied(o) => self.mark(cx, o),
             // What was kept for a claim that went goes with it.
             Watch::Deleted(o) => {
                 let key = o.key();
@@ -384,42 +380,42 @@ impl Controller for Resizer {
                 self.final_errors.remove(&key);
             }
         }
-        self.cx.apply(watch);
+        cx.apply(watch);
     }
 
-    fn reconcile(&mut self, key: ObjectKey) {
-        self.sync(&key);
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
+        self.sync(cx, &key);
     }
 
-    fn api_done(&mut self, call: Call, result: ApiResult) {
+    fn api_done(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
         if let Call::GetSecret { .. } = call {
-            return self.secret_read(call, result);
+            return self.secret_read(cx, call, result);
         }
         let Call::Api { claim } = call else { return };
         self.busy.remove(&claim);
         match result {
             ApiResult::Ok(Some(o)) => {
-                self.cx.cache.apply(o);
+                cx.cache_mut().apply(o);
             }
             ApiResult::Ok(None) => {}
             _ => {
-                self.cx.fail(claim.clone());
+                cx.fail(claim.clone());
             }
         }
-        self.cx.dirty.insert(claim);
+        cx.mark(claim);
     }
 
-    fn csi_done(&mut self, call: Call, result: CsiResult) {
+    fn csi_done(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         match call {
-            Call::Expand { claim, pv } => self.expand_done(claim, pv, result),
-            Call::Modify { claim, pv, target } => self.modify_done(claim, &pv, target, result),
+            Call::Expand { claim, pv } => self.expand_done(cx, claim, pv, result),
+            Call::Modify { claim, pv, target } => self.modify_done(cx, claim, &pv, target, result),
             _ => {}
         }
     }
 
     /// One operation per claim at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let keys = self.cx.in_flight().map(|c| match c {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+        let keys = cx.in_flight().map(|c| match c {
             Call::Expand { claim, .. }
             | Call::Modify { claim, .. }
             | Call::Api { claim }

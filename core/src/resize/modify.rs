@@ -104,11 +104,12 @@ enum Unusable {
     OtherDriver(String),
 }
 
-impl Resizer {
+impl ResizeReconciler {
     /// The modify half's pass over a bound claim of this driver's; true
     /// when it put something in hand (the expand half then waits its turn).
     pub(super) fn sync_modify(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         claim: &PersistentVolumeClaim,
         pv: &PersistentVolume,
@@ -122,7 +123,7 @@ impl Resizer {
         if let Some((volume, target)) = self.modified.get(key).cloned() {
             if volume != pv.name() {
                 self.modified.remove(key);
-            } else if self.complete_modify(key, claim, pv, &target) {
+            } else if self.complete_modify(cx, key, claim, pv, &target) {
                 return true;
             }
         }
@@ -138,33 +139,33 @@ impl Resizer {
             self.slow.stop(key);
             return false;
         }
-        if self.recently_infeasible(key, claim) {
+        if self.recently_infeasible(cx, key, claim) {
             return false;
         }
         let in_progress = status.as_ref().is_some_and(|s| s.status == IN_PROGRESS);
         if spec.is_empty() && !in_progress {
-            return self.rolled_back(key, claim);
+            return self.rolled_back(cx, key, claim);
         }
         // An outcome we do not know, or no class asked for: carry on to
         // the class the last call was for.
         if spec.is_empty() || (in_progress && self.uncertain.contains(key)) {
             let target = status.map(|s| s.target_volume_attributes_class_name);
-            let Some(vac) = self.attributes_class(key, claim, target.as_deref().unwrap_or(""))
+            let Some(vac) = self.attributes_class(cx, key, claim, target.as_deref().unwrap_or(""))
             else {
-                self.cx.fail(key.clone());
+                cx.fail(key.clone());
                 return false;
             };
-            return self.call_modify(key, claim, pv, &vac);
+            return self.call_modify(cx, key, claim, pv, &vac);
         }
-        let vac = match self.class_for(claim, spec) {
+        let vac = match self.class_for(cx, claim, spec) {
             Ok(vac) => vac,
-            Err(Unusable::OtherDriver(why)) => return self.refuse_class(key, claim, spec, why),
+            Err(Unusable::OtherDriver(why)) => return self.refuse_class(cx, key, claim, spec, why),
             Err(Unusable::Missing(why)) => {
                 let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
-                self.tell(key, e);
+                self.tell(cx, key, e);
                 if status.is_none_or(|s| s.status != PENDING) {
                     let pending = with_modify_status(claim, PENDING, None);
-                    self.api(key, ApiCall::UpdateStatus(Object::Pvc(pending)));
+                    self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(pending)));
                     return true;
                 }
                 return false;
@@ -175,30 +176,35 @@ impl Resizer {
         });
         if !started {
             let marked = with_modify_status(claim, IN_PROGRESS, None);
-            self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
+            self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(marked)));
             let msg = format!(
                 "external resizer is modifying volume {} with vac {spec}",
                 claim.metadata.name
             );
-            self.tell(key, Event::normal(key.clone(), reason::VOLUME_MODIFY, msg));
+            self.tell(
+                cx,
+                key,
+                Event::normal(key.clone(), reason::VOLUME_MODIFY, msg),
+            );
             return true;
         }
-        self.call_modify(key, claim, pv, &vac)
+        self.call_modify(cx, key, claim, pv, &vac)
     }
 
     /// The class `name` when it exists and is this driver's; otherwise a
     /// `VolumeModifyFailed` warning says why.
     fn attributes_class(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         claim: &PersistentVolumeClaim,
         name: &str,
     ) -> Option<VolumeAttributesClass> {
-        match self.class_for(claim, name) {
+        match self.class_for(cx, claim, name) {
             Ok(vac) => Some(vac),
             Err(Unusable::Missing(why) | Unusable::OtherDriver(why)) => {
                 let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
-                self.tell(key, e);
+                self.tell(cx, key, e);
                 None
             }
         }
@@ -206,10 +212,11 @@ impl Resizer {
 
     fn class_for(
         &self,
+        cx: &Cx<Self>,
         claim: &PersistentVolumeClaim,
         name: &str,
     ) -> Result<VolumeAttributesClass, Unusable> {
-        match self.cx.cache.find(Kind::VolumeAttributesClass, "", name) {
+        match cx.cache().find(Kind::VolumeAttributesClass, "", name) {
             Some(Object::AttributesClass(vac)) if vac.driver_name == self.config.driver => {
                 Ok(vac.clone())
             }
@@ -227,6 +234,7 @@ impl Resizer {
     /// INVALID_ARGUMENT), retried only slowly, until it names another.
     fn refuse_class(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         claim: &PersistentVolumeClaim,
         spec: &str,
@@ -240,24 +248,29 @@ impl Resizer {
             .target_volume_attributes_class_name = spec.into();
         let e = crate::Status::invalid(why.clone());
         let marked = with_modify_status(&target, INFEASIBLE, Some(&e));
-        self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
-        self.retry_slowly(key);
+        self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(marked)));
+        self.retry_slowly(cx, key);
         let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
-        self.tell(key, e);
+        self.tell(cx, key, e);
         true
     }
 
     /// An Infeasible claim is tried again only after the longest backoff
     /// (upstream's slowSet), or at once when it names another class.
-    fn retry_slowly(&mut self, key: &ObjectKey) {
-        let until = self.cx.now() + self.config.retry_max;
+    fn retry_slowly(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
+        let until = cx.now() + self.config.retry_max;
         self.slow.set(key.clone(), until);
-        self.cx.hold(key.clone(), until);
+        cx.hold(key.clone(), until);
     }
 
     /// The claim failed as Infeasible for the class it still names, and
     /// the slow retry's wait has not run out.
-    fn recently_infeasible(&mut self, key: &ObjectKey, claim: &PersistentVolumeClaim) -> bool {
+    fn recently_infeasible(
+        &mut self,
+        cx: &mut Cx<Self>,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+    ) -> bool {
         let same_target = claim.status.modify_volume_status.as_ref().is_some_and(|s| {
             Some(s.target_volume_attributes_class_name.as_str()) == claim.volume_attributes_class()
         });
@@ -265,14 +278,17 @@ impl Resizer {
             self.slow.stop(key);
             return false;
         }
-        self.slow
-            .get(key)
-            .is_some_and(|until| until > self.cx.now())
+        self.slow.get(key).is_some_and(|until| until > cx.now())
     }
 
     /// The claim names no class again and nothing is in flight: the
     /// `ModifyingVolume` condition goes (`VolumeModifyCanceled`).
-    fn rolled_back(&mut self, key: &ObjectKey, claim: &PersistentVolumeClaim) -> bool {
+    fn rolled_back(
+        &mut self,
+        cx: &mut Cx<Self>,
+        key: &ObjectKey,
+        claim: &PersistentVolumeClaim,
+    ) -> bool {
         if claim.condition(MODIFYING_VOLUME).is_none() {
             return false;
         }
@@ -281,10 +297,10 @@ impl Resizer {
             reason::VOLUME_MODIFY_CANCELED,
             "Cancelled modify.",
         );
-        self.tell(key, e);
+        self.tell(cx, key, e);
         let mut c = claim.clone();
         c.status.conditions.retain(|x| x.type_ != MODIFYING_VOLUME);
-        self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
+        self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(c)));
         true
     }
 
@@ -293,6 +309,7 @@ impl Resizer {
     /// annotations, else its controller-expand Secret) is read.
     fn call_modify(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         claim: &PersistentVolumeClaim,
         pv: &PersistentVolume,
@@ -305,8 +322,8 @@ impl Resizer {
             Ok(secret) => secret,
             Err(why) => {
                 let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
-                self.tell(key, e);
-                self.cx.fail(key.clone());
+                self.tell(cx, key, e);
+                cx.fail(key.clone());
                 return false;
             }
         };
@@ -315,7 +332,7 @@ impl Resizer {
             Some(secret) => match self.modify_credentials.remove(key) {
                 Some(data) => data,
                 None => {
-                    self.get_secret(key, pv, secret, SecretFor::Modify);
+                    self.get_secret(cx, key, pv, secret, SecretFor::Modify);
                     return true;
                 }
             },
@@ -341,7 +358,7 @@ impl Resizer {
             pv: pv.name().to_string(),
             target: vac.metadata.name.clone(),
         };
-        self.cx.csi(None, call, what);
+        cx.csi(None, call, what);
         true
     }
 
@@ -350,6 +367,7 @@ impl Resizer {
     /// current). True while a write is in hand.
     fn complete_modify(
         &mut self,
+        cx: &mut Cx<Self>,
         key: &ObjectKey,
         claim: &PersistentVolumeClaim,
         pv: &PersistentVolume,
@@ -358,7 +376,7 @@ impl Resizer {
         if pv.spec.volume_attributes_class_name.as_deref() != Some(target) {
             let mut v = pv.clone();
             v.spec.volume_attributes_class_name = Some(target.to_string());
-            self.api(key, ApiCall::Update(Object::Pv(v)));
+            self.api(cx, key, ApiCall::Update(Object::Pv(v)));
             return true;
         }
         let done = claim.status.modify_volume_status.is_none()
@@ -377,14 +395,15 @@ impl Resizer {
             claim.metadata.name
         );
         let e = Event::normal(key.clone(), reason::VOLUME_MODIFY_SUCCESSFUL, msg);
-        self.tell(key, e);
-        self.api(key, ApiCall::UpdateStatus(Object::Pvc(c)));
+        self.tell(cx, key, e);
+        self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(c)));
         true
     }
 
     /// ControllerModifyVolume answered.
     pub(super) fn modify_done(
         &mut self,
+        cx: &mut Cx<Self>,
         claim: ObjectKey,
         pv: &str,
         target: String,
@@ -395,8 +414,8 @@ impl Resizer {
             .config
             .plant
             .is(crate::plant::Plant::ModifyIgnoresFailure);
-        if !self.still_bound(&claim, pv) {
-            self.cx.dirty.insert(claim);
+        if !self.still_bound(cx, &claim, pv) {
+            cx.mark(claim);
             return;
         }
         let done = (pv.to_string(), target.clone());
@@ -405,21 +424,27 @@ impl Resizer {
                 self.modified.insert(claim.clone(), done);
             }
             Ok(_) => {
-                self.cx.backoff.succeed(&claim);
+                cx.succeed(&claim);
                 self.uncertain.remove(&claim);
                 self.slow.stop(&claim);
                 self.modified.insert(claim.clone(), done);
             }
-            Err(e) => self.modify_failed(&claim, &target, &e),
+            Err(e) => self.modify_failed(cx, &claim, &target, &e),
         }
-        self.cx.dirty.insert(claim);
+        cx.mark(claim);
     }
 
     /// A failed modify: a call that may still run leaves the claim
     /// uncertain (carried on to `target`); INVALID_ARGUMENT makes it
     /// Infeasible (retried slowly); the status says so, a
     /// `VolumeModifyFailed` warning too, and the claim backs off.
-    fn modify_failed(&mut self, key: &ObjectKey, target: &str, e: &crate::Status) {
+    fn modify_failed(
+        &mut self,
+        cx: &mut Cx<Self>,
+        key: &ObjectKey,
+        target: &str,
+        e: &crate::Status,
+    ) {
         let mut msg = e.go_error();
         let mut status = IN_PROGRESS;
         if !e.is_final() {
@@ -431,17 +456,17 @@ impl Resizer {
                 status = INFEASIBLE;
             }
         }
-        if let Some(Object::Pvc(c)) = self.cx.cache.get(key) {
+        if let Some(Object::Pvc(c)) = cx.cache().get(key) {
             let marked = with_modify_status(c, status, Some(e));
-            self.api(key, ApiCall::UpdateStatus(Object::Pvc(marked)));
+            self.api(cx, key, ApiCall::UpdateStatus(Object::Pvc(marked)));
         }
         if status == INFEASIBLE {
-            self.retry_slowly(key);
+            self.retry_slowly(cx, key);
         } else {
-            self.cx.fail(key.clone());
+            cx.fail(key.clone());
         }
         let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, msg);
-        self.tell(key, e);
+        self.tell(cx, key, e);
     }
 }
 

@@ -33,7 +33,7 @@ mod kinds;
 
 use kinds::Bound;
 
-use crate::control::{ApiCall, ApiResult, Controller, Engine, Event, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, Cx, Engine, Event, Watch};
 use crate::model::names::{
     ANN_DEFAULT_SNAPSHOT_CLASS, ANN_SNAPSHOT_BEING_DELETED, FINALIZER_CONTENT_BOUND,
     FINALIZER_PVC_AS_SNAPSHOT_SOURCE, FINALIZER_SNAPSHOT_AS_SOURCE, FINALIZER_SNAPSHOT_BOUND,
@@ -41,22 +41,19 @@ use crate::model::names::{
 };
 use crate::model::*;
 
-/// The snapshot controller. See the module documentation.
-#[derive(Debug, Clone, Hash)]
-pub struct SnapshotController {
+/// The snapshot controller. See the module documentation. Its writes in
+/// flight are kept with the object synced when each was issued (busy until
+/// it completes), the object written and its incarnation.
+pub type SnapshotController = Engine<SnapshotReconciler>;
+
+/// What the snapshot controller keeps of its own; the engine keeps the
+/// rest.
+#[derive(Debug, Clone, Default, Hash)]
+pub struct SnapshotReconciler {
     /// The group snapshot kinds are served too.
     groups: bool,
-    /// Writes in flight: the object synced when it was issued (busy until
-    /// it completes), the object written and its incarnation.
-    cx: Engine<ObjectKey, (ObjectKey, ObjectKey, String)>,
     /// The object being synced now.
     syncing: Option<ObjectKey>,
-}
-
-impl Default for SnapshotController {
-    fn default() -> Self {
-        SnapshotController::new()
-    }
 }
 
 /// Why a snapshot cannot go on, for its status and a warning.
@@ -78,26 +75,17 @@ fn blocked(reason: &'static str, message: impl Into<String>) -> Blocked {
 impl SnapshotController {
     /// A snapshot controller with empty memory.
     pub fn new() -> SnapshotController {
-        SnapshotController {
-            groups: false,
-            cx: Engine::new(1_000, 300_000),
-            syncing: None,
-        }
+        SnapshotController::default()
     }
 
     /// Serves the group snapshot kinds too (their CRDs must exist).
     pub fn with_groups(mut self, on: bool) -> SnapshotController {
-        self.groups = on;
+        self.controller_mut().groups = on;
         self
     }
+}
 
-    /// Failed operations retried after `start` ms, doubling up to `max`
-    /// (`--retry-interval-start`, `--retry-interval-max`).
-    pub fn with_retry(mut self, start: crate::Tick, max: crate::Tick) -> SnapshotController {
-        self.cx = Engine::new(start, max);
-        self
-    }
-
+impl SnapshotReconciler {
     /// The kinds its informers watch.
     pub fn watches(&self, kind: Kind) -> bool {
         match kind {
@@ -116,10 +104,9 @@ impl SnapshotController {
     /// What an object's change may move on: itself, the snapshot a content
     /// names, the snapshots of (or restoring into) a claim, the snapshots
     /// of a volume's claim, the snapshots a class may serve.
-    fn mark(&mut self, o: &Object) {
+    fn mark(&mut self, cx: &mut Cx<Self>, o: &Object) {
         let snapshots = |ns: &str| -> Vec<&VolumeSnapshot> {
-            self.cx
-                .cache
+            cx.cache()
                 .of_kind(Kind::VolumeSnapshot)
                 .filter_map(|o| match o {
                     Object::Snapshot(s) if s.metadata.namespace == ns => Some(s),
@@ -169,7 +156,7 @@ impl SnapshotController {
                 }
             }
             Object::SnapshotClass(_) => {
-                for s in self.cx.cache.of_kind(Kind::VolumeSnapshot) {
+                for s in cx.cache().of_kind(Kind::VolumeSnapshot) {
                     if let Object::Snapshot(s) = s
                         && s.bound_content().is_none()
                     {
@@ -180,16 +167,16 @@ impl SnapshotController {
             _ => {}
         }
         if self.groups {
-            marked.extend(self.mark_group(o));
+            marked.extend(self.mark_group(cx, o));
         }
-        self.cx.dirty.extend(marked);
+        cx.mark_all(marked);
     }
 
-    fn busy(&self, key: &ObjectKey) -> bool {
-        self.cx.in_flight().any(|(owner, _, _)| owner == key)
+    fn busy(&self, cx: &Cx<Self>, key: &ObjectKey) -> bool {
+        cx.in_flight().any(|(owner, _, _)| owner == key)
     }
 
-    fn write(&mut self, call: ApiCall) {
+    fn write(&mut self, cx: &mut Cx<Self>, call: ApiCall) {
         let (key, uid) = match &call {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
                 (o.key(), o.meta().uid.clone())
@@ -199,30 +186,40 @@ impl SnapshotController {
             ApiCall::List { .. } => return,
         };
         let owner = self.syncing.clone().unwrap_or_else(|| key.clone());
-        self.cx.api(call, (owner, key, uid));
+        cx.api(call, (owner, key, uid));
     }
 
-    fn event(&mut self, s: &VolumeSnapshot, normal: bool, reason: &str, message: String) {
+    fn event(
+        &mut self,
+        cx: &mut Cx<Self>,
+        s: &VolumeSnapshot,
+        normal: bool,
+        reason: &str,
+        message: String,
+    ) {
         let key = snapshot_key(s);
         let e = if normal {
             Event::normal(key, reason, message)
         } else {
             Event::warning(key, reason, message)
         };
-        self.cx.event(e);
+        cx.event(e);
     }
 
-    fn content(&self, name: &str) -> Option<VolumeSnapshotContent> {
-        match self.cx.cache.find(Kind::VolumeSnapshotContent, "", name) {
+    fn content(&self, cx: &Cx<Self>, name: &str) -> Option<VolumeSnapshotContent> {
+        match cx.cache().find(Kind::VolumeSnapshotContent, "", name) {
             Some(Object::Content(c)) => Some(c.clone()),
             _ => None,
         }
     }
 
-    fn snapshots_of(&self, ns: &str) -> impl Iterator<Item = &VolumeSnapshot> {
+    fn snapshots_of<'a>(
+        &'a self,
+        cx: &'a Cx<Self>,
+        ns: &str,
+    ) -> impl Iterator<Item = &'a VolumeSnapshot> {
         let ns = ns.to_string();
-        self.cx
-            .cache
+        cx.cache()
             .of_kind(Kind::VolumeSnapshot)
             .filter_map(move |o| match o {
                 Object::Snapshot(s) if s.metadata.namespace == ns => Some(s),
@@ -231,9 +228,9 @@ impl SnapshotController {
     }
 
     /// upstream's syncSnapshot.
-    fn sync_snapshot(&mut self, s: &VolumeSnapshot) {
+    fn sync_snapshot(&mut self, cx: &mut Cx<Self>, s: &VolumeSnapshot) {
         if s.metadata.deleting() {
-            return self.sync_deleted_snapshot(s);
+            return self.sync_deleted_snapshot(cx, s);
         }
         let source = &s.spec.source;
         if source.persistent_volume_claim_name.is_some()
@@ -243,25 +240,25 @@ impl SnapshotController {
                 reason::SNAPSHOT_VALIDATION_ERROR,
                 "Exactly one of PersistentVolumeClaimName and VolumeSnapshotContentName should be specified",
             );
-            return self.block(s, b);
+            return self.block(cx, s, b);
         }
-        if self.add_finalizers(s) {
+        if self.add_finalizers(cx, s) {
             return;
         }
         let result = if !s.ready() || s.bound_content().is_none() {
-            self.sync_unready(s)
+            self.sync_unready(cx, s)
         } else {
-            self.sync_ready(s)
+            self.sync_ready(cx, s)
         };
         if let Err(b) = result {
-            self.block(s, b);
+            self.block(cx, s, b);
         }
     }
 
     /// The source finalizer always, the bound one once bound to a content
     /// with policy Delete. True when a write was issued.
-    fn add_finalizers(&mut self, s: &VolumeSnapshot) -> bool {
-        let content = self.matching_content(s);
+    fn add_finalizers(&mut self, cx: &mut Cx<Self>, s: &VolumeSnapshot) -> bool {
+        let content = self.matching_content(cx, s);
         let need_source = !s.metadata.has_finalizer(FINALIZER_SNAPSHOT_AS_SOURCE);
         let need_bound = !s.metadata.has_finalizer(FINALIZER_SNAPSHOT_BOUND)
             && s.bound_content().is_some()
@@ -276,47 +273,47 @@ impl SnapshotController {
         if need_bound {
             next.metadata.add_finalizer(FINALIZER_SNAPSHOT_BOUND);
         }
-        self.write(ApiCall::Update(Object::Snapshot(next)));
+        self.write(cx, ApiCall::Update(Object::Snapshot(next)));
         true
     }
 
     /// The content a snapshot has, if it points back at it.
-    fn matching_content(&self, s: &VolumeSnapshot) -> Option<VolumeSnapshotContent> {
+    fn matching_content(&self, cx: &Cx<Self>, s: &VolumeSnapshot) -> Option<VolumeSnapshotContent> {
         let name = match &s.spec.source.volume_snapshot_content_name {
             Some(n) => n.clone(),
             None if group::group_of(s).is_some() => s.bound_content()?.to_string(),
             None => snapshot_content_name(&s.metadata.uid),
         };
-        self.content(&name).filter(|c| refers_to(c, s))
+        self.content(cx, &name).filter(|c| refers_to(c, s))
     }
 
-    fn sync_unready(&mut self, s: &VolumeSnapshot) -> Result<(), Blocked> {
+    fn sync_unready(&mut self, cx: &mut Cx<Self>, s: &VolumeSnapshot) -> Result<(), Blocked> {
         if group::group_of(s).is_some() {
             // A member of a group snapshot: its group makes and binds its
             // content; it follows the content's status.
-            if let Some(c) = s.bound_content().and_then(|n| self.content(n)) {
-                self.update_status(s, &c);
+            if let Some(c) = s.bound_content().and_then(|n| self.content(cx, n)) {
+                self.update_status(cx, s, &c);
             }
             return Ok(());
         }
         if let Some(name) = &s.spec.source.volume_snapshot_content_name {
-            if let Bound::Follow(c) = self.bind_named(s, name, self.content(name))? {
-                self.update_status(s, &c);
+            if let Bound::Follow(c) = self.bind_named(cx, s, name, self.content(cx, name))? {
+                self.update_status(cx, s, &c);
             }
             return Ok(());
         }
         let name = snapshot_content_name(&s.metadata.uid);
-        if let Some(c) = self.content(&name) {
+        if let Some(c) = self.content(cx, &name) {
             self.check_made::<VolumeSnapshot>(&name, &c, refers_to(&c, s))?;
-            self.update_status(s, &c);
+            self.update_status(cx, s, &c);
             return Ok(());
         }
-        self.create_content(s)
+        self.create_content(cx, s)
     }
 
     /// upstream's createSnapshotContent, after ensurePVCFinalizer and the
     /// default class.
-    fn create_content(&mut self, s: &VolumeSnapshot) -> Result<(), Blocked> {
+    fn create_content(&mut self, cx: &mut Cx<Self>, s: &VolumeSnapshot) -> Result<(), Blocked> {
         let ns = &s.metadata.namespace;
         let claim_name = s
             .spec
@@ -330,9 +327,8 @@ impl SnapshotController {
                 format!("Failed to create snapshot content with error {why}"),
             )
         };
-        let claim = match self
-            .cx
-            .cache
+        let claim = match cx
+            .cache()
             .find(Kind::PersistentVolumeClaim, ns, &claim_name)
         {
             Some(Object::Pvc(c)) => c.clone(),
@@ -354,12 +350,11 @@ impl SnapshotController {
             let mut next = claim.clone();
             next.metadata
                 .add_finalizer(FINALIZER_PVC_AS_SNAPSHOT_SOURCE);
-            self.write(ApiCall::Update(Object::Pvc(next)));
+            self.write(cx, ApiCall::Update(Object::Pvc(next)));
             return Ok(());
         }
-        let pv = match self
-            .cx
-            .cache
+        let pv = match cx
+            .cache()
             .find(Kind::PersistentVolume, "", claim.volume_name())
         {
             Some(Object::Pv(pv)) if !claim.volume_name().is_empty() => pv.clone(),
@@ -376,7 +371,7 @@ impl SnapshotController {
             )));
         };
         let class = match &s.spec.volume_snapshot_class_name {
-            Some(name) => match self.cx.cache.find(Kind::VolumeSnapshotClass, "", name) {
+            Some(name) => match cx.cache().find(Kind::VolumeSnapshotClass, "", name) {
                 Some(Object::SnapshotClass(c)) => c.clone(),
                 _ => {
                     return Err(failed(format!(
@@ -384,24 +379,28 @@ impl SnapshotController {
                     )));
                 }
             },
-            None => return self.set_default_class(s, &csi.driver),
+            None => return self.set_default_class(cx, s, &csi.driver),
         };
         let content = dynamic_content(s, &class, &pv, &csi.volume_handle).map_err(failed)?;
-        self.write(ApiCall::Create(Object::Content(content)));
+        self.write(cx, ApiCall::Create(Object::Content(content)));
         let msg = format!(
             "Waiting for a snapshot {ns}/{} to be created by the CSI driver.",
             s.metadata.name
         );
-        self.event(s, true, reason::CREATING_SNAPSHOT, msg);
+        self.event(cx, s, true, reason::CREATING_SNAPSHOT, msg);
         Ok(())
     }
 
     /// upstream's SetDefaultSnapshotClass: the one default class of the
     /// volume's driver, written to the snapshot.
-    fn set_default_class(&mut self, s: &VolumeSnapshot, driver: &str) -> Result<(), Blocked> {
-        let defaults: Vec<&VolumeSnapshotClass> = self
-            .cx
-            .cache
+    fn set_default_class(
+        &mut self,
+        cx: &mut Cx<Self>,
+        s: &VolumeSnapshot,
+        driver: &str,
+    ) -> Result<(), Blocked> {
+        let defaults: Vec<&VolumeSnapshotClass> = cx
+            .cache()
             .of_kind(Kind::VolumeSnapshotClass)
             .filter_map(|o| match o {
                 Object::SnapshotClass(c)
@@ -436,13 +435,13 @@ impl SnapshotController {
         };
         let mut next = s.clone();
         next.spec.volume_snapshot_class_name = Some(class);
-        self.write(ApiCall::Update(Object::Snapshot(next)));
+        self.write(cx, ApiCall::Update(Object::Snapshot(next)));
         Ok(())
     }
 
-    fn sync_ready(&mut self, s: &VolumeSnapshot) -> Result<(), Blocked> {
+    fn sync_ready(&mut self, cx: &mut Cx<Self>, s: &VolumeSnapshot) -> Result<(), Blocked> {
         let name = s.bound_content().unwrap_or_default().to_string();
-        let Some(c) = self.content(&name) else {
+        let Some(c) = self.content(cx, &name) else {
             return Err(blocked(
                 reason::SNAPSHOT_CONTENT_MISSING,
                 "VolumeSnapshotContent is missing",
@@ -454,12 +453,12 @@ impl SnapshotController {
                 "VolumeSnapshotContent is not bound to the VolumeSnapshot correctly",
             ));
         }
-        self.update_status(s, &c);
+        self.update_status(cx, s, &c);
         Ok(())
     }
 
     /// upstream's updateSnapshotStatus: the content's status copied up.
-    fn update_status(&mut self, s: &VolumeSnapshot, c: &VolumeSnapshotContent) {
+    fn update_status(&mut self, cx: &mut Cx<Self>, s: &VolumeSnapshot, c: &VolumeSnapshotContent) {
         let was = s.status.clone();
         let mut status = was.clone().unwrap_or_default();
         let cs = c.status.clone().unwrap_or_default();
@@ -493,10 +492,11 @@ impl SnapshotController {
             |st: Option<&VolumeSnapshotStatus>| st.is_some_and(|st| st.creation_time.is_some());
         if !created(was.as_ref()) && created(Some(&status)) {
             let msg = format!("Snapshot {key} was successfully created by the CSI driver.");
-            self.event(s, true, reason::SNAPSHOT_CREATED, msg);
+            self.event(cx, s, true, reason::SNAPSHOT_CREATED, msg);
         }
         if !s.ready() && ready {
             self.event(
+                cx,
                 s,
                 true,
                 reason::SNAPSHOT_READY,
@@ -505,7 +505,7 @@ impl SnapshotController {
         }
         let mut next = s.clone();
         next.status = Some(status);
-        self.write(ApiCall::UpdateStatus(Object::Snapshot(next)));
+        self.write(cx, ApiCall::UpdateStatus(Object::Snapshot(next)));
     }
 
     /// A snapshot that cannot go on: the error in its status (once per
@@ -514,10 +514,10 @@ impl SnapshotController {
     /// resync), not on a timer.
     /// upstream's syncContent: the bound finalizer while bound and not
     /// being deleted; a snapshot being deleted marks its content.
-    fn sync_content(&mut self, c: &VolumeSnapshotContent) {
+    fn sync_content(&mut self, cx: &mut Cx<Self>, c: &VolumeSnapshotContent) {
         let source = &c.spec.source;
         if source.volume_handle.is_some() == source.snapshot_handle.is_some() {
-            self.cx.event(Event::warning(
+            cx.event(Event::warning(
                 content_key(&c.metadata.name),
                 "ContentValidationError",
                 "Exactly one of VolumeHandle and SnapshotHandle should be specified",
@@ -530,25 +530,23 @@ impl SnapshotController {
         if !c.metadata.deleting() && !c.metadata.has_finalizer(FINALIZER_CONTENT_BOUND) {
             let mut next = c.clone();
             next.metadata.add_finalizer(FINALIZER_CONTENT_BOUND);
-            self.write(ApiCall::Update(Object::Content(next)));
+            self.write(cx, ApiCall::Update(Object::Content(next)));
         }
         // The snapshot follows what changed on its content.
         let r = &c.spec.volume_snapshot_ref;
-        self.cx
-            .dirty
-            .insert(ObjectKey::new(Kind::VolumeSnapshot, &r.namespace, &r.name));
+        cx.mark(ObjectKey::new(Kind::VolumeSnapshot, &r.namespace, &r.name));
     }
 
     /// checkandRemovePVCFinalizer: a claim keeps its finalizer while a
     /// snapshot of it is not ready (or it is not being deleted).
-    fn sync_claim(&mut self, claim: &PersistentVolumeClaim) {
+    fn sync_claim(&mut self, cx: &mut Cx<Self>, claim: &PersistentVolumeClaim) {
         if !claim
             .metadata
             .has_finalizer(FINALIZER_PVC_AS_SNAPSHOT_SOURCE)
         {
             return;
         }
-        let in_use = self.snapshots_of(&claim.metadata.namespace).any(|s| {
+        let in_use = self.snapshots_of(cx, &claim.metadata.namespace).any(|s| {
             s.spec.source.persistent_volume_claim_name.as_deref()
                 == Some(claim.metadata.name.as_str())
                 && !s.ready()
@@ -560,7 +558,7 @@ impl SnapshotController {
         let mut next = claim.clone();
         next.metadata
             .remove_finalizer(FINALIZER_PVC_AS_SNAPSHOT_SOURCE);
-        self.write(ApiCall::Update(Object::Pvc(next)));
+        self.write(cx, ApiCall::Update(Object::Pvc(next)));
     }
 }
 
@@ -631,45 +629,37 @@ fn refers_to(c: &VolumeSnapshotContent, s: &VolumeSnapshot) -> bool {
     r.name == s.metadata.name && r.namespace == s.metadata.namespace && r.uid == s.metadata.uid
 }
 
-impl Controller for SnapshotController {
+impl Controller for SnapshotReconciler {
     type Key = ObjectKey;
     type Call = (ObjectKey, ObjectKey, String);
     type Retry = ObjectKey;
 
-    fn engine(&self) -> &Engine<ObjectKey, Self::Call> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Self::Call> {
-        &mut self.cx
-    }
-
-    fn retry(&mut self, key: ObjectKey) {
-        self.cx.dirty.insert(key);
+    fn retry(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
+        cx.mark(key);
     }
 
     fn watches(&self, kind: Kind) -> bool {
-        SnapshotController::watches(self, kind)
+        SnapshotReconciler::watches(self, kind)
     }
 
-    fn observe(&mut self, watch: Watch) {
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         let (Watch::Applied(o) | Watch::Deleted(o)) = &watch;
-        self.mark(&o.clone());
-        self.cx.apply(watch);
+        self.mark(cx, &o.clone());
+        cx.apply(watch);
     }
 
-    fn reconcile(&mut self, key: ObjectKey) {
-        if self.busy(&key) || self.cx.waiting(&key) {
+    fn reconcile(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
+        if self.busy(cx, &key) || cx.waiting(&key) {
             return;
         }
         self.syncing = Some(key.clone());
-        let shared = self.cx.cache.get_shared(&key);
+        let shared = cx.cache().get_shared(&key);
         match shared.as_deref() {
-            Some(Object::Snapshot(s)) => self.sync_snapshot(s),
-            Some(Object::Content(c)) => self.sync_content(c),
-            Some(Object::Pvc(c)) => self.sync_claim(c),
-            Some(Object::GroupSnapshot(g)) => self.sync_group(g),
-            Some(Object::GroupContent(c)) => self.sync_group_content(c),
+            Some(Object::Snapshot(s)) => self.sync_snapshot(cx, s),
+            Some(Object::Content(c)) => self.sync_content(cx, c),
+            Some(Object::Pvc(c)) => self.sync_claim(cx, c),
+            Some(Object::GroupSnapshot(g)) => self.sync_group(cx, g),
+            Some(Object::GroupContent(c)) => self.sync_group_content(cx, c),
             _ => {}
         }
         self.syncing = None;
@@ -677,53 +667,52 @@ impl Controller for SnapshotController {
 
     /// The object synced when the write was issued, the object written
     /// and its incarnation.
-    fn api_done(&mut self, (owner, key, uid): Self::Call, result: ApiResult) {
+    fn api_done(&mut self, cx: &mut Cx<Self>, (owner, key, uid): Self::Call, result: ApiResult) {
         match result {
             ApiResult::Ok(Some(o)) => {
-                self.cx.backoff.succeed(&key);
-                self.mark(&o);
-                self.cx.cache.apply(o);
+                cx.succeed(&key);
+                self.mark(cx, &o);
+                cx.cache_mut().apply(o);
             }
             // A content made by an earlier attempt: it is the one.
             ApiResult::AlreadyExists => {
-                self.cx.backoff.succeed(&key);
+                cx.succeed(&key);
             }
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                self.cx.backoff.succeed(&key);
-                if let Some(o) = self.cx.cache.gone(&key, &uid) {
-                    self.mark(&o);
+                cx.succeed(&key);
+                if let Some(o) = cx.cache_mut().gone(&key, &uid) {
+                    self.mark(cx, &o);
                 }
             }
             _ => {
-                self.cx.fail(owner.clone());
+                cx.fail(owner.clone());
             }
         }
-        self.cx.dirty.insert(key);
-        self.cx.dirty.insert(owner);
+        cx.mark(key);
+        cx.mark(owner);
     }
 
     /// Every snapshot and content is looked at again.
-    fn resync(&mut self) {
-        let all: Vec<ObjectKey> = self
-            .cx
-            .cache
+    fn resync(&mut self, cx: &mut Cx<Self>) {
+        let all: Vec<ObjectKey> = cx
+            .cache()
             .of_kind(Kind::VolumeSnapshot)
-            .chain(self.cx.cache.of_kind(Kind::VolumeSnapshotContent))
-            .chain(self.cx.cache.of_kind(Kind::VolumeGroupSnapshot))
-            .chain(self.cx.cache.of_kind(Kind::VolumeGroupSnapshotContent))
+            .chain(cx.cache().of_kind(Kind::VolumeSnapshotContent))
+            .chain(cx.cache().of_kind(Kind::VolumeGroupSnapshot))
+            .chain(cx.cache().of_kind(Kind::VolumeGroupSnapshotContent))
             .map(Object::key)
             .collect();
-        self.cx.dirty.extend(all);
+        cx.mark_all(all);
     }
 
     /// One write per object at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let writing = self.cx.in_flight().map(|(k, _, _)| k);
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+        let writing = cx.in_flight().map(|(k, _, _)| k);
         crate::machine::one_at_a_time(
             "snapshot controller",
             writing,
             |_| true,
-            self.cx.in_flight_count(),
+            cx.in_flight_count(),
         )
     }
 }

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::csi_parameters;
 use crate::Status;
-use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Engine, Event, Watch};
+use crate::control::{ApiCall, ApiResult, Controller, CsiResult, Cx, Engine, Event, Watch};
 use crate::driver::{self, Request, Response};
 use crate::model::names::{
     ANN_GROUP_SNAPSHOT_HANDLE, ANN_SNAPSHOT_BEING_CREATED, ANN_SNAPSHOT_BEING_DELETED,
@@ -114,12 +114,14 @@ impl Call {
 }
 
 /// The csi-snapshotter machine for one driver. See the module documentation.
+pub type Snapshotter = Engine<SnapshotterReconciler>;
+
+/// What csi-snapshotter keeps of its own; the engine keeps the rest.
 #[derive(Debug, Clone, Hash)]
-pub struct Snapshotter {
+pub struct SnapshotterReconciler {
     driver: String,
     /// The group snapshot kinds are served too.
     groups: bool,
-    cx: Engine<ObjectKey, Call>,
     /// What the driver answered, not yet in the content's status.
     cut: BTreeMap<ObjectKey, Cut>,
     /// Errors not yet in the content's status, and whether they are final.
@@ -143,39 +145,34 @@ fn key(name: &str) -> ObjectKey {
 impl Snapshotter {
     /// csi-snapshotter for `driver`, with empty memory.
     pub fn new(driver: &str) -> Snapshotter {
-        Snapshotter {
+        let reconciler = SnapshotterReconciler {
             driver: driver.into(),
             groups: false,
-            cx: Engine::new(1_000, 300_000),
             cut: BTreeMap::new(),
             failed: BTreeMap::new(),
             deleted: BTreeSet::new(),
             credentials: BTreeMap::new(),
             naming: ("snapshot".into(), None),
             extra_create_metadata: false,
-        }
+        };
+        Engine::driving(reconciler, 1_000, 300_000)
     }
 
     /// Storage snapshots named `<prefix>-<VolumeSnapshot UID>`, the UID cut
     /// to `uuid_length` characters without its dashes when given.
     pub fn with_naming(mut self, prefix: &str, uuid_length: Option<usize>) -> Snapshotter {
-        self.naming = (prefix.to_string(), uuid_length);
-        self
-    }
-
-    /// Failed operations retried after `start` ms, doubling up to `max`
-    /// (`--retry-interval-start`, `--retry-interval-max`).
-    pub fn with_retry(mut self, start: crate::Tick, max: crate::Tick) -> Snapshotter {
-        self.cx = Engine::new(start, max);
+        self.controller_mut().naming = (prefix.to_string(), uuid_length);
         self
     }
 
     /// CreateSnapshot's parameters also name the snapshot and the content.
     pub fn with_extra_create_metadata(mut self, on: bool) -> Snapshotter {
-        self.extra_create_metadata = on;
+        self.controller_mut().extra_create_metadata = on;
         self
     }
+}
 
+impl SnapshotterReconciler {
     /// The storage snapshot's name for the VolumeSnapshot `uid`.
     fn snapshot_name(&self, uid: &str) -> String {
         let (prefix, length) = &self.naming;
@@ -188,28 +185,34 @@ impl Snapshotter {
         }
     }
 
-    fn mark(&mut self, o: &Object) {
+    fn mark(&mut self, cx: &mut Cx<Self>, o: &Object) {
         match o {
             Object::Content(_) | Object::GroupContent(_) => {
-                self.cx.dirty.insert(o.key());
+                cx.mark(o.key());
             }
             // A class appearing may unblock the contents that name it.
             Object::SnapshotClass(class) => {
-                for c in self.cx.cache.of_kind(Kind::VolumeSnapshotContent) {
-                    if let Object::Content(c) = c
-                        && c.spec.volume_snapshot_class_name.as_deref()
-                            == Some(class.metadata.name.as_str())
-                    {
-                        self.cx.dirty.insert(key(&c.metadata.name));
-                    }
-                }
+                let naming: Vec<ObjectKey> = cx
+                    .cache()
+                    .of_kind(Kind::VolumeSnapshotContent)
+                    .filter_map(|c| match c {
+                        Object::Content(c)
+                            if c.spec.volume_snapshot_class_name.as_deref()
+                                == Some(class.metadata.name.as_str()) =>
+                        {
+                            Some(key(&c.metadata.name))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                cx.mark_all(naming);
             }
-            Object::GroupSnapshotClass(class) => self.mark_group_class(class),
+            Object::GroupSnapshotClass(class) => self.mark_group_class(cx, class),
             _ => {}
         }
     }
 
-    fn written(&mut self, call: Call, result: ApiResult) {
+    fn written(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
         let Call::Write {
             content,
             uid,
@@ -221,7 +224,7 @@ impl Snapshotter {
         };
         match result {
             ApiResult::Ok(Some(o)) => {
-                self.cx.cache.apply(o);
+                cx.cache_mut().apply(o);
                 match settles {
                     Settles::Nothing => {}
                     Settles::Cut => {
@@ -229,36 +232,36 @@ impl Snapshotter {
                     }
                     Settles::Failed(event) => {
                         self.failed.remove(&content);
-                        self.cx.event(event);
+                        cx.event(event);
                     }
                 }
             }
             ApiResult::Ok(None) | ApiResult::NotFound => {
-                self.cx.cache.gone(&content, &uid);
-                self.forget(&content);
+                cx.cache_mut().gone(&content, &uid);
+                self.forget(cx, &content);
             }
             // Changed meanwhile, and the change is already here.
-            _ if self.cx.cache.newer_than(&content, &rv) => {}
+            _ if cx.cache().newer_than(&content, &rv) => {}
             // A status write is not gated by the backoff (what the driver
             // answered goes in first): it waits for the timer or for news,
             // not for the next drain.
             _ => {
-                self.cx.fail(content);
+                cx.fail(content);
                 return;
             }
         }
-        self.cx.dirty.insert(content);
+        cx.mark(content);
     }
 
-    fn forget(&mut self, content: &ObjectKey) {
+    fn forget(&mut self, cx: &mut Cx<Self>, content: &ObjectKey) {
         self.drop_credentials(content);
         self.cut.remove(content);
         self.failed.remove(content);
         self.deleted.remove(content);
-        self.cx.backoff.succeed(content);
+        cx.succeed(content);
     }
 
-    fn answered(&mut self, call: Call, result: Result<Response, Status>) {
+    fn answered(&mut self, cx: &mut Cx<Self>, call: Call, result: Result<Response, Status>) {
         let content = call.content().clone();
         match (call, result) {
             (Call::Create { .. } | Call::Check { .. }, Ok(Response::GroupSnapshot(g))) => {
@@ -278,14 +281,14 @@ impl Snapshotter {
                     None => {
                         let msg = format!(
                             "can not find snapshot for snapshotID {:?}: the driver lists no such snapshot; check the content's source.snapshotHandle",
-                            self.snapshot_handle(&content)
+                            self.snapshot_handle(cx, &content)
                         );
-                        self.fail(&content, msg, false)
+                        self.fail(cx, &content, msg, false)
                     }
                 }
             }
             (Call::Delete { .. }, Ok(_)) => {
-                self.cx.backoff.succeed(&content);
+                cx.succeed(&content);
                 self.deleted.insert(content.clone());
             }
             (Call::Delete { .. }, Err(_)) => {
@@ -297,45 +300,46 @@ impl Snapshotter {
                 } else {
                     (reason::SNAPSHOT_DELETE_ERROR, "Failed to delete snapshot")
                 };
-                self.cx.event(Event::warning(content.clone(), why, what));
-                self.cx.fail(content.clone());
+                cx.event(Event::warning(content.clone(), why, what));
+                cx.fail(content.clone());
             }
             (Call::Create { .. }, Err(e)) => {
                 let msg = if content.kind == Kind::VolumeGroupSnapshotContent {
                     format!(
                         "failed to take group snapshot of the volumes {:?}: {:?}",
-                        self.group_volume_handles(&content),
+                        self.group_volume_handles(cx, &content),
                         e.go_error()
                     )
                 } else {
                     format!(
                         "failed to take snapshot of the volume {}: {:?}",
-                        self.volume_handle(&content),
+                        self.volume_handle(cx, &content),
                         e.go_error()
                     )
                 };
-                self.fail(&content, msg, e.is_final());
+                self.fail(cx, &content, msg, e.is_final());
             }
-            (Call::Check { .. }, Err(e)) => self.fail(&content, e.go_error(), false),
+            (Call::Check { .. }, Err(e)) => self.fail(cx, &content, e.go_error(), false),
             (_, Ok(other)) => self.fail(
+                cx,
                 &content,
                 format!("the driver answered with {other:?}"),
                 false,
             ),
             (Call::Write { .. } | Call::GetSecret { .. }, Err(_)) => {}
         }
-        self.cx.dirty.insert(content);
+        cx.mark(content);
     }
 
-    fn snapshot_handle(&self, content: &ObjectKey) -> String {
-        match self.cx.cache.get(content) {
+    fn snapshot_handle(&self, cx: &Cx<Self>, content: &ObjectKey) -> String {
+        match cx.cache().get(content) {
             Some(Object::Content(c)) => c.snapshot_handle().unwrap_or_default().to_string(),
             _ => String::new(),
         }
     }
 
-    fn volume_handle(&self, content: &ObjectKey) -> String {
-        match self.cx.cache.get(content) {
+    fn volume_handle(&self, cx: &Cx<Self>, content: &ObjectKey) -> String {
+        match cx.cache().get(content) {
             Some(Object::Content(c)) => c.spec.source.volume_handle.clone().unwrap_or_default(),
             _ => String::new(),
         }
@@ -343,44 +347,44 @@ impl Snapshotter {
 
     /// A failure the driver reported: in the status, and asked again
     /// with backoff.
-    fn fail(&mut self, content: &ObjectKey, message: String, final_error: bool) {
+    fn fail(&mut self, cx: &mut Cx<Self>, content: &ObjectKey, message: String, final_error: bool) {
         self.failed.insert(content.clone(), (message, final_error));
-        self.cx.fail(content.clone());
+        cx.fail(content.clone());
     }
 
     /// A content that cannot be cut as its class stands: in the status,
     /// and looked at again when the class changes (no timer).
-    fn blocked(&mut self, content: &ObjectKey, message: String) {
+    fn blocked(&mut self, cx: &mut Cx<Self>, content: &ObjectKey, message: String) {
         self.failed.insert(content.clone(), (message, false));
-        self.cx.dirty.insert(content.clone());
+        cx.mark(content.clone());
     }
 
-    fn busy(&self, content: &ObjectKey) -> bool {
-        self.cx.in_flight().any(|c| c.content() == content)
+    fn busy(&self, cx: &Cx<Self>, content: &ObjectKey) -> bool {
+        cx.in_flight().any(|c| c.content() == content)
     }
 
-    fn sync(&mut self, name: &ObjectKey) {
-        let Some(shared) = self.cx.cache.get_shared(name) else {
+    fn sync(&mut self, cx: &mut Cx<Self>, name: &ObjectKey) {
+        let Some(shared) = cx.cache().get_shared(name) else {
             return;
         };
         let Object::Content(c) = &*shared else {
             return;
         };
-        if c.spec.driver != self.driver || self.busy(name) {
+        if c.spec.driver != self.driver || self.busy(cx, name) {
             return;
         }
         if should_delete(c) {
-            return self.sync_deleted(c);
+            return self.sync_deleted(cx, c);
         }
         // What the driver answered goes into the status first, even while
         // backing off (it is not an attempt).
         if let Some(Cut::One(s)) = self.cut.get(name).cloned() {
-            return self.write_status(c, &s);
+            return self.write_status(cx, c, &s);
         }
         if let Some((message, final_error)) = self.failed.get(name).cloned() {
-            return self.write_error(c, message, final_error);
+            return self.write_error(cx, c, message, final_error);
         }
-        if self.cx.waiting(name) {
+        if cx.waiting(name) {
             return;
         }
         if c.ready() {
@@ -390,7 +394,7 @@ impl Snapshotter {
             {
                 let mut next = c.clone();
                 next.metadata.annotations.remove(ANN_SNAPSHOT_BEING_CREATED);
-                self.write(c, ApiCall::Update(Object::Content(next)));
+                self.write(cx, c, ApiCall::Update(Object::Content(next)));
             }
             return;
         }
@@ -399,15 +403,15 @@ impl Snapshotter {
         let member = c.metadata.has_annotation(ANN_GROUP_SNAPSHOT_HANDLE);
         let handle = c.snapshot_handle().map(str::to_string);
         match (&c.spec.source.volume_handle, &handle) {
-            (Some(volume), _) if !member => self.create(c, volume),
+            (Some(volume), _) if !member => self.create(cx, c, volume),
             (Some(_), None) => {}
             (_, Some(handle)) => {
-                let secrets = match self.credentials_for(c, Purpose::Check) {
+                let secrets = match self.credentials_for(cx, c, Purpose::Check) {
                     Ok(Some(secrets)) => secrets,
                     Ok(None) => return,
-                    Err(e) => return self.blocked(name, e),
+                    Err(e) => return self.blocked(cx, name, e),
                 };
-                self.cx.csi(
+                cx.csi(
                     None,
                     Request::ListSnapshots(driver::ListSnapshots {
                         max_entries: 0,
@@ -426,11 +430,11 @@ impl Snapshotter {
     }
 
     /// CreateSnapshot for a dynamic content, after marking it being created.
-    fn create(&mut self, c: &VolumeSnapshotContent, volume: &str) {
+    fn create(&mut self, cx: &mut Cx<Self>, c: &VolumeSnapshotContent, volume: &str) {
         let name = c.metadata.name.clone();
         let content = key(&name);
         let class = c.spec.volume_snapshot_class_name.as_deref().and_then(|n| {
-            match self.cx.cache.find(Kind::VolumeSnapshotClass, "", n) {
+            match cx.cache().find(Kind::VolumeSnapshotClass, "", n) {
                 Some(Object::SnapshotClass(class)) => Some(class.clone()),
                 _ => None,
             }
@@ -443,13 +447,13 @@ impl Snapshotter {
             let msg = format!(
                 "failed to get input parameters to create snapshot for content {name}: {why:?}"
             );
-            return self.blocked(&content, msg);
+            return self.blocked(cx, &content, msg);
         };
         let mut parameters = match csi_parameters(&class.parameters) {
             Ok(p) => p,
             Err(e) => {
                 let msg = format!("failed to remove CSI Parameters of prefixed keys: {e}");
-                return self.blocked(&content, msg);
+                return self.blocked(cx, &content, msg);
             }
         };
         if self.extra_create_metadata {
@@ -458,14 +462,14 @@ impl Snapshotter {
             parameters.insert(PARAM_SNAPSHOT_NAMESPACE.into(), r.namespace.clone());
             parameters.insert(PARAM_SNAPSHOT_CONTENT_NAME.into(), name.clone());
         }
-        let secrets = match self.credentials_for(c, Purpose::Create) {
+        let secrets = match self.credentials_for(cx, c, Purpose::Create) {
             Ok(Some(secrets)) => secrets,
             Ok(None) => return,
             Err(e) => {
                 let msg = format!(
                     "failed to get input parameters to create snapshot for content {name}: {e:?}"
                 );
-                return self.blocked(&content, msg);
+                return self.blocked(cx, &content, msg);
             }
         };
         if !c
@@ -477,9 +481,9 @@ impl Snapshotter {
             next.metadata
                 .annotations
                 .insert(ANN_SNAPSHOT_BEING_CREATED.into(), "yes".into());
-            return self.write(c, ApiCall::Update(Object::Content(next)));
+            return self.write(cx, c, ApiCall::Update(Object::Content(next)));
         }
-        self.cx.csi(
+        cx.csi(
             None,
             Request::CreateSnapshot(driver::CreateSnapshot {
                 source_volume_id: volume.into(),
@@ -493,7 +497,7 @@ impl Snapshotter {
 
     /// What the driver reported, merged into the content's status as
     /// upstream's updateSnapshotContentStatus does.
-    fn write_status(&mut self, c: &VolumeSnapshotContent, s: &driver::Snapshot) {
+    fn write_status(&mut self, cx: &mut Cx<Self>, c: &VolumeSnapshotContent, s: &driver::Snapshot) {
         let mut status = c.status.clone().unwrap_or_default();
         let nanos = s
             .creation_time
@@ -519,37 +523,45 @@ impl Snapshotter {
         if status.volume_group_snapshot_handle.is_none() && !s.group_snapshot_id.is_empty() {
             status.volume_group_snapshot_handle = Some(s.group_snapshot_id.clone());
         }
-        self.ask_again_unless(key(&c.metadata.name), s.ready_to_use);
+        self.ask_again_unless(cx, key(&c.metadata.name), s.ready_to_use);
         let mut next = c.clone();
         next.status = Some(status);
         self.write_content(
+            cx,
             c,
             ApiCall::UpdateStatus(Object::Content(next)),
             Settles::Cut,
         );
     }
 
-    fn write<C: cut::CutContent>(&mut self, c: &C, call: ApiCall) {
-        self.write_content(c, call, Settles::Nothing);
+    fn write<C: cut::CutContent>(&mut self, cx: &mut Cx<Self>, c: &C, call: ApiCall) {
+        self.write_content(cx, c, call, Settles::Nothing);
     }
 
     /// A write of the content at `content` (incarnation `uid`).
-    fn write_object(&mut self, content: ObjectKey, uid: &str, call: ApiCall, settles: Settles) {
+    fn write_object(
+        &mut self,
+        cx: &mut Cx<Self>,
+        content: ObjectKey,
+        uid: &str,
+        call: ApiCall,
+        settles: Settles,
+    ) {
         let what = Call::Write {
             content,
             uid: uid.to_string(),
             rv: call.version().to_string(),
             settles,
         };
-        self.cx.api(call, what);
+        cx.api(call, what);
     }
 
     /// A cut not yet ready is asked after again later, not at once.
-    fn ask_again_unless(&mut self, content: ObjectKey, ready: bool) {
+    fn ask_again_unless(&mut self, cx: &mut Cx<Self>, content: ObjectKey, ready: bool) {
         if ready {
-            self.cx.backoff.succeed(&content);
+            cx.succeed(&content);
         } else {
-            self.cx.fail(content);
+            cx.fail(content);
         }
     }
 }
@@ -575,64 +587,56 @@ fn should_delete(c: &VolumeSnapshotContent) -> bool {
         .contains_key(ANN_SNAPSHOT_BEING_DELETED)
 }
 
-impl Controller for Snapshotter {
+impl Controller for SnapshotterReconciler {
     type Key = ObjectKey;
     type Call = Call;
     type Retry = ObjectKey;
 
-    fn engine(&self) -> &Engine<ObjectKey, Call> {
-        &self.cx
-    }
-
-    fn engine_mut(&mut self) -> &mut Engine<ObjectKey, Call> {
-        &mut self.cx
-    }
-
-    fn retry(&mut self, key: ObjectKey) {
-        self.cx.dirty.insert(key);
+    fn retry(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
+        cx.mark(key);
     }
 
     fn watches(&self, kind: Kind) -> bool {
-        Snapshotter::watches(self, kind)
+        SnapshotterReconciler::watches(self, kind)
     }
 
-    fn observe(&mut self, watch: Watch) {
+    fn observe(&mut self, cx: &mut Cx<Self>, watch: Watch) {
         let (Watch::Applied(o) | Watch::Deleted(o)) = &watch;
         if let Watch::Deleted(o) = &watch {
             // Secret data read for a content that went is dropped.
             self.drop_credentials(&o.key());
         }
-        self.mark(&o.clone());
-        self.cx.apply(watch);
+        self.mark(cx, &o.clone());
+        cx.apply(watch);
     }
 
-    fn reconcile(&mut self, content: ObjectKey) {
+    fn reconcile(&mut self, cx: &mut Cx<Self>, content: ObjectKey) {
         if content.kind == Kind::VolumeGroupSnapshotContent {
-            self.sync_group(&content);
+            self.sync_group(cx, &content);
         } else {
-            self.sync(&content);
+            self.sync(cx, &content);
         }
     }
 
-    fn api_done(&mut self, call: Call, result: ApiResult) {
+    fn api_done(&mut self, cx: &mut Cx<Self>, call: Call, result: ApiResult) {
         if let Call::GetSecret {
             content,
             secret,
             purpose,
         } = call
         {
-            return self.secret_read(content, &secret, purpose, result);
+            return self.secret_read(cx, content, &secret, purpose, result);
         }
-        self.written(call, result);
+        self.written(cx, call, result);
     }
 
-    fn csi_done(&mut self, call: Call, result: CsiResult) {
-        self.answered(call, result);
+    fn csi_done(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
+        self.answered(cx, call, result);
     }
 
     /// One operation per content at a time.
-    fn invariants(&self) -> Result<(), String> {
-        let busy = self.cx.in_flight().map(Call::content);
-        crate::machine::one_at_a_time("snapshotter", busy, |_| true, self.cx.in_flight_count())
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+        let busy = cx.in_flight().map(Call::content);
+        crate::machine::one_at_a_time("snapshotter", busy, |_| true, cx.in_flight_count())
     }
 }

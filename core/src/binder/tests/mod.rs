@@ -751,7 +751,7 @@ fn a8_1_a_late_bind_answer_does_not_revive_a_deleted_claim() {
     b.handle(0, Input::ApiDone { op, result });
     let key = ObjectKey::new(Kind::PersistentVolumeClaim, "default", "c");
     assert!(
-        b.cx.cache.get(&key).is_none(),
+        b.context().cache().get(&key).is_none(),
         "the late answer revived the claim"
     );
     // Everything else answered at once, watch events delivered.

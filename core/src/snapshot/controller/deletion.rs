@@ -4,10 +4,10 @@
 
 use super::*;
 
-impl SnapshotController {
+impl SnapshotReconciler {
     /// upstream's processSnapshotWithDeletionTimestamp and
     /// checkandRemoveSnapshotFinalizersAndCheckandDeleteContent.
-    pub(super) fn sync_deleted_snapshot(&mut self, s: &VolumeSnapshot) {
+    pub(super) fn sync_deleted_snapshot(&mut self, cx: &mut Cx<Self>, s: &VolumeSnapshot) {
         let holds = |f| s.metadata.has_finalizer(f);
         if !holds(FINALIZER_SNAPSHOT_AS_SOURCE)
             && !holds(FINALIZER_SNAPSHOT_BOUND)
@@ -18,9 +18,8 @@ impl SnapshotController {
         // A member goes with its group (while the group is being deleted),
         // not alone.
         if let Some(group) = super::group::group_of(s)
-            && self
-                .cx
-                .cache
+            && cx
+                .cache()
                 .find(Kind::VolumeGroupSnapshot, &s.metadata.namespace, group)
                 .is_some_and(|g| !g.meta().deleting())
         {
@@ -28,7 +27,7 @@ impl SnapshotController {
                 "deletion of the individual volume snapshot {}/{} is not allowed as it belongs to group snapshot {}/{group}. Deleting the group snapshot will trigger the deletion of all the individual volume snapshots that are part of the group.",
                 s.metadata.namespace, s.metadata.name, s.metadata.namespace
             );
-            return self.event(s, false, reason::SNAPSHOT_DELETE_PENDING, msg);
+            return self.event(cx, s, false, reason::SNAPSHOT_DELETE_PENDING, msg);
         }
         let member = super::group::group_of(s).is_some();
         let name = match s.bound_content() {
@@ -40,7 +39,7 @@ impl SnapshotController {
             }
             None => String::new(),
         };
-        let content = self.content(&name).filter(|c| {
+        let content = self.content(cx, &name).filter(|c| {
             let r = &c.spec.volume_snapshot_ref;
             refers_to(c, s)
                 || (member
@@ -48,9 +47,10 @@ impl SnapshotController {
                     && r.name == s.metadata.name
                     && r.namespace == s.metadata.namespace)
         });
-        if content.is_some() && self.restoring(s) {
+        if content.is_some() && self.restoring(cx, s) {
             // The restoring claim's next change looks again.
             self.event(
+                cx,
                 s,
                 false,
                 reason::SNAPSHOT_DELETE_PENDING,
@@ -81,10 +81,10 @@ impl SnapshotController {
                 if unguarded {
                     next.metadata.add_finalizer(FINALIZER_CONTENT_BOUND);
                 }
-                return self.write(ApiCall::Update(Object::Content(next)));
+                return self.write(cx, ApiCall::Update(Object::Content(next)));
             }
             if delete_content && !c.metadata.deleting() {
-                return self.write(ApiCall::Delete(content_key(&c.metadata.name)));
+                return self.write(cx, ApiCall::Delete(content_key(&c.metadata.name)));
             }
         }
         // The bound finalizer stays until the content is gone.
@@ -95,15 +95,14 @@ impl SnapshotController {
             next.metadata.remove_finalizer(FINALIZER_SNAPSHOT_BOUND);
         }
         if next != *s {
-            self.write(ApiCall::Update(Object::Snapshot(next)));
+            self.write(cx, ApiCall::Update(Object::Snapshot(next)));
         }
     }
 
     /// A Pending claim is being restored from this snapshot
     /// (isVolumeBeingCreatedFromSnapshot).
-    pub(super) fn restoring(&self, s: &VolumeSnapshot) -> bool {
-        self.cx
-            .cache
+    pub(super) fn restoring(&self, cx: &Cx<Self>, s: &VolumeSnapshot) -> bool {
+        cx.cache()
             .of_kind(Kind::PersistentVolumeClaim)
             .any(|o| match o {
                 Object::Pvc(c) => {

@@ -67,13 +67,9 @@ fn refers_to_group(c: &VolumeGroupSnapshotContent, g: &VolumeGroupSnapshot) -> b
     r.name == g.metadata.name && r.namespace == g.metadata.namespace && r.uid == g.metadata.uid
 }
 
-impl SnapshotController {
-    fn group_content(&self, name: &str) -> Option<VolumeGroupSnapshotContent> {
-        match self
-            .cx
-            .cache
-            .find(Kind::VolumeGroupSnapshotContent, "", name)
-        {
+impl SnapshotReconciler {
+    fn group_content(&self, cx: &Cx<Self>, name: &str) -> Option<VolumeGroupSnapshotContent> {
+        match cx.cache().find(Kind::VolumeGroupSnapshotContent, "", name) {
             Some(Object::GroupContent(c)) => Some(c.clone()),
             _ => None,
         }
@@ -81,10 +77,9 @@ impl SnapshotController {
 
     /// What a change of a group kind (or of a claim a group may pick, or a
     /// member) may move on.
-    pub(super) fn mark_group(&mut self, o: &Object) -> Vec<ObjectKey> {
+    pub(super) fn mark_group(&mut self, cx: &mut Cx<Self>, o: &Object) -> Vec<ObjectKey> {
         let groups = |ns: Option<&str>| -> Vec<ObjectKey> {
-            self.cx
-                .cache
+            cx.cache()
                 .of_kind(Kind::VolumeGroupSnapshot)
                 .filter(|g| ns.is_none_or(|ns| g.meta().namespace == ns))
                 .map(Object::key)
@@ -95,7 +90,7 @@ impl SnapshotController {
                 // Members wait for their group to go.
                 let mut marked = vec![o.key()];
                 marked.extend(
-                    self.snapshots_of(&g.metadata.namespace)
+                    self.snapshots_of(cx, &g.metadata.namespace)
                         .filter(|s| group_of(s) == Some(g.metadata.name.as_str()))
                         .map(snapshot_key),
                 );
@@ -123,9 +118,9 @@ impl SnapshotController {
     }
 
     /// upstream's syncGroupSnapshot.
-    pub(super) fn sync_group(&mut self, g: &VolumeGroupSnapshot) {
+    pub(super) fn sync_group(&mut self, cx: &mut Cx<Self>, g: &VolumeGroupSnapshot) {
         if g.metadata.deleting() {
-            return self.sync_deleted_group(g);
+            return self.sync_deleted_group(cx, g);
         }
         let source = &g.spec.source;
         if source.selector.is_some() == source.volume_group_snapshot_content_name.is_some() {
@@ -133,26 +128,30 @@ impl SnapshotController {
                 reason::GROUP_SNAPSHOT_VALIDATION_ERROR,
                 "Exactly one of Selector and VolumeGroupSnapshotContentName should be specified",
             );
-            return self.block(g, b);
+            return self.block(cx, g, b);
         }
         if !g.metadata.has_finalizer(FINALIZER_GROUP_SNAPSHOT_BOUND) {
             let mut next = g.clone();
             next.metadata.add_finalizer(FINALIZER_GROUP_SNAPSHOT_BOUND);
-            return self.write(ApiCall::Update(Object::GroupSnapshot(next)));
+            return self.write(cx, ApiCall::Update(Object::GroupSnapshot(next)));
         }
         let result = if !g.ready() || g.bound_content().is_none() {
-            self.sync_unready_group(g)
+            self.sync_unready_group(cx, g)
         } else {
-            self.sync_ready_group(g)
+            self.sync_ready_group(cx, g)
         };
         if let Err(b) = result {
-            self.block(g, b);
+            self.block(cx, g, b);
         }
     }
 
-    fn sync_ready_group(&mut self, g: &VolumeGroupSnapshot) -> Result<(), Blocked> {
+    fn sync_ready_group(
+        &mut self,
+        cx: &mut Cx<Self>,
+        g: &VolumeGroupSnapshot,
+    ) -> Result<(), Blocked> {
         let name = g.bound_content().unwrap_or_default();
-        let Some(c) = self.group_content(name) else {
+        let Some(c) = self.group_content(cx, name) else {
             return Err(blocked(
                 reason::GROUP_SNAPSHOT_CONTENT_MISSING,
                 "VolumeGroupSnapshotContent is missing",
@@ -167,32 +166,39 @@ impl SnapshotController {
         Ok(())
     }
 
-    fn sync_unready_group(&mut self, g: &VolumeGroupSnapshot) -> Result<(), Blocked> {
+    fn sync_unready_group(
+        &mut self,
+        cx: &mut Cx<Self>,
+        g: &VolumeGroupSnapshot,
+    ) -> Result<(), Blocked> {
         if let Some(name) = &g.spec.source.volume_group_snapshot_content_name {
-            if let Bound::Follow(c) = self.bind_named(g, name, self.group_content(name))? {
-                self.update_group_status(g, &c);
+            if let Bound::Follow(c) = self.bind_named(cx, g, name, self.group_content(cx, name))? {
+                self.update_group_status(cx, g, &c);
             }
             return Ok(());
         }
         let name = group_content_name(&g.metadata.uid);
-        let Some(c) = self.group_content(&name) else {
-            return self.create_group_content(g);
+        let Some(c) = self.group_content(cx, &name) else {
+            return self.create_group_content(cx, g);
         };
         self.check_made::<VolumeGroupSnapshot>(&name, &c, refers_to_group(&c, g))?;
-        if self.make_members(g, &c) {
+        if self.make_members(cx, g, &c) {
             return Ok(());
         }
-        self.update_group_status(g, &c);
+        self.update_group_status(cx, g, &c);
         Ok(())
     }
 
     /// The volumes a dynamic group cuts, as upstream's
     /// getVolumesFromVolumeGroupSnapshot checks them.
-    fn group_volumes(&self, g: &VolumeGroupSnapshot) -> Result<Vec<PersistentVolume>, String> {
+    fn group_volumes(
+        &self,
+        cx: &Cx<Self>,
+        g: &VolumeGroupSnapshot,
+    ) -> Result<Vec<PersistentVolume>, String> {
         let selector = g.spec.source.selector.clone().unwrap_or_default();
-        let claims: Vec<&PersistentVolumeClaim> = self
-            .cx
-            .cache
+        let claims: Vec<&PersistentVolumeClaim> = cx
+            .cache()
             .of_kind(Kind::PersistentVolumeClaim)
             .filter_map(Object::as_pvc)
             .filter(|c| c.metadata.namespace == g.metadata.namespace)
@@ -212,9 +218,8 @@ impl SnapshotController {
                     claim.metadata.name
                 ));
             }
-            let pv = self
-                .cx
-                .cache
+            let pv = cx
+                .cache()
                 .find(Kind::PersistentVolume, "", claim.volume_name())
                 .and_then(Object::as_pv)
                 .filter(|pv| {
@@ -233,12 +238,12 @@ impl SnapshotController {
     /// group class of its volumes' driver, written back to the group.
     fn group_class(
         &mut self,
+        cx: &mut Cx<Self>,
         g: &VolumeGroupSnapshot,
         driver: &str,
     ) -> Result<Option<VolumeGroupSnapshotClass>, String> {
-        let classes = self
-            .cx
-            .cache
+        let classes = cx
+            .cache()
             .of_kind(Kind::VolumeGroupSnapshotClass)
             .filter_map(|o| match o {
                 Object::GroupSnapshotClass(c) => Some(c.clone()),
@@ -267,7 +272,7 @@ impl SnapshotController {
                 let mut next = g.clone();
                 next.spec.volume_group_snapshot_class_name =
                     Some(defaults[0].metadata.name.clone());
-                self.write(ApiCall::Update(Object::GroupSnapshot(next)));
+                self.write(cx, ApiCall::Update(Object::GroupSnapshot(next)));
                 Ok(None)
             }
             n => Err(format!("{n} default snapshot classes were found")),
@@ -275,7 +280,11 @@ impl SnapshotController {
     }
 
     /// upstream's createGroupSnapshotContent.
-    fn create_group_content(&mut self, g: &VolumeGroupSnapshot) -> Result<(), Blocked> {
+    fn create_group_content(
+        &mut self,
+        cx: &mut Cx<Self>,
+        g: &VolumeGroupSnapshot,
+    ) -> Result<(), Blocked> {
         let key = format!("{}/{}", g.metadata.namespace, g.metadata.name);
         let failed = |why: String| {
             blocked(
@@ -283,13 +292,13 @@ impl SnapshotController {
                 format!("failed to create group snapshot content with error {why}"),
             )
         };
-        let volumes = self.group_volumes(g).map_err(failed)?;
+        let volumes = self.group_volumes(cx, g).map_err(failed)?;
         let Some(driver) = volumes[0].spec.csi.as_ref().map(|c| c.driver.clone()) else {
             return Err(failed(format!(
                 "snapshotting non-CSI volumes is not supported, group snapshot:{key}"
             )));
         };
-        let Some(class) = self.group_class(g, &driver).map_err(failed)? else {
+        let Some(class) = self.group_class(cx, g, &driver).map_err(failed)? else {
             return Ok(());
         };
         let mut handles = Vec::new();
@@ -346,8 +355,9 @@ impl SnapshotController {
                 group_snapshot_handles: None,
             },
         };
-        self.write(ApiCall::Create(Object::GroupContent(c)));
+        self.write(cx, ApiCall::Create(Object::GroupContent(c)));
         self.group_event(
+            cx,
             g,
             true,
             reason::CREATING_GROUP_SNAPSHOT,
@@ -358,7 +368,12 @@ impl SnapshotController {
 
     /// The next step of making the members of a cut group (one write):
     /// true when one was issued.
-    fn make_members(&mut self, g: &VolumeGroupSnapshot, c: &VolumeGroupSnapshotContent) -> bool {
+    fn make_members(
+        &mut self,
+        cx: &mut Cx<Self>,
+        g: &VolumeGroupSnapshot,
+        c: &VolumeGroupSnapshotContent,
+    ) -> bool {
         let Some(status) = c.status.as_ref() else {
             return false;
         };
@@ -366,8 +381,8 @@ impl SnapshotController {
             return false;
         };
         for info in &status.volume_snapshot_info_list {
-            if let Some(call) = self.member_step(g, c, &handle, info) {
-                self.write(call);
+            if let Some(call) = self.member_step(cx, g, c, &handle, info) {
+                self.write(cx, call);
                 return true;
             }
         }
@@ -377,6 +392,7 @@ impl SnapshotController {
     /// What the member cut from `info.volume_handle` still needs.
     fn member_step(
         &self,
+        cx: &Cx<Self>,
         g: &VolumeGroupSnapshot,
         c: &VolumeGroupSnapshotContent,
         group_handle: &str,
@@ -385,9 +401,8 @@ impl SnapshotController {
         let ns = &g.metadata.namespace;
         let (snapshot_name, content_name) =
             group_member_names(&g.metadata.uid, &info.volume_handle);
-        let pv = self
-            .cx
-            .cache
+        let pv = cx
+            .cache()
             .of_kind(Kind::PersistentVolume)
             .filter_map(Object::as_pv)
             .find(|pv| {
@@ -395,7 +410,7 @@ impl SnapshotController {
                     s.driver == c.spec.driver && s.volume_handle == info.volume_handle
                 })
             });
-        let Some(content) = self.content(&content_name) else {
+        let Some(content) = self.content(cx, &content_name) else {
             let mut m = VolumeSnapshotContent::new(&content_name);
             m.metadata
                 .annotations
@@ -424,7 +439,7 @@ impl SnapshotController {
             return Some(ApiCall::Create(Object::Content(m)));
         };
         let snapshot = self
-            .snapshots_of(ns)
+            .snapshots_of(cx, ns)
             .find(|s| s.metadata.name == snapshot_name)
             .cloned();
         let Some(snapshot) = snapshot else {
@@ -476,7 +491,12 @@ impl SnapshotController {
     }
 
     /// upstream's updateGroupSnapshotStatus: the content's status copied up.
-    fn update_group_status(&mut self, g: &VolumeGroupSnapshot, c: &VolumeGroupSnapshotContent) {
+    fn update_group_status(
+        &mut self,
+        cx: &mut Cx<Self>,
+        g: &VolumeGroupSnapshot,
+        c: &VolumeGroupSnapshotContent,
+    ) {
         let was = g.status.clone();
         let mut status = was.clone().unwrap_or_default();
         let cs = c.status.clone().unwrap_or_default();
@@ -505,21 +525,22 @@ impl SnapshotController {
         };
         if !created(was.as_ref()) && created(Some(&status)) {
             let msg = format!("GroupSnapshot {key} was successfully created by the CSI driver.");
-            self.group_event(g, true, reason::GROUP_SNAPSHOT_CREATED, msg);
+            self.group_event(cx, g, true, reason::GROUP_SNAPSHOT_CREATED, msg);
         }
         if !g.ready() && ready {
             let msg = format!("GroupSnapshot {key} is ready to use.");
-            self.group_event(g, true, reason::GROUP_SNAPSHOT_READY, msg);
+            self.group_event(cx, g, true, reason::GROUP_SNAPSHOT_READY, msg);
         }
         let mut next = g.clone();
         next.status = Some(status);
-        self.write(ApiCall::UpdateStatus(Object::GroupSnapshot(next)));
+        self.write(cx, ApiCall::UpdateStatus(Object::GroupSnapshot(next)));
     }
 
     /// A group that cannot go on: the error in its status (once per
     /// message) with a warning.
     fn group_event(
         &mut self,
+        cx: &mut Cx<Self>,
         g: &VolumeGroupSnapshot,
         normal: bool,
         reason: &str,
@@ -531,11 +552,11 @@ impl SnapshotController {
         } else {
             Event::warning(key, reason, message)
         };
-        self.cx.event(e);
+        cx.event(e);
     }
 
     /// upstream's processGroupSnapshotWithDeletionTimestamp.
-    fn sync_deleted_group(&mut self, g: &VolumeGroupSnapshot) {
+    fn sync_deleted_group(&mut self, cx: &mut Cx<Self>, g: &VolumeGroupSnapshot) {
         if !g.metadata.has_finalizer(FINALIZER_GROUP_SNAPSHOT_BOUND) {
             return;
         }
@@ -546,18 +567,20 @@ impl SnapshotController {
             }
             None => String::new(),
         };
-        let content = self.group_content(&name).filter(|c| refers_to_group(c, g));
+        let content = self
+            .group_content(cx, &name)
+            .filter(|c| refers_to_group(c, g));
         let members: Vec<VolumeSnapshot> = self
-            .snapshots_of(&g.metadata.namespace)
+            .snapshots_of(cx, &g.metadata.namespace)
             .filter(|s| group_of(s) == Some(g.metadata.name.as_str()))
             .cloned()
             .collect();
-        if let Some(s) = members.iter().find(|s| self.restoring(s)) {
+        if let Some(s) = members.iter().find(|s| self.restoring(cx, s)) {
             let msg = format!(
                 "Snapshot {}/{} belonging to VolumeGroupSnapshot {}/{} is being used to restore a PVC",
                 s.metadata.namespace, s.metadata.name, g.metadata.namespace, g.metadata.name
             );
-            return self.group_event(g, false, reason::SNAPSHOT_DELETE_PENDING, msg);
+            return self.group_event(cx, g, false, reason::SNAPSHOT_DELETE_PENDING, msg);
         }
         let delete_content = content
             .as_ref()
@@ -576,11 +599,11 @@ impl SnapshotController {
                 if unguarded {
                     next.metadata.add_finalizer(FINALIZER_GROUP_CONTENT_BOUND);
                 }
-                return self.write(ApiCall::Update(Object::GroupContent(next)));
+                return self.write(cx, ApiCall::Update(Object::GroupContent(next)));
             }
         }
         if let Some(s) = members.iter().find(|s| !s.metadata.deleting()) {
-            return self.write(ApiCall::Delete(snapshot_key(s)));
+            return self.write(cx, ApiCall::Delete(snapshot_key(s)));
         }
         // The members (and their contents) go first, so that none is
         // ever shown ready once its storage snapshot is gone; each one's
@@ -589,11 +612,11 @@ impl SnapshotController {
             return;
         }
         if let Some(c) = &content {
-            if let Some(call) = self.orphan_member(g, c) {
-                return self.write(call);
+            if let Some(call) = self.orphan_member(cx, g, c) {
+                return self.write(cx, call);
             }
             if delete_content && !c.metadata.deleting() {
-                return self.write(ApiCall::Delete(group_content_key(&c.metadata.name)));
+                return self.write(cx, ApiCall::Delete(group_content_key(&c.metadata.name)));
             }
         }
         // The bound finalizer stays until the content is gone.
@@ -601,7 +624,7 @@ impl SnapshotController {
             let mut next = g.clone();
             next.metadata
                 .remove_finalizer(FINALIZER_GROUP_SNAPSHOT_BOUND);
-            self.write(ApiCall::Update(Object::GroupSnapshot(next)));
+            self.write(cx, ApiCall::Update(Object::GroupSnapshot(next)));
         }
     }
 
@@ -611,17 +634,18 @@ impl SnapshotController {
     /// group.
     fn orphan_member(
         &self,
+        cx: &Cx<Self>,
         g: &VolumeGroupSnapshot,
         c: &VolumeGroupSnapshotContent,
     ) -> Option<ApiCall> {
         let infos = c.status.iter().flat_map(|s| &s.volume_snapshot_info_list);
         for info in infos {
             let (snapshot, name) = group_member_names(&g.metadata.uid, &info.volume_handle);
-            let Some(m) = self.content(&name) else {
+            let Some(m) = self.content(cx, &name) else {
                 continue;
             };
             let alone = self
-                .snapshots_of(&g.metadata.namespace)
+                .snapshots_of(cx, &g.metadata.namespace)
                 .all(|s| s.metadata.name != snapshot);
             if !alone || m.metadata.deleting() || m.spec.deletion_policy != DeletionPolicy::Delete {
                 continue;
@@ -640,10 +664,10 @@ impl SnapshotController {
 
     /// upstream's syncGroupSnapshotContent: the bound finalizer while bound
     /// and not being deleted.
-    pub(super) fn sync_group_content(&mut self, c: &VolumeGroupSnapshotContent) {
+    pub(super) fn sync_group_content(&mut self, cx: &mut Cx<Self>, c: &VolumeGroupSnapshotContent) {
         let source = &c.spec.source;
         if source.group_snapshot_handles.is_some() != source.volume_handles.is_empty() {
-            self.cx.event(Event::warning(
+            cx.event(Event::warning(
                 group_content_key(&c.metadata.name),
                 "GroupContentValidationError",
                 "Exactly one of GroupSnapshotHandles and VolumeHandles should be specified",
@@ -656,7 +680,7 @@ impl SnapshotController {
         if !c.metadata.deleting() && !c.metadata.has_finalizer(FINALIZER_GROUP_CONTENT_BOUND) {
             let mut next = c.clone();
             next.metadata.add_finalizer(FINALIZER_GROUP_CONTENT_BOUND);
-            self.write(ApiCall::Update(Object::GroupContent(next)));
+            self.write(cx, ApiCall::Update(Object::GroupContent(next)));
         }
     }
 }

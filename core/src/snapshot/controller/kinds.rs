@@ -189,10 +189,10 @@ pub(super) enum Bound<C> {
     Follow(C),
 }
 
-impl SnapshotController {
+impl SnapshotReconciler {
     /// A refusal: the status's error (and readyToUse false when it says
     /// so) with a warning, once per message.
-    pub(super) fn block<S: Taken>(&mut self, s: &S, b: Blocked) {
+    pub(super) fn block<S: Taken>(&mut self, cx: &mut Cx<Self>, s: &S, b: Blocked) {
         if s.error().and_then(|e| e.message.as_deref()) == Some(b.message.as_str()) {
             return;
         }
@@ -205,8 +205,8 @@ impl SnapshotController {
         if b.unready {
             *ready = Some(false);
         }
-        self.cx.event(Event::warning(s.key(), b.reason, b.message));
-        self.write(ApiCall::UpdateStatus(next.object()));
+        cx.event(Event::warning(s.key(), b.reason, b.message));
+        self.write(cx, ApiCall::UpdateStatus(next.object()));
     }
 
     /// A snapshot naming its content (`name`, pre-provisioned): the content
@@ -215,6 +215,7 @@ impl SnapshotController {
     /// (checkandBindSnapshotContent).
     pub(super) fn bind_named<S: Taken>(
         &mut self,
+        cx: &mut Cx<Self>,
         s: &S,
         name: &str,
         content: Option<S::Content>,
@@ -252,7 +253,7 @@ impl SnapshotController {
                 *next.class_mut() = Some(class.clone());
             }
             if next != c {
-                self.write(ApiCall::Update(next.object()));
+                self.write(cx, ApiCall::Update(next.object()));
                 return Ok(Bound::Writing);
             }
         }

@@ -52,11 +52,15 @@ fn annotated<C: CutContent>(c: &C) -> Result<Option<SecretReference>, String> {
     }
 }
 
-impl Snapshotter {
+impl SnapshotterReconciler {
     /// The Secret `c`'s check gets: its class's list (get) Secret, or, for
     /// a group member, the one its annotations name; upstream's messages
     /// when the class is missing or its parameters are wrong.
-    fn checked<C: CutContent>(&self, c: &C) -> Result<Option<SecretReference>, String> {
+    fn checked<C: CutContent>(
+        &self,
+        cx: &Cx<Self>,
+        c: &C,
+    ) -> Result<Option<SecretReference>, String> {
         if c.group_member() {
             return annotated(c);
         }
@@ -64,7 +68,7 @@ impl Snapshotter {
             return Ok(None);
         };
         let name = &c.meta().name;
-        let parameters = match self.cx.cache.find(C::CLASS_KIND, "", class) {
+        let parameters = match cx.cache().find(C::CLASS_KIND, "", class) {
             Some(Object::SnapshotClass(k)) => &k.parameters,
             Some(Object::GroupSnapshotClass(k)) => &k.parameters,
             _ => {
@@ -93,11 +97,12 @@ impl Snapshotter {
     /// the Secret is now under way, `Err` when the annotations are wrong.
     pub(super) fn credentials_for<C: CutContent>(
         &mut self,
+        cx: &mut Cx<Self>,
         c: &C,
         purpose: Purpose,
     ) -> Result<Option<driver::Secrets>, String> {
         let secret = match purpose {
-            Purpose::Check => self.checked(c)?,
+            Purpose::Check => self.checked(cx, c)?,
             Purpose::Create | Purpose::Delete => annotated(c)?,
         };
         let Some(secret) = secret else {
@@ -107,7 +112,7 @@ impl Snapshotter {
         if let Some(known) = self.credentials.get(&(key.clone(), purpose)) {
             return Ok(Some(known.clone()));
         }
-        self.cx.api(
+        cx.api(
             secrets::get(&secret),
             Call::GetSecret {
                 content: key,
@@ -121,12 +126,13 @@ impl Snapshotter {
     /// The read of `secret` for `content` answered.
     pub(super) fn secret_read(
         &mut self,
+        cx: &mut Cx<Self>,
         content: ObjectKey,
         secret: &SecretReference,
         purpose: Purpose,
         result: ApiResult,
     ) {
-        if self.cx.cache.get(&content).is_none() {
+        if cx.cache().get(&content).is_none() {
             // The content went meanwhile: nothing to keep.
             return;
         }
@@ -146,19 +152,19 @@ impl Snapshotter {
                 } else {
                     reason::SNAPSHOT_DELETE_ERROR
                 };
-                self.cx.event(Event::warning(
+                cx.event(Event::warning(
                     content.clone(),
                     why,
                     "Failed to get snapshot class or credentials",
                 ));
-                self.cx.fail(content.clone());
+                cx.fail(content.clone());
             }
             (Err(e), Purpose::Create) => {
                 let msg = format!(
                     "failed to get input parameters to create snapshot for content {}: {e:?}",
                     content.name
                 );
-                self.fail(&content, msg, false);
+                self.fail(cx, &content, msg, false);
             }
             (Err(e), Purpose::Check) => {
                 let noun = if content.kind == Kind::VolumeGroupSnapshotContent {
@@ -170,14 +176,14 @@ impl Snapshotter {
                     "failed to get credentials for {noun} content {}: {e}",
                     content.name
                 );
-                self.fail(&content, msg, false);
+                self.fail(cx, &content, msg, false);
             }
         }
-        self.cx.dirty.insert(content);
+        cx.mark(content);
     }
 }
 
-impl Snapshotter {
+impl SnapshotterReconciler {
     /// Forgets every Secret read for `content`.
     pub(super) fn drop_credentials(&mut self, content: &ObjectKey) {
         self.credentials.retain(|(k, _), _| k != content);

@@ -67,10 +67,12 @@ impl Snapshotter {
     /// Serves the group snapshot kinds too (their CRDs must exist, and the
     /// driver have the GroupController).
     pub fn with_groups(mut self, on: bool) -> Snapshotter {
-        self.groups = on;
+        self.controller_mut().groups = on;
         self
     }
+}
 
+impl SnapshotterReconciler {
     /// The kinds its informers watch.
     pub fn watches(&self, kind: Kind) -> bool {
         match kind {
@@ -81,68 +83,75 @@ impl Snapshotter {
     }
 
     /// A class appearing may unblock the group contents that name it.
-    pub(super) fn mark_group_class(&mut self, class: &VolumeGroupSnapshotClass) {
-        for c in self.cx.cache.of_kind(Kind::VolumeGroupSnapshotContent) {
-            if let Object::GroupContent(c) = c
-                && c.spec.volume_group_snapshot_class_name.as_deref()
-                    == Some(class.metadata.name.as_str())
-            {
-                self.cx.dirty.insert(group_key(&c.metadata.name));
-            }
-        }
+    pub(super) fn mark_group_class(&mut self, cx: &mut Cx<Self>, class: &VolumeGroupSnapshotClass) {
+        let naming: Vec<ObjectKey> = cx
+            .cache()
+            .of_kind(Kind::VolumeGroupSnapshotContent)
+            .filter_map(|c| match c {
+                Object::GroupContent(c)
+                    if c.spec.volume_group_snapshot_class_name.as_deref()
+                        == Some(class.metadata.name.as_str()) =>
+                {
+                    Some(group_key(&c.metadata.name))
+                }
+                _ => None,
+            })
+            .collect();
+        cx.mark_all(naming);
     }
 
-    pub(super) fn group_volume_handles(&self, content: &ObjectKey) -> Vec<String> {
-        match self.cx.cache.get(content) {
+    pub(super) fn group_volume_handles(&self, cx: &Cx<Self>, content: &ObjectKey) -> Vec<String> {
+        match cx.cache().get(content) {
             Some(Object::GroupContent(c)) => c.spec.source.volume_handles.clone(),
             _ => Vec::new(),
         }
     }
 
-    pub(super) fn sync_group(&mut self, key: &ObjectKey) {
-        let Some(shared) = self.cx.cache.get_shared(key) else {
+    pub(super) fn sync_group(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
+        let Some(shared) = cx.cache().get_shared(key) else {
             return;
         };
         let Object::GroupContent(c) = &*shared else {
             return;
         };
-        if c.spec.driver != self.driver || self.busy(key) {
+        if c.spec.driver != self.driver || self.busy(cx, key) {
             return;
         }
         if should_delete(c) {
-            return self.sync_deleted(c);
+            return self.sync_deleted(cx, c);
         }
         if let Some(Cut::Group(g)) = self.cut.get(key).cloned() {
-            return self.write_group_status(c, &g);
+            return self.write_group_status(cx, c, &g);
         }
         if let Some((message, final_error)) = self.failed.get(key).cloned() {
-            return self.write_error(c, message, final_error);
+            return self.write_error(cx, c, message, final_error);
         }
         if c.group_handle().is_some() && c.metadata.has_annotation(ANN_GROUP_BEING_CREATED) {
             let mut next = c.clone();
             next.metadata.annotations.remove(ANN_GROUP_BEING_CREATED);
             return self.write_content(
+                cx,
                 c,
                 ApiCall::Update(Object::GroupContent(next)),
                 Settles::Nothing,
             );
         }
-        if c.ready() || self.cx.waiting(key) {
+        if c.ready() || cx.waiting(key) {
             return;
         }
         match c.group_handle() {
             Some(handle) => {
-                let secrets = match self.credentials_for(c, Purpose::Check) {
+                let secrets = match self.credentials_for(cx, c, Purpose::Check) {
                     Ok(Some(secrets)) => secrets,
                     Ok(None) => return,
-                    Err(e) => return self.blocked(key, e),
+                    Err(e) => return self.blocked(cx, key, e),
                 };
                 let call = Request::GetGroupSnapshot {
                     group_snapshot_id: handle.to_string(),
                     snapshot_ids: member_ids(c),
                     secrets,
                 };
-                self.cx.csi(
+                cx.csi(
                     None,
                     call,
                     Call::Check {
@@ -150,23 +159,24 @@ impl Snapshotter {
                     },
                 );
             }
-            None if !c.spec.source.volume_handles.is_empty() => self.create_group(c),
+            None if !c.spec.source.volume_handles.is_empty() => self.create_group(cx, c),
             None => {}
         }
     }
 
     /// CreateVolumeGroupSnapshot for a dynamic content, after marking it
     /// being created.
-    fn create_group(&mut self, c: &VolumeGroupSnapshotContent) {
+    fn create_group(&mut self, cx: &mut Cx<Self>, c: &VolumeGroupSnapshotContent) {
         let key = group_key(&c.metadata.name);
         let name = &c.metadata.name;
         let class_name = c.spec.volume_group_snapshot_class_name.as_deref();
-        let class = class_name.and_then(|n| {
-            match self.cx.cache.find(Kind::VolumeGroupSnapshotClass, "", n) {
-                Some(Object::GroupSnapshotClass(class)) => Some(class.clone()),
-                _ => None,
-            }
-        });
+        let class =
+            class_name.and_then(
+                |n| match cx.cache().find(Kind::VolumeGroupSnapshotClass, "", n) {
+                    Some(Object::GroupSnapshotClass(class)) => Some(class.clone()),
+                    _ => None,
+                },
+            );
         let Some(class) = class else {
             let why = match class_name {
                 None => {
@@ -179,30 +189,30 @@ impl Snapshotter {
             let msg = format!(
                 "failed to get input parameters to create group snapshot for group snapshot content {name}: {why:?}"
             );
-            return self.blocked(&key, msg);
+            return self.blocked(cx, &key, msg);
         };
         let uid = &c.spec.volume_group_snapshot_ref.uid;
         if uid.is_empty() {
             let msg = format!(
                 "cannot create group snapshot. Group snapshot content {name} not bound to a group snapshot"
             );
-            return self.blocked(&key, msg);
+            return self.blocked(cx, &key, msg);
         }
         let parameters = match csi_parameters(&class.parameters) {
             Ok(p) => p,
             Err(e) => {
                 let msg = format!("failed to remove CSI Parameters of prefixed keys: {e}");
-                return self.blocked(&key, msg);
+                return self.blocked(cx, &key, msg);
             }
         };
-        let secrets = match self.credentials_for(c, Purpose::Create) {
+        let secrets = match self.credentials_for(cx, c, Purpose::Create) {
             Ok(Some(secrets)) => secrets,
             Ok(None) => return,
             Err(e) => {
                 let msg = format!(
                     "failed to get input parameters to create group snapshot for group snapshot content {name}: {e:?}"
                 );
-                return self.blocked(&key, msg);
+                return self.blocked(cx, &key, msg);
             }
         };
         if !c.metadata.has_annotation(ANN_GROUP_BEING_CREATED) {
@@ -211,6 +221,7 @@ impl Snapshotter {
                 .annotations
                 .insert(ANN_GROUP_BEING_CREATED.into(), "yes".into());
             return self.write_content(
+                cx,
                 c,
                 ApiCall::Update(Object::GroupContent(next)),
                 Settles::Nothing,
@@ -222,12 +233,17 @@ impl Snapshotter {
             parameters,
             secrets,
         });
-        self.cx.csi(None, call, Call::Create { content: key });
+        cx.csi(None, call, Call::Create { content: key });
     }
 
     /// What the driver reported, merged into the status as upstream's
     /// updateGroupSnapshotContentStatus does.
-    fn write_group_status(&mut self, c: &VolumeGroupSnapshotContent, g: &driver::GroupSnapshot) {
+    fn write_group_status(
+        &mut self,
+        cx: &mut Cx<Self>,
+        c: &VolumeGroupSnapshotContent,
+        g: &driver::GroupSnapshot,
+    ) {
         let nanos = |t: &driver::Timestamp| {
             t.seconds
                 .saturating_mul(1_000_000_000)
@@ -260,10 +276,11 @@ impl Snapshotter {
                 })
                 .collect();
         }
-        self.ask_again_unless(group_key(&c.metadata.name), g.ready_to_use);
+        self.ask_again_unless(cx, group_key(&c.metadata.name), g.ready_to_use);
         let mut next = c.clone();
         next.status = Some(status);
         self.write_content(
+            cx,
             c,
             ApiCall::UpdateStatus(Object::GroupContent(next)),
             Settles::Cut,
