@@ -155,9 +155,8 @@ impl AttachReconciler {
             volume_context: csi.volume_attributes.into(),
             secrets,
         });
-        self.busy.insert(va.metadata.name.clone());
         let va = va.metadata.name.clone();
-        cx.csi(None, call, Call::Publish { va });
+        cx.csi_holding([va.clone()], None, call, Call::Publish { va });
     }
 
     fn detach(&mut self, cx: &mut Cx<Self>, va: &VolumeAttachment, finalizer: &str) {
@@ -186,9 +185,8 @@ impl AttachReconciler {
             node_id: Some(node_id),
             secrets,
         });
-        self.busy.insert(va.metadata.name.clone());
         let va = va.metadata.name.clone();
-        cx.csi(None, call, Call::Unpublish { va });
+        cx.csi_holding([va.clone()], None, call, Call::Unpublish { va });
     }
 
     /// The secrets `va`'s ControllerPublish (or Unpublish) gets from the
@@ -222,13 +220,12 @@ impl AttachReconciler {
         if let Some(data) = self.credentials.remove(name) {
             return Some(data);
         }
-        self.busy.insert(name.clone());
         let call = Call::GetSecret {
             va: name.clone(),
             publish,
             secret: secret.clone(),
         };
-        cx.api(secrets::get(secret), call);
+        cx.api_holding([name.clone()], secrets::get(secret), call);
         None
     }
 
@@ -243,7 +240,6 @@ impl AttachReconciler {
         secret: &SecretReference,
         result: crate::control::ApiResult,
     ) {
-        self.busy.remove(&name);
         let va = match cx.cache().find(Kind::VolumeAttachment, "", &name) {
             Some(Object::Va(v)) => v.clone(),
             _ => return,
@@ -272,7 +268,6 @@ impl AttachReconciler {
             Call::Unpublish { va } => (va, false),
             Call::Api { .. } | Call::GetSecret { .. } => return,
         };
-        self.busy.remove(&name);
         let va = match cx.cache().find(Kind::VolumeAttachment, "", &name) {
             Some(Object::Va(v)) => v.clone(),
             _ => return,

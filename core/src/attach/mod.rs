@@ -125,9 +125,6 @@ pub type Attach = Engine<AttachReconciler>;
 pub struct AttachReconciler {
     config: AttachConfig,
     users: Users,
-    /// What to look at again when a failed write's retry comes.
-    retrying: BTreeMap<String, Vec<AttachKey>>,
-    busy: BTreeSet<String>,
     /// (pod key, pv) pairs already told about multi-attach.
     multi_attach_told: BTreeSet<(String, String)>,
     /// VolumeAttachment → when its detach was first wanted.
@@ -161,9 +158,7 @@ impl Attach {
         let (retry_start, retry_max) = (config.retry_start, config.retry_max);
         let reconciler = AttachReconciler {
             users: Users::default(),
-            retrying: BTreeMap::new(),
             config,
-            busy: BTreeSet::new(),
             multi_attach_told: BTreeSet::new(),
             detach_wanted: BTreeMap::new(),
             force_at: TimerTable::default(),
@@ -177,20 +172,19 @@ impl Attach {
 
 impl AttachReconciler {
     fn api(&mut self, cx: &mut Cx<Self>, key: String, call: ApiCall) {
-        self.busy.insert(key.clone());
         let (object, uid) = (call.key(), call.uid().to_string());
         let marks = self.keys_of_call(cx, &call);
         let what = Call::Api {
-            key,
+            key: key.clone(),
             object,
             uid,
             marks,
         };
-        cx.api(call, what);
+        cx.api_holding([key], call, what);
     }
 
     fn ready(&self, cx: &Cx<Self>, key: &str) -> bool {
-        !self.busy.contains(key) && !cx.waiting(key)
+        cx.idle(key)
     }
 
     fn get<T>(
@@ -543,8 +537,6 @@ impl Controller for AttachReconciler {
     type Retry = String;
 
     fn retry(&mut self, cx: &mut Cx<Self>, name: String) {
-        let marks = self.retrying.remove(&name).unwrap_or_default();
-        cx.mark_all(marks);
         self.mark_name(cx, &name);
     }
 
@@ -591,9 +583,8 @@ impl Controller for AttachReconciler {
         else {
             return;
         };
-        self.busy.remove(&key);
         // A retry remembered for this key is superseded by this answer.
-        self.retrying.remove(&key);
+        cx.take_requeue(&key);
         cx.mark_all(marks.iter().cloned());
         match result {
             ApiResult::Ok(Some(o)) => {
@@ -619,7 +610,7 @@ impl Controller for AttachReconciler {
             _ => {
                 self.creating.remove(&key);
                 cx.fail(key.clone());
-                self.retrying.insert(key.clone(), marks);
+                cx.requeue(key.clone(), marks);
             }
         }
         self.mark_name(cx, &key);
@@ -632,7 +623,7 @@ impl Controller for AttachReconciler {
         };
         if result.is_ok() {
             // Its backoff ends (csi_completed): no retry will come for it.
-            self.retrying.remove(&va);
+            cx.take_requeue(&va);
         }
         self.csi_completed(cx, call, result);
         self.mark_name(cx, &va);
@@ -663,14 +654,8 @@ impl Controller for AttachReconciler {
         crate::machine::one_at_a_time(
             "attach/detach",
             keys,
-            |k: &String| self.busy.contains(k),
-            self.busy.len(),
-        )?;
-        match self.retrying.keys().find(|k| cx.failures(k.as_str()) == 0) {
-            Some(k) => Err(format!(
-                "attach/detach: a retry of {k} is remembered with no failure to retry"
-            )),
-            None => Ok(()),
-        }
+            |k: &String| cx.busy(k),
+            cx.held_count(),
+        )
     }
 }

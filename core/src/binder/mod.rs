@@ -41,7 +41,6 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use index::MatchIndex;
 pub use matching::{check_one_to_one, prebind_mismatch, volume_mismatch};
 
-use crate::OpId;
 use crate::control::{ApiCall, ApiResult, Controller, Cx, Engine, Event, Watch};
 use crate::model::names::{self, reason};
 use crate::model::*;
@@ -76,7 +75,6 @@ pub type Binder = Engine<BinderReconciler>;
 #[derive(Debug, Clone, Default, Hash)]
 pub struct BinderReconciler {
     index: MatchIndex,
-    writing: BTreeMap<ObjectKey, OpId>,
     /// Objects whose sync wanted to write an object already being written:
     /// they sync again when that write completes (one write per object at
     /// a time, whatever order completions and watch events arrive in).
@@ -91,8 +89,6 @@ pub struct BinderReconciler {
     /// Claims whose volume's claimRef write is in flight, and that volume:
     /// such a claim chooses nothing more until the write completes.
     reserving: BTreeMap<ObjectKey, String>,
-    /// What syncs again with an object whose write is backing off.
-    retry: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
     plant: crate::plant::Planted,
 }
 
@@ -162,6 +158,8 @@ impl BinderReconciler {
         if !cx.cache().is_news(&o) || !self.dirty_around(cx, &o) {
             return;
         }
+        // News of an object whose write failed ends its backoff's wait.
+        cx.news(&o.key());
         if cx.cache_mut().apply(o.clone())
             && let Object::Pv(pv) = &*o
         {
@@ -255,7 +253,6 @@ impl BinderReconciler {
     }
 
     fn completed(&mut self, cx: &mut Cx<Self>, p: Pending, result: ApiResult) {
-        self.writing.remove(&p.key);
         for claim in &p.requeue {
             if self.reserving.get(claim).map(String::as_str) == Some(&*p.key.name) {
                 self.reserving.remove(claim);
@@ -279,20 +276,21 @@ impl BinderReconciler {
             // It waits for its backoff, or for news of what it touches.
             if !cx.cache().newer_than(&p.key, &p.rv) {
                 cx.fail(p.key.clone());
-                let waiting = self.retry.entry(p.key).or_default();
-                waiting.extend(p.requeue);
-                waiting.extend(deferred);
+                cx.requeue(p.key, p.requeue.into_iter().chain(deferred));
                 return;
             }
         } else {
+            // What waited on an earlier failed write of this object syncs
+            // again (below), not let go with its backoff.
+            let waiting = cx.take_requeue(&p.key);
             cx.succeed(&p.key);
+            cx.mark_all(waiting);
         }
         // What waited on this write, or on an earlier failed write of this
         // object, syncs again.
         cx.mark_all(deferred);
-        if let Some(waiting) = self.retry.remove(&p.key) {
-            cx.mark_all(waiting);
-        }
+        let waiting = cx.take_requeue(&p.key);
+        cx.mark_all(waiting);
         match result {
             ApiResult::Ok(Some(o)) => {
                 // The answer is the news its watch event will echo.
@@ -386,7 +384,7 @@ impl BinderReconciler {
         saving_claim: bool,
     ) {
         let key = call.key();
-        if self.writing.contains_key(&key) {
+        if cx.busy(&key) {
             let waiting = self.deferred.entry(key).or_default();
             waiting.extend(requeue);
             waiting.extend(self.syncing.clone());
@@ -414,8 +412,7 @@ impl BinderReconciler {
             announce,
             saving_claim,
         };
-        let op = cx.api(call, pending);
-        self.writing.insert(key, op);
+        cx.api_holding([key], call, pending);
     }
 
     fn event(&mut self, cx: &mut Cx<Self>, e: Event) {
@@ -747,7 +744,7 @@ impl BinderReconciler {
             // Taken: no other claim is offered it while the write is in
             // flight (upstream binds one claim at a time and sees its own
             // write before the next claim's sync).
-            if !self.writing.contains_key(&pv_key(pv.name())) {
+            if !cx.busy(&pv_key(pv.name())) {
                 self.index.take(pv.name());
                 self.reserving
                     .insert(claim_key(claim), pv.name().to_string());
@@ -877,9 +874,7 @@ impl Controller for BinderReconciler {
     /// A failed write's backoff ran out: the object, and what waited on
     /// it, sync again.
     fn retry(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
-        let requeue = self.retry.remove(&key).unwrap_or_default();
         cx.mark(key);
-        cx.mark_all(requeue);
     }
 
     /// The PV controller's informers: volumes, claims, classes, pods.
@@ -898,8 +893,15 @@ impl Controller for BinderReconciler {
     }
 
     fn reconcile(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
-        if self.writing.contains_key(&key) {
+        if cx.busy(&key) {
             // Its write's completion marks it again (`completed`).
+            return;
+        }
+        if cx.waiting(&key) {
+            // Its last write failed with nothing newer known: it syncs
+            // again when its backoff runs out (`retry`) or news of it
+            // comes (`applied`), not because another object's pass or
+            // failed write marked it.
             return;
         }
         self.syncing = Some(key.clone());
@@ -926,10 +928,10 @@ impl Controller for BinderReconciler {
         crate::machine::one_at_a_time(
             "binder",
             cx.in_flight().map(|p| &p.key),
-            |k| self.writing.contains_key(k),
-            self.writing.len(),
+            |k| cx.busy(k),
+            cx.held_count(),
         )?;
-        match self.deferred.keys().find(|k| !self.writing.contains_key(k)) {
+        match self.deferred.keys().find(|k| !cx.busy(*k)) {
             Some(k) => Err(format!("binder: syncs wait on {k} with no write in flight")),
             None => Ok(()),
         }

@@ -155,7 +155,6 @@ pub struct CapacityReconciler {
     items: BTreeSet<Item>,
     /// GetCapacity's answers waiting to be written: (available, maximum).
     reported: BTreeMap<Item, (u64, Option<u64>)>,
-    busy: BTreeSet<Key>,
     /// Items marked while a call of theirs was in flight: its answer may
     /// predate the change, so they are asked again once it ends.
     stale: BTreeSet<Item>,
@@ -170,7 +169,6 @@ impl CapacityTracker {
             config,
             items: BTreeSet::new(),
             reported: BTreeMap::new(),
-            busy: BTreeSet::new(),
             stale: BTreeSet::new(),
             next_poll: None,
         };
@@ -333,7 +331,7 @@ impl CapacityReconciler {
         if !self.items.contains(&item) {
             return;
         }
-        if self.busy.contains(&Key::Item(item.clone())) {
+        if cx.busy(&Key::Item(item.clone())) {
             self.stale.insert(item);
             return;
         }
@@ -353,8 +351,7 @@ impl CapacityReconciler {
             accessible_topology: (!item.segment.is_empty())
                 .then(|| item.segment.clone().into_iter().collect()),
         });
-        self.busy.insert(Key::Item(item.clone()));
-        cx.csi(None, request, Call::Get(item));
+        cx.csi_holding([Key::Item(item.clone())], None, request, Call::Get(item));
     }
 
     /// Writes what GetCapacity reported on the item's object: created when
@@ -392,8 +389,7 @@ impl CapacityReconciler {
             }
             _ => ApiCall::Create(Object::Capacity(self.new_object(&item, capacity, maximum))),
         };
-        self.busy.insert(Key::Item(item.clone()));
-        cx.api(call, Call::Write(item));
+        cx.api_holding([Key::Item(item.clone())], call, Call::Write(item));
     }
 
     fn new_object(
@@ -432,11 +428,14 @@ impl CapacityReconciler {
         let Some(Object::Capacity(c)) = cx.cache().get(&key) else {
             return;
         };
-        if !self.manages(c) || self.wanted(c) || self.busy.contains(&Key::Object(name.clone())) {
+        if !self.manages(c) || self.wanted(c) || cx.busy(&Key::Object(name.clone())) {
             return;
         }
-        self.busy.insert(Key::Object(name.clone()));
-        cx.api(ApiCall::Delete(key), Call::Delete(name));
+        cx.api_holding(
+            [Key::Object(name.clone())],
+            ApiCall::Delete(key),
+            Call::Delete(name),
+        );
     }
 
     /// The (segment, class) pairs that want an object (for tests and checks).
@@ -571,7 +570,6 @@ impl Controller for CapacityReconciler {
             Call::Write(item) | Call::Get(item) => Key::Item(item.clone()),
             Call::Delete(name) => Key::Object(name.clone()),
         };
-        self.busy.remove(&key);
         if let Call::Write(item) = &call
             && self.stale.remove(item)
         {
@@ -596,7 +594,6 @@ impl Controller for CapacityReconciler {
     fn csi_done(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         let Call::Get(item) = call else { return };
         let key = Key::Item(item.clone());
-        self.busy.remove(&key);
         // Changed while asked: the answer may be older than the change.
         if self.stale.remove(&item) {
             cx.mark(key);
@@ -648,11 +645,6 @@ impl Controller for CapacityReconciler {
                 Call::Delete(n) => Key::Object(n.clone()),
             })
             .collect();
-        crate::machine::one_at_a_time(
-            "capacity",
-            keys.iter(),
-            |k| self.busy.contains(k),
-            self.busy.len(),
-        )
+        crate::machine::one_at_a_time("capacity", keys.iter(), |k| cx.busy(k), cx.held_count())
     }
 }

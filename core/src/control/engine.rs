@@ -47,7 +47,17 @@ pub struct Context<K: Ord, C, R: Ord = K> {
     dirty: BTreeSet<K>,
     /// Per-key backoff after a failure: the engine's timers.
     backoff: Backoff<R>,
-    calls: BTreeMap<OpId, C>,
+    /// What else is reconciled when a key's backoff runs out (a write's
+    /// failure holding back the syncs that waited on it).
+    requeue: BTreeMap<R, BTreeSet<K>>,
+    /// The operations in flight: what each was for, and the retry keys it
+    /// holds busy until it completes.
+    calls: BTreeMap<OpId, Issued<C, R>>,
+    /// The keys an operation in flight holds (one operation per key).
+    held: BTreeSet<R>,
+    /// A key asked to be held by a second operation: the invariant the
+    /// engine reports.
+    held_twice: Option<String>,
     queue: VecDeque<Effect>,
     next_op: u64,
     now: Tick,
@@ -58,6 +68,38 @@ pub struct Context<K: Ord, C, R: Ord = K> {
     failing: Option<ApiFailure>,
 }
 
+/// An operation in flight: what it was for, and the keys it holds.
+#[derive(Debug, Clone, Hash)]
+struct Issued<C, R> {
+    what: C,
+    holds: Holds<R>,
+}
+
+/// The keys an operation holds: most hold one, kept without allocating.
+#[derive(Debug, Clone, Hash)]
+enum Holds<R> {
+    One(R),
+    Many(Vec<R>),
+}
+
+impl<R> Holds<R> {
+    fn new(keys: impl IntoIterator<Item = R>) -> Holds<R> {
+        let mut keys = keys.into_iter();
+        match (keys.next(), keys.next()) {
+            (Some(one), None) => Holds::One(one),
+            (None, _) => Holds::Many(Vec::new()),
+            (Some(a), Some(b)) => Holds::Many([a, b].into_iter().chain(keys).collect()),
+        }
+    }
+
+    fn keys(&self) -> &[R] {
+        match self {
+            Holds::One(key) => std::slice::from_ref(key),
+            Holds::Many(keys) => keys,
+        }
+    }
+}
+
 /// The op counter through `canon::op` and the clock through `canon::time`:
 /// the explorer counts states equal up to renumbering as one.
 impl<K: Ord + Hash, C: Hash, R: Ord + Hash> Hash for Context<K, C, R> {
@@ -66,14 +108,18 @@ impl<K: Ord + Hash, C: Hash, R: Ord + Hash> Hash for Context<K, C, R> {
             cache,
             dirty,
             backoff,
+            requeue,
             calls,
+            held: _,
+            held_twice,
             queue,
             next_op,
             now,
             unsynced,
             failing: _,
         } = self;
-        (cache, dirty, backoff, calls, queue, unsynced).hash(h);
+        (cache, dirty, backoff, requeue, calls, held_twice, queue).hash(h);
+        unsynced.hash(h);
         canon::op(h, *next_op);
         canon::time(h, *now);
     }
@@ -94,7 +140,10 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Context<K, C, R> {
             cache: Cache::default(),
             dirty: BTreeSet::new(),
             backoff: Backoff::new(retry_start, retry_max),
+            requeue: BTreeMap::new(),
             calls: BTreeMap::new(),
+            held: BTreeSet::new(),
+            held_twice: None,
             queue: VecDeque::new(),
             next_op: 0,
             now: 0,
@@ -128,9 +177,22 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Context<K, C, R> {
         self.dirty.contains(key)
     }
 
-    /// A call for `key` succeeded: its backoff starts over.
+    /// A call for `key` succeeded: its backoff starts over, and what its
+    /// retry would have reconciled is let go.
     pub fn succeed(&mut self, key: &R) {
-        self.backoff.succeed(key)
+        self.backoff.succeed(key);
+        self.requeue.remove(key);
+    }
+
+    /// When `key`'s backoff runs out, `keys` are reconciled too (besides
+    /// what [`Controller::retry`] marks).
+    pub fn requeue(&mut self, key: R, keys: impl IntoIterator<Item = K>) {
+        self.requeue.entry(key).or_default().extend(keys);
+    }
+
+    /// What `key`'s retry would have reconciled, let go and handed back.
+    pub fn take_requeue(&mut self, key: &R) -> BTreeSet<K> {
+        self.requeue.remove(key).unwrap_or_default()
     }
 
     /// How many times in a row `key` has failed.
@@ -142,26 +204,96 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Context<K, C, R> {
         self.backoff.failures(key)
     }
 
-    fn issue(&mut self, what: C) -> OpId {
+    fn issue(&mut self, what: C, holds: Holds<R>) -> OpId
+    where
+        R: std::fmt::Debug,
+    {
         self.next_op += 1;
         let op = OpId(self.next_op);
-        self.calls.insert(op, what);
+        for key in holds.keys() {
+            if !self.held.insert(key.clone()) && self.held_twice.is_none() {
+                self.held_twice = Some(format!("two operations in flight for {key:?}"));
+            }
+        }
+        self.calls.insert(op, Issued { what, holds });
         op
     }
 
+    /// The operation `op` completed: what it was for, its keys let go.
+    fn complete(&mut self, op: OpId) -> Option<C> {
+        let Issued { what, holds } = self.calls.remove(&op)?;
+        for key in holds.keys() {
+            self.held.remove(key);
+        }
+        Some(what)
+    }
+
     /// Asks for an API call; `what` comes back with its completion.
-    pub fn api(&mut self, call: ApiCall, what: C) -> OpId {
-        let op = self.issue(what);
+    pub fn api(&mut self, call: ApiCall, what: C) -> OpId
+    where
+        R: std::fmt::Debug,
+    {
+        self.api_holding(None, call, what)
+    }
+
+    /// Asks for an API call that holds `keys` busy ([`Context::busy`])
+    /// until it completes: one operation per key at a time.
+    pub fn api_holding(&mut self, keys: impl IntoIterator<Item = R>, call: ApiCall, what: C) -> OpId
+    where
+        R: std::fmt::Debug,
+    {
+        let op = self.issue(what, Holds::new(keys));
         self.queue.push_back(Effect::Api { op, call });
         op
     }
 
     /// Asks for a CSI call (`node`: the node plugin that serves it, None
     /// for the controller); `what` comes back with its completion.
-    pub fn csi(&mut self, node: Option<String>, call: CsiCall, what: C) -> OpId {
-        let op = self.issue(what);
+    pub fn csi(&mut self, node: Option<String>, call: CsiCall, what: C) -> OpId
+    where
+        R: std::fmt::Debug,
+    {
+        self.csi_holding(None, node, call, what)
+    }
+
+    /// Asks for a CSI call that holds `keys` busy until it completes.
+    pub fn csi_holding(
+        &mut self,
+        keys: impl IntoIterator<Item = R>,
+        node: Option<String>,
+        call: CsiCall,
+        what: C,
+    ) -> OpId
+    where
+        R: std::fmt::Debug,
+    {
+        let op = self.issue(what, Holds::new(keys));
         self.queue.push_back(Effect::Csi { op, node, call });
         op
+    }
+
+    /// True when an operation in flight holds `key`.
+    pub fn busy<Q>(&self, key: &Q) -> bool
+    where
+        R: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.held.contains(key)
+    }
+
+    /// How many keys operations in flight hold.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
+    /// True when `key` may be acted on now: no operation in flight holds
+    /// it, and it is not waiting out a backoff.
+    pub fn idle<Q>(&self, key: &Q) -> bool
+    where
+        R: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        !self.busy(key) && !self.waiting(key)
     }
 
     /// Records an event for the user.
@@ -171,7 +303,7 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Context<K, C, R> {
 
     /// The records of the operations in flight, oldest first.
     pub fn in_flight(&self) -> impl Iterator<Item = &C> + Clone {
-        self.calls.values()
+        self.calls.values().map(|issued| &issued.what)
     }
 
     /// How many operations are in flight.
@@ -244,8 +376,9 @@ pub trait Controller {
     type Key: Ord + Clone;
     /// What the controller remembers about an operation in flight.
     type Call;
-    /// What a failure backs off (often [`Controller::Key`]).
-    type Retry: Ord + Clone;
+    /// What a failure backs off and an operation holds busy (often
+    /// [`Controller::Key`]).
+    type Retry: Ord + Clone + std::fmt::Debug;
 
     /// A backoff ran out: dirty what it held back.
     fn retry(&mut self, cx: &mut Cx<Self>, key: Self::Retry);
@@ -396,7 +529,7 @@ impl<C: Controller> Machine for Engine<C> {
             Input::Synced => cx.unsynced = false,
             Input::Watch(watch) => controller.observe(cx, watch),
             Input::ApiDone { op, result } => {
-                if let Some(call) = cx.calls.remove(&op) {
+                if let Some(call) = cx.complete(op) {
                     cx.failing = result.failure().cloned();
                     controller.api_done(cx, call, result);
                     cx.failing = None;
@@ -408,7 +541,7 @@ impl<C: Controller> Machine for Engine<C> {
                 }
             }
             Input::CsiDone { op, result } => {
-                if let Some(call) = cx.calls.remove(&op) {
+                if let Some(call) = cx.complete(op) {
                     controller.csi_done(cx, call, result);
                 }
             }
@@ -444,12 +577,23 @@ impl<C: Controller> Machine for Engine<C> {
         cx.now = cx.now.max(now);
         let now = cx.now;
         for key in cx.backoff.fire_due(now) {
+            let requeued = cx.take_requeue(&key);
+            cx.mark_all(requeued);
             controller.retry(cx, key);
         }
         controller.fire(cx, now);
     }
 
     fn check_invariants(&self) -> Result<(), String> {
+        let name = std::any::type_name::<C>();
+        if let Some(twice) = &self.cx.held_twice {
+            return Err(format!("{name}: {twice}"));
+        }
+        if let Some(k) = self.cx.requeue.keys().find(|k| self.cx.failures(*k) == 0) {
+            return Err(format!(
+                "{name}: a retry of {k:?} is remembered with no failure to retry"
+            ));
+        }
         self.controller.invariants(&self.cx)
     }
 }

@@ -54,7 +54,6 @@ impl KubeletReconciler {
         let Call::Api { key, object } = call else {
             return;
         };
-        self.busy.remove(&key);
         let old = cx.cache().get_shared(&object);
         if let Some(old) = &old {
             self.mark_object(cx, old);

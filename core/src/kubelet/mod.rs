@@ -221,7 +221,6 @@ pub struct KubeletReconciler {
     /// The claims bound to each volume and the pods naming each claim.
     users: Users,
     actual: ActualState,
-    busy: BTreeSet<String>,
     last_event: BTreeMap<ObjectKey, String>,
     /// (PV, call) → the Secret data read for that call's next attempt
     /// (never printed; dropped when used or when the PV goes).
@@ -236,7 +235,6 @@ impl Kubelet {
             config,
             users: Users::default(),
             actual: ActualState::default(),
-            busy: BTreeSet::new(),
             last_event: BTreeMap::new(),
             credentials: BTreeMap::new(),
         };
@@ -297,11 +295,10 @@ impl KubeletReconciler {
     /// backoff after a failure.
     fn csi_completed(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         let uncertain = matches!(&result, Err(e) if matches!(e.code, Code::DeadlineExceeded | Code::Unavailable | Code::Cancelled | Code::Aborted));
-        if let Some(pv) = call.volume() {
-            self.busy.remove(pv);
-            if result.is_ok() {
-                cx.succeed(pv);
-            }
+        if let Some(pv) = call.volume()
+            && result.is_ok()
+        {
+            cx.succeed(pv);
         }
         match (call, result) {
             (Call::Stage { pv, .. }, Ok(_)) => {
@@ -444,8 +441,8 @@ impl Controller for KubeletReconciler {
         crate::machine::one_at_a_time(
             "kubelet",
             cx.in_flight().map(Call::key),
-            |k| self.busy.contains(k),
-            self.busy.len(),
+            |k| cx.busy(k),
+            cx.held_count(),
         )?;
         if self.config.stage_unstage {
             for ((pod, pv), m) in &self.actual.mounts {

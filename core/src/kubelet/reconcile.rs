@@ -106,19 +106,17 @@ impl KubeletReconciler {
     }
 
     fn ready(&self, cx: &Cx<Self>, pv: &str) -> bool {
-        !self.busy.contains(pv) && !cx.waiting(pv)
+        cx.idle(pv)
     }
 
     fn csi(&mut self, cx: &mut Cx<Self>, call: Call, request: Request) {
-        self.busy.insert(call.key().to_string());
         let node = Some(self.config.node.clone());
-        cx.csi(node, request, call);
+        cx.csi_holding([call.key().to_string()], node, request, call);
     }
 
     fn api(&mut self, cx: &mut Cx<Self>, key: String, call: ApiCall) {
-        self.busy.insert(key.clone());
         let object = call.key();
-        cx.api(call, Call::Api { key, object });
+        cx.api_holding([key.clone()], call, Call::Api { key, object });
     }
 
     /// A FailedMount warning on the pods using `pv`, and a backoff.
@@ -287,7 +285,7 @@ impl KubeletReconciler {
         next.extend(in_use.iter().cloned());
         let have: BTreeSet<String> = node.status.volumes_in_use.iter().cloned().collect();
         let key = format!("node:{}", self.config.node);
-        if next != have && !self.busy.contains(&key) && !cx.waiting(&key) {
+        if next != have && cx.idle(&key) {
             let mut n = node.clone();
             n.status.volumes_in_use = next.into_iter().collect();
             self.api(cx, key, ApiCall::UpdateStatus(Object::Node(n)));
@@ -591,10 +589,7 @@ impl KubeletReconciler {
         );
         // The claim's own writes back off apart from the volume's calls.
         let claim_write = format!("claim:{claim_key}");
-        if pv_bytes <= claim_bytes
-            || self.busy.contains(&claim_write)
-            || cx.waiting(claim_write.as_str())
-        {
+        if pv_bytes <= claim_bytes || cx.busy(&claim_write) || cx.waiting(claim_write.as_str()) {
             return;
         }
         // Only what the resizer handed to the node (upstream's runPreCheck);

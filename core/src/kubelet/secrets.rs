@@ -81,13 +81,12 @@ impl KubeletReconciler {
         if let Some(data) = self.credentials.remove(&(pv.to_string(), purpose)) {
             return Some(data);
         }
-        self.busy.insert(pv.to_string());
         let call = Call::GetSecret {
             pv: pv.to_string(),
             secret: secret.clone(),
             purpose,
         };
-        cx.api(secrets::get(secret), call);
+        cx.api_holding([pv.to_string()], secrets::get(secret), call);
         None
     }
 
@@ -101,7 +100,6 @@ impl KubeletReconciler {
         purpose: NodeSecret,
         result: ApiResult,
     ) {
-        self.busy.remove(&pv);
         self.mark_volume(cx, &pv);
         match secrets::read(secret, result) {
             // Kept only while the volume is there.

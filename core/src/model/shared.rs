@@ -28,6 +28,17 @@ macro_rules! variant {
             }
         }
     };
+    ($t:ty, $kind:ident, $variant:path) => {
+        impl Variant for $t {
+            const KIND: Kind = Kind::$kind;
+            fn of(o: &Object) -> Option<&Self> {
+                match o {
+                    $variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
 }
 
 variant!(PersistentVolume, PersistentVolume, as_pv);
@@ -36,6 +47,17 @@ variant!(StorageClass, StorageClass, as_class);
 variant!(Pod, Pod, as_pod);
 variant!(Node, Node, as_node);
 variant!(VolumeAttachment, VolumeAttachment, as_va);
+
+variant!(
+    super::VolumeSnapshotContent,
+    VolumeSnapshotContent,
+    Object::Content
+);
+variant!(
+    super::VolumeGroupSnapshotContent,
+    VolumeGroupSnapshotContent,
+    Object::GroupContent
+);
 
 /// A shared object known to be a `T`; derefs to the `T`.
 pub struct Shared<T> {

@@ -140,15 +140,8 @@ impl ProtectionReconciler {
         }
     }
 
-    fn busy(cx: &Cx<Self>, key: &ObjectKey) -> bool {
-        cx.in_flight().any(|c| match c {
-            Call::Write(k, _, _) => k == key,
-            Call::List(claims) => claims.contains(key),
-        })
-    }
-
     fn sync(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
-        if Self::busy(cx, key) || cx.waiting(key) {
+        if !cx.idle(key) {
             return;
         }
         let Some(shared) = cx.cache().get_shared(key) else {
@@ -184,13 +177,13 @@ impl ProtectionReconciler {
             .filter_map(Object::as_pvc)
             .filter(|c| c.metadata.namespace == namespace && Self::may_let_go(cx, c))
             .map(|c| ObjectKey::new(Kind::PersistentVolumeClaim, namespace, &c.metadata.name))
-            .filter(|k| !Self::busy(cx, k) && !cx.waiting(k))
+            .filter(|k| cx.idle(k))
             .collect();
         let call = ApiCall::List {
             kind: Kind::Pod,
             namespace: namespace.to_string(),
         };
-        cx.api(call, Call::List(claims));
+        cx.api_holding(claims.clone(), call, Call::List(claims));
     }
 
     /// Being deleted, still held by the finalizer, and free by the cache.
@@ -203,7 +196,11 @@ impl ProtectionReconciler {
     fn write(&mut self, cx: &mut Cx<Self>, key: &ObjectKey, next: Object) {
         let meta = next.meta();
         let (uid, rv) = (meta.uid.clone(), meta.resource_version.clone());
-        cx.api(ApiCall::Update(next), Call::Write(key.clone(), uid, rv));
+        cx.api_holding(
+            [key.clone()],
+            ApiCall::Update(next),
+            Call::Write(key.clone(), uid, rv),
+        );
     }
 
     /// The live list of a namespace's pods came back: each claim it

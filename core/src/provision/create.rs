@@ -10,7 +10,7 @@ impl ProvisionerReconciler {
     /// goes on with the same request while its claim is there
     /// (`claimed`), or in the background even after it went.
     fn go_on(&mut self, cx: &mut Cx<Self>, key: &ObjectKey, uid: &str, claimed: bool) {
-        if self.busy.contains(uid) || cx.waiting(uid) {
+        if !cx.idle(uid) {
             return;
         }
         let Some(p) = self.provisioning.get(uid).cloned() else {
@@ -57,7 +57,7 @@ impl ProvisionerReconciler {
         if self.provisioning.contains_key(&uid) {
             return self.go_on(cx, key, &uid, true);
         }
-        if self.busy.contains(&uid) || cx.waiting(&uid) {
+        if !cx.idle(&uid) {
             return;
         }
         self.retry.insert(uid.clone(), key.clone());
@@ -271,15 +271,12 @@ impl ProvisionerReconciler {
     pub(super) fn csi_completed(&mut self, cx: &mut Cx<Self>, call: Call, result: CsiResult) {
         match call {
             Call::Create { uid } => {
-                self.busy.remove(&uid);
                 self.created(cx, &uid, result);
             }
             Call::Cleanup { uid } => {
-                self.busy.remove(&uid);
                 self.cleaned_up(cx, &uid, result);
             }
             Call::Delete { pv } => {
-                self.busy.remove(&pv);
                 self.deleted_volume(cx, &pv, result);
             }
             Call::CheckCapacity { uid, claim } => self.capacity_checked(cx, uid, claim, result),
@@ -463,7 +460,6 @@ impl ProvisionerReconciler {
         }
         match call {
             Call::SavePv { uid } => {
-                self.busy.remove(&uid);
                 let Some(p) = self.provisioning.get(&uid).cloned() else {
                     return;
                 };
@@ -491,26 +487,21 @@ impl ProvisionerReconciler {
                 }
             }
             Call::DropSelectedNode { uid } => {
-                self.busy.remove(&uid);
                 if !matches!(result, ApiResult::Ok(_)) {
                     cx.fail(uid);
                 }
             }
             Call::DeletePvObject { pv, uid } => {
-                self.busy.remove(&pv);
                 self.pv_written(cx, pv, &uid, None, result);
             }
             Call::Finalizer { pv, uid, rv } => {
-                self.busy.remove(&pv);
                 let rv = (!rv.is_empty()).then_some(rv.as_str());
                 self.pv_written(cx, pv, &uid, rv, result);
             }
             Call::Protect { uid, claim, rv } => {
-                self.busy.remove(&uid);
                 self.protected(cx, uid, claim, &rv, result);
             }
             Call::Release { uid, source, rv } => {
-                self.busy.remove(&uid);
                 self.released(cx, uid, source, &rv, result);
             }
             other => debug_assert!(false, "{other:?} is not an API call"),

@@ -27,7 +27,7 @@ impl ProvisionerReconciler {
             return;
         };
         let name = pv.name().to_string();
-        if !self.owns(&pv) || self.busy.contains(&name) || cx.waiting(&name) {
+        if !self.owns(&pv) || !cx.idle(&name) {
             return;
         }
         if let Some(add) = self.finalizer_change(&pv) {

@@ -307,8 +307,6 @@ pub type Provisioner = Engine<ProvisionerReconciler>;
 pub struct ProvisionerReconciler {
     config: ProvisionerConfig,
     provisioning: BTreeMap<String, Provisioning>,
-    /// Claim UIDs and PV names with an operation in flight.
-    busy: BTreeSet<String>,
     /// Volumes whose storage DeleteVolume removed; their PV objects go next.
     deleted: BTreeSet<String>,
     /// Claim UIDs waiting out a backoff → the claim to sync when it ends.
@@ -332,7 +330,6 @@ impl Provisioner {
         let reconciler = ProvisionerReconciler {
             config,
             provisioning: BTreeMap::new(),
-            busy: BTreeSet::new(),
             deleted: BTreeSet::new(),
             retry: BTreeMap::new(),
             populated: BTreeSet::new(),
@@ -438,13 +435,11 @@ impl ProvisionerReconciler {
     }
 
     fn api(&mut self, cx: &mut Cx<Self>, what: Call, call: ApiCall) {
-        self.busy.insert(what.key().to_string());
-        cx.api(call, what);
+        cx.api_holding([what.key().to_string()], call, what);
     }
 
     fn csi(&mut self, cx: &mut Cx<Self>, what: Call, call: Request) {
-        self.busy.insert(what.key().to_string());
-        cx.csi(None, call, what);
+        cx.csi_holding([what.key().to_string()], None, call, what);
     }
 
     fn event(&mut self, cx: &mut Cx<Self>, e: Event) {
@@ -551,8 +546,8 @@ impl Controller for ProvisionerReconciler {
         crate::machine::one_at_a_time(
             "provisioner",
             cx.in_flight().map(Call::key),
-            |k| self.busy.contains(k),
-            self.busy.len(),
+            |k| cx.busy(k),
+            cx.held_count(),
         )?;
         if self.credentials.is_empty() {
             return Ok(());

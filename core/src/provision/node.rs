@@ -132,7 +132,7 @@ impl ProvisionerReconciler {
                 tries: 0,
             })
             .at;
-        if now < at || self.busy.contains(uid) {
+        if now < at || cx.busy(uid) {
             return;
         }
         // Under way: no deadline until it ends.
@@ -201,7 +201,6 @@ impl ProvisionerReconciler {
         key: ObjectKey,
         result: CsiResult,
     ) {
-        self.busy.remove(&uid);
         let Some(claim) = self.claim(cx, &key).filter(|c| c.metadata.uid == uid) else {
             self.taking.remove(&uid);
             return;
@@ -225,7 +224,6 @@ impl ProvisionerReconciler {
         key: ObjectKey,
         result: ApiResult,
     ) {
-        self.busy.remove(&uid);
         match result {
             ApiResult::Ok(Some(o)) => {
                 self.taking.remove(&uid);

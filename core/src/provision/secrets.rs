@@ -85,14 +85,13 @@ impl ProvisionerReconciler {
         uid: String,
         secret: SecretReference,
     ) {
-        self.busy.insert(uid.clone());
         let get = secrets::get(&secret);
         let call = Call::GetSecret {
             uid,
             claim: claim.clone(),
             secret,
         };
-        cx.api(get, call);
+        cx.api_holding([call.key().to_string()], get, call);
     }
 
     /// The provisioner Secret was read, or not: its data is kept for the
@@ -106,7 +105,6 @@ impl ProvisionerReconciler {
         secret: SecretReference,
         result: ApiResult,
     ) {
-        self.busy.remove(&uid);
         let present = self
             .claim(cx, &claim)
             .is_some_and(|c| c.metadata.uid == uid);
@@ -166,9 +164,8 @@ impl ProvisionerReconciler {
         pv: String,
         secret: SecretReference,
     ) {
-        self.busy.insert(pv.clone());
         let get = secrets::get(&secret);
-        cx.api(get, Call::GetDeletionSecret { pv, secret });
+        cx.api_holding([pv.clone()], get, Call::GetDeletionSecret { pv, secret });
     }
 
     /// A deletion Secret was read, or not: deletion goes on with its data,
@@ -181,7 +178,6 @@ impl ProvisionerReconciler {
         secret: SecretReference,
         result: ApiResult,
     ) {
-        self.busy.remove(&pv);
         let data = secrets::read(&secret, result).unwrap_or_default();
         self.deletion_credentials.insert(pv.clone(), data);
         cx.mark(ObjectKey::new(Kind::PersistentVolume, "", &pv));

@@ -144,7 +144,7 @@ impl ProvisionerReconciler {
         };
         let uid = obj.meta().uid.clone();
         if !obj.meta().has_finalizer(finalizer)
-            || self.busy.contains(&uid)
+            || cx.busy(&uid)
             || cx.waiting(&uid)
             || self.source_in_use(cx, key)
         {

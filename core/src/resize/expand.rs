@@ -215,9 +215,8 @@ impl ResizeReconciler {
             capability,
             secrets,
         });
-        self.busy.insert(key.clone());
         let (claim, pv) = (key.clone(), pv.name().to_string());
-        cx.csi(None, call, Call::Expand { claim, pv });
+        cx.csi_holding([key.clone()], None, call, Call::Expand { claim, pv });
     }
 
     /// The volume grew to `capacity`: the PV says so first, then the claim.
@@ -293,7 +292,6 @@ impl ResizeReconciler {
         pv: String,
         result: CsiResult,
     ) {
-        self.busy.remove(&claim);
         if !self.still_bound(cx, &claim, &pv) {
             cx.mark(claim);
             return;

@@ -129,7 +129,6 @@ pub type Resizer = Engine<ResizeReconciler>;
 #[derive(Debug, Clone, Hash)]
 pub struct ResizeReconciler {
     config: ResizeConfig,
-    busy: BTreeSet<ObjectKey>,
     /// What ControllerExpand answered, by claim: (the PV, capacity, node
     /// expansion required).
     expanded: BTreeMap<ObjectKey, (String, u64, bool)>,
@@ -158,7 +157,6 @@ impl Resizer {
         let (start, max) = (config.retry_start, config.retry_max);
         let reconciler = ResizeReconciler {
             config,
-            busy: BTreeSet::new(),
             expanded: BTreeMap::new(),
             told: BTreeMap::new(),
             credentials: BTreeMap::new(),
@@ -227,9 +225,13 @@ impl ResizeReconciler {
     }
 
     fn api(&mut self, cx: &mut Cx<Self>, claim: &ObjectKey, call: ApiCall) {
-        self.busy.insert(claim.clone());
-        let claim = claim.clone();
-        cx.api(call, Call::Api { claim });
+        cx.api_holding(
+            [claim.clone()],
+            call,
+            Call::Api {
+                claim: claim.clone(),
+            },
+        );
     }
 
     fn tell(&mut self, cx: &mut Cx<Self>, claim: &ObjectKey, e: Event) {
@@ -244,7 +246,7 @@ impl ResizeReconciler {
     /// its status capacity is marked Resizing, expanded, its PV's capacity
     /// follows, and its status is finished (or left to the node).
     fn sync(&mut self, cx: &mut Cx<Self>, key: &ObjectKey) {
-        if self.busy.contains(key) || cx.waiting(key) {
+        if !cx.idle(key) {
             return;
         }
         let Some(shared) = cx.cache().get_shared(key) else {
@@ -302,7 +304,6 @@ impl ResizeReconciler {
         secret: SecretReference,
         purpose: SecretFor,
     ) {
-        self.busy.insert(key.clone());
         let get = crate::control::secrets::get(&secret);
         let call = Call::GetSecret {
             claim: key.clone(),
@@ -310,7 +311,7 @@ impl ResizeReconciler {
             secret,
             purpose,
         };
-        cx.api(get, call);
+        cx.api_holding([key.clone()], get, call);
     }
 
     /// A Secret was read, or not: its data waits for the call it is for,
@@ -325,7 +326,6 @@ impl ResizeReconciler {
         else {
             return;
         };
-        self.busy.remove(&claim);
         let present = cx.cache().get(&claim).is_some();
         match (crate::control::secrets::read(&secret, result), purpose) {
             // Kept only while the claim is there.
@@ -392,7 +392,6 @@ impl Controller for ResizeReconciler {
             return self.secret_read(cx, call, result);
         }
         let Call::Api { claim } = call else { return };
-        self.busy.remove(&claim);
         match result {
             ApiResult::Ok(Some(o)) => {
                 cx.cache_mut().apply(o);
@@ -421,6 +420,6 @@ impl Controller for ResizeReconciler {
             | Call::Api { claim }
             | Call::GetSecret { claim, .. } => claim,
         });
-        crate::machine::one_at_a_time("resizer", keys, |k| self.busy.contains(k), self.busy.len())
+        crate::machine::one_at_a_time("resizer", keys, |k| cx.busy(k), cx.held_count())
     }
 }

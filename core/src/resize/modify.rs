@@ -352,13 +352,12 @@ impl ResizeReconciler {
             mutable_parameters,
             secrets,
         });
-        self.busy.insert(key.clone());
         let what = Call::Modify {
             claim: key.clone(),
             pv: pv.name().to_string(),
             target: vac.metadata.name.clone(),
         };
-        cx.csi(None, call, what);
+        cx.csi_holding([key.clone()], None, call, what);
         true
     }
 
@@ -409,7 +408,6 @@ impl ResizeReconciler {
         target: String,
         result: CsiResult,
     ) {
-        self.busy.remove(&claim);
         let planted = self
             .config
             .plant

@@ -172,10 +172,6 @@ impl SnapshotReconciler {
         cx.mark_all(marked);
     }
 
-    fn busy(&self, cx: &Cx<Self>, key: &ObjectKey) -> bool {
-        cx.in_flight().any(|(owner, _, _)| owner == key)
-    }
-
     fn write(&mut self, cx: &mut Cx<Self>, call: ApiCall) {
         let (key, uid) = match &call {
             ApiCall::Create(o) | ApiCall::Update(o) | ApiCall::UpdateStatus(o) => {
@@ -186,7 +182,7 @@ impl SnapshotReconciler {
             ApiCall::List { .. } => return,
         };
         let owner = self.syncing.clone().unwrap_or_else(|| key.clone());
-        cx.api(call, (owner, key, uid));
+        cx.api_holding([owner.clone()], call, (owner, key, uid));
     }
 
     fn event(
@@ -649,7 +645,7 @@ impl Controller for SnapshotReconciler {
     }
 
     fn reconcile(&mut self, cx: &mut Cx<Self>, key: ObjectKey) {
-        if self.busy(cx, &key) || cx.waiting(&key) {
+        if !cx.idle(&key) {
             return;
         }
         self.syncing = Some(key.clone());
@@ -711,8 +707,8 @@ impl Controller for SnapshotReconciler {
         crate::machine::one_at_a_time(
             "snapshot controller",
             writing,
-            |_| true,
-            cx.in_flight_count(),
+            |k| cx.busy(k),
+            cx.held_count(),
         )
     }
 }

@@ -192,22 +192,11 @@ impl SnapshotterReconciler {
             }
             // A class appearing may unblock the contents that name it.
             Object::SnapshotClass(class) => {
-                let naming: Vec<ObjectKey> = cx
-                    .cache()
-                    .of_kind(Kind::VolumeSnapshotContent)
-                    .filter_map(|c| match c {
-                        Object::Content(c)
-                            if c.spec.volume_snapshot_class_name.as_deref()
-                                == Some(class.metadata.name.as_str()) =>
-                        {
-                            Some(key(&c.metadata.name))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                cx.mark_all(naming);
+                Self::mark_naming::<VolumeSnapshotContent>(cx, &class.metadata.name);
             }
-            Object::GroupSnapshotClass(class) => self.mark_group_class(cx, class),
+            Object::GroupSnapshotClass(class) => {
+                Self::mark_naming::<VolumeGroupSnapshotContent>(cx, &class.metadata.name);
+            }
             _ => {}
         }
     }
@@ -359,8 +348,26 @@ impl SnapshotterReconciler {
         cx.mark(content.clone());
     }
 
-    fn busy(&self, cx: &Cx<Self>, content: &ObjectKey) -> bool {
-        cx.in_flight().any(|c| c.content() == content)
+    /// A class appearing may unblock the contents of kind `T` that name it.
+    fn mark_naming<T: cut::CutContent + crate::model::Variant>(cx: &mut Cx<Self>, class: &str) {
+        let naming: Vec<ObjectKey> = cx
+            .cache()
+            .of_kind(T::KIND)
+            .filter_map(T::of)
+            .filter(|c| c.class_name() == Some(class))
+            .map(T::key)
+            .collect();
+        cx.mark_all(naming);
+    }
+
+    /// An API call that holds its content busy until it completes.
+    fn api(cx: &mut Cx<Self>, call: ApiCall, what: Call) {
+        cx.api_holding([what.content().clone()], call, what);
+    }
+
+    /// A CSI call that holds its content busy until it completes.
+    fn csi(cx: &mut Cx<Self>, call: Request, what: Call) {
+        cx.csi_holding([what.content().clone()], None, call, what);
     }
 
     fn sync(&mut self, cx: &mut Cx<Self>, name: &ObjectKey) {
@@ -370,7 +377,7 @@ impl SnapshotterReconciler {
         let Object::Content(c) = &*shared else {
             return;
         };
-        if c.spec.driver != self.driver || self.busy(cx, name) {
+        if c.spec.driver != self.driver || cx.busy(name) {
             return;
         }
         if should_delete(c) {
@@ -411,8 +418,8 @@ impl SnapshotterReconciler {
                     Ok(None) => return,
                     Err(e) => return self.blocked(cx, name, e),
                 };
-                cx.csi(
-                    None,
+                Self::csi(
+                    cx,
                     Request::ListSnapshots(driver::ListSnapshots {
                         max_entries: 0,
                         starting_token: String::new(),
@@ -483,8 +490,8 @@ impl SnapshotterReconciler {
                 .insert(ANN_SNAPSHOT_BEING_CREATED.into(), "yes".into());
             return self.write(cx, c, ApiCall::Update(Object::Content(next)));
         }
-        cx.csi(
-            None,
+        Self::csi(
+            cx,
             Request::CreateSnapshot(driver::CreateSnapshot {
                 source_volume_id: volume.into(),
                 name: self.snapshot_name(&c.spec.volume_snapshot_ref.uid),
@@ -553,7 +560,7 @@ impl SnapshotterReconciler {
             rv: call.version().to_string(),
             settles,
         };
-        cx.api(call, what);
+        Self::api(cx, call, what);
     }
 
     /// A cut not yet ready is asked after again later, not at once.
@@ -637,6 +644,6 @@ impl Controller for SnapshotterReconciler {
     /// One operation per content at a time.
     fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
         let busy = cx.in_flight().map(Call::content);
-        crate::machine::one_at_a_time("snapshotter", busy, |_| true, cx.in_flight_count())
+        crate::machine::one_at_a_time("snapshotter", busy, |k| cx.busy(k), cx.held_count())
     }
 }

@@ -248,3 +248,57 @@ fn a7_1_claims_synced_during_their_binding_take_one_volume_each() {
     assert_eq!(bound, 20);
     assert_eq!(claim_refs, 20, "volumes reserved twice, or unbound again");
 }
+
+/// Found by the property above: a claim whose status write failed (a
+/// conflict, nothing newer known) was marked again by another object's
+/// failed write and wrote the same status at once — a hot loop; it now
+/// waits for its backoff or news of it. The second case: holding back a
+/// volume's write (not its sync) left it reserved for a claim with no
+/// write in flight, so the claim never bound.
+#[test]
+fn a_key_in_backoff_is_not_synced_again_by_another_objects_failure() {
+    let cases: [(u64, &[(u8, u8)]); 2] = [
+        (
+            51679718126502204,
+            &[
+                (111, 0),
+                (3, 19),
+                (0, 0),
+                (0, 0),
+                (0, 0),
+                (0, 111),
+                (1, 7),
+                (0, 63),
+                (0, 0),
+                (0, 0),
+                (3, 1),
+                (0, 179),
+                (0, 43),
+                (0, 27),
+                (0, 0),
+            ],
+        ),
+        (
+            0,
+            &[
+                (3, 19),
+                (3, 11),
+                (3, 11),
+                (3, 11),
+                (0, 0),
+                (91, 0),
+                (0, 0),
+                (0, 0),
+                (0, 124),
+                (3, 79),
+                (0, 116),
+                (91, 15),
+                (3, 41),
+            ],
+        ),
+    ];
+    for (seed, steps) in cases {
+        let r = binding_under_faults(seed, steps.to_vec());
+        assert!(!r.is_failure() && !r.is_error(), "seed {seed}: {r:?}");
+    }
+}

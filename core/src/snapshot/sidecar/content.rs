@@ -96,7 +96,7 @@ impl SnapshotterReconciler {
                 }
             };
             let call = with_secrets(call, secrets);
-            cx.csi(None, call, Call::Delete { content: key });
+            Self::csi(cx, call, Call::Delete { content: key });
             return;
         }
         if c.meta().has_finalizer(C::BOUND_FINALIZER) {

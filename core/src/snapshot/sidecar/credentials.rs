@@ -112,7 +112,8 @@ impl SnapshotterReconciler {
         if let Some(known) = self.credentials.get(&(key.clone(), purpose)) {
             return Ok(Some(known.clone()));
         }
-        cx.api(
+        Self::api(
+            cx,
             secrets::get(&secret),
             Call::GetSecret {
                 content: key,

@@ -82,24 +82,6 @@ impl SnapshotterReconciler {
         }
     }
 
-    /// A class appearing may unblock the group contents that name it.
-    pub(super) fn mark_group_class(&mut self, cx: &mut Cx<Self>, class: &VolumeGroupSnapshotClass) {
-        let naming: Vec<ObjectKey> = cx
-            .cache()
-            .of_kind(Kind::VolumeGroupSnapshotContent)
-            .filter_map(|c| match c {
-                Object::GroupContent(c)
-                    if c.spec.volume_group_snapshot_class_name.as_deref()
-                        == Some(class.metadata.name.as_str()) =>
-                {
-                    Some(group_key(&c.metadata.name))
-                }
-                _ => None,
-            })
-            .collect();
-        cx.mark_all(naming);
-    }
-
     pub(super) fn group_volume_handles(&self, cx: &Cx<Self>, content: &ObjectKey) -> Vec<String> {
         match cx.cache().get(content) {
             Some(Object::GroupContent(c)) => c.spec.source.volume_handles.clone(),
@@ -114,7 +96,7 @@ impl SnapshotterReconciler {
         let Object::GroupContent(c) = &*shared else {
             return;
         };
-        if c.spec.driver != self.driver || self.busy(cx, key) {
+        if c.spec.driver != self.driver || cx.busy(key) {
             return;
         }
         if should_delete(c) {
@@ -151,8 +133,8 @@ impl SnapshotterReconciler {
                     snapshot_ids: member_ids(c),
                     secrets,
                 };
-                cx.csi(
-                    None,
+                Self::csi(
+                    cx,
                     call,
                     Call::Check {
                         content: key.clone(),
@@ -233,7 +215,7 @@ impl SnapshotterReconciler {
             parameters,
             secrets,
         });
-        cx.csi(None, call, Call::Create { content: key });
+        Self::csi(cx, call, Call::Create { content: key });
     }
 
     /// What the driver reported, merged into the status as upstream's
