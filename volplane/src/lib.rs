@@ -49,9 +49,17 @@
 //! once by name ("in flight at the last stop with credentials … waits for
 //! the CO's retry"), and is finished with the credentials of the CO's retry
 //! of that call, which Kubernetes' sidecars always send. Other volumes do
-//! not wait for it; another call on the same volume is answered ABORTED,
-//! saying what it waits for. Operations whose requests carried no secrets
-//! are called again at once, as above.
+//! not wait for it. The CO may have moved on instead (the pod went, the
+//! attachment is no longer wanted): any other call on that volume that
+//! carries secrets — the call that undoes the parked one, or the next one —
+//! first finishes the parked operation with *its* secrets (they are the
+//! same volume's, from the same Secret), then is decided against what that
+//! left. A NodeUnpublishVolume (NodeUnstageVolume) of the path a parked
+//! NodePublishVolume (NodeStageVolume) was for carries no secrets: it takes
+//! the parked operation's place and unmounts whatever the crashed call may
+//! have mounted. Only a call without secrets that cannot do either is
+//! answered ABORTED, saying what the volume waits for. Operations whose
+//! requests carried no secrets are called again at once, as above.
 //!
 //! ## Storage that is the truth (cloud disks, SANs, Ceph, NAS appliances)
 //!

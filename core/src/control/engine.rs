@@ -63,9 +63,9 @@ pub struct Context<K: Ord, C, R: Ord = K> {
     now: Tick,
     /// Restarted, and waiting for `Input::Synced`.
     unsynced: bool,
-    /// The failure of the API call whose completion is being handled, if
-    /// it failed: [`Engine::fail`] waits at least what it asks.
-    failing: Option<ApiFailure>,
+    /// What the controller's error policy decided for the failed API call
+    /// whose completion is being handled: [`Context::fail`] follows it.
+    failing: Action,
 }
 
 /// An operation in flight: what it was for, and the keys it holds.
@@ -148,7 +148,7 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Context<K, C, R> {
             next_op: 0,
             now: 0,
             unsynced: false,
-            failing: None,
+            failing: Action::Backoff,
         }
     }
 
@@ -326,15 +326,14 @@ impl<K: Ord + Clone, C, R: Ord + Clone> Context<K, C, R> {
     }
 
     /// Records a failure of `key` now: it waits out its backoff — and, in
-    /// the handling of a failed API call, at least what that failure asks
-    /// ([`ApiFailure::retry_at_least`]: long for a forbidden or invalid
-    /// call, a 429's Retry-After).
+    /// the handling of a failed API call, at least what the controller's
+    /// [`Controller::error_policy`] decided for that failure (by default
+    /// long for a forbidden or invalid call, a 429's Retry-After).
     pub fn fail(&mut self, key: R) -> Tick {
-        let at_least = self
-            .failing
-            .as_ref()
-            .and_then(ApiFailure::retry_at_least)
-            .unwrap_or(0);
+        let at_least = match self.failing {
+            Action::Backoff => 0,
+            Action::WaitAtLeast(t) => t,
+        };
         self.backoff.fail_at_least(key, self.now, at_least)
     }
 
@@ -400,6 +399,18 @@ pub trait Controller {
     /// A CSI call this controller made completed.
     fn csi_done(&mut self, _cx: &mut Cx<Self>, _call: Self::Call, _result: CsiResult) {}
 
+    /// What a failed API call's retry does (kube-runtime's `error_policy`),
+    /// applied by [`Context::fail`] while its completion is handled. By
+    /// default the fault decides ([`ApiFailure::retry_at_least`]): a
+    /// forbidden or invalid call waits 5 min, since retrying sooner cannot
+    /// help; a 429 what the server asked; anything else its backoff.
+    fn error_policy(&self, failure: &ApiFailure) -> Action {
+        match failure.retry_at_least() {
+            Some(t) => Action::WaitAtLeast(t),
+            None => Action::Backoff,
+        }
+    }
+
     /// The periodic resync (only controllers with a sync period act).
     fn resync(&mut self, _cx: &mut Cx<Self>) {}
 
@@ -419,6 +430,15 @@ pub trait Controller {
     fn invariants(&self, _cx: &Cx<Self>) -> Result<(), String> {
         Ok(())
     }
+}
+
+/// What the engine does with a key whose call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Retry after the key's backoff (1 s doubling to 5 min by default).
+    Backoff,
+    /// Retry after the key's backoff, and not before this many ms.
+    WaitAtLeast(Tick),
 }
 
 /// The context a controller `C` is handed.
@@ -530,9 +550,11 @@ impl<C: Controller> Machine for Engine<C> {
             Input::Watch(watch) => controller.observe(cx, watch),
             Input::ApiDone { op, result } => {
                 if let Some(call) = cx.complete(op) {
-                    cx.failing = result.failure().cloned();
+                    cx.failing = result
+                        .failure()
+                        .map_or(Action::Backoff, |f| controller.error_policy(f));
                     controller.api_done(cx, call, result);
-                    cx.failing = None;
+                    cx.failing = Action::Backoff;
                 }
                 // Nothing in flight: no late answer can resurrect a
                 // deleted object any more.
@@ -599,82 +621,4 @@ impl<C: Controller> Machine for Engine<C> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::{ApiFailure, RETRY_REFUSED_AFTER};
-    use crate::model::{Kind, ObjectKey};
-
-    /// Gets one object for a key, and backs the key off when that fails.
-    struct Getter;
-
-    impl Controller for Getter {
-        type Key = String;
-        type Call = String;
-        type Retry = String;
-        fn retry(&mut self, cx: &mut Cx<Self>, key: String) {
-            cx.mark(key);
-        }
-        fn watches(&self, kind: Kind) -> bool {
-            kind == Kind::PersistentVolume
-        }
-        fn observe(&mut self, _: &mut Cx<Self>, _: Watch) {}
-        fn reconcile(&mut self, cx: &mut Cx<Self>, key: String) {
-            let object = ObjectKey::new(Kind::PersistentVolume, "", &key);
-            cx.api(ApiCall::Get(object), key);
-        }
-        fn api_done(&mut self, cx: &mut Cx<Self>, key: String, result: ApiResult) {
-            if result.failure().is_some() {
-                cx.fail(key);
-            }
-        }
-    }
-
-    /// When the key is retried after its get failed with `failure` at 10.
-    fn retried_after(failure: ApiFailure) -> Option<Tick> {
-        let mut g = Engine::driving(Getter, 1_000, 300_000);
-        g.parts_mut().1.mark("pv-1".into());
-        let Some(Effect::Api { op, .. }) = g.poll() else {
-            panic!("a get")
-        };
-        let result = ApiResult::Failed(failure);
-        g.handle(10, Input::ApiDone { op, result });
-        g.poll_timeout().map(|t| t - 10)
-    }
-
-    #[test]
-    fn the_fault_of_a_failed_call_decides_how_long_its_retry_waits() {
-        let forbidden = ApiFailure::from_status(403, "pv is forbidden".into(), 0);
-        assert!(matches!(forbidden, ApiFailure::Forbidden(_)));
-        assert_eq!(retried_after(forbidden), Some(RETRY_REFUSED_AFTER));
-        let invalid = ApiFailure::from_status(422, "spec.capacity: Required".into(), 0);
-        assert_eq!(retried_after(invalid), Some(RETRY_REFUSED_AFTER));
-        let throttled = ApiFailure::from_status(429, "slow down".into(), 7);
-        assert_eq!(retried_after(throttled), Some(7_000), "Retry-After: 7");
-        let busy = ApiFailure::from_status(503, "etcd leader changed".into(), 0);
-        assert!(matches!(busy, ApiFailure::Server { code: 503, .. }));
-        assert_eq!(retried_after(busy), Some(1_000), "the usual backoff");
-        let timeout = ApiFailure::from_status(504, "gateway".into(), 0);
-        assert!(matches!(timeout, ApiFailure::Timeout(_)));
-        assert_eq!(
-            retried_after(ApiFailure::Transport("reset".into())),
-            Some(1_000)
-        );
-    }
-
-    #[test]
-    fn a_refused_call_says_why_and_when_it_is_retried() {
-        let forbidden = ApiFailure::Forbidden("persistentvolumes is forbidden".into());
-        let said = forbidden.to_string();
-        assert!(
-            said.starts_with("forbidden: persistentvolumes is forbidden"),
-            "{said}"
-        );
-        assert!(
-            said.contains("RBAC") && said.contains("every 5 min"),
-            "{said}"
-        );
-        assert_eq!(forbidden.message(), "persistentvolumes is forbidden");
-        let throttled = ApiFailure::from_status(429, "slow down".into(), 0);
-        assert!(throttled.to_string().contains("after 1 s"), "{throttled}");
-    }
-}
+mod tests;

@@ -32,7 +32,7 @@ use crate::{OpId, Status};
 pub use crate::api::{ApiCall, ApiFailure, ApiResult, Watch};
 pub use backoff::Backoff;
 pub use cache::Cache;
-pub use engine::{Context, Controller, Cx, Engine};
+pub use engine::{Action, Context, Controller, Cx, Engine};
 pub use repeats::HotLoopGuard;
 pub use users::Users;
 

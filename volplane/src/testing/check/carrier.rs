@@ -118,7 +118,7 @@ impl Carry<Checker> for Carrier {
                         Err(e) => (
                             Input::Answered {
                                 op,
-                                answer: Answer::Lost(e),
+                                answer: Answer::Lost(e.to_string()),
                             },
                             None,
                         ),

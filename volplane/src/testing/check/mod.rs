@@ -338,7 +338,9 @@ impl Check {
             )),
             Some(command) => {
                 let (r, client) =
-                    Restarter::start(command, &self.endpoint, self.driver_log.as_deref()).await?;
+                    Restarter::start(command, &self.endpoint, self.driver_log.as_deref())
+                        .await
+                        .map_err(|e| e.to_string())?;
                 Ok((client, Some(Arc::new(tokio::sync::Mutex::new(r)))))
             }
         }

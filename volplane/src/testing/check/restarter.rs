@@ -9,6 +9,7 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use volplane_core::driver::Request;
 
 use super::{Client, connect};
+use crate::testing::Error;
 
 /// A driver process the check owns.
 #[derive(Debug)]
@@ -24,12 +25,12 @@ pub struct Restarter {
 
 impl Restarter {
     /// Starts `command` (run by `sh -c`) and waits until the driver at
-    /// `endpoint` answers Probe.
+    /// `endpoint` answers Probe; [`Error::Setup`] says why it could not.
     pub async fn start(
         command: &str,
         endpoint: &str,
         log: Option<&std::path::Path>,
-    ) -> Result<(Restarter, Client), String> {
+    ) -> Result<(Restarter, Client), Error> {
         let mut r = Restarter {
             command: command.to_string(),
             log: log.map(std::path::Path::to_path_buf),
@@ -37,7 +38,7 @@ impl Restarter {
             child: None,
             restarts: 0,
         };
-        let client = r.spawn().await?;
+        let client = r.spawn().await.map_err(Error::Setup)?;
         Ok((r, client))
     }
 
@@ -101,12 +102,13 @@ impl Restarter {
         }
     }
 
-    /// SIGKILL after `delay` (calls may be in flight), then start again.
-    pub async fn restart(&mut self, delay: Duration) -> Result<Client, String> {
+    /// SIGKILL after `delay` (calls may be in flight), then start again;
+    /// [`Error::Setup`] says why it could not.
+    pub async fn restart(&mut self, delay: Duration) -> Result<Client, Error> {
         tokio::time::sleep(delay).await;
         self.kill(Signal::KILL);
         self.restarts += 1;
-        self.spawn().await
+        self.spawn().await.map_err(Error::Setup)
     }
 }
 
