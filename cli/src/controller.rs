@@ -575,11 +575,14 @@ pub fn health_probe(endpoint: &str, timeout: Duration) -> volplane_tokio::Health
                 let connected = volplane_tokio::connect(&endpoint).await;
                 volplane_service::metrics::probe_driver(&endpoint, connected, None).await
             };
+            let silent = volplane_service::metrics::Unhealthy::Silent {
+                endpoint: endpoint.clone(),
+                method: "Probe",
+                within: timeout,
+            };
             tokio::time::timeout(timeout, probe)
                 .await
-                .unwrap_or_else(|_| {
-                    Err(format!("Probe on {endpoint}: no answer within {timeout:?}"))
-                })
+                .unwrap_or(Err(silent))
         })
     })
 }

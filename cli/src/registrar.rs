@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
+use volplane_service::metrics::Unhealthy;
 use volplane_service::{RegistrarSetup, run_registrar};
 
 /// `volplane registrar`'s flags.
@@ -107,16 +108,21 @@ fn socket_probe(csi_address: String, dir: PathBuf) -> volplane_tokio::HealthProb
         let (csi, dir) = (csi_address.clone(), dir.clone());
         Box::pin(async move {
             let connected = volplane_tokio::connect(&csi).await;
+            let refused = |answer: String| Unhealthy::Refused {
+                endpoint: csi.clone(),
+                method: "GetPluginInfo",
+                answer,
+            };
             let info = volplane_service::registration::get_plugin_info(&csi, connected, None)
                 .await
-                .map_err(|s| format!("GetPluginInfo on {csi}: {}", s.message))?;
+                .map_err(|s| refused(s.message))?;
             let volplane_core::driver::Response::PluginInfo { name, .. } = info else {
-                return Err(format!("GetPluginInfo on {csi}: no plugin info"));
+                return Err(refused("no plugin info".into()));
             };
-            let socket = dir.join(format!("{name}-reg.sock"));
-            match std::fs::symlink_metadata(&socket) {
+            let path = dir.join(format!("{name}-reg.sock"));
+            match std::fs::symlink_metadata(&path) {
                 Ok(_) => Ok(()),
-                Err(e) => Err(format!("registration socket {}: {e}", socket.display())),
+                Err(source) => Err(Unhealthy::NoRegistrationSocket { path, source }),
             }
         })
     })

@@ -242,7 +242,7 @@ impl volplane_service::RegistrationRuntime for SmolRegistrar {
         &self,
         socket: &str,
     ) -> volplane_service::registration::BoxFuture<
-        Result<volplane_core::registration::PluginInfo, String>,
+        Result<volplane_core::registration::PluginInfo, volplane_service::RegistrationError>,
     > {
         let socket = socket.to_string();
         Box::pin(async move {
@@ -256,7 +256,8 @@ impl volplane_service::RegistrationRuntime for SmolRegistrar {
         socket: &str,
         registered: bool,
         error: String,
-    ) -> volplane_service::registration::BoxFuture<Result<(), String>> {
+    ) -> volplane_service::registration::BoxFuture<Result<(), volplane_service::RegistrationError>>
+    {
         let socket = socket.to_string();
         Box::pin(async move {
             let connected = connect(&unix_endpoint(&socket)).await;
@@ -276,11 +277,15 @@ impl volplane_service::RegistrationRuntime for SmolRegistrar {
         path: &std::path::Path,
         service: volplane_service::RegistrationService,
         stop: volplane_service::registration::BoxFuture<()>,
-    ) -> Result<(), String> {
+    ) -> Result<(), volplane_service::RegistrationError> {
         use volplane_proto::registration::registration_server::RegistrationServer;
         let listener = volplane_proto::endpoint::listen(path)
             .and_then(smol::net::unix::UnixListener::try_from)
-            .map_err(|e| format!("listen on {}: {e}", path.display()))?;
+            .map_err(|source| volplane_service::RegistrationError::Socket {
+                what: "listen on",
+                path: path.to_path_buf(),
+                source,
+            })?;
         let (rt, path) = (self.0.clone(), path.to_path_buf());
         let service = RegistrationServer::new(service).max_decoding_message_size(LIMITS.message);
         let routes = tonic::service::Routes::new(service);

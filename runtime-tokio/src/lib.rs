@@ -188,7 +188,7 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
         &self,
         socket: &str,
     ) -> volplane_service::registration::BoxFuture<
-        Result<volplane_core::registration::PluginInfo, String>,
+        Result<volplane_core::registration::PluginInfo, volplane_service::RegistrationError>,
     > {
         let socket = socket.to_string();
         Box::pin(async move {
@@ -201,7 +201,8 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
         socket: &str,
         registered: bool,
         error: String,
-    ) -> volplane_service::registration::BoxFuture<Result<(), String>> {
+    ) -> volplane_service::registration::BoxFuture<Result<(), volplane_service::RegistrationError>>
+    {
         let socket = socket.to_string();
         Box::pin(async move {
             let connected = connect(&socket).await;
@@ -215,10 +216,14 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
         path: &std::path::Path,
         service: volplane_service::RegistrationService,
         stop: volplane_service::registration::BoxFuture<()>,
-    ) -> Result<(), String> {
+    ) -> Result<(), volplane_service::RegistrationError> {
         let listener = volplane_proto::endpoint::listen(path)
             .and_then(UnixListener::from_std)
-            .map_err(|e| format!("listen on {}: {e}", path.display()))?;
+            .map_err(|source| volplane_service::RegistrationError::Socket {
+                what: "listen on",
+                path: path.to_path_buf(),
+                source,
+            })?;
         tokio::spawn(serve_registration(listener, service, stop));
         Ok(())
     }

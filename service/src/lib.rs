@@ -27,7 +27,8 @@ pub use permits::{Permit, Permits};
 pub use pool::{BLOCKING_IDLE, BLOCKING_THREADS, BlockingPool};
 pub use pump::{Pump, PumpConfig, PumpError, PumpHandle};
 pub use registration::{
-    RegistrarExit, RegistrarSetup, RegistrationRuntime, RegistrationService, run_registrar,
+    RegistrarExit, RegistrarSetup, RegistrationError, RegistrationRuntime, RegistrationService,
+    run_registrar,
 };
 pub use serve::{
     Prepared, ServeError, TaskEnded, csi_routes, finish, prepare, supervised, until_either,

@@ -388,9 +388,59 @@ impl Metrics {
     }
 }
 
+/// Why `/healthz` fails: what the driver answered, or why nothing did.
+#[derive(Debug, thiserror::Error)]
+pub enum Unhealthy {
+    /// The driver's socket could not be dialled.
+    #[error(
+        "no CSI driver answers at {endpoint} ({reason}): is the driver running, and its socket mounted here?"
+    )]
+    NoDriver {
+        /// The driver's endpoint.
+        endpoint: String,
+        /// What the transport said.
+        reason: String,
+    },
+    /// The driver answered Probe: not ready.
+    #[error("{endpoint} answered Probe: not ready")]
+    NotReady {
+        /// The driver's endpoint.
+        endpoint: String,
+    },
+    /// The driver answered a call with an error, or with something else
+    /// than the call's answer.
+    #[error("{method} on {endpoint}: {answer}")]
+    Refused {
+        /// The driver's endpoint.
+        endpoint: String,
+        /// `Probe`, `GetPluginInfo`.
+        method: &'static str,
+        /// Its code and message, or what came instead.
+        answer: String,
+    },
+    /// No answer in time.
+    #[error("{method} on {endpoint}: no answer within {within:?}")]
+    Silent {
+        /// The driver's endpoint.
+        endpoint: String,
+        /// `Probe`, `GetPluginInfo`.
+        method: &'static str,
+        /// How long it was given.
+        within: std::time::Duration,
+    },
+    /// node-driver-registrar's registration socket is not there.
+    #[error("registration socket {}: {source}", path.display())]
+    NoRegistrationSocket {
+        /// Where it should be.
+        path: std::path::PathBuf,
+        /// Why it is not found.
+        source: std::io::Error,
+    },
+}
+
 /// A Probe of the driver, for `/healthz`: `Ok` when it answers ready.
 pub type HealthProbe =
-    Arc<dyn Fn() -> crate::registration::BoxFuture<Result<(), String>> + Send + Sync>;
+    Arc<dyn Fn() -> crate::registration::BoxFuture<Result<(), Unhealthy>> + Send + Sync>;
 
 /// A [`HealthProbe`] of the driver at `endpoint`: each probe dials it with
 /// `connect` (the runtime's) and asks Probe ([`probe_driver`]).
@@ -421,25 +471,27 @@ pub async fn probe_driver<T, E>(
     endpoint: &str,
     connected: Result<T, E>,
     origin: Option<http::Uri>,
-) -> Result<(), String>
+) -> Result<(), Unhealthy>
 where
     T: volplane_proto::client::Transport,
     E: std::fmt::Display,
 {
-    let ch = connected.map_err(|e| {
-        format!("no CSI driver answers at {endpoint} ({e}): is the driver running, and its socket mounted here?")
+    let endpoint = endpoint.to_string();
+    let ch = connected.map_err(|e| Unhealthy::NoDriver {
+        endpoint: endpoint.clone(),
+        reason: e.to_string(),
     })?;
     match volplane_proto::client::CsiClient::new(ch, origin)
         .call(&volplane_core::driver::Request::Probe)
         .await
     {
         Ok(volplane_core::driver::Response::Probe { ready: true }) => Ok(()),
-        Ok(_) => Err(format!("{endpoint} answered Probe: not ready")),
-        Err(s) => Err(format!(
-            "Probe on {endpoint}: {}: {}",
-            s.code.name(),
-            s.message
-        )),
+        Ok(_) => Err(Unhealthy::NotReady { endpoint }),
+        Err(s) => Err(Unhealthy::Refused {
+            endpoint,
+            method: "Probe",
+            answer: format!("{}: {}", s.code.name(), s.message),
+        }),
     }
 }
 
@@ -467,7 +519,7 @@ pub struct Answer {
 /// Probe of the driver (asked only for `/healthz`).
 pub async fn answer<F>(path: &str, metrics: &Metrics, probe: impl FnOnce() -> F) -> Answer
 where
-    F: std::future::Future<Output = Result<(), String>>,
+    F: std::future::Future<Output = Result<(), Unhealthy>>,
 {
     let text = |status, body: String| Answer {
         status,
@@ -530,7 +582,10 @@ mod tests {
         let ok = futures::executor::block_on(answer("/healthz", &m, || async { Ok(()) }));
         assert_eq!((ok.status, ok.body.as_str()), (200, "ok\n"));
         let bad = futures::executor::block_on(answer("/healthz", &m, || async {
-            Err("Probe: UNAVAILABLE: connect /csi/csi.sock: refused".to_string())
+            Err(Unhealthy::NoDriver {
+                endpoint: "unix:///csi/csi.sock".into(),
+                reason: "connection refused".into(),
+            })
         }));
         assert_eq!(bad.status, 500);
         assert!(bad.body.contains("refused"));

@@ -85,7 +85,10 @@ where
                 ),
                 Err(e) => tracing::warn!(socket, "GetInfo failed: {e}"),
             }
-            WatcherInput::InfoDone { op, result }
+            WatcherInput::InfoDone {
+                op,
+                result: result.map_err(|e| e.to_string()),
+            }
         }
         WatcherEffect::NodeGetInfo { op, endpoint } => WatcherInput::NodeInfoDone {
             op,

@@ -25,6 +25,40 @@ use volplane_sync::reply::{self, ReplySender};
 pub use crate::drive::BoxFuture;
 use crate::drive::{Runtime, Turn};
 
+/// Why a call on a registration socket, or serving one, failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrationError {
+    /// The socket could not be dialled.
+    #[error("dial {socket}: {reason}")]
+    Dial {
+        /// The registration socket.
+        socket: String,
+        /// What the transport said.
+        reason: String,
+    },
+    /// The plugin answered a call with an error.
+    #[error("{method} on {socket}: {message}")]
+    Call {
+        /// The registration socket.
+        socket: String,
+        /// `GetInfo` or `NotifyRegistrationStatus`.
+        method: &'static str,
+        /// The plugin's message.
+        message: String,
+    },
+    /// The registrar's own socket could not be made: its directory, the
+    /// listener, or the link into the kubelet's registry.
+    #[error("{what} {}: {source}", path.display())]
+    Socket {
+        /// `listen on`, `create`, `symlink`.
+        what: &'static str,
+        /// The path it was made at.
+        path: PathBuf,
+        /// Why not.
+        source: std::io::Error,
+    },
+}
+
 /// What a runtime supplies to the registrar, beside a timer and tasks.
 pub trait RegistrationRuntime: Runtime {
     /// Calls GetPluginInfo on the driver's CSI socket.
@@ -36,16 +70,16 @@ pub trait RegistrationRuntime: Runtime {
         path: &Path,
         service: RegistrationService,
         stop: BoxFuture<()>,
-    ) -> Result<(), String>;
+    ) -> Result<(), RegistrationError>;
     /// The kubelet's GetInfo on a registration socket.
-    fn get_info(&self, socket: &str) -> BoxFuture<Result<PluginInfo, String>>;
+    fn get_info(&self, socket: &str) -> BoxFuture<Result<PluginInfo, RegistrationError>>;
     /// The kubelet's NotifyRegistrationStatus on a registration socket.
     fn notify(
         &self,
         socket: &str,
         registered: bool,
         error: String,
-    ) -> BoxFuture<Result<(), String>>;
+    ) -> BoxFuture<Result<(), RegistrationError>>;
 }
 
 /// GetPluginInfo over `connected`, a channel a runtime opened to `socket`
@@ -76,18 +110,15 @@ pub async fn get_info<T, E>(
     socket: &str,
     connected: Result<T, E>,
     origin: Option<http::Uri>,
-) -> Result<PluginInfo, String>
+) -> Result<PluginInfo, RegistrationError>
 where
     T: volplane_proto::client::Transport,
     E: std::fmt::Display,
 {
-    let info = registration_client(
-        connected.map_err(|e| format!("dial {socket}: {e}"))?,
-        origin,
-    )
-    .get_info(pb::InfoRequest {})
-    .await
-    .map_err(|e| format!("GetInfo on {socket}: {}", e.message()))?;
+    let info = registration_client(dialled(socket, connected)?, origin)
+        .get_info(pb::InfoRequest {})
+        .await
+        .map_err(|e| answered(socket, "GetInfo", &e))?;
     Ok(info.into_inner().into())
 }
 
@@ -98,22 +129,39 @@ pub async fn notify<T, E>(
     origin: Option<http::Uri>,
     registered: bool,
     error: String,
-) -> Result<(), String>
+) -> Result<(), RegistrationError>
 where
     T: volplane_proto::client::Transport,
     E: std::fmt::Display,
 {
-    registration_client(
-        connected.map_err(|e| format!("dial {socket}: {e}"))?,
-        origin,
-    )
-    .notify_registration_status(pb::RegistrationStatus {
-        plugin_registered: registered,
-        error,
-    })
-    .await
-    .map_err(|e| format!("NotifyRegistrationStatus on {socket}: {}", e.message()))?;
+    registration_client(dialled(socket, connected)?, origin)
+        .notify_registration_status(pb::RegistrationStatus {
+            plugin_registered: registered,
+            error,
+        })
+        .await
+        .map_err(|e| answered(socket, "NotifyRegistrationStatus", &e))?;
     Ok(())
+}
+
+/// The channel a runtime opened to `socket`, or why not.
+fn dialled<T, E: std::fmt::Display>(
+    socket: &str,
+    connected: Result<T, E>,
+) -> Result<T, RegistrationError> {
+    connected.map_err(|e| RegistrationError::Dial {
+        socket: socket.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// The plugin's error answer to `method`.
+fn answered(socket: &str, method: &'static str, status: &tonic::Status) -> RegistrationError {
+    RegistrationError::Call {
+        socket: socket.to_string(),
+        method,
+        message: status.message().to_string(),
+    }
 }
 
 fn registration_client<T: volplane_proto::client::Transport>(
@@ -298,7 +346,9 @@ impl machine::Carry<Registrar> for RegistrarTurn {
             RegistrarEffect::Listen { op, socket } => {
                 let stopped = self.server_stopped.take().map(|s| s.map(|_| ()).boxed());
                 let service = self.service.clone();
-                let result = listen(&*self.rt, &self.setup, &socket, service, stopped);
+                // The machine keeps the reason as its message.
+                let result = listen(&*self.rt, &self.setup, &socket, service, stopped)
+                    .map_err(|e| e.to_string());
                 done.push_back(RegistrarInput::Listening { op, result });
             }
             RegistrarEffect::Info { rpc, info } => self.service.answer(rpc, Some(info)),
@@ -336,10 +386,14 @@ fn listen(
     socket: &str,
     service: RegistrationService,
     stopped: Option<BoxFuture<()>>,
-) -> Result<(), String> {
+) -> Result<(), RegistrationError> {
     let path = Path::new(socket);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| RegistrationError::Socket {
+            what: "create",
+            path: dir.to_path_buf(),
+            source,
+        })?;
     }
     let _ = std::fs::remove_file(path);
     let stopped = stopped.unwrap_or_else(|| Box::pin(futures::future::pending()));
@@ -348,8 +402,11 @@ fn listen(
         let name = path.file_name().unwrap_or_default();
         let link = setup.registry.join(name);
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(path, &link)
-            .map_err(|e| format!("symlink {}: {e}", link.display()))?;
+        std::os::unix::fs::symlink(path, &link).map_err(|source| RegistrationError::Socket {
+            what: "symlink",
+            path: link.clone(),
+            source,
+        })?;
         tracing::info!(link = %link.display(), socket, "registration socket linked");
     }
     tracing::info!(socket, "listening for the kubelet");
