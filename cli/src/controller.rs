@@ -357,7 +357,11 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
         // The same configuration made a client above: the roles' cannot fail.
         let clients = move |role: &str| client_for(role).unwrap_or_else(|_| client.clone());
         let http = match args.http.address() {
-            Some(address) => Some(volplane_tokio::bind_http(address).await?),
+            Some(address) => Some(
+                volplane_tokio::bind_http(address)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
             None => None,
         };
         let Some(channel) = connect_driver(&args.csi_address, &mut stop).await else {

@@ -37,7 +37,9 @@ pub fn run(args: ProbeArgs) -> Result<(), String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
     rt.block_on(async move {
         let stop = volplane_tokio::termination().map_err(|e| e.to_string())?;
-        let listener = volplane_tokio::bind_http(&address).await?;
+        let listener = volplane_tokio::bind_http(&address)
+            .await
+            .map_err(|e| e.to_string())?;
         tracing::info!(
             "serving /healthz on {address}: the Probe of {} within {:?}",
             args.csi_address,

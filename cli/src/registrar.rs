@@ -66,7 +66,9 @@ pub fn run(args: RegistrarArgs) -> Result<u8, String> {
         let health_port = (args.health_port != 0).then(|| format!(":{}", args.health_port));
         let mut http_ended = None;
         if let Some(address) = args.http_endpoint.as_ref().or(health_port.as_ref()) {
-            let listener = volplane_tokio::bind_http(address).await?;
+            let listener = volplane_tokio::bind_http(address)
+                .await
+                .map_err(|e| e.to_string())?;
             let dir = args
                 .registration_socket_dir
                 .clone()

@@ -315,11 +315,12 @@ pub fn termination() -> Result<impl Future<Output = ()> + Send, ServeError> {
 }
 
 /// Listens for `--http-endpoint`: `host:port`, or `:port` for every interface.
-pub async fn bind_http(address: &str) -> Result<smol::net::TcpListener, String> {
+pub async fn bind_http(address: &str) -> Result<smol::net::TcpListener, ServeError> {
     let address = volplane_service::metrics::http_address(address);
-    let listener = smol::net::TcpListener::bind(&address)
-        .await
-        .map_err(|e| format!("--http-endpoint {address}: {e}"))?;
+    let listener = match smol::net::TcpListener::bind(&address).await {
+        Ok(listener) => listener,
+        Err(source) => return Err(ServeError::Http { address, source }),
+    };
     tracing::info!(address, "serving /metrics and /healthz");
     Ok(listener)
 }

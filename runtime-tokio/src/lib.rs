@@ -232,11 +232,12 @@ impl volplane_service::RegistrationRuntime for TokioRegistrar {
 pub use volplane_service::metrics::HealthProbe;
 
 /// Listens for `--http-endpoint`: `host:port`, or `:port` for every interface.
-pub async fn bind_http(address: &str) -> Result<tokio::net::TcpListener, String> {
+pub async fn bind_http(address: &str) -> Result<tokio::net::TcpListener, ServeError> {
     let address = volplane_service::metrics::http_address(address);
-    let listener = tokio::net::TcpListener::bind(&address)
-        .await
-        .map_err(|e| format!("--http-endpoint {address}: {e}"))?;
+    let listener = match tokio::net::TcpListener::bind(&address).await {
+        Ok(listener) => listener,
+        Err(source) => return Err(ServeError::Http { address, source }),
+    };
     tracing::info!(address, "serving /metrics and /healthz");
     Ok(listener)
 }

@@ -34,6 +34,15 @@ pub enum ServeError {
     #[error("gRPC server: {0}")]
     /// The gRPC server failed.
     Transport(String),
+    #[error("--http-endpoint {address}: {source}")]
+    /// The `/metrics` and `/healthz` address could not be listened on.
+    Http {
+        /// The address, as listened on.
+        address: String,
+        #[source]
+        /// Why.
+        source: std::io::Error,
+    },
     #[error("cannot install the SIGTERM/SIGINT handlers: {0}")]
     /// The signal handlers could not be installed.
     Signals(#[source] std::io::Error),

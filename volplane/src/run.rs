@@ -45,7 +45,7 @@ fn on_tokio<B: Backend>(
     if let (Some(address), Some(metrics)) = (http, &pump.metrics) {
         let listener = rt
             .block_on(volplane_tokio::bind_http(address))
-            .map_err(Error::Setup)?;
+            .map_err(|e| Error::Setup(e.to_string()))?;
         let connect = |e: String| async move { volplane_tokio::connect(&e).await };
         let probe = health_probe(endpoint, connect, None);
         let (serving, ended) = volplane_service::watched(
@@ -81,7 +81,7 @@ fn on_smol<B: Backend>(
     if let (Some(address), Some(metrics)) = (http, &pump.metrics) {
         let listener = rt
             .block_on(volplane_smol::bind_http(address))
-            .map_err(Error::Setup)?;
+            .map_err(|e| Error::Setup(e.to_string()))?;
         let connect = |e: String| async move { volplane_smol::connect(&e).await };
         let origin = http::Uri::from_static("http://localhost");
         let probe = health_probe(endpoint, connect, Some(origin));
