@@ -474,8 +474,8 @@ impl<C: Controller> Engine<C> {
         &self.controller
     }
 
-    /// The controller it drives, to change (a test's setup).
-    pub fn controller_mut(&mut self) -> &mut C {
+    /// The controller it drives, to change (a builder's setting).
+    pub(crate) fn controller_mut(&mut self) -> &mut C {
         &mut self.controller
     }
 
@@ -484,8 +484,9 @@ impl<C: Controller> Engine<C> {
         &self.cx
     }
 
-    /// Both, to change: what a test sets up, or an adapter reads.
-    pub fn parts_mut(&mut self) -> (&mut C, &mut Cx<C>) {
+    /// Both, to change: what a test sets up.
+    #[cfg(test)]
+    pub(crate) fn parts_mut(&mut self) -> (&mut C, &mut Cx<C>) {
         (&mut self.controller, &mut self.cx)
     }
 }

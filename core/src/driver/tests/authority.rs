@@ -60,6 +60,12 @@ impl Harness {
             panic!("no plan: {effects:?}")
         };
         assert!(expected(&plan), "{plan:?}");
+        let effects = self.complete(op, outcome);
+        self.finish(rpc, effects)
+    }
+
+    /// Completes the plan `op` with `outcome`; what the driver does next.
+    fn complete(&mut self, op: OpId, outcome: Result<Outcome, Status>) -> Vec<Effect> {
         self.d.handle(
             self.now,
             Input::Done {
@@ -67,8 +73,7 @@ impl Harness {
                 result: outcome,
             },
         );
-        let effects = self.drain();
-        self.finish(rpc, effects)
+        self.drain()
     }
 }
 
@@ -373,14 +378,7 @@ fn a_credentialed_plan_waits_for_its_retry_and_runs_with_its_secrets() {
             _ => None,
         })
         .unwrap();
-    h.d.handle(
-        h.now,
-        Input::Done {
-            op,
-            result: Ok(success(&Plan::CreateVolume(p.clone()))),
-        },
-    );
-    let effects = h.drain();
+    let effects = h.complete(op, Ok(success(&Plan::CreateVolume(p.clone()))));
     assert!(
         effects.iter().any(|e| matches!(e, Effect::Reply { rpc: r, result: Ok(Response::Volume(v)) } if *r == rpc && v.volume_id == "vol-a")),
         "{effects:?}"
@@ -432,14 +430,7 @@ fn the_call_that_undoes_a_parked_publish_resumes_it_then_undoes_it() {
         panic!("{plan:?}")
     };
     assert_eq!(*s, secrets("unpublish"), "with the call's secrets");
-    h.d.handle(
-        h.now,
-        Input::Done {
-            op,
-            result: Ok(success(&plan)),
-        },
-    );
-    let effects = h.drain();
+    let effects = h.complete(op, Ok(success(&plan)));
     let [
         Plan::ControllerUnpublish {
             node_ids,
@@ -510,14 +501,7 @@ fn another_credentialed_call_resumes_a_parked_plan_then_is_decided() {
         panic!("{plan:?}")
     };
     assert_eq!(*s, secrets("publish"));
-    h.d.handle(
-        h.now,
-        Input::Done {
-            op,
-            result: Ok(success(&plan)),
-        },
-    );
-    let effects = h.drain();
+    let effects = h.complete(op, Ok(success(&plan)));
     let answer = effects.iter().find_map(|e| match e {
         Effect::Reply { rpc: r, result } if *r == rpc => Some(result.clone()),
         _ => None,
@@ -557,14 +541,7 @@ fn the_node_call_that_undoes_a_parked_plan_takes_its_place() {
     };
     assert_eq!(u.target_path, target("p1"));
     assert!(h.d.waiting_for_credentials().is_empty());
-    h.d.handle(
-        h.now,
-        Input::Done {
-            op,
-            result: Ok(success(&plan)),
-        },
-    );
-    h.drain();
+    h.complete(op, Ok(success(&plan)));
     h.ok(unstage("v"));
     assert!(h.d.state().in_flight.is_empty() && h.d.state().node.is_empty());
 
