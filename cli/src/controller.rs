@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use volplane_core::lease::LeaseTimings;
-use volplane_kube::controller::{ControllerConfig, Roles};
+use volplane_kube::controller::{ControllerConfig, Flags, Switches};
 use volplane_kube::election::{LeaseConfig, lead, lease_name};
 use volplane_proto::client::CsiClient;
 
@@ -442,8 +442,30 @@ fn controller_config(
     capacity: Option<volplane_kube::controller::CapacityTracking>,
     node_deployment: Option<volplane_kube::controller::NodeDeployment>,
 ) -> ControllerConfig {
+    let worker_threads = args
+        .worker_threads
+        .unwrap_or(if args.provisioner { 100 } else { 10 });
     ControllerConfig {
-        roles: Roles {
+        timeout: args.timeout,
+        resync: args.resync_period,
+        identity,
+        metrics,
+        kube_api: (args.kube_api_qps, args.kube_api_burst),
+        worker_threads,
+        flags: role_flags(args, capacity, node_deployment),
+        // Test knobs, present only in test builds (feature `fake-api`).
+        ..ControllerConfig::default()
+    }
+}
+
+/// The role catalogue's flags, from the command line's.
+fn role_flags(
+    args: ControllerArgs,
+    capacity: Option<volplane_kube::controller::CapacityTracking>,
+    node_deployment: Option<volplane_kube::controller::NodeDeployment>,
+) -> Flags {
+    Flags {
+        switches: Switches {
             provisioner: args.provisioner,
             attacher: args.attacher,
             resizer: args.resizer,
@@ -455,9 +477,6 @@ fn controller_config(
             snapshot_controller: args.snapshot_controller,
             group_snapshots: args.enable_volume_group_snapshots,
         },
-        timeout: args.timeout,
-        resync: args.resync_period,
-        identity,
         default_fs_type: args.default_fs_type,
         strict_topology: args.strict_topology,
         immediate_topology: args.immediate_topology,
@@ -475,17 +494,17 @@ fn controller_config(
         ),
         capacity,
         node_deployment,
-        metrics,
-        kube_api: (args.kube_api_qps, args.kube_api_burst),
-        worker_threads: args
-            .worker_threads
-            .unwrap_or(if args.provisioner { 100 } else { 10 }),
-        retry_interval: (args.retry_interval_start, args.retry_interval_max),
+        retry_interval: (
+            millis(args.retry_interval_start),
+            millis(args.retry_interval_max),
+        ),
         // csi-provisioner restores from VolumeSnapshots whenever their
         // CRDs are served; `volplane controller` does with --snapshotter.
         restore_snapshots: args.sidecar == Some(crate::upstream::Sidecar::Provisioner),
-        // Test knobs, present only in test builds (feature `fake-api`).
-        ..ControllerConfig::default()
+        // external-provisioner's `<start ms>-<number>-<driver>`, made
+        // when the driver's name is known.
+        provisioner_identity: None,
+        plant: Default::default(),
     }
 }
 
@@ -523,7 +542,7 @@ async fn capacity_tracking(
     Ok(Some(volplane_kube::controller::CapacityTracking {
         namespace,
         owner,
-        poll_interval: args.capacity_poll_interval,
+        poll_interval: Some(millis(args.capacity_poll_interval)),
         immediate_binding: args.capacity_for_immediate_binding,
     }))
 }
@@ -563,8 +582,8 @@ async fn node_deployment<T: volplane_proto::client::Transport>(
         node,
         topology,
         immediate_binding: args.node_deployment_immediate_binding,
-        base_delay: args.node_deployment_base_delay,
-        max_delay: args.node_deployment_max_delay,
+        base_delay: millis(args.node_deployment_base_delay),
+        max_delay: millis(args.node_deployment_max_delay),
     }))
 }
 
@@ -591,8 +610,9 @@ pub fn health_probe(endpoint: &str, timeout: Duration) -> volplane_tokio::Health
     })
 }
 
+/// A duration as the machines' clock counts it.
 fn millis(d: Duration) -> volplane_core::Tick {
-    d.as_millis() as volplane_core::Tick
+    d.as_millis().try_into().unwrap_or(volplane_core::Tick::MAX)
 }
 
 /// The namespace this pod runs in (its service account's), else `default`.

@@ -59,6 +59,7 @@ pub mod provision;
 pub mod registration;
 pub mod resize;
 pub mod rng;
+pub mod roles;
 pub mod sim;
 pub mod snapshot;
 pub mod status;

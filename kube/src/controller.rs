@@ -33,8 +33,8 @@ pub use crate::roles::{Role, roles};
 use crate::watch::{Feed, inform};
 
 pub use crate::config::{
-    CapacityTracking, ControllerConfig, ControllerError, DriverFacts, NodeDeployment, Roles,
-    driver_facts,
+    CapacityTracking, ControllerConfig, ControllerError, DriverFacts, Flags, NodeDeployment,
+    Switches, driver_facts,
 };
 
 type DynMachine = dyn ControlMachine + Send + 'static;
@@ -447,7 +447,7 @@ pub async fn run<T: Transport>(
     for kind in &kinds {
         let tx = feed_tx.clone();
         // The capacity objects are watched in their namespace alone.
-        let namespace = match (kind, &config.capacity) {
+        let namespace = match (kind, &config.flags.capacity) {
             (Kind::CsiStorageCapacity, Some(t)) => t.namespace.clone(),
             _ => String::new(),
         };
@@ -578,9 +578,12 @@ mod tests {
         }
     }
 
-    fn with(roles: Roles) -> ControllerConfig {
+    pub(super) fn with(switches: Switches) -> ControllerConfig {
         ControllerConfig {
-            roles,
+            flags: Flags {
+                switches,
+                ..Flags::default()
+            },
             ..ControllerConfig::default()
         }
     }
@@ -590,15 +593,13 @@ mod tests {
     /// provisions.
     #[test]
     fn the_provisioner_restores_without_the_snapshotter_and_does_not_wait_for_it() {
-        let only = Roles {
+        let only = Switches {
             attacher: false,
             resizer: false,
-            ..Roles::default()
+            ..Switches::default()
         };
-        let config = ControllerConfig {
-            restore_snapshots: true,
-            ..with(only)
-        };
+        let mut config = with(only);
+        config.flags.restore_snapshots = true;
         let (made, _) = super::roles(&facts(&[Cap::CreateDeleteVolume]), &config);
         let [p] = &made[..] else { panic!("{made:?}") };
         assert!(p.kinds.contains(&Kind::VolumeSnapshot));
@@ -613,11 +614,11 @@ mod tests {
 
     #[test]
     fn the_snapshot_roles_run_when_asked_and_the_driver_can() {
-        let on = Roles {
+        let on = Switches {
             snapshotter: true,
             snapshot_controller: true,
             resizer: false,
-            ..Roles::default()
+            ..Switches::default()
         };
         let caps = [Cap::CreateDeleteVolume, Cap::CreateDeleteSnapshot];
         let (made, off) = super::roles(&facts(&caps), &with(on));
@@ -642,7 +643,7 @@ mod tests {
             vec!["snapshotter: the driver has no CREATE_DELETE_SNAPSHOT".to_string()]
         );
         // Off by default: no snapshot kinds are watched (their CRDs may be absent).
-        let (made, _) = super::roles(&facts(&caps), &with(Roles::default()));
+        let (made, _) = super::roles(&facts(&caps), &with(Switches::default()));
         assert!(
             made.iter().all(|r| !r.kinds.contains(&Kind::VolumeSnapshot)
                 && !r.kinds.contains(&Kind::VolumeSnapshotContent)),
@@ -667,17 +668,14 @@ mod group_tests {
 
     #[test]
     fn group_snapshots_are_served_only_when_asked_and_the_driver_has_the_group_controller() {
-        let roles = Roles {
+        let roles = Switches {
             snapshotter: true,
             snapshot_controller: true,
             group_snapshots: true,
             resizer: false,
-            ..Roles::default()
+            ..Switches::default()
         };
-        let config = ControllerConfig {
-            roles,
-            ..ControllerConfig::default()
-        };
+        let config = super::tests::with(roles);
         let mut facts = DriverFacts {
             name: "volplane.csi.io".into(),
             controller: vec![Cap::CreateDeleteVolume, Cap::CreateDeleteSnapshot],
@@ -702,13 +700,10 @@ mod group_tests {
             ["snapshotter: group snapshots: the driver has no GROUP_CONTROLLER_SERVICE"]
         );
         // Off by default: no group kinds are watched (their CRDs may be absent).
-        let config = ControllerConfig {
-            roles: Roles {
-                group_snapshots: false,
-                ..roles
-            },
-            ..ControllerConfig::default()
-        };
+        let config = super::tests::with(Switches {
+            group_snapshots: false,
+            ..roles
+        });
         let (made, _) = roles_of(&facts, &config);
         assert!(
             made.iter()

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use volplane_core::Tick;
 use volplane_core::control::{CsiCall, CsiResult};
 use volplane_core::driver::{ControllerCapability, Response};
+use volplane_core::roles::DriverFacts;
 use volplane_proto::client::CsiClient;
 
 use crate::processes::{CONTROLLER, Processes};
@@ -135,8 +136,13 @@ impl Lab {
             .lock()
             .expect("processes")
             .start_controller(&config.runtime, &nodes)?;
-        let (discovery, multi_writer) = discover(&layout, &procs, &mut early).await?;
-        let mut world = World::new(layout.clone(), &config.driver, &nodes, multi_writer);
+        let (discovery, controller) = discover(&layout, &procs, &mut early).await?;
+        let facts = DriverFacts {
+            name: config.driver.clone(),
+            controller,
+            plugin: Vec::new(),
+        };
+        let mut world = World::new(layout.clone(), &facts, &nodes);
         for (call, r) in &discovery {
             world.record(CONTROLLER, call, r);
         }
@@ -407,12 +413,12 @@ async fn supervise(
 }
 
 /// The controller driver's GetPluginInfo and ControllerGetCapabilities (each
-/// said in `early`), and whether it can write from many pods on a node.
+/// said in `early`), and its controller capabilities.
 async fn discover(
     layout: &Layout,
     procs: &Arc<Mutex<Processes>>,
     early: &mut Vec<String>,
-) -> Result<(Vec<(CsiCall, CsiResult)>, bool), LabError> {
+) -> Result<(Vec<(CsiCall, CsiResult)>, Vec<ControllerCapability>), LabError> {
     let endpoint = layout.controller_endpoint();
     wait_for_controller(layout, procs).await?;
     let ch = volplane_tokio::connect(&endpoint).await.map_err(|e| {
@@ -434,11 +440,14 @@ async fn discover(
         ));
         discovery.push((call, r));
     }
-    let multi_writer = discovery.iter().any(|(_, r)| {
-        matches!(r, Ok(Response::ControllerCapabilities(c))
-        if c.contains(&ControllerCapability::SingleNodeMultiWriter))
-    });
-    Ok((discovery, multi_writer))
+    let controller = discovery
+        .iter()
+        .find_map(|(_, r)| match r {
+            Ok(Response::ControllerCapabilities(c)) => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    Ok((discovery, controller))
 }
 
 /// Each node's driver process, registrar and registry watcher.

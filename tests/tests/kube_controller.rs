@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{Driver, NODE, Runtime};
 use serde_json::{Value, json};
-use volplane_kube::controller::{self, ControllerConfig, Roles};
+use volplane_kube::controller::{self, ControllerConfig, Flags, Switches};
 use volplane_kube::fake::FakeApi;
 use volplane_proto::client::CsiClient;
 
@@ -108,9 +108,12 @@ fn a_claim_is_provisioned_and_deleted_with_the_roles_on_smol() {
         let ch = volplane_smol::connect(&d.endpoint).await.unwrap();
         let csi = CsiClient::new(ch, Some(http::Uri::from_static("http://localhost")));
         let config = ControllerConfig {
-            roles: Roles {
-                binder: true,
-                ..Roles::default()
+            flags: Flags {
+                switches: Switches {
+                    binder: true,
+                    ..Switches::default()
+                },
+                ..Flags::default()
             },
             ..ControllerConfig::default()
         };
@@ -149,9 +152,12 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
     seed(&api);
     let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
     let config = ControllerConfig {
-        roles: Roles {
-            binder: true,
-            ..Roles::default()
+        flags: Flags {
+            switches: Switches {
+                binder: true,
+                ..Switches::default()
+            },
+            ..Flags::default()
         },
         ..ControllerConfig::default()
     };
@@ -435,9 +441,12 @@ fn rbac_of_names_requests_as_rbac_does() {
 /// sync, or an informer), as a bug would be.
 fn planted_panic(what: &'static str) -> ControllerConfig {
     ControllerConfig {
-        roles: Roles {
-            binder: true,
-            ..Roles::default()
+        flags: Flags {
+            switches: Switches {
+                binder: true,
+                ..Switches::default()
+            },
+            ..Flags::default()
         },
         panic_in: Some(what),
         ..ControllerConfig::default()

@@ -11,7 +11,6 @@
 
 pub mod backoff;
 pub mod cache;
-pub mod catalogue;
 #[cfg(test)]
 pub mod chaos;
 pub mod csi_map;

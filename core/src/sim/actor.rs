@@ -3,44 +3,25 @@
 //! how a restart makes them fresh.
 
 use super::registration;
-use super::{DRIVER, Delivery, ROOT};
+use super::{DRIVER, Delivery, ROOT, SimConfig};
 use crate::Tick;
-use crate::attach::{Attach, AttachConfig};
-use crate::binder::Binder;
-use crate::capacity::{CapacityConfig, CapacityTracker};
-use crate::control::catalogue::Role;
 use crate::control::csi_map::DriverModes;
 use crate::control::{ControlMachine, Input, Watch};
+use crate::driver::{ControllerCapability as Cap, PluginCapability};
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::machine::Machine;
 use crate::model::Kind;
 use crate::plant::Planted;
-use crate::protection::{Guarded, Protection};
-use crate::provision::{Provisioner, ProvisionerConfig};
 use crate::registration::registrar::Registrar;
 use crate::registration::watcher::{PluginWatcher, WatcherInput};
-use crate::resize::{ResizeConfig, Resizer};
-use crate::snapshot::{SnapshotController, Snapshotter};
+use crate::roles::{self, CapacityTracking, DriverFacts, Flags, Role, RoleMachine, Switches};
 
-/// A control-plane machine in the simulation.
+/// A machine in the simulation.
 #[derive(Debug, Clone, Hash)]
 pub enum Actor {
-    /// The PV controller.
-    Binder(Binder),
-    /// The external-provisioner.
-    Provisioner(Provisioner),
-    /// The attach/detach controller and attacher.
-    Attach(Attach),
-    /// The external-resizer.
-    Resizer(Resizer),
-    /// pvc-protection or pv-protection.
-    Protection(Protection),
-    /// The snapshot controller.
-    Snapshots(SnapshotController),
-    /// csi-snapshotter.
-    Snapshotter(Snapshotter),
-    /// external-provisioner's capacity tracker.
-    Capacity(Box<CapacityTracker>),
+    /// A control-plane role, made by the role catalogue as `volplane
+    /// controller` makes it.
+    Control(RoleMachine),
     /// A node's kubelet volume manager.
     Kubelet(Box<Kubelet>),
     /// A node's plugin watcher (the kubelet's plugin manager).
@@ -57,35 +38,90 @@ pub enum Actor {
 /// The namespace of the simulated CSIStorageCapacity objects.
 pub const CAPACITY_NAMESPACE: &str = "kube-system";
 
-/// external-provisioner's capacity tracker as the simulation runs it: no
-/// poll (the cluster must go quiet), objects for every class (the
-/// workload's classes bind at once).
-pub(super) fn capacity_tracker(plant: Planted) -> Actor {
-    let mut c = CapacityConfig::new(DRIVER, CAPACITY_NAMESPACE);
-    c.plant = plant;
-    c.poll_interval = None;
-    c.immediate_binding = true;
-    Actor::Capacity(Box::new(CapacityTracker::new(c)))
+/// What the simulated driver says about itself: it can do everything.
+pub fn driver_facts() -> DriverFacts {
+    use Cap::*;
+    DriverFacts {
+        name: DRIVER.into(),
+        controller: vec![
+            CreateDeleteVolume,
+            PublishUnpublishVolume,
+            PublishReadonly,
+            ExpandVolume,
+            ModifyVolume,
+            CreateDeleteSnapshot,
+            GetCapacity,
+            SingleNodeMultiWriter,
+        ],
+        plugin: vec![
+            PluginCapability::ControllerService,
+            PluginCapability::GroupControllerService,
+            PluginCapability::VolumeAccessibilityConstraints,
+        ],
+    }
 }
 
-fn modes() -> DriverModes {
-    DriverModes {
-        single_node_multi_writer: true,
+/// The flags the simulated `volplane controller` runs with: every role,
+/// the sidecars' defaults, and, in the runs that track capacity,
+/// `--enable-capacity` without a poll (the cluster must go quiet) and for
+/// every class (the workload's classes bind at once).
+pub fn flags(config: &SimConfig) -> Flags {
+    Flags {
+        switches: Switches::all(),
+        capacity: config.capacity.then(|| CapacityTracking {
+            namespace: CAPACITY_NAMESPACE.into(),
+            owner: None,
+            poll_interval: None,
+            immediate_binding: true,
+        }),
+        plant: config.plant,
+        ..Flags::default()
     }
+}
+
+/// The roles the simulation runs, in the order its actors list them.
+const ROLES: [Role; 9] = [
+    Role::Binder,
+    Role::Provisioner,
+    Role::Attacher,
+    Role::Resizer,
+    Role::PvcProtection,
+    Role::PvProtection,
+    Role::SnapshotController,
+    Role::Snapshotter,
+    Role::Capacity,
+];
+
+/// The control-plane actors, made by the role catalogue.
+pub(super) fn control_plane(config: &SimConfig) -> Vec<Actor> {
+    let (facts, flags) = (driver_facts(), flags(config));
+    ROLES
+        .into_iter()
+        .filter_map(|role| made(role, &facts, &flags))
+        .map(Actor::Control)
+        .collect()
+}
+
+fn made(role: Role, facts: &DriverFacts, flags: &Flags) -> Option<RoleMachine> {
+    roles::make_one(role, facts, flags)
+        .unwrap_or_else(|why| panic!("the simulated driver serves every role: {why}"))
+}
+
+/// A node's kubelet as the simulation runs it.
+pub(super) fn kubelet(node: &str, plant: Planted) -> Actor {
+    let mut c = KubeletConfig::new(node, DRIVER, ROOT);
+    c.modes = DriverModes {
+        single_node_multi_writer: true,
+    };
+    c.plant = plant;
+    Actor::Kubelet(Box::new(Kubelet::new(c)))
 }
 
 impl Actor {
     /// The control-plane machine this actor is, if it is one.
     pub(super) fn control(&mut self) -> Option<&mut dyn ControlMachine> {
         Some(match self {
-            Actor::Binder(m) => m,
-            Actor::Provisioner(m) => m,
-            Actor::Attach(m) => m,
-            Actor::Resizer(m) => m,
-            Actor::Protection(m) => m,
-            Actor::Snapshots(m) => m,
-            Actor::Snapshotter(m) => m,
-            Actor::Capacity(m) => m.as_mut(),
+            Actor::Control(m) => m.control(),
             Actor::Kubelet(m) => m.as_mut(),
             Actor::Watcher(_) | Actor::Registrar { .. } => return None,
         })
@@ -93,14 +129,7 @@ impl Actor {
 
     pub(super) fn poll_timeout(&self) -> Option<Tick> {
         match self {
-            Actor::Binder(m) => m.poll_timeout(),
-            Actor::Provisioner(m) => m.poll_timeout(),
-            Actor::Attach(m) => m.poll_timeout(),
-            Actor::Resizer(m) => m.poll_timeout(),
-            Actor::Protection(m) => m.poll_timeout(),
-            Actor::Snapshots(m) => m.poll_timeout(),
-            Actor::Snapshotter(m) => m.poll_timeout(),
-            Actor::Capacity(m) => m.poll_timeout(),
+            Actor::Control(m) => m.poll_timeout(),
             Actor::Kubelet(m) => m.poll_timeout(),
             Actor::Watcher(m) => m.poll_timeout(),
             Actor::Registrar { m, .. } => m.poll_timeout(),
@@ -109,14 +138,7 @@ impl Actor {
 
     pub(super) fn check_invariants(&self) -> Result<(), String> {
         match self {
-            Actor::Binder(m) => m.check_invariants(),
-            Actor::Provisioner(m) => m.check_invariants(),
-            Actor::Attach(m) => m.check_invariants(),
-            Actor::Resizer(m) => m.check_invariants(),
-            Actor::Protection(m) => m.check_invariants(),
-            Actor::Snapshots(m) => m.check_invariants(),
-            Actor::Snapshotter(m) => m.check_invariants(),
-            Actor::Capacity(m) => m.check_invariants(),
+            Actor::Control(m) => m.check_invariants(),
             Actor::Kubelet(m) => m.check_invariants(),
             Actor::Watcher(m) => m.check_invariants(),
             Actor::Registrar { m, .. } => m.check_invariants(),
@@ -142,14 +164,7 @@ impl Actor {
     /// the registrar watch no kind this way).
     pub fn watches(&self, kind: Kind) -> bool {
         match self {
-            Actor::Binder(m) => m.watches(kind),
-            Actor::Provisioner(m) => ControlMachine::watches(m, kind),
-            Actor::Attach(m) => m.watches(kind),
-            Actor::Resizer(m) => m.watches(kind),
-            Actor::Protection(m) => ControlMachine::watches(m, kind),
-            Actor::Snapshots(m) => ControlMachine::watches(m, kind),
-            Actor::Snapshotter(m) => ControlMachine::watches(m, kind),
-            Actor::Capacity(m) => ControlMachine::watches(m.as_ref(), kind),
+            Actor::Control(m) => m.watches(kind),
             Actor::Kubelet(m) => m.watches(kind),
             Actor::Watcher(_) | Actor::Registrar { .. } => false,
         }
@@ -157,68 +172,30 @@ impl Actor {
 
     /// The role this actor plays, if it is a control-plane role.
     pub fn role(&self) -> Option<Role> {
-        Some(match self {
-            Actor::Binder(_) => Role::Binder,
-            Actor::Provisioner(_) => Role::Provisioner,
-            Actor::Attach(_) => Role::Attacher,
-            Actor::Resizer(_) => Role::Resizer,
-            Actor::Protection(p) => match p.guarded() {
-                Guarded::Claims => Role::PvcProtection,
-                Guarded::Volumes => Role::PvProtection,
-            },
-            Actor::Snapshots(_) => Role::SnapshotController,
-            Actor::Snapshotter(_) => Role::Snapshotter,
-            Actor::Capacity(_) => Role::Capacity,
-            Actor::Kubelet(_) | Actor::Watcher(_) | Actor::Registrar { .. } => return None,
-        })
+        match self {
+            Actor::Control(m) => Some(m.role()),
+            Actor::Kubelet(_) | Actor::Watcher(_) | Actor::Registrar { .. } => None,
+        }
     }
 
     /// The actor's name in the trace: its role's, or the node component's.
     pub fn name(&self) -> String {
         match self {
+            Actor::Control(m) => m.role().name().into(),
             Actor::Kubelet(k) => format!("kubelet/{}", k.config().node),
             Actor::Watcher(w) => format!("plugin-watcher/{}", w.node_name()),
             Actor::Registrar { node, .. } => format!("node-driver-registrar/{node}"),
-            _ => self.role().map(Role::name).unwrap_or_default().into(),
         }
     }
 
     /// The same machine, as a fresh process would start it.
-    pub(super) fn fresh(&self, plant: Planted) -> Actor {
+    pub(super) fn fresh(&self, config: &SimConfig) -> Actor {
         match self {
-            Actor::Binder(_) => Actor::Binder(Binder::with_plant(plant)),
-            Actor::Provisioner(_) => {
-                let mut c = ProvisionerConfig::new(DRIVER);
-                c.modes = modes();
-                c.plant = plant;
-                c.snapshots = true;
-                c.topology = true;
-                c.modify_volume = true;
-                Actor::Provisioner(Provisioner::new(c))
+            Actor::Control(m) => {
+                let made = made(m.role(), &driver_facts(), &flags(config));
+                Actor::Control(made.expect("a role the simulation runs is switched on"))
             }
-            Actor::Attach(_) => {
-                let mut c = AttachConfig::new(DRIVER);
-                c.modes = modes();
-                c.plant = plant;
-                Actor::Attach(Attach::new(c))
-            }
-            Actor::Resizer(_) => {
-                let mut c = ResizeConfig::new(DRIVER);
-                c.modes = modes();
-                c.modify = true;
-                c.plant = plant;
-                Actor::Resizer(Resizer::new(c))
-            }
-            Actor::Protection(p) => Actor::Protection(Protection::new(p.guarded())),
-            Actor::Snapshots(_) => Actor::Snapshots(SnapshotController::new().with_groups(true)),
-            Actor::Snapshotter(_) => Actor::Snapshotter(Snapshotter::new(DRIVER).with_groups(true)),
-            Actor::Capacity(_) => capacity_tracker(plant),
-            Actor::Kubelet(k) => {
-                let mut c = KubeletConfig::new(&k.config().node, DRIVER, ROOT);
-                c.modes = modes();
-                c.plant = plant;
-                Actor::Kubelet(Box::new(Kubelet::new(c)))
-            }
+            Actor::Kubelet(k) => kubelet(&k.config().node, config.plant),
             Actor::Watcher(w) => Actor::Watcher(Box::new(PluginWatcher::new(w.node_name()))),
             Actor::Registrar { node, .. } => registration::registrar(node),
         }

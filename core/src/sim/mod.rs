@@ -44,19 +44,13 @@ pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::attach::{Attach, AttachConfig};
-use crate::binder::Binder;
 use crate::control::{ApiCall, ApiResult, CsiCall, Effect, Event, HotLoopGuard, Input, Watch};
 use crate::driver::Request;
-use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::machine::{self, Machine};
 use crate::model::*;
-use crate::protection::Protection;
-use crate::provision::{Provisioner, ProvisionerConfig};
 use crate::registration::registrar::RegistrarInput;
 use crate::registration::watcher::{PluginWatcher, WatcherInput};
-use crate::resize::{ResizeConfig, Resizer};
-use crate::snapshot::{SnapshotController, Snapshotter};
+use crate::roles::Role;
 use crate::store::Store;
 use crate::{OpId, Tick};
 
@@ -202,29 +196,11 @@ impl Sim {
     /// A cluster of `config.nodes` nodes, registration under way.
     pub fn new(config: SimConfig) -> Sim {
         let plant = config.plant;
-        let placeholder = Actor::Binder(Binder::new());
-        let mut actors = vec![
-            placeholder.fresh(plant),
-            Actor::Provisioner(Provisioner::new(ProvisionerConfig::new(DRIVER))).fresh(plant),
-            Actor::Attach(Attach::new(AttachConfig::new(DRIVER))).fresh(plant),
-            Actor::Resizer(Resizer::new(ResizeConfig::new(DRIVER))).fresh(plant),
-            Actor::Protection(Protection::claims()),
-            Actor::Protection(Protection::volumes()),
-            Actor::Snapshots(SnapshotController::new().with_groups(true)),
-            Actor::Snapshotter(Snapshotter::new(DRIVER).with_groups(true)),
-        ];
-        if config.capacity {
-            actors.push(actor::capacity_tracker(plant));
-        }
+        let mut actors = actor::control_plane(&config);
         let mut nodes = BTreeMap::new();
         for i in 0..config.nodes {
             let name = format!("node-{i}");
-            actors.push(
-                Actor::Kubelet(Box::new(Kubelet::new(KubeletConfig::new(
-                    &name, DRIVER, ROOT,
-                ))))
-                .fresh(plant),
-            );
+            actors.push(actor::kubelet(&name, plant));
             actors.push(Actor::Watcher(Box::new(PluginWatcher::new(&name))));
             actors.push(registration::registrar(&name));
             nodes.insert(name.clone(), DriverProcess::new(&name, false, plant));
@@ -518,7 +494,7 @@ impl Sim {
     fn restart(&mut self, actor: usize) {
         let now = self.now;
         self.woken[actor] = true;
-        self.actors[actor] = self.actors[actor].fresh(self.config.plant);
+        self.actors[actor] = self.actors[actor].fresh(&self.config);
         self.inbox[actor].clear();
         self.answers[actor].clear();
         self.guards[actor] = HotLoopGuard::default();
@@ -698,7 +674,7 @@ impl Sim {
         let tracker = self
             .actors
             .iter()
-            .position(|a| matches!(a, Actor::Capacity(_)));
+            .position(|a| a.role() == Some(Role::Capacity));
         if let Some(a) = tracker {
             self.inbox[a].push_back(Delivery::Input(Input::Resync));
         }

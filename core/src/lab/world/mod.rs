@@ -8,8 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::Tick;
-use crate::attach::{Attach, AttachConfig};
-use crate::binder::Binder;
 use crate::control::csi_map::DriverModes;
 use crate::control::{
     ApiCall, ApiResult, ControlMachine, CsiCall, CsiResult, Effect, Event, Input, Watch,
@@ -18,11 +16,8 @@ use crate::driver::{NodeCapability, Response};
 use crate::kubelet::{Certainty, Kubelet, KubeletConfig};
 use crate::machine::{self, Machine, TimerTable};
 use crate::model::*;
-use crate::protection::Protection;
-use crate::provision::{Provisioner, ProvisionerConfig};
 use crate::registration::watcher::{PluginWatcher, WatcherEffect, WatcherInput};
-use crate::resize::{ResizeConfig, Resizer};
-use crate::snapshot::{SnapshotController, Snapshotter};
+use crate::roles::{self, DriverFacts, Flags, RoleMachine, Switches};
 use crate::store::Store;
 use crate::{OpId, Status};
 
@@ -132,7 +127,7 @@ pub struct World {
     layout: Layout,
     driver: String,
     nodes: Vec<String>,
-    controllers: Vec<(&'static str, Box<dyn ControlMachine + Send>)>,
+    controllers: Vec<RoleMachine>,
     kubelets: BTreeMap<String, Kubelet>,
     watchers: BTreeMap<String, PluginWatcher>,
     deployments: BTreeMap<String, Deployment>,
@@ -166,30 +161,24 @@ fn modes(multi_writer: bool) -> DriverModes {
 }
 
 impl World {
-    /// A cluster with `nodes`, whose controller driver advertised `multi_writer`.
-    pub fn new(layout: Layout, driver: &str, nodes: &[String], multi_writer: bool) -> World {
-        let m = modes(multi_writer);
-        let mut p = ProvisionerConfig::new(driver);
-        p.modes = m;
-        p.snapshots = true;
-        let mut a = AttachConfig::new(driver);
-        a.modes = m;
-        let mut r = ResizeConfig::new(driver);
-        r.modes = m;
-        let controllers: Vec<(&'static str, Box<dyn ControlMachine + Send>)> = vec![
-            ("persistentvolume-controller", Box::new(Binder::new())),
-            ("external-provisioner", Box::new(Provisioner::new(p))),
-            ("attachdetach-controller", Box::new(Attach::new(a))),
-            ("external-resizer", Box::new(Resizer::new(r))),
-            ("pvc-protection-controller", Box::new(Protection::claims())),
-            ("pv-protection-controller", Box::new(Protection::volumes())),
-            ("snapshot-controller", Box::new(SnapshotController::new())),
-            ("csi-snapshotter", Box::new(Snapshotter::new(driver))),
-        ];
+    /// A cluster with `nodes`, whose controller driver says `facts` of
+    /// itself: the control plane is made by the role catalogue from them,
+    /// as `volplane controller` makes it with every role but the capacity
+    /// tracker and group snapshots switched on.
+    pub fn new(layout: Layout, facts: &DriverFacts, nodes: &[String]) -> World {
+        let flags = Flags {
+            switches: Switches {
+                group_snapshots: false,
+                ..Switches::all()
+            },
+            ..Flags::default()
+        };
+        let made = roles::make(facts, &flags);
+        let controllers = made.machines;
         let mut w = World {
             store: Store::with_admission(),
             layout,
-            driver: driver.into(),
+            driver: facts.name.clone(),
             nodes: nodes.to_vec(),
             controllers,
             kubelets: BTreeMap::new(),
@@ -245,9 +234,9 @@ impl World {
     fn broadcast(&mut self, now: Tick, except: Option<&Member>, watches: Vec<Watch>) {
         for w in watches {
             let kind = w.kind();
-            for (i, (_, m)) in self.controllers.iter_mut().enumerate() {
+            for (i, m) in self.controllers.iter_mut().enumerate() {
                 if except != Some(&Member::Controller(i)) && m.watches(kind) {
-                    m.handle(now, Input::Watch(w.clone()));
+                    m.control().handle(now, Input::Watch(w.clone()));
                 }
             }
             for (n, k) in &mut self.kubelets {
@@ -268,7 +257,7 @@ impl World {
         let c = self
             .controllers
             .iter()
-            .filter_map(|(_, m)| m.poll_timeout());
+            .filter_map(RoleMachine::poll_timeout);
         let k = self.kubelets.values().filter_map(|k| k.poll_timeout());
         let w = self.watchers.values().filter_map(|w| w.poll_timeout());
         let r = self.caps_retry.next();
@@ -319,7 +308,7 @@ impl World {
         match &member {
             Member::Controller(_) | Member::Kubelet(_) => {
                 let (m, reply_to): (&mut (dyn ControlMachine + 'static), _) = match &member {
-                    Member::Controller(i) => (controllers[*i].1.as_mut(), member.clone()),
+                    Member::Controller(i) => (controllers[*i].control(), member.clone()),
                     Member::Kubelet(n) => match kubelets.get_mut(n) {
                         Some(k) => (k, member.clone()),
                         None => return false,
@@ -488,7 +477,7 @@ impl World {
     pub fn csi_done(&mut self, now: Tick, reply: Reply, result: CsiResult) {
         match reply {
             Reply::Controller(i, op) => self.controllers[i]
-                .1
+                .control()
                 .handle(now, Input::CsiDone { op, result }),
             Reply::Kubelet(n, op) => {
                 if let Some(k) = self.kubelets.get_mut(&n) {

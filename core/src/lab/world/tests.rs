@@ -45,17 +45,31 @@ struct Cluster {
     started: Vec<String>,
 }
 
+/// What `volplane serve` says of itself, as the lab's engine asks it.
+fn facts() -> crate::roles::DriverFacts {
+    use crate::driver::ControllerCapability::*;
+    crate::roles::DriverFacts {
+        name: DRIVER.into(),
+        controller: vec![
+            CreateDeleteVolume,
+            PublishUnpublishVolume,
+            PublishReadonly,
+            ExpandVolume,
+            ModifyVolume,
+            CreateDeleteSnapshot,
+            GetCapacity,
+            SingleNodeMultiWriter,
+        ],
+        plugin: vec![],
+    }
+}
+
 impl Cluster {
     fn new(nodes: usize) -> Cluster {
         let names = crate::lab::node_names(nodes);
         let mut c = Cluster {
             // The simulated driver confines its paths to the simulated kubelet root.
-            world: World::new(
-                Layout::new(format!("{ROOT}/lab"), DRIVER),
-                DRIVER,
-                &names,
-                true,
-            ),
+            world: World::new(Layout::new(format!("{ROOT}/lab"), DRIVER), &facts(), &names),
             controller: DriverProcess::new("controller", true, Default::default()),
             nodes: names
                 .iter()
