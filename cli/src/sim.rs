@@ -5,7 +5,7 @@ use std::time::Instant;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use volplane_core::plant::{Plant, Planted};
-use volplane_core::sim::explore::{ExploreLimits, Move, explore};
+use volplane_core::sim::explore::{ExploreLimits, Explored, Move, explore_reporting};
 use volplane_core::sim::shrink::shrink;
 use volplane_core::sim::workload::{Action, from_manifests, generate, play, small_configuration};
 use volplane_core::sim::{Faults, SimConfig, Stats};
@@ -249,6 +249,33 @@ fn leader_election(args: &SimArgs) -> u8 {
     0
 }
 
+/// Set at the first SIGINT or SIGTERM, for a long search to stop and say
+/// what it covered.
+fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let set = flag.clone();
+    let watcher = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                if let Ok(signalled) = volplane_tokio::termination() {
+                    signalled.await;
+                    set.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        });
+    if let Err(e) = watcher {
+        eprintln!("warning: an interrupt will end the search without a summary: {e}");
+    }
+    flag
+}
+
 fn exhaustive(args: &SimArgs, plant: Planted) -> u8 {
     let (start, script) = small_configuration(plant);
     let limits = ExploreLimits {
@@ -262,7 +289,24 @@ fn exhaustive(args: &SimArgs, plant: Planted) -> u8 {
         args.depth
     );
     let t = Instant::now();
-    let found = explore(&start, &script, limits);
+    let interrupted = interrupt_flag();
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed} {msg}").expect("a valid template"),
+    );
+    let mut progress = |e: &Explored| {
+        bar.set_message(format!(
+            "{} distinct states ({:.0}/s), deepest {} moves, {} waiting",
+            e.states,
+            e.states as f64 / t.elapsed().as_secs_f64().max(1e-9),
+            e.deepest,
+            e.pending
+        ));
+        bar.tick();
+        !interrupted.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let found = explore_reporting(&start, &script, limits, &mut progress);
+    bar.finish_and_clear();
     let secs = t.elapsed().as_secs_f64();
     println!(
         "{} distinct states ({} expansions) in {secs:.2}s ({:.0} states/s), deepest {} moves, {} branches finished ({} joined a finish already played){}",
@@ -278,6 +322,13 @@ fn exhaustive(args: &SimArgs, plant: Planted) -> u8 {
             ""
         }
     );
+    if found.interrupted {
+        println!(
+            "interrupted: the search covered {} distinct states to depth {} of {}; {} were still waiting to be expanded; no invariant failed in what was covered",
+            found.states, found.deepest, args.depth, found.pending
+        );
+        return 130;
+    }
     match found.counterexample {
         None => {
             println!("no invariant failed");

@@ -115,76 +115,70 @@ pub mod canon {
     }
 }
 
-/// First pass of [`canonical`]: the tagged values, nothing else.
+/// The one pass of [`canonical`] over a state: the words a
+/// [`StateHasher`] would mix, with where each tagged value sits, so that
+/// renumbering and mixing run over a flat list instead of a second walk
+/// of the state.
 #[derive(Default)]
-struct Collect {
-    rvs: Vec<u64>,
-    ops: Vec<u64>,
+struct Words {
+    words: Vec<u64>,
+    /// (index in `words`, tag) of each tagged value.
+    tagged: Vec<(usize, u64)>,
 }
 
-impl Hasher for Collect {
-    fn write(&mut self, _: &[u8]) {}
+impl Words {
+    fn bytes(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.words
+                .push(u64::from_le_bytes(c.try_into().expect("eight bytes")));
+        }
+        let rest = chunks.remainder();
+        let mut tail = [0u8; 8];
+        tail[..rest.len()].copy_from_slice(rest);
+        // The length keeps "ab" + "" apart from "a" + "b".
+        self.words
+            .push(u64::from_le_bytes(tail) ^ ((bytes.len() as u64) << 56));
+    }
+}
 
+impl Hasher for Words {
+    fn write(&mut self, bytes: &[u8]) {
+        self.bytes(bytes);
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.words.push(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.words.push(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.words.push(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.words.push(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.words.push(i as u64);
+    }
     fn write_u128(&mut self, i: u128) {
         let (tag, v) = ((i >> 64) as u64, i as u64);
         match tag {
-            canon::RV => self.rvs.push(v),
-            canon::OP => self.ops.push(v),
-            _ => {}
+            canon::RV | canon::OP | canon::TIME => {
+                self.words.push(tag);
+                self.tagged.push((self.words.len(), tag));
+                self.words.push(v);
+            }
+            _ => self.bytes(&i.to_le_bytes()),
         }
     }
-
     fn finish(&self) -> u64 {
         0
     }
 }
 
-/// Second pass of [`canonical`]: a [`StateHasher`] that hashes a tagged
-/// number by its rank among its kind and a time by its distance from now.
-struct Ranked<'a> {
-    inner: StateHasher,
-    rvs: &'a [u64],
-    ops: &'a [u64],
-    now: crate::Tick,
-}
-
 fn rank(sorted: &[u64], v: u64) -> u64 {
     sorted.binary_search(&v).unwrap_or_else(|i| i) as u64
-}
-
-impl Hasher for Ranked<'_> {
-    fn write(&mut self, bytes: &[u8]) {
-        self.inner.write(bytes);
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.inner.write_u8(i);
-    }
-    fn write_u16(&mut self, i: u16) {
-        self.inner.write_u16(i);
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.inner.write_u32(i);
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.inner.write_u64(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.inner.write_usize(i);
-    }
-    fn write_u128(&mut self, i: u128) {
-        let (tag, v) = ((i >> 64) as u64, i as u64);
-        let word = match tag {
-            canon::RV => rank(self.rvs, v),
-            canon::OP => rank(self.ops, v),
-            canon::TIME => v.wrapping_sub(self.now),
-            _ => return self.inner.write(&i.to_le_bytes()),
-        };
-        self.inner.mix(tag);
-        self.inner.mix(word);
-    }
-    fn finish(&self) -> u64 {
-        self.inner.finish()
-    }
 }
 
 /// The hash of `state` up to renumbering: resourceVersions and op ids by
@@ -193,22 +187,36 @@ impl Hasher for Ranked<'_> {
 /// only in how many versions the store counted, how many ops were issued,
 /// or when the same wait started hash the same — the explorer's notion of
 /// one situation. Sound because the machines only compare such values with
-/// each other, never with constants.
+/// each other, never with constants. The state is walked once.
 pub fn canonical<T: std::hash::Hash + ?Sized>(state: &T, now: crate::Tick) -> u64 {
-    let mut c = Collect::default();
-    state.hash(&mut c);
-    for v in [&mut c.rvs, &mut c.ops] {
+    let mut w = Words::default();
+    state.hash(&mut w);
+    let Words { mut words, tagged } = w;
+    let (mut rvs, mut ops) = (Vec::new(), Vec::new());
+    for &(at, tag) in &tagged {
+        match tag {
+            canon::RV => rvs.push(words[at]),
+            canon::OP => ops.push(words[at]),
+            _ => {}
+        }
+    }
+    for v in [&mut rvs, &mut ops] {
         v.sort_unstable();
         v.dedup();
     }
-    let mut r = Ranked {
-        inner: StateHasher::default(),
-        rvs: &c.rvs,
-        ops: &c.ops,
-        now,
-    };
-    state.hash(&mut r);
-    r.finish()
+    for &(at, tag) in &tagged {
+        let v = words[at];
+        words[at] = match tag {
+            canon::RV => rank(&rvs, v),
+            canon::OP => rank(&ops, v),
+            _ => v.wrapping_sub(now),
+        };
+    }
+    let mut h = StateHasher::default();
+    for word in words {
+        h.mix(word);
+    }
+    h.finish()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! How a simulation runs: its fault rates and its size (its seeded
 //! randomness is [`crate::rng`]).
 
+use crate::Tick;
 use crate::plant::Planted;
 
 pub use crate::rng::Rng;
@@ -59,6 +60,9 @@ pub struct SimConfig {
     /// operator's (the tracker's events and calls also slow a run's
     /// lifecycle, which the other runs then reach further into).
     pub capacity: bool,
+    /// How far the clock moves with each delivery (1 in a random run; the
+    /// explorer's 0 puts everything between two timers at one instant).
+    pub delivery_ticks: Tick,
 }
 
 impl SimConfig {
@@ -71,6 +75,7 @@ impl SimConfig {
             plant: Planted::default(),
             trace: true,
             capacity: seed % 2 == 1,
+            delivery_ticks: 1,
         }
     }
 }

@@ -51,7 +51,16 @@ pub struct Explored {
     pub truncated: bool,
     /// Finished branches cut short on joining a finish already played.
     pub finishes_joined: u64,
+    /// States waiting to be expanded when the search stopped (or last
+    /// reported its progress).
+    pub pending: u64,
+    /// The search was stopped by its progress callback (the user's
+    /// interrupt) before covering the bound.
+    pub interrupted: bool,
 }
+
+/// How often (in expansions) a search reports its progress.
+pub const PROGRESS_EVERY: u64 = 256;
 
 /// What a state was reached with: moves made and faults used.
 type Budget = (usize, usize);
@@ -266,12 +275,30 @@ fn counterexample(
 
 /// Explores from `start`, with `script` the user actions still to come.
 pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explored {
+    explore_reporting(start, script, limits, &mut |_| true)
+}
+
+/// [`explore`], showing `progress` what has been covered every
+/// [`PROGRESS_EVERY`] expansions; the search stops (marked interrupted)
+/// when it answers false.
+pub fn explore_reporting(
+    start: &Sim,
+    script: &[Action],
+    limits: ExploreLimits,
+    progress: &mut dyn FnMut(&Explored) -> bool,
+) -> Explored {
     let mut out = Explored::default();
     let mut seen = Seen::default();
     let mut start = start.clone();
     start.trace.clear();
     start.faults_on = false;
     start.config.trace = false;
+    // Between two timers everything happens at one instant: two deliveries
+    // to different machines that do not interact then reach one state in
+    // either order, and the seen set merges the two branches (a random
+    // run moves the clock a tick per delivery; no deadline the machines
+    // set comes due within a search's few moves either way).
+    start.config.delivery_ticks = 0;
     let origin = start.clone();
     let mut finishes = Finishes::default();
     let mut stack = vec![Node {
@@ -289,6 +316,13 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
         }
         out.expansions += 1;
         out.deepest = out.deepest.max(node.path.len());
+        if out.expansions % PROGRESS_EVERY == 0 {
+            out.pending = stack.len() as u64;
+            if !progress(&out) {
+                out.interrupted = true;
+                return out;
+            }
+        }
         if out.states >= limits.max_states {
             out.truncated = true;
             break;
@@ -348,6 +382,7 @@ pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explore
             });
         }
     }
+    out.pending = 0;
     out
 }
 

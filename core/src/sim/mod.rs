@@ -525,7 +525,7 @@ impl Sim {
             return;
         };
         let step = self.stats.steps;
-        self.now += 1;
+        self.now += self.config.delivery_ticks;
         self.woken[a] = true;
         let name = self.actors[a].name();
         match d {
@@ -608,7 +608,7 @@ impl Sim {
         let Some(input) = self.answers[a].pop_front() else {
             return;
         };
-        self.now += 1;
+        self.now += self.config.delivery_ticks;
         self.woken[a] = true;
         note!(
             self,

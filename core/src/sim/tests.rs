@@ -523,6 +523,32 @@ fn exhaustive_search_finds_nothing_without_a_planted_bug() {
 }
 
 #[test]
+fn a_search_reports_its_progress_and_stops_when_told() {
+    use super::explore::{PROGRESS_EVERY, explore_reporting};
+    let (start, script) = small_configuration(crate::plant::Planted::default());
+    let limits = ExploreLimits {
+        depth: 6,
+        max_faults: 2,
+        max_states: 1_000_000,
+        finish_steps: 20_000,
+    };
+    let mut reports = Vec::new();
+    let found = explore_reporting(&start, &script, limits, &mut |e| {
+        reports.push((e.expansions, e.states, e.pending));
+        reports.len() < 2
+    });
+    assert!(found.interrupted, "told to stop at the second report");
+    assert_eq!(
+        reports.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [PROGRESS_EVERY, 2 * PROGRESS_EVERY],
+        "reported every {PROGRESS_EVERY} expansions"
+    );
+    assert!(reports[1].1 > reports[0].1, "{reports:?}");
+    assert!(found.pending > 0, "states were left waiting: {found:?}");
+    assert!(found.counterexample.is_none() && !found.truncated);
+}
+
+#[test]
 fn a_workload_from_manifests_plays_and_converges() {
     let text = "
 apiVersion: storage.k8s.io/v1
