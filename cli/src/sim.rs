@@ -5,7 +5,7 @@ use std::time::Instant;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use volplane_core::plant::{Plant, Planted};
-use volplane_core::sim::explore::{ExploreLimits, Explored, Move, explore_reporting};
+use volplane_core::sim::explore::{ExploreLimits, Explored, Move, Search, explore_reporting};
 use volplane_core::sim::shrink::shrink;
 use volplane_core::sim::workload::{Action, from_manifests, generate, play, small_configuration};
 use volplane_core::sim::{Faults, SimConfig, Stats};
@@ -46,6 +46,10 @@ pub struct SimArgs {
     /// Most distinct states --exhaustive visits.
     #[arg(long, default_value_t = 50_000)]
     pub max_states: u64,
+    /// Threads --exhaustive expands states on (the answer is the same with
+    /// any number).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
     /// List the bugs --plant knows and exit.
     #[arg(long)]
     pub list_plants: bool,
@@ -249,6 +253,66 @@ fn leader_election(args: &SimArgs) -> u8 {
     0
 }
 
+/// [`explore_reporting`] with each level's states expanded on `jobs`
+/// threads; this thread shows the progress.
+fn explore_on(
+    jobs: usize,
+    start: &volplane_core::sim::Sim,
+    script: &[Action],
+    limits: ExploreLimits,
+    progress: &mut dyn FnMut(&Explored) -> bool,
+) -> Explored {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    let mut search = Search::new(start, script, limits);
+    let mut expanded = 0u64;
+    loop {
+        let n = search.level().len();
+        let (next, done, stop) = (
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+            AtomicBool::new(false),
+        );
+        let expansions = std::thread::scope(|s| {
+            let work = || {
+                let mut mine = Vec::new();
+                while !stop.load(Relaxed) {
+                    let i = next.fetch_add(1, Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    mine.push(search.expand(i));
+                    done.fetch_add(1, Relaxed);
+                }
+                mine
+            };
+            let workers: Vec<_> = (0..jobs).map(|_| s.spawn(work)).collect();
+            while !workers.iter().all(|w| w.is_finished()) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                let d = done.load(Relaxed);
+                let mut so_far = search.explored(n - d);
+                so_far.expansions = expanded + d as u64;
+                if !progress(&so_far) {
+                    stop.store(true, Relaxed);
+                }
+            }
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect::<Vec<_>>()
+        });
+        if stop.load(Relaxed) {
+            let mut so_far = search.explored(n - expansions.len());
+            so_far.expansions = expanded + expansions.len() as u64;
+            so_far.interrupted = true;
+            return so_far;
+        }
+        expanded += n as u64;
+        if !search.merge(expansions) {
+            return search.explored(0);
+        }
+    }
+}
+
 /// Set at the first SIGINT or SIGTERM, for a long search to stop and say
 /// what it covered.
 fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
@@ -305,7 +369,10 @@ fn exhaustive(args: &SimArgs, plant: Planted) -> u8 {
         bar.tick();
         !interrupted.load(std::sync::atomic::Ordering::Relaxed)
     };
-    let found = explore_reporting(&start, &script, limits, &mut progress);
+    let found = match args.jobs {
+        0 | 1 => explore_reporting(&start, &script, limits, &mut progress),
+        jobs => explore_on(jobs, &start, &script, limits, &mut progress),
+    };
     bar.finish_and_clear();
     let secs = t.elapsed().as_secs_f64();
     println!(
@@ -349,5 +416,36 @@ fn exhaustive(args: &SimArgs, plant: Planted) -> u8 {
             println!("violated: {what}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod parallel_tests {
+    use super::*;
+
+    #[test]
+    fn two_jobs_find_what_one_finds() {
+        let (start, script) = small_configuration(Planted::default());
+        let limits = ExploreLimits {
+            depth: 3,
+            max_faults: 2,
+            max_states: 100_000,
+            finish_steps: 20_000,
+        };
+        let one = explore_reporting(&start, &script, limits, &mut |_| true);
+        let two = explore_on(2, &start, &script, limits, &mut |_| true);
+        assert_eq!(
+            (
+                one.states,
+                one.expansions,
+                one.deepest,
+                one.counterexample.is_none()
+            ),
+            (two.states, two.expansions, two.deepest, true)
+        );
+        assert!(one.states > 100, "{one:?}");
+        // Told to stop, the workers stop and the search says it was cut short.
+        let cut = explore_on(2, &start, &script, limits, &mut |_| false);
+        assert!(cut.interrupted && cut.states < one.states, "{cut:?}");
     }
 }

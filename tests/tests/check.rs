@@ -105,7 +105,13 @@ both_runtimes!(volplane_serve_breaks_no_rule, serve_breaks_no_rule);
 /// How each plant is checked: calls in flight together, restarts.
 fn shaped(plant: Plant, c: Check) -> Check {
     let c = match plant {
-        Plant::CreateRepeatsInFlight | Plant::DeleteRacesPublish => c.concurrency(2),
+        // A race met on one run may be missed on the next (the more so on a
+        // busy machine): each candidate is tried three times, so the shrink
+        // gets a larger budget.
+        Plant::CreateRepeatsInFlight | Plant::DeleteRacesPublish => Check {
+            shrink_runs: 1_000,
+            ..c.concurrency(2)
+        },
         _ => c,
     };
     match plant {

@@ -1,9 +1,11 @@
 //! Exhaustive mode: every interleaving of what can happen next — each
 //! pending delivery, each allowed fault, each next user action — from a
-//! starting state, depth-first to a depth bound, with states hashed so each
-//! is explored once. A branch cut at the bound, or with nothing left to do,
-//! is finished without faults in one fixed order and checked for
-//! convergence, so liveness mistakes are found too.
+//! starting state, breadth-first to a depth bound, with states hashed so
+//! each is explored once. Every state is also finished without faults in
+//! one fixed order and checked for convergence, so liveness mistakes are
+//! found too, on a shortest path. A level's states are expanded apart from
+//! each other ([`Search::expand`]), so a caller may spread them over
+//! threads and get the same answer.
 
 use std::collections::HashSet;
 
@@ -41,9 +43,10 @@ pub struct Explored {
     /// left than before is expanded again, so nothing within the bounds is
     /// cut short by having been seen deeper first.
     pub expansions: u64,
-    /// The longest path explored.
+    /// The deepest level expanded.
     pub deepest: usize,
-    /// Paths explored to their end.
+    /// States finished: played on without faults to quiet and checked for
+    /// convergence.
     pub branches_finished: u64,
     /// The moves to the first violation, its trace and what failed.
     pub counterexample: Option<(Vec<Move>, Vec<String>, String)>,
@@ -91,13 +94,6 @@ impl Seen {
     }
 }
 
-struct Node {
-    sim: Sim,
-    pos: usize,
-    faults: usize,
-    path: Vec<Move>,
-}
-
 /// The trace lines up to and including `step`.
 pub fn upto(trace: &[String], step: u64) -> Vec<String> {
     trace
@@ -119,11 +115,11 @@ fn is_fault(c: &Choice) -> bool {
     )
 }
 
-/// The moves from a state, in the order depth-first search tries them:
+/// The moves from a state, in the order a level lists their children:
 /// faulted deliveries first (crashes, then timeouts, then refusals), then
 /// plain deliveries, restarts and reboots, the next user action, and the
-/// clock last — so the first branches put faults early and let user actions
-/// overtake retries, where mistakes hide.
+/// clock last — so among equally short failures the one reported puts
+/// faults early and lets user actions overtake retries.
 fn order(sim: &Sim, can_act: bool, faults_left: bool) -> Vec<Move> {
     let choices = sim.choices(faults_left);
     let rank = |c: &Choice| match c {
@@ -172,63 +168,6 @@ fn finish(mut sim: Sim, script: &[Action], pos: usize, limits: &ExploreLimits) -
     sim
 }
 
-/// Canonical states known to finish without a violation. A finish without
-/// faults is one fixed sequence of steps, so a branch that reaches such a
-/// state is known to end well from there. States are looked up where a
-/// finish lets the clock move (and where it starts): those points come at
-/// the same places of two finishes that met, so a finish stops soon after
-/// it joins one already played.
-#[derive(Default)]
-struct Finishes {
-    good: HashSet<u64>,
-    /// Finishes cut short by one already played.
-    joined: u64,
-}
-
-impl Finishes {
-    /// Finishes `sim` as [`finish`] does; `None` when it ends well (here or
-    /// in a finish already played), the failed simulation otherwise.
-    fn finish(
-        &mut self,
-        mut sim: Sim,
-        script: &[Action],
-        pos: usize,
-        limits: &ExploreLimits,
-    ) -> Option<Sim> {
-        sim.faults_on = false;
-        for a in &script[pos..] {
-            sim.act(a);
-        }
-        let mut passed = vec![sim.state_hash()];
-        let mut steps = 0;
-        loop {
-            let last = *passed.last().expect("the start is passed");
-            if self.good.contains(&last) && sim.violations.is_empty() {
-                self.joined += 1;
-                self.good.extend(passed);
-                return None;
-            }
-            let next = sim.choices(false).first().copied();
-            let Some(c) = next.filter(|_| steps < limits.finish_steps) else {
-                break;
-            };
-            sim.apply(c);
-            steps += 1;
-            if matches!(c, Choice::Timers) {
-                passed.push(sim.state_hash());
-            }
-        }
-        if sim.violations.is_empty() {
-            sim.check_converged();
-        }
-        if !sim.violations.is_empty() {
-            return Some(sim);
-        }
-        self.good.extend(passed);
-        None
-    }
-}
-
 /// Plays `path` from `start` again, this time with a trace (the search
 /// keeps none), and finishes the branch when the failure came there.
 fn replay(
@@ -240,6 +179,15 @@ fn replay(
 ) -> Sim {
     let mut sim = start.clone();
     sim.config.trace = true;
+    let pos = play(&mut sim, script, path);
+    if finished {
+        sim = finish(sim, script, pos, limits);
+    }
+    sim
+}
+
+/// Makes the moves of `path`; returns how many script actions they took.
+fn play(sim: &mut Sim, script: &[Action], path: &[Move]) -> usize {
     let mut pos = 0;
     for m in path {
         match m {
@@ -250,10 +198,7 @@ fn replay(
             Move::Choice(c) => sim.apply(*c),
         }
     }
-    if finished {
-        sim = finish(sim, script, pos, limits);
-    }
-    sim
+    pos
 }
 
 /// The counterexample of a failing branch: its moves, the trace to the
@@ -273,6 +218,260 @@ fn counterexample(
     (path, upto(&sim.trace, v.step), v.what.clone())
 }
 
+/// A state waiting to be expanded, by the moves that reach it from the
+/// start (a level of a search can hold many; a path is small, a state is
+/// not).
+#[derive(Debug, Clone)]
+pub struct Work {
+    path: Vec<Move>,
+    pos: usize,
+    faults: usize,
+}
+
+/// A child state found by an expansion, before the level's merge decides
+/// whether it is new.
+#[derive(Debug)]
+struct Child {
+    key: (u64, usize),
+    faults: usize,
+    parent: usize,
+    mv: Move,
+}
+
+/// What expanding one state of a level found. Expansions are pure: any
+/// number may run at once (`volplane sim --jobs`), and their merge, in
+/// the level's order, decides the same whatever ran where.
+#[derive(Debug, Default)]
+pub struct Expansion {
+    index: usize,
+    children: Vec<Child>,
+    /// States the finish passed that are known to end well.
+    good: Vec<u64>,
+    joined: bool,
+    /// The first failure: the moves to it, and whether it came in the finish.
+    failure: Option<(Vec<Move>, bool)>,
+}
+
+/// A breadth-first search, level by level: every state at one depth is
+/// expanded (its moves made) and finished (played on without faults and
+/// checked for convergence), then the children no state seen before covers
+/// make the next level. The first failure found is on a shortest path, and
+/// among equally short ones the first in the level's order, so any number
+/// of workers find the same one.
+pub struct Search<'a> {
+    origin: Sim,
+    script: &'a [Action],
+    limits: ExploreLimits,
+    seen: Seen,
+    good: HashSet<u64>,
+    level: Vec<Work>,
+    depth: usize,
+    out: Explored,
+    done: bool,
+}
+
+impl std::fmt::Debug for Search<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Search")
+            .field("depth", &self.depth)
+            .field("level", &self.level.len())
+            .field("states", &self.out.states)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Search<'a> {
+    /// A search from `start`, with `script` the user actions still to come.
+    pub fn new(start: &Sim, script: &'a [Action], limits: ExploreLimits) -> Search<'a> {
+        let mut origin = start.clone();
+        origin.trace.clear();
+        origin.faults_on = false;
+        origin.config.trace = false;
+        // Between two timers everything happens at one instant: two
+        // deliveries to different machines that do not interact then reach
+        // one state in either order, and the seen set merges the two
+        // branches (a random run moves the clock a tick per delivery; no
+        // deadline the machines set comes due within a search's few moves
+        // either way).
+        origin.config.delivery_ticks = 0;
+        let mut seen = Seen::default();
+        seen.visit((origin.state_hash(), 0), (0, 0));
+        Search {
+            origin,
+            script,
+            limits,
+            seen,
+            good: HashSet::new(),
+            level: vec![Work {
+                path: Vec::new(),
+                pos: 0,
+                faults: 0,
+            }],
+            depth: 0,
+            out: Explored {
+                states: 1,
+                ..Explored::default()
+            },
+            done: false,
+        }
+    }
+
+    /// The states of the current level, to expand (none once the search is
+    /// over).
+    pub fn level(&self) -> &[Work] {
+        if self.done { &[] } else { &self.level }
+    }
+
+    /// Expands the level's state `index`: finishes it, and makes each of
+    /// its moves (unless it is at the depth bound).
+    pub fn expand(&self, index: usize) -> Expansion {
+        let work = &self.level[index];
+        let mut out = Expansion {
+            index,
+            ..Expansion::default()
+        };
+        let mut sim = self.origin.clone();
+        play(&mut sim, self.script, &work.path);
+        let moves = order(
+            &sim,
+            work.pos < self.script.len(),
+            work.faults < self.limits.max_faults,
+        );
+        let leaf = moves.is_empty() || work.path.len() >= self.limits.depth;
+        if !leaf {
+            for m in &moves {
+                let mut child = sim.clone();
+                let (mut pos, mut faults) = (work.pos, work.faults);
+                match m {
+                    Move::Act => {
+                        child.act(&self.script[pos]);
+                        pos += 1;
+                    }
+                    Move::Choice(c) => {
+                        faults += usize::from(is_fault(c));
+                        child.apply(*c);
+                    }
+                }
+                if !child.violations.is_empty() {
+                    let mut path = work.path.clone();
+                    path.push(*m);
+                    out.failure = Some((path, false));
+                    return out;
+                }
+                out.children.push(Child {
+                    key: (child.state_hash(), pos),
+                    faults,
+                    parent: index,
+                    mv: *m,
+                });
+            }
+        }
+        let finished = self.finish(sim, work.pos, &mut out);
+        if !finished {
+            out.children.clear();
+            out.failure = Some((work.path.clone(), true));
+        }
+        out
+    }
+
+    /// Finishes a state as [`finish`] does, joining a finish already known
+    /// to end well where it meets one; false when it fails.
+    fn finish(&self, mut sim: Sim, pos: usize, out: &mut Expansion) -> bool {
+        sim.faults_on = false;
+        for a in &self.script[pos..] {
+            sim.act(a);
+        }
+        let mut passed = vec![sim.state_hash()];
+        let mut steps = 0;
+        loop {
+            let last = *passed.last().expect("the start is passed");
+            if self.good.contains(&last) && sim.violations.is_empty() {
+                out.joined = true;
+                out.good = passed;
+                return true;
+            }
+            let next = sim.choices(false).first().copied();
+            let Some(c) = next.filter(|_| steps < self.limits.finish_steps) else {
+                break;
+            };
+            sim.apply(c);
+            steps += 1;
+            if matches!(c, Choice::Timers) {
+                passed.push(sim.state_hash());
+            }
+        }
+        if sim.violations.is_empty() {
+            sim.check_converged();
+        }
+        let good = sim.violations.is_empty();
+        if good {
+            out.good = passed;
+        }
+        good
+    }
+
+    /// Takes in the level's expansions (in any order; all of them, or the
+    /// search is cut short) and makes the next level. False when the search
+    /// is over: a failure found, the bound covered or `max_states` reached.
+    pub fn merge(&mut self, mut expansions: Vec<Expansion>) -> bool {
+        expansions.sort_by_key(|e| e.index);
+        let level = std::mem::take(&mut self.level);
+        self.out.deepest = self.depth;
+        let mut next = Vec::new();
+        for e in &expansions {
+            self.out.expansions += 1;
+            self.out.branches_finished += 1;
+            self.out.finishes_joined += u64::from(e.joined);
+            self.good.extend(e.good.iter().copied());
+            if let Some((path, finished)) = &e.failure {
+                self.out.counterexample = Some(counterexample(
+                    &self.origin,
+                    self.script,
+                    path.clone(),
+                    *finished,
+                    &self.limits,
+                ));
+                self.done = true;
+                return false;
+            }
+        }
+        for c in expansions.into_iter().flat_map(|e| e.children) {
+            match self.seen.visit(c.key, (self.depth + 1, c.faults)) {
+                Visit::Covered => continue,
+                Visit::New => self.out.states += 1,
+                Visit::Again => {}
+            }
+            let parent = &level[c.parent];
+            let mut path = parent.path.clone();
+            path.push(c.mv);
+            let pos = parent.pos + usize::from(c.mv == Move::Act);
+            next.push(Work {
+                path,
+                pos,
+                faults: c.faults,
+            });
+            if self.out.states >= self.limits.max_states {
+                self.out.truncated = true;
+                self.done = true;
+                return false;
+            }
+        }
+        self.depth += 1;
+        self.level = next;
+        self.done = self.level.is_empty();
+        !self.done
+    }
+
+    /// What the search found so far; `pending` states of the current level
+    /// are still to be expanded.
+    pub fn explored(&self, pending: usize) -> Explored {
+        Explored {
+            pending: pending as u64,
+            ..self.out.clone()
+        }
+    }
+}
+
 /// Explores from `start`, with `script` the user actions still to come.
 pub fn explore(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explored {
     explore_reporting(start, script, limits, &mut |_| true)
@@ -287,120 +486,26 @@ pub fn explore_reporting(
     limits: ExploreLimits,
     progress: &mut dyn FnMut(&Explored) -> bool,
 ) -> Explored {
-    let mut out = Explored::default();
-    let mut seen = Seen::default();
-    let mut start = start.clone();
-    start.trace.clear();
-    start.faults_on = false;
-    start.config.trace = false;
-    // Between two timers everything happens at one instant: two deliveries
-    // to different machines that do not interact then reach one state in
-    // either order, and the seen set merges the two branches (a random
-    // run moves the clock a tick per delivery; no deadline the machines
-    // set comes due within a search's few moves either way).
-    start.config.delivery_ticks = 0;
-    let origin = start.clone();
-    let mut finishes = Finishes::default();
-    let mut stack = vec![Node {
-        sim: start,
-        pos: 0,
-        faults: 0,
-        path: Vec::new(),
-    }];
-    while let Some(node) = stack.pop() {
-        let budget = (node.path.len(), node.faults);
-        match seen.visit((node.sim.state_hash(), node.pos), budget) {
-            Visit::Covered => continue,
-            Visit::New => out.states += 1,
-            Visit::Again => {}
-        }
-        out.expansions += 1;
-        out.deepest = out.deepest.max(node.path.len());
-        if out.expansions % PROGRESS_EVERY == 0 {
-            out.pending = stack.len() as u64;
-            if !progress(&out) {
-                out.interrupted = true;
-                return out;
-            }
-        }
-        if out.states >= limits.max_states {
-            out.truncated = true;
-            break;
-        }
-        let moves = order(
-            &node.sim,
-            node.pos < script.len(),
-            node.faults < limits.max_faults,
-        );
-        if moves.is_empty() || node.path.len() >= limits.depth {
-            out.branches_finished += 1;
-            if finishes
-                .finish(node.sim, script, node.pos, &limits)
-                .is_some()
-            {
-                out.counterexample =
-                    Some(counterexample(&origin, script, node.path, true, &limits));
-                return out;
-            }
-            out.finishes_joined = finishes.joined;
-            continue;
-        }
-        // Push in reverse so the first move is explored first; the last
-        // pushed takes the node's own state instead of a copy.
-        let mut parent = Some(node.sim);
-        let last = moves.len() - 1;
-        for (i, m) in moves.into_iter().rev().enumerate() {
-            let mut sim = if i == last {
-                parent.take().expect("taken once, by the last move")
-            } else {
-                parent.as_ref().expect("kept until the last move").clone()
-            };
-            let (mut pos, mut faults) = (node.pos, node.faults);
-            match m {
-                Move::Act => {
-                    sim.act(&script[pos]);
-                    pos += 1;
-                }
-                Move::Choice(c) => {
-                    if is_fault(&c) {
-                        faults += 1;
-                    }
-                    sim.apply(c);
-                }
-            }
-            let mut path = node.path.clone();
-            path.push(m);
-            if !sim.violations.is_empty() {
-                out.counterexample = Some(counterexample(&origin, script, path, false, &limits));
-                return out;
-            }
-            stack.push(Node {
-                sim,
-                pos,
-                faults,
-                path,
-            });
-        }
-    }
-    out.pending = 0;
-    out
-}
-
-/// Iterative deepening: the search at depths 4, 8, 16… up to `limits.depth`,
-/// so the counterexample found is among the shortest.
-pub fn explore_shortest(start: &Sim, script: &[Action], limits: ExploreLimits) -> Explored {
-    let mut depth = 4;
-    let mut total = (0, 0);
+    let mut search = Search::new(start, script, limits);
+    let mut expanded = 0u64;
     loop {
-        let d = depth.min(limits.depth);
-        let mut found = explore(start, script, ExploreLimits { depth: d, ..limits });
-        total.0 += found.states;
-        total.1 += found.expansions;
-        if found.counterexample.is_some() || d >= limits.depth {
-            (found.states, found.expansions) = total;
-            return found;
+        let n = search.level().len();
+        let mut expansions = Vec::with_capacity(n);
+        for i in 0..n {
+            expansions.push(search.expand(i));
+            expanded += 1;
+            if expanded.is_multiple_of(PROGRESS_EVERY) {
+                let mut so_far = search.explored(n - i - 1);
+                so_far.expansions = expanded;
+                if !progress(&so_far) {
+                    so_far.interrupted = true;
+                    return so_far;
+                }
+            }
         }
-        depth *= 2;
+        if !search.merge(expansions) {
+            return search.explored(0);
+        }
     }
 }
 
