@@ -147,12 +147,51 @@ fn order(sim: &Sim, can_act: bool, faults_left: bool) -> Vec<Move> {
     moves.into_iter().map(|(_, m)| m).collect()
 }
 
-/// Finishes a branch: remaining script actions, then fault-free first-choice
-/// steps until quiet; then the convergence check.
-fn finish(mut sim: Sim, script: &[Action], pos: usize, limits: &ExploreLimits) -> Sim {
+/// Finishes a branch: the script's remaining actions at once (a user who
+/// does not wait: what they overlap is where mistakes hide), then
+/// fault-free first-choice steps until quiet; then the convergence check.
+fn finish(sim: Sim, script: &[Action], pos: usize, limits: &ExploreLimits) -> Sim {
+    finish_joining(sim, script, pos, limits, None).sim
+}
+
+/// A finish, and the points it passed.
+struct Finished {
+    sim: Sim,
+    /// The states it passed where it started and after each move of the
+    /// clock.
+    passed: Vec<u64>,
+    /// It met a point of a finish already known to end well, and stopped.
+    joined: bool,
+}
+
+/// [`finish`], stopping where it meets a point of `good` (a finish is one
+/// fixed sequence of steps, so from there it is known to end well). The
+/// points looked at are where every finish passes the same way: where it
+/// starts, and after each move of the clock (everything else done).
+fn finish_joining(
+    mut sim: Sim,
+    script: &[Action],
+    pos: usize,
+    limits: &ExploreLimits,
+    good: Option<&HashSet<u64>>,
+) -> Finished {
     sim.faults_on = false;
     for a in &script[pos..] {
         sim.act(a);
+    }
+    let mut passed = Vec::new();
+    let point = |sim: &Sim, passed: &mut Vec<u64>| {
+        let Some(good) = good else { return false };
+        let key = sim.state_hash();
+        passed.push(key);
+        good.contains(&key) && sim.violations.is_empty()
+    };
+    if point(&sim, &mut passed) {
+        return Finished {
+            sim,
+            passed,
+            joined: true,
+        };
     }
     let mut steps = 0;
     while steps < limits.finish_steps {
@@ -161,11 +200,22 @@ fn finish(mut sim: Sim, script: &[Action], pos: usize, limits: &ExploreLimits) -
         };
         sim.apply(c);
         steps += 1;
+        if matches!(c, Choice::Timers) && point(&sim, &mut passed) {
+            return Finished {
+                sim,
+                passed,
+                joined: true,
+            };
+        }
     }
     if sim.violations.is_empty() {
         sim.check_converged();
     }
-    sim
+    Finished {
+        sim,
+        passed,
+        joined: false,
+    }
 }
 
 /// Plays `path` from `start` again, this time with a trace (the search
@@ -245,7 +295,7 @@ struct Child {
 pub struct Expansion {
     index: usize,
     children: Vec<Child>,
-    /// States the finish passed that are known to end well.
+    /// Points the finish passed that are known to end well.
     good: Vec<u64>,
     joined: bool,
     /// The first failure: the moves to it, and whether it came in the finish.
@@ -376,36 +426,12 @@ impl<'a> Search<'a> {
 
     /// Finishes a state as [`finish`] does, joining a finish already known
     /// to end well where it meets one; false when it fails.
-    fn finish(&self, mut sim: Sim, pos: usize, out: &mut Expansion) -> bool {
-        sim.faults_on = false;
-        for a in &self.script[pos..] {
-            sim.act(a);
-        }
-        let mut passed = vec![sim.state_hash()];
-        let mut steps = 0;
-        loop {
-            let last = *passed.last().expect("the start is passed");
-            if self.good.contains(&last) && sim.violations.is_empty() {
-                out.joined = true;
-                out.good = passed;
-                return true;
-            }
-            let next = sim.choices(false).first().copied();
-            let Some(c) = next.filter(|_| steps < self.limits.finish_steps) else {
-                break;
-            };
-            sim.apply(c);
-            steps += 1;
-            if matches!(c, Choice::Timers) {
-                passed.push(sim.state_hash());
-            }
-        }
-        if sim.violations.is_empty() {
-            sim.check_converged();
-        }
-        let good = sim.violations.is_empty();
+    fn finish(&self, sim: Sim, pos: usize, out: &mut Expansion) -> bool {
+        let f = finish_joining(sim, self.script, pos, &self.limits, Some(&self.good));
+        let good = f.sim.violations.is_empty();
         if good {
-            out.good = passed;
+            out.good = f.passed;
+            out.joined = f.joined;
         }
         good
     }
