@@ -84,31 +84,12 @@ fn provisioner_identity(driver: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::{CapacityTracking, Flags, Switches};
-    use volplane_core::driver::{ControllerCapability as Cap, PluginCapability};
     use volplane_core::sim::{Sim, SimConfig};
 
     /// Every switch on, for a driver that can do everything the simulated
     /// one can: the roles the simulator runs, as the adapter makes them.
     fn adapter_roles() -> Vec<Role> {
-        use Cap::*;
-        let facts = DriverFacts {
-            name: volplane_core::sim::DRIVER.into(),
-            controller: vec![
-                CreateDeleteVolume,
-                PublishUnpublishVolume,
-                PublishReadonly,
-                ExpandVolume,
-                ModifyVolume,
-                CreateDeleteSnapshot,
-                GetCapacity,
-                SingleNodeMultiWriter,
-            ],
-            plugin: vec![
-                PluginCapability::ControllerService,
-                PluginCapability::GroupControllerService,
-                PluginCapability::VolumeAccessibilityConstraints,
-            ],
-        };
+        let facts = volplane_core::sim::driver_facts();
         let config = ControllerConfig {
             flags: Flags {
                 switches: Switches::all(),

@@ -1,25 +1,8 @@
 use super::*;
 
+/// A driver that can do everything: the simulated one.
 fn everything() -> DriverFacts {
-    use Cap::*;
-    DriverFacts {
-        name: "volplane.csi.io".into(),
-        controller: vec![
-            CreateDeleteVolume,
-            PublishUnpublishVolume,
-            PublishReadonly,
-            ExpandVolume,
-            ModifyVolume,
-            CreateDeleteSnapshot,
-            GetCapacity,
-            SingleNodeMultiWriter,
-        ],
-        plugin: vec![
-            PluginCapability::ControllerService,
-            PluginCapability::GroupControllerService,
-            PluginCapability::VolumeAccessibilityConstraints,
-        ],
-    }
+    crate::sim::driver_facts()
 }
 
 fn all_on() -> Flags {

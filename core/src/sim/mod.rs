@@ -54,7 +54,7 @@ use crate::roles::Role;
 use crate::store::Store;
 use crate::{OpId, Tick};
 
-pub use actor::Actor;
+pub use actor::{Actor, driver_facts};
 use backend::{CallFault, DriverProcess, Storage, allowed_errors, error_classes};
 pub use check::Violation;
 pub use config::{Faults, Rng, SimConfig};

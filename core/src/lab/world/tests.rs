@@ -45,22 +45,12 @@ struct Cluster {
     started: Vec<String>,
 }
 
-/// What `volplane serve` says of itself, as the lab's engine asks it.
+/// A driver that can do everything, as the lab's engine learns it (from
+/// ControllerGetCapabilities alone).
 fn facts() -> crate::roles::DriverFacts {
-    use crate::driver::ControllerCapability::*;
     crate::roles::DriverFacts {
-        name: DRIVER.into(),
-        controller: vec![
-            CreateDeleteVolume,
-            PublishUnpublishVolume,
-            PublishReadonly,
-            ExpandVolume,
-            ModifyVolume,
-            CreateDeleteSnapshot,
-            GetCapacity,
-            SingleNodeMultiWriter,
-        ],
         plugin: vec![],
+        ..crate::sim::driver_facts()
     }
 }
 
