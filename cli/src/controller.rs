@@ -529,7 +529,9 @@ async fn capacity_tracking(
                 .ok()
                 .filter(|n| !n.is_empty())
                 .ok_or("--enable-capacity: need POD_NAME env variable to determine CSIStorageCapacity owner (or --capacity-ownerref-level=-1)")?;
-            let owner = volplane_kube::owner::lookup(client, &namespace, &pod, level).await?;
+            let owner = volplane_kube::owner::lookup(client, &namespace, &pod, level)
+                .await
+                .map_err(|e| e.to_string())?;
             tracing::info!(
                 "using {}/{} {} as owner of CSIStorageCapacity objects",
                 owner.api_version,

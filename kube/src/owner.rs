@@ -6,6 +6,40 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use volplane_core::model::OwnerReference;
 
+/// Why the owner could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerError {
+    /// An object of the chain could not be read.
+    #[error("look up owner(s) of pod: get {api_version} {kind} {namespace}/{name}: {source}")]
+    Get {
+        /// Its apiVersion.
+        api_version: String,
+        /// Its kind.
+        kind: String,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// What the API server (or the connection) said.
+        source: kube::Error,
+    },
+    /// An object of the chain has no controlling owner, fewer levels up
+    /// than asked.
+    #[error(
+        "look up owner(s) of pod: {api_version}/{kind} {name:?} in namespace {namespace:?} has no controlling owner, cannot unwind the ownership further"
+    )]
+    NoController {
+        /// Its apiVersion.
+        api_version: String,
+        /// Its kind.
+        kind: String,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
 /// The object `levels` controlling owners above the pod `pod` of
 /// `namespace` (0: the pod itself; 1: its StatefulSet, DaemonSet or
 /// ReplicaSet; 2: a ReplicaSet's Deployment…), as an owner reference that
@@ -16,16 +50,25 @@ pub async fn lookup(
     namespace: &str,
     pod: &str,
     levels: u32,
-) -> Result<OwnerReference, String> {
+) -> Result<OwnerReference, OwnerError> {
     let (mut api_version, mut kind, mut name) =
         ("v1".to_string(), "Pod".to_string(), pod.to_string());
     let mut levels = levels;
     loop {
         let resource = resource_of(&api_version, &kind);
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-        let o = api.get(&name).await.map_err(|e| {
-            format!("look up owner(s) of pod: get {api_version} {kind} {namespace}/{name}: {e}")
-        })?;
+        let o = match api.get(&name).await {
+            Ok(o) => o,
+            Err(source) => {
+                return Err(OwnerError::Get {
+                    api_version,
+                    kind,
+                    namespace: namespace.into(),
+                    name,
+                    source,
+                });
+            }
+        };
         if levels == 0 {
             return Ok(OwnerReference {
                 api_version,
@@ -42,9 +85,12 @@ pub async fn lookup(
             .into_iter()
             .find(|r| r.controller == Some(true))
         else {
-            return Err(format!(
-                "look up owner(s) of pod: {api_version}/{kind} {name:?} in namespace {namespace:?} has no controlling owner, cannot unwind the ownership further"
-            ));
+            return Err(OwnerError::NoController {
+                api_version,
+                kind,
+                namespace: namespace.into(),
+                name,
+            });
         };
         if levels == 1 {
             return Ok(OwnerReference {
