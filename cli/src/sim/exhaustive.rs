@@ -148,7 +148,7 @@ pub(super) fn exhaustive(args: &SimArgs, plant: Planted) -> u8 {
     );
     if found.interrupted {
         println!(
-            "interrupted: the search covered {} distinct states to depth {} of {}; {} were still waiting to be expanded; no invariant failed in what was covered",
+            "interrupted: the search covered {} distinct states to depth {} of {}; {} were still waiting to be expanded; no invariant failed in the levels completed (the level under way was not judged)",
             found.states, found.deepest, args.depth, found.pending
         );
         return 130;
