@@ -181,42 +181,118 @@ fn rank(sorted: &[u64], v: u64) -> u64 {
     sorted.binary_search(&v).unwrap_or_else(|i| i) as u64
 }
 
-/// The hash of `state` up to renumbering: resourceVersions and op ids by
-/// their rank (order kept: caches compare resourceVersions), times by their
-/// distance from `now`. Two states reached by different paths that differ
-/// only in how many versions the store counted, how many ops were issued,
-/// or when the same wait started hash the same — the explorer's notion of
-/// one situation. Sound because the machines only compare such values with
-/// each other, never with constants. The state is walked once.
-pub fn canonical<T: std::hash::Hash + ?Sized>(state: &T, now: crate::Tick) -> u64 {
-    let mut w = Words::default();
-    state.hash(&mut w);
-    let Words { mut words, tagged } = w;
-    let (mut rvs, mut ops) = (Vec::new(), Vec::new());
-    for &(at, tag) in &tagged {
-        match tag {
-            canon::RV => rvs.push(words[at]),
-            canon::OP => ops.push(words[at]),
-            _ => {}
+/// One part of a state walked once: the hash of what it writes, with each
+/// renumbered value (versions, ops, times) left out, and those values in
+/// order. A part that has not changed is not walked again: the explorer
+/// keeps each machine's part until the machine next changes, and
+/// [`canonical_parts`] renumbers over the parts' values alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    shape: u64,
+    /// The part's resourceVersions and op ids, each sorted without repeats.
+    rvs: Vec<u64>,
+    ops: Vec<u64>,
+    /// Each renumbered value in order: a version or op by its place in
+    /// `rvs` or `ops`, a time as it is.
+    numbered: Vec<Numbered>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Numbered {
+    Rv(usize),
+    Op(usize),
+    Time(u64),
+}
+
+impl Part {
+    /// Walks `value`.
+    pub fn of<T: std::hash::Hash + ?Sized>(value: &T) -> Part {
+        let mut w = Words::default();
+        value.hash(&mut w);
+        let mut h = StateHasher::default();
+        let mut values = Vec::with_capacity(w.tagged.len());
+        let mut tagged = w.tagged.iter().peekable();
+        for (at, &word) in w.words.iter().enumerate() {
+            // The tag itself (the word before) is mixed: where a value
+            // sits is the part's shape; the value is renumbered later.
+            match tagged.next_if(|(t, _)| *t == at) {
+                Some(&(_, tag)) => values.push((tag, word)),
+                None => h.mix(word),
+            }
+        }
+        let distinct = |tag: u64| {
+            let mut v: Vec<u64> = values
+                .iter()
+                .filter(|(t, _)| *t == tag)
+                .map(|&(_, v)| v)
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let (rvs, ops) = (distinct(canon::RV), distinct(canon::OP));
+        let place = |list: &[u64], v: u64| list.binary_search(&v).unwrap_or_default();
+        let numbered = values
+            .iter()
+            .map(|&(tag, v)| match tag {
+                canon::RV => Numbered::Rv(place(&rvs, v)),
+                canon::OP => Numbered::Op(place(&ops, v)),
+                _ => Numbered::Time(v),
+            })
+            .collect();
+        Part {
+            shape: h.finish(),
+            rvs,
+            ops,
+            numbered,
         }
     }
-    for v in [&mut rvs, &mut ops] {
-        v.sort_unstable();
-        v.dedup();
-    }
-    for &(at, tag) in &tagged {
-        let v = words[at];
-        words[at] = match tag {
-            canon::RV => rank(&rvs, v),
-            canon::OP => rank(&ops, v),
-            _ => v.wrapping_sub(now),
-        };
-    }
+}
+
+/// Each part's list of numbers, as ranks among all the parts' numbers.
+fn ranks<'p>(parts: &[&'p Part], list: impl Fn(&'p Part) -> &'p [u64]) -> Vec<Vec<u64>> {
+    let mut all: Vec<u64> = parts.iter().flat_map(|p| list(p)).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    parts
+        .iter()
+        .map(|p| list(p).iter().map(|&v| rank(&all, v)).collect())
+        .collect()
+}
+
+/// The hash of a state made of `parts` up to renumbering:
+/// resourceVersions and op ids by their rank among all the parts' (order
+/// kept: caches compare resourceVersions), times by their distance from
+/// `now`. Two states reached by different paths that differ only in how
+/// many versions the store counted, how many ops were issued, or when the
+/// same wait started hash the same — the explorer's notion of one
+/// situation. Sound because the machines only compare such values with
+/// each other, never with constants. Most parts hold the same few
+/// versions (every cache holds the same objects), so the ranks are worked
+/// out over each part's distinct numbers, not over every value.
+pub fn canonical_parts(parts: &[&Part], now: crate::Tick) -> u64 {
+    let rvs = ranks(parts, |p| &p.rvs);
+    let ops = ranks(parts, |p| &p.ops);
     let mut h = StateHasher::default();
-    for word in words {
-        h.mix(word);
+    for (i, p) in parts.iter().enumerate() {
+        h.mix(p.shape);
+        h.mix(p.numbered.len() as u64);
+        for n in &p.numbered {
+            h.mix(match *n {
+                Numbered::Rv(at) => rvs[i][at],
+                Numbered::Op(at) => ops[i][at],
+                Numbered::Time(t) => t.wrapping_sub(now),
+            });
+        }
     }
     h.finish()
+}
+
+/// The hash of `state` up to renumbering, walked as one part (see
+/// [`canonical_parts`]).
+#[cfg(test)]
+pub fn canonical<T: std::hash::Hash + ?Sized>(state: &T, now: crate::Tick) -> u64 {
+    canonical_parts(&[&Part::of(state)], now)
 }
 
 #[cfg(test)]
@@ -291,5 +367,23 @@ mod tests {
         assert_ne!(canonical(&a, 1_000), canonical(&plain, 1_000));
         // A plain hash still tells the numberings apart.
         assert_ne!(hash(&a), hash(&b));
+        // Parts are renumbered together: versions keep their order across
+        // parts, and moving a value to another part is another state.
+        let parts = |x: Vec<Tagged>, y: Vec<Tagged>| {
+            let (x, y) = (Part::of(&Numbered(x)), Part::of(&Numbered(y)));
+            canonical_parts(&[&x, &y], 1_000)
+        };
+        assert_eq!(
+            parts(vec![Rv("7")], vec![Rv("3")]),
+            parts(vec![Rv("70")], vec![Rv("12")])
+        );
+        assert_ne!(
+            parts(vec![Rv("7")], vec![Rv("3")]),
+            parts(vec![Rv("3")], vec![Rv("7")])
+        );
+        assert_ne!(
+            parts(vec![Rv("7"), Rv("3")], vec![]),
+            parts(vec![Rv("7")], vec![Rv("3")])
+        );
     }
 }

@@ -20,9 +20,7 @@ fn explore_on(
     progress: &mut dyn FnMut(&Explored) -> bool,
 ) -> Explored {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-    let mut search = Search::new(start, script, limits);
-    let mut expanded = 0u64;
-    loop {
+    Search::new(start, script, limits).run(|search, before| {
         let n = search.level().len();
         let (next, done, stop) = (
             AtomicUsize::new(0),
@@ -45,10 +43,7 @@ fn explore_on(
             let workers: Vec<_> = (0..jobs).map(|_| s.spawn(work)).collect();
             while !workers.iter().all(|w| w.is_finished()) {
                 std::thread::sleep(std::time::Duration::from_millis(50));
-                let d = done.load(Relaxed);
-                let mut so_far = search.explored(n - d);
-                so_far.expansions = expanded + d as u64;
-                if !progress(&so_far) {
+                if !progress(&search.so_far(before, done.load(Relaxed))) {
                     stop.store(true, Relaxed);
                 }
             }
@@ -58,16 +53,11 @@ fn explore_on(
                 .collect::<Vec<_>>()
         });
         if stop.load(Relaxed) {
-            let mut so_far = search.explored(n - expansions.len());
-            so_far.expansions = expanded + expansions.len() as u64;
-            so_far.interrupted = true;
-            return so_far;
+            Err(expansions.len())
+        } else {
+            Ok(expansions)
         }
-        expanded += n as u64;
-        if !search.merge(expansions) {
-            return search.explored(0);
-        }
-    }
+    })
 }
 
 /// Set at the first SIGINT or SIGTERM, for a long search to stop and say

@@ -180,13 +180,13 @@ fn finish_joining(
         sim.act(a);
     }
     let mut passed = Vec::new();
-    let point = |sim: &Sim, passed: &mut Vec<u64>| {
+    let point = |sim: &mut Sim, passed: &mut Vec<u64>| {
         let Some(good) = good else { return false };
         let key = sim.state_hash();
         passed.push(key);
         good.contains(&key) && sim.violations.is_empty()
     };
-    if point(&sim, &mut passed) {
+    if point(&mut sim, &mut passed) {
         return Finished {
             sim,
             passed,
@@ -200,7 +200,7 @@ fn finish_joining(
         };
         sim.apply(c);
         steps += 1;
-        if matches!(c, Choice::Timers) && point(&sim, &mut passed) {
+        if matches!(c, Choice::Timers) && point(&mut sim, &mut passed) {
             return Finished {
                 sim,
                 passed,
@@ -488,12 +488,47 @@ impl<'a> Search<'a> {
         !self.done
     }
 
-    /// What the search found so far; `pending` states of the current level
-    /// are still to be expanded.
-    pub fn explored(&self, pending: usize) -> Explored {
+    /// What the search found so far, `done` states of the current level
+    /// expanded after `before` expansions in the levels before it.
+    pub fn so_far(&self, before: u64, done: usize) -> Explored {
         Explored {
-            pending: pending as u64,
+            pending: (self.level().len() - done) as u64,
+            expansions: before + done as u64,
             ..self.out.clone()
+        }
+    }
+
+    /// What the search found, once over.
+    pub fn explored(&self) -> Explored {
+        self.out.clone()
+    }
+
+    /// Runs the search to its end, level by level: `expand_level` expands
+    /// every state of the current level (on one thread or several; the
+    /// expansions seen before it are passed for its progress reports) and
+    /// answers them, or how many it expanded when told to stop — then the
+    /// search ends, marked interrupted.
+    pub fn run(
+        mut self,
+        mut expand_level: impl FnMut(&Search<'a>, u64) -> Result<Vec<Expansion>, usize>,
+    ) -> Explored {
+        let mut before = 0u64;
+        loop {
+            let n = self.level().len();
+            match expand_level(&self, before) {
+                Err(done) => {
+                    return Explored {
+                        interrupted: true,
+                        ..self.so_far(before, done)
+                    };
+                }
+                Ok(expansions) => {
+                    before += n as u64;
+                    if !self.merge(expansions) {
+                        return self.explored();
+                    }
+                }
+            }
         }
     }
 }
@@ -512,27 +547,19 @@ pub fn explore_reporting(
     limits: ExploreLimits,
     progress: &mut dyn FnMut(&Explored) -> bool,
 ) -> Explored {
-    let mut search = Search::new(start, script, limits);
-    let mut expanded = 0u64;
-    loop {
+    Search::new(start, script, limits).run(|search, before| {
         let n = search.level().len();
         let mut expansions = Vec::with_capacity(n);
         for i in 0..n {
             expansions.push(search.expand(i));
-            expanded += 1;
-            if expanded.is_multiple_of(PROGRESS_EVERY) {
-                let mut so_far = search.explored(n - i - 1);
-                so_far.expansions = expanded;
-                if !progress(&so_far) {
-                    so_far.interrupted = true;
-                    return so_far;
-                }
+            if (before + i as u64 + 1).is_multiple_of(PROGRESS_EVERY)
+                && !progress(&search.so_far(before, i + 1))
+            {
+                return Err(i + 1);
             }
         }
-        if !search.merge(expansions) {
-            return search.explored(0);
-        }
-    }
+        Ok(expansions)
+    })
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod backend;
 mod capacity;
 pub mod check;
 mod expansion;
+mod fingerprint;
 /// Writes a line of the trace, when the run keeps one (formatting nothing
 /// otherwise: most of a search's steps are never read).
 macro_rules! note {
@@ -42,7 +43,7 @@ pub mod shrink;
 mod tests;
 pub mod workload;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::control::{ApiCall, ApiResult, CsiCall, Effect, Event, HotLoopGuard, Input, Watch};
 use crate::driver::Request;
@@ -148,9 +149,9 @@ pub struct Sim {
     pub store: Store,
     /// The machines.
     pub actors: Vec<Actor>,
-    inbox: Vec<VecDeque<Delivery>>,
+    inbox: fingerprint::Queues<Delivery>,
     /// Each actor's answers to its API calls, in the order they were made.
-    answers: Vec<VecDeque<Input>>,
+    answers: fingerprint::Queues<Input>,
     /// Each control machine's calls since its last news (no hot loop).
     guards: Vec<HotLoopGuard>,
     /// The controller's driver process.
@@ -190,6 +191,9 @@ pub struct Sim {
     /// read has not changed while both stay the same.
     storage_writes: u64,
     world_checked_at: Option<(u64, u64)>,
+    /// Actors changed since their part of the state was last hashed.
+    changed: Vec<bool>,
+    fingerprints: fingerprint::Fingerprints,
 }
 
 impl Sim {
@@ -205,9 +209,11 @@ impl Sim {
             actors.push(registration::registrar(&name));
             nodes.insert(name.clone(), DriverProcess::new(&name, false, plant));
         }
-        let inbox = actors.iter().map(|_| VecDeque::new()).collect();
         let count = actors.len();
-        let answers = vec![VecDeque::new(); count];
+        let (inbox, answers) = (
+            fingerprint::Queues::new(count),
+            fingerprint::Queues::new(count),
+        );
         let guards = vec![HotLoopGuard::default(); count];
         let mut s = Sim {
             rng: Rng::new(config.seed),
@@ -234,6 +240,8 @@ impl Sim {
             unchecked: vec![true; count],
             storage_writes: 0,
             world_checked_at: None,
+            changed: vec![true; count],
+            fingerprints: fingerprint::Fingerprints::default(),
         };
         let names: Vec<String> = s.nodes.keys().cloned().collect();
         for name in names {
@@ -295,8 +303,10 @@ impl Sim {
                     _ => {}
                 },
             }
-            for (inbox, actor) in self.inbox.iter_mut().zip(&self.actors) {
-                inbox.extend(actor.watch(&w));
+            for a in 0..self.actors.len() {
+                if let Some(d) = self.actors[a].watch(&w) {
+                    self.inbox[a].push_back(d);
+                }
             }
         }
     }
@@ -339,6 +349,7 @@ impl Sim {
                 let due = self.actors[a].poll_timeout().is_some_and(|t| t <= now);
                 if woken || due {
                     self.unchecked[a] = true;
+                    self.changed[a] = true;
                     self.drain_registration(a);
                 }
                 continue;
@@ -351,6 +362,7 @@ impl Sim {
                 self.guards[a].news();
             }
             self.unchecked[a] = true;
+            self.changed[a] = true;
             for e in machine::effects(m, now) {
                 if let Err(e) = self.guards[a].effect(&e) {
                     let who = self.actors[a].name();
@@ -494,6 +506,7 @@ impl Sim {
     fn restart(&mut self, actor: usize) {
         let now = self.now;
         self.woken[actor] = true;
+        self.changed[actor] = true;
         self.actors[actor] = self.actors[actor].fresh(&self.config);
         self.inbox[actor].clear();
         self.answers[actor].clear();
@@ -527,6 +540,7 @@ impl Sim {
         let step = self.stats.steps;
         self.now += self.config.delivery_ticks;
         self.woken[a] = true;
+        self.changed[a] = true;
         let name = self.actors[a].name();
         match d {
             Delivery::Input(input) => {
@@ -610,6 +624,7 @@ impl Sim {
         };
         self.now += self.config.delivery_ticks;
         self.woken[a] = true;
+        self.changed[a] = true;
         note!(
             self,
             "{:>6} t={} {} <- {}",
@@ -686,36 +701,6 @@ impl Sim {
         let start = self.stats.steps;
         while self.stats.steps - start < max && self.step() {}
         self.stats.steps - start
-    }
-
-    /// A hash of everything that decides the future (for exhaustive search):
-    /// the objects, every machine, what waits in their inboxes, what
-    /// storage holds and the drivers' states, hashed up to renumbered
-    /// resourceVersions and ops and with times relative to now
-    /// (`hasher::canonical`), so one situation reached by two paths is one
-    /// state.
-    pub fn state_hash(&self) -> u64 {
-        crate::hasher::canonical(&Situation(self), self.now)
-    }
-}
-
-/// What a state of the simulation is, for the explorer: the objects, the
-/// machines, what is in flight and what really exists — not the clock, the
-/// trace or the statistics.
-struct Situation<'a>(&'a Sim);
-
-impl std::hash::Hash for Situation<'_> {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let s = self.0;
-        s.store.hash(h);
-        s.actors.hash(h);
-        s.inbox.hash(h);
-        s.answers.hash(h);
-        s.storage.hash(h);
-        s.controller.machine.state().hash(h);
-        for d in s.nodes.values() {
-            d.machine.state().hash(h);
-        }
     }
 }
 
