@@ -143,8 +143,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     }
 }
 
-/// `d` with the mistake `VOLPLANE_PLANT` names planted (a test knob of a
-/// build with the `plants` feature; any other build says it ignores it).
+/// `d` with the mistakes `VOLPLANE_PLANT` names planted (comma-separated;
+/// a test knob of a build with the `plants` feature; any other build says
+/// it ignores it).
 fn planted<B: volplane::Backend>(d: volplane::Driver<B>) -> volplane::Driver<B> {
     let Some(name) = std::env::var("VOLPLANE_PLANT")
         .ok()
@@ -154,20 +155,23 @@ fn planted<B: volplane::Backend>(d: volplane::Driver<B>) -> volplane::Driver<B> 
     };
     #[cfg(feature = "plants")]
     {
-        match volplane_core::plant::Plant::parse(&name) {
-            Some(p) => {
-                tracing::warn!(
-                    plant = p.name(),
-                    "planting a known mistake, as VOLPLANE_PLANT asked: {}",
-                    p.describe()
-                );
-                d.plant(p)
-            }
-            None => {
-                tracing::error!(plant = %name, "VOLPLANE_PLANT names no plant; serving without one");
-                d
+        let mut d = d;
+        for name in name.split(',').map(str::trim) {
+            match volplane_core::plant::Plant::parse(name) {
+                Some(p) => {
+                    tracing::warn!(
+                        plant = p.name(),
+                        "planting a known mistake, as VOLPLANE_PLANT asked: {}",
+                        p.describe()
+                    );
+                    d = d.plant(p);
+                }
+                None => {
+                    tracing::error!(plant = %name, "VOLPLANE_PLANT names no such plant; not planting it");
+                }
             }
         }
+        d
     }
     #[cfg(not(feature = "plants"))]
     {

@@ -164,23 +164,30 @@ impl Plant {
     }
 }
 
-/// The mistake planted in one machine: nothing, unless this build has the
-/// `plants` feature and a simulation asked for one.
+/// The mistakes planted in one machine: none, unless this build has the
+/// `plants` feature and a simulation or a test asked for some (several at
+/// once: a checker must tell their failures apart).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Planted(#[cfg(any(test, feature = "plants"))] Option<Plant>);
+pub struct Planted(#[cfg(any(test, feature = "plants"))] u32);
 
 impl Planted {
     /// Plants `plant` (only in a build with the `plants` feature).
     #[cfg(any(test, feature = "plants"))]
     pub fn new(plant: Option<Plant>) -> Planted {
-        Planted(plant)
+        Planted(plant.map_or(0, |p| 1 << p as u32))
     }
 
-    /// True when `plant` is the mistake planted here.
+    /// These mistakes and `plant` (only in a build with the `plants` feature).
+    #[cfg(any(test, feature = "plants"))]
+    pub fn with(self, plant: Plant) -> Planted {
+        Planted(self.0 | 1 << plant as u32)
+    }
+
+    /// True when `plant` is among the mistakes planted here.
     #[inline]
     pub fn is(self, plant: Plant) -> bool {
         #[cfg(any(test, feature = "plants"))]
-        return self.0 == Some(plant);
+        return self.0 & (1 << plant as u32) != 0;
         #[cfg(not(any(test, feature = "plants")))]
         {
             let _ = plant;
@@ -188,10 +195,13 @@ impl Planted {
         }
     }
 
-    /// The mistake planted, if any.
+    /// The mistake planted (the first, when there are several), if any.
     pub fn get(self) -> Option<Plant> {
         #[cfg(any(test, feature = "plants"))]
-        return self.0;
+        return Plant::ALL
+            .into_iter()
+            .chain(Plant::DRIVER)
+            .find(|p| self.is(*p));
         #[cfg(not(any(test, feature = "plants")))]
         None
     }

@@ -171,6 +171,63 @@ async fn every_planted_mistake_is_found_and_shrunk() {
     }
 }
 
+/// Two mistakes that break one rule are two findings: a driver with both
+/// races planted (a CreateVolume repeated in flight makes a second volume;
+/// DeleteVolume and ControllerPublishVolume of one volume both succeed)
+/// shows each shrunk on its own, not one of them under the rule's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_mistakes_under_one_rule_are_two_findings() {
+    require_root!();
+    let _one = ONE_AT_A_TIME.lock().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut c = check_in(root.path(), Runtime::Tokio, None)
+        .parameter("kind", "dir")
+        .concurrency(2)
+        .runs(25);
+    c.restart = None;
+    c.keep_going = true;
+    c.shrink_runs = 1_000;
+    let both = format!(
+        "VOLPLANE_PLANT={},{} {}",
+        Plant::CreateRepeatsInFlight.name(),
+        Plant::DeleteRacesPublish.name(),
+        serve(root.path(), Runtime::Tokio, None)
+    );
+    let _driver = Spawned::new(&both);
+    let start = std::time::Instant::now();
+    let r = c.run(|_| {}).await.expect("the check runs");
+    print("two races planted", &r, start.elapsed());
+    let shown: Vec<String> = r.failures.iter().map(|f| f.signature.to_string()).collect();
+    eprintln!("findings: {shown:#?}");
+    let distinct: std::collections::BTreeSet<_> = r.failures.iter().map(|f| &f.signature).collect();
+    assert_eq!(
+        distinct.len(),
+        r.failures.len(),
+        "a finding shown twice: {shown:?}"
+    );
+    assert!(
+        shown.contains(
+            &"concurrent-calls-in-some-order: CreateVolume → OK ‖ CreateVolume → OK".to_string()
+        ),
+        "the create race is not its own finding: {shown:?}"
+    );
+    assert!(
+        r.failures.iter().any(|f| f
+            .signature
+            .calls
+            .iter()
+            .any(|(call, _)| call == "DeleteVolume")),
+        "the delete race is not shown beside it: {shown:?}"
+    );
+    let runs: u32 =
+        r.failures.iter().map(|f| f.runs).sum::<u32>() + r.unshrunk.values().sum::<u32>();
+    assert_eq!(
+        runs, r.failed_runs,
+        "every failing run counts under one finding"
+    );
+    unmount_beneath(root.path());
+}
+
 /// A driver the test runs itself (no restarts), killed when dropped.
 struct Spawned(std::process::Child);
 

@@ -1,9 +1,12 @@
-//! A run's outcome as a person reads it: the trace of a violation, and the
-//! summary per rule.
+//! A run's outcome as a person reads it: the trace of a violation, the
+//! summary per rule, and what makes two violations one finding.
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
 use super::machine::Outcome;
+use super::oracle::Answer;
 use super::rules::{Level, Rule, Tally};
 
 /// The steps of `o` with their answers, the group that broke a rule
@@ -42,7 +45,8 @@ pub fn trace(o: &Outcome) -> String {
     out
 }
 
-fn level(r: Rule) -> &'static str {
+/// "MUST" or "SHOULD".
+pub fn level(r: Rule) -> &'static str {
     match r.level() {
         Level::Must => "MUST",
         Level::Should => "SHOULD",
@@ -70,4 +74,84 @@ pub fn summary(t: &Tally) -> String {
         );
     }
     out
+}
+
+/// What makes two violations one finding: the rule, and the calls of the
+/// group that broke it with the kind of each answer (OK, the error code,
+/// malformed, lost…), in order. Two runs that break one rule through
+/// different calls, or with different codes, are two findings: a driver
+/// with two bugs under one rule shows both.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Signature {
+    /// The rule broken.
+    pub rule: Rule,
+    /// The calls involved, each with its answer's kind, sorted.
+    pub calls: Vec<(String, String)>,
+}
+
+impl Signature {
+    /// The signature of `o`'s violation, if it broke a MUST-rule.
+    pub fn of(o: &Outcome) -> Option<Signature> {
+        let v = o.violation.as_ref()?;
+        let mut calls: Vec<(String, String)> = o
+            .trace
+            .iter()
+            .filter(|r| r.group == v.group)
+            .map(|r| {
+                let step = r.step.to_string();
+                let call = step.split_whitespace().next().unwrap_or_default();
+                (call.to_string(), answer_kind(&r.answer))
+            })
+            .collect();
+        calls.sort();
+        Some(Signature {
+            rule: v.breach.rule,
+            calls,
+        })
+    }
+
+    /// True when this is the same rule broken through some of `other`'s
+    /// calls (a shrunk run of the same finding: shrinking drops calls, it
+    /// does not add them).
+    pub fn within(&self, other: &Signature) -> bool {
+        let mut rest = other.calls.clone();
+        self.rule == other.rule
+            && self
+                .calls
+                .iter()
+                .all(|c| match rest.iter().position(|r| r == c) {
+                    Some(i) => {
+                        rest.remove(i);
+                        true
+                    }
+                    None => false,
+                })
+    }
+}
+
+impl std::fmt::Display for Signature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:", self.rule.name())?;
+        for (i, (call, answer)) in self.calls.iter().enumerate() {
+            let sep = if i == 0 { " " } else { " ‖ " };
+            write!(f, "{sep}{call} → {answer}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The kind of an answer, without what varies from run to run.
+fn answer_kind(a: &Answer) -> String {
+    match a {
+        Answer::Reply(_) => "OK".into(),
+        Answer::Refused { code, .. } => code.go_name().into(),
+        Answer::Malformed(_) => "malformed".into(),
+        Answer::Lost(_) => "no answer".into(),
+        Answer::Data { wrote: Err(_), .. } => "write failed".into(),
+        Answer::Data {
+            read: Ok(Some(_)), ..
+        } => "read back".into(),
+        Answer::Data { .. } => "not read back".into(),
+        Answer::Restarted => "restarted".into(),
+    }
 }

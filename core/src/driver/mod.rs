@@ -186,7 +186,7 @@ impl DriverConfig {
     /// `volplane check`'s own tests).
     #[cfg(any(test, feature = "plants"))]
     pub fn plant(&mut self, plant: crate::plant::Plant) {
-        self.plant = crate::plant::Planted::new(Some(plant));
+        self.plant = self.plant.with(plant);
     }
 
     /// Drops the capabilities that need what the backend lacks.

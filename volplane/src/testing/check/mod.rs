@@ -32,6 +32,7 @@ pub use volplane_core::check::{Level, Rule, Tally};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use volplane_core::check::machine::{Checker, Config, Outcome, Program};
+pub use volplane_core::check::report::Signature;
 use volplane_core::check::{Bounds, CallSecrets, Names, report, shrink};
 use volplane_core::driver::{AccessMode, Attributes, Capability};
 use volplane_core::machine;
@@ -74,8 +75,11 @@ pub struct Check {
     /// Most replays spent shrinking a failing run.
     pub shrink_runs: u32,
     /// Go on after a run breaks a rule: every run is made, and the first
-    /// run to break each rule is shrunk.
+    /// run of each distinct finding ([`Signature`]) is shrunk.
     pub keep_going: bool,
+    /// Distinct findings shrunk and reported, at most (the rest are
+    /// counted in [`Report::unshrunk`]).
+    pub max_findings: usize,
     /// Start the driver with this shell command, and kill it (SIGKILL) and
     /// start it again now and then, between calls and while they are in
     /// flight.
@@ -110,6 +114,7 @@ impl Check {
             watch_outside: true,
             shrink_runs: 300,
             keep_going: false,
+            max_findings: 10,
             restart: None,
             driver_log: None,
             secrets: CallSecrets::default(),
@@ -159,8 +164,12 @@ pub struct Report {
     /// SHOULD-rules broken: the run's seed, and what.
     pub notes: Vec<(u64, String)>,
     /// The runs that broke a MUST-rule, shrunk: the first (with
-    /// `keep_going`, the first for each rule broken).
+    /// `keep_going`, the first of each distinct finding, up to
+    /// `max_findings`).
     pub failures: Vec<Failure>,
+    /// Findings met after `max_findings` were shrunk: each with the runs
+    /// that showed it, not shrunk.
+    pub unshrunk: std::collections::BTreeMap<Signature, u32>,
     /// Runs that broke a MUST-rule, in all.
     pub failed_runs: u32,
     /// The driver did not serve again after a restart: the check stopped there.
@@ -182,6 +191,12 @@ impl Report {
 pub struct Failure {
     /// The rule broken.
     pub rule: volplane_core::check::Rule,
+    /// What makes it this finding, after shrinking.
+    pub signature: Signature,
+    /// What the run that found it showed before shrinking.
+    pub found_as: Signature,
+    /// The runs that showed it.
+    pub runs: u32,
     /// The run's seed.
     pub seed: u64,
     /// Steps in the run up to the violation, and after shrinking.
@@ -292,34 +307,21 @@ impl Check {
                 steps: report.steps,
                 shrinking: None,
             });
-            if let Some(v) = &outcome.violation {
+            if outcome.violation.is_some() {
                 report.failed_runs += 1;
-                let rule = v.breach.rule;
                 if outcome.driver_gone {
                     report.failures.push(self.unshrunk(seed, &outcome));
                     report.driver_gone = true;
                     break;
                 }
-                if report.failures.iter().all(|f| f.rule != rule) {
-                    let cut = outcome.up_to_violation();
-                    let failure = self
-                        .shrink(
-                            &client,
-                            &nonce,
-                            seed,
-                            cut,
-                            outcome.clone(),
-                            &mut progress,
-                            &report,
-                        )
-                        .await?;
-                    report.failures.push(failure.0);
-                    // The driver died for good while a replay restarted it.
-                    if let Some(gone) = failure.1 {
-                        report.failures.push(self.unshrunk(seed, &gone));
-                        report.driver_gone = true;
-                        break;
-                    }
+                let gone = self
+                    .finding(&client, &nonce, seed, outcome, &mut progress, &mut report)
+                    .await?;
+                // The driver died for good while a replay restarted it.
+                if let Some(gone) = gone {
+                    report.failures.push(self.unshrunk(seed, &gone));
+                    report.driver_gone = true;
+                    break;
                 }
                 if !self.keep_going {
                     break;
@@ -327,6 +329,46 @@ impl Check {
             }
         }
         Ok(report)
+    }
+
+    /// Counts a failing run under the finding it shows, or shrinks it into
+    /// a new one (while fewer than `max_findings` are shown). Answers the
+    /// outcome of a replay the driver did not survive, if one did not.
+    async fn finding(
+        &self,
+        client: &Driver,
+        nonce: &str,
+        seed: u64,
+        outcome: Outcome,
+        progress: &mut impl FnMut(Progress),
+        report: &mut Report,
+    ) -> Result<Option<Outcome>, String> {
+        let Some(sig) = Signature::of(&outcome) else {
+            return Ok(None);
+        };
+        let known = |f: &&mut Failure| f.found_as == sig || f.signature == sig;
+        if let Some(f) = report.failures.iter_mut().find(known) {
+            f.runs += 1;
+            return Ok(None);
+        }
+        if report.failures.len() >= self.max_findings {
+            *report.unshrunk.entry(sig).or_default() += 1;
+            return Ok(None);
+        }
+        let cut = outcome.up_to_violation();
+        let (failure, gone) = self
+            .shrink(client, nonce, seed, cut, outcome, progress, report)
+            .await?;
+        // Shrunk, it may turn out to be a finding already shown.
+        match report
+            .failures
+            .iter_mut()
+            .find(|f| f.signature == failure.signature)
+        {
+            Some(f) => f.runs += 1,
+            None => report.failures.push(failure),
+        }
+        Ok(gone)
     }
 
     /// Connects to the driver, or (with `restart`) starts it.
@@ -388,7 +430,7 @@ impl Check {
         progress: &mut impl FnMut(Progress),
         report: &Report,
     ) -> Result<(Failure, Option<Outcome>), String> {
-        let rule = first.violation.as_ref().map(|v| v.breach.rule);
+        let found_as = Signature::of(&first).expect("a failing run broke a rule");
         let original = shrink::steps(&program);
         let (mut best, mut best_outcome) = (program, first);
         let mut tries = 0;
@@ -423,11 +465,12 @@ impl Check {
                         }
                         Err(_) => break 'outer,
                     };
-                    if let Some(v) = &outcome.violation {
+                    // The same finding only: a smaller run that breaks the
+                    // rule through other calls is another bug.
+                    if Signature::of(&outcome).is_some_and(|s| s.within(&found_as)) {
                         let cut = outcome.up_to_violation();
                         // Smaller only: a violation met later (in the teardown) is no gain.
-                        if Some(v.breach.rule) == rule && shrink::steps(&cut) < shrink::steps(&best)
-                        {
+                        if shrink::steps(&cut) < shrink::steps(&best) {
                             best = cut;
                             best_outcome = outcome;
                             continue 'outer;
@@ -439,7 +482,10 @@ impl Check {
         }
         let names = self.names(String::new());
         let failure = Failure {
-            rule: rule.expect("a failing run broke a rule"),
+            rule: found_as.rule,
+            signature: Signature::of(&best_outcome).unwrap_or_else(|| found_as.clone()),
+            found_as,
+            runs: 1,
             seed,
             steps: (original, shrink::steps(&best)),
             trace: report::trace(&best_outcome),
@@ -457,7 +503,14 @@ impl Check {
     fn unshrunk(&self, seed: u64, outcome: &Outcome) -> Failure {
         let program = outcome.program.clone();
         let n = shrink::steps(&program);
+        let signature = Signature::of(outcome).unwrap_or_else(|| Signature {
+            rule: volplane_core::check::Rule::SurvivesRestart,
+            calls: Vec::new(),
+        });
         Failure {
+            signature: signature.clone(),
+            found_as: signature,
+            runs: 1,
             rule: outcome
                 .violation
                 .as_ref()

@@ -2,6 +2,8 @@
 //! specification's rules (`volplane::testing::check`), with a progress bar,
 //! a summary per rule, and a shrunk trace and replay file for a violation.
 
+mod results;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -70,16 +72,29 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
     /// Go on after a run breaks a rule: every run is made, and the first
-    /// run to break each rule is shrunk and reported.
+    /// run of each distinct finding (the rule, the calls involved and the
+    /// kinds of their answers) is shrunk and reported.
     #[arg(long)]
     pub keep_going: bool,
+    /// With --keep-going, the most distinct findings shrunk and reported
+    /// (the rest are counted).
+    #[arg(long, default_value_t = 10)]
+    pub max_findings: usize,
+    /// Write the results as JSON (the tally and every finding) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the results as a JUnit XML report to FILE: a test case per
+    /// rule checked, the broken ones failing with their shrunk traces.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Secrets for the calls that carry them, in csi-sanity's secrets-file
     /// format (YAML: CreateVolumeSecret, DeleteVolumeSecret,
     /// NodeStageVolumeSecret… each a map of keys to values).
     #[arg(long, value_name = "FILE")]
     pub secrets: Option<PathBuf>,
     /// Where a failing check writes its replay file (with --keep-going,
-    /// one per rule: FILE's name with the rule's before the extension).
+    /// one per finding: FILE's name with the finding's number and rule
+    /// before the extension).
     #[arg(long, value_name = "FILE")]
     pub replay_out: Option<PathBuf>,
 }
@@ -134,6 +149,7 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
     check.call_timeout = Duration::from_secs(args.timeout.max(1));
     check.watch_outside = !args.ignore_outside;
     check.keep_going = args.keep_going;
+    check.max_findings = args.max_findings.max(1);
     check.restart = args.restart.clone();
     if let Some(file) = &args.secrets {
         check.secrets = volplane::testing::secrets_file(file).map_err(|e| e.to_string())?;
@@ -225,15 +241,41 @@ fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
     if let Some(log) = &check.driver_log {
         println!("the driver's output: {}", log.display());
     }
-    for f in &r.failures {
+    let mut replays = Vec::new();
+    for (i, f) in r.failures.iter().enumerate() {
         println!();
+        if r.failures.len() > 1 || f.runs > 1 {
+            println!(
+                "finding {} of {}: {} ({} of the runs)",
+                i + 1,
+                r.failures.len(),
+                f.signature,
+                f.runs
+            );
+        }
         print!("{}", f.trace);
         println!(
             "(seed {}; {} steps shrunk to {})",
             f.seed, f.steps.0, f.steps.1
         );
-        write_replay(args, check, f, r.failures.len() > 1);
+        let several = (r.failures.len() > 1).then_some(i + 1);
+        replays.push(write_replay(args, check, f, several));
     }
+    if !r.unshrunk.is_empty() {
+        println!();
+        println!(
+            "{} more findings, not shrunk (--max-findings {}):",
+            r.unshrunk.len(),
+            check.max_findings
+        );
+        for (sig, runs) in &r.unshrunk {
+            println!("  {sig} ({runs} of the runs)");
+        }
+    }
+    write_results(
+        args,
+        &results::Results::new(check, r, args.strict, took, &replays),
+    );
     if let Some(why) = &r.stopped {
         println!("the check stopped after {} runs: {why}", r.runs);
     }
@@ -255,27 +297,54 @@ fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
     0
 }
 
-fn write_replay(args: &CheckArgs, check: &Check, f: &Failure, several: bool) {
+/// Writes `f`'s replay file; answers the command that replays it.
+fn write_replay(
+    args: &CheckArgs,
+    check: &Check,
+    f: &Failure,
+    number: Option<usize>,
+) -> Option<String> {
     let default = PathBuf::from(format!("volplane-check-{}.json", f.seed));
     let mut file = args.replay_out.clone().unwrap_or(default);
-    if several {
+    if let Some(n) = number {
         let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        file.set_file_name(format!("{stem}-{}.json", f.rule.name()));
+        file.set_file_name(format!("{stem}-{n}-{}.json", f.rule.name()));
     }
     let written = serde_json::to_string_pretty(&f.replay)
         .map_err(|e| e.to_string())
         .and_then(|json| std::fs::write(&file, json).map_err(|e| e.to_string()));
     match written {
-        Ok(()) => println!(
-            "replay: volplane check --endpoint {} --kubelet-dir {} --replay {}",
-            check.endpoint,
-            check.kubelet_dir.display(),
-            file.display()
-        ),
-        Err(e) => eprintln!("volplane check: writing {}: {e}", file.display()),
+        Ok(()) => {
+            let command = format!(
+                "volplane check --endpoint {} --kubelet-dir {} --replay {}",
+                check.endpoint,
+                check.kubelet_dir.display(),
+                file.display()
+            );
+            println!("replay: {command}");
+            Some(command)
+        }
+        Err(e) => {
+            eprintln!("volplane check: writing {}: {e}", file.display());
+            None
+        }
+    }
+}
+
+/// Writes the results files asked for (`--json`, `--junit`).
+fn write_results(args: &CheckArgs, results: &results::Results) {
+    let files = [
+        (&args.json, results.json()),
+        (&args.junit, results.junit(args.strict)),
+    ];
+    for (file, text) in files {
+        let Some(file) = file else { continue };
+        if let Err(e) = std::fs::write(file, text) {
+            eprintln!("volplane check: writing {}: {e}", file.display());
+        }
     }
 }
 
