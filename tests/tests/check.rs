@@ -167,6 +167,10 @@ async fn every_planted_mistake_is_found_and_shrunk() {
             plant.name(),
             r.runs
         );
+        // Every run and shrink replay, failing or not, put away what it
+        // mounted, whatever the driver did.
+        let left = unmount_beneath(&root.path().join("kubelet"));
+        assert!(left.is_empty(), "{}: left mounted: {left:?}", plant.name());
         unmount_beneath(root.path());
     }
 }
@@ -225,6 +229,8 @@ async fn two_mistakes_under_one_rule_are_two_findings() {
         runs, r.failed_runs,
         "every failing run counts under one finding"
     );
+    let left = unmount_beneath(&root.path().join("kubelet"));
+    assert!(left.is_empty(), "failing runs left mounted: {left:?}");
     unmount_beneath(root.path());
 }
 
@@ -252,7 +258,8 @@ impl Drop for Spawned {
 
 /// What a planted driver leaked on purpose: unmounted, so the temporary
 /// directory can go.
-fn unmount_beneath(root: &Path) {
+/// Unmounts whatever is left mounted beneath `root`; answers what was.
+fn unmount_beneath(root: &Path) -> Vec<String> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let prefix = format!("{}/", root.display());
     let mut points: Vec<String> = volplane_core::mountinfo::parse(&text)
@@ -262,9 +269,10 @@ fn unmount_beneath(root: &Path) {
         .filter(|p| p.starts_with(&prefix))
         .collect();
     points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        let _ = rustix_umount(&p);
+    for p in &points {
+        let _ = rustix_umount(p);
     }
+    points
 }
 
 fn rustix_umount(path: &str) -> std::io::Result<()> {

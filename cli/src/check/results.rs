@@ -88,7 +88,6 @@ pub struct Unshrunk {
     pub runs: u32,
 }
 
-
 impl Results {
     /// The results of `report`; `replays` holds each finding's replay
     /// command (in the order of `report.failures`).

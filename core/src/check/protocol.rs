@@ -90,6 +90,17 @@ pub enum Effect {
         /// Names the completion.
         op: OpId,
     },
+    /// Unmount these mount points (each beneath the run's own
+    /// directories), deepest first: what the run's teardown could not put
+    /// away through the driver (a run that broke a rule, a driver that
+    /// answered OK and kept the mount), so that no run leaves anything on
+    /// the node; answer with [`Input::Made`].
+    Unmount {
+        /// Names the completion.
+        op: OpId,
+        /// The mount points.
+        mounts: Vec<String>,
+    },
     /// Remove these directories if empty (never anything in them),
     /// deepest first; answer with [`Input::Made`].
     Tidy {

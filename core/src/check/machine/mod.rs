@@ -33,6 +33,7 @@ enum Phase {
     Teardown(u8),
     Inventory(inventory::Taking),
     Leftovers,
+    Sweep,
     Tidy,
     Done,
 }
@@ -698,6 +699,7 @@ impl Machine for Checker {
         match input {
             Input::Answered { op, answer } => self.answered(op, answer),
             Input::Made { op: _, result } => match self.phase {
+                Phase::Sweep => self.tidy(),
                 Phase::Tidy => self.look_for_files(),
                 _ if self.making > 0 => {
                     // A directory the CO could not make: the driver is not
@@ -725,7 +727,7 @@ impl Machine for Checker {
                     }
                     Phase::Leftovers => {
                         self.left_behind(&seen);
-                        self.tidy();
+                        self.sweep(&seen);
                     }
                     Phase::Tidy => {
                         self.left_behind(&seen);

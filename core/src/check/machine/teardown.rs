@@ -153,6 +153,20 @@ impl Checker {
         });
     }
 
+    /// Unmounts what is still mounted beneath the run's directories (once
+    /// judged): a failing run, a shrink replay, a driver that kept a mount
+    /// — none leaves anything on the node for the next run or the host.
+    pub(super) fn sweep(&mut self, seen: &NodeSeen) {
+        if seen.under.is_empty() {
+            return self.tidy();
+        }
+        self.phase = Phase::Sweep;
+        let mut mounts: Vec<String> = seen.under.iter().cloned().collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        let op = self.op();
+        self.queue.push_back(Effect::Unmount { op, mounts });
+    }
+
     pub(super) fn tidy(&mut self) {
         self.phase = Phase::Tidy;
         let names = &self.config.names;

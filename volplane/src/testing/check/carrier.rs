@@ -125,6 +125,10 @@ impl Carry<Checker> for Carrier {
                     }
                 });
             }
+            Effect::Unmount { op, mounts } => {
+                let result = unmount_beneath(&self.kubelet_dir, &mounts);
+                done.push_back(Input::Made { op, result });
+            }
             Effect::Tidy { op, dirs } => {
                 for d in dirs {
                     // Only empty directories: never anything the driver left.
@@ -133,6 +137,26 @@ impl Carry<Checker> for Carrier {
                 done.push_back(Input::Made { op, result: Ok(()) });
             }
         }
+    }
+}
+
+/// Unmounts each of `mounts` (mount points the kernel listed, deepest
+/// first) that lies beneath `kubelet_dir` — lazily, without following a
+/// symlink at the last component; nothing outside is touched. `Err` names
+/// those that would not go (the run's trace says what was left).
+fn unmount_beneath(kubelet_dir: &Path, mounts: &[String]) -> Result<(), String> {
+    use rustix::mount::{UnmountFlags, unmount};
+    let beneath = format!("{}/", kubelet_dir.display());
+    let mut stuck = Vec::new();
+    for m in mounts.iter().filter(|m| m.starts_with(&beneath)) {
+        if let Err(e) = unmount(m.as_str(), UnmountFlags::DETACH | UnmountFlags::NOFOLLOW) {
+            stuck.push(format!("{m}: {e}"));
+        }
+    }
+    if stuck.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("could not unmount {}", stuck.join(", ")))
     }
 }
 
