@@ -59,12 +59,15 @@ pub enum Plant {
     /// driver: DeleteVolume forgets the volume and answers OK, and its
     /// storage keeps it (the orphan a killed process's late create leaves).
     DeleteKeepsStorage,
+    /// driver: CreateVolume answers a volume in a topology segment none of
+    /// the requisite segments allows (made where it was not asked for).
+    IgnoreTopologyRequirement,
 }
 
 impl Plant {
     /// The plants in the driver machine, which `volplane check` finds
     /// (`VOLPLANE_PLANT=<name>` for a `volplane serve` built with them).
-    pub const DRIVER: [Plant; 9] = [
+    pub const DRIVER: [Plant; 10] = [
         Plant::CreateRepeatsInFlight,
         Plant::AnswerIncompatibleRepeat,
         Plant::PublishWithoutMount,
@@ -74,6 +77,7 @@ impl Plant {
         Plant::ForgetMountsOnRestart,
         Plant::DeleteRacesPublish,
         Plant::DeleteKeepsStorage,
+        Plant::IgnoreTopologyRequirement,
     ];
 
     /// Every plant the simulator finds, in `--list-plants` order.
@@ -110,6 +114,7 @@ impl Plant {
             Plant::ForgetMountsOnRestart => "forget-mounts-on-restart",
             Plant::DeleteRacesPublish => "delete-races-publish",
             Plant::DeleteKeepsStorage => "delete-keeps-storage",
+            Plant::IgnoreTopologyRequirement => "ignore-topology-requirement",
         }
     }
 
@@ -151,6 +156,9 @@ impl Plant {
             }
             Plant::DeleteKeepsStorage => {
                 "driver answers DeleteVolume OK and leaves the volume on its storage"
+            }
+            Plant::IgnoreTopologyRequirement => {
+                "driver makes volumes outside the requisite topology it was given"
             }
         }
     }

@@ -221,11 +221,12 @@ pub fn run(args: CheckArgs) -> u8 {
 
 fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
     println!(
-        "{} runs, {} steps against {} in {:.1} s (seed {}, concurrency {})",
+        "{} runs, {} steps against {} in {:.1} s, {:.0} steps/s (seed {}, concurrency {})",
         r.runs,
         r.steps,
         check.endpoint,
         took.as_secs_f64(),
+        r.steps as f64 / took.as_secs_f64().max(1e-3),
         check.seed,
         check.concurrency
     );

@@ -45,7 +45,7 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
     use Step::*;
     let id = |v| volume_id(names, known, v);
     Some(match *step {
-        CreateVolume { v, shape } => Request::CreateVolume(create(names, known, v, shape)),
+        CreateVolume { v, shape } => Request::CreateVolume(create(names, known, facts, v, shape)),
         DeleteVolume { v } => Request::DeleteVolume(rq::DeleteVolume {
             volume_id: id(v),
             secrets: Secrets::default(),
@@ -106,7 +106,7 @@ pub fn request(step: &Step, names: &Names, known: &Known, facts: &Facts) -> Opti
         GetCapacity => Request::GetCapacity(rq::GetCapacity {
             capabilities: vec![names.capability(false)],
             parameters: names.parameters.clone(),
-            accessible_topology: None,
+            accessible_topology: facts.topology.clone(),
         }),
         NodeStage { .. }
         | NodeUnstage { .. }
@@ -216,7 +216,7 @@ fn staging(names: &Names, facts: &Facts, v: Slot) -> String {
     }
 }
 
-fn create(names: &Names, known: &Known, v: Slot, shape: Shape) -> rq::CreateVolume {
+fn create(names: &Names, known: &Known, facts: &Facts, v: Slot, shape: Shape) -> rq::CreateVolume {
     rq::CreateVolume {
         name: match shape {
             Shape::Unnamed => String::new(),
@@ -241,6 +241,6 @@ fn create(names: &Names, known: &Known, v: Slot, shape: Shape) -> rq::CreateVolu
             Shape::Clone(from) => Some(ContentSource::Volume(volume_id(names, known, from))),
             _ => None,
         },
-        accessibility: None,
+        accessibility: facts.requirement(),
     }
 }

@@ -70,6 +70,9 @@ rules! {
     /// The capacity of a new volume lies in the range asked for.
     CreateCapacity = Must, "create-capacity",
         "CSI CapacityRange: the volume MUST be at least required_bytes and at most limit_bytes (0 in the answer: unknown)";
+    /// CreateVolume makes the volume where the requisite topology allows.
+    CreateTopology = Must, "create-within-requisite-topology",
+        "CSI CreateVolume: accessibility_requirements — the provisioned volume MUST be accessible from at least one of the requisite topologies; accessible_topology says where it is";
     /// CreateVolume from a snapshot that does not exist is NOT_FOUND.
     SourceNotFound = Must, "source-not-found",
         "CSI CreateVolume errors: Source does not exist — 5 NOT_FOUND";

@@ -228,6 +228,23 @@ pub struct TopologyRequirement {
     pub preferred: Vec<Topology>,
 }
 
+impl TopologyRequirement {
+    /// The CSI spec's test of where a volume is: it "is accessible from
+    /// accessibility_requirements" when the requirement names no requisite
+    /// segment, the volume reports no topology (accessible from anywhere),
+    /// or one of its segments has every key/value of some requisite
+    /// segment.
+    pub fn admits(&self, at: &[Topology]) -> bool {
+        self.requisite.is_empty()
+            || at.is_empty()
+            || at.iter().any(|segment| {
+                self.requisite
+                    .iter()
+                    .any(|term| term.iter().all(|(k, v)| segment.get(k) == Some(v)))
+            })
+    }
+}
+
 /// Secrets from a request. Never persisted, never printed.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Secrets(pub BTreeMap<String, String>);

@@ -92,9 +92,17 @@ impl Checker {
                 facts.group_snapshots = caps
                     .contains(&crate::driver::GroupCapability::CreateDeleteGetVolumeGroupSnapshot);
             }
-            Response::NodeInfo { node_id, .. } => {
+            Response::NodeInfo {
+                node_id,
+                accessible_topology,
+                ..
+            } => {
                 facts.node_id = node_id;
                 facts.node_service = true;
+                let constrained = facts
+                    .plugin
+                    .contains(&crate::driver::PluginCapability::VolumeAccessibilityConstraints);
+                facts.topology = accessible_topology.filter(|_| constrained);
             }
             _ => {}
         }

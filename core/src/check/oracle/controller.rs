@@ -64,7 +64,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
     // Compatible: the same volume, or (where the driver compares every
     // argument) ALREADY_EXISTS for a size other than the first.
     let first_size = existing.asked == asked;
-    let verdict = |_: &mut Cx<'_>, w: &mut World, r: Option<&Response>| {
+    let verdict = |cx: &mut Cx<'_>, w: &mut World, r: Option<&Response>| {
         let Some(made) = volume_of(r)? else {
             return Ok(());
         };
@@ -82,6 +82,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
             _ => vol.id = Some(made.volume_id.clone()),
         }
         check_capacity(made.capacity_bytes, asked)?;
+        check_topology(cx, made)?;
         if made.capacity_bytes > 0 {
             vol.bytes = made.capacity_bytes;
         }
@@ -142,10 +143,11 @@ fn create_new(
         }
     }
     // A new volume: it should be made.
-    cx.must_ok(Rule::ValidCallSucceeds, w, a, move |_, w, r| {
+    cx.must_ok(Rule::ValidCallSucceeds, w, a, move |cx, w, r| {
         let made = volume_of(r)?;
         if let Some(m) = made {
             check_capacity(m.capacity_bytes, asked)?;
+            check_topology(cx, m)?;
         }
         let vol = Vol {
             id: made.map(|m| m.volume_id.clone()),
@@ -167,6 +169,25 @@ fn check_capacity(bytes: u64, asked: u64) -> Result<(), Breach> {
         });
     }
     Ok(())
+}
+
+/// A volume made for a CreateVolume that carried a topology requirement
+/// is where its requisite segments allow.
+fn check_topology(cx: &mut Cx<'_>, made: &crate::driver::Volume) -> Result<(), Breach> {
+    let Some(wanted) = cx.facts.requirement() else {
+        return Ok(());
+    };
+    cx.checked(Rule::CreateTopology);
+    if wanted.admits(&made.accessible_topology) {
+        return Ok(());
+    }
+    Err(Breach {
+        rule: Rule::CreateTopology,
+        detail: format!(
+            "volume {:?} is accessible from {:?}, which none of the requisite segments {:?} allows",
+            made.volume_id, made.accessible_topology, wanted.requisite
+        ),
+    })
 }
 
 /// What deleting `vol` in `w` asks of the driver's choices, if anything.

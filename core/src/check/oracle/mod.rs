@@ -178,6 +178,10 @@ pub struct Facts {
     /// It cuts group snapshots (CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT).
     #[serde(default)]
     pub group_snapshots: bool,
+    /// The node's topology segment (NodeGetInfo), when the driver has
+    /// VOLUME_ACCESSIBILITY_CONSTRAINTS.
+    #[serde(default)]
+    pub topology: Option<crate::driver::Topology>,
 }
 
 impl Facts {
@@ -189,6 +193,18 @@ impl Facts {
     /// The node has `c`.
     pub fn node_has(&self, c: NodeCapability) -> bool {
         self.node_service && self.node.contains(&c)
+    }
+
+    /// What a CreateVolume requires of where its volume is, as
+    /// external-provisioner builds it for a claim whose pod waits on this
+    /// node (WaitForFirstConsumer): the node's segment, requisite and
+    /// preferred. None for a driver without topology.
+    pub fn requirement(&self) -> Option<crate::driver::TopologyRequirement> {
+        let segment = self.topology.clone().filter(|t| !t.is_empty())?;
+        Some(crate::driver::TopologyRequirement {
+            requisite: vec![segment.clone()],
+            preferred: vec![segment],
+        })
     }
 }
 
