@@ -85,7 +85,8 @@ pub fn summary(t: &Tally) -> String {
 pub struct Signature {
     /// The rule broken.
     pub rule: Rule,
-    /// The calls involved, each with its answer's kind, sorted.
+    /// The calls involved (each step's shape: the call, its slots
+    /// unnamed), each with its answer's kind, sorted.
     pub calls: Vec<(String, String)>,
 }
 
@@ -97,11 +98,7 @@ impl Signature {
             .trace
             .iter()
             .filter(|r| r.group == v.group)
-            .map(|r| {
-                let step = r.step.to_string();
-                let call = step.split_whitespace().next().unwrap_or_default();
-                (call.to_string(), answer_kind(&r.answer))
-            })
+            .map(|r| (call_shape(&r.step.to_string()), answer_kind(&r.answer)))
             .collect();
         calls.sort();
         Some(Signature {
@@ -140,6 +137,28 @@ impl std::fmt::Display for Signature {
     }
 }
 
+/// A step as its trace line shows it, its slots unnamed: `CreateVolume v1,
+/// a clone of v0` is `CreateVolume v, a clone of v` — the call and its
+/// shape, not which volume of the run it was.
+fn call_shape(step: &str) -> String {
+    let slot = |w: &str| {
+        let w = w.trim_end_matches(',');
+        w.len() > 1
+            && matches!(&w[..1], "v" | "s" | "g" | "t")
+            && w[1..].bytes().all(|b| b.is_ascii_digit())
+    };
+    step.split(' ')
+        .map(|w| {
+            if slot(w) {
+                format!("{}{}", &w[..1], if w.ends_with(',') { "," } else { "" })
+            } else {
+                w.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The kind of an answer, without what varies from run to run.
 fn answer_kind(a: &Answer) -> String {
     match a {
@@ -153,5 +172,34 @@ fn answer_kind(a: &Answer) -> String {
         } => "read back".into(),
         Answer::Data { .. } => "not read back".into(),
         Answer::Restarted => "restarted".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::call_shape;
+
+    #[test]
+    fn a_call_shape_names_the_call_and_its_shape_not_its_slots() {
+        assert_eq!(
+            call_shape("CreateVolume v1, a clone of v0"),
+            "CreateVolume v, a clone of v"
+        );
+        assert_eq!(
+            call_shape("CreateVolume v2 (8× the size)"),
+            "CreateVolume v (8× the size)"
+        );
+        assert_eq!(
+            call_shape("ListVolumes, 1 per page"),
+            "ListVolumes, 1 per page"
+        );
+        assert_eq!(
+            call_shape("NodePublishVolume v0 at t1"),
+            "NodePublishVolume v at t"
+        );
+        assert_eq!(
+            call_shape("CreateSnapshot s3 of v1"),
+            "CreateSnapshot s of v"
+        );
     }
 }
