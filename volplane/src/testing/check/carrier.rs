@@ -141,18 +141,17 @@ impl Carry<Checker> for Carrier {
 }
 
 /// Unmounts each of `mounts` (mount points the kernel listed, deepest
-/// first) that lies beneath `kubelet_dir` — lazily, without following a
-/// symlink at the last component; nothing outside is touched. `Err` names
+/// first) through the host's own unmount: resolved beneath `kubelet_dir`
+/// by file descriptor, through no symbolic link at any component, so a
+/// path a driver swapped for a link leads nowhere outside. `Err` names
 /// those that would not go (the run's trace says what was left).
 fn unmount_beneath(kubelet_dir: &Path, mounts: &[String]) -> Result<(), String> {
-    use rustix::mount::{UnmountFlags, unmount};
-    let beneath = format!("{}/", kubelet_dir.display());
-    let mut stuck = Vec::new();
-    for m in mounts.iter().filter(|m| m.starts_with(&beneath)) {
-        if let Err(e) = unmount(m.as_str(), UnmountFlags::DETACH | UnmountFlags::NOFOLLOW) {
-            stuck.push(format!("{m}: {e}"));
-        }
-    }
+    let host = volplane_host::Host::new([kubelet_dir])
+        .map_err(|e| format!("cannot work beneath {}: {e}", kubelet_dir.display()))?;
+    let stuck: Vec<String> = mounts
+        .iter()
+        .filter_map(|m| host.unmount(m, None).err().map(|e| format!("{m}: {e}")))
+        .collect();
     if stuck.is_empty() {
         Ok(())
     } else {
@@ -320,5 +319,47 @@ mod tests {
             panic!("a data answer");
         };
         assert_eq!((wrote, read), (Ok(()), Ok(Some("token".to_string()))));
+    }
+
+    /// The sweep after a run unmounts only beneath the kubelet directory:
+    /// a mount point reached through a link a driver left there, or named
+    /// outside, stays mounted.
+    #[test]
+    fn the_sweep_unmounts_nothing_through_a_link_or_outside() {
+        if !crate::testing::process::may_mount(
+            "the_sweep_unmounts_nothing_through_a_link_or_outside",
+        ) {
+            return;
+        }
+        use rustix::mount::{MountFlags, UnmountFlags, mount, unmount};
+        let root = tempfile::tempdir().unwrap();
+        let kubelet = root.path().join("kubelet");
+        let outside = root.path().join("outside");
+        let inside = kubelet.join("staging");
+        for d in [&kubelet, &outside, &inside] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for d in [&outside, &inside] {
+            mount("tmpfs", d.as_path(), "tmpfs", MountFlags::empty(), None).unwrap();
+        }
+        std::os::unix::fs::symlink(root.path(), kubelet.join("link")).unwrap();
+        let mounted = |p: &Path| {
+            std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .lines()
+                .any(|l| l.split(' ').nth(4) == Some(&*p.display().to_string()))
+        };
+        let named = |p: &Path| p.display().to_string();
+        let through_link = named(&kubelet.join("link/outside"));
+        let result = unmount_beneath(&kubelet, &[through_link, named(&outside)]);
+        assert!(result.is_err(), "{result:?}");
+        assert!(
+            mounted(&outside),
+            "a mount outside the kubelet directory went"
+        );
+        // Its own: unmounted.
+        assert_eq!(unmount_beneath(&kubelet, &[named(&inside)]), Ok(()));
+        assert!(!mounted(&inside));
+        unmount(outside.as_path(), UnmountFlags::DETACH).unwrap();
     }
 }
