@@ -343,94 +343,122 @@ pub fn run(args: ControllerArgs) -> Result<(), String> {
             .check()
             .map_err(|e| format!("--leader-election: {e}"))?;
     }
-    rt.block_on(async move {
-        let mut stop = Box::pin(volplane_tokio::termination().map_err(|e| e.to_string())?);
-        let mut kube_config = kube_config(args.kubeconfig.as_ref()).await?;
-        if let Some(master) = &args.master {
-            kube_config.cluster_url = master
-                .parse()
-                .map_err(|e| format!("--master {master:?}: {e}"))?;
-        }
-        let client_for = |role: &str| volplane_kube::client::client_for(&kube_config, role);
-        let client =
-            client_for("leader-election").map_err(|e| format!("Kubernetes client: {e}"))?;
-        // The same configuration made a client above: the roles' cannot fail.
-        let clients = move |role: &str| client_for(role).unwrap_or_else(|_| client.clone());
-        let http = match args.http.address() {
-            Some(address) => Some(
-                volplane_tokio::bind_http(address)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            ),
-            None => None,
-        };
-        let Some(channel) = connect_driver(&args.csi_address, &mut stop).await else {
-            return Ok(());
-        };
-        let identity = identity();
-        let mut csi = CsiClient::new(channel, None);
-        let metrics = args.http.metrics();
-        let mut http_ended = None;
-        if let Some(listener) = http {
-            let probe = health_probe(&args.csi_address, args.timeout);
-            let (serving, ended) = volplane_service::watched(
-                "the /healthz and /metrics server",
-                volplane_tokio::serve_http(
-                    listener,
-                    metrics.clone(),
-                    probe,
-                    std::future::pending(),
-                ),
-            );
-            tokio::spawn(serving);
-            http_ended = Some(ended);
-        }
-        let election = if args.leader_election {
-            let facts = volplane_kube::controller::driver_facts(&mut csi)
-                .await
-                .map_err(|e| e.to_string())?;
-            Some(LeaseConfig {
-                namespace: args
-                    .leader_election_namespace
-                    .clone()
-                    .unwrap_or_else(own_namespace),
-                name: match args.sidecar {
-                    Some(s) => s.lease_name(&facts.name),
-                    None => lease_name(&facts.name),
-                },
-                identity: identity.clone(),
-                timings,
-                metrics: metrics.clone(),
-            })
-        } else {
-            None
-        };
-        let capacity = capacity_tracking(&args, &clients("capacity")).await?;
-        let node_deployment = node_deployment(&args, &mut csi).await?;
-        let config = controller_config(args, identity, metrics, capacity, node_deployment);
-        let elector = clients("leader-election");
-        let rt: std::sync::Arc<dyn volplane_service::drive::Runtime> =
-            std::sync::Arc::new(volplane_tokio::Tokio);
-        let controller = volplane_kube::controller::run(rt.clone(), clients, csi, config, stop);
-        let running = async {
-            match election {
-                None => controller.await.map_err(|e| e.to_string()),
-                Some(lease) => lead(rt, elector, lease, controller)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string()),
-            }
-        };
-        let Some(http_ended) = http_ended else {
-            return running.await;
+    let result = rt.block_on(async move {
+        let signal = volplane_tokio::termination().map_err(|e| e.to_string())?;
+        let stop: Stop = futures::FutureExt::shared(Box::pin(signal));
+        let serving = serve(args, timings, stop.clone());
+        // Whatever the API server or the driver do, shutting down is bounded.
+        let bound = async {
+            stop.await;
+            tokio::time::sleep(SHUTDOWN_BOUND).await;
         };
         tokio::select! {
-            result = running => result,
-            why = http_ended => Err(format!(
-                "{why}; volplane controller stops so that it is started again"
-            )),
+            result = serving => result,
+            () = bound => {
+                tracing::error!(
+                    "still shutting down {SHUTDOWN_BOUND:?} after the signal: stopping now"
+                );
+                Ok(())
+            }
         }
-    })
+    });
+    // A blocking call still running must not hold the process.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// The process's shutdown signal, which every part waits on.
+type Stop =
+    futures::future::Shared<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
+
+/// How long shutting down may take after SIGTERM before the process exits
+/// anyway: well inside a pod's default 30-second grace period.
+const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);
+
+/// Connects, elects and runs the roles until `stop`.
+async fn serve(args: ControllerArgs, timings: LeaseTimings, stop: Stop) -> Result<(), String> {
+    let mut kube_config = kube_config(args.kubeconfig.as_ref()).await?;
+    if let Some(master) = &args.master {
+        kube_config.cluster_url = master
+            .parse()
+            .map_err(|e| format!("--master {master:?}: {e}"))?;
+    }
+    let client_for = |role: &str| volplane_kube::client::client_for(&kube_config, role);
+    let client = client_for("leader-election").map_err(|e| format!("Kubernetes client: {e}"))?;
+    // The same configuration made a client above: the roles' cannot fail.
+    let clients = move |role: &str| client_for(role).unwrap_or_else(|_| client.clone());
+    let http = match args.http.address() {
+        Some(address) => Some(
+            volplane_tokio::bind_http(address)
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+        None => None,
+    };
+    let Some(channel) = connect_driver(&args.csi_address, &mut stop.clone()).await else {
+        return Ok(());
+    };
+    let identity = identity();
+    let mut csi = CsiClient::new(channel, None);
+    let metrics = args.http.metrics();
+    let mut http_ended = None;
+    if let Some(listener) = http {
+        let probe = health_probe(&args.csi_address, args.timeout);
+        let (serving, ended) = volplane_service::watched(
+            "the /healthz and /metrics server",
+            volplane_tokio::serve_http(listener, metrics.clone(), probe, std::future::pending()),
+        );
+        tokio::spawn(serving);
+        http_ended = Some(ended);
+    }
+    let election = if args.leader_election {
+        let facts = volplane_kube::controller::driver_facts(&mut csi)
+            .await
+            .map_err(|e| e.to_string())?;
+        Some(LeaseConfig {
+            namespace: args
+                .leader_election_namespace
+                .clone()
+                .unwrap_or_else(own_namespace),
+            name: match args.sidecar {
+                Some(s) => s.lease_name(&facts.name),
+                None => lease_name(&facts.name),
+            },
+            identity: identity.clone(),
+            timings,
+            metrics: metrics.clone(),
+        })
+    } else {
+        None
+    };
+    let capacity = capacity_tracking(&args, &clients("capacity")).await?;
+    let node_deployment = node_deployment(&args, &mut csi).await?;
+    let config = controller_config(args, identity, metrics, capacity, node_deployment);
+    let elector = clients("leader-election");
+    let rt: std::sync::Arc<dyn volplane_service::drive::Runtime> =
+        std::sync::Arc::new(volplane_tokio::Tokio);
+    let controller = volplane_kube::controller::run(rt.clone(), clients, csi, config, stop.clone());
+    let running = async {
+        match election {
+            None => controller.await.map_err(|e| e.to_string()),
+            Some(lease) => match lead(rt, elector, lease, controller, stop)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                Some(ended) => ended.map_err(|e| e.to_string()),
+                None => Ok(()),
+            },
+        }
+    };
+    let Some(http_ended) = http_ended else {
+        return running.await;
+    };
+    tokio::select! {
+        result = running => result,
+        why = http_ended => Err(format!(
+            "{why}; volplane controller stops so that it is started again"
+        )),
+    }
 }
 
 /// The roles' configuration from the flags.

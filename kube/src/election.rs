@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -213,6 +213,8 @@ struct LeaseTurn {
     metrics: Arc<volplane_service::metrics::Metrics>,
     /// Until when the work may act (0: not at all), as of the last turn.
     acting_until: Arc<AtomicU64>,
+    /// The candidate has said it leads: the Lease may be ours.
+    acquired: Arc<AtomicBool>,
 }
 
 impl Carry<Candidate> for LeaseTurn {
@@ -225,6 +227,7 @@ impl Carry<Candidate> for LeaseTurn {
                     identity = self.identity,
                     "successfully acquired the lease"
                 );
+                self.acquired.store(true, Ordering::Release);
                 if let Some(started) = self.started.take() {
                     let _ = started.send(());
                 }
@@ -289,12 +292,19 @@ impl LeaseTurn {
 /// dropped the moment it says it stopped — at the renew deadline of its
 /// last stored renewal, however long the API server takes to answer (then
 /// [`ElectionError::Lost`]). When `work` finishes, the Lease is released.
+///
+/// `stop` is the process's shutdown: once it completes before the work has
+/// started, the election ends at once (`Ok(None)`), whatever the API server
+/// does — a replica waiting for the Lease holds nothing worth waiting for.
+/// Once the work has started, the work is expected to see the same shutdown
+/// and finish. Releasing the Lease takes at most the renew deadline.
 pub async fn lead<F: Future>(
     rt: Arc<dyn Runtime>,
     client: Client,
     config: LeaseConfig,
     work: F,
-) -> Result<F::Output, ElectionError> {
+    stop: impl Future<Output = ()>,
+) -> Result<Option<F::Output>, ElectionError> {
     config.timings.check().map_err(ElectionError::Timings)?;
     let api = LeaseApi {
         api: Api::namespaced(client, &config.namespace),
@@ -310,19 +320,22 @@ pub async fn lead<F: Future>(
     let (answers, answered) = mpsc::unbounded();
     let (started, starts) = oneshot::channel();
     let acting_until = Arc::new(AtomicU64::new(0));
+    let acquired = Arc::new(AtomicBool::new(false));
+    let limit = Duration::from_millis(config.timings.renew_deadline);
     let mut turn = LeaseTurn {
         api: api.clone(),
         namespace: config.namespace.clone(),
         lease: lease.clone(),
         identity: config.identity.clone(),
         rt: rt.clone(),
-        limit: Duration::from_millis(config.timings.renew_deadline),
+        limit,
         answers,
         started: Some(started),
         lost: false,
         name: config.name.clone(),
         metrics: config.metrics.clone(),
         acting_until: acting_until.clone(),
+        acquired: acquired.clone(),
     };
     let mut candidate = Candidate::new(&config.identity, config.timings);
     let clock = volplane_service::Clock::start();
@@ -332,11 +345,13 @@ pub async fn lead<F: Future>(
         volplane_service::drive::drive(&mut candidate, &*rt, clock, None, answered, &mut turn);
     // And the work is polled only within the renew deadline, whatever the
     // timers say: past it, the election is about to end the work.
+    let begun = AtomicBool::new(false);
     let mut work = std::pin::pin!(work);
     let working = async {
         if starts.await.is_err() {
             std::future::pending::<()>().await;
         }
+        begun.store(true, Ordering::Release);
         std::future::poll_fn(|cx| {
             if clock.now() < acting_until.load(Ordering::Acquire) {
                 work.as_mut().poll(cx)
@@ -346,15 +361,32 @@ pub async fn lead<F: Future>(
         })
         .await
     };
-    let (mut electing, mut working) = (
+    let (mut electing, mut working, mut stop) = (
         std::pin::pin!(electing.fuse()),
         std::pin::pin!(working.fuse()),
+        std::pin::pin!(stop.fuse()),
     );
-    futures::select_biased! {
-        () = electing => Err(ElectionError::Lost(lease)),
-        out = working => {
-            api.release(&config.identity).await;
-            Ok(out)
+    let out = loop {
+        futures::select_biased! {
+            () = electing => return Err(ElectionError::Lost(lease)),
+            out = working => break Some(out),
+            () = stop => if !begun.load(Ordering::Acquire) {
+                tracing::info!(lease, "shutting down before acquiring the lease");
+                break None;
+            },
         }
+    };
+    // A candidate stopped between acquiring and starting holds it too.
+    let released = api.release(&config.identity);
+    if acquired.load(Ordering::Acquire)
+        && volplane_service::drive::within(&*rt, limit, released)
+            .await
+            .is_none()
+    {
+        tracing::warn!(
+            lease,
+            "the API server did not answer within the renew deadline ({limit:?}): the lease is left to expire"
+        );
     }
+    Ok(out)
 }

@@ -1,7 +1,8 @@
 //! Leader election against a played API server, on tokio and on smol: one
 //! leader at a time; a leader cut off from the API server stops acting
 //! before another takes over; a leader that finishes hands the Lease over
-//! at once.
+//! at once; a replica waiting for the Lease stops at once on shutdown,
+//! whatever the API server does.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -91,6 +92,7 @@ async fn cut_off_leader(rt: Arc<dyn Runtime>) {
             api.client_named("a"),
             config("a"),
             acting.clone().act(a_started),
+            std::future::pending(),
         ),
     );
     a_acting.await.expect("a leads");
@@ -102,6 +104,7 @@ async fn cut_off_leader(rt: Arc<dyn Runtime>) {
             api.client_named("b"),
             config("b"),
             acting.clone().act(b_started),
+            std::future::pending(),
         ),
     );
     rt.sleep(Duration::from_secs(3)).await;
@@ -130,10 +133,16 @@ async fn cut_off_leader(rt: Arc<dyn Runtime>) {
 
 async fn finished_leader(rt: Arc<dyn Runtime>) {
     let api = FakeApi::default();
-    let done = lead(rt.clone(), api.client_named("a"), config("a"), async { 7 })
-        .await
-        .unwrap();
-    assert_eq!(done, 7);
+    let done = lead(
+        rt.clone(),
+        api.client_named("a"),
+        config("a"),
+        async { 7 },
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done, Some(7));
     let lease =
         "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/volplane-csi.example.com";
     assert_eq!(
@@ -149,11 +158,57 @@ async fn finished_leader(rt: Arc<dyn Runtime>) {
             api.client_named("b"),
             config("b"),
             Acting::default().act(b_started),
+            std::future::pending(),
         ),
     );
     within(&rt, Duration::from_secs(5), b_acting).await.unwrap();
     assert_eq!(api.get(lease).unwrap()["spec"]["holderIdentity"], "b");
     b.abort();
+}
+
+/// A replica waiting for the Lease stops at once on shutdown, even when
+/// the API server has stopped answering it.
+async fn waiting_replica_stops(rt: Arc<dyn Runtime>) {
+    let api = FakeApi::default();
+    let (a_started, a_acting) = oneshot::channel();
+    let (_a, a) = spawn(
+        &rt,
+        lead(
+            rt.clone(),
+            api.client_named("a"),
+            config("a"),
+            Acting::default().act(a_started),
+            std::future::pending(),
+        ),
+    );
+    a_acting.await.expect("a leads");
+    let (b_started, mut b_acting) = oneshot::channel();
+    let (shutdown, stop) = oneshot::channel::<()>();
+    let (b, _b) = spawn(
+        &rt,
+        lead(
+            rt.clone(),
+            api.client_named("b"),
+            config("b"),
+            Acting::default().act(b_started),
+            stop.map(|_| ()),
+        ),
+    );
+    rt.sleep(Duration::from_millis(500)).await;
+    // b's requests go unanswered from now on, as with an API server down.
+    api.cut_off("b");
+    rt.sleep(Duration::from_millis(500)).await;
+    let asked = Instant::now();
+    shutdown.send(()).unwrap();
+    let ended = within(&rt, Duration::from_secs(2), b).await.unwrap();
+    assert!(matches!(ended, Ok(None)), "{ended:?}");
+    assert!(
+        asked.elapsed() < Duration::from_millis(300),
+        "stopped in {:?}",
+        asked.elapsed()
+    );
+    assert!(!matches!(b_acting.try_recv(), Ok(Some(_))), "b never acted");
+    a.abort();
 }
 
 fn tokio_rt() -> Arc<dyn Runtime> {
@@ -185,4 +240,14 @@ async fn a_leader_that_finishes_hands_the_lease_over_at_once_on_tokio() {
 #[test]
 fn a_leader_that_finishes_hands_the_lease_over_at_once_on_smol() {
     on_smol(finished_leader);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_waiting_for_the_lease_stops_at_once_on_tokio() {
+    waiting_replica_stops(tokio_rt()).await;
+}
+
+#[test]
+fn a_replica_waiting_for_the_lease_stops_at_once_on_smol() {
+    on_smol(waiting_replica_stops);
 }
