@@ -17,6 +17,7 @@ mod beneath;
 mod copy;
 mod files;
 mod fs;
+pub mod memory;
 /// This boot of the machine (Linux's `/proc/sys/kernel/random/boot_id`);
 /// empty when it cannot be read. A process that finds another boot than
 /// its predecessor's knows the machine rebooted, and its mounts with it.

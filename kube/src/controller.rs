@@ -113,75 +113,26 @@ impl<T: Transport> Context<T> {
     }
 
     /// Carries out one effect on a task of its own; its completion comes
-    /// back through `done`.
+    /// back through `done`. While the task waits for its turn (a token of
+    /// `--kube-api-qps`, a worker for a CSI call) it holds only the effect,
+    /// boxed: the call's own future, kilobytes of client state, is made
+    /// once it may go — thousands of calls queued cost little.
     fn carry(self: &Arc<Self>, role: &'static str, effect: Effect, done: &Inbox) {
         let (ctx, done) = (self.clone(), done.clone());
         let crashed = self.crashed.clone();
+        let effect = Box::new(effect);
         let work = async move {
-            let input = match effect {
-                Effect::Api { op, call } => {
-                    let what = format!("{} {}", call.verb(), call.key());
+            let _worker = match &*effect {
+                Effect::Api { .. } => {
                     ctx.rate_limited().await;
-                    let result = ctx.api.call(call).await;
-                    tracing::debug!(role, "{what}: {result:?}");
-                    let error = match &result {
-                        ApiResult::Conflict => Some("the object has been modified (409)".into()),
-                        ApiResult::Failed(why) => Some(why.to_string()),
-                        ApiResult::AlreadyExists => Some("it already exists (409)".into()),
-                        ApiResult::Ok(_) | ApiResult::NotFound | ApiResult::Listed(_) => None,
-                    };
-                    ctx.outcome(role, &what, error);
-                    Input::ApiDone { op, result }
+                    None
                 }
-                Effect::Csi { op, call, node } => {
-                    let what = repeats::describe(&Effect::Csi {
-                        op,
-                        node,
-                        call: call.clone(),
-                    });
-                    let mut csi = ctx.csi.clone();
-                    let _worker = ctx.workers.acquire().await;
-                    let started = Instant::now();
-                    let result = driver::within(&*ctx.rt, ctx.timeout, csi.call(&call))
-                        .await
-                        .unwrap_or_else(|| {
-                            Err(Status::new(
-                                Code::DeadlineExceeded,
-                                format!("{} got no answer within {:?}", call.method(), ctx.timeout),
-                            ))
-                        });
-                    let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
-                    ctx.metrics
-                        .csi_call(&ctx.driver, call.method(), code, started.elapsed());
-                    let error = result
-                        .as_ref()
-                        .err()
-                        .map(|s| format!("{}: {}", s.code.name(), s.message));
-                    ctx.outcome(role, &what, error);
-                    match &result {
-                        Ok(_) => tracing::info!(
-                            role,
-                            volume = call.subject().unwrap_or(""),
-                            "{}: OK",
-                            call.method()
-                        ),
-                        Err(s) => tracing::warn!(
-                            role,
-                            volume = call.subject().unwrap_or(""),
-                            "{}: {}: {}",
-                            call.method(),
-                            s.code.name(),
-                            s.message
-                        ),
-                    }
-                    Input::CsiDone { op, result }
-                }
-                Effect::Event(e) => {
-                    ctx.events.record(e).await;
-                    return;
-                }
+                Effect::Csi { .. } => Some(ctx.workers.acquire().await),
+                Effect::Event(_) => None,
             };
-            done.send(input);
+            if let Some(input) = Box::pin(ctx.perform(role, *effect)).await {
+                done.send(input);
+            }
         };
         self.rt.spawn(Box::pin(async move {
             if let Err(panic) = std::panic::AssertUnwindSafe(work).catch_unwind().await {
@@ -191,6 +142,71 @@ impl<T: Transport> Context<T> {
                 ));
             }
         }));
+    }
+
+    /// Carries out one effect whose turn has come; the role's next input.
+    async fn perform(&self, role: &'static str, effect: Effect) -> Option<Input> {
+        match effect {
+            Effect::Api { op, call } => {
+                let what = format!("{} {}", call.verb(), call.key());
+                let result = self.api.call(call).await;
+                tracing::debug!(role, "{what}: {result:?}");
+                let error = match &result {
+                    ApiResult::Conflict => Some("the object has been modified (409)".into()),
+                    ApiResult::Failed(why) => Some(why.to_string()),
+                    ApiResult::AlreadyExists => Some("it already exists (409)".into()),
+                    ApiResult::Ok(_) | ApiResult::NotFound | ApiResult::Listed(_) => None,
+                };
+                self.outcome(role, &what, error);
+                Some(Input::ApiDone { op, result })
+            }
+            Effect::Csi { op, call, node } => {
+                let what = repeats::describe(&Effect::Csi {
+                    op,
+                    node,
+                    call: call.clone(),
+                });
+                let mut csi = self.csi.clone();
+                let started = Instant::now();
+                let result = driver::within(&*self.rt, self.timeout, csi.call(&call))
+                    .await
+                    .unwrap_or_else(|| {
+                        Err(Status::new(
+                            Code::DeadlineExceeded,
+                            format!("{} got no answer within {:?}", call.method(), self.timeout),
+                        ))
+                    });
+                let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
+                self.metrics
+                    .csi_call(&self.driver, call.method(), code, started.elapsed());
+                let error = result
+                    .as_ref()
+                    .err()
+                    .map(|s| format!("{}: {}", s.code.name(), s.message));
+                self.outcome(role, &what, error);
+                match &result {
+                    Ok(_) => tracing::info!(
+                        role,
+                        volume = call.subject().unwrap_or(""),
+                        "{}: OK",
+                        call.method()
+                    ),
+                    Err(s) => tracing::warn!(
+                        role,
+                        volume = call.subject().unwrap_or(""),
+                        "{}: {}: {}",
+                        call.method(),
+                        s.code.name(),
+                        s.message
+                    ),
+                }
+                Some(Input::CsiDone { op, result })
+            }
+            Effect::Event(e) => {
+                self.events.record(e).await;
+                None
+            }
+        }
     }
 }
 

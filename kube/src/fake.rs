@@ -49,6 +49,8 @@ struct State {
     log: Vec<Logged>,
     /// Clients whose requests go unanswered (a partitioned replica).
     cut_off: std::collections::BTreeSet<String>,
+    /// Requests are not logged (a benchmark's millions).
+    unlogged: bool,
 }
 
 /// The fake API server.
@@ -114,6 +116,14 @@ impl FakeApi {
         kube::Client::new(service, "default")
     }
 
+    /// A server that keeps no log of requests (and no watch history beyond
+    /// what a watch from a recent version needs), for benchmarks.
+    pub fn unlogged() -> FakeApi {
+        let api = FakeApi::default();
+        api.0.lock().unwrap().unlogged = true;
+        api
+    }
+
     /// From now on, requests of the client named `name` are never answered.
     pub fn cut_off(&self, name: &str) {
         self.0.lock().unwrap().cut_off.insert(name.into());
@@ -158,6 +168,26 @@ impl FakeApi {
         self.0.lock().unwrap().objects.get(path).cloned()
     }
 
+    /// How many objects of `collection` (cluster-wide paths match every
+    /// namespace's) satisfy `test`.
+    pub fn count(&self, collection: &str, test: impl Fn(&Value) -> bool) -> usize {
+        let s = self.0.lock().unwrap();
+        s.objects
+            .iter()
+            .filter(|(p, o)| in_collection(p, collection) && test(o))
+            .count()
+    }
+
+    /// The paths of the objects of `collection`.
+    pub fn paths(&self, collection: &str) -> Vec<String> {
+        let s = self.0.lock().unwrap();
+        s.objects
+            .keys()
+            .filter(|p| in_collection(p, collection))
+            .cloned()
+            .collect()
+    }
+
     /// The requests so far.
     pub fn log(&self) -> Vec<Logged> {
         self.0.lock().unwrap().log.clone()
@@ -179,6 +209,11 @@ impl FakeApi {
         let rv = s.rv;
         let collection = path[..path.rfind('/').unwrap()].to_string();
         s.events.push((rv, collection, event.clone()));
+        if s.unlogged && s.events.len() > 200_000 {
+            // Older history is compacted away: a watch from before it is Gone.
+            s.events.drain(..100_000);
+            s.compacted = s.events[0].0 - 1;
+        }
         s.watchers
             .retain(|(c, tx)| !in_collection(path, c) || tx.unbounded_send(event.clone()).is_ok());
     }
@@ -190,7 +225,12 @@ impl FakeApi {
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        self.answer(parts, &bytes)
+    }
+
+    /// Answers one request, its body read (for serving over HTTP).
+    pub fn answer(&self, parts: http::request::Parts, bytes: &[u8]) -> Response<Body> {
+        let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
         let path = parts.uri.path().to_string();
         let query = parts.uri.query().unwrap_or("").to_string();
         let content_type = parts
@@ -199,20 +239,24 @@ impl FakeApi {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        self.0.lock().unwrap().log.push(Logged {
-            method: parts.method.to_string(),
-            path: path.clone(),
-            query: query.clone(),
-            content_type,
-            body: body.clone(),
-        });
+        let mut state = self.0.lock().unwrap();
+        if !state.unlogged {
+            state.log.push(Logged {
+                method: parts.method.to_string(),
+                path: path.clone(),
+                query: query.clone(),
+                content_type,
+                body: body.clone(),
+            });
+        }
+        drop(state);
         let (collection, name, sub_status) = split(&path);
         let object_path = name.as_ref().map(|n| format!("{collection}/{n}"));
         let (code, value) = match (parts.method.as_str(), object_path) {
             ("GET", None) if query.contains("watch=true") => {
                 return self.watch(&collection, &query);
             }
-            ("GET", None) => self.list(&collection),
+            ("GET", None) => self.list(&collection, &query),
             ("GET", Some(p)) => match self.get(&p) {
                 Some(o) => (StatusCode::OK, o),
                 None => status(404, "NotFound", &format!("{p} not found")),
@@ -233,18 +277,37 @@ impl FakeApi {
             .unwrap()
     }
 
-    fn list(&self, collection: &str) -> (StatusCode, Value) {
+    /// A list, a page at a time when `limit` asks (the continue token is
+    /// the last object's path).
+    fn list(&self, collection: &str, query: &str) -> (StatusCode, Value) {
+        let param = |name: &str| {
+            query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .map(|v| v.replace("%2F", "/"))
+        };
+        let limit: usize = param("limit")
+            .and_then(|l| l.parse().ok())
+            .filter(|&l| l > 0)
+            .unwrap_or(usize::MAX);
+        let after = param("continue").unwrap_or_default();
         let s = self.0.lock().unwrap();
-        let items: Vec<Value> = s
+        let mut items: Vec<(&String, &Value)> = s
             .objects
             .iter()
-            .filter(|(p, _)| in_collection(p, collection))
-            .map(|(_, o)| o.clone())
+            .filter(|(p, _)| p.as_str() > after.as_str() && in_collection(p, collection))
+            .take(limit.saturating_add(1))
             .collect();
+        let more = items.len() > limit;
+        items.truncate(limit);
+        let mut metadata = json!({"resourceVersion": s.rv.to_string()});
+        if more && let Some((last, _)) = items.last() {
+            metadata["continue"] = json!(last.replace('/', "%2F"));
+        }
+        let items: Vec<Value> = items.into_iter().map(|(_, o)| o.clone()).collect();
         (
             StatusCode::OK,
-            json!({"kind": "List", "apiVersion": "v1",
-                   "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
+            json!({"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": items}),
         )
     }
 

@@ -4,7 +4,7 @@
 //! object the previous list knew that it did not find as deleted — so a
 //! machine never keeps an object that went while no watch was open.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,8 +33,11 @@ pub enum Feed {
 #[derive(Debug, Clone)]
 pub struct Informer {
     kind: Kind,
-    known: BTreeMap<ObjectKey, Object>,
-    relist: Option<BTreeMap<ObjectKey, Object>>,
+    /// What it delivered last, shared with the roles' caches (one copy
+    /// of each object in the process, however many roles read it).
+    known: BTreeMap<ObjectKey, Arc<Object>>,
+    /// The keys a relist under way has found.
+    relist: Option<BTreeSet<ObjectKey>>,
 }
 
 impl Informer {
@@ -51,7 +54,7 @@ impl Informer {
     pub fn on_event(&mut self, event: Event<DynamicObject>) -> Vec<Feed> {
         match event {
             Event::Init => {
-                self.relist = Some(BTreeMap::new());
+                self.relist = Some(BTreeSet::new());
                 Vec::new()
             }
             Event::InitApply(o) => {
@@ -59,22 +62,19 @@ impl Informer {
                     return Vec::new();
                 };
                 if let Some(relist) = &mut self.relist {
-                    relist.insert(o.key(), o.clone());
+                    relist.insert(o.key());
                 }
                 self.applied(o)
             }
             Event::InitDone => {
                 let found = self.relist.take().unwrap_or_default();
-                let gone: Vec<Object> = self
-                    .known
-                    .iter()
-                    .filter(|(k, _)| !found.contains_key(k))
-                    .map(|(_, o)| o.clone())
-                    .collect();
-                self.known = found;
-                let mut out: Vec<Feed> = gone
+                let (kept, gone) = std::mem::take(&mut self.known)
                     .into_iter()
-                    .map(|o| Feed::Watch(Watch::Deleted(o.into())))
+                    .partition(|(k, _)| found.contains(k));
+                self.known = kept;
+                let mut out: Vec<Feed> = gone
+                    .into_values()
+                    .map(|o| Feed::Watch(Watch::Deleted(o)))
                     .collect();
                 out.push(Feed::Listed(self.kind));
                 out
@@ -98,11 +98,12 @@ impl Informer {
 
     fn applied(&mut self, o: Object) -> Vec<Feed> {
         // A relist repeats what is known unchanged: nothing to tell.
-        if self.known.get(&o.key()) == Some(&o) {
+        if self.known.get(&o.key()).is_some_and(|k| **k == o) {
             return Vec::new();
         }
+        let o = Arc::new(o);
         self.known.insert(o.key(), o.clone());
-        vec![Feed::Watch(Watch::Applied(o.into()))]
+        vec![Feed::Watch(Watch::Applied(o))]
     }
 
     /// The model's view of a watched object; one it cannot read is left out

@@ -155,7 +155,13 @@ impl BinderReconciler {
     /// it touches; the echo of a write whose answer already came, or a
     /// stale event, changes nothing and syncs nothing.
     fn applied(&mut self, cx: &mut Cx<Self>, o: std::sync::Arc<Object>) {
-        if !cx.cache().is_news(&o) || !self.dirty_around(cx, &o) {
+        if !cx.cache().is_news(&o) {
+            // The echo of a write: the watch's copy, shared with every
+            // other role, takes the place of the one the write answered.
+            cx.cache_mut().adopt(o);
+            return;
+        }
+        if !self.dirty_around(cx, &o) {
             return;
         }
         // News of an object whose write failed ends its backoff's wait.

@@ -63,6 +63,20 @@ impl Cache {
         true
     }
 
+    /// Takes `o` in place of the cached object when they are equal — the
+    /// same version, read twice (a write's answer and its watch event) —
+    /// so that one copy is kept, the one the other readers share. True
+    /// when it did.
+    pub fn adopt(&mut self, o: Arc<Object>) -> bool {
+        match self.objects.get_mut(&o.key()) {
+            Some(cached) if !Arc::ptr_eq(cached, &o) && **cached == *o => {
+                *cached = o;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// True when `o` is a version the cache has not seen: not an
     /// incarnation known to be gone, and newer than what is cached (by
     /// numeric resourceVersion; an unnumbered version is always news).
@@ -259,6 +273,27 @@ mod tests {
         assert!(
             c.is_news(&at("12")),
             "no write in flight: the tombstone is gone"
+        );
+    }
+
+    #[test]
+    fn the_echo_of_a_write_is_adopted_only_when_it_is_the_same() {
+        let mut c = Cache::default();
+        let mut v = PersistentVolume::new("v");
+        v.metadata.resource_version = "5".into();
+        c.apply(Object::Pv(v.clone()));
+        let echo = Arc::new(Object::Pv(v.clone()));
+        assert!(c.adopt(echo.clone()), "the same version read twice");
+        assert!(Arc::ptr_eq(&c.get_shared(&echo.key()).unwrap(), &echo));
+        assert!(!c.adopt(echo.clone()), "already the one kept");
+        let mut other = v.clone();
+        other.metadata.annotations.insert("a".into(), "b".into());
+        assert!(!c.adopt(Arc::new(Object::Pv(other))), "not the same object");
+        assert!(Arc::ptr_eq(&c.get_shared(&echo.key()).unwrap(), &echo));
+        assert!(!c.adopt(Arc::new(Object::Pv(PersistentVolume::new("w")))));
+        assert!(
+            c.get(&Object::Pv(PersistentVolume::new("w")).key())
+                .is_none()
         );
     }
 
