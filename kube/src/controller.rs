@@ -123,12 +123,15 @@ impl<T: Transport> Context<T> {
         let effect = Box::new(effect);
         let work = async move {
             let _worker = match &*effect {
-                Effect::Api { .. } => {
+                // An event is a write too: it takes its token from the
+                // same bucket, as client-go's recorder shares the client's
+                // (and a burst of ten thousand is not ten thousand requests
+                // in flight at once).
+                Effect::Api { .. } | Effect::Event(_) => {
                     ctx.rate_limited().await;
                     None
                 }
                 Effect::Csi { .. } => Some(ctx.workers.acquire().await),
-                Effect::Event(_) => None,
             };
             if let Some(input) = Box::pin(ctx.perform(role, *effect)).await {
                 done.send(input);

@@ -70,6 +70,32 @@ fn spawn<T: Send + 'static>(
     (rx, abort)
 }
 
+/// Candidate `name` on `rt`, acting as `acting` once it leads, until
+/// `stop`: when it started acting, its outcome, and its abort handle.
+#[allow(clippy::type_complexity)]
+fn candidate(
+    rt: &Arc<dyn Runtime>,
+    api: &FakeApi,
+    name: &str,
+    acting: Acting,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> (
+    oneshot::Receiver<Instant>,
+    oneshot::Receiver<Result<Option<()>, ElectionError>>,
+    futures::future::AbortHandle,
+) {
+    let (started, acts) = oneshot::channel();
+    let election = lead(
+        rt.clone(),
+        api.client_named(name),
+        config(name),
+        acting.act(started),
+        stop,
+    );
+    let (outcome, abort) = spawn(rt, election);
+    (acts, outcome, abort)
+}
+
 /// `future` unless `limit` passes first.
 async fn within<T>(rt: &Arc<dyn Runtime>, limit: Duration, future: impl Future<Output = T>) -> T {
     volplane_service::drive::within(&**rt, limit, future)
@@ -84,29 +110,9 @@ async fn cut_off_leader(rt: Arc<dyn Runtime>) {
     );
     let api = FakeApi::default();
     let acting = Acting::default();
-    let (a_started, a_acting) = oneshot::channel();
-    let (a, _a) = spawn(
-        &rt,
-        lead(
-            rt.clone(),
-            api.client_named("a"),
-            config("a"),
-            acting.clone().act(a_started),
-            std::future::pending(),
-        ),
-    );
+    let (a_acting, a, _a) = candidate(&rt, &api, "a", acting.clone(), std::future::pending());
     a_acting.await.expect("a leads");
-    let (b_started, mut b_acting) = oneshot::channel();
-    let (_b, b) = spawn(
-        &rt,
-        lead(
-            rt.clone(),
-            api.client_named("b"),
-            config("b"),
-            acting.clone().act(b_started),
-            std::future::pending(),
-        ),
-    );
+    let (mut b_acting, _b, b) = candidate(&rt, &api, "b", acting.clone(), std::future::pending());
     rt.sleep(Duration::from_secs(3)).await;
     assert!(
         matches!(b_acting.try_recv(), Ok(None)),
@@ -150,17 +156,7 @@ async fn finished_leader(rt: Arc<dyn Runtime>) {
         "",
         "a released the lease: nobody has to wait out its duration"
     );
-    let (b_started, b_acting) = oneshot::channel();
-    let (_b, b) = spawn(
-        &rt,
-        lead(
-            rt.clone(),
-            api.client_named("b"),
-            config("b"),
-            Acting::default().act(b_started),
-            std::future::pending(),
-        ),
-    );
+    let (b_acting, _b, b) = candidate(&rt, &api, "b", Acting::default(), std::future::pending());
     within(&rt, Duration::from_secs(5), b_acting).await.unwrap();
     assert_eq!(api.get(lease).unwrap()["spec"]["holderIdentity"], "b");
     b.abort();
@@ -170,30 +166,10 @@ async fn finished_leader(rt: Arc<dyn Runtime>) {
 /// the API server has stopped answering it.
 async fn waiting_replica_stops(rt: Arc<dyn Runtime>) {
     let api = FakeApi::default();
-    let (a_started, a_acting) = oneshot::channel();
-    let (_a, a) = spawn(
-        &rt,
-        lead(
-            rt.clone(),
-            api.client_named("a"),
-            config("a"),
-            Acting::default().act(a_started),
-            std::future::pending(),
-        ),
-    );
+    let (a_acting, _a, a) = candidate(&rt, &api, "a", Acting::default(), std::future::pending());
     a_acting.await.expect("a leads");
-    let (b_started, mut b_acting) = oneshot::channel();
     let (shutdown, stop) = oneshot::channel::<()>();
-    let (b, _b) = spawn(
-        &rt,
-        lead(
-            rt.clone(),
-            api.client_named("b"),
-            config("b"),
-            Acting::default().act(b_started),
-            stop.map(|_| ()),
-        ),
-    );
+    let (mut b_acting, b, _b) = candidate(&rt, &api, "b", Acting::default(), stop.map(|_| ()));
     rt.sleep(Duration::from_millis(500)).await;
     // b's requests go unanswered from now on, as with an API server down.
     api.cut_off("b");

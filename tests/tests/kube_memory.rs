@@ -19,6 +19,8 @@
 //! ```
 //!
 //! `VOLPLANE_BENCH_QPS` sets the roles' client QPS (100; burst twice it).
+//! `VOLPLANE_BENCH_CONTROLLER` names another `volplane` binary to measure as
+//! the controller (an earlier build, side by side).
 //! `VOLPLANE_BENCH_HEAPTRACK=/usr/bin/heaptrack` runs the controller under
 //! heaptrack (its profile is left in the temporary directory, named in the
 //! log; the controller is killed at the end, so what it still held shows as
@@ -168,7 +170,9 @@ fn kib(pid: u32, field: &str) -> u64 {
 /// among heaptrack's children (beside its interpreter).
 fn measured_pid(child: &Child) -> u32 {
     let children = format!("/proc/{0}/task/{0}/children", child.id());
-    let binary = Path::new(env!("CARGO_BIN_EXE_volplane-under-test"));
+    let binary = std::env::var("VOLPLANE_BENCH_CONTROLLER")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_volplane-under-test").into());
+    let binary = Path::new(&binary);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let text = std::fs::read_to_string(&children).unwrap_or_default();
@@ -215,17 +219,18 @@ impl Run {
             .unwrap();
         let qps = env_number("VOLPLANE_BENCH_QPS", 100);
         let heaptrack = std::env::var_os("VOLPLANE_BENCH_HEAPTRACK");
-        let binary = env!("CARGO_BIN_EXE_volplane-under-test");
+        let built = env!("CARGO_BIN_EXE_volplane-under-test");
+        let binary = std::env::var("VOLPLANE_BENCH_CONTROLLER").unwrap_or_else(|_| built.into());
         let mut c = match &heaptrack {
             Some(h) => {
                 let out = std::env::temp_dir()
                     .join(format!("volplane-controller-{}", std::process::id()));
                 eprintln!("  heaptrack's profile: {}.*", out.display());
                 let mut c = Command::new(h);
-                c.arg("-o").arg(out).arg(binary);
+                c.arg("-o").arg(out).arg(&binary);
                 c
             }
-            None => Command::new(binary),
+            None => Command::new(&binary),
         };
         c.args(["controller", "--resizer=false"])
             .args(["--binder", "--pv-protection", "--pvc-protection"])
