@@ -43,6 +43,9 @@ type DynMachine = dyn ControlMachine + Send + 'static;
 /// warning (then at every doubling: 10, 20, 40…), with the last error.
 pub const WARN_AFTER_FAILURES: u32 = 5;
 
+/// A role's event posts in flight at most.
+const EVENT_POSTS_IN_FLIGHT: usize = 4;
+
 /// What a machine's loop shares with the tasks carrying out its effects.
 struct Context<T> {
     rt: Arc<dyn Runtime>,
@@ -59,6 +62,9 @@ struct Context<T> {
     limiter: Mutex<TokenBucket>,
     /// The role's CSI calls in flight.
     workers: volplane_service::Permits,
+    /// The role's event posts in flight (client-go's recorder posts from
+    /// one goroutine; a few at once keep up without 10,000 in the air).
+    event_posts: volplane_service::Permits,
     /// The role's work queue's name, for the metrics.
     queue: String,
     /// Where a panic in a task of the role is reported (the controller
@@ -130,7 +136,8 @@ impl<T: Transport> Context<T> {
                 Effect::Csi { .. } => Some(ctx.workers.acquire().await),
                 // Events take no token: sharing the writes' bucket slowed
                 // 1,000 claims to Bound from 54 s to 78 s (kube_memory).
-                Effect::Event(_) => None,
+                // A few posts at a time are enough.
+                Effect::Event(_) => Some(ctx.event_posts.acquire().await),
             };
             if let Some(input) = Box::pin(ctx.perform(role, *effect)).await {
                 done.send(input);
@@ -419,6 +426,7 @@ pub async fn run<T: Transport>(
             failures: Mutex::default(),
             limiter: Mutex::new(TokenBucket::new(config.kube_api.0, config.kube_api.1)),
             workers: volplane_service::Permits::new(config.worker_threads),
+            event_posts: volplane_service::Permits::new(EVENT_POSTS_IN_FLIGHT),
             queue: queue_name(role, &facts.name),
             crashed: crash_tx.clone(),
             #[cfg(feature = "fake-api")]

@@ -87,6 +87,22 @@ fn in_collection(object_path: &str, collection: &str) -> bool {
     parent.starts_with(&format!("{base}namespaces/")) && parent.ends_with(&format!("/{plural}"))
 }
 
+fn to_hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(token: &str) -> Option<String> {
+    let digits = token.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes = digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
+}
+
 fn status(code: u16, reason: &str, message: &str) -> (StatusCode, Value) {
     (
         StatusCode::from_u16(code).unwrap(),
@@ -277,20 +293,27 @@ impl FakeApi {
             .unwrap()
     }
 
-    /// A list, a page at a time when `limit` asks (the continue token is
-    /// the last object's path).
+    /// A list, a page at a time when `limit` asks. The continue token is
+    /// the last object's path in hex: opaque, as the API server's is, and
+    /// nothing a client's query encoding changes.
     fn list(&self, collection: &str, query: &str) -> (StatusCode, Value) {
         let param = |name: &str| {
             query
                 .split('&')
                 .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-                .map(|v| v.replace("%2F", "/"))
+                .map(str::to_owned)
         };
         let limit: usize = param("limit")
             .and_then(|l| l.parse().ok())
             .filter(|&l| l > 0)
             .unwrap_or(usize::MAX);
-        let after = param("continue").unwrap_or_default();
+        let after = match param("continue") {
+            None => String::new(),
+            Some(token) => match from_hex(&token) {
+                Some(path) => path,
+                None => return status(400, "BadRequest", "invalid continue token"),
+            },
+        };
         let s = self.0.lock().unwrap();
         let mut items: Vec<(&String, &Value)> = s
             .objects
@@ -302,7 +325,7 @@ impl FakeApi {
         items.truncate(limit);
         let mut metadata = json!({"resourceVersion": s.rv.to_string()});
         if more && let Some((last, _)) = items.last() {
-            metadata["continue"] = json!(last.replace('/', "%2F"));
+            metadata["continue"] = json!(to_hex(last));
         }
         let items: Vec<Value> = items.into_iter().map(|(_, o)| o.clone()).collect();
         (

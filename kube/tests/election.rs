@@ -178,8 +178,10 @@ async fn waiting_replica_stops(rt: Arc<dyn Runtime>) {
     shutdown.send(()).unwrap();
     let ended = within(&rt, Duration::from_secs(2), b).await.unwrap();
     assert!(matches!(ended, Ok(None)), "{ended:?}");
+    // Under the renew deadline (1 s): the election did not wait one out
+    // (300 ms is typical; a loaded CI host gets slack).
     assert!(
-        asked.elapsed() < Duration::from_millis(300),
+        asked.elapsed() < Duration::from_millis(800),
         "stopped in {:?}",
         asked.elapsed()
     );

@@ -81,6 +81,47 @@ async fn a_relist_after_410_reports_what_went_while_no_watch_was_open() {
     task.abort();
 }
 
+/// More objects than one page (kube's informers ask for 500 at a time):
+/// every one arrives once, through pages the played API server chained
+/// with its continue token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_longer_than_a_page_arrives_whole() {
+    let api = FakeApi::default();
+    let names: Vec<String> = (0..1_201).map(|i| format!("pv-{i:04}")).collect();
+    for n in &names {
+        api.put(&format!("/api/v1/persistentvolumes/{n}"), pv(n));
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(inform(
+        std::sync::Arc::new(volplane_tokio::Tokio),
+        api.client(),
+        Kind::PersistentVolume,
+        String::new(),
+        move |f| {
+            let _ = tx.send(f);
+        },
+    ));
+    let mut seen = Vec::new();
+    loop {
+        let f = next(&mut rx).await;
+        if matches!(f, Feed::Listed(_)) {
+            break;
+        }
+        seen.push(name(&f));
+    }
+    let expected: Vec<String> = names.iter().map(|n| format!("applied {n}")).collect();
+    assert_eq!(seen, expected);
+    let pages: Vec<String> = api
+        .log()
+        .iter()
+        .filter(|r| r.method == "GET" && !r.query.contains("watch=true"))
+        .map(|r| r.query.clone())
+        .collect();
+    assert_eq!(pages.len(), 3, "500 + 500 + 201: {pages:?}");
+    assert!(pages[1].contains("continue="), "{pages:?}");
+    task.abort();
+}
+
 /// A list that keeps failing is retried less and less often, up to every
 /// 30 s (kube's own backoff would start over at each attempt).
 #[test]

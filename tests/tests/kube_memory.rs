@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::cluster::env_number;
+use common::process::{Terminated, kubeconfig, status_kib};
 use serde_json::{Value, json};
 use volplane_kube::fake::FakeApi;
 
@@ -121,51 +122,6 @@ fn node(i: usize) -> String {
     }
 }
 
-/// A kubeconfig naming the played server.
-fn kubeconfig(dir: &Path, port: u16) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\n\
-         clusters: [{{name: c, cluster: {{server: \"http://127.0.0.1:{port}\"}}}}]\n\
-         users: [{{name: u, user: {{token: t}}}}]\n\
-         contexts: [{{name: x, context: {{cluster: c, user: u, namespace: default}}}}]\n\
-         current-context: x\n"
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// A child killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The field (VmRSS, VmHWM) of the process `pid`, in KiB.
-fn kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// The controller's pid under heaptrack: the process running the binary
 /// among heaptrack's children (beside its interpreter).
 fn measured_pid(child: &Child) -> u32 {
@@ -194,8 +150,8 @@ fn measured_pid(child: &Child) -> u32 {
 struct Run {
     api: FakeApi,
     pid: u32,
-    controller: Process,
-    _driver: Process,
+    controller: Terminated,
+    _driver: Terminated,
     /// The highest RSS sampled (KiB), kept by a sampler.
     peak: Arc<AtomicU64>,
     /// What each phase ended at: (phase, seconds, RSS KiB).
@@ -236,7 +192,12 @@ impl Run {
             .args(["--binder", "--pv-protection", "--pvc-protection"])
             .arg(format!("--csi-address=unix://{}", socket.display()))
             .arg("--kubeconfig")
-            .arg(kubeconfig(dir, port))
+            .arg(kubeconfig(
+                dir,
+                "kubeconfig",
+                &format!("http://127.0.0.1:{port}"),
+                "t",
+            ))
             .arg(format!("--kube-api-qps={qps}"))
             .arg(format!("--kube-api-burst={}", qps * 2))
             .env("POD_NAME", "volplane-bench")
@@ -253,22 +214,22 @@ impl Run {
         let sampled = peak.clone();
         std::thread::spawn(move || {
             while std::fs::metadata(format!("/proc/{pid}")).is_ok() {
-                sampled.fetch_max(kib(pid, "VmRSS"), Ordering::Relaxed);
+                sampled.fetch_max(status_kib(pid, "VmRSS"), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
         Run {
             api,
             pid,
-            controller: Process(controller),
-            _driver: Process(driver),
+            controller: Terminated(controller),
+            _driver: Terminated(driver),
             peak,
             phases: Vec::new(),
         }
     }
 
     fn rss(&self) -> u64 {
-        kib(self.pid, "VmRSS")
+        status_kib(self.pid, "VmRSS")
     }
 
     /// Waits until `done` says so, up to `limit`; records the phase.
@@ -422,7 +383,10 @@ async fn measure(claims: usize, attachments: usize, nodes: usize) -> Figures {
     .await;
     tokio::time::sleep(Duration::from_secs(15)).await;
     let after = run.rss();
-    let peak = run.peak.load(Ordering::Relaxed).max(kib(run.pid, "VmHWM"));
+    let peak = run
+        .peak
+        .load(Ordering::Relaxed)
+        .max(status_kib(run.pid, "VmHWM"));
     println!(
         "  controller RSS: idle {:.1} MiB, at Bound {:.1} MiB, peak {:.1} MiB, all gone (15 s later) {:.1} MiB",
         mib(idle),

@@ -8,31 +8,16 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{Driver, Runtime};
 
-/// A kubeconfig naming `server`, with a token (nothing checks it).
-fn kubeconfig(dir: &Path, server: &str) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\n\
-         clusters: [{{name: c, cluster: {{server: \"{server}\"}}}}]\n\
-         users: [{{name: u, user: {{token: t}}}}]\n\
-         contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n\
-         current-context: x\n"
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 /// `volplane controller --leader-election` against `server`; its log lines
 /// come back on the receiver.
 fn controller(driver: &Driver, server: &str) -> (Child, mpsc::Receiver<String>) {
-    let config = kubeconfig(driver.root(), server);
+    let config = common::process::kubeconfig(driver.root(), "kubeconfig", server, "t");
     let mut child = Command::new(env!("CARGO_BIN_EXE_volplane-under-test"))
         .args(["controller", "--csi-address", &driver.endpoint])
         .args([
@@ -111,8 +96,10 @@ fn stops_while_waiting_for_the_lease(server: &str, failing: &str) {
     logged(&log, failing, Duration::from_secs(20));
     let (status, took) = terminate(&mut child, Duration::from_secs(15));
     assert!(status.success(), "exited with {status}");
+    // Well under the 10 s bound the process gives itself (well under a
+    // second is typical; a loaded CI host gets slack).
     assert!(
-        took < Duration::from_secs(1),
+        took < Duration::from_secs(5),
         "took {took:?} to stop after SIGTERM"
     );
 }
@@ -168,8 +155,10 @@ fn livenessprobe_stops_on_sigterm_with_a_request_half_sent() {
     std::thread::sleep(Duration::from_millis(200));
     let (status, took) = terminate(&mut probe, Duration::from_secs(15));
     assert!(status.success(), "exited with {status}");
+    // Well under the 10 s bound the process gives itself (well under a
+    // second is typical; a loaded CI host gets slack).
     assert!(
-        took < Duration::from_secs(1),
+        took < Duration::from_secs(5),
         "took {took:?} to stop after SIGTERM"
     );
     drop(held);

@@ -126,17 +126,9 @@ impl Cluster {
             .stderr(log("kube-apiserver.log"))
             .spawn()
             .expect("kube-apiserver");
-        let write_kubeconfig = |file: &str, token: &str| {
-            let path = d.join(file);
-            std::fs::write(
-                &path,
-                format!(
-                    "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://127.0.0.1:{secure}\n    insecure-skip-tls-verify: true\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context: {{cluster: test, user: user}}\ncurrent-context: test\n"
-                ),
-            )
-            .unwrap();
-            path
-        };
+        let server = format!("https://127.0.0.1:{secure}");
+        let write_kubeconfig =
+            |file: &str, token: &str| super::process::kubeconfig(d, file, &server, token);
         let kubeconfig = write_kubeconfig("kubeconfig", "volplane-test-token");
         write_kubeconfig("kubeconfig-limited", LIMITED_TOKEN);
         Cluster {

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod hostpath;
+pub mod process;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -44,13 +44,7 @@ impl Measured {
 
     /// A field of /proc/<pid>/status, in KiB (VmRSS, VmHWM).
     pub fn kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()));
-        status
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
+        crate::common::process::status_kib(self.pid(), field)
     }
 
     pub fn check_alive(&mut self) {
