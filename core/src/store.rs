@@ -391,7 +391,7 @@ mod tests {
         let (r, w) = s.apply(3, &remove(&created.meta().uid, "a"));
         let after = r.into_object().unwrap();
         assert_eq!(after.meta().finalizers, ["b"]);
-        assert_eq!(after.meta().labels.get("x").map(String::as_str), Some("y"));
+        assert_eq!(after.meta().labels.get("x"), Some("y"));
         assert_eq!(w.len(), 1);
         let (_, w) = s.apply(4, &remove(&created.meta().uid, "a"));
         assert!(

@@ -26,6 +26,8 @@
 //! log; the controller is killed at the end, so what it still held shows as
 //! leaked). `VOLPLANE_BENCH_STOP_AT_BOUND=1` ends each size once its claims
 //! are Bound (with heaptrack: what 10,000 bound claims hold).
+//! `VOLPLANE_BENCH_SMAPS=FILE` saves the controller's /proc/PID/smaps once
+//! everything is gone (where the resident pages are).
 
 mod common;
 
@@ -383,6 +385,15 @@ async fn measure(claims: usize, attachments: usize, nodes: usize) -> Figures {
     .await;
     tokio::time::sleep(Duration::from_secs(15)).await;
     let after = run.rss();
+    if let Some(to) = std::env::var_os("VOLPLANE_BENCH_SMAPS") {
+        // Where the resident pages are, mapping by mapping.
+        let smaps = std::fs::read(format!("/proc/{}/smaps", run.pid)).unwrap_or_default();
+        std::fs::write(&to, smaps).unwrap();
+        eprintln!(
+            "  its memory map once all is gone: {}",
+            to.to_string_lossy()
+        );
+    }
     let peak = run
         .peak
         .load(Ordering::Relaxed)

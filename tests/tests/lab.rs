@@ -272,7 +272,7 @@ async fn registration_through_a_symlink_and_deregistration_when_the_socket_goes(
                     .metadata
                     .annotations
                     .get("csi.volume.kubernetes.io/nodeid")
-                    .cloned(),
+                    .map(str::to_owned),
                 _ => None,
             },
         );
@@ -287,7 +287,7 @@ async fn registration_through_a_symlink_and_deregistration_when_the_socket_goes(
         .expect("the CSINode entry");
     assert_eq!(entry.node_id, "node-a");
     assert_eq!(
-        node.metadata.annotations["csi.volume.kubernetes.io/nodeid"],
+        &node.metadata.annotations["csi.volume.kubernetes.io/nodeid"],
         r#"{"volplane.csi.io":"node-a"}"#
     );
     gone.unwrap();

@@ -152,7 +152,7 @@ impl AttachReconciler {
             node_id,
             capability,
             readonly: csi.read_only && self.config.publish_readonly,
-            volume_context: csi.volume_attributes.into(),
+            volume_context: csi.volume_attributes,
             secrets,
         });
         let va = va.metadata.name.clone();
@@ -278,7 +278,7 @@ impl AttachReconciler {
                 cx.succeed(&name);
                 self.set_status(cx, &va, |s| {
                     s.attached = true;
-                    s.attachment_metadata = publish_context.into();
+                    s.attachment_metadata = publish_context;
                     s.attach_error = None;
                 });
             }

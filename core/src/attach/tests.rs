@@ -99,7 +99,7 @@ fn c1_c2_a_scheduled_pod_gets_an_attachment_carried_out_by_the_attacher() {
     assert_eq!(va.pv_name(), "pv-1");
     assert!(va.status.attached);
     assert_eq!(
-        va.status.attachment_metadata["device"],
+        &va.status.attachment_metadata["device"],
         "/dev/loop-id-node-a"
     );
     assert!(

@@ -19,7 +19,7 @@ struct Entry {
     volume_mode: VolumeMode,
     /// volumeAttributesClassName, unset as "".
     attributes_class: Name,
-    labels: BTreeMap<String, String>,
+    labels: crate::model::Labels,
 }
 
 /// Candidate volumes and volumes with a claimRef, by claim.

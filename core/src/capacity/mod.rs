@@ -413,7 +413,7 @@ impl CapacityReconciler {
             kind: "CSIStorageCapacity".into(),
             metadata,
             node_topology: Some(LabelSelector {
-                match_labels: item.segment.clone(),
+                match_labels: item.segment.iter().collect(),
                 match_expressions: Vec::new(),
             }),
             storage_class_name: item.class.clone(),
@@ -447,9 +447,12 @@ impl CapacityReconciler {
 /// True when `c` is for `item`'s class and segment.
 fn matches_item(c: &CsiStorageCapacity, item: &Item) -> bool {
     c.storage_class_name == item.class
-        && c.node_topology
-            .as_ref()
-            .is_some_and(|t| t.match_expressions.is_empty() && t.match_labels == item.segment)
+        && c.node_topology.as_ref().is_some_and(|t| {
+            t.match_expressions.is_empty()
+                && t.match_labels
+                    .iter()
+                    .eq(item.segment.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        })
 }
 
 fn same_size(a: &Option<Quantity>, b: &Option<Quantity>) -> bool {

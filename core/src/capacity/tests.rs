@@ -69,7 +69,7 @@ fn objects(r: &Rig<CapacityTracker>) -> Vec<(String, String, u64)> {
                 c.storage_class_name.clone(),
                 c.node_topology
                     .as_ref()
-                    .and_then(|t| t.match_labels.get(ZONE).cloned())
+                    .and_then(|t| t.match_labels.get(ZONE).map(str::to_owned))
                     .unwrap_or_default(),
                 c.capacity.as_ref().map_or(0, Quantity::bytes),
             )),
@@ -119,8 +119,8 @@ fn one_object_per_segment_for_each_wait_for_first_consumer_class() {
         panic!()
     };
     assert_eq!(c.metadata.namespace, NAMESPACE);
-    assert_eq!(c.metadata.labels[DRIVER_NAME_LABEL], DRIVER);
-    assert_eq!(c.metadata.labels[MANAGED_BY_LABEL], "external-provisioner");
+    assert_eq!(&c.metadata.labels[DRIVER_NAME_LABEL], DRIVER);
+    assert_eq!(&c.metadata.labels[MANAGED_BY_LABEL], "external-provisioner");
     assert!(c.metadata.name.starts_with("csisc-"));
     assert_eq!(
         c.maximum_volume_size.as_ref().map(Quantity::bytes),
@@ -405,7 +405,7 @@ fn an_object_edited_to_claim_another_segment_is_put_back() {
             Object::Capacity(c)
                 if c.node_topology
                     .as_ref()
-                    .is_some_and(|t| t.match_labels[ZONE] == "a") =>
+                    .is_some_and(|t| &t.match_labels[ZONE] == "a") =>
             {
                 Some(c.metadata.name.clone())
             }

@@ -146,7 +146,7 @@ pub const GROUP_SNAPSHOTTER_GET: SecretParams = snapshot_params(
 /// upstream checks them: each given once, both or neither, neither empty.
 fn templates<'a>(
     p: &SecretParams,
-    parameters: &'a std::collections::BTreeMap<String, String>,
+    parameters: &'a crate::model::Labels,
 ) -> Result<Option<(&'a str, &'a str)>, String> {
     let mut names = Vec::new();
     let mut namespaces = Vec::new();
@@ -155,8 +155,8 @@ fn templates<'a>(
         .into_iter()
         .chain(std::iter::once((p.name_key, p.namespace_key)));
     for (name_key, namespace_key) in keys {
-        names.extend(parameters.get(name_key).map(String::as_str));
-        namespaces.extend(parameters.get(namespace_key).map(String::as_str));
+        names.extend(parameters.get(name_key));
+        namespaces.extend(parameters.get(namespace_key));
     }
     if names.len() > 1 || namespaces.len() > 1 {
         return Err(format!(
@@ -358,7 +358,7 @@ impl Templates for Tokens<'_> {
         let key = token
             .strip_prefix("pvc.annotations['")?
             .strip_suffix("']")?;
-        c.metadata.annotations.get(key).cloned()
+        c.metadata.annotations.get(key).map(str::to_owned)
     }
 }
 
@@ -392,7 +392,7 @@ fn resolve(
 /// something that cannot name a Secret.
 pub fn secret_ref(
     p: &SecretParams,
-    parameters: &std::collections::BTreeMap<String, String>,
+    parameters: &crate::model::Labels,
     tokens: impl Templates,
 ) -> Result<Option<SecretReference>, String> {
     let own = templates(p, parameters)

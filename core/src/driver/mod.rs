@@ -37,7 +37,7 @@
 //! * **Idempotency.** A request repeated after it succeeded is answered from
 //!   memory with the same answer and no new plan.
 
-pub mod attributes;
+pub use crate::model::attributes;
 mod authority;
 mod controller;
 mod group;

@@ -416,7 +416,7 @@ impl KubeletReconciler {
         match cx.cache().find(Kind::VolumeAttachment, "", &va) {
             // A VolumeAttachment being deleted is being detached: not usable.
             Some(Object::Va(v)) if v.status.attached && !v.metadata.deleting() => {
-                Some(v.status.attachment_metadata.clone().into())
+                Some(v.status.attachment_metadata.clone())
             }
             _ => None,
         }
@@ -459,7 +459,7 @@ impl KubeletReconciler {
             publish_context: publish_context.clone(),
             staging_target_path: staging,
             capability: capability.clone(),
-            volume_context: csi.volume_attributes.clone().into(),
+            volume_context: csi.volume_attributes.clone(),
             secrets,
         });
         self.csi(
@@ -544,7 +544,7 @@ impl KubeletReconciler {
         csi: &CsiSource,
         w: &Want,
     ) -> driver::Attributes {
-        let mut volume_context: driver::Attributes = csi.volume_attributes.clone().into();
+        let mut volume_context: driver::Attributes = csi.volume_attributes.clone();
         if self.csi_driver(cx).is_some_and(|d| d.pod_info_on_mount()) {
             let p = &w.pod;
             volume_context.insert(

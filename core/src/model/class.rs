@@ -2,7 +2,7 @@
 //! and where they may be (`allowedTopologies`); `VolumeAttributesClass`:
 //! the parameters of a volume that may change while it lives.
 
-use std::collections::BTreeMap;
+use super::Labels;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,9 +24,9 @@ pub struct StorageClass {
     #[serde(default)]
     /// `provisioner`.
     pub provisioner: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `parameters`.
-    pub parameters: BTreeMap<String, String>,
+    pub parameters: Labels,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// `reclaimPolicy`.
     pub reclaim_policy: Option<ReclaimPolicy>,
@@ -117,9 +117,9 @@ pub struct VolumeAttributesClass {
     #[serde(default)]
     /// `driverName`.
     pub driver_name: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `parameters`.
-    pub parameters: BTreeMap<String, String>,
+    pub parameters: Labels,
 }
 
 impl VolumeAttributesClass {

@@ -140,8 +140,8 @@ spec:
         assert_eq!(p.metadata.namespace, "default");
         assert_eq!(p.node(), Some("node-a"));
         assert_eq!(p.claims().collect::<Vec<_>>(), ["shared"]);
-        assert_eq!(p.metadata.labels["app"], "web");
-        assert_eq!(p.metadata.labels[DEPLOYMENT_LABEL], "web");
+        assert_eq!(&p.metadata.labels["app"], "web");
+        assert_eq!(&p.metadata.labels[DEPLOYMENT_LABEL], "web");
     }
 
     #[test]

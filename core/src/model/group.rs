@@ -3,7 +3,7 @@
 //! VolumeGroupSnapshotContent and VolumeGroupSnapshotClass, with their
 //! field names.
 
-use std::collections::BTreeMap;
+use super::Labels;
 
 use serde::{Deserialize, Serialize};
 
@@ -279,9 +279,9 @@ pub struct VolumeGroupSnapshotClass {
     #[serde(default)]
     /// `driver`.
     pub driver: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `parameters`.
-    pub parameters: BTreeMap<String, String>,
+    pub parameters: Labels,
     #[serde(default)]
     /// `deletionPolicy`.
     pub deletion_policy: DeletionPolicy,
@@ -299,7 +299,7 @@ impl VolumeGroupSnapshotClass {
             kind: "VolumeGroupSnapshotClass".into(),
             metadata: ObjectMeta::named(name),
             driver: driver.into(),
-            parameters: BTreeMap::new(),
+            parameters: Labels::new(),
             deletion_policy,
         }
     }
@@ -322,7 +322,7 @@ mod tests {
         }))
         .unwrap();
         let sel = g.spec.source.selector.as_ref().unwrap();
-        assert!(sel.matches(&[("app".to_string(), "db".to_string())].into()));
+        assert!(sel.matches(&Labels::from([("app".to_string(), "db".to_string())])));
         let c: VolumeGroupSnapshotContent = serde_json::from_value(serde_json::json!({
             "kind": "VolumeGroupSnapshotContent",
             "metadata": {"name": "groupsnapcontent-1"},

@@ -1,6 +1,6 @@
 //! Object metadata, references and label selectors, with Kubernetes' field names.
 
-use std::collections::BTreeMap;
+use super::Labels;
 use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
@@ -23,12 +23,12 @@ pub struct ObjectMeta {
     /// The store's version of the object; writes carry it as a precondition.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `labels`.
-    pub labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: Labels,
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `annotations`.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: Labels,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     /// `finalizers`.
     pub finalizers: Vec<String>,
@@ -102,7 +102,7 @@ impl ObjectMeta {
 
     /// The annotation `key`'s value, if it is set.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations.get(key).map(String::as_str)
+        self.annotations.get(key)
     }
 
     /// True when the annotation `key` is set.
@@ -195,9 +195,9 @@ pub struct ObjectReference {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `matchLabels`.
-    pub match_labels: BTreeMap<String, String>,
+    pub match_labels: Labels,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     /// `matchExpressions`.
     pub match_expressions: Vec<LabelSelectorRequirement>,
@@ -219,15 +219,15 @@ pub struct LabelSelectorRequirement {
 impl LabelSelector {
     /// True when `labels` satisfy the selector (an empty selector matches all).
     /// An unknown operator matches nothing.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &impl super::attributes::LabelLookup) -> bool {
         self.match_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+            .all(|(k, v)| labels.label(k) == Some(v))
             && self.match_expressions.iter().all(|r| {
-                let value = labels.get(&r.key);
+                let value = labels.label(&r.key);
                 match r.operator.as_str() {
-                    "In" => value.is_some_and(|v| r.values.contains(v)),
-                    "NotIn" => value.is_none_or(|v| !r.values.contains(v)),
+                    "In" => value.is_some_and(|v| r.values.iter().any(|x| x == v)),
+                    "NotIn" => value.is_none_or(|v| !r.values.iter().any(|x| x == v)),
                     "Exists" => value.is_some(),
                     "DoesNotExist" => value.is_none(),
                     _ => false,
@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn selectors_match_labels_and_expressions() {
-        let labels: BTreeMap<String, String> = [("tier".into(), "gold".into())].into();
+        let labels = Labels::from([("tier".to_string(), "gold".to_string())]);
         let mut s = LabelSelector::default();
         assert!(s.matches(&labels));
         s.match_labels.insert("tier".into(), "gold".into());

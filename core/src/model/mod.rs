@@ -5,11 +5,13 @@
 //! Field documentation is Kubernetes' own (the API reference of the same
 //! names); what volplane relies on is stated in SEMANTICS.md.
 
+pub mod attributes;
 pub mod class;
 pub mod deployment;
 pub mod enums;
 pub mod group;
 pub mod key;
+pub mod map;
 pub mod meta;
 pub mod names;
 pub mod patch;
@@ -20,11 +22,15 @@ pub mod snapshot;
 pub mod storage;
 pub mod workload;
 
+pub use attributes::Attributes;
 pub use class::*;
 pub use deployment::Deployment;
 pub use enums::*;
 pub use group::*;
 pub use key::{Name, ObjectKey};
+pub use map::Map;
+/// Labels, annotations, parameters, attributes: text by text, packed.
+pub type Labels = Attributes;
 pub use meta::*;
 pub use quantity::{Quantity, QuantityError};
 pub use secret::Secret;
@@ -525,7 +531,7 @@ spec: {replicas: 2}
         };
         assert_eq!(pv.capacity().unwrap().bytes(), 10 << 30);
         assert_eq!(pv.spec.csi.as_ref().unwrap().volume_handle, "vol-1");
-        let labels = [("topology.volplane.io/zone".to_string(), "local".to_string())].into();
+        let labels = Labels::from([("topology.volplane.io/zone".to_string(), "local".to_string())]);
         assert!(pv.spec.node_affinity.as_ref().unwrap().admits(&labels));
         let Object::Pod(pod) = &objects[3] else {
             panic!()

@@ -3,6 +3,7 @@
 //! or watch), hand its data to that call, and show it nowhere else: its
 //! `Debug` names the keys' count only.
 
+use super::Labels;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -16,9 +17,9 @@ pub struct Secret {
     #[serde(default)]
     /// `metadata`.
     pub metadata: ObjectMeta,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `data`: key → base64 of the value.
-    pub data: BTreeMap<String, String>,
+    pub data: Labels,
 }
 
 impl std::fmt::Debug for Secret {
@@ -66,7 +67,7 @@ impl Secret {
                         whose()
                     )
                 })?;
-                Ok((k.clone(), value))
+                Ok((k.to_string(), value))
             })
             .collect()
     }

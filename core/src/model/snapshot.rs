@@ -2,7 +2,7 @@
 //! kubernetes-csi/external-snapshotter installs): VolumeSnapshot,
 //! VolumeSnapshotContent and VolumeSnapshotClass, with their field names.
 
-use std::collections::BTreeMap;
+use super::Labels;
 
 use serde::{Deserialize, Serialize};
 
@@ -271,9 +271,9 @@ pub struct VolumeSnapshotClass {
     #[serde(default)]
     /// `driver`.
     pub driver: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `parameters`.
-    pub parameters: BTreeMap<String, String>,
+    pub parameters: Labels,
     #[serde(default)]
     /// `deletionPolicy`.
     pub deletion_policy: DeletionPolicy,
@@ -287,7 +287,7 @@ impl VolumeSnapshotClass {
             kind: "VolumeSnapshotClass".into(),
             metadata: ObjectMeta::named(name),
             driver: driver.into(),
-            parameters: BTreeMap::new(),
+            parameters: Labels::new(),
             deletion_policy,
         }
     }

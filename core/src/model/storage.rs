@@ -2,7 +2,8 @@
 //! VolumeAttachment, CSINode, CSIDriver — with Kubernetes' field names so
 //! real manifests load into them.
 
-use std::collections::BTreeMap;
+use super::Labels;
+use super::map::Map;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +12,7 @@ use super::meta::*;
 use super::quantity::Quantity;
 
 /// Resource lists (`capacity`, `requests`): resource name → quantity.
-pub type ResourceList = BTreeMap<String, Quantity>;
+pub type ResourceList = Map<String, Quantity>;
 
 /// The annotation that names a claim's or volume's class before
 /// `storageClassName` existed (A1.9); it wins over the field.
@@ -47,9 +48,9 @@ pub struct CsiSource {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     /// `fsType`.
     pub fs_type: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `volumeAttributes`.
-    pub volume_attributes: BTreeMap<String, String>,
+    pub volume_attributes: Labels,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// `controllerPublishSecretRef`.
     pub controller_publish_secret_ref: Option<SecretReference>,
@@ -110,16 +111,16 @@ pub struct VolumeNodeAffinity {
 impl VolumeNodeAffinity {
     /// True when a node with `labels` satisfies the required terms (OR of
     /// terms, AND of expressions inside a term).
-    pub fn admits(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn admits(&self, labels: &impl super::attributes::LabelLookup) -> bool {
         let Some(req) = &self.required else {
             return true;
         };
         req.node_selector_terms.iter().any(|t| {
             t.match_expressions.iter().all(|e| {
-                let v = labels.get(&e.key);
+                let v = labels.label(&e.key);
                 match e.operator.as_str() {
-                    "In" => v.is_some_and(|v| e.values.contains(v)),
-                    "NotIn" => v.is_none_or(|v| !e.values.contains(v)),
+                    "In" => v.is_some_and(|v| e.values.iter().any(|x| x == v)),
+                    "NotIn" => v.is_none_or(|v| !e.values.iter().any(|x| x == v)),
                     "Exists" => v.is_some(),
                     "DoesNotExist" => v.is_none(),
                     _ => false,
@@ -133,7 +134,7 @@ impl VolumeNodeAffinity {
 #[serde(rename_all = "camelCase")]
 /// Kubernetes' `PvSpec`, with the API's field names.
 pub struct PvSpec {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     /// `capacity`.
     pub capacity: ResourceList,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -268,10 +269,10 @@ impl PersistentVolume {
 #[serde(rename_all = "camelCase")]
 /// Kubernetes' `ResourceRequirements`, with the API's field names.
 pub struct ResourceRequirements {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     /// `requests`.
     pub requests: ResourceList,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     /// `limits`.
     pub limits: ResourceList,
 }
@@ -378,20 +379,20 @@ pub struct PvcStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     /// `accessModes`.
     pub access_modes: Vec<AccessMode>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     /// `capacity`.
     pub capacity: ResourceList,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     /// `conditions`.
     pub conditions: Vec<PvcCondition>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     /// `allocatedResources`: what the resizer last set out to expand to
     /// (RecoverVolumeExpansionFailure).
     pub allocated_resources: ResourceList,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `allocatedResourceStatuses`: where an expansion stands, by resource
     /// (`ControllerResizeInProgress`, `NodeResizePending`, …).
-    pub allocated_resource_statuses: BTreeMap<String, String>,
+    pub allocated_resource_statuses: Labels,
     /// The VolumeAttributesClass the bound volume has now (set by the PV
     /// controller when the claim binds, by the resizer after a modify).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -546,10 +547,7 @@ impl PersistentVolumeClaim {
     /// `status.allocatedResourceStatuses["storage"]`: where the claim's
     /// expansion stands, if one is recorded.
     pub fn resize_status(&self) -> Option<&str> {
-        self.status
-            .allocated_resource_statuses
-            .get("storage")
-            .map(String::as_str)
+        self.status.allocated_resource_statuses.get("storage")
     }
 
     /// `status.allocatedResources["storage"]`: the size the last expansion
@@ -643,9 +641,9 @@ pub struct VolumeAttachmentStatus {
     #[serde(default)]
     /// `attached`.
     pub attached: bool,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     /// `attachmentMetadata`.
-    pub attachment_metadata: BTreeMap<String, String>,
+    pub attachment_metadata: Labels,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// `attachError`.
     pub attach_error: Option<VolumeError>,

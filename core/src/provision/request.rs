@@ -46,17 +46,17 @@ impl ProvisionerReconciler {
                     ));
                 }
                 if short == "fstype" {
-                    fs_type = v.clone();
+                    fs_type = v.to_owned();
                 }
             } else {
-                parameters.insert(k.clone(), v.clone());
+                parameters.insert(k.to_owned(), v.to_owned());
             }
         }
         if let Some(legacy) = class.parameters.get("fstype") {
             if !fs_type.is_empty() {
                 return Err(format!("fstype and {PREFIX}fstype cannot both be set"));
             }
-            fs_type = legacy.clone();
+            fs_type = legacy.to_owned();
         }
         if fs_type.is_empty() {
             fs_type = self.config.default_fs_type.clone();
@@ -364,7 +364,7 @@ impl ProvisionerReconciler {
             volume_handle: v.volume_id.clone(),
             read_only,
             fs_type,
-            volume_attributes: attributes.into(),
+            volume_attributes: attributes,
             ..Default::default()
         });
         if !v.accessible_topology.is_empty() && self.config.topology {

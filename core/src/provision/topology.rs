@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 
 use crate::control::Cache;
 use crate::driver::{Topology, TopologyRequirement};
-use crate::model::{Kind, Object, TopologySelectorTerm};
+use crate::model::{Kind, Labels, Object, TopologySelectorTerm};
 
 /// One segment: topology key → value, in key order (upstream's sorted
 /// `topologyTerm`).
@@ -185,9 +185,9 @@ fn selected_segment(
 }
 
 /// The segment `labels` give for `keys`; `None` when a key is missing.
-fn segment(labels: &BTreeMap<String, String>, keys: &[String]) -> Option<Term> {
+fn segment(labels: &Labels, keys: &[String]) -> Option<Term> {
     keys.iter()
-        .map(|k| labels.get(k).map(|v| (k.clone(), v.clone())))
+        .map(|k| labels.get(k).map(|v| (k.clone(), v.to_owned())))
         .collect()
 }
 
@@ -324,7 +324,7 @@ fn go_list(keys: &[String]) -> String {
     format!("[{}]", keys.join(" "))
 }
 
-fn go_map(m: &BTreeMap<String, String>) -> String {
+fn go_map(m: &Labels) -> String {
     let inner: Vec<String> = m.iter().map(|(k, v)| format!("{k}:{v}")).collect();
     format!("map[{}]", inner.join(" "))
 }

@@ -65,7 +65,7 @@ impl Sim {
         let wrong: Vec<String> = vac
             .parameters
             .iter()
-            .filter(|(k, v)| has.and_then(|h| h.get(*k)) != Some(*v))
+            .filter(|(k, v)| has.and_then(|h| h.get(*k)).map(String::as_str) != Some(*v))
             .map(|(k, v)| format!("{k}={v} (has {:?})", has.and_then(|h| h.get(k))))
             .collect();
         (!wrong.is_empty()).then(|| wrong.join(", "))

@@ -22,7 +22,7 @@ impl Sim {
                 c.driver(DRIVER)?;
                 let key = ObjectKey::new(Kind::Node, "", &c.metadata.name);
                 match self.store.get(&key) {
-                    Some(Object::Node(n)) => n.metadata.labels.get(ZONE_KEY).cloned(),
+                    Some(Object::Node(n)) => n.metadata.labels.get(ZONE_KEY).map(str::to_owned),
                     _ => None,
                 }
             })
@@ -89,15 +89,15 @@ impl Sim {
         for o in self.store.objects() {
             let Object::Capacity(c) = o else { continue };
             let managed = c.metadata.namespace == CAPACITY_NAMESPACE
-                && c.metadata.labels.get(DRIVER_NAME_LABEL).map(String::as_str) == Some(DRIVER)
-                && c.metadata.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
+                && c.metadata.labels.get(DRIVER_NAME_LABEL) == Some(DRIVER)
+                && c.metadata.labels.get(MANAGED_BY_LABEL) == Some(MANAGED_BY);
             if !managed {
                 continue;
             }
             let zone = c
                 .node_topology
                 .as_ref()
-                .and_then(|t| t.match_labels.get(ZONE_KEY).cloned())
+                .and_then(|t| t.match_labels.get(ZONE_KEY).map(str::to_owned))
                 .unwrap_or_default();
             let bytes = c.capacity.as_ref().map_or(0, Quantity::bytes);
             seen.entry((zone, c.storage_class_name.clone()))

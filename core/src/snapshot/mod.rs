@@ -11,8 +11,6 @@ pub mod sidecar;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
-
 pub use controller::SnapshotController;
 pub use sidecar::Snapshotter;
 
@@ -39,7 +37,7 @@ const KNOWN_PREFIXED: [&str; 8] = [
 pub(crate) fn name_deletion_secret(
     meta: &mut crate::model::ObjectMeta,
     params: &crate::control::secrets::SecretParams,
-    parameters: &BTreeMap<String, String>,
+    parameters: &crate::model::Labels,
     tokens: crate::control::secrets::SnapshotTokens<'_>,
     keys: (&str, &str),
 ) -> Result<(), String> {
@@ -54,7 +52,7 @@ pub(crate) fn name_deletion_secret(
 /// dropped, an unknown prefixed one refused (upstream's
 /// RemovePrefixedParameters).
 pub fn csi_parameters(
-    parameters: &BTreeMap<String, String>,
+    parameters: &crate::model::Labels,
 ) -> Result<crate::driver::Attributes, String> {
     let mut out = crate::driver::Attributes::new();
     for (k, v) in parameters {
@@ -66,7 +64,7 @@ pub fn csi_parameters(
                 ));
             }
             None => {
-                out.insert(k.clone(), v.clone());
+                out.insert(k.to_owned(), v.to_owned());
             }
         }
     }

@@ -1,10 +1,8 @@
 //! B2.9, case by case as external-provisioner resolves them.
 
-use std::collections::BTreeMap;
-
 use super::*;
 
-fn class(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+fn class(pairs: &[(&str, &str)]) -> crate::model::Labels {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -220,7 +218,7 @@ fn names_are_checked_as_the_api_server_checks_them() {
 
 #[test]
 fn snapshot_templates_resolve_as_the_snapshotters_do_and_have_no_default() {
-    let params: std::collections::BTreeMap<String, String> = [
+    let params: crate::model::Labels = [
         (
             "csi.storage.k8s.io/snapshotter-secret-name",
             "${volumesnapshot.name}-${volumesnapshotcontent.name}",
@@ -263,7 +261,7 @@ fn snapshot_templates_resolve_as_the_snapshotters_do_and_have_no_default() {
         content: "groupsnapcontent-1",
         snapshot: Some(("apps", "nightly")),
     };
-    let gp: std::collections::BTreeMap<String, String> = [
+    let gp: crate::model::Labels = [
         (
             "csi.storage.k8s.io/group-snapshotter-secret-name",
             "${volumegroupsnapshot.name}",

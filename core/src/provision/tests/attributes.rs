@@ -133,8 +133,8 @@ fn the_controller_modify_secret_is_named_on_the_pv_for_the_resizer() {
     };
     let pv = pv(&r, &format!("pvc-{}", c.metadata.uid)).expect("provisioned");
     let ann = &pv.metadata.annotations;
-    assert_eq!(ann[names::ANN_MODIFY_SECRET_NAME], "data-modify");
-    assert_eq!(ann[names::ANN_MODIFY_SECRET_NAMESPACE], "storage");
+    assert_eq!(&ann[names::ANN_MODIFY_SECRET_NAME], "data-modify");
+    assert_eq!(&ann[names::ANN_MODIFY_SECRET_NAMESPACE], "storage");
     assert!(
         creates(&r)[0].parameters.is_empty(),
         "the modify secret keys are no driver parameters"

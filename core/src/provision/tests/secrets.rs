@@ -38,8 +38,8 @@ fn b2_10_b2_11_the_class_secret_references_are_written_on_the_pv() {
     assert_eq!(csi.node_expand_secret_ref, default);
     assert_eq!(csi.node_publish_secret_ref, secret(&name, "storage"));
     let ann = &pv.metadata.annotations;
-    assert_eq!(ann[names::ANN_DELETION_SECRET_NAME], "provisioner");
-    assert_eq!(ann[names::ANN_DELETION_SECRET_NAMESPACE], "storage");
+    assert_eq!(&ann[names::ANN_DELETION_SECRET_NAME], "provisioner");
+    assert_eq!(&ann[names::ANN_DELETION_SECRET_NAMESPACE], "storage");
     // The deprecated keys are passed on to the driver; the prefixed are not.
     let params = &creates(&r)[0].parameters;
     assert_eq!(params.len(), 2, "{params:?}");

@@ -102,7 +102,7 @@ fn e5_6_e5_7_registration_writes_the_annotation_labels_and_csinode_then_notifies
         n.metadata.annotation(names::ANN_NODE_ID),
         Some(r#"{"other.csi.io":"x","volplane.csi.io":"node-a-id"}"#)
     );
-    assert_eq!(n.metadata.labels["topology.volplane.io/zone"], "z1");
+    assert_eq!(&n.metadata.labels["topology.volplane.io/zone"], "z1");
     let Some(Object::CsiNode(c)) = store.get(&ObjectKey::new(Kind::CsiNode, "", "node-a")) else {
         panic!()
     };

@@ -380,8 +380,7 @@ fn the_group_class_secret_reaches_the_group_calls() {
         content
             .metadata
             .annotations
-            .get(names::ANN_GROUP_DELETION_SECRET_NAME)
-            .map(String::as_str),
+            .get(names::ANN_GROUP_DELETION_SECRET_NAME),
         Some("db-creds")
     );
     w.user(ApiCall::Delete(ObjectKey::new(

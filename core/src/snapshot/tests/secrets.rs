@@ -57,13 +57,11 @@ fn the_class_secret_reaches_create_and_delete_snapshot_and_nothing_else() {
     let content = w.content(&content_name).expect("a content");
     let ann = &content.metadata.annotations;
     assert_eq!(
-        ann.get(names::ANN_SNAPSHOT_DELETION_SECRET_NAME)
-            .map(String::as_str),
+        ann.get(names::ANN_SNAPSHOT_DELETION_SECRET_NAME),
         Some("snap-creds")
     );
     assert_eq!(
-        ann.get(names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE)
-            .map(String::as_str),
+        ann.get(names::ANN_SNAPSHOT_DELETION_SECRET_NAMESPACE),
         Some("default")
     );
     assert!(content.ready(), "cut");

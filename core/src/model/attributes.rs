@@ -49,6 +49,25 @@ fn take<'a>(packed: &'a [u8], at: &mut usize) -> &'a str {
     std::str::from_utf8(s).expect("packed from strings")
 }
 
+/// Labels by key, as a selector or a node affinity reads them: an
+/// object's labels, or a topology segment.
+pub trait LabelLookup {
+    /// The value of `key`.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for Attributes {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 impl Attributes {
     /// No attributes.
     pub fn new() -> Attributes {
@@ -94,6 +113,11 @@ impl Attributes {
         let old = self.get(key)?.to_string();
         *self = Attributes::pack(self.iter().filter(|(k, _)| *k != key).collect::<Vec<_>>());
         Some(old)
+    }
+
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        *self = Attributes::new();
     }
 
     /// How many keys have a value.
