@@ -83,7 +83,10 @@ pub struct BinderReconciler {
     syncing: Option<ObjectKey>,
     /// PV name → claim UID that a direct read found missing (A6.2).
     missing_claim: BTreeMap<String, String>,
-    last_event: BTreeMap<ObjectKey, (String, String)>,
+    /// The last event's reason and message for each object (a hash of
+    /// them): the same event is not posted twice in a row. Forgotten with
+    /// the object.
+    last_event: BTreeMap<ObjectKey, u64>,
     /// Unbound claims that found no volume, to look again when one appears.
     waiting: BTreeSet<ObjectKey>,
     /// Claims whose volume's claimRef write is in flight, and that volume:
@@ -227,6 +230,7 @@ impl BinderReconciler {
             // A late delete of an object since created again: stale.
             return;
         }
+        self.last_event.remove(&o.key());
         match o {
             Object::Pv(pv) => {
                 self.index.remove(pv.name());
@@ -422,11 +426,14 @@ impl BinderReconciler {
     }
 
     fn event(&mut self, cx: &mut Cx<Self>, e: Event) {
-        let last = (e.reason.clone(), e.message.clone());
-        if self.last_event.get(&e.object) == Some(&last) {
+        // SipHash with fixed keys: the same digest in every run.
+        let last = std::hash::BuildHasher::hash_one(
+            &std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
+            (&e.reason, &e.message),
+        );
+        if self.last_event.insert(e.object.clone(), last) == Some(last) {
             return;
         }
-        self.last_event.insert(e.object.clone(), last);
         cx.event(e);
     }
 

@@ -198,6 +198,40 @@ fn a4_3_a_claim_waiting_for_its_first_consumer_is_set_pending() {
     assert_eq!(r.reasons(), vec![reason::WAIT_FOR_FIRST_CONSUMER]);
 }
 
+/// The same event is not posted twice in a row for one object, and what
+/// the binder remembers of an object's last event goes with the object: a
+/// claim of the same name created again gets its event again (and 10,000
+/// deleted claims leave nothing behind).
+#[test]
+fn a_repeated_event_is_posted_once_and_forgotten_with_its_object() {
+    let mut r = rig();
+    let mut sc = StorageClass::new("local", "volplane.csi.io");
+    sc.volume_binding_mode = Some(BindingMode::WaitForFirstConsumer);
+    r.create(Object::Class(sc));
+    let waiting = || {
+        let mut c = pvc("data", "1Gi", &[ReadWriteOnce]);
+        c.spec.storage_class_name = Some("local".into());
+        Object::Pvc(c)
+    };
+    r.create(waiting());
+    r.input(Input::Resync);
+    assert_eq!(r.reasons(), vec![reason::WAIT_FOR_FIRST_CONSUMER]);
+    r.user(ApiCall::Delete(ObjectKey::new(
+        Kind::PersistentVolumeClaim,
+        "default",
+        "data",
+    )));
+    assert!(r.machine.controller().last_event.is_empty());
+    r.create(waiting());
+    assert_eq!(
+        r.reasons(),
+        vec![
+            reason::WAIT_FOR_FIRST_CONSUMER,
+            reason::WAIT_FOR_FIRST_CONSUMER
+        ]
+    );
+}
+
 /// findDeletablePlugin: a provisioned-by naming an in-tree plugin (which
 /// volplane has none of) fails with upstream's "no volume plugin matched
 /// name"; an empty provisioned-by is no provisioner at all, so only a CSI
