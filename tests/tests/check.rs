@@ -175,6 +175,62 @@ async fn every_planted_mistake_is_found_and_shrunk() {
     }
 }
 
+/// `--jobs 2`: two runs at once, each job against its own `volplane
+/// serve` (`{i}` in the endpoint, kubelet directory and restart command):
+/// a sound driver passes with every run made and both instances used; a
+/// planted mistake is found, shrunk against the instance that showed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_check_their_own_driver_instances() {
+    require_root!();
+    let _one = ONE_AT_A_TIME.lock().await;
+    for plant in [None, Some(Plant::ForgetVolumesOnRestart)] {
+        let root = tempfile::tempdir().unwrap();
+        let each = root.path().join("job{i}");
+        let mut c = Check::new(
+            &format!("unix://{}/csi.sock", each.display()),
+            each.join("kubelet"),
+        )
+        .parameter("kind", "dir")
+        .runs(4)
+        .jobs(2);
+        c.restart = Some(serve(&each, Runtime::Tokio, plant));
+        c.steps = 80;
+        c.keep_going = true;
+        let start = std::time::Instant::now();
+        let mut runs_heard = 0;
+        let r = c
+            .run(|p| runs_heard = runs_heard.max(p.runs))
+            .await
+            .expect("the check runs");
+        print(&format!("--jobs 2, plant {plant:?}"), &r, start.elapsed());
+        assert_eq!(r.runs, 4, "every run made, two by each job");
+        assert_eq!(runs_heard, 4, "progress counts both jobs' runs");
+        for i in 0..2 {
+            let state = root.path().join(format!("job{i}/state"));
+            assert!(state.is_dir(), "job {i}'s driver never started");
+        }
+        match plant {
+            None => assert!(r.failures.is_empty(), "volplane serve broke a rule"),
+            Some(p) => {
+                let f = r
+                    .failures
+                    .first()
+                    .unwrap_or_else(|| panic!("{p:?} not found"));
+                assert!(f.job < 2 && f.steps.1 <= f.steps.0);
+                let mut seen = std::collections::BTreeSet::new();
+                for f in &r.failures {
+                    assert!(seen.insert(f.signature.clone()), "one finding shown twice");
+                }
+            }
+        }
+        for i in 0..2 {
+            let left = unmount_beneath(&root.path().join(format!("job{i}/kubelet")));
+            assert!(left.is_empty(), "job {i} left mounted: {left:?}");
+        }
+        unmount_beneath(root.path());
+    }
+}
+
 /// Two mistakes that break one rule are two findings: a driver with both
 /// races planted (a CreateVolume repeated in flight makes a second volume;
 /// DeleteVolume and ControllerPublishVolume of one volume both succeed)

@@ -36,6 +36,12 @@ pub struct CheckArgs {
     /// Calls in flight together, at most (1–4).
     #[arg(long, default_value_t = 1)]
     pub concurrency: u8,
+    /// Runs made at once, each job against its own instance of the driver:
+    /// `{i}` in --endpoint, --kubelet-dir and --restart is the job's number
+    /// (0, 1, …). Mounts outside the kubelet directories and loop devices
+    /// are not judged (the jobs' drivers share the machine).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
     /// A StorageClass parameter for every CreateVolume (KEY=VALUE; repeat).
     #[arg(long = "parameter", value_name = "KEY=VALUE")]
     pub parameters: Vec<String>,
@@ -134,20 +140,23 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
         Mode::SingleNodeMultiWriter => AccessMode::SingleNodeMultiWriter,
         Mode::MultiNodeMultiWriter => AccessMode::MultiNodeMultiWriter,
     };
-    std::fs::create_dir_all(&args.kubelet_dir)
-        .map_err(|e| format!("--kubelet-dir {}: {e}", args.kubelet_dir.display()))?;
-    let kubelet_dir = args
-        .kubelet_dir
-        .canonicalize()
-        .map_err(|e| format!("--kubelet-dir {}: {e}", args.kubelet_dir.display()))?;
+    // With jobs, each job makes its own (the directory names `{i}`).
+    let kubelet_dir = if args.jobs > 1 {
+        args.kubelet_dir.clone()
+    } else {
+        std::fs::create_dir_all(&args.kubelet_dir)
+            .and_then(|()| args.kubelet_dir.canonicalize())
+            .map_err(|e| format!("--kubelet-dir {}: {e}", args.kubelet_dir.display()))?
+    };
     let mut check = Check::new(&args.endpoint, kubelet_dir)
         .seed(args.seed)
         .runs(args.runs)
-        .concurrency(args.concurrency);
+        .concurrency(args.concurrency)
+        .jobs(args.jobs);
     check.steps = args.steps;
     check.bytes = size;
     check.call_timeout = Duration::from_secs(args.timeout.max(1));
-    check.watch_outside = !args.ignore_outside;
+    check.watch_outside = !args.ignore_outside && args.jobs == 1;
     check.keep_going = args.keep_going;
     check.max_findings = args.max_findings.max(1);
     check.restart = args.restart.clone();
@@ -195,7 +204,8 @@ pub fn run(args: CheckArgs) -> u8 {
         }
     };
     if let Some(file) = &args.replay {
-        return runtime.block_on(replay(&check, file));
+        // A replay is sent to one driver: job 0's, with jobs.
+        return runtime.block_on(replay(&check.job(0), file));
     }
     let start = Instant::now();
     let bar = ProgressBar::new(u64::from(args.runs));
@@ -221,15 +231,26 @@ pub fn run(args: CheckArgs) -> u8 {
 
 fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
     println!(
-        "{} runs, {} steps against {} in {:.1} s, {:.0} steps/s (seed {}, concurrency {})",
+        "{} runs, {} steps against {} in {:.1} s, {:.0} steps/s (seed {}, concurrency {}{})",
         r.runs,
         r.steps,
         check.endpoint,
         took.as_secs_f64(),
         r.steps as f64 / took.as_secs_f64().max(1e-3),
         check.seed,
-        check.concurrency
+        check.concurrency,
+        if check.jobs > 1 {
+            format!(", {} jobs", check.jobs)
+        } else {
+            String::new()
+        }
     );
+    if check.jobs > 1 && !args.ignore_outside {
+        println!(
+            "(with {} jobs, mounts outside the kubelet directories and loop devices are not judged: run with --jobs 1 to judge them)",
+            check.jobs
+        );
+    }
     println!();
     print!("{}", report::summary(&r.tally));
     let mut shown = std::collections::BTreeSet::new();
@@ -319,8 +340,14 @@ fn write_replay(
         .and_then(|json| std::fs::write(&file, json).map_err(|e| e.to_string()));
     match written {
         Ok(()) => {
+            // The job that found it: its own driver instance.
+            let check = check.job(f.job);
+            let restart = check
+                .restart
+                .as_ref()
+                .map_or(String::new(), |r| format!(" --restart {}", shell_quoted(r)));
             let command = format!(
-                "volplane check --endpoint {} --kubelet-dir {} --replay {}",
+                "volplane check --endpoint {} --kubelet-dir {}{restart} --replay {}",
                 check.endpoint,
                 check.kubelet_dir.display(),
                 file.display()
@@ -333,6 +360,11 @@ fn write_replay(
             None
         }
     }
+}
+
+/// `text` as one shell word.
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 /// Writes the results files asked for (`--json`, `--junit`).

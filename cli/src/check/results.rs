@@ -295,6 +295,7 @@ mod tests {
                 signature: signature.clone(),
                 found_as: signature,
                 runs,
+                job: 0,
                 seed: 7,
                 steps: (40, 3),
                 trace: "violation of concurrent-calls-in-some-order (MUST):\n  two <volumes> & one \"name\"\u{1}\n".into(),

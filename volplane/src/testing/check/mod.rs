@@ -17,10 +17,13 @@
 
 mod carrier;
 mod in_process;
+mod jobs;
 mod restarter;
 
 use carrier::{Caller, Carrier};
 pub use in_process::InProcess;
+pub use jobs::JOB;
+use jobs::Shard;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -91,6 +94,8 @@ pub struct Check {
     /// [`secrets_file`](crate::testing::secrets_file)). Never written to a
     /// replay file.
     pub secrets: CallSecrets,
+    /// Jobs at once, each against its own driver instance ([`Check::jobs`]).
+    pub jobs: u32,
 }
 
 impl Check {
@@ -118,6 +123,7 @@ impl Check {
             restart: None,
             driver_log: None,
             secrets: CallSecrets::default(),
+            jobs: 1,
         }
     }
 
@@ -197,6 +203,8 @@ pub struct Failure {
     pub found_as: Signature,
     /// The runs that showed it.
     pub runs: u32,
+    /// The job that found it ([`Check::job`]; 0 without jobs).
+    pub job: u32,
     /// The run's seed.
     pub seed: u64,
     /// Steps in the run up to the violation, and after shrinking.
@@ -271,18 +279,28 @@ impl Check {
     /// Runs the check; `progress` hears after every run and every replay
     /// while shrinking.
     pub async fn run(&self, progress: impl FnMut(Progress)) -> Result<Report, Error> {
-        self.runs_all(progress).await.map_err(Error::Setup)
+        let report = if self.jobs > 1 {
+            self.run_jobs(progress).await
+        } else {
+            self.runs_all(Shard::ALL, progress).await
+        };
+        report.map_err(Error::Setup)
     }
 
-    async fn runs_all(&self, mut progress: impl FnMut(Progress)) -> Result<Report, String> {
+    async fn runs_all(
+        &self,
+        shard: Shard,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<Report, String> {
         let (client, restarter) = self.driver().await?;
         let client = Driver {
             client: Caller::Socket(client),
             restarter,
         };
-        let nonce = nonce();
+        let nonce = format!("{}{}", nonce(), shard.index);
         let mut report = Report::default();
-        for r in 0..self.runs {
+        let of = shard.runs(self.runs).count() as u32;
+        for r in shard.runs(self.runs) {
             let seed = self.seed.wrapping_add(u64::from(r));
             let names = self.names(format!("check-{nonce}-{r}"));
             let outcome = match self.once(&client, self.config(names, seed, None)).await {
@@ -302,8 +320,8 @@ impl Check {
                 report.notes.push((seed, what));
             }
             progress(Progress {
-                runs: r + 1,
-                of: self.runs,
+                runs: report.runs,
+                of,
                 steps: report.steps,
                 shrinking: None,
             });
@@ -327,6 +345,9 @@ impl Check {
                     break;
                 }
             }
+        }
+        for f in &mut report.failures {
+            f.job = shard.index;
         }
         Ok(report)
     }
@@ -486,6 +507,7 @@ impl Check {
             signature: Signature::of(&best_outcome).unwrap_or_else(|| found_as.clone()),
             found_as,
             runs: 1,
+            job: 0,
             seed,
             steps: (original, shrink::steps(&best)),
             trace: report::trace(&best_outcome),
@@ -511,6 +533,7 @@ impl Check {
             signature: signature.clone(),
             found_as: signature,
             runs: 1,
+            job: 0,
             rule: outcome
                 .violation
                 .as_ref()
