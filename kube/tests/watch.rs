@@ -31,12 +31,9 @@ fn name(f: &Feed) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_relist_after_410_reports_what_went_while_no_watch_was_open() {
-    let api = FakeApi::default();
-    api.put("/api/v1/persistentvolumes/a", pv("a"));
-    api.put("/api/v1/persistentvolumes/b", pv("b"));
-    let (tx, mut rx) = mpsc::unbounded_channel();
+/// An informer of volumes on `api`, and what it feeds.
+fn informer(api: &FakeApi) -> (tokio::task::JoinHandle<()>, mpsc::UnboundedReceiver<Feed>) {
+    let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(inform(
         std::sync::Arc::new(volplane_tokio::Tokio),
         api.client(),
@@ -46,6 +43,15 @@ async fn a_relist_after_410_reports_what_went_while_no_watch_was_open() {
             let _ = tx.send(f);
         },
     ));
+    (task, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_410_reports_what_went_while_no_watch_was_open() {
+    let api = FakeApi::default();
+    api.put("/api/v1/persistentvolumes/a", pv("a"));
+    api.put("/api/v1/persistentvolumes/b", pv("b"));
+    let (task, mut rx) = informer(&api);
     let mut seen = Vec::new();
     for _ in 0..3 {
         seen.push(name(&next(&mut rx).await));
@@ -91,16 +97,7 @@ async fn a_list_longer_than_a_page_arrives_whole() {
     for n in &names {
         api.put(&format!("/api/v1/persistentvolumes/{n}"), pv(n));
     }
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(inform(
-        std::sync::Arc::new(volplane_tokio::Tokio),
-        api.client(),
-        Kind::PersistentVolume,
-        String::new(),
-        move |f| {
-            let _ = tx.send(f);
-        },
-    ));
+    let (task, mut rx) = informer(&api);
     let mut seen = Vec::new();
     loop {
         let f = next(&mut rx).await;
