@@ -45,6 +45,13 @@ impl Seen {
         self.lock().apply(o.clone());
     }
 
+    /// Records `o` unless a newer version of it was seen, and answers the
+    /// copy to hand on: the one seen already when `o` is the same version
+    /// read again ([`Cache::intern`]).
+    pub fn intern(&self, o: Arc<Object>) -> Arc<Object> {
+        self.lock().intern(o)
+    }
+
     /// A watch said `o` was deleted.
     pub fn deleted(&self, o: &Object) {
         self.lock().delete(o);
@@ -105,7 +112,11 @@ impl ApiCaller {
             // A Secret read is handed to the one call that needs it; it is
             // never kept to patch against (nothing writes Secrets).
             ApiResult::Ok(Some(o)) if o.kind() == volplane_core::model::Kind::Secret => {}
-            ApiResult::Ok(Some(o)) => self.seen.saw(o),
+            ApiResult::Ok(Some(o)) => {
+                // The answer's copy, unless its watch event came first.
+                let o = self.seen.intern(o.clone());
+                return ApiResult::Ok(Some(o));
+            }
             ApiResult::Ok(None) | ApiResult::NotFound => self.seen.gone(&key, &uid),
             _ => {}
         }

@@ -482,6 +482,7 @@ pub async fn run<T: Transport>(
             client.clone(),
             *kind,
             namespace,
+            seen.clone(),
             move |f| {
                 let _ = tx.unbounded_send(f);
             },

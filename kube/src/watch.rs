@@ -16,6 +16,7 @@ use volplane_core::control::Watch;
 use volplane_core::model::{Kind, Object, ObjectKey};
 use volplane_service::drive::Runtime;
 
+use crate::api::Seen;
 use crate::convert::to_core;
 use crate::resources::api;
 
@@ -38,15 +39,20 @@ pub struct Informer {
     known: BTreeMap<ObjectKey, Arc<Object>>,
     /// The keys a relist under way has found.
     relist: Option<BTreeSet<ObjectKey>>,
+    /// The objects the process has seen (from watches and from writes'
+    /// answers): an object read again is handed on as the copy kept there.
+    seen: Seen,
 }
 
 impl Informer {
-    /// An informer of `kind` that has delivered nothing yet.
-    pub fn new(kind: Kind) -> Informer {
+    /// An informer of `kind` that has delivered nothing yet, sharing its
+    /// objects through `seen`.
+    pub fn new(kind: Kind, seen: Seen) -> Informer {
         Informer {
             kind,
             known: BTreeMap::new(),
             relist: None,
+            seen,
         }
     }
 
@@ -101,7 +107,9 @@ impl Informer {
         if self.known.get(&o.key()).is_some_and(|k| **k == o) {
             return Vec::new();
         }
-        let o = Arc::new(o);
+        // The write's answer that made this version, if it came first, is
+        // the copy the roles already hold.
+        let o = self.seen.intern(Arc::new(o));
         self.known.insert(o.key(), o.clone());
         vec![Feed::Watch(Watch::Applied(o))]
     }
@@ -152,11 +160,12 @@ pub async fn inform(
     client: Client,
     kind: Kind,
     namespace: String,
+    seen: Seen,
     mut feed: impl FnMut(Feed),
 ) {
     let api = api(&client, kind, &namespace);
     let config = watcher::Config::default();
-    let mut informer = Informer::new(kind);
+    let mut informer = Informer::new(kind, seen);
     let mut events = std::pin::pin!(watcher::watcher(api, config));
     let (mut failures, mut last_reason) = (0u32, String::new());
     while let Some(event) = events.next().await {

@@ -39,6 +39,7 @@ fn informer(api: &FakeApi) -> (tokio::task::JoinHandle<()>, mpsc::UnboundedRecei
         api.client(),
         Kind::PersistentVolume,
         String::new(),
+        volplane_kube::api::Seen::default(),
         move |f| {
             let _ = tx.send(f);
         },

@@ -77,6 +77,20 @@ impl Cache {
         }
     }
 
+    /// Stores `o` as [`Cache::apply`] does, and answers the copy to hand
+    /// on: the one already cached when `o` is the same version read again
+    /// (equal to it) — a write's answer and its watch event, whichever came
+    /// first — so that the process keeps one copy of it, not two.
+    pub fn intern(&mut self, o: Arc<Object>) -> Arc<Object> {
+        if let Some(kept) = self.objects.get(&o.key())
+            && (Arc::ptr_eq(kept, &o) || **kept == *o)
+        {
+            return kept.clone();
+        }
+        self.apply(o.clone());
+        o
+    }
+
     /// True when `o` is a version the cache has not seen: not an
     /// incarnation known to be gone, and newer than what is cached (by
     /// numeric resourceVersion; an unnumbered version is always news).
@@ -274,6 +288,23 @@ mod tests {
             c.is_news(&at("12")),
             "no write in flight: the tombstone is gone"
         );
+    }
+
+    #[test]
+    fn a_version_read_twice_is_one_copy_whichever_came_first() {
+        let mut c = Cache::default();
+        let mut v = PersistentVolume::new("v");
+        v.metadata.resource_version = "5".into();
+        let answer = Arc::new(Object::Pv(v.clone()));
+        assert!(Arc::ptr_eq(&c.intern(answer.clone()), &answer));
+        // Its watch event, read apart: the answer's copy is handed on.
+        let echo = Arc::new(Object::Pv(v.clone()));
+        assert!(Arc::ptr_eq(&c.intern(echo), &answer));
+        // A newer version is news: its own copy, kept.
+        v.metadata.resource_version = "6".into();
+        let newer = Arc::new(Object::Pv(v));
+        assert!(Arc::ptr_eq(&c.intern(newer.clone()), &newer));
+        assert!(Arc::ptr_eq(&c.get_shared(&newer.key()).unwrap(), &newer));
     }
 
     #[test]
