@@ -141,7 +141,11 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
         Mode::MultiNodeMultiWriter => AccessMode::MultiNodeMultiWriter,
     };
     // With jobs, each job makes its own (the directory names `{i}`).
-    let kubelet_dir = if args.jobs > 1 {
+    let kubelet_dir = if args
+        .kubelet_dir
+        .to_string_lossy()
+        .contains(volplane::testing::check::JOB)
+    {
         args.kubelet_dir.clone()
     } else {
         std::fs::create_dir_all(&args.kubelet_dir)

@@ -74,6 +74,7 @@ impl Check {
         ];
         for (what, text) in templated {
             if let Some(text) = text
+                && self.jobs > 1
                 && !text.contains(JOB)
             {
                 return Err(format!(
@@ -95,8 +96,16 @@ impl Check {
             })?;
         // Each job's driver mounts outside the others' kubelet directories
         // and makes loop devices: what lies outside cannot be judged.
-        c.watch_outside = false;
+        c.watch_outside &= self.jobs == 1;
         Ok(c)
+    }
+
+    /// True when the endpoint, the kubelet directory or the restart
+    /// command names `{i}` (one job is then job 0).
+    pub(super) fn templated(&self) -> bool {
+        self.endpoint.contains(JOB)
+            || self.kubelet_dir.to_string_lossy().contains(JOB)
+            || self.restart.as_ref().is_some_and(|r| r.contains(JOB))
     }
 
     /// Runs the jobs at once, each on a task of its own; `progress` hears

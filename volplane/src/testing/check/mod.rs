@@ -279,7 +279,7 @@ impl Check {
     /// Runs the check; `progress` hears after every run and every replay
     /// while shrinking.
     pub async fn run(&self, progress: impl FnMut(Progress)) -> Result<Report, Error> {
-        let report = if self.jobs > 1 {
+        let report = if self.jobs > 1 || self.templated() {
             self.run_jobs(progress).await
         } else {
             self.runs_all(Shard::ALL, progress).await
