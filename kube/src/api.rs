@@ -40,11 +40,6 @@ pub const FIELD_MANAGER: &str = "volplane";
 pub struct Seen(Arc<Mutex<Cache>>);
 
 impl Seen {
-    /// Records `o` unless a newer version of it was seen.
-    pub fn saw(&self, o: &Arc<Object>) {
-        self.lock().apply(o.clone());
-    }
-
     /// Records `o` unless a newer version of it was seen, and answers the
     /// copy to hand on: the one seen already when `o` is the same version
     /// read again ([`Cache::intern`]).

@@ -561,11 +561,15 @@ async fn distribute(
             }
             feed = feed_rx.next() => match feed {
                 Some(Feed::Watch(w)) => {
-                    let (o, gone) = match &w {
-                        volplane_core::control::Watch::Applied(o) => (o, false),
-                        volplane_core::control::Watch::Deleted(o) => (o, true),
+                    // The informer interned an applied object into `seen`
+                    // already; a deletion is recorded here.
+                    let o = match &w {
+                        volplane_core::control::Watch::Applied(o) => o,
+                        volplane_core::control::Watch::Deleted(o) => {
+                            seen.deleted(o);
+                            o
+                        }
                     };
-                    if gone { seen.deleted(o) } else { seen.saw(o) }
                     for m in mailboxes.iter().filter(|m| m.kinds.contains(&o.kind())) {
                         m.inbox.send(Input::Watch(w.clone()));
                     }

@@ -311,7 +311,7 @@ async fn a_late_answer_never_hides_a_newer_version() {
     api.put(PV, theirs);
     let newer = read(&caller, key(Kind::PersistentVolume, "", "pv-1")).await;
     // Then the late answer of an earlier write, older than what was seen.
-    seen.saw(&std::sync::Arc::new(old.clone()));
+    seen.intern(std::sync::Arc::new(old.clone()));
     let kept = seen.get(&newer.key()).unwrap();
     assert_eq!(
         kept.meta().resource_version,

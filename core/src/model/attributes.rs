@@ -14,6 +14,8 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::map::Map;
+
 /// String keys to string values, in key order, each key once.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Attributes {
@@ -195,20 +197,11 @@ impl IntoIterator for Attributes {
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Attributes {
     /// As a `BTreeMap` collects: of a key given twice, the last value.
     fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Attributes {
-        let mut v: Vec<(String, String)> = entries
+        let sorted: Map<String, String> = entries
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
-        // Stable: of equal keys the last stays last, and is kept below.
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(String, String)> = Vec::with_capacity(v.len());
-        for (k, val) in v {
-            match out.last_mut() {
-                Some(last) if last.0 == k => last.1 = val,
-                _ => out.push((k, val)),
-            }
-        }
-        Attributes::pack(out.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        Attributes::pack(sorted.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     }
 }
 
