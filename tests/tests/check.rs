@@ -291,6 +291,127 @@ async fn two_mistakes_under_one_rule_are_two_findings() {
     unmount_beneath(root.path());
 }
 
+/// A shared host: another tenant mounts and unmounts a tmpfs outside the
+/// kubelet directory all through the check. `volplane serve` is not
+/// blamed (the changes are listed as the host's); a driver with a create
+/// race (two volumes for one name) is, and every failing run and shrink
+/// replay puts away what it made — both volumes of a race, their loop
+/// devices and mounts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_host_is_not_blamed_and_failing_runs_put_everything_away() {
+    require_root!();
+    let _one = ONE_AT_A_TIME.lock().await;
+    let tenant = Tenant::start();
+    for plant in [None, Some(Plant::CreateRepeatsInFlight)] {
+        let root = tempfile::tempdir().unwrap();
+        let mut c = check_in(root.path(), Runtime::Tokio, plant)
+            .parameter("kind", "block")
+            .concurrency(2)
+            .runs(4);
+        c.steps = 100;
+        c.restart = None;
+        c.keep_going = true;
+        let _driver = Spawned::new(&serve(root.path(), Runtime::Tokio, plant));
+        let start = std::time::Instant::now();
+        let r = c.run(|_| {}).await.expect("the check runs");
+        let name = plant.map_or("volplane serve", |p| p.name());
+        print(&format!("{name} on a shared host"), &r, start.elapsed());
+        eprintln!("the host's changes: {:?}", r.foreign);
+        assert!(
+            !r.foreign.is_empty(),
+            "{name}: the tenant's mounts were not seen"
+        );
+        assert!(
+            r.failures
+                .iter()
+                .all(|f| f.rule != volplane_core::check::Rule::NothingOutside),
+            "{name}: the tenant's mounts were blamed on the driver"
+        );
+        assert_eq!(r.failures.is_empty(), plant.is_none(), "{name}");
+        let volumes: Vec<String> = std::fs::read_dir(root.path().join("state/volumes"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("vol-"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(volumes.is_empty(), "{name}: volumes left: {volumes:?}");
+        let loops = loops_backed_under(root.path());
+        assert!(loops.is_empty(), "{name}: loop devices left: {loops:?}");
+        let left = unmount_beneath(root.path());
+        assert!(left.is_empty(), "{name}: left mounted: {left:?}");
+    }
+    drop(tenant);
+}
+
+/// Another tenant of the host: a tmpfs mounted and unmounted outside any
+/// kubelet directory, over and over, until dropped.
+struct Tenant {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Tenant {
+    fn start() -> Tenant {
+        let dir = tempfile::tempdir().unwrap();
+        let point = dir.path().to_path_buf();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let pause = std::time::Duration::from_millis(20);
+            while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                let mounted = Command::new("mount")
+                    .args(["-t", "tmpfs", "tenant"])
+                    .arg(&point)
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(mounted, "the tenant cannot mount at {}", point.display());
+                std::thread::sleep(pause);
+                let _ = rustix_umount(&point.display().to_string());
+                std::thread::sleep(pause);
+            }
+        });
+        Tenant {
+            stop,
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Tenant {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The loop devices whose backing file lies beneath `root`.
+fn loops_backed_under(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let backing = std::fs::read_to_string(e.path().join("loop/backing_file"));
+        if let Ok(file) = backing
+            && file.trim().starts_with(&root.display().to_string())
+        {
+            found.push(format!(
+                "{} → {}",
+                e.file_name().to_string_lossy(),
+                file.trim()
+            ));
+        }
+    }
+    found
+}
+
 /// A driver the test runs itself (no restarts), killed when dropped.
 struct Spawned(std::process::Child);
 

@@ -64,8 +64,9 @@ pub struct CheckArgs {
     /// Fail on SHOULD-rules too.
     #[arg(long)]
     pub strict: bool,
-    /// Do not judge mounts outside the kubelet directory (when something
-    /// else on the machine mounts while the check runs).
+    /// Do not judge mounts outside the kubelet directory at all (without
+    /// it, only mounts of the driver's own volumes and devices are
+    /// judged there; what else the host mounts is listed, not judged).
     #[arg(long)]
     pub ignore_outside: bool,
     /// Start the driver with this shell command (instead of connecting to
@@ -263,6 +264,13 @@ fn print(args: &CheckArgs, check: &Check, r: &Report, took: Duration) -> u8 {
         if shown.insert(rule) {
             println!("SHOULD: {note} (seed {seed})");
         }
+    }
+    if !r.foreign.is_empty() {
+        let seen: Vec<&str> = r.foreign.iter().map(String::as_str).collect();
+        println!(
+            "warning: the host changed mounts outside the kubelet directory during the check, none of them of the driver's volumes or devices (not judged): {}",
+            seen.join(", ")
+        );
     }
     if let Some(log) = &check.driver_log {
         println!("the driver's output: {}", log.display());

@@ -42,6 +42,9 @@ pub struct Results {
     pub stopped: Option<String>,
     /// The driver no longer started: the check stopped there.
     pub driver_gone: bool,
+    /// Mounts outside the kubelet directory the host changed, none of them
+    /// the driver's (examples): not judged.
+    pub host_changes_outside: Vec<String>,
 }
 
 /// One rule's count.
@@ -147,6 +150,7 @@ impl Results {
             should: report.notes.clone(),
             stopped: report.stopped.clone(),
             driver_gone: report.driver_gone,
+            host_changes_outside: report.foreign.iter().cloned().collect(),
         }
     }
 

@@ -38,4 +38,4 @@ pub use oracle::{Answer, Breach, Facts};
 pub use rules::{Level, Rule, Tally};
 pub use secrets::CallSecrets;
 pub use step::{Names, Shape, Slot, StatsAt, Step};
-pub use world::{NodeSeen, PathSeen};
+pub use world::{NodeSeen, PathSeen, device_id, loop_device, source_id};

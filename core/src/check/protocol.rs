@@ -1,6 +1,8 @@
 //! What the checker machine and its adapter say to each other, and what a
 //! run leaves: its steps, its trace, its outcome.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use super::generate::Bounds;
@@ -189,4 +191,9 @@ pub struct Outcome {
     pub driver_gone: bool,
     /// What the driver said of itself.
     pub facts: Facts,
+    /// Mounts outside the kubelet directory the host changed during the
+    /// run, none of them the driver's (`new …`, `gone …`; the first few):
+    /// not judged.
+    #[serde(default)]
+    pub foreign: BTreeSet<String>,
 }

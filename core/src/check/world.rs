@@ -159,6 +159,10 @@ pub struct NodeSeen {
     pub paths: BTreeMap<String, PathSeen>,
     /// Mount points outside the kubelet directory.
     pub outside: BTreeSet<String>,
+    /// What each mount seen (at a path asked about, or outside) mounts:
+    /// its [`source ids`](source_id) — whose filesystem and which
+    /// directory of it, and the device, when it is a loop device.
+    pub sources: BTreeMap<String, BTreeSet<String>>,
     /// Mount points beneath the prefixes asked about.
     pub under: BTreeSet<String>,
     /// Files and directories beneath the prefixes asked about.
@@ -166,4 +170,26 @@ pub struct NodeSeen {
     /// The loop devices attached, each as `device → backing file` (asked
     /// with what lies outside the kubelet directory).
     pub loops: BTreeSet<String>,
+}
+
+/// The source id of a mount of the filesystem `major:minor` at its
+/// directory `root`: two mounts with one id show the same files.
+pub fn source_id(major: u32, minor: u32, root: &str) -> String {
+    format!("{major}:{minor} {root}")
+}
+
+/// The source id of a device: a filesystem on it, or its node bound
+/// elsewhere (a raw block volume's target).
+pub fn device_id(device: &str) -> String {
+    format!("device {device}")
+}
+
+/// Whether `id` is a [`device_id`].
+pub fn is_device_id(id: &str) -> bool {
+    id.starts_with("device ")
+}
+
+/// The device of an entry of [`NodeSeen::loops`] (`device → backing file`).
+pub fn loop_device(entry: &str) -> &str {
+    entry.split_once(" → ").map_or(entry, |(device, _)| device)
 }

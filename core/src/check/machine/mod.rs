@@ -10,7 +10,7 @@
 //! remove the directories it made. The first broken MUST-rule ends the
 //! steps; what the run made is still put away, unjudged.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::choose::Chooser;
 use super::generate::{self, Bounds};
@@ -32,6 +32,7 @@ enum Phase {
     Steps,
     Teardown(u8),
     Inventory(inventory::Taking),
+    Strays,
     Leftovers,
     Sweep,
     Tidy,
@@ -82,7 +83,12 @@ pub struct Checker {
     worlds: Vec<World>,
     known: Known,
     outcome: Outcome,
-    outside: BTreeSet<String>,
+    /// The mounts outside the kubelet directory at the last look, each
+    /// with its source ids.
+    outside: BTreeMap<String, BTreeSet<String>>,
+    /// The source ids of the driver's objects seen so far (the `outside`
+    /// module).
+    mine: BTreeSet<String>,
     touched: BTreeSet<(Slot, Slot)>,
     /// The loop devices attached before the run.
     loops: BTreeSet<String>,
@@ -102,6 +108,18 @@ pub struct Checker {
     stored_before: Option<inventory::Stored>,
     /// The inventory being taken.
     stored_now: inventory::Stored,
+    /// Volume and snapshot ids the run's creates were answered and no
+    /// delete of them was answered OK ([`Made`]).
+    made: Made,
+    /// Deletes of ids no step names any more, being sent (the strays).
+    strays: VecDeque<Request>,
+}
+
+/// What a run made on the storage and has not seen deleted, by id.
+#[derive(Debug, Default)]
+struct Made {
+    volumes: BTreeSet<String>,
+    snapshots: BTreeSet<String>,
 }
 
 impl Checker {
@@ -126,7 +144,8 @@ impl Checker {
             worlds: vec![World::default()],
             known: Known::default(),
             outcome: Outcome::default(),
-            outside: BTreeSet::new(),
+            outside: BTreeMap::new(),
+            mine: BTreeSet::new(),
             touched: BTreeSet::new(),
             lingering: BTreeSet::new(),
             loops: BTreeSet::new(),
@@ -138,6 +157,8 @@ impl Checker {
             restarted: None,
             stored_before: None,
             stored_now: inventory::Stored::default(),
+            made: Made::default(),
+            strays: VecDeque::new(),
         };
         c.discover(0);
         c
@@ -300,6 +321,13 @@ impl Checker {
             if self.asking == Some(op) {
                 self.asking = None;
                 self.discovered(d, answer);
+            }
+            return;
+        }
+        if self.phase == Phase::Strays {
+            if self.asking == Some(op) {
+                self.asking = None;
+                self.next_stray();
             }
             return;
         }
@@ -486,11 +514,9 @@ impl Checker {
         if self.stopped {
             return self.after_teardown_step();
         }
-        if let Some(seen) = &seen
-            && let Some(b) = self.outside_changed(seen)
-        {
-            return self.violate(b);
-        }
+        // Judged after the group (whose answers say what the run made, for
+        // the teardown to put away), unless the group breaks a rule itself.
+        let outside = seen.as_ref().and_then(|seen| self.outside_changed(seen));
         let targets: Vec<(Slot, Slot)> = self.touched.iter().copied().collect();
         let look = seen.as_ref().map(|seen| Look {
             seen,
@@ -511,6 +537,9 @@ impl Checker {
         if self.restarted.is_some() {
             self.outcome.tally.checked(Rule::SurvivesRestart);
         }
+        for s in &sent {
+            self.learn(s);
+        }
         if let Some(b) = judged.breach {
             let b = self.after_restart(b);
             return self.violate(b);
@@ -519,8 +548,8 @@ impl Checker {
             self.restarted = Some(g);
         }
         self.worlds = judged.worlds;
-        for s in &sent {
-            self.learn(s);
+        if let Some(b) = outside {
+            return self.violate(b);
         }
         if let Some(b) = self.converged(&sent, g) {
             return self.violate(b);
@@ -613,25 +642,6 @@ impl Checker {
         self.teardown(0);
     }
 
-    /// The mounts outside the kubelet directory changed since the start.
-    fn outside_changed(&mut self, seen: &NodeSeen) -> Option<Breach> {
-        if !self.config.watch_outside {
-            return None;
-        }
-        self.outcome.tally.checked(Rule::NothingOutside);
-        let new: Vec<&String> = seen.outside.difference(&self.outside).collect();
-        let gone: Vec<&String> = self.outside.difference(&seen.outside).collect();
-        if new.is_empty() && gone.is_empty() {
-            return None;
-        }
-        Some(Breach {
-            rule: Rule::NothingOutside,
-            detail: format!(
-                "mounts outside the kubelet directory changed: new {new:?}, gone {gone:?}"
-            ),
-        })
-    }
-
     /// Takes in the ids and contexts an answer handed out.
     fn learn(&mut self, s: &Sent) {
         let objects = s.step.objects();
@@ -657,6 +667,7 @@ impl Checker {
         let Answer::Reply(r) = &s.answer else { return };
         match (s.step, r) {
             (Step::CreateVolume { v, .. }, Response::Volume(vol)) => {
+                self.made.volumes.insert(vol.volume_id.clone());
                 self.known.volumes.insert(v, vol.volume_id.clone());
                 self.known
                     .volume_context
@@ -674,7 +685,18 @@ impl Checker {
                     .publish_context
                     .insert(v, publish_context.clone());
             }
+            (Step::DeleteVolume { v }, _) => {
+                if let Some(id) = self.known.volumes.get(&v) {
+                    self.made.volumes.remove(id);
+                }
+            }
+            (Step::DeleteSnapshot { s }, _) => {
+                if let Some(id) = self.known.snapshots.get(&s) {
+                    self.made.snapshots.remove(id);
+                }
+            }
             (Step::CreateSnapshot { s, .. }, Response::Snapshot(snap)) => {
+                self.made.snapshots.insert(snap.snapshot_id.clone());
                 self.known.snapshots.insert(s, snap.snapshot_id.clone());
             }
             (Step::CreateGroupSnapshot { g, .. }, Response::GroupSnapshot(group)) => {
@@ -687,6 +709,7 @@ impl Checker {
 
 mod discover;
 mod inventory;
+mod outside;
 mod teardown;
 
 pub use super::protocol::{Config, Effect, Input, Outcome, Program, Record, Violation};
@@ -721,7 +744,7 @@ impl Machine for Checker {
                 self.looking = None;
                 match self.phase {
                     Phase::Baseline => {
-                        self.outside = seen.outside;
+                        self.outside = outside::outside_of(&seen);
                         self.loops = seen.loops;
                         self.take_inventory(true);
                     }

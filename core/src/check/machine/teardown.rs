@@ -4,10 +4,13 @@ use super::{Checker, Phase};
 use crate::check::generate;
 use crate::check::machine::Effect;
 use crate::check::oracle::Breach;
+use crate::check::oracle::Facts;
 use crate::check::protocol::Violation;
 use crate::check::rules::Rule;
-use crate::check::step::Slot;
+use crate::check::step::{Slot, Step};
 use crate::check::world::NodeSeen;
+use crate::driver::request::{self as rq, Request};
+use crate::driver::{ControllerCapability, Secrets};
 use std::collections::BTreeSet;
 
 impl Checker {
@@ -29,8 +32,7 @@ impl Checker {
     /// to put away, so it is sent again (undoing calls are idempotent: a
     /// world where it happened expects OK or NOT_FOUND), as a CO retries.
     /// Unpublishes first, deletes last, as in one world.
-    fn teardown_steps(&self) -> Vec<crate::check::step::Step> {
-        use crate::check::step::Step;
+    fn teardown_steps(&self) -> Vec<Step> {
         let rank = |s: &Step| match s {
             Step::NodeUnpublish { .. } => 0,
             Step::NodeUnstage { .. } => 1,
@@ -40,8 +42,25 @@ impl Checker {
             _ => 5,
         };
         let mut steps = Vec::new();
+        let undo = self
+            .outcome
+            .program
+            .iter()
+            .flatten()
+            .filter_map(|s| undo(s, &self.outcome.facts));
+        // A stopped run's worlds may not hold what its last calls made
+        // (no world explains a broken rule's answers): every call that may
+        // have made something is undone too, unjudged.
+        let undo: Vec<Step> = if self.stopped {
+            undo.collect()
+        } else {
+            Vec::new()
+        };
         for w in &self.worlds {
-            for step in generate::teardown(w, &self.outcome.facts) {
+            for step in generate::teardown(w, &self.outcome.facts)
+                .into_iter()
+                .chain(undo.iter().copied())
+            {
                 if !steps.contains(&step) {
                     steps.push(step);
                 }
@@ -74,13 +93,62 @@ impl Checker {
         }
     }
 
-    /// The teardown is over: what the storage lists is taken (when the
-    /// driver lists and still serves), then the node is looked at.
+    /// The teardown is over: what the run made that no step names any
+    /// more is deleted by id, then what the storage lists is taken (when
+    /// the driver lists and still serves), then the node is looked at.
     fn put_away(&mut self) {
+        if !self.outcome.driver_gone && self.phase != Phase::Strays {
+            self.strays = self.stray_deletes().into();
+            self.phase = Phase::Strays;
+            return self.next_stray();
+        }
         if self.outcome.driver_gone || self.stopped {
             return self.leftovers();
         }
         self.take_inventory(false);
+    }
+
+    /// Deletes of what the run's creates made and no step can name: a
+    /// second volume or snapshot answered for one name (a driver's race),
+    /// or one its slot's later create displaced. Snapshots first. Only ids
+    /// the run was handed: nothing else on the storage is touched.
+    fn stray_deletes(&self) -> Vec<Request> {
+        let named = |id: &String, known: &std::collections::BTreeMap<Slot, String>| {
+            known.values().any(|k| k == id)
+        };
+        let snapshots = self
+            .made
+            .snapshots
+            .iter()
+            .filter(|id| !named(id, &self.known.snapshots));
+        let volumes = self
+            .made
+            .volumes
+            .iter()
+            .filter(|id| !named(id, &self.known.volumes));
+        snapshots
+            .map(|id| {
+                Request::DeleteSnapshot(rq::DeleteSnapshot {
+                    snapshot_id: id.clone(),
+                    secrets: Secrets::default(),
+                })
+            })
+            .chain(volumes.map(|id| {
+                Request::DeleteVolume(rq::DeleteVolume {
+                    volume_id: id.clone(),
+                    secrets: Secrets::default(),
+                })
+            }))
+            .collect()
+    }
+
+    /// Sends the next stray delete (unjudged: the run is over), or goes on
+    /// putting away.
+    pub(super) fn next_stray(&mut self) {
+        match self.strays.pop_front() {
+            Some(delete) => self.ask(delete),
+            None => self.put_away(),
+        }
     }
 
     /// Looks for anything of the run still mounted.
@@ -195,4 +263,23 @@ impl Checker {
         let op = self.op();
         self.queue.push_back(Effect::Tidy { op, dirs });
     }
+}
+
+/// The call that undoes what `step` may have made, if it makes anything.
+fn undo(step: &Step, facts: &Facts) -> Option<Step> {
+    Some(match *step {
+        Step::CreateVolume { v, .. } => Step::DeleteVolume { v },
+        Step::ControllerPublish {
+            v,
+            known_node: true,
+            ..
+        } if facts.has(ControllerCapability::PublishUnpublishVolume) => {
+            Step::ControllerUnpublish { v }
+        }
+        Step::NodeStage { v, .. } => Step::NodeUnstage { v },
+        Step::NodePublish { v, t, .. } => Step::NodeUnpublish { v, t },
+        Step::CreateSnapshot { s, .. } => Step::DeleteSnapshot { s },
+        Step::CreateGroupSnapshot { g, .. } => Step::DeleteGroupSnapshot { g },
+        _ => return None,
+    })
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 use volplane_core::check::machine::{Checker, Effect, Input};
-use volplane_core::check::{Answer, NodeSeen, PathSeen};
+use volplane_core::check::{Answer, NodeSeen, PathSeen, device_id, source_id};
 use volplane_core::driver::Request;
 use volplane_core::machine::Carry;
 use volplane_core::mountinfo;
@@ -166,20 +166,25 @@ fn look(kubelet_dir: &Path, paths: &[String], under: &[String], outside: bool) -
     let mut seen = NodeSeen::default();
     for p in paths {
         let meta = std::fs::symlink_metadata(p);
+        let mount = mountinfo::find_mount(&mounts, p);
         seen.paths.insert(
             p.clone(),
             PathSeen {
                 exists: meta.is_ok(),
-                mounted: mountinfo::find_mount(&mounts, p).map(|m| m.read_only()),
+                mounted: mount.map(|m| m.read_only()),
                 block_device: meta.is_ok_and(|m| m.file_type().is_block_device()),
             },
         );
+        if let Some(m) = mount {
+            seen.sources.insert(p.clone(), source_ids(m));
+        }
     }
     let kubelet = format!("{}/", kubelet_dir.display());
     for m in &mounts {
         let point = &m.mount_point;
         if outside && !point.starts_with(&kubelet) && *point != kubelet.trim_end_matches('/') {
             seen.outside.insert(point.clone());
+            seen.sources.insert(point.clone(), source_ids(m));
         }
         if under.iter().any(|u| point.starts_with(u.as_str())) {
             seen.under.insert(point.clone());
@@ -190,6 +195,22 @@ fn look(kubelet_dir: &Path, paths: &[String], under: &[String], outside: bool) -
         seen.loops = loop_devices();
     }
     seen
+}
+
+/// What `m` mounts: its filesystem and the directory of it, and the
+/// block device it is on or is the node of (a raw block target binds a
+/// device node from devtmpfs).
+fn source_ids(m: &mountinfo::MountEntry) -> std::collections::BTreeSet<String> {
+    let mut ids = std::collections::BTreeSet::from([source_id(m.major, m.minor, &m.root)]);
+    if m.fs_type == "devtmpfs" && m.root != "/" {
+        ids.insert(device_id(&format!("/dev{}", m.root)));
+    } else if m.major != 0
+        && let Ok(device) = std::fs::read_link(format!("/sys/dev/block/{}:{}", m.major, m.minor))
+        && let Some(name) = device.file_name()
+    {
+        ids.insert(device_id(&format!("/dev/{}", name.to_string_lossy())));
+    }
+    ids
 }
 
 /// `Ok` when `path` is a directory itself, not a link to one.

@@ -177,6 +177,7 @@ pub(super) fn merge(reports: BTreeMap<u32, Report>, max_findings: usize) -> Repo
         all.steps += r.steps;
         all.tally.merge(&r.tally);
         all.notes.extend(r.notes);
+        all.take_foreign(&r.foreign);
         all.failed_runs += r.failed_runs;
         all.driver_gone |= r.driver_gone;
         if all.stopped.is_none() {

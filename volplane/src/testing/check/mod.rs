@@ -180,12 +180,27 @@ pub struct Report {
     pub failed_runs: u32,
     /// The driver did not serve again after a restart: the check stopped there.
     pub driver_gone: bool,
+    /// Mounts outside the kubelet directory the host changed during the
+    /// check, none of them the driver's (the first few): not judged.
+    pub foreign: std::collections::BTreeSet<String>,
     /// Why the check stopped before its last run, if it did (the driver
     /// stopped answering).
     pub stopped: Option<String>,
 }
 
 impl Report {
+    /// The most host changes outside a report keeps, as examples.
+    const MOST_FOREIGN: usize = 10;
+
+    /// Keeps `changes` the host made outside (up to the most kept).
+    pub(super) fn take_foreign<'a>(&mut self, changes: impl IntoIterator<Item = &'a String>) {
+        for c in changes {
+            if self.foreign.len() < Self::MOST_FOREIGN {
+                self.foreign.insert(c.clone());
+            }
+        }
+    }
+
     /// True when no MUST-rule broke (and, when `strict`, no SHOULD-rule).
     pub fn passed(&self, strict: bool) -> bool {
         self.failures.is_empty() && (!strict || self.tally.broken(Level::Should).next().is_none())
@@ -315,6 +330,7 @@ impl Check {
             report.runs += 1;
             report.steps += outcome.trace.len() as u64;
             report.tally.merge(&outcome.tally);
+            report.take_foreign(&outcome.foreign);
             for (g, n) in &outcome.notes {
                 let what = format!("{} at step {g}: {}", n.rule.name(), n.detail);
                 report.notes.push((seed, what));
