@@ -62,12 +62,15 @@ pub enum Plant {
     /// driver: CreateVolume answers a volume in a topology segment none of
     /// the requisite segments allows (made where it was not asked for).
     IgnoreTopologyRequirement,
+    /// driver: GetCapacity says nothing is free, and creates still succeed
+    /// (a CO keeps every pod of the class off the node).
+    CapacityBelowGranted,
 }
 
 impl Plant {
     /// The plants in the driver machine, which `volplane check` finds
     /// (`VOLPLANE_PLANT=<name>` for a `volplane serve` built with them).
-    pub const DRIVER: [Plant; 10] = [
+    pub const DRIVER: [Plant; 11] = [
         Plant::CreateRepeatsInFlight,
         Plant::AnswerIncompatibleRepeat,
         Plant::PublishWithoutMount,
@@ -78,6 +81,7 @@ impl Plant {
         Plant::DeleteRacesPublish,
         Plant::DeleteKeepsStorage,
         Plant::IgnoreTopologyRequirement,
+        Plant::CapacityBelowGranted,
     ];
 
     /// Every plant the simulator finds, in `--list-plants` order.
@@ -115,6 +119,7 @@ impl Plant {
             Plant::DeleteRacesPublish => "delete-races-publish",
             Plant::DeleteKeepsStorage => "delete-keeps-storage",
             Plant::IgnoreTopologyRequirement => "ignore-topology-requirement",
+            Plant::CapacityBelowGranted => "capacity-below-granted",
         }
     }
 
@@ -159,6 +164,9 @@ impl Plant {
             }
             Plant::IgnoreTopologyRequirement => {
                 "driver makes volumes outside the requisite topology it was given"
+            }
+            Plant::CapacityBelowGranted => {
+                "driver's GetCapacity says less is free than its creates then grant"
             }
         }
     }

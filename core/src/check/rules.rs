@@ -70,6 +70,9 @@ rules! {
     /// The capacity of a new volume lies in the range asked for.
     CreateCapacity = Must, "create-capacity",
         "CSI CapacityRange: the volume MUST be at least required_bytes and at most limit_bytes (0 in the answer: unknown)";
+    /// GetCapacity does not say less than a create granted right after it uses.
+    CapacityCoversGranted = Should, "capacity-covers-granted",
+        "CSI GetCapacity: available_capacity is the capacity of the storage that can be used to provision volumes, maximum_volume_size the largest required_bytes a create can use; a CO schedules by them, so a create granted after them is no larger than they said";
     /// CreateVolume makes the volume where the requisite topology allows.
     CreateTopology = Must, "create-within-requisite-topology",
         "CSI CreateVolume: accessibility_requirements — the provisioned volume MUST be accessible from at least one of the requisite topologies; accessible_topology says where it is";

@@ -460,3 +460,37 @@ fn a_group_snapshot_is_of_a_set_of_volumes() {
         .is_ok()
     );
 }
+
+fn capacity(available: u64) -> Answer {
+    Answer::Reply(Response::Capacity {
+        available_bytes: available,
+        maximum_volume_size: None,
+        minimum_volume_size: None,
+    })
+}
+
+#[test]
+fn a_create_granted_more_than_get_capacity_said_is_noted() {
+    let mut j = Judge::new();
+    let w = j.one(&World::default(), Step::GetCapacity, capacity(100));
+    assert_eq!(w.capacity, Some(100));
+    let w = j.one(&w, CREATE, volume("vol-0", 16));
+    assert_eq!(
+        w.capacity,
+        Some(84),
+        "what a create takes is no longer free"
+    );
+    assert!(j.notes.is_empty(), "{:?}", j.notes);
+    let w = j.one(&w, Step::GetCapacity, capacity(0));
+    let second = Step::CreateVolume {
+        v: 1,
+        shape: Shape::Plain,
+    };
+    let w = j.one(&w, second, volume("vol-1", 16));
+    assert_eq!(j.notes, vec![Rule::CapacityCoversGranted]);
+    assert_eq!(w.capacity, None, "noted once, then unknown");
+    // A delete may give space back: unknown until asked again.
+    let w = j.one(&w, Step::GetCapacity, capacity(16));
+    let w = j.one(&w, Step::DeleteVolume { v: 0 }, ok());
+    assert_eq!(w.capacity, None);
+}

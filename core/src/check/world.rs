@@ -101,6 +101,11 @@ pub struct World {
     /// How it answered the questions the specification leaves open
     /// (true: it allows).
     pub choices: BTreeMap<Choice, bool>,
+    /// The most a new volume may take, as the last GetCapacity said, less
+    /// what creates since were granted; unknown after a delete (which may
+    /// give space back) and before any GetCapacity.
+    #[serde(default)]
+    pub capacity: Option<u64>,
 }
 
 impl World {

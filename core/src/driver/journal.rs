@@ -211,7 +211,15 @@ impl Driver {
                 maximum_volume_size,
                 minimum_volume_size,
             } => Response::Capacity {
-                available_bytes,
+                available_bytes: if self
+                    .config
+                    .plant
+                    .is(crate::plant::Plant::CapacityBelowGranted)
+                {
+                    0
+                } else {
+                    available_bytes
+                },
                 maximum_volume_size,
                 minimum_volume_size,
             },

@@ -149,6 +149,7 @@ fn create_new(
             check_capacity(m.capacity_bytes, asked)?;
             check_topology(cx, m)?;
         }
+        super::capacity::granted(cx, w, made.map_or(0, |m| m.capacity_bytes).max(asked));
         let vol = Vol {
             id: made.map(|m| m.volume_id.clone()),
             asked,

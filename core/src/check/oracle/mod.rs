@@ -3,6 +3,7 @@
 //! specification's table for it: what must succeed, which code each
 //! condition gets, what a driver may choose.
 
+mod capacity;
 mod controller;
 mod groups;
 mod node;
@@ -492,7 +493,7 @@ pub fn judge(cx: &mut Cx<'_>, w: &World, step: &Step, answer: &Answer) -> Verdic
     use Step::*;
     match *step {
         CreateVolume { v, shape } => controller::create(cx, w, v, shape, answer),
-        DeleteVolume { v } => controller::delete(cx, w, v, answer),
+        DeleteVolume { v } => capacity::freed(controller::delete(cx, w, v, answer)),
         ControllerPublish {
             v,
             known_node,
@@ -510,7 +511,7 @@ pub fn judge(cx: &mut Cx<'_>, w: &World, step: &Step, answer: &Answer) -> Verdic
             answer,
             "no page ever returned that token",
         ),
-        GetCapacity => cx.must_ok(Rule::ValidCallSucceeds, w, answer, |_, _, _| Ok(())),
+        GetCapacity => capacity::reported(cx, w, answer),
         ControllerModify { v, empty } => controller::modify(cx, w, v, empty, answer),
         NodeStage { v, other_mode } => node::stage(cx, w, v, other_mode, answer),
         NodeUnstage { v } => node::unstage(cx, w, v, answer),
@@ -520,10 +521,10 @@ pub fn judge(cx: &mut Cx<'_>, w: &World, step: &Step, answer: &Answer) -> Verdic
         NodeExpand { v, t, grow } => node::expand(cx, w, v, t, grow, answer),
         Data { v, from, to } => node::data(cx, w, v, from, to, answer),
         CreateSnapshot { s, v } => snapshot::create(cx, w, s, v, answer),
-        DeleteSnapshot { s } => snapshot::delete(cx, w, s, answer),
+        DeleteSnapshot { s } => capacity::freed(snapshot::delete(cx, w, s, answer)),
         ListSnapshots { page } => snapshot::list(cx, w, page, answer),
         CreateGroupSnapshot { g, a, b } => groups::create(cx, w, g, (a, b), answer),
-        DeleteGroupSnapshot { g } => groups::delete(cx, w, g, answer),
+        DeleteGroupSnapshot { g } => capacity::freed(groups::delete(cx, w, g, answer)),
         Restart => Ok(vec![w.clone()]),
     }
 }
