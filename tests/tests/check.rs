@@ -346,7 +346,7 @@ async fn a_shared_host_is_not_blamed_and_failing_runs_put_everything_away() {
         let left = unmount_beneath(root.path());
         assert!(left.is_empty(), "{name}: left mounted: {left:?}");
     }
-    drop(tenant);
+    tenant.stop();
 }
 
 /// Another tenant of the host: a tmpfs mounted and unmounted outside any
@@ -381,6 +381,17 @@ impl Tenant {
             stop,
             thread: Some(thread),
             _dir: dir,
+        }
+    }
+}
+
+impl Tenant {
+    /// Stops it; a tenant that could not mount fails the test.
+    fn stop(mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join()
+                .expect("the tenant mounted and unmounted throughout");
         }
     }
 }

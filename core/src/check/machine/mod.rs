@@ -710,6 +710,7 @@ impl Checker {
 mod discover;
 mod inventory;
 mod outside;
+pub use outside::MOST_FOREIGN;
 mod teardown;
 
 pub use super::protocol::{Config, Effect, Input, Outcome, Program, Record, Violation};

@@ -12,8 +12,9 @@ use crate::check::oracle::Breach;
 use crate::check::rules::Rule;
 use crate::check::world::{NodeSeen, device_id, is_device_id, loop_device};
 
-/// The most host changes an outcome keeps (the report shows examples).
-const MOST_FOREIGN: usize = 10;
+/// The most host changes an outcome (and a check's report) keeps: the
+/// report shows examples.
+pub const MOST_FOREIGN: usize = 10;
 
 /// The changes outside between two looks, by whose they are.
 #[derive(Debug, Default, PartialEq, Eq)]

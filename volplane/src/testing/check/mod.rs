@@ -189,13 +189,10 @@ pub struct Report {
 }
 
 impl Report {
-    /// The most host changes outside a report keeps, as examples.
-    const MOST_FOREIGN: usize = 10;
-
     /// Keeps `changes` the host made outside (up to the most kept).
     pub(super) fn take_foreign<'a>(&mut self, changes: impl IntoIterator<Item = &'a String>) {
         for c in changes {
-            if self.foreign.len() < Self::MOST_FOREIGN {
+            if self.foreign.len() < volplane_core::check::machine::MOST_FOREIGN {
                 self.foreign.insert(c.clone());
             }
         }
