@@ -151,6 +151,42 @@ fn an_incompatible_repeat_must_be_already_exists() {
     );
 }
 
+/// A name taken, asked again as a clone of a volume that does not exist:
+/// both "already exists but incompatible" and "source does not exist"
+/// apply, and the spec orders neither.
+#[test]
+fn a_taken_name_cloned_from_nothing_may_be_not_found() {
+    let mut j = Judge::new();
+    let w = j.one(&World::default(), CREATE, volume("a", 16));
+    let clone_of_nothing = Step::CreateVolume {
+        v: 0,
+        shape: Shape::Clone(1),
+    };
+    assert!(
+        j.step(&w, clone_of_nothing, refused(Code::NotFound))
+            .is_ok()
+    );
+    assert!(
+        j.step(&w, clone_of_nothing, refused(Code::AlreadyExists))
+            .is_ok()
+    );
+    let breach = j.step(&w, clone_of_nothing, volume("a", 16)).unwrap_err();
+    assert_eq!(breach.rule, Rule::CreateIncompatible);
+    // A clone of a volume that exists: only ALREADY_EXISTS.
+    let w = j.one(
+        &w,
+        Step::CreateVolume {
+            v: 1,
+            shape: Shape::Plain,
+        },
+        volume("b", 16),
+    );
+    let breach = j
+        .step(&w, clone_of_nothing, refused(Code::NotFound))
+        .unwrap_err();
+    assert_eq!(breach.rule, Rule::CreateIncompatible);
+}
+
 #[test]
 fn a_lost_create_leaves_two_worlds_until_its_repeat_answers() {
     let mut j = Judge::new();

@@ -59,7 +59,13 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
                 "a volume of that name exists with {known_bytes} bytes, fewer than the {asked} asked for"
             )
         };
-        return cx.must_fail(Rule::CreateIncompatible, Code::AlreadyExists, w, a, &why);
+        // Where the source asked for does not exist either, both errors
+        // apply and the spec orders neither: NOT_FOUND is as fair.
+        let codes: &[Code] = match source_found(cx, w, source) {
+            Some((true, _)) => &[Code::AlreadyExists],
+            _ => &[Code::AlreadyExists, Code::NotFound],
+        };
+        return cx.must_fail_with(Rule::CreateIncompatible, codes, w, a, &why);
     }
     // Compatible: the same volume, or (where the driver compares every
     // argument) ALREADY_EXISTS for a size other than the first.
@@ -107,17 +113,8 @@ fn create_new(
 ) -> Verdict {
     // The source must exist, and may be larger than the size asked for
     // (OUT_OF_RANGE is then fair).
-    let (found, source_bytes) = match source {
-        Some(Shape::FromSnapshot(s)) => {
-            let snap = w.snapshots.get(&s);
-            (snap.is_some(), snap.map_or(0, |s| s.bytes))
-        }
-        Some(Shape::Clone(from)) => match refers(cx, w, from) {
-            Refers::Vol(vol) => (true, vol.bytes.max(vol.asked)),
-            Refers::Gone => (false, 0),
-            Refers::Unsure => return cx.either(w, a, |_, _, _| Ok(())),
-        },
-        _ => (true, 0),
+    let Some((found, source_bytes)) = source_found(cx, w, source) else {
+        return cx.either(w, a, |_, _, _| Ok(()));
     };
     if !found {
         let why = "the snapshot or volume it is to be filled from does not exist";
@@ -160,6 +157,24 @@ fn create_new(
         w.volumes.insert(v, vol);
         Ok(())
     })
+}
+
+/// Whether the snapshot or volume a create is to be filled from exists,
+/// and its size (`(true, 0)` without a source); `None` when that cannot
+/// be told (the source's own create or delete was lost).
+fn source_found(cx: &Cx<'_>, w: &World, source: Option<Shape>) -> Option<(bool, u64)> {
+    match source {
+        Some(Shape::FromSnapshot(s)) => {
+            let snap = w.snapshots.get(&s);
+            Some((snap.is_some(), snap.map_or(0, |s| s.bytes)))
+        }
+        Some(Shape::Clone(from)) => match refers(cx, w, from) {
+            Refers::Vol(vol) => Some((true, vol.bytes.max(vol.asked))),
+            Refers::Gone => Some((false, 0)),
+            Refers::Unsure => None,
+        },
+        _ => Some((true, 0)),
+    }
 }
 
 fn check_capacity(bytes: u64, asked: u64) -> Result<(), Breach> {
