@@ -427,6 +427,64 @@ fn loops_backed_under(root: &Path) -> Vec<String> {
     found
 }
 
+/// A driver that cannot list — `guarded-driver`: credentials on every
+/// create and delete, each volume a directory of its storage — is judged
+/// by its storage directory (`--storage-dir`): sound, it breaks no rule
+/// over restarting runs with calls in flight together and the secrets
+/// file's password; planted to leave a deleted volume's directory, the
+/// leak is found as nothing-left-on-storage, which no listing shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_that_cannot_list_is_judged_by_its_storage_directory() {
+    require_root!();
+    let _one = ONE_AT_A_TIME.lock().await;
+    for leaks in [false, true] {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path();
+        std::fs::create_dir_all(dir.join("storage")).unwrap();
+        std::fs::create_dir_all(dir.join("kubelet")).unwrap();
+        let secrets = dir.join("secrets.yaml");
+        let password = "CreateVolumeSecret:\n  password: pw\nDeleteVolumeSecret:\n  password: pw\n";
+        std::fs::write(&secrets, password).unwrap();
+        let mut c = Check::new(
+            &format!("unix://{}/csi.sock", dir.display()),
+            dir.join("kubelet"),
+        )
+        .runs(if leaks { 10 } else { 6 })
+        .concurrency(2);
+        c.steps = 100;
+        c.secrets = volplane::testing::secrets_file(&secrets).unwrap();
+        c.storage_dirs = vec![dir.join("storage")];
+        c.restart = Some(format!(
+            "GUARDED_STORAGE={root}/storage GUARDED_PASSWORD=pw GUARDED_KEEP_ON_DELETE={keep} \
+             VOLPLANE_LOG=error exec {bin} --endpoint unix://{root}/csi.sock --node-id {node} \
+             --state-dir {root}/state --kubelet-dir {root}/kubelet >/dev/null 2>&1",
+            root = dir.display(),
+            keep = u8::from(leaks),
+            bin = env!("CARGO_BIN_EXE_guarded-driver"),
+            node = common::NODE,
+        ));
+        let start = std::time::Instant::now();
+        let r = c.run(|_| {}).await.expect("the check runs");
+        print(
+            &format!("guarded-driver, leaks: {leaks}"),
+            &r,
+            start.elapsed(),
+        );
+        let (checked, broken) = r.tally.counts[&volplane_core::check::Rule::NothingStored];
+        if leaks {
+            let f = r.failures.first().expect("the leak is found");
+            assert_eq!(f.rule, volplane_core::check::Rule::NothingStored);
+            assert!(f.trace.contains("storage directories"), "{}", f.trace);
+            assert!(f.steps.1 <= 4, "shrunk to {} steps", f.steps.1);
+        } else {
+            assert!(r.failures.is_empty(), "guarded-driver broke a rule");
+            assert!(checked > 0 && broken == 0, "the storage was never judged");
+        }
+        let left = unmount_beneath(&dir.join("kubelet"));
+        assert!(left.is_empty(), "left mounted: {left:?}");
+    }
+}
+
 /// A driver the test runs itself (no restarts), killed when dropped.
 struct Spawned(std::process::Child);
 

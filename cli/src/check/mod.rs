@@ -69,6 +69,13 @@ pub struct CheckArgs {
     /// judged there; what else the host mounts is listed, not judged).
     #[arg(long)]
     pub ignore_outside: bool,
+    /// A directory holding the driver's storage, an entry per volume or
+    /// snapshot (a host-path driver's volumes, say); repeat for several.
+    /// After each run's teardown an entry that was not there before the
+    /// run breaks nothing-left-on-storage, as a listing would: for drivers
+    /// that cannot list (with --jobs, name `{i}` in it)
+    #[arg(long, value_name = "DIR")]
+    pub storage_dir: Vec<PathBuf>,
     /// Start the driver with this shell command (instead of connecting to
     /// one already serving), and kill it with SIGKILL now and then —
     /// between calls and while they are in flight — and start it again:
@@ -165,6 +172,7 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
     check.keep_going = args.keep_going;
     check.max_findings = args.max_findings.max(1);
     check.restart = args.restart.clone();
+    check.storage_dirs = args.storage_dir.clone();
     if let Some(file) = &args.secrets {
         check.secrets = volplane::testing::secrets_file(file).map_err(|e| e.to_string())?;
     }

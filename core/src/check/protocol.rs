@@ -34,6 +34,12 @@ pub struct Config {
     /// Judge the mounts outside the kubelet directory (off when other
     /// things on the machine mount at the same time).
     pub watch_outside: bool,
+    /// Directories that hold the driver's storage, one entry per volume or
+    /// snapshot (a host-path driver's): what they hold after the teardown
+    /// that they did not before the run breaks `nothing-left-on-storage`,
+    /// as a listing would — for drivers that cannot list.
+    #[serde(default)]
+    pub storage_dirs: Vec<String>,
     /// Choose from these bytes instead of the seed (a fuzzer's input);
     /// the steps end when they run out.
     pub choices: Option<Vec<u8>>,
@@ -72,6 +78,8 @@ pub enum Effect {
         under: Vec<String>,
         /// Report the mounts outside the kubelet directory and the loop devices.
         outside: bool,
+        /// Report the entries of these directories (the driver's storage).
+        storage: Vec<String>,
     },
     /// Write `token` to a new file in `write` (a directory), then read the
     /// file of the same name in `read`; answer with [`Input::Answered`]

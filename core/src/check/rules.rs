@@ -181,9 +181,9 @@ rules! {
     /// Once everything is unpublished, unstaged and deleted, nothing of the run is left.
     NoLeaks = Must, "nothing-left-behind",
         "CSI NodeUnpublishVolume / NodeUnstageVolume / DeleteVolume: after the last OK nothing of the volume is mounted, attached as a loop device, or left under the kubelet directory";
-    /// Once every volume and snapshot of the run is deleted, the storage lists none it did not list before.
+    /// Once every volume and snapshot of the run is deleted, the storage lists (or its directories hold) none it did not before.
     NothingStored = Must, "nothing-left-on-storage",
-        "CSI DeleteVolume / DeleteSnapshot: after OK the object no longer exists; ListVolumes and ListSnapshots list every object the plugin holds, so one the run made and deleted, or whose create was interrupted and then finished, is not listed after";
+        "CSI DeleteVolume / DeleteSnapshot: after OK the object no longer exists; what the plugin holds (what ListVolumes and ListSnapshots list, or its storage directories) keeps nothing the run made and deleted, or whose create was interrupted and then finished";
 }
 
 /// How often each rule was checked and broken in a run (or many).

@@ -175,6 +175,9 @@ pub struct NodeSeen {
     /// The loop devices attached, each as `device → backing file` (asked
     /// with what lies outside the kubelet directory).
     pub loops: BTreeSet<String>,
+    /// The entries of the storage directories asked about, each as
+    /// `directory/name`.
+    pub stored: BTreeSet<String>,
 }
 
 /// The source id of a mount of the filesystem `major:minor` at its

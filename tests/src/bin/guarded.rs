@@ -7,6 +7,9 @@
 //! Usage: `guarded-driver --endpoint unix://… --node-id N --state-dir D
 //! --kubelet-dir K`, with `GUARDED_STORAGE` the directory that holds the
 //! volumes and `GUARDED_PASSWORD` the `password` the calls must carry.
+//! With `GUARDED_KEEP_ON_DELETE=1` its DeleteVolume moves the volume to
+//! the storage's trash (`ID.trash`, never emptied): a leak only the
+//! storage shows, since the volume itself is gone.
 
 use std::path::PathBuf;
 
@@ -21,6 +24,8 @@ const NAME: &str = "guarded.volplane.io";
 struct Guarded {
     storage: PathBuf,
     password: String,
+    /// DeleteVolume leaves `ID.trash` behind (a planted leak).
+    keep_on_delete: bool,
 }
 
 impl Guarded {
@@ -65,9 +70,16 @@ impl Backend for Guarded {
     ) -> Result<(), Status> {
         self.check("DeleteVolume", secrets)?;
         let path = self.storage.join(&v.volume_id);
-        host.run(move |h| h.remove_tree(&path))
-            .await
-            .map_err(|e| host_status(&format!("delete volume {}", v.volume_id), e))
+        let trash =
+            (self.keep_on_delete).then(|| self.storage.join(format!("{}.trash", v.volume_id)));
+        host.run(move |h| {
+            if let Some(trash) = trash {
+                h.create_dir(&trash)?;
+            }
+            h.remove_tree(&path)
+        })
+        .await
+        .map_err(|e| host_status(&format!("delete volume {}", v.volume_id), e))
     }
 
     async fn node_source(
@@ -99,6 +111,7 @@ fn main() -> Result<(), volplane::Error> {
         Guarded {
             storage: storage.clone(),
             password,
+            keep_on_delete: std::env::var("GUARDED_KEEP_ON_DELETE").is_ok_and(|v| v == "1"),
         },
     )
     .flags(&Flags::from_env()?)

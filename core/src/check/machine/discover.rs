@@ -29,6 +29,7 @@ impl Checker {
                 paths: Vec::new(),
                 under: Vec::new(),
                 outside,
+                storage: self.config.storage_dirs.clone(),
             });
             return;
         }

@@ -151,17 +151,10 @@ impl Checker {
     /// deleted (and no rule broken before), the storage lists nothing it
     /// did not list before the run.
     fn judge_storage(&mut self, after: &Stored) {
-        if self.outcome.violation.is_some() || self.stopped {
-            return;
-        }
         let Some(before) = &self.stored_before else {
             return;
         };
-        let w = &self.worlds[0];
-        let put_away = w.volumes.is_empty() && w.snapshots.is_empty() && w.groups.is_empty();
-        // A call whose effect is still unknown may yet make or remove something.
-        let settled = self.lingering.is_empty() && self.unsettled.is_none();
-        if !put_away || !settled || before.failed.is_some() || after.failed.is_some() {
+        if !self.storage_judged() || before.failed.is_some() || after.failed.is_some() {
             return;
         }
         self.outcome.tally.checked(Rule::NothingStored);
@@ -173,6 +166,43 @@ impl Checker {
         let detail = format!(
             "with every volume and snapshot of the run deleted, the storage still lists what it did not before the run: volumes {volumes:?}, snapshots {snapshots:?}"
         );
+        self.storage_breached(detail);
+    }
+
+    /// After the teardown, as [`Checker::judge_storage`] for a driver's
+    /// storage directories (`Config::storage_dirs`): an entry they did not
+    /// hold before the run is a volume or snapshot the run left — one a
+    /// failed create made and never removed, one a late call remade.
+    pub(super) fn judge_storage_dirs(&mut self, after: &BTreeSet<String>) {
+        if self.config.storage_dirs.is_empty() || !self.storage_judged() {
+            return;
+        }
+        self.outcome.tally.checked(Rule::NothingStored);
+        let new: Vec<&String> = after.difference(&self.dirs_before).collect();
+        if new.is_empty() {
+            return;
+        }
+        let detail = format!(
+            "with every volume and snapshot of the run deleted, the storage directories hold what they did not before the run: {new:?}"
+        );
+        self.storage_breached(detail);
+    }
+
+    /// Whether the storage can be judged now: the run put every volume,
+    /// snapshot and group away, no call's effect is still unknown, and no
+    /// rule was broken before.
+    fn storage_judged(&self) -> bool {
+        if self.outcome.violation.is_some() || self.stopped {
+            return false;
+        }
+        let w = &self.worlds[0];
+        let put_away = w.volumes.is_empty() && w.snapshots.is_empty() && w.groups.is_empty();
+        // A call whose effect is still unknown may yet make or remove something.
+        let settled = self.lingering.is_empty() && self.unsettled.is_none();
+        put_away && settled
+    }
+
+    fn storage_breached(&mut self, detail: String) {
         self.outcome.tally.violated(Rule::NothingStored);
         self.outcome.violation = Some(Violation {
             breach: Breach {

@@ -108,6 +108,8 @@ pub struct Checker {
     stored_before: Option<inventory::Stored>,
     /// The inventory being taken.
     stored_now: inventory::Stored,
+    /// What the storage directories held before the run.
+    dirs_before: BTreeSet<String>,
     /// Volume and snapshot ids the run's creates were answered and no
     /// delete of them was answered OK ([`Made`]).
     made: Made,
@@ -157,6 +159,7 @@ impl Checker {
             restarted: None,
             stored_before: None,
             stored_now: inventory::Stored::default(),
+            dirs_before: BTreeSet::new(),
             made: Made::default(),
             strays: VecDeque::new(),
         };
@@ -472,6 +475,7 @@ impl Checker {
                 paths,
                 under: Vec::new(),
                 outside: self.config.watch_outside,
+                storage: Vec::new(),
             });
         } else {
             self.settle(None);
@@ -747,10 +751,12 @@ impl Machine for Checker {
                     Phase::Baseline => {
                         self.outside = outside::outside_of(&seen);
                         self.loops = seen.loops;
+                        self.dirs_before = seen.stored;
                         self.take_inventory(true);
                     }
                     Phase::Leftovers => {
                         self.left_behind(&seen);
+                        self.judge_storage_dirs(&seen.stored);
                         self.sweep(&seen);
                     }
                     Phase::Tidy => {

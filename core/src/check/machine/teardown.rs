@@ -164,6 +164,7 @@ impl Checker {
             paths: Vec::new(),
             under,
             outside,
+            storage: self.config.storage_dirs.clone(),
         });
     }
 
@@ -178,6 +179,7 @@ impl Checker {
             paths: Vec::new(),
             under,
             outside: false,
+            storage: Vec::new(),
         });
     }
 

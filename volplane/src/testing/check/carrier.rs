@@ -84,8 +84,10 @@ impl Carry<Checker> for Carrier {
                 paths,
                 under,
                 outside,
+                storage,
             } => {
-                let seen = look(&self.kubelet_dir, &paths, &under, outside);
+                let mut seen = look(&self.kubelet_dir, &paths, &under, outside);
+                seen.stored = stored(&storage);
                 done.push_back(Input::Seen { op, seen });
             }
             Effect::Data {
@@ -157,6 +159,22 @@ fn unmount_beneath(kubelet_dir: &Path, mounts: &[String]) -> Result<(), String> 
     } else {
         Err(format!("could not unmount {}", stuck.join(", ")))
     }
+}
+
+/// The entries of the storage directories `dirs`, each as `dir/name` (a
+/// directory that cannot be read holds nothing).
+fn stored(dirs: &[String]) -> std::collections::BTreeSet<String> {
+    let mut entries = std::collections::BTreeSet::new();
+    for dir in dirs {
+        let Ok(read) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in read.flatten() {
+            let name = entry.file_name();
+            entries.insert(format!("{dir}/{}", name.to_string_lossy()));
+        }
+    }
+    entries
 }
 
 /// Reads the mounts and the paths asked about.

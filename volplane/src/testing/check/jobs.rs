@@ -49,6 +49,9 @@ impl Check {
         c.endpoint = c.endpoint.replace(JOB, &n);
         c.kubelet_dir = PathBuf::from(c.kubelet_dir.to_string_lossy().replace(JOB, &n));
         c.restart = c.restart.map(|r| r.replace(JOB, &n));
+        c.storage_dirs = (c.storage_dirs.iter())
+            .map(|d| PathBuf::from(d.to_string_lossy().replace(JOB, &n)))
+            .collect();
         c.driver_log = c.driver_log.map(|log| {
             let text = log.to_string_lossy().into_owned();
             if text.contains(JOB) {
@@ -72,7 +75,9 @@ impl Check {
             ),
             ("restart command", self.restart.clone()),
         ];
-        for (what, text) in templated {
+        let storage = (self.storage_dirs.iter())
+            .map(|d| ("storage directory", Some(d.to_string_lossy().into_owned())));
+        for (what, text) in templated.into_iter().chain(storage) {
             if let Some(text) = text
                 && self.jobs > 1
                 && !text.contains(JOB)
@@ -312,11 +317,17 @@ mod tests {
         c.restart = Some("driver --endpoint unix:///tmp/one/csi.sock".into());
         let e = c.job_ready(1).unwrap_err();
         assert!(e.contains("{i} in the restart command"), "{e}");
+        let mut c = Check::new("unix:///tmp/j{i}/csi.sock", "/tmp/k{i}").jobs(2);
+        c.storage_dirs = vec!["/srv/volumes".into()];
+        let e = c.job_ready(1).unwrap_err();
+        assert!(e.contains("{i} in the storage directory"), "{e}");
         // Job 1, made: its own names everywhere.
         let dir = tempfile::tempdir().unwrap();
         let mut c = Check::new("unix:///run/j{i}/csi.sock", dir.path().join("k{i}")).jobs(2);
         c.restart = Some("driver --endpoint unix:///run/j{i}/csi.sock".into());
+        c.storage_dirs = vec!["/srv/j{i}/volumes".into()];
         let j = c.job_ready(1).unwrap();
+        assert_eq!(j.storage_dirs, [PathBuf::from("/srv/j1/volumes")]);
         assert_eq!(j.endpoint, "unix:///run/j1/csi.sock");
         assert_eq!(
             j.restart.as_deref(),

@@ -96,6 +96,11 @@ pub struct Check {
     pub secrets: CallSecrets,
     /// Jobs at once, each against its own driver instance ([`Check::jobs`]).
     pub jobs: u32,
+    /// Directories holding the driver's storage, an entry per volume or
+    /// snapshot (a host-path driver's): an entry left after the teardown
+    /// that was not there before the run breaks `nothing-left-on-storage`,
+    /// as a listing would — for drivers that cannot list. `{i}` is the job.
+    pub storage_dirs: Vec<PathBuf>,
 }
 
 impl Check {
@@ -124,6 +129,7 @@ impl Check {
             driver_log: None,
             secrets: CallSecrets::default(),
             jobs: 1,
+            storage_dirs: Vec::new(),
         }
     }
 
@@ -283,6 +289,11 @@ impl Check {
             bounds,
             program,
             watch_outside: self.watch_outside,
+            storage_dirs: self
+                .storage_dirs
+                .iter()
+                .map(|d| d.to_string_lossy().into_owned())
+                .collect(),
             choices: None,
             secrets: self.secrets.clone(),
         }
