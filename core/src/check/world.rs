@@ -176,7 +176,8 @@ pub struct NodeSeen {
     /// with what lies outside the kubelet directory).
     pub loops: BTreeSet<String>,
     /// The entries of the storage directories asked about, each as
-    /// `directory/name`.
+    /// `directory/name`; more than [`MOST_LISTED`](super::machine::MOST_LISTED)
+    /// of them are not read.
     pub stored: BTreeSet<String>,
 }
 

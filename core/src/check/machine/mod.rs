@@ -43,8 +43,10 @@ enum Phase {
 /// [`Rule::Converges`].
 const RETRIES: u8 = 5;
 
-/// Most entries a walk through ListVolumes or ListSnapshots pages holds.
-const MOST_LISTED: usize = 100_000;
+/// Most entries a walk through ListVolumes or ListSnapshots pages holds,
+/// and most entries of the storage directories taken stock of: past it,
+/// what the storage holds is not judged.
+pub const MOST_LISTED: usize = 100_000;
 
 /// The discovery calls, in order.
 const DISCOVER: [Request; 6] = [

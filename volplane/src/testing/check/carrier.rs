@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
-use volplane_core::check::machine::{Checker, Effect, Input};
+use volplane_core::check::machine::{Checker, Effect, Input, MOST_LISTED};
 use volplane_core::check::{Answer, NodeSeen, PathSeen, device_id, source_id};
 use volplane_core::driver::Request;
 use volplane_core::machine::Carry;
@@ -161,8 +161,9 @@ fn unmount_beneath(kubelet_dir: &Path, mounts: &[String]) -> Result<(), String> 
     }
 }
 
-/// The entries of the storage directories `dirs`, each as `dir/name` (a
-/// directory that cannot be read holds nothing).
+/// The entries of the storage directories `dirs`, each as `dir/name`,
+/// one past the most the checker judges at most (a directory that cannot
+/// be read now holds nothing: the check made sure it could at the start).
 fn stored(dirs: &[String]) -> std::collections::BTreeSet<String> {
     let mut entries = std::collections::BTreeSet::new();
     for dir in dirs {
@@ -170,6 +171,9 @@ fn stored(dirs: &[String]) -> std::collections::BTreeSet<String> {
             continue;
         };
         for entry in read.flatten() {
+            if entries.len() > MOST_LISTED {
+                return entries;
+            }
             let name = entry.file_name();
             entries.insert(format!("{dir}/{}", name.to_string_lossy()));
         }

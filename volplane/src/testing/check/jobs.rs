@@ -321,6 +321,17 @@ mod tests {
         c.storage_dirs = vec!["/srv/volumes".into()];
         let e = c.job_ready(1).unwrap_err();
         assert!(e.contains("{i} in the storage directory"), "{e}");
+        // A storage directory that cannot be read is refused, not taken
+        // to hold nothing.
+        let mut c = Check::new("unix:///tmp/j/csi.sock", "/tmp/k");
+        c.storage_dirs = vec!["/nonexistent/volplane-volumes".into()];
+        let e = c.storage_readable().unwrap_err();
+        assert!(
+            e.contains("/nonexistent/volplane-volumes: cannot read it"),
+            "{e}"
+        );
+        c.storage_dirs = vec![std::env::temp_dir()];
+        assert!(c.storage_readable().is_ok());
         // Job 1, made: its own names everywhere.
         let dir = tempfile::tempdir().unwrap();
         let mut c = Check::new("unix:///run/j{i}/csi.sock", dir.path().join("k{i}")).jobs(2);

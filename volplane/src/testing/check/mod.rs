@@ -315,6 +315,7 @@ impl Check {
         shard: Shard,
         mut progress: impl FnMut(Progress),
     ) -> Result<Report, String> {
+        self.storage_readable()?;
         let (client, restarter) = self.driver().await?;
         let client = Driver {
             client: Caller::Socket(client),
@@ -578,6 +579,7 @@ impl Check {
 
     /// Sends `replay`'s steps again, judged anew.
     pub async fn replay(&self, replay: &Replay) -> Result<Outcome, Error> {
+        self.storage_readable().map_err(Error::Setup)?;
         let (client, restarter) = self.driver().await.map_err(Error::Setup)?;
         let client = Driver {
             client: Caller::Socket(client),
@@ -589,6 +591,23 @@ impl Check {
         let mut config = self.config(names, replay.seed, Some(replay.program.clone()));
         config.bounds = replay.bounds;
         self.once(&client, config).await.map_err(Error::Setup)
+    }
+}
+
+impl Check {
+    /// Refuses a storage directory that cannot be read: judged through it,
+    /// a misspelt one would hold nothing and every run would pass.
+    fn storage_readable(&self) -> Result<(), String> {
+        for dir in &self.storage_dirs {
+            if let Err(e) = std::fs::read_dir(dir) {
+                return Err(format!(
+                    "storage directory {}: cannot read it ({e}); name the directory where the \
+                     driver keeps an entry per volume or snapshot",
+                    dir.display()
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
