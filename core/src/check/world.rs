@@ -176,8 +176,8 @@ pub struct NodeSeen {
     /// with what lies outside the kubelet directory).
     pub loops: BTreeSet<String>,
     /// The entries of the storage directories asked about, each as
-    /// `directory/name`; more than [`MOST_LISTED`](super::machine::MOST_LISTED)
-    /// of them are not read.
+    /// `directory/name`; past the checker's bound on what a listing holds
+    /// (`MOST_LISTED`) the rest are not read.
     pub stored: BTreeSet<String>,
 }
 
