@@ -65,12 +65,18 @@ pub enum Plant {
     /// driver: GetCapacity says nothing is free, and creates still succeed
     /// (a CO keeps every pod of the class off the node).
     CapacityBelowGranted,
+    /// driver: every CreateVolume attempt makes its volume under an id of
+    /// its own (a random id, as csi-driver-host-path's), recorded only when
+    /// the create completes; a create interrupted by a restart is forgotten,
+    /// and the CO's retry makes a second volume: the first stays on the
+    /// storage, listed by nobody's records.
+    ForgetInterruptedCreate,
 }
 
 impl Plant {
     /// The plants in the driver machine, which `volplane check` finds
     /// (`VOLPLANE_PLANT=<name>` for a `volplane serve` built with them).
-    pub const DRIVER: [Plant; 11] = [
+    pub const DRIVER: [Plant; 12] = [
         Plant::CreateRepeatsInFlight,
         Plant::AnswerIncompatibleRepeat,
         Plant::PublishWithoutMount,
@@ -82,6 +88,7 @@ impl Plant {
         Plant::DeleteKeepsStorage,
         Plant::IgnoreTopologyRequirement,
         Plant::CapacityBelowGranted,
+        Plant::ForgetInterruptedCreate,
     ];
 
     /// Every plant the simulator finds, in `--list-plants` order.
@@ -120,6 +127,7 @@ impl Plant {
             Plant::DeleteKeepsStorage => "delete-keeps-storage",
             Plant::IgnoreTopologyRequirement => "ignore-topology-requirement",
             Plant::CapacityBelowGranted => "capacity-below-granted",
+            Plant::ForgetInterruptedCreate => "forget-interrupted-create",
         }
     }
 
@@ -167,6 +175,9 @@ impl Plant {
             }
             Plant::CapacityBelowGranted => {
                 "driver's GetCapacity says less is free than its creates then grant"
+            }
+            Plant::ForgetInterruptedCreate => {
+                "driver forgets a create interrupted by a restart; the retry makes a second volume"
             }
         }
     }

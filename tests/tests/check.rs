@@ -115,10 +115,19 @@ fn shaped(plant: Plant, c: Check) -> Check {
         // A SHOULD-rule does not end the check: fewer runs (it shows in
         // one run of three or so).
         Plant::CapacityBelowGranted => c.runs(40),
+        // Found only when a kill lands inside a create (about a
+        // millisecond here): restarts every few steps.
+        Plant::ForgetInterruptedCreate => {
+            let mut c = c;
+            c.bounds.restarts_per_mille = 150;
+            c
+        }
         _ => c,
     };
     match plant {
-        Plant::ForgetVolumesOnRestart | Plant::ForgetMountsOnRestart => c,
+        Plant::ForgetVolumesOnRestart
+        | Plant::ForgetMountsOnRestart
+        | Plant::ForgetInterruptedCreate => c,
         _ => Check { restart: None, ..c },
     }
 }
@@ -429,15 +438,28 @@ fn loops_backed_under(root: &Path) -> Vec<String> {
 
 /// A driver that cannot list — `guarded-driver`: credentials on every
 /// create and delete, each volume a directory of its storage — is judged
-/// by its storage directory (`--storage-dir`): sound, it breaks no rule
+/// by its storage directory (`--storage-dir`), and held to the credentials
+/// it was declared to need (`--secrets-required`): sound, it breaks no rule
 /// over restarting runs with calls in flight together and the secrets
 /// file's password; planted to leave a deleted volume's directory, the
-/// leak is found as nothing-left-on-storage, which no listing shows.
+/// leak is found as nothing-left-on-storage, which no listing shows;
+/// planted to serve a call without a password with the last one it saw
+/// (credentials from nowhere), found as credentials-from-the-call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_driver_that_cannot_list_is_judged_by_its_storage_directory() {
     require_root!();
     let _one = ONE_AT_A_TIME.lock().await;
-    for leaks in [false, true] {
+    use volplane_core::check::Rule;
+    for planted in [
+        None,
+        Some(Rule::NothingStored),
+        Some(Rule::CredentialsFromTheCall),
+    ] {
+        let knob = match planted {
+            Some(Rule::NothingStored) => "GUARDED_KEEP_ON_DELETE=1",
+            Some(_) => "GUARDED_STICKY_CREDENTIALS=1",
+            None => "",
+        };
         let root = tempfile::tempdir().unwrap();
         let dir = root.path();
         std::fs::create_dir_all(dir.join("storage")).unwrap();
@@ -449,36 +471,55 @@ async fn a_driver_that_cannot_list_is_judged_by_its_storage_directory() {
             &format!("unix://{}/csi.sock", dir.display()),
             dir.join("kubelet"),
         )
-        .runs(if leaks { 10 } else { 6 })
-        .concurrency(2);
+        .runs(if planted.is_some() { 10 } else { 6 })
+        // One call at a time for the credentials: met among calls in
+        // flight together, the finding is concurrent-calls-in-some-order,
+        // whose shrink keeps the companions' answers.
+        .concurrency(if planted == Some(Rule::CredentialsFromTheCall) {
+            1
+        } else {
+            2
+        });
         c.steps = 100;
         c.secrets = volplane::testing::secrets_file(&secrets).unwrap();
+        c.secrets_required = true;
         c.storage_dirs = vec![dir.join("storage")];
         c.restart = Some(format!(
-            "GUARDED_STORAGE={root}/storage GUARDED_PASSWORD=pw GUARDED_KEEP_ON_DELETE={keep} \
+            "GUARDED_STORAGE={root}/storage GUARDED_PASSWORD=pw {knob} \
              VOLPLANE_LOG=error exec {bin} --endpoint unix://{root}/csi.sock --node-id {node} \
              --state-dir {root}/state --kubelet-dir {root}/kubelet >/dev/null 2>&1",
             root = dir.display(),
-            keep = u8::from(leaks),
             bin = env!("CARGO_BIN_EXE_guarded-driver"),
             node = common::NODE,
         ));
         let start = std::time::Instant::now();
         let r = c.run(|_| {}).await.expect("the check runs");
         print(
-            &format!("guarded-driver, leaks: {leaks}"),
+            &format!("guarded-driver, planted: {knob:?}"),
             &r,
             start.elapsed(),
         );
-        let (checked, broken) = r.tally.counts[&volplane_core::check::Rule::NothingStored];
-        if leaks {
-            let f = r.failures.first().expect("the leak is found");
-            assert_eq!(f.rule, volplane_core::check::Rule::NothingStored);
-            assert!(f.trace.contains("storage directories"), "{}", f.trace);
-            assert!(f.steps.1 <= 4, "shrunk to {} steps", f.steps.1);
-        } else {
-            assert!(r.failures.is_empty(), "guarded-driver broke a rule");
-            assert!(checked > 0 && broken == 0, "the storage was never judged");
+        let held = |rule| {
+            let (checked, broken) = r.tally.counts.get(&rule).copied().unwrap_or_default();
+            checked > 0 && broken == 0
+        };
+        match planted {
+            Some(rule) => {
+                let f = r.failures.first().expect("the planted bug is found");
+                assert_eq!(f.rule, rule, "{}", f.trace);
+                assert!(f.steps.1 <= 4, "shrunk to {} steps", f.steps.1);
+                if rule == Rule::NothingStored {
+                    assert!(f.trace.contains("storage directories"), "{}", f.trace);
+                }
+            }
+            None => {
+                assert!(r.failures.is_empty(), "guarded-driver broke a rule");
+                assert!(held(Rule::NothingStored), "the storage was never judged");
+                assert!(
+                    held(Rule::CredentialsFromTheCall),
+                    "no create went without its secrets"
+                );
+            }
         }
         let left = unmount_beneath(&dir.join("kubelet"));
         assert!(left.is_empty(), "left mounted: {left:?}");

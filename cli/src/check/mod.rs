@@ -106,6 +106,12 @@ pub struct CheckArgs {
     /// NodeStageVolumeSecret… each a map of keys to values).
     #[arg(long, value_name = "FILE")]
     pub secrets: Option<PathBuf>,
+    /// The driver needs the secrets file's CreateVolume credentials: now
+    /// and then a create of a new name goes without them, and must fail
+    /// and make nothing (a driver that takes its credentials from another
+    /// call, or from its own configuration, makes it).
+    #[arg(long, requires = "secrets")]
+    pub secrets_required: bool,
     /// Where a failing check writes its replay file (with --keep-going,
     /// one per finding: FILE's name with the finding's number and rule
     /// before the extension).
@@ -173,6 +179,7 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
     check.max_findings = args.max_findings.max(1);
     check.restart = args.restart.clone();
     check.storage_dirs = args.storage_dir.clone();
+    check.secrets_required = args.secrets_required;
     if let Some(file) = &args.secrets {
         check.secrets = volplane::testing::secrets_file(file).map_err(|e| e.to_string())?;
     }

@@ -25,6 +25,10 @@ pub struct Bounds {
     /// The run has mutable parameters to modify volumes with.
     #[serde(default)]
     pub mutable_parameters: bool,
+    /// The driver was declared to need the secrets file's credentials: a
+    /// CreateVolume is now and then sent without them.
+    #[serde(default)]
+    pub secrets_required: bool,
 }
 
 impl Default for Bounds {
@@ -35,6 +39,7 @@ impl Default for Bounds {
             snapshots: 2,
             restarts_per_mille: 0,
             mutable_parameters: false,
+            secrets_required: false,
         }
     }
 }
@@ -62,6 +67,16 @@ pub fn next(
     let s = rng.below(usize::from(bounds.snapshots.max(1))) as Slot;
     lifecycle(&mut choices, w, facts, bounds, v, t);
     oddities(&mut choices, w, facts, v, t);
+    // One new name in ten goes without the credentials declared needed.
+    if bounds.secrets_required && !w.volumes.contains_key(&v) {
+        choices.push((
+            12,
+            Step::CreateVolume {
+                v,
+                shape: Shape::NoSecrets,
+            },
+        ));
+    }
     queries(&mut choices, w, facts, bounds, v, t);
     snapshots(&mut choices, w, facts, v, s);
     let total: u32 = choices.iter().map(|(weight, _)| weight).sum();

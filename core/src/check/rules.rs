@@ -55,6 +55,9 @@ rules! {
     /// A request missing a REQUIRED field is refused with INVALID_ARGUMENT.
     RequiredFields = Must, "required-fields",
         "CSI error scheme: a missing or invalid REQUIRED field MUST be answered INVALID_ARGUMENT";
+    /// A driver declared to need credentials makes nothing without them.
+    CredentialsFromTheCall = Must, "credentials-from-the-call",
+        "CSI secrets: a plugin acts with the secrets its CO passes in the call; declared with --secrets-required, the driver needs the secrets file's, so a CreateVolume without them MUST fail and make nothing (one that succeeds took its credentials from somewhere else: another call's, or its own)";
     /// An answer carries every field the specification makes REQUIRED.
     WellFormed = Must, "well-formed-answer",
         "CSI messages: fields marked REQUIRED MUST be set in a response (a volume's volume_id, a snapshot's source_volume_id…)";

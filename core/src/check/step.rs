@@ -27,6 +27,8 @@ pub enum Shape {
     Unnamed,
     /// No capability (INVALID_ARGUMENT).
     NoCapability,
+    /// Without the secrets the driver was declared to need (refused).
+    NoSecrets,
 }
 
 /// Where a NodeGetVolumeStats looks.
@@ -253,6 +255,21 @@ impl Step {
         )
     }
 
+    /// True when the step makes or removes an object on the storage: the
+    /// calls a kill in flight has the most to interrupt.
+    pub fn makes(&self) -> bool {
+        use Step::*;
+        matches!(
+            self,
+            CreateVolume { .. }
+                | DeleteVolume { .. }
+                | CreateSnapshot { .. }
+                | DeleteSnapshot { .. }
+                | CreateGroupSnapshot { .. }
+                | DeleteGroupSnapshot { .. }
+        )
+    }
+
     /// True when the step must run alone (a walk through pages).
     pub fn alone(&self) -> bool {
         matches!(self, Step::ListVolumes { .. } | Step::ListSnapshots { .. })
@@ -271,6 +288,7 @@ impl std::fmt::Display for Step {
                 Shape::Clone(from) => write!(f, "CreateVolume v{v}, a clone of v{from}"),
                 Shape::Unnamed => write!(f, "CreateVolume without a name"),
                 Shape::NoCapability => write!(f, "CreateVolume v{v} without a capability"),
+                Shape::NoSecrets => write!(f, "CreateVolume v{v} without its secrets"),
             },
             DeleteVolume { v } => write!(f, "DeleteVolume v{v}"),
             ControllerPublish {

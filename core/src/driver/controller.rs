@@ -4,6 +4,10 @@ use super::state::{Publication, VolumeRecord};
 use super::*;
 use crate::plant::Plant;
 
+/// What [`Plant::ForgetInterruptedCreate`] appends to a create's name to
+/// make each attempt's volume its own.
+const ATTEMPT: &str = "~attempt";
+
 impl Driver {
     pub(super) fn check_capability(&self, field: &str, cap: &Capability) -> Result<(), Status> {
         if !self.config.access_modes.contains(&cap.access_mode) {
@@ -62,8 +66,13 @@ impl Driver {
             // Planted: the repeat makes a volume of its own.
             name = format!("{name}~again");
         }
+        let key = format!("name:{name}");
+        if self.config.plant.is(Plant::ForgetInterruptedCreate) {
+            // Planted: each attempt's volume under an id of its own.
+            name = format!("{name}{ATTEMPT}{}", self.state.next_op);
+        }
         Decision::Execute {
-            key: format!("name:{name}"),
+            key,
             plan: Plan::CreateVolume(CreatePlan {
                 name,
                 capacity: range,
@@ -82,9 +91,15 @@ impl Driver {
 
     pub(super) fn created(
         &mut self,
-        p: CreatePlan,
+        mut p: CreatePlan,
         result: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
+        if self.config.plant.is(Plant::ForgetInterruptedCreate)
+            && let Some((name, _)) = p.name.split_once(ATTEMPT)
+        {
+            // Planted: the record is made under the name asked for.
+            p.name = name.to_string();
+        }
         let mut volume = match result? {
             Outcome::Created(v) => v,
             other => return Err(unexpected("CreateVolume", &other)),

@@ -147,7 +147,12 @@ impl Driver {
         let replayable = !flight.credentialed
             && (!flight.plan.on_node() || !self.state.boot.is_empty())
             && !recovered
-            && !self.resumed.contains_key(&op);
+            && !self.resumed.contains_key(&op)
+            && !(matches!(flight.plan, Plan::CreateVolume(_))
+                && self
+                    .config
+                    .plant
+                    .is(crate::plant::Plant::ForgetInterruptedCreate));
         let result = match flight.plan {
             Plan::CreateVolume(p) => self.created(p, result),
             Plan::DeleteVolume { volume, .. } => self.deleted(&volume.volume_id, result),

@@ -409,6 +409,15 @@ impl Driver {
                 .node
                 .retain(|_, nv| nv.stage.is_some() || !nv.targets.is_empty());
         }
+        if config
+            .plant
+            .is(crate::plant::Plant::ForgetInterruptedCreate)
+        {
+            // Planted: a create in flight at the last stop is forgotten.
+            state
+                .in_flight
+                .retain(|_, f| !matches!(f.plan, Plan::CreateVolume(_)));
+        }
         let mut d = Driver {
             config,
             state,

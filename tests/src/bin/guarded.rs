@@ -9,9 +9,13 @@
 //! volumes and `GUARDED_PASSWORD` the `password` the calls must carry.
 //! With `GUARDED_KEEP_ON_DELETE=1` its DeleteVolume moves the volume to
 //! the storage's trash (`ID.trash`, never emptied): a leak only the
-//! storage shows, since the volume itself is gone.
+//! storage shows, since the volume itself is gone. With
+//! `GUARDED_STICKY_CREDENTIALS=1` a call that carries no password is
+//! served with the last one a call carried (a storage client made once
+//! from the first request's secrets and kept): credentials from nowhere.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use volplane::{
     Attributes, Backend, Code, CreatePlan, Driver, Flags, NodeHost, NodeSource, Secrets, Status,
@@ -26,12 +30,23 @@ struct Guarded {
     password: String,
     /// DeleteVolume leaves `ID.trash` behind (a planted leak).
     keep_on_delete: bool,
+    /// A call without a password is served with the last one seen (a
+    /// planted bug); `None`: every call needs its own.
+    sticky: Option<Mutex<Option<String>>>,
 }
 
 impl Guarded {
     /// UNAUTHENTICATED unless `secrets` carry the password.
     fn check(&self, call: &str, secrets: &Secrets) -> Result<(), Status> {
-        match secrets.0.get("password") {
+        let mut given = secrets.0.get("password").cloned();
+        if let Some(last) = &self.sticky {
+            let mut last = last.lock().expect("the last password");
+            match &given {
+                Some(p) => *last = Some(p.clone()),
+                None => given = last.clone(),
+            }
+        }
+        match &given {
             Some(p) if *p == self.password => Ok(()),
             Some(_) => Err(Status::new(
                 Code::Unauthenticated,
@@ -112,6 +127,9 @@ fn main() -> Result<(), volplane::Error> {
             storage: storage.clone(),
             password,
             keep_on_delete: std::env::var("GUARDED_KEEP_ON_DELETE").is_ok_and(|v| v == "1"),
+            sticky: std::env::var("GUARDED_STICKY_CREDENTIALS")
+                .is_ok_and(|v| v == "1")
+                .then(|| Mutex::new(None)),
         },
     )
     .flags(&Flags::from_env()?)

@@ -18,7 +18,7 @@ use super::group::{self, Look, Sent};
 use super::oracle::{self, Answer, Breach, Known};
 use super::render;
 use super::rules::Rule;
-use super::step::{Names, Slot, Step};
+use super::step::{Names, Shape, Slot, Step};
 use super::world::{NodeSeen, World};
 use crate::driver::{Request, Response};
 use crate::machine::Machine;
@@ -230,8 +230,15 @@ impl Checker {
             ..self.config.bounds
         };
         if first == Step::Restart {
-            // Half the time while a call is in flight.
+            // Half the time while a call is in flight, the more often one
+            // that makes or removes something on the storage.
             if self.rng.chance(500) {
+                for _ in 0..3 {
+                    let s = generate::next(&mut self.rng, w, facts, &calm, None);
+                    if s.makes() {
+                        return vec![s, Step::Restart];
+                    }
+                }
                 let s = generate::next(&mut self.rng, w, facts, &calm, None);
                 if !s.alone() {
                     return vec![s, Step::Restart];
@@ -292,6 +299,18 @@ impl Checker {
         }
     }
 
+    /// Where in the group's calls a restart kills: drawn from the run's
+    /// seed and the calls in flight alone (see [`Effect::Restart`]).
+    fn moment(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = crate::hasher::StateHasher::default();
+        self.config.seed.hash(&mut h);
+        for (step, _, _) in &self.group {
+            step.hash(&mut h);
+        }
+        h.finish()
+    }
+
     fn send(&mut self) {
         for i in 0..self.group.len() {
             let step = self.group[i].0;
@@ -304,13 +323,25 @@ impl Checker {
                     read: self.config.names.target(v, to),
                     token: format!("{}-g{}-{i}", self.config.names.prefix, self.groups),
                 },
-                Step::Restart => Effect::Restart { op },
+                Step::Restart => Effect::Restart {
+                    op,
+                    moment: self.moment(),
+                },
                 _ => {
                     let names = &self.config.names;
                     let facts = &self.outcome.facts;
                     match render::request(&step, names, &self.known, facts) {
                         Some(mut request) => {
-                            self.config.secrets.apply(&mut request);
+                            let bare = matches!(
+                                step,
+                                Step::CreateVolume {
+                                    shape: Shape::NoSecrets,
+                                    ..
+                                }
+                            );
+                            if !bare {
+                                self.config.secrets.apply(&mut request);
+                            }
                             Effect::Call { op, request }
                         }
                         None => continue,

@@ -35,6 +35,11 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
             let why = "volume_capabilities is REQUIRED";
             return cx.must_fail(Rule::RequiredFields, Code::InvalidArgument, w, a, why);
         }
+        // A new name needs the storage, and so the credentials. A name
+        // already made may be answered from the driver's records, as any
+        // repeat, or refused: either changes nothing.
+        Shape::NoSecrets if w.volumes.contains_key(&v) => return Ok(vec![w.clone()]),
+        Shape::NoSecrets => return cx.made_nothing_without_secrets(w, a),
         _ => {}
     }
     let asked = cx.names.range(shape).required_bytes;

@@ -392,6 +392,33 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// A CreateVolume of a new name sent without the secrets the driver
+    /// was declared to need: any error will do; OK made a volume with
+    /// credentials from somewhere else.
+    fn made_nothing_without_secrets(&mut self, w: &World, a: &Answer) -> Verdict {
+        let rule = Rule::CredentialsFromTheCall;
+        self.checked(rule);
+        match self.got(a)? {
+            Got::Ok(r) => {
+                let made = match r {
+                    Response::Volume(v) => format!(" with volume {}", v.volume_id),
+                    _ => String::new(),
+                };
+                Err(self.breach(
+                    rule,
+                    format!(
+                        "answered OK{made}, though the call carried none of the secrets the driver was declared to need (--secrets-required): it made the volume with credentials from somewhere else"
+                    ),
+                ))
+            }
+            Got::Err(Code::Aborted, message) => {
+                self.unbusy_abort(message);
+                Ok(vec![w.clone()])
+            }
+            Got::Err(..) | Got::Unsure => Ok(vec![w.clone()]),
+        }
+    }
+
     /// As [`Cx::must_ok`], for a call on an object the driver acknowledged:
     /// NOT_FOUND says it lost it ([`Rule::Acknowledged`]).
     fn found(

@@ -99,15 +99,19 @@ impl Carry<Checker> for Carrier {
                 let answer = data(Path::new(&write), Path::new(&read), &token);
                 done.push_back(Input::Answered { op, answer });
             }
-            Effect::Restart { op } => {
+            Effect::Restart { op, moment } => {
                 let Some(restarter) = self.restarter.clone() else {
                     let why = "this check has no command to restart the driver with (--restart)";
                     let answer = Answer::Lost(why.to_string());
                     done.push_back(Input::Answered { op, answer });
                     return;
                 };
-                // Kill while the group's calls are in flight, or just after.
-                let delay = Duration::from_millis(op.0.wrapping_mul(0x9E37_79B9) % 40);
+                // Kill while the group's calls are in flight, or just after:
+                // between 0.1 and 40 ms after sending them, log-uniformly,
+                // so calls of every length (a quick local create, a slow
+                // remote one) are interrupted part-way as often.
+                let u = moment % 1_000;
+                let delay = Duration::from_secs_f64(1e-4 * 400f64.powf(u as f64 / 1_000.0));
                 self.tasks.spawn(async move {
                     match restarter.lock().await.restart(delay).await {
                         Ok(client) => (

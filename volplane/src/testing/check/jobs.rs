@@ -224,6 +224,7 @@ mod tests {
     use super::*;
     use crate::testing::check::{Replay, Rule, Signature};
     use volplane_core::check::Bounds;
+    use volplane_core::check::CallSecrets;
 
     fn finding(rule: Rule, call: &str, seed: u64, job: u32) -> Failure {
         let signature = Signature {
@@ -331,7 +332,14 @@ mod tests {
             "{e}"
         );
         c.storage_dirs = vec![std::env::temp_dir()];
-        assert!(c.storage_readable().is_ok());
+        assert!(c.ready().is_ok());
+        // Secrets declared required, and none given to CreateVolume.
+        c.secrets_required = true;
+        let e = c.ready().unwrap_err();
+        assert!(e.contains("gives CreateVolume no secrets"), "{e}");
+        let password = [("password".to_string(), "p".to_string())].into();
+        c.secrets = CallSecrets::everywhere(&password);
+        assert!(c.ready().is_ok());
         // Job 1, made: its own names everywhere.
         let dir = tempfile::tempdir().unwrap();
         let mut c = Check::new("unix:///run/j{i}/csi.sock", dir.path().join("k{i}")).jobs(2);

@@ -101,6 +101,10 @@ pub struct Check {
     /// that was not there before the run breaks `nothing-left-on-storage`,
     /// as a listing would — for drivers that cannot list. `{i}` is the job.
     pub storage_dirs: Vec<PathBuf>,
+    /// The driver needs the credentials [`Check::secrets`] gives
+    /// CreateVolume: now and then a create of a new name goes without
+    /// them, and must fail and make nothing (`credentials-from-the-call`).
+    pub secrets_required: bool,
 }
 
 impl Check {
@@ -130,6 +134,7 @@ impl Check {
             secrets: CallSecrets::default(),
             jobs: 1,
             storage_dirs: Vec::new(),
+            secrets_required: false,
         }
     }
 
@@ -281,6 +286,7 @@ impl Check {
             bounds.restarts_per_mille = 0;
         }
         bounds.mutable_parameters = !self.mutable.is_empty();
+        bounds.secrets_required = self.secrets_required;
         Config {
             names,
             seed,
@@ -315,7 +321,7 @@ impl Check {
         shard: Shard,
         mut progress: impl FnMut(Progress),
     ) -> Result<Report, String> {
-        self.storage_readable()?;
+        self.ready()?;
         let (client, restarter) = self.driver().await?;
         let client = Driver {
             client: Caller::Socket(client),
@@ -579,7 +585,7 @@ impl Check {
 
     /// Sends `replay`'s steps again, judged anew.
     pub async fn replay(&self, replay: &Replay) -> Result<Outcome, Error> {
-        self.storage_readable().map_err(Error::Setup)?;
+        self.ready().map_err(Error::Setup)?;
         let (client, restarter) = self.driver().await.map_err(Error::Setup)?;
         let client = Driver {
             client: Caller::Socket(client),
@@ -595,6 +601,20 @@ impl Check {
 }
 
 impl Check {
+    /// Refuses what would make every run pass unjudged: a storage
+    /// directory that cannot be read (a misspelt one would hold nothing),
+    /// or secrets declared required that the secrets file does not give.
+    fn ready(&self) -> Result<(), String> {
+        if self.secrets_required && self.secrets.get("CreateVolumeSecret").0.is_empty() {
+            return Err(
+                "--secrets-required: the secrets file gives CreateVolume no secrets; name a file \
+                 with a CreateVolumeSecret section (csi-sanity's format), or drop the flag"
+                    .to_string(),
+            );
+        }
+        self.storage_readable()
+    }
+
     /// Refuses a storage directory that cannot be read: judged through it,
     /// a misspelt one would hold nothing and every run would pass.
     fn storage_readable(&self) -> Result<(), String> {
