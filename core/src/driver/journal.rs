@@ -144,15 +144,19 @@ impl Driver {
         // may be answered before it is written.
         // A node plan only when a reboot would be known: replayed after
         // one, it would mount again what the kubelet no longer wants.
+        // Planted: a create's record is written before it is answered (a
+        // driver that records after success), so only an interrupted one
+        // is forgotten.
+        let forgets_creates = matches!(flight.plan, Plan::CreateVolume(_))
+            && self
+                .config
+                .plant
+                .is(crate::plant::Plant::ForgetInterruptedCreate);
         let replayable = !flight.credentialed
             && (!flight.plan.on_node() || !self.state.boot.is_empty())
             && !recovered
             && !self.resumed.contains_key(&op)
-            && !(matches!(flight.plan, Plan::CreateVolume(_))
-                && self
-                    .config
-                    .plant
-                    .is(crate::plant::Plant::ForgetInterruptedCreate));
+            && !forgets_creates;
         let result = match flight.plan {
             Plan::CreateVolume(p) => self.created(p, result),
             Plan::DeleteVolume { volume, .. } => self.deleted(&volume.volume_id, result),
