@@ -84,6 +84,8 @@ async fn check_with_secrets_breaks_no_rule_and_leaves_nothing_on_the_appliance()
         .concurrency(2);
     check.steps = 120;
     check.watch_outside = false;
+    // The appliance needs its token: a create without it must make nothing.
+    check.secrets_required = true;
     let report = check.run(|_| {}).await.unwrap();
     eprintln!(
         "volplane check on remote-appliance: {} runs, {} steps, {} rules checked",
@@ -99,8 +101,19 @@ async fn check_with_secrets_breaks_no_rule_and_leaves_nothing_on_the_appliance()
         stored.is_some_and(|(checked, _)| checked > 0),
         "the storage side was never judged"
     );
+    let bare = report
+        .tally
+        .counts
+        .get(&Rule::CredentialsFromTheCall)
+        .copied();
+    assert!(
+        bare.is_some_and(|(checked, _)| checked > 0),
+        "no create went without its token"
+    );
     assert_eq!(appliance.volumes(), vec![]);
     drop(d);
+    // What the creates sent without a token were refused for.
+    let refused = appliance.stats().unauthorized;
     // With restarts: the check starts the driver itself and kills it now and then.
     let d = DriverProcess::start(appliance.driver()).unwrap();
     let l = d.layout().clone();
@@ -120,7 +133,8 @@ async fn check_with_secrets_breaks_no_rule_and_leaves_nothing_on_the_appliance()
     if let Some(f) = report.failures.first() {
         panic!("{}", f.trace);
     }
-    assert_eq!(appliance.stats().unauthorized, 0);
+    // A replay after a restart never goes to the appliance without its token.
+    assert_eq!(appliance.stats().unauthorized, refused);
 }
 
 #[test]
