@@ -3,18 +3,21 @@
 //! right after carrying out the first plan of one kind, before the driver
 //! records its completion (`VOLPLANE_CRASH_AFTER=<kind>`, kinds as in
 //! `Plan::kind`), or panics there instead (`panic:<kind>`: a backend's bug,
-//! which must stop the driver, not leave it serving). A release build has
-//! none of this.
+//! which must stop the driver, not leave it serving). With
+//! `VOLPLANE_SLOW_CREATE_MS=N` each create takes N ms more at the storage
+//! after making its volume, as a remote storage's round trip does (the
+//! window a kill lands in, between making and recording, widened to a
+//! remote driver's). A release build has none of this.
 
 use std::future::Future;
 
 use volplane_core::Status;
 use volplane_core::driver::{
     Attributes, Capability, CapacityRange, CreatePlan, Features, GroupPlan, GroupSnapshot,
-    PublishPlan, Secrets, Snapshot, SnapshotPlan, StagePlan, Topology, Volume, VolumeCondition,
-    VolumeUsage,
+    PublishPlan, Secrets, Snapshot, SnapshotPage, SnapshotPlan, StagePlan, StoredVolume, Topology,
+    Volume, VolumeCondition, VolumePage, VolumeUsage,
 };
-use volplane_service::{Backend, CapacityInfo, NodeHost, NodeSource};
+use volplane_service::{Backend, CapacityInfo, NodeHost, NodeSource, SnapshotQuery};
 
 /// `inner`, aborting after its first plan of kind `kind`.
 #[derive(Debug)]
@@ -22,6 +25,7 @@ pub struct CrashAfter<B> {
     inner: B,
     kind: String,
     panics: bool,
+    slow_create: Option<std::time::Duration>,
 }
 
 impl<B> CrashAfter<B> {
@@ -33,13 +37,21 @@ impl<B> CrashAfter<B> {
                 inner,
                 kind: k.to_string(),
                 panics: true,
+                slow_create: None,
             },
             None => CrashAfter {
                 inner,
                 kind,
                 panics: false,
+                slow_create: None,
             },
         }
+    }
+
+    /// Each create takes `by` more after making its volume.
+    pub fn slow_create(mut self, by: Option<std::time::Duration>) -> CrashAfter<B> {
+        self.slow_create = by;
+        self
     }
 
     /// Passes `result` through, unless `kind` is the one to crash after.
@@ -101,7 +113,17 @@ impl<B: Backend> Backend for CrashAfter<B> {
     }
 
     async fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> Result<Volume, Status> {
-        self.after("create", self.inner.create_volume(host, plan).await)
+        let made = self.inner.create_volume(host, plan).await;
+        if let Some(by) = self.slow_create {
+            // On the host's blocking pool: either runtime's, unlike a timer.
+            let _ = host
+                .run(move |_| {
+                    std::thread::sleep(by);
+                    Ok(())
+                })
+                .await;
+        }
+        self.after("create", made)
     }
 
     async fn delete_volume(
@@ -185,6 +207,41 @@ impl<B: Backend> Backend for CrashAfter<B> {
     ) -> impl Future<Output = Result<CapacityInfo, Status>> + Send {
         self.inner
             .get_capacity(host, parameters, capabilities, topology)
+    }
+
+    fn lookup_volume(
+        &self,
+        host: &NodeHost,
+        volume_id: &str,
+        secrets: &Secrets,
+    ) -> impl Future<Output = Result<Option<StoredVolume>, Status>> + Send {
+        self.inner.lookup_volume(host, volume_id, secrets)
+    }
+
+    fn list_volumes(
+        &self,
+        host: &NodeHost,
+        starting_token: &str,
+        max_entries: u32,
+    ) -> impl Future<Output = Result<VolumePage, Status>> + Send {
+        self.inner.list_volumes(host, starting_token, max_entries)
+    }
+
+    fn lookup_snapshot(
+        &self,
+        host: &NodeHost,
+        snapshot_id: &str,
+        secrets: &Secrets,
+    ) -> impl Future<Output = Result<Option<Snapshot>, Status>> + Send {
+        self.inner.lookup_snapshot(host, snapshot_id, secrets)
+    }
+
+    fn list_snapshots(
+        &self,
+        host: &NodeHost,
+        query: &SnapshotQuery<'_>,
+    ) -> impl Future<Output = Result<SnapshotPage, Status>> + Send {
+        self.inner.list_snapshots(host, query)
     }
 
     fn node_source(

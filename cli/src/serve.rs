@@ -125,21 +125,35 @@ fn volumes_dir(args: &ServeArgs) -> PathBuf {
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let backend = Reference::new(volumes_dir(&args), args.zone.clone())
         .accepting(args.mutable_parameters.iter().cloned());
-    let crash_after = std::env::var("VOLPLANE_CRASH_AFTER")
-        .ok()
-        .filter(|s| !s.is_empty());
-    match crash_after {
-        #[cfg(feature = "crash-hooks")]
-        Some(kind) => planted(driver(&args, crate::crash::CrashAfter::new(backend, kind))).serve(),
-        #[cfg(not(feature = "crash-hooks"))]
-        Some(kind) => {
-            tracing::warn!(
-                kind = %kind,
-                "VOLPLANE_CRASH_AFTER is a test knob this build does not have (feature crash-hooks); ignoring it"
-            );
-            planted(driver(&args, backend)).serve()
-        }
-        None => planted(driver(&args, backend)).serve(),
+    let knob = |name: &str| std::env::var(name).ok().filter(|s| !s.is_empty());
+    let (crash_after, slow) = (
+        knob("VOLPLANE_CRASH_AFTER"),
+        knob("VOLPLANE_SLOW_CREATE_MS"),
+    );
+    if crash_after.is_none() && slow.is_none() {
+        return planted(driver(&args, backend)).serve();
+    }
+    #[cfg(feature = "crash-hooks")]
+    {
+        let slow = match slow.map(|ms| ms.parse::<u64>()) {
+            Some(Ok(ms)) => Some(std::time::Duration::from_millis(ms)),
+            Some(Err(_)) => {
+                return Err(ServeError::Setup(
+                    "VOLPLANE_SLOW_CREATE_MS: give a whole number of milliseconds".to_string(),
+                ));
+            }
+            None => None,
+        };
+        let hooked = crate::crash::CrashAfter::new(backend, crash_after.unwrap_or_default())
+            .slow_create(slow);
+        planted(driver(&args, hooked)).serve()
+    }
+    #[cfg(not(feature = "crash-hooks"))]
+    {
+        tracing::warn!(
+            "VOLPLANE_CRASH_AFTER and VOLPLANE_SLOW_CREATE_MS are test knobs this build does not have (feature crash-hooks); ignoring them"
+        );
+        planted(driver(&args, backend)).serve()
     }
 }
 

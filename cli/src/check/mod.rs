@@ -49,6 +49,14 @@ pub struct CheckArgs {
     /// VolumeAttributesClass would (KEY=VALUE; repeat).
     #[arg(long = "mutable-parameter", value_name = "KEY=VALUE")]
     pub mutable_parameters: Vec<String>,
+    /// A topology segment of another node (KEY=VALUE; repeat for each
+    /// key), where the storage can make volumes: a create now and then
+    /// requires its volume there (alone, or beside this node's segment),
+    /// and a volume made where this node cannot reach is kept off it.
+    /// Without it, such creates name a segment no node has, and
+    /// RESOURCE_EXHAUSTED is due. Only for drivers with topology.
+    #[arg(long = "other-segment", value_name = "KEY=VALUE")]
+    pub other_segment: Vec<String>,
     /// Volumes are a filesystem (mount) or raw block.
     #[arg(long, value_enum, default_value_t = AccessKind::Mount)]
     pub access_type: AccessKind,
@@ -197,6 +205,14 @@ fn check_of(args: &CheckArgs) -> Result<Check, String> {
             .split_once('=')
             .ok_or_else(|| format!("--parameter {p:?}: give KEY=VALUE"))?;
         check = check.parameter(k, v);
+    }
+    for p in &args.other_segment {
+        let (k, v) = p
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty())
+            .ok_or_else(|| format!("--other-segment {p:?}: give KEY=VALUE"))?;
+        (check.other_segment.get_or_insert_with(Default::default))
+            .insert(k.to_string(), v.to_string());
     }
     for p in &args.mutable_parameters {
         let (k, v) = p

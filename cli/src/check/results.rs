@@ -314,6 +314,7 @@ mod tests {
                         ),
                         bytes: 1 << 20,
                         mutable: Default::default(),
+                        elsewhere: None,
                     },
                     seed: 7,
                     bounds: Default::default(),

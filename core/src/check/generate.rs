@@ -77,6 +77,18 @@ pub fn next(
             },
         ));
     }
+    // A new name in ten or so asks for a volume beyond this node's segment.
+    if facts.topology.as_ref().is_some_and(|t| !t.is_empty()) && !w.volumes.contains_key(&v) {
+        for here_too in [false, true] {
+            choices.push((
+                6,
+                Step::CreateVolume {
+                    v,
+                    shape: Shape::Elsewhere { here_too },
+                },
+            ));
+        }
+    }
     queries(&mut choices, w, facts, bounds, v, t);
     snapshots(&mut choices, w, facts, v, s);
     let total: u32 = choices.iter().map(|(weight, _)| weight).sum();
@@ -113,7 +125,8 @@ fn lifecycle(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v
                     shape: Shape::Plain,
                 },
             ));
-            if let Some((&s, _)) = w.snapshots.iter().next() {
+            // Filled only from what this node reaches.
+            if let Some((&s, _)) = w.snapshots.iter().find(|(_, s)| !s.away) {
                 out.push((
                     20,
                     Step::CreateVolume {
@@ -123,7 +136,7 @@ fn lifecycle(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v
                 ));
             }
             if facts.has(C::CloneVolume)
-                && let Some((&from, _)) = w.volumes.iter().next()
+                && let Some((&from, _)) = w.volumes.iter().find(|(_, vol)| vol.reachable())
             {
                 out.push((
                     15,
@@ -137,6 +150,13 @@ fn lifecycle(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, b: &Bounds, v
         return;
     };
     let n = w.node(v);
+    if !vol.reachable() {
+        // Kept off this node: only deleted.
+        if vol.published.is_none() && n.is_empty() {
+            out.push((40, Step::DeleteVolume { v }));
+        }
+        return;
+    }
     let ready = !attach || vol.published.is_some();
     if attach && vol.published.is_none() {
         out.push((
@@ -208,7 +228,8 @@ fn oddities(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, v: Slot, t: Sl
         },
     ));
     out.push((3, Step::DeleteVolume { v }));
-    if facts.node_service {
+    let reachable = w.volumes.get(&v).is_none_or(|vol| vol.reachable());
+    if facts.node_service && reachable {
         out.push((3, Step::NodeUnpublish { v, t }));
         out.push((
             3,
@@ -219,7 +240,7 @@ fn oddities(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, v: Slot, t: Sl
             },
         ));
     }
-    if facts.node_has(N::StageUnstageVolume) {
+    if facts.node_has(N::StageUnstageVolume) && reachable {
         out.push((
             3,
             Step::NodeStage {
@@ -248,7 +269,7 @@ fn oddities(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, v: Slot, t: Sl
                     readonly: false,
                 },
             ));
-            if facts.has(C::PublishReadonly) {
+            if facts.has(C::PublishReadonly) && reachable {
                 out.push((
                     3,
                     Step::ControllerPublish {
@@ -368,7 +389,11 @@ fn snapshots(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, v: Slot, s: S
         let g = s;
         match w.groups.get(&g) {
             None => {
-                let mut vols = w.volumes.keys().copied();
+                // Of volumes this node reaches (a storage may group only
+                // volumes of one place).
+                let mut vols = (w.volumes.iter())
+                    .filter(|(_, vol)| vol.reachable())
+                    .map(|(&v, _)| v);
                 if let (Some(a), Some(b)) = (vols.next(), vols.next()) {
                     out.push((6, Step::CreateGroupSnapshot { g, a, b }));
                 }
@@ -378,7 +403,7 @@ fn snapshots(out: &mut Vec<(u32, Step)>, w: &World, facts: &Facts, v: Slot, s: S
                 let (a, b) = group.of;
                 out.push((2, Step::CreateGroupSnapshot { g, a, b }));
                 out.push((2, Step::CreateGroupSnapshot { g, a: b, b: a }));
-                if v != a && v != b {
+                if v != a && v != b && w.volumes.get(&v).is_none_or(|vol| vol.reachable()) {
                     out.push((1, Step::CreateGroupSnapshot { g, a, b: v }));
                 }
             }

@@ -99,10 +99,10 @@ pub enum Effect {
     Restart {
         /// Names the completion.
         op: OpId,
-        /// What the carrier draws the moment of the kill from: the same
+        /// Microseconds after the group's calls are sent to kill: the same
         /// for the same run and the same calls in flight, so a shrunk
         /// replay, with other steps gone, kills at the same moment.
-        moment: u64,
+        after_micros: u64,
     },
     /// Unmount these mount points (each beneath the run's own
     /// directories), deepest first: what the run's teardown could not put

@@ -241,6 +241,6 @@ fn create(names: &Names, known: &Known, facts: &Facts, v: Slot, shape: Shape) ->
             Shape::Clone(from) => Some(ContentSource::Volume(volume_id(names, known, from))),
             _ => None,
         },
-        accessibility: facts.requirement(),
+        accessibility: facts.requirement_for(shape, names.elsewhere.as_ref()),
     }
 }

@@ -29,6 +29,17 @@ pub enum Shape {
     NoCapability,
     /// Without the secrets the driver was declared to need (refused).
     NoSecrets,
+    /// With a topology requirement beyond this node's segment, as
+    /// external-provisioner builds one for a claim bound at once (every
+    /// node's segment requisite) or for a StorageClass whose allowed
+    /// topologies name other nodes only: `here_too`, requisite this node's
+    /// segment and another's, the other preferred; else the other alone.
+    /// A volume made where this node cannot reach is kept off it, as
+    /// Kubernetes schedules no pod of it here.
+    Elsewhere {
+        /// This node's segment is requisite too.
+        here_too: bool,
+    },
 }
 
 /// Where a NodeGetVolumeStats looks.
@@ -289,6 +300,13 @@ impl std::fmt::Display for Step {
                 Shape::Unnamed => write!(f, "CreateVolume without a name"),
                 Shape::NoCapability => write!(f, "CreateVolume v{v} without a capability"),
                 Shape::NoSecrets => write!(f, "CreateVolume v{v} without its secrets"),
+                Shape::Elsewhere { here_too: false } => {
+                    write!(f, "CreateVolume v{v} for another node's segment only")
+                }
+                Shape::Elsewhere { here_too: true } => write!(
+                    f,
+                    "CreateVolume v{v} for this node's segment or another's, the other preferred"
+                ),
             },
             DeleteVolume { v } => write!(f, "DeleteVolume v{v}"),
             ControllerPublish {
@@ -370,6 +388,12 @@ pub struct Names {
     /// the modify a driver must refuse is sent).
     #[serde(default)]
     pub mutable: Attributes,
+    /// A topology segment of another node, where a CreateVolume of
+    /// [`Shape::Elsewhere`] asks its volume to be (`--other-segment`);
+    /// `None`: one made up from this node's keys, where no storage can
+    /// make volumes (RESOURCE_EXHAUSTED is then due).
+    #[serde(default)]
+    pub elsewhere: Option<crate::driver::Topology>,
 }
 
 impl Names {

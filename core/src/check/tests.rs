@@ -22,6 +22,7 @@ fn names() -> Names {
         capability: Capability::mount(AccessMode::SingleNodeWriter),
         bytes: 16,
         mutable: Attributes::new(),
+        elsewhere: None,
     }
 }
 
@@ -529,4 +530,130 @@ fn a_create_granted_more_than_get_capacity_said_is_noted() {
     let w = j.one(&w, Step::GetCapacity, capacity(16));
     let w = j.one(&w, Step::DeleteVolume { v: 0 }, ok());
     assert_eq!(w.capacity, None);
+}
+
+/// Facts of a driver whose node is in zone `a`.
+fn zonal() -> Facts {
+    Facts {
+        topology: Some([("zone", "a")].into_iter().collect()),
+        ..facts()
+    }
+}
+
+fn made_in(id: &str, zone: &str) -> Answer {
+    Answer::Reply(Response::Volume(Volume {
+        accessible_topology: vec![[("zone", zone)].into_iter().collect()],
+        volume_context: Attributes::new(),
+        volume_id: id.into(),
+        capacity_bytes: 16,
+        content_source: None,
+    }))
+}
+
+const ELSEWHERE: Step = Step::CreateVolume {
+    v: 0,
+    shape: Shape::Elsewhere { here_too: false },
+};
+
+/// The steps generated for a world over many draws, one volume slot.
+fn generated(w: &World, facts: &Facts) -> Vec<Step> {
+    let bounds = super::generate::Bounds {
+        volumes: 1,
+        ..Default::default()
+    };
+    let mut rng = super::choose::Chooser::Seeded(crate::rng::Rng::new(7));
+    (0..2_000)
+        .map(|_| super::generate::next(&mut rng, w, facts, &bounds, None))
+        .collect()
+}
+
+fn on_the_node(s: &Step) -> bool {
+    matches!(
+        s,
+        Step::NodeStage { .. }
+            | Step::NodePublish { .. }
+            | Step::ControllerPublish {
+                known_node: true,
+                ..
+            }
+    )
+}
+
+#[test]
+fn a_create_for_another_segment_only_is_made_there_or_refused_as_exhausted() {
+    let mut j = Judge::new();
+    j.facts = zonal();
+    let requirement = j
+        .facts
+        .requirement_for(Shape::Elsewhere { here_too: false }, None)
+        .unwrap();
+    assert_eq!(requirement.requisite.len(), 1);
+    assert_eq!(
+        requirement.requisite[0].get("zone"),
+        Some("volplane-check-elsewhere")
+    );
+    let none = World::default();
+    assert_eq!(
+        j.step(&none, ELSEWHERE, refused(Code::ResourceExhausted))
+            .unwrap(),
+        vec![none.clone()]
+    );
+    let wrong = j
+        .step(&none, ELSEWHERE, refused(Code::InvalidArgument))
+        .unwrap_err();
+    assert_eq!(wrong.rule, Rule::KnownCode);
+    assert!(
+        wrong.detail.contains("RESOURCE_EXHAUSTED"),
+        "{}",
+        wrong.detail
+    );
+    let here = j.step(&none, ELSEWHERE, made_in("a", "a")).unwrap_err();
+    assert_eq!(here.rule, Rule::CreateTopology);
+    // Made there: kept off this node, and deleted in time.
+    let w = j.one(&none, ELSEWHERE, made_in("x", "volplane-check-elsewhere"));
+    assert!(!w.volumes[&0].reachable());
+    let steps = generated(&w, &j.facts);
+    assert!(
+        !steps.iter().any(on_the_node),
+        "sent to the node: {steps:?}"
+    );
+    assert!(steps.contains(&Step::DeleteVolume { v: 0 }));
+}
+
+#[test]
+fn a_create_for_either_segment_made_here_is_used_here() {
+    let mut j = Judge::new();
+    j.facts = zonal();
+    j.names.elsewhere = Some([("zone", "b")].into_iter().collect());
+    let either = Step::CreateVolume {
+        v: 0,
+        shape: Shape::Elsewhere { here_too: true },
+    };
+    let r = j
+        .facts
+        .requirement_for(
+            Shape::Elsewhere { here_too: true },
+            j.names.elsewhere.as_ref(),
+        )
+        .unwrap();
+    let zones = |t: &[crate::driver::Topology]| -> Vec<String> {
+        t.iter()
+            .map(|s| s.get("zone").unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(zones(&r.requisite), ["a", "b"]);
+    assert_eq!(zones(&r.preferred), ["b", "a"], "the other segment first");
+    // Here: used here. Lost: kept off until an answer says where.
+    let w = j.one(&World::default(), either, made_in("x", "a"));
+    assert!(w.volumes[&0].reachable());
+    assert!(generated(&w, &j.facts).iter().any(on_the_node));
+    let lost = Answer::Lost("transport error".into());
+    let ws = j.step(&World::default(), either, lost).unwrap();
+    assert!(
+        ws.iter()
+            .any(|w| w.volumes.get(&0).is_some_and(|v| !v.reachable()))
+    );
+    // Asked for here under the same name: either answer changes nothing.
+    assert!(j.step(&w, CREATE, refused(Code::AlreadyExists)).is_ok());
+    assert!(j.step(&w, CREATE, made_in("x", "a")).is_ok());
 }

@@ -29,6 +29,29 @@ pub struct Vol {
     pub published: Option<bool>,
     /// What it was filled from: `Shape::FromSnapshot` or `Shape::Clone`.
     pub source: Option<super::step::Shape>,
+    /// Asked for beyond this node's segment (`Shape::Elsewhere`).
+    #[serde(default)]
+    pub away: Option<Away>,
+}
+
+impl Vol {
+    /// The CO may use it on this node: it was asked for here, or its
+    /// create answered that this node reaches it. A volume this node
+    /// cannot reach is kept off it, as Kubernetes schedules no pod of it
+    /// here (the spec gives the plugin no error for such a publish).
+    pub fn reachable(&self) -> bool {
+        self.away.is_none_or(|a| a.reached)
+    }
+}
+
+/// Where a volume asked for beyond this node's segment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Away {
+    /// This node's segment was requisite too (`Shape::Elsewhere`'s).
+    pub here_too: bool,
+    /// Its create answered that this node reaches it; until an answer says
+    /// so (a lost one), it is kept off the node.
+    pub reached: bool,
 }
 
 /// What the node holds of a volume (in one world): kept apart from the
@@ -62,6 +85,9 @@ pub struct Snap {
     pub source_id: String,
     /// Its size (0: unknown): a volume filled from it is at least as big.
     pub bytes: u64,
+    /// Of a volume this node cannot reach: no volume here is filled from it.
+    #[serde(default)]
+    pub away: bool,
 }
 
 /// A group snapshot the driver has.

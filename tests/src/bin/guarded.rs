@@ -13,17 +13,26 @@
 //! `GUARDED_STICKY_CREDENTIALS=1` a call that carries no password is
 //! served with the last one a call carried (a storage client made once
 //! from the first request's secrets and kept): credentials from nowhere.
+//! With `GUARDED_ZONE=a` the node is in zone `a` (topology key
+//! `topology.guarded.volplane.io/zone`) and its storage makes volumes
+//! there, and also in `GUARDED_OTHER_ZONE` when given, as a zonal cloud's
+//! does: where the requirement prefers, within the requisite zones, else
+//! RESOURCE_EXHAUSTED; a volume of the other zone cannot be staged here
+//! (FAILED_PRECONDITION), and each one made is said on stderr.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use volplane::{
     Attributes, Backend, Code, CreatePlan, Driver, Flags, NodeHost, NodeSource, Secrets, Status,
-    Volume, host_status,
+    Topology, Volume, host_status,
 };
 
 /// The driver's name.
 const NAME: &str = "guarded.volplane.io";
+
+/// The topology key of a zone.
+const ZONE: &str = "topology.guarded.volplane.io/zone";
 
 struct Guarded {
     storage: PathBuf,
@@ -33,6 +42,9 @@ struct Guarded {
     /// A call without a password is served with the last one seen (a
     /// planted bug); `None`: every call needs its own.
     sticky: Option<Mutex<Option<String>>>,
+    /// This node's zone and the other one the storage makes volumes in
+    /// (`None`: no topology).
+    zones: Option<(String, Option<String>)>,
 }
 
 impl Guarded {
@@ -60,19 +72,64 @@ impl Guarded {
     }
 }
 
+impl Guarded {
+    /// The zone a create's requirement asks for, among the storage's:
+    /// the first preferred one that is requisite, else the first requisite.
+    fn zone_for(&self, plan: &CreatePlan) -> Result<Option<String>, Status> {
+        let Some((here, other)) = &self.zones else {
+            return Ok(None);
+        };
+        let ours = |z: &str| z == here || other.as_deref() == Some(z);
+        let Some(req) = plan
+            .accessibility
+            .as_ref()
+            .filter(|r| !r.requisite.is_empty())
+        else {
+            return Ok(Some(here.clone()));
+        };
+        let zone_of = |t: &Topology| t.get(ZONE).map(str::to_string);
+        let requisite: Vec<String> = req.requisite.iter().filter_map(zone_of).collect();
+        let preferred = req.preferred.iter().filter_map(zone_of);
+        match preferred
+            .chain(requisite.clone())
+            .find(|z| ours(z) && requisite.contains(z))
+        {
+            Some(z) => Ok(Some(z)),
+            None => Err(Status::new(
+                Code::ResourceExhausted,
+                format!(
+                    "the storage makes volumes in zones {here:?} and {other:?}, which no requisite topology allows"
+                ),
+            )),
+        }
+    }
+}
+
 impl Backend for Guarded {
     async fn create_volume(&self, host: &NodeHost, plan: &CreatePlan) -> Result<Volume, Status> {
         self.check("CreateVolume", &plan.secrets)?;
-        let id = format!("guarded-{:016x}", fnv(&plan.name));
+        let zone = self.zone_for(plan)?;
+        let id = match &zone {
+            Some(z) => format!("guarded-{z}-{:016x}", fnv(&plan.name)),
+            None => format!("guarded-{:016x}", fnv(&plan.name)),
+        };
         let path = self.storage.join(&id);
         host.run(move |h| h.create_dir(&path).map(|_| ()))
             .await
             .map_err(|e| host_status(&format!("create volume {}", plan.name), e))?;
+        if let (Some(z), Some((here, _))) = (&zone, &self.zones)
+            && z != here
+        {
+            eprintln!("guarded-driver: volume {id} made in zone {z}");
+        }
         Ok(Volume {
             volume_id: id,
             capacity_bytes: plan.suggested_bytes,
             volume_context: Attributes::new(),
-            accessible_topology: vec![],
+            accessible_topology: zone
+                .into_iter()
+                .map(|z| [(ZONE.to_string(), z)].into_iter().collect())
+                .collect(),
             content_source: None,
         })
     }
@@ -104,7 +161,18 @@ impl Backend for Guarded {
         _publish_context: &Attributes,
         _volume_context: &Attributes,
     ) -> Result<NodeSource, Status> {
-        Ok(NodeSource::Directory(self.storage.join(volume_id)))
+        let path = self.storage.join(volume_id);
+        // One that is gone is NOT_FOUND, wherever it was.
+        if let Some((here, Some(other))) = &self.zones
+            && volume_id.starts_with(&format!("guarded-{other}-"))
+            && path.symlink_metadata().is_ok()
+        {
+            return Err(Status::new(
+                Code::FailedPrecondition,
+                format!("volume {volume_id} is in zone {other:?}; this node is in zone {here:?}"),
+            ));
+        }
+        Ok(NodeSource::Directory(path))
     }
 }
 
@@ -121,7 +189,11 @@ fn main() -> Result<(), volplane::Error> {
         |name: &str| std::env::var(name).map_err(|_| volplane::Error::Setup(format!("set {name}")));
     let storage = PathBuf::from(var("GUARDED_STORAGE")?);
     let password = var("GUARDED_PASSWORD")?;
-    Driver::new(
+    let zone = std::env::var("GUARDED_ZONE").ok().filter(|z| !z.is_empty());
+    let other = std::env::var("GUARDED_OTHER_ZONE")
+        .ok()
+        .filter(|z| !z.is_empty());
+    let mut driver = Driver::new(
         NAME,
         Guarded {
             storage: storage.clone(),
@@ -130,9 +202,14 @@ fn main() -> Result<(), volplane::Error> {
             sticky: std::env::var("GUARDED_STICKY_CREDENTIALS")
                 .is_ok_and(|v| v == "1")
                 .then(|| Mutex::new(None)),
+            zones: zone.clone().map(|z| (z, other)),
         },
-    )
-    .flags(&Flags::from_env()?)
-    .storage_dir(storage)
-    .serve()
+    );
+    if let Some(z) = &zone {
+        driver = driver.topology(ZONE, z);
+    }
+    driver
+        .flags(&Flags::from_env()?)
+        .storage_dir(storage)
+        .serve()
 }

@@ -299,16 +299,20 @@ impl Checker {
         }
     }
 
-    /// Where in the group's calls a restart kills: drawn from the run's
-    /// seed and the calls in flight alone (see [`Effect::Restart`]).
-    fn moment(&self) -> u64 {
+    /// When a restart kills, in microseconds after the group's calls are
+    /// sent: between 0.1 and 40 ms, log-uniformly, so calls of every length
+    /// (a quick local create, a slow remote one) are interrupted part-way
+    /// as often. Drawn from the run's seed and the calls in flight alone
+    /// (see [`Effect::Restart`]).
+    fn kill_after_micros(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = crate::hasher::StateHasher::default();
         self.config.seed.hash(&mut h);
         for (step, _, _) in &self.group {
             step.hash(&mut h);
         }
-        h.finish()
+        let u = (h.finish() % 1_000) as f64 / 1_000.0;
+        (100.0 * 400f64.powf(u)) as u64
     }
 
     fn send(&mut self) {
@@ -325,7 +329,7 @@ impl Checker {
                 },
                 Step::Restart => Effect::Restart {
                     op,
-                    moment: self.moment(),
+                    after_micros: self.kill_after_micros(),
                 },
                 _ => {
                     let names = &self.config.names;

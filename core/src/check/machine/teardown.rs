@@ -108,24 +108,16 @@ impl Checker {
         self.take_inventory(false);
     }
 
-    /// Deletes of what the run's creates made and no step can name: a
-    /// second volume or snapshot answered for one name (a driver's race),
-    /// or one its slot's later create displaced. Snapshots first. Only ids
-    /// the run was handed: nothing else on the storage is touched.
+    /// Deletes of what the run's creates made and no delete answered OK
+    /// for: a second volume or snapshot answered for one name (a driver's
+    /// race), one its slot's later create displaced, one a create that
+    /// had to fail made (it broke a rule, so no world holds it and the
+    /// teardown never named it), one whose teardown delete failed.
+    /// Snapshots first. Only ids the run was handed: nothing else on the
+    /// storage is touched.
     fn stray_deletes(&self) -> Vec<Request> {
-        let named = |id: &String, known: &std::collections::BTreeMap<Slot, String>| {
-            known.values().any(|k| k == id)
-        };
-        let snapshots = self
-            .made
-            .snapshots
-            .iter()
-            .filter(|id| !named(id, &self.known.snapshots));
-        let volumes = self
-            .made
-            .volumes
-            .iter()
-            .filter(|id| !named(id, &self.known.volumes));
+        let snapshots = self.made.snapshots.iter();
+        let volumes = self.made.volumes.iter();
         snapshots
             .map(|id| {
                 Request::DeleteSnapshot(rq::DeleteSnapshot {

@@ -4,7 +4,7 @@ use super::{Answer, Breach, Cx, Refers, Verdict, refers, twice};
 use crate::Code;
 use crate::check::rules::Rule;
 use crate::check::step::{Shape, Slot};
-use crate::check::world::{Choice, Vol, World};
+use crate::check::world::{Away, Choice, Vol, World};
 use crate::driver::{ControllerCapability, Response};
 
 fn volume_of(r: Option<&Response>) -> Result<Option<&crate::driver::Volume>, Breach> {
@@ -47,9 +47,21 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
         Shape::FromSnapshot(_) | Shape::Clone(_) => Some(shape),
         _ => None,
     };
-    let Some(existing) = w.volumes.get(&v) else {
-        return create_new(cx, w, v, source, asked, a);
+    let away = match shape {
+        Shape::Elsewhere { here_too } => Some(here_too),
+        _ => None,
     };
+    let Some(existing) = w.volumes.get(&v) else {
+        return create_new(cx, w, v, shape, asked, a);
+    };
+    // Asked for where it was not asked for before: the driver may answer
+    // the volume (where the new requirement admits it) or ALREADY_EXISTS;
+    // either changes nothing.
+    if matches!(shape, Shape::Plain | Shape::Elsewhere { .. })
+        && existing.away.map(|a| a.here_too) != away
+    {
+        return Ok(vec![w.clone()]);
+    }
     let same_source = existing.source == source;
     let known_bytes = if existing.bytes > 0 {
         existing.bytes
@@ -93,9 +105,12 @@ pub fn create(cx: &mut Cx<'_>, w: &World, v: Slot, shape: Shape, a: &Answer) -> 
             _ => vol.id = Some(made.volume_id.clone()),
         }
         check_capacity(made.capacity_bytes, asked)?;
-        check_topology(cx, made)?;
+        check_topology(cx, shape, made)?;
         if made.capacity_bytes > 0 {
             vol.bytes = made.capacity_bytes;
+        }
+        if let Some(away) = &mut vol.away {
+            away.reached = cx.facts.reaches_here(&made.accessible_topology);
         }
         Ok(())
     };
@@ -112,10 +127,19 @@ fn create_new(
     cx: &mut Cx<'_>,
     w: &World,
     v: Slot,
-    source: Option<Shape>,
+    shape: Shape,
     asked: u64,
     a: &Answer,
 ) -> Verdict {
+    let source = match shape {
+        Shape::FromSnapshot(_) | Shape::Clone(_) => Some(shape),
+        _ => None,
+    };
+    if let Shape::Elsewhere { here_too: false } = shape
+        && let Some(verdict) = refused_elsewhere(cx, w, a)
+    {
+        return verdict;
+    }
     // The source must exist, and may be larger than the size asked for
     // (OUT_OF_RANGE is then fair).
     let Some((found, source_bytes)) = source_found(cx, w, source) else {
@@ -149,19 +173,56 @@ fn create_new(
         let made = volume_of(r)?;
         if let Some(m) = made {
             check_capacity(m.capacity_bytes, asked)?;
-            check_topology(cx, m)?;
+            check_topology(cx, shape, m)?;
         }
-        super::capacity::granted(cx, w, made.map_or(0, |m| m.capacity_bytes).max(asked));
+        let reached = made.is_some_and(|m| cx.facts.reaches_here(&m.accessible_topology));
+        let away = match shape {
+            Shape::Elsewhere { here_too } => Some(Away { here_too, reached }),
+            _ => None,
+        };
+        if away.is_none() || reached {
+            let granted = made.map_or(0, |m| m.capacity_bytes).max(asked);
+            super::capacity::granted(cx, w, granted);
+        } else {
+            // Made elsewhere, or who knows where: what this node's segment
+            // can still take is unknown.
+            w.capacity = None;
+        }
         let vol = Vol {
             id: made.map(|m| m.volume_id.clone()),
             asked,
             bytes: made.map_or(0, |m| m.capacity_bytes),
             published: None,
             source,
+            away,
         };
         w.volumes.insert(v, vol);
         Ok(())
     })
+}
+
+/// A CreateVolume whose requisite topology is another node's segment
+/// alone: RESOURCE_EXHAUSTED (it cannot be made there) changes nothing;
+/// any other error names the wrong situation. `None`: judged as any new
+/// volume (OK, ABORTED, unsure).
+fn refused_elsewhere(cx: &mut Cx<'_>, w: &World, a: &Answer) -> Option<Verdict> {
+    let Answer::Refused { code, message } = a else {
+        return None;
+    };
+    if a.unsure() || *code == Code::Aborted {
+        return None;
+    }
+    cx.checked(Rule::KnownCode);
+    if *code == Code::ResourceExhausted {
+        return Some(Ok(vec![w.clone()]));
+    }
+    Some(Err(Breach {
+        rule: Rule::KnownCode,
+        detail: format!(
+            "answered {} {message:?} for a requisite topology of another node's segment only; where a volume cannot be made there, the code is RESOURCE_EXHAUSTED",
+            code.go_name()
+        ),
+    }))
 }
 
 /// Whether the snapshot or volume a create is to be filled from exists,
@@ -194,8 +255,12 @@ fn check_capacity(bytes: u64, asked: u64) -> Result<(), Breach> {
 
 /// A volume made for a CreateVolume that carried a topology requirement
 /// is where its requisite segments allow.
-fn check_topology(cx: &mut Cx<'_>, made: &crate::driver::Volume) -> Result<(), Breach> {
-    let Some(wanted) = cx.facts.requirement() else {
+fn check_topology(
+    cx: &mut Cx<'_>,
+    shape: Shape,
+    made: &crate::driver::Volume,
+) -> Result<(), Breach> {
+    let Some(wanted) = cx.facts.requirement_for(shape, cx.names.elsewhere.as_ref()) else {
         return Ok(());
     };
     cx.checked(Rule::CreateTopology);

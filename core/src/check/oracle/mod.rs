@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::rules::{Level, Rule, Tally};
-use super::step::{Names, Slot, Step};
+use super::step::{Names, Shape, Slot, Step};
 use super::world::{Vol, World};
 use crate::driver::{ControllerCapability, NodeCapability, PluginCapability, Response};
 use crate::{Code, Status};
@@ -207,7 +207,62 @@ impl Facts {
             preferred: vec![segment],
         })
     }
+
+    /// What a CreateVolume of `shape` requires of where its volume is:
+    /// for [`Shape::Elsewhere`], another node's segment (`given`, else one
+    /// made up from this node's keys), alone or beside this node's and
+    /// preferred to it, as external-provisioner sends every node's segment
+    /// for a claim bound at once, starting at its own pick; otherwise
+    /// [`Facts::requirement`].
+    pub fn requirement_for(
+        &self,
+        shape: Shape,
+        given: Option<&crate::driver::Topology>,
+    ) -> Option<crate::driver::TopologyRequirement> {
+        let Shape::Elsewhere { here_too } = shape else {
+            return self.requirement();
+        };
+        let here = self.topology.clone().filter(|t| !t.is_empty())?;
+        let other = given.cloned().unwrap_or_else(|| made_up_segment(&here));
+        let mut requisite = vec![other.clone()];
+        let mut preferred = vec![other];
+        if here_too {
+            requisite.push(here.clone());
+            requisite.sort_by(|a, b| a.iter().cmp(b.iter()));
+            preferred.push(here);
+        }
+        Some(crate::driver::TopologyRequirement {
+            requisite,
+            preferred,
+        })
+    }
+
+    /// This node reaches a volume accessible from `at`: it says nothing
+    /// (accessible from anywhere), or one of its segments has only keys and
+    /// values of this node's segment.
+    pub fn reaches_here(&self, at: &[crate::driver::Topology]) -> bool {
+        let Some(here) = &self.topology else {
+            return true;
+        };
+        at.is_empty()
+            || at
+                .iter()
+                .any(|segment| segment.iter().all(|(k, v)| here.get(k) == Some(v)))
+    }
 }
+
+/// A segment no node has: this node's keys, each with a value of its own.
+fn made_up_segment(here: &crate::driver::Topology) -> crate::driver::Topology {
+    let value = if here.values().any(|v| v == ELSEWHERE) {
+        format!("{ELSEWHERE}-2")
+    } else {
+        ELSEWHERE.to_string()
+    };
+    here.keys().map(|k| (k, value.clone())).collect()
+}
+
+/// The value of a made-up segment's keys (a valid label value).
+const ELSEWHERE: &str = "volplane-check-elsewhere";
 
 /// The ids and contexts the driver handed out, by slot: what a step's
 /// request carries. A slot keeps the last id answered for it, also after

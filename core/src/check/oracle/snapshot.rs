@@ -38,6 +38,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
         }
         let id = cut.map(|c| c.snapshot_id.clone());
         let of_volume = w.volumes.get(&v).map_or(0, |x| x.bytes);
+        let away = w.volumes.get(&v).is_some_and(|x| !x.reachable());
         let bytes = cut.map_or(0, |c| c.size_bytes).max(of_volume);
         match w.snapshots.get_mut(&s) {
             Some(old) => same_id(&mut old.id, id, "snapshot")?,
@@ -50,6 +51,7 @@ pub fn create(cx: &mut Cx<'_>, w: &World, s: Slot, v: Slot, a: &Answer) -> Verdi
                         of: v,
                         source_id,
                         bytes,
+                        away,
                     },
                 );
             }

@@ -99,19 +99,16 @@ impl Carry<Checker> for Carrier {
                 let answer = data(Path::new(&write), Path::new(&read), &token);
                 done.push_back(Input::Answered { op, answer });
             }
-            Effect::Restart { op, moment } => {
+            Effect::Restart { op, after_micros } => {
                 let Some(restarter) = self.restarter.clone() else {
                     let why = "this check has no command to restart the driver with (--restart)";
                     let answer = Answer::Lost(why.to_string());
                     done.push_back(Input::Answered { op, answer });
                     return;
                 };
-                // Kill while the group's calls are in flight, or just after:
-                // between 0.1 and 40 ms after sending them, log-uniformly,
-                // so calls of every length (a quick local create, a slow
-                // remote one) are interrupted part-way as often.
-                let u = moment % 1_000;
-                let delay = Duration::from_secs_f64(1e-4 * 400f64.powf(u as f64 / 1_000.0));
+                // Kill while the group's calls are in flight, or just after
+                // (the checker says when).
+                let delay = Duration::from_micros(after_micros);
                 self.tasks.spawn(async move {
                     match restarter.lock().await.restart(delay).await {
                         Ok(client) => (

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use volplane_core::check::machine::{Checker, Config, Outcome, Program};
 pub use volplane_core::check::report::Signature;
-use volplane_core::check::{Bounds, CallSecrets, Names, report, shrink};
+use volplane_core::check::{Bounds, CallSecrets, Names, Step, report, shrink};
 use volplane_core::driver::{AccessMode, Attributes, Capability};
 use volplane_core::machine;
 use volplane_proto::client::CsiClient;
@@ -65,6 +65,9 @@ pub struct Check {
     /// Mutable parameters ControllerModifyVolume sets (a
     /// VolumeAttributesClass's); none: only the modify a driver must refuse.
     pub mutable: Attributes,
+    /// A topology segment of another node, where the storage can make
+    /// volumes (`--other-segment`): see [`Names::elsewhere`].
+    pub other_segment: Option<Attributes>,
     /// The capability volumes are created and used with.
     pub capability: Capability,
     /// The size of the run's volumes.
@@ -121,6 +124,7 @@ impl Check {
             concurrency: 1,
             parameters: Attributes::new(),
             mutable: Attributes::new(),
+            other_segment: None,
             capability: Capability::mount(AccessMode::SingleNodeWriter),
             bytes: 16 << 20,
             bounds: Bounds::default(),
@@ -274,6 +278,7 @@ impl Check {
             capability: self.capability.clone(),
             bytes: self.bytes,
             mutable: self.mutable.clone(),
+            elsewhere: self.other_segment.clone(),
         }
     }
 
@@ -487,12 +492,16 @@ impl Check {
         let (mut best, mut best_outcome) = (program, first);
         let mut tries = 0;
         let mut gone = None;
-        // Concurrent calls race: a candidate that keeps the race may still
-        // not meet it on one run, so it is run up to three times before it
-        // is let go. Sequential runs are deterministic: once is enough.
-        let attempts = if self.concurrency > 1 { 3 } else { 1 };
         'outer: loop {
             for candidate in shrink::candidates(&best) {
+                // Concurrent calls race, and a kill lands inside a call or
+                // after it by a fraction of a millisecond: a candidate that
+                // keeps the race or the kill may still not meet it on one
+                // run, so it is run up to three times before it is let go.
+                // Sequential runs without kills are deterministic: once is
+                // enough.
+                let kills = candidate.iter().flatten().any(|s| *s == Step::Restart);
+                let attempts = if self.concurrency > 1 || kills { 3 } else { 1 };
                 for _ in 0..attempts {
                     if tries >= self.shrink_runs {
                         break 'outer;
