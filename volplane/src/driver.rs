@@ -168,7 +168,11 @@ impl<B: Backend> Driver<B> {
     }
 
     /// This node's topology segment `key=value` (repeat for several keys):
-    /// NodeGetInfo reports it and volumes are created accessible from it.
+    /// NodeGetInfo reports it, and the plugin declares
+    /// VOLUME_ACCESSIBILITY_CONSTRAINTS. Where each volume is, the backend
+    /// says ([`Volume::accessible_topology`](crate::Volume), within the
+    /// create's requisite segments; empty: from anywhere); a create it
+    /// cannot make within them is RESOURCE_EXHAUSTED.
     pub fn topology(mut self, key: &str, value: &str) -> Self {
         self.config
             .topology

@@ -56,6 +56,9 @@ pub fn judge(
 ) -> Judged {
     let mut out: Vec<World> = Vec::new();
     let mut first: Option<Breach> = None;
+    // In each world and order, which step broke which rule first (None:
+    // none did, or only the look did).
+    let mut faults: Vec<Option<(usize, Rule)>> = Vec::new();
     let mut notes = Vec::new();
     let removed = unpublished(group);
     for (wi, w) in worlds.iter().enumerate() {
@@ -63,6 +66,7 @@ pub fn judge(
             let primary = wi == 0 && pi == 0;
             let mut ws = vec![w.clone()];
             let mut breach = None;
+            let mut fault = None;
             for &i in &order {
                 let sent = &group[i];
                 let mut next = Vec::new();
@@ -83,6 +87,7 @@ pub fn judge(
                     match oracle::judge(&mut cx, w, &sent.step, &sent.answer) {
                         Ok(more) => next.extend(more),
                         Err(b) => {
+                            fault.get_or_insert((i, b.rule));
                             breach.get_or_insert(b);
                         }
                     }
@@ -102,6 +107,7 @@ pub fn judge(
             if primary {
                 first = breach;
             }
+            faults.push(fault);
             out.extend(ws);
         }
     }
@@ -115,7 +121,12 @@ pub fn judge(
             rule: Rule::Linearizable,
             detail: "no order of the calls explains their answers".to_string(),
         });
-        Some(if group.len() > 1 && overlapping(group) {
+        // One call that breaks the same rule in every world and every
+        // order is wrong whatever the others did: its own finding, not
+        // the group's.
+        let alone =
+            faults.first().copied().flatten().is_some() && faults.iter().all(|f| *f == faults[0]);
+        Some(if group.len() > 1 && overlapping(group) && !alone {
             Breach {
                 rule: Rule::Linearizable,
                 detail: format!(

@@ -657,3 +657,32 @@ fn a_create_for_either_segment_made_here_is_used_here() {
     assert!(j.step(&w, CREATE, refused(Code::AlreadyExists)).is_ok());
     assert!(j.step(&w, CREATE, made_in("x", "a")).is_ok());
 }
+
+#[test]
+fn a_call_wrong_in_every_order_is_its_own_finding_among_calls_in_flight() {
+    let mut j = Judge::new();
+    j.facts = zonal();
+    let group = [
+        Sent {
+            step: Step::DeleteVolume { v: 0 },
+            answer: ok(),
+            busy: true,
+        },
+        Sent {
+            step: ELSEWHERE,
+            answer: made_in("x", "a"),
+            busy: true,
+        },
+    ];
+    let judged = group::judge(
+        &[World::default()],
+        &group,
+        &j.names,
+        &j.facts,
+        &j.known,
+        None,
+        &mut j.tally,
+    );
+    let breach = judged.breach.expect("made outside the requisite");
+    assert_eq!(breach.rule, Rule::CreateTopology, "{}", breach.detail);
+}
