@@ -64,6 +64,15 @@ fn refused(code: Code) -> Answer {
     }
 }
 
+/// `step` sent beside another call on its object, answered `answer`.
+fn in_flight(step: Step, answer: Answer) -> Sent {
+    Sent {
+        step,
+        answer,
+        busy: true,
+    }
+}
+
 /// A judge with the ids of `known`, counting into `tally`.
 struct Judge {
     names: Names,
@@ -97,6 +106,19 @@ impl Judge {
         let v = oracle::judge(&mut cx, w, &step, &answer);
         self.notes.extend(cx.notes.iter().map(|n| n.rule));
         v
+    }
+
+    /// Judges `group`, in flight together, from `worlds`.
+    fn group(&mut self, worlds: &[World], group: &[Sent]) -> group::Judged {
+        group::judge(
+            worlds,
+            group,
+            &self.names,
+            &self.facts,
+            &self.known,
+            None,
+            &mut self.tally,
+        )
     }
 
     /// Judges `step`, which must leave exactly one world; learns its ids.
@@ -370,11 +392,7 @@ fn a_delete_and_a_publish_both_ok_at_once_fit_no_order_for_a_driver_that_refuses
     let mut w = j.one(&World::default(), CREATE, volume("a", 16));
     w.choices.insert(Choice::DeletePublished, false);
     let group = [
-        Sent {
-            step: Step::DeleteVolume { v: 0 },
-            answer: ok(),
-            busy: true,
-        },
+        in_flight(Step::DeleteVolume { v: 0 }, ok()),
         Sent {
             step: Step::ControllerPublish {
                 v: 0,
@@ -387,41 +405,17 @@ fn a_delete_and_a_publish_both_ok_at_once_fit_no_order_for_a_driver_that_refuses
             busy: true,
         },
     ];
-    let judged = group::judge(
-        &[w.clone()],
-        &group,
-        &j.names,
-        &j.facts,
-        &j.known,
-        None,
-        &mut j.tally,
-    );
+    let judged = j.group(&[w.clone()], &group);
     assert!(judged.worlds.is_empty());
     assert_eq!(judged.breach.unwrap().rule, Rule::Linearizable);
     // ABORTED for one of them is fair, and so is either order when the
     // driver has not said how it answers deleting a volume in use.
     let mut aborted = group.clone();
     aborted[1].answer = refused(Code::Aborted);
-    let judged = group::judge(
-        &[w.clone()],
-        &aborted,
-        &j.names,
-        &j.facts,
-        &j.known,
-        None,
-        &mut j.tally,
-    );
+    let judged = j.group(&[w.clone()], &aborted);
     assert!(judged.breach.is_none());
     w.choices.clear();
-    let judged = group::judge(
-        &[w],
-        &group,
-        &j.names,
-        &j.facts,
-        &j.known,
-        None,
-        &mut j.tally,
-    );
+    let judged = j.group(&[w], &group);
     assert!(judged.breach.is_none(), "{:?}", judged.breach);
 }
 
@@ -663,26 +657,10 @@ fn a_call_wrong_in_every_order_is_its_own_finding_among_calls_in_flight() {
     let mut j = Judge::new();
     j.facts = zonal();
     let group = [
-        Sent {
-            step: Step::DeleteVolume { v: 0 },
-            answer: ok(),
-            busy: true,
-        },
-        Sent {
-            step: ELSEWHERE,
-            answer: made_in("x", "a"),
-            busy: true,
-        },
+        in_flight(Step::DeleteVolume { v: 0 }, ok()),
+        in_flight(ELSEWHERE, made_in("x", "a")),
     ];
-    let judged = group::judge(
-        &[World::default()],
-        &group,
-        &j.names,
-        &j.facts,
-        &j.known,
-        None,
-        &mut j.tally,
-    );
+    let judged = j.group(&[World::default()], &group);
     let breach = judged.breach.expect("made outside the requisite");
     assert_eq!(breach.rule, Rule::CreateTopology, "{}", breach.detail);
 }
