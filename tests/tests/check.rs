@@ -547,6 +547,11 @@ async fn a_driver_that_cannot_list_is_judged_by_its_storage_directory() {
             }
             None => {
                 assert!(r.failures.is_empty(), "guarded-driver broke a rule");
+                // A stage or publish of a volume of the other zone, which
+                // the CO must keep off this node, would be refused: a valid
+                // call failed (SHOULD).
+                let noted: Vec<_> = r.tally.broken(Level::Should).collect();
+                assert!(noted.is_empty(), "guarded-driver broke {noted:?}");
                 assert!(held(Rule::NothingStored), "the storage was never judged");
                 assert!(
                     held(Rule::CredentialsFromTheCall),
