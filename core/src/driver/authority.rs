@@ -191,20 +191,31 @@ impl Driver {
         result: Result<Outcome, Status>,
     ) {
         let adopted = result.and_then(|outcome| match outcome {
-            Outcome::VolumeFound(found) => {
-                let id = self.asking_volume(&request, &asked)?;
-                asked.insert(id.clone());
-                match found {
-                    Some(stored) => self.adopt_volume(&id, stored),
-                    None => Ok(()),
+            // The id may have become known while the storage was asked (a
+            // create answered it meanwhile): the journal's record is newer
+            // than the storage's answer, which is let go.
+            Outcome::VolumeFound(found) => match (self.asking_volume(&request, &asked), found) {
+                (Some(id), Some(stored)) => {
+                    asked.insert(id.clone());
+                    self.adopt_volume(&id, stored)
                 }
-            }
+                (Some(id), None) => {
+                    asked.insert(id);
+                    Ok(())
+                }
+                (None, _) => Ok(()),
+            },
             Outcome::SnapshotFound(found) => {
-                let id = self.asking_snapshot(&request, &asked)?;
-                asked.insert(id.clone());
-                match found {
-                    Some(snapshot) => self.adopt_snapshot(&id, snapshot),
-                    None => Ok(()),
+                match (self.asking_snapshot(&request, &asked), found) {
+                    (Some(id), Some(snapshot)) => {
+                        asked.insert(id.clone());
+                        self.adopt_snapshot(&id, snapshot)
+                    }
+                    (Some(id), None) => {
+                        asked.insert(id);
+                        Ok(())
+                    }
+                    (None, _) => Ok(()),
                 }
             }
             other => Err(unexpected("a lookup", &other)),
@@ -221,33 +232,23 @@ impl Driver {
     }
 
     /// The volume id the lookup for `request` asked about: the first
-    /// unknown one not asked before (as [`Driver::ask_storage`] chose it).
-    fn asking_volume(&self, request: &Request, asked: &BTreeSet<String>) -> Result<String, Status> {
+    /// unknown one not asked before (as [`Driver::ask_storage`] chose it);
+    /// `None` when every one it names is known now.
+    fn asking_volume(&self, request: &Request, asked: &BTreeSet<String>) -> Option<String> {
         named_ids(request)
             .0
             .into_iter()
             .find(|id| !asked.contains(*id) && !self.state.volumes.contains_key(*id))
             .map(str::to_string)
-            .ok_or_else(|| {
-                Status::internal("a volume lookup completed for a request naming no unknown volume")
-            })
     }
 
-    fn asking_snapshot(
-        &self,
-        request: &Request,
-        asked: &BTreeSet<String>,
-    ) -> Result<String, Status> {
+    /// As [`Driver::asking_volume`], for snapshots.
+    fn asking_snapshot(&self, request: &Request, asked: &BTreeSet<String>) -> Option<String> {
         named_ids(request)
             .1
             .into_iter()
             .find(|id| !asked.contains(*id) && !self.state.snapshots.contains_key(*id))
             .map(str::to_string)
-            .ok_or_else(|| {
-                Status::internal(
-                    "a snapshot lookup completed for a request naming no unknown snapshot",
-                )
-            })
     }
 
     /// Records a volume the storage holds as if this process had made it.

@@ -61,6 +61,7 @@ pub use plan::{
 };
 pub use request::*;
 pub use state::{DriverState, check_invariants};
+pub use tracked::RecordError;
 pub use types::*;
 
 use crate::mountinfo::MountEntry;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::plan::Plan;
-use super::tracked::Tracked;
+use super::tracked::{RecordError, Tracked};
 use super::types::*;
 use crate::OpId;
 
@@ -206,7 +206,7 @@ impl InFlight {
     /// Reads a stored record, of this layout or of the earlier one (no
     /// `credentialed`: a plan of a kind that carries secrets is taken to
     /// have had some, so it waits for its retry).
-    pub fn decode(bytes: &[u8]) -> Result<InFlight, String> {
+    pub fn decode(bytes: &[u8]) -> Result<InFlight, RecordError> {
         #[derive(Deserialize)]
         struct Earlier {
             key: String,
@@ -362,7 +362,7 @@ impl DriverState {
     /// The state the stored records describe: `(table, key, record)`.
     pub fn from_records<'a>(
         records: impl IntoIterator<Item = (&'a str, &'a str, &'a [u8])>,
-    ) -> Result<DriverState, String> {
+    ) -> Result<DriverState, RecordError> {
         let mut state = DriverState::default();
         for (table, key, bytes) in records {
             state.load_record(table, key, bytes)?;
@@ -372,35 +372,31 @@ impl DriverState {
 
     /// Adds one stored record to a state being read back (a record store
     /// hands them over one at a time, so nothing holds them all at once).
-    pub fn load_record(&mut self, table: &str, key: &str, bytes: &[u8]) -> Result<(), String> {
+    pub fn load_record(&mut self, table: &str, key: &str, bytes: &[u8]) -> Result<(), RecordError> {
+        self.read_record(table, key, bytes)
+            .map_err(|fault| fault.at(table, key))
+    }
+
+    fn read_record(&mut self, table: &str, key: &str, bytes: &[u8]) -> Result<(), RecordError> {
         if table == "meta" {
             let text = std::str::from_utf8(bytes).unwrap_or("");
-            return match key {
-                "boot" => {
-                    self.boot = text.to_string();
-                    Ok(())
-                }
-                "incarnation" => {
-                    self.incarnation = text
-                        .parse()
-                        .map_err(|_| format!("meta incarnation {text:?} is not a number"))?;
-                    Ok(())
-                }
-                "next_op" => {
-                    self.next_op = text
-                        .parse()
-                        .map_err(|_| format!("meta next_op {text:?} is not a number"))?;
-                    self.next_op_written.0 = Some(self.next_op);
-                    Ok(())
-                }
-                _ => Err(format!("meta record {key:?} is not one")),
+            let number = || -> Result<u64, RecordError> {
+                text.parse()
+                    .map_err(|_| RecordError::NotANumber(text.to_string()))
             };
+            match key {
+                "boot" => self.boot = text.to_string(),
+                "incarnation" => self.incarnation = number()?,
+                "next_op" => {
+                    self.next_op = number()?;
+                    self.next_op_written.0 = Some(self.next_op);
+                }
+                _ => return Err(RecordError::UnknownMeta),
+            }
+            return Ok(());
         }
         if table == "in_flight" {
-            return self
-                .in_flight
-                .load_with(key, bytes, InFlight::decode)
-                .map_err(|e| format!("table {table}: {e}"));
+            return self.in_flight.load_with(key, bytes, InFlight::decode);
         }
         let mut found = false;
         let mut result = Ok(());
@@ -411,9 +407,9 @@ impl DriverState {
             }
         });
         if !found {
-            return Err(format!("record {key:?} of an unknown table {table:?}"));
+            return Err(RecordError::UnknownTable);
         }
-        result.map_err(|e| format!("table {table}: {e}"))?;
+        result?;
         self.index(table, key);
         Ok(())
     }

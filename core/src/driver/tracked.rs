@@ -180,18 +180,71 @@ pub fn encode<V: Serialize>(v: &V) -> Vec<u8> {
     out
 }
 
+/// Why a stored record cannot be read back (the driver then refuses to
+/// start on a state it cannot read whole).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Bytes left over after the record.
+    #[error("{0} bytes left over after the record")]
+    LeftOver(usize),
+    /// Not a record of this layout, in the binary encoding or JSON.
+    #[error("not a record this volplane reads: {0}")]
+    Undecodable(String),
+    /// An encoding byte this volplane does not know.
+    #[error("unknown record encoding {0:#04x}")]
+    UnknownEncoding(u8),
+    /// No bytes at all.
+    #[error("empty record")]
+    Empty,
+    /// A key that names no record of its table.
+    #[error("its key is not one of this table's")]
+    Key,
+    /// A meta record that is not the number it must be.
+    #[error("{0:?} is not a number")]
+    NotANumber(String),
+    /// A meta record this volplane does not know.
+    #[error("no such meta record")]
+    UnknownMeta,
+    /// A table this volplane does not know.
+    #[error("no such table")]
+    UnknownTable,
+    /// Where: the table and key of the record that could not be read.
+    #[error("table {table}: record {key:?}: {fault}")]
+    In {
+        /// The table.
+        table: String,
+        /// The record's key.
+        key: String,
+        /// What is wrong with it.
+        fault: Box<RecordError>,
+    },
+}
+
+impl RecordError {
+    /// This fault, in record `key` of `table`.
+    pub fn at(self, table: &str, key: &str) -> RecordError {
+        RecordError::In {
+            table: table.to_string(),
+            key: key.to_string(),
+            fault: Box::new(self),
+        }
+    }
+}
+
 /// A record's value, from the binary encoding or from JSON (an earlier
 /// volplane's).
-pub fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, String> {
+pub fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, RecordError> {
     match bytes.first() {
         Some(&BINARY_V1) => match postcard::take_from_bytes(&bytes[1..]) {
             Ok((v, [])) => Ok(v),
-            Ok((_, rest)) => Err(format!("{} bytes left over after the record", rest.len())),
-            Err(e) => Err(format!("not a record this volplane reads: {e}")),
+            Ok((_, rest)) => Err(RecordError::LeftOver(rest.len())),
+            Err(e) => Err(RecordError::Undecodable(e.to_string())),
         },
-        Some(b'{') => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
-        Some(b) => Err(format!("unknown record encoding {b:#04x}")),
-        None => Err("empty record".into()),
+        Some(b'{') => {
+            serde_json::from_slice(bytes).map_err(|e| RecordError::Undecodable(e.to_string()))
+        }
+        Some(&b) => Err(RecordError::UnknownEncoding(b)),
+        None => Err(RecordError::Empty),
     }
 }
 
@@ -210,7 +263,7 @@ impl<K: RecordKey, V: Serialize + DeserializeOwned> Tracked<K, V> {
     }
 
     /// Loads one stored record.
-    pub fn load(&mut self, key: &str, bytes: &[u8]) -> Result<(), String> {
+    pub fn load(&mut self, key: &str, bytes: &[u8]) -> Result<(), RecordError> {
         self.load_with(key, bytes, decode)
     }
 
@@ -220,10 +273,10 @@ impl<K: RecordKey, V: Serialize + DeserializeOwned> Tracked<K, V> {
         &mut self,
         key: &str,
         bytes: &[u8],
-        read: impl FnOnce(&[u8]) -> Result<V, String>,
-    ) -> Result<(), String> {
-        let k = K::decode(key).ok_or_else(|| format!("record key {key:?} is not one"))?;
-        let v = read(bytes).map_err(|e| format!("record {key:?}: {e}"))?;
+        read: impl FnOnce(&[u8]) -> Result<V, RecordError>,
+    ) -> Result<(), RecordError> {
+        let k = K::decode(key).ok_or(RecordError::Key)?;
+        let v = read(bytes)?;
         self.map.insert(k, v);
         Ok(())
     }
@@ -320,9 +373,17 @@ mod tests {
             (b"{\"a\":", "at line 1"),
         ];
         for (bytes, why) in cases {
-            let e = t.load("k", bytes).unwrap_err();
-            assert!(e.contains(why) && e.contains("\"k\""), "{e}");
+            let e = t
+                .load("k", bytes)
+                .unwrap_err()
+                .at("volumes", "k")
+                .to_string();
+            assert!(
+                e.contains(why) && e.contains("table volumes: record \"k\""),
+                "{e}"
+            );
         }
+        assert_eq!(t.load("k", &[]), Err(RecordError::Empty));
         t.load("k", &good).unwrap();
         assert_eq!(t["k"], (7, "seven".to_string()));
     }

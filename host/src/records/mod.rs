@@ -18,13 +18,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use volplane_core::driver::RecordError;
 use volplane_core::driver::state::{Change, DROPPED_TABLES, TABLES};
 
 use crate::{HostError, Result};
 
 /// What [`RecordStore::read`] hands each record to: `(table, key, bytes)`;
 /// an error stops the reading.
-pub type Visit<'a> = dyn FnMut(&'static str, &str, &[u8]) -> std::result::Result<(), String> + 'a;
+pub type Visit<'a> =
+    dyn FnMut(&'static str, &str, &[u8]) -> std::result::Result<(), RecordError> + 'a;
 
 /// redb's page cache. The driver holds its whole state in memory and
 /// reads the store only at start, so the cache serves only the pages a

@@ -7,8 +7,8 @@ use crate::check::oracle::Breach;
 use crate::check::oracle::Facts;
 use crate::check::protocol::Violation;
 use crate::check::rules::Rule;
-use crate::check::step::{Slot, Step};
-use crate::check::world::NodeSeen;
+use crate::check::step::{Shape, Slot, Step};
+use crate::check::world::{NodeSeen, World};
 use crate::driver::request::{self as rq, Request};
 use crate::driver::{ControllerCapability, Secrets};
 use std::collections::BTreeSet;
@@ -32,8 +32,13 @@ impl Checker {
     /// to put away, so it is sent again (undoing calls are idempotent: a
     /// world where it happened expects OK or NOT_FOUND), as a CO retries.
     /// Unpublishes first, deletes last, as in one world.
+    ///
+    /// A volume or snapshot whose create's answer was lost has no id to
+    /// delete it by: its create is sent again first, as a CO retries until
+    /// it is answered, and the next round deletes what it answered.
     fn teardown_steps(&self) -> Vec<Step> {
         let rank = |s: &Step| match s {
+            Step::CreateVolume { .. } | Step::CreateSnapshot { .. } => 0,
             Step::NodeUnpublish { .. } => 0,
             Step::NodeUnstage { .. } => 1,
             Step::ControllerUnpublish { .. } => 2,
@@ -57,8 +62,10 @@ impl Checker {
             Vec::new()
         };
         for w in &self.worlds {
-            for step in generate::teardown(w, &self.outcome.facts)
+            for step in self
+                .unanswered_creates(w)
                 .into_iter()
+                .chain(generate::teardown(w, &self.outcome.facts))
                 .chain(undo.iter().copied())
             {
                 if !steps.contains(&step) {
@@ -68,6 +75,30 @@ impl Checker {
         }
         steps.sort_by_key(rank);
         steps
+    }
+
+    /// The creates to send again in `w`: of each volume and snapshot whose
+    /// create's answer was lost, the same create (the same name, size,
+    /// source and requirement).
+    fn unanswered_creates(&self, w: &World) -> Vec<Step> {
+        let names = &self.config.names;
+        let volumes = w.volumes.iter().filter(|(_, vol)| vol.id.is_none());
+        let volumes = volumes.map(|(&v, vol)| {
+            let shape = match (vol.source, vol.away) {
+                (Some(source), _) => source,
+                (None, Some(away)) => Shape::Elsewhere {
+                    here_too: away.here_too,
+                },
+                (None, None) if vol.asked > names.range(Shape::Plain).required_bytes => {
+                    Shape::Larger
+                }
+                (None, None) => Shape::Plain,
+            };
+            Step::CreateVolume { v, shape }
+        });
+        let snapshots = w.snapshots.iter().filter(|(_, snap)| snap.id.is_none());
+        let snapshots = snapshots.map(|(&s, snap)| Step::CreateSnapshot { s, v: snap.of });
+        volumes.chain(snapshots).collect()
     }
 
     pub(super) fn after_teardown_step_judged(&mut self, round: u8) {

@@ -117,6 +117,31 @@ fn a_volume_the_journal_lacks_is_looked_up_adopted_and_served() {
     check_invariants(h.d.state()).unwrap();
 }
 
+/// Given a lookup of an id the journal lacks, when a create answers that
+/// id before the lookup completes, then the call is served from the
+/// journal's record, not refused as INTERNAL.
+#[test]
+fn a_volume_made_while_it_was_looked_up_is_served_from_the_journal() {
+    let mut h = remote();
+    let (rpc, effects) = h.send(get("vol-x"));
+    let Some((lookup, plan)) = first_plan(&effects) else {
+        panic!("no lookup: {effects:?}")
+    };
+    assert!(lookup_of("vol-x")(&plan), "{plan:?}");
+    let (made, effects) = h.send(create("pvc-x", 1 << 20));
+    let Some((op, _)) = first_plan(&effects) else {
+        panic!("no create: {effects:?}")
+    };
+    let effects = h.complete(op, Ok(Outcome::Created(volume("vol-x", 1 << 20))));
+    assert!(h.finish(made, effects).is_ok());
+    let effects = h.complete(lookup, Ok(Outcome::VolumeFound(None)));
+    let answer = h.finish(rpc, effects);
+    assert!(
+        matches!(&answer, Ok(Response::ControllerVolume(v)) if v.volume.volume_id == "vol-x"),
+        "{answer:?}"
+    );
+}
+
 fn expand_req(id: &str, bytes: u64) -> Request {
     Request::ControllerExpand(ControllerExpand {
         volume_id: id.into(),
@@ -612,5 +637,13 @@ fn incarnations_grow_across_starts() {
         DriverState::from_records([(record.table, record.key.as_str(), value.as_slice())]).unwrap();
     assert_eq!(back.incarnation, 1);
     assert_eq!(back.next_incarnation().0, 2);
-    assert!(DriverState::from_records([("meta", "incarnation", b"x".as_slice())]).is_err());
+    let bad = DriverState::from_records([("meta", "incarnation", b"x".as_slice())]).unwrap_err();
+    assert_eq!(
+        bad,
+        crate::driver::RecordError::NotANumber("x".into()).at("meta", "incarnation")
+    );
+    assert_eq!(
+        bad.to_string(),
+        "table meta: record \"incarnation\": \"x\" is not a number"
+    );
 }
