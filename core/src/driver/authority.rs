@@ -122,30 +122,23 @@ impl Driver {
         }
         let unknown = |id: &&str| !asked.contains(*id) && unusable_id(id).is_none();
         let (volumes, snapshots) = named_ids(request);
-        let secrets = request_secrets(request);
-        let plan = if let Some(id) = volumes
+        let asking = if let Some(id) = volumes
             .into_iter()
             .filter(|id| !self.state.volumes.contains_key(*id))
             .find(unknown)
         {
-            Plan::LookupVolume {
-                volume_id: id.to_string(),
-                secrets,
-            }
+            Asking::Volume(id.to_string())
         } else if let Some(id) = snapshots
             .into_iter()
             .filter(|id| !self.state.snapshots.contains_key(*id))
             .find(unknown)
         {
-            Plan::LookupSnapshot {
-                snapshot_id: id.to_string(),
-                secrets,
-            }
+            Asking::Snapshot(id.to_string())
         } else {
             return None;
         };
         Some(Decision::Ask {
-            plan,
+            asking,
             request: Box::new(request.clone()),
         })
     }
@@ -180,45 +173,32 @@ impl Driver {
         }
     }
 
-    /// A lookup for `request` completed: adopt what the storage holds,
-    /// then decide `request` again (answering it with the lookup's failure
-    /// if the storage could not be asked).
+    /// The lookup of `asking` for `request` completed: adopt what the
+    /// storage holds, then decide `request` again (answering it with the
+    /// lookup's failure if the storage could not be asked).
     pub(super) fn looked_up(
         &mut self,
         rpc: RpcId,
+        asking: Asking,
         request: Request,
         mut asked: BTreeSet<String>,
         result: Result<Outcome, Status>,
     ) {
-        let adopted = result.and_then(|outcome| match outcome {
+        let adopted = result.and_then(|outcome| match (asking, outcome) {
             // The id may have become known while the storage was asked (a
             // create answered it meanwhile): the journal's record is newer
             // than the storage's answer, which is let go.
-            Outcome::VolumeFound(found) => match (self.asking_volume(&request, &asked), found) {
-                (Some(id), Some(stored)) => {
-                    asked.insert(id.clone());
-                    self.adopt_volume(&id, stored)
-                }
-                (Some(id), None) => {
-                    asked.insert(id);
-                    Ok(())
-                }
-                (None, _) => Ok(()),
-            },
-            Outcome::SnapshotFound(found) => {
-                match (self.asking_snapshot(&request, &asked), found) {
-                    (Some(id), Some(snapshot)) => {
-                        asked.insert(id.clone());
-                        self.adopt_snapshot(&id, snapshot)
-                    }
-                    (Some(id), None) => {
-                        asked.insert(id);
-                        Ok(())
-                    }
-                    (None, _) => Ok(()),
-                }
+            (Asking::Volume(id), Outcome::VolumeFound(found)) => {
+                let stored = found.filter(|_| !self.state.volumes.contains_key(&id));
+                asked.insert(id.clone());
+                stored.map_or(Ok(()), |stored| self.adopt_volume(&id, stored))
             }
-            other => Err(unexpected("a lookup", &other)),
+            (Asking::Snapshot(id), Outcome::SnapshotFound(found)) => {
+                let stored = found.filter(|_| !self.state.snapshots.contains_key(&id));
+                asked.insert(id.clone());
+                stored.map_or(Ok(()), |stored| self.adopt_snapshot(&id, stored))
+            }
+            (_, other) => Err(unexpected("a lookup", &other)),
         });
         if let Err(status) = adopted {
             self.queue.push_back(Effect::Reply {
@@ -229,26 +209,6 @@ impl Driver {
         }
         let decision = self.decide(request, &asked);
         self.settle(rpc, decision, asked);
-    }
-
-    /// The volume id the lookup for `request` asked about: the first
-    /// unknown one not asked before (as [`Driver::ask_storage`] chose it);
-    /// `None` when every one it names is known now.
-    fn asking_volume(&self, request: &Request, asked: &BTreeSet<String>) -> Option<String> {
-        named_ids(request)
-            .0
-            .into_iter()
-            .find(|id| !asked.contains(*id) && !self.state.volumes.contains_key(*id))
-            .map(str::to_string)
-    }
-
-    /// As [`Driver::asking_volume`], for snapshots.
-    fn asking_snapshot(&self, request: &Request, asked: &BTreeSet<String>) -> Option<String> {
-        named_ids(request)
-            .1
-            .into_iter()
-            .find(|id| !asked.contains(*id) && !self.state.snapshots.contains_key(*id))
-            .map(str::to_string)
     }
 
     /// Records a volume the storage holds as if this process had made it.

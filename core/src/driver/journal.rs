@@ -121,10 +121,11 @@ impl Driver {
             }
             Some(Query::Then {
                 rpc,
+                asking,
                 request,
                 asked,
             }) => {
-                self.looked_up(rpc, *request, asked, result);
+                self.looked_up(rpc, asking, *request, asked, result);
                 return;
             }
             None => {}

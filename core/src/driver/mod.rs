@@ -321,7 +321,7 @@ enum Decision {
     /// Ask the storage (a lookup), then decide `request` again knowing
     /// what it holds.
     Ask {
-        plan: Plan,
+        asking: Asking,
         request: Box<Request>,
     },
     /// A plan read back after a restart, waiting for the credentials its
@@ -338,13 +338,38 @@ enum Decision {
 enum Query {
     /// The answer to request `rpc`.
     Answer(RpcId),
-    /// A lookup: `request` (from `rpc`) is decided again once the storage
-    /// has said what it holds; `asked` are the ids already put to it.
+    /// A lookup of `asking`: `request` (from `rpc`) is decided again once
+    /// the storage has said what it holds; `asked` are the ids already put
+    /// to it.
     Then {
         rpc: RpcId,
+        asking: Asking,
         request: Box<Request>,
         asked: BTreeSet<String>,
     },
+}
+
+/// The object a lookup asks the storage about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+enum Asking {
+    Volume(String),
+    Snapshot(String),
+}
+
+impl Asking {
+    /// The lookup's plan, carrying the request's credentials.
+    fn plan(&self, secrets: Secrets) -> Plan {
+        match self {
+            Asking::Volume(id) => Plan::LookupVolume {
+                volume_id: id.clone(),
+                secrets,
+            },
+            Asking::Snapshot(id) => Plan::LookupSnapshot {
+                snapshot_id: id.clone(),
+                secrets,
+            },
+        }
+    }
 }
 
 /// The driver machine. See the module documentation for its contract.
@@ -478,10 +503,12 @@ impl Driver {
     fn settle(&mut self, rpc: RpcId, decision: Decision, asked: BTreeSet<String>) {
         match decision {
             Decision::Reply(result) => self.queue.push_back(Effect::Reply { rpc, result }),
-            Decision::Ask { plan, request } => {
+            Decision::Ask { asking, request } => {
                 let op = self.next_op();
+                let plan = asking.plan(authority::request_secrets(&request));
                 let then = Query::Then {
                     rpc,
+                    asking,
                     request,
                     asked,
                 };

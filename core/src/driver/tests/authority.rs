@@ -142,6 +142,54 @@ fn a_volume_made_while_it_was_looked_up_is_served_from_the_journal() {
     );
 }
 
+/// Given a group snapshot of two volumes the journal lacks, when the first
+/// is made by a create while it is looked up, then the lookup's answer is
+/// taken as the first's (let go: the journal's record is newer) and the
+/// second is still put to the storage, not marked absent unasked.
+#[test]
+fn a_lookup_answer_is_for_the_volume_it_asked_about() {
+    let mut h = remote();
+    let group = Request::CreateGroupSnapshot(CreateGroupSnapshot {
+        name: "g".into(),
+        source_volume_ids: vec!["vol-a".into(), "vol-b".into()],
+        parameters: Attributes::new(),
+        secrets: Secrets::default(),
+    });
+    let (rpc, effects) = h.send(group);
+    let Some((lookup, plan)) = first_plan(&effects) else {
+        panic!("no lookup: {effects:?}")
+    };
+    assert!(lookup_of("vol-a")(&plan), "{plan:?}");
+    let (made, effects) = h.send(create("pvc-a", 1 << 20));
+    let Some((op, _)) = first_plan(&effects) else {
+        panic!("no create: {effects:?}")
+    };
+    let effects = h.complete(op, Ok(Outcome::Created(volume("vol-a", 1 << 20))));
+    assert!(h.finish(made, effects).is_ok());
+    let effects = h.complete(lookup, Ok(Outcome::VolumeFound(None)));
+    let Some((second, plan)) = first_plan(&effects) else {
+        panic!("vol-b was not asked about: {effects:?}")
+    };
+    assert!(lookup_of("vol-b")(&plan), "{plan:?}");
+    let stored = StoredVolume::new(volume("vol-b", 1 << 20));
+    let effects = h.complete(second, Ok(Outcome::VolumeFound(Some(stored))));
+    assert!(h.d.state().volumes.contains_key("vol-b"), "adopted");
+    let Some((cut, plan)) = first_plan(&effects) else {
+        panic!("no group snapshot: {effects:?}")
+    };
+    let Plan::CreateGroupSnapshot(g) = &plan else {
+        panic!("{plan:?}")
+    };
+    let sources: Vec<&str> = g.sources.iter().map(|v| v.volume_id.as_str()).collect();
+    assert_eq!(sources, ["vol-a", "vol-b"]);
+    let effects = h.complete(cut, Ok(success(&plan)));
+    let answer = h.finish(rpc, effects);
+    assert!(
+        matches!(answer, Ok(Response::GroupSnapshot(_))),
+        "{answer:?}"
+    );
+}
+
 fn expand_req(id: &str, bytes: u64) -> Request {
     Request::ControllerExpand(ControllerExpand {
         volume_id: id.into(),
