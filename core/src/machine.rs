@@ -61,8 +61,26 @@ pub trait Machine {
     /// The machine's own invariants, a function over its state: the rig,
     /// the simulator, the properties and the fuzz targets check them after
     /// every step. `Err` says which one broke and how.
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), Broken> {
         Ok(())
+    }
+}
+
+/// A machine's invariant that does not hold, and how, for a person: a
+/// bug in the machine, never a fault of the world it runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{0}")]
+pub struct Broken(pub String);
+
+impl From<String> for Broken {
+    fn from(what: String) -> Broken {
+        Broken(what)
+    }
+}
+
+impl From<&str> for Broken {
+    fn from(what: &str) -> Broken {
+        Broken(what.to_string())
     }
 }
 
@@ -77,7 +95,7 @@ pub fn one_at_a_time<'a, K, I>(
     in_flight: I,
     is_busy: impl Fn(&K) -> bool,
     busy_count: usize,
-) -> Result<(), String>
+) -> Result<(), Broken>
 where
     K: Ord + std::fmt::Debug + ?Sized + 'a,
     I: Iterator<Item = &'a K> + Clone,
@@ -90,7 +108,8 @@ where
         if !is_busy(k) {
             return Err(format!(
                 "{what}: an operation for {k:?} is in flight but it is not held busy"
-            ));
+            )
+            .into());
         }
     }
     let twice = if n <= PAIRWISE {
@@ -105,12 +124,10 @@ where
         sorted.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
     };
     if let Some(k) = twice {
-        return Err(format!("{what}: two operations in flight for {k:?}"));
+        return Err(format!("{what}: two operations in flight for {k:?}").into());
     }
     if n != busy_count {
-        return Err(format!(
-            "{what}: {busy_count} held busy but {n} operations in flight"
-        ));
+        return Err(format!("{what}: {busy_count} held busy but {n} operations in flight").into());
     }
     Ok(())
 }
@@ -320,7 +337,7 @@ mod tests {
 mod one_at_a_time_tests {
     use super::one_at_a_time;
 
-    fn check(keys: &[String], busy: &[&str]) -> Result<(), String> {
+    fn check(keys: &[String], busy: &[&str]) -> Result<(), super::Broken> {
         let held = |k: &String| busy.contains(&k.as_str());
         one_at_a_time("m", keys.iter(), held, busy.len())
     }
@@ -335,11 +352,11 @@ mod one_at_a_time_tests {
             let mut twice = names.clone();
             twice[n - 1] = names[0].clone();
             let err = check(&twice, &busy).unwrap_err();
-            assert!(err.contains("two operations in flight for"), "{n}: {err}");
+            assert!(err.0.contains("two operations in flight for"), "{n}: {err}");
             let err = check(&names, &busy[1..]).unwrap_err();
-            assert!(err.contains("not held busy"), "{n}: {err}");
+            assert!(err.0.contains("not held busy"), "{n}: {err}");
             let err = check(&names[1..], &busy).unwrap_err();
-            assert!(err.contains("held busy but"), "{n}: {err}");
+            assert!(err.0.contains("held busy but"), "{n}: {err}");
         }
     }
 }

@@ -43,7 +43,32 @@ pub struct ParseError {
     /// The line (1-based).
     pub line: usize,
     /// What is wrong with it.
-    pub reason: String,
+    pub reason: LineError,
+}
+
+/// What is wrong with one mountinfo line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Hash)]
+pub enum LineError {
+    /// No field is `-`.
+    #[error("missing the \" - \" separator")]
+    NoSeparator,
+    /// Fewer than the six fields that come before `-`.
+    #[error("expected at least 6 fields before \"-\", found {0}")]
+    FewFields(usize),
+    /// The filesystem type, source or super options are missing.
+    #[error("expected fstype, source and super options after \"-\"")]
+    NoFilesystem,
+    /// A numeric field (`field` names it) is not a number.
+    #[error("{field} {value:?} is not a number")]
+    NotANumber {
+        /// Which field: mount id, parent id, major or minor.
+        field: &'static str,
+        /// What it holds.
+        value: String,
+    },
+    /// The device field is not `MAJOR:MINOR`.
+    #[error("device {0:?} is not MAJOR:MINOR")]
+    NotADevice(String),
 }
 
 /// Parses the whole text of a mountinfo file. Empty lines are skipped.
@@ -61,27 +86,27 @@ pub fn parse(text: &str) -> Result<Vec<MountEntry>, ParseError> {
 }
 
 /// Parses one line: `ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER`.
-pub fn parse_line(line: &str) -> Result<MountEntry, String> {
+pub fn parse_line(line: &str) -> Result<MountEntry, LineError> {
     let fields: Vec<&str> = line.split(' ').filter(|f| !f.is_empty()).collect();
     let sep = fields
         .iter()
         .position(|f| *f == "-")
-        .ok_or("missing the \" - \" separator")?;
+        .ok_or(LineError::NoSeparator)?;
     if sep < 6 {
-        return Err(format!(
-            "expected at least 6 fields before \"-\", found {sep}"
-        ));
+        return Err(LineError::FewFields(sep));
     }
     if fields.len() < sep + 3 {
-        return Err("expected fstype, source and super options after \"-\"".into());
+        return Err(LineError::NoFilesystem);
     }
-    let number = |s: &str, what: &str| {
-        s.parse::<u32>()
-            .map_err(|_| format!("{what} {s:?} is not a number"))
+    let number = |s: &str, field: &'static str| {
+        s.parse::<u32>().map_err(|_| LineError::NotANumber {
+            field,
+            value: s.to_string(),
+        })
     };
     let (major, minor) = fields[2]
         .split_once(':')
-        .ok_or_else(|| format!("device {:?} is not MAJOR:MINOR", fields[2]))?;
+        .ok_or_else(|| LineError::NotADevice(fields[2].to_string()))?;
     Ok(MountEntry {
         mount_id: number(fields[0], "mount id")?,
         parent_id: number(fields[1], "parent id")?,

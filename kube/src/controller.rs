@@ -398,7 +398,10 @@ pub async fn run<T: Transport>(
         return Err(ControllerError::NothingToDo(if off.is_empty() {
             "every role is switched off".into()
         } else {
-            off.join("; ")
+            off.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
         }));
     }
     let seen = Seen::default();
@@ -671,7 +674,10 @@ mod tests {
         assert!(!made.iter().any(|r| r.name == "snapshotter"));
         assert_eq!(
             off,
-            vec!["snapshotter: the driver has no CREATE_DELETE_SNAPSHOT".to_string()]
+            vec![volplane_core::roles::RoleOff::Lacks {
+                role: "snapshotter",
+                capability: "CREATE_DELETE_SNAPSHOT"
+            }]
         );
         // Off by default: no snapshot kinds are watched (their CRDs may be absent).
         let (made, _) = super::roles(&facts(&caps), &with(Switches::default()));
@@ -727,7 +733,7 @@ mod group_tests {
         let (made, off) = roles_of(&facts, &config);
         assert!(!kinds(&made, "snapshotter").contains(&Kind::VolumeGroupSnapshotContent));
         assert_eq!(
-            off,
+            off.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["snapshotter: group snapshots: the driver has no GROUP_CONTROLLER_SERVICE"]
         );
         // Off by default: no group kinds are watched (their CRDs may be absent).
@@ -742,7 +748,10 @@ mod group_tests {
         );
     }
 
-    fn roles_of(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<String>) {
+    fn roles_of(
+        facts: &DriverFacts,
+        config: &ControllerConfig,
+    ) -> (Vec<Role>, Vec<volplane_core::roles::RoleOff>) {
         super::roles(facts, config)
     }
 }

@@ -7,18 +7,34 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use volplane_core::model::{Kind, Object};
+use volplane_core::model::{DecodeError, Kind, Object};
 
 use crate::resources::api_resource;
 
 /// Why an object did not convert.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConvertError(String);
+pub enum ConvertError {
+    /// The document is not an object of the model.
+    #[error("{0}")]
+    ToCore(#[from] DecodeError),
+    /// A k8s-openapi value that does not serialize (the serializer's words).
+    #[error("{0}")]
+    Serialize(String),
+    /// The model's object does not read as the Kubernetes type.
+    #[error("{key} does not read as a Kubernetes {kind}: {reason}")]
+    ToTyped {
+        /// The object's `Kind/namespace/name`.
+        key: String,
+        /// Its kind.
+        kind: &'static str,
+        /// The decoder's words.
+        reason: String,
+    },
+}
 
 /// The core's view of an object the API server sent.
 pub fn to_core(doc: Value) -> Result<Object, ConvertError> {
-    Object::from_json(doc).map_err(ConvertError)
+    Ok(Object::from_json(doc)?)
 }
 
 /// The object as the API server takes it: the model's JSON with
@@ -35,17 +51,15 @@ pub fn to_json(o: &Object) -> Value {
 
 /// The core's view of a k8s-openapi object.
 pub fn from_typed<K: Serialize>(k: &K) -> Result<Object, ConvertError> {
-    to_core(serde_json::to_value(k).map_err(|e| ConvertError(e.to_string()))?)
+    to_core(serde_json::to_value(k).map_err(|e| ConvertError::Serialize(e.to_string()))?)
 }
 
 /// A core object as k8s-openapi's type `K`.
 pub fn to_typed<K: DeserializeOwned>(o: &Object) -> Result<K, ConvertError> {
-    serde_json::from_value(to_json(o)).map_err(|e| {
-        ConvertError(format!(
-            "{} does not read as a Kubernetes {}: {e}",
-            o.key(),
-            o.kind().as_str()
-        ))
+    serde_json::from_value(to_json(o)).map_err(|e| ConvertError::ToTyped {
+        key: o.key().to_string(),
+        kind: o.kind().as_str(),
+        reason: e.to_string(),
     })
 }
 

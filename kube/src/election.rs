@@ -54,7 +54,7 @@ pub enum ElectionError {
     Lost(String),
     /// The timings cannot keep two leaders apart.
     #[error("leader election: {0}")]
-    Timings(String),
+    Timings(#[from] volplane_core::lease::TimingsError),
 }
 
 /// The Lease name for a driver's controller: `volplane-<driver>` with the
@@ -305,7 +305,7 @@ pub async fn lead<F: Future>(
     work: F,
     stop: impl Future<Output = ()>,
 ) -> Result<Option<F::Output>, ElectionError> {
-    config.timings.check().map_err(ElectionError::Timings)?;
+    config.timings.check()?;
     let api = LeaseApi {
         api: Api::namespaced(client, &config.namespace),
         name: config.name.clone(),

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use volplane_core::control::ControlMachine;
 use volplane_core::model::Kind;
-use volplane_core::roles::{self as catalogue, Role as CatalogueRole};
+use volplane_core::roles::{self as catalogue, Role as CatalogueRole, RoleOff};
 
 pub use volplane_core::roles::from_crd;
 
@@ -39,7 +39,7 @@ impl std::fmt::Debug for Role {
 /// The machines the switches and the driver's capabilities call for, made
 /// by the role catalogue (as the simulator and the lab make theirs), and a
 /// line for each role that is off although switched on, saying why.
-pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<String>) {
+pub fn roles(facts: &DriverFacts, config: &ControllerConfig) -> (Vec<Role>, Vec<RoleOff>) {
     let mut flags = config.flags.clone();
     flags
         .provisioner_identity
@@ -104,7 +104,7 @@ mod tests {
             ..ControllerConfig::default()
         };
         let (roles, off) = roles(&facts, &config);
-        assert_eq!(off, Vec::<String>::new());
+        assert!(off.is_empty(), "{off:?}");
         roles
     }
 

@@ -156,7 +156,7 @@ impl Machine for PumpCore {
         self.driver.handle_timeout(now);
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), volplane_core::machine::Broken> {
         self.driver.check_invariants()
     }
 }

@@ -141,7 +141,7 @@ impl AttachReconciler {
         };
         let capability = match csi_map::pv_capability(&pv, self.config.modes) {
             Ok(c) => c,
-            Err(e) => return self.attach_error(cx, va, e),
+            Err(e) => return self.attach_error(cx, va, e.to_string()),
         };
         let Some(secrets) = self.secrets_for(cx, va, true, &csi.controller_publish_secret_ref)
         else {
@@ -211,9 +211,9 @@ impl AttachReconciler {
             .unwrap_or("");
         if let Err(why) = secrets::pv_ref(pv, "controllerPublishSecretRef", secret) {
             if publish {
-                self.attach_error(cx, va, why);
+                self.attach_error(cx, va, why.to_string());
             } else {
-                self.detach_error(cx, va, why);
+                self.detach_error(cx, va, why.to_string());
             }
             return None;
         }
@@ -248,8 +248,8 @@ impl AttachReconciler {
             Ok(data) => {
                 self.credentials.insert(name.clone(), data);
             }
-            Err(message) if publish => self.attach_error(cx, &va, message),
-            Err(message) => self.detach_error(cx, &va, message),
+            Err(e) if publish => self.attach_error(cx, &va, e.to_string()),
+            Err(e) => self.detach_error(cx, &va, e.to_string()),
         }
         self.mark_name(cx, &name);
     }

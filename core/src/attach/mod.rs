@@ -646,7 +646,7 @@ impl Controller for AttachReconciler {
 
     /// One operation per VolumeAttachment (or node status) at a time.
     /// A retry is remembered only for a key still backing off.
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         let keys = cx.in_flight().map(|c| match c {
             Call::Api { key, .. } => key,
             Call::Publish { va } | Call::Unpublish { va } | Call::GetSecret { va, .. } => va,

@@ -526,7 +526,7 @@ mod under_faults {
                 }
                 _ => {
                     if let Err(e) = c.step(x) {
-                        return TestResult::error(e);
+                        return TestResult::error(e.to_string());
                     }
                 }
             }
@@ -535,7 +535,7 @@ mod under_faults {
             }
         }
         if let Err(e) = c.settle() {
-            return TestResult::error(e);
+            return TestResult::error(e.to_string());
         }
         let (on, want) = (attached(&c), pod_nodes(&c));
         let vas: Vec<&VolumeAttachment> = c

@@ -67,7 +67,9 @@ impl BinderReconciler {
 
 /// PV↔PVC binding is one-to-one: no volume is named by two Bound claims.
 /// A safety invariant over the objects, holding after every step.
-pub fn check_one_to_one<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Result<(), String> {
+pub fn check_one_to_one<'a>(
+    objects: impl IntoIterator<Item = &'a Object>,
+) -> Result<(), crate::machine::Broken> {
     let mut holder: BTreeMap<&str, String> = BTreeMap::new();
     for o in objects {
         if let Object::Pvc(c) = o
@@ -78,7 +80,8 @@ pub fn check_one_to_one<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Re
                 "claims {other} and {} are both bound to {}",
                 c.metadata.key(),
                 c.volume_name()
-            ));
+            )
+            .into());
         }
     }
     Ok(())

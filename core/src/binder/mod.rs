@@ -937,7 +937,7 @@ impl Controller for BinderReconciler {
 
     /// One write per object at a time, and a deferred sync waits on a write
     /// that is really in flight.
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         crate::machine::one_at_a_time(
             "binder",
             cx.in_flight().map(|p| &p.key),
@@ -945,7 +945,7 @@ impl Controller for BinderReconciler {
             cx.held_count(),
         )?;
         match self.deferred.keys().find(|k| !cx.busy(*k)) {
-            Some(k) => Err(format!("binder: syncs wait on {k} with no write in flight")),
+            Some(k) => Err(format!("binder: syncs wait on {k} with no write in flight").into()),
             None => Ok(()),
         }
     }

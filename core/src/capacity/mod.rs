@@ -640,7 +640,7 @@ impl Controller for CapacityReconciler {
     }
 
     /// One operation per key at a time.
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         let keys: Vec<Key> = cx
             .in_flight()
             .map(|c| match c {

@@ -30,6 +30,12 @@ pub const KEYS: &[&str] = &[
     "GetVolumeGroupSnapshotSecret",
 ];
 
+/// A secrets file's key that names no call (a misspelt one would send
+/// that call without its secrets).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("secrets file: unknown key {0:?}; the keys are csi-sanity's: {keys}", keys = KEYS.join(", "))]
+pub struct UnknownSecretsKey(pub String);
+
 /// Secrets per call. Never persisted with a replay, never printed.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallSecrets(BTreeMap<String, BTreeMap<String, String>>);
@@ -43,12 +49,11 @@ impl std::fmt::Debug for CallSecrets {
 impl CallSecrets {
     /// From a secrets file's contents (already parsed): every key must be
     /// one of [`KEYS`], so a misspelt call is not silently sent without.
-    pub fn new(by_call: BTreeMap<String, BTreeMap<String, String>>) -> Result<CallSecrets, String> {
+    pub fn new(
+        by_call: BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Result<CallSecrets, UnknownSecretsKey> {
         if let Some(k) = by_call.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(format!(
-                "secrets file: unknown key {k:?}; the keys are csi-sanity's: {}",
-                KEYS.join(", ")
-            ));
+            return Err(UnknownSecretsKey(k.clone()));
         }
         Ok(CallSecrets(by_call))
     }
@@ -103,6 +108,11 @@ mod tests {
             BTreeMap::new(),
         )]))
         .unwrap_err();
-        assert!(e.contains("unknown key \"CreateVolumeSecrets\""), "{e}");
+        assert_eq!(e, UnknownSecretsKey("CreateVolumeSecrets".into()));
+        assert!(
+            e.to_string()
+                .contains("unknown key \"CreateVolumeSecrets\""),
+            "{e}"
+        );
     }
 }

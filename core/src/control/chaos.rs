@@ -112,7 +112,7 @@ impl<M: ControlMachine> Chaos<M> {
     /// One step chosen by `choice`: deliver the next watch event, deliver
     /// (or, with faults, duplicate) a completion, restart, or let time
     /// pass. Then the machine drains. `Err` when its invariants break.
-    pub fn step(&mut self, choice: u8) -> Result<(), String> {
+    pub fn step(&mut self, choice: u8) -> Result<(), ChaosFailure> {
         match choice % 8 {
             0..=2 => {
                 if let Some(i) = self.watches.pop_front() {
@@ -134,7 +134,7 @@ impl<M: ControlMachine> Chaos<M> {
             _ => self.now += 1 + self.rng.below(4_000) as Tick,
         }
         self.drain()?;
-        self.machine.check_invariants()
+        Ok(self.machine.check_invariants()?)
     }
 
     /// The process restarts: nothing in flight comes back; the watches list
@@ -160,7 +160,7 @@ impl<M: ControlMachine> Chaos<M> {
 
     /// Faults stop; everything is delivered and time passes until the
     /// machine has nothing left to do.
-    pub fn settle(&mut self) -> Result<(), String> {
+    pub fn settle(&mut self) -> Result<(), ChaosFailure> {
         self.faults = false;
         for _ in 0..200 {
             while !self.watches.is_empty() || !self.done.is_empty() {
@@ -173,12 +173,12 @@ impl<M: ControlMachine> Chaos<M> {
             }
             self.drain()?;
         }
-        Err("the machine did not settle".into())
+        Err(ChaosFailure::Unsettled)
     }
 
     /// The machine says everything it has to say. `Err` when it asked
     /// for a call again with nothing new since (a hot loop).
-    fn drain(&mut self) -> Result<(), String> {
+    fn drain(&mut self) -> Result<(), ChaosFailure> {
         if self.machine.poll_timeout().is_some_and(|t| t <= self.now) {
             self.guard.news();
         }
@@ -238,8 +238,22 @@ impl<M: ControlMachine> Chaos<M> {
             }
         };
         machine::drain(machine, *now, &mut carry);
-        looped.map_or(Ok(()), Err)
+        looped.map_or(Ok(()), |l| Err(ChaosFailure::HotLoop(l)))
     }
+}
+
+/// What a chaotic run of one machine found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChaosFailure {
+    /// One of its invariants broke.
+    #[error("{0}")]
+    Invariant(#[from] crate::machine::Broken),
+    /// It asked for a failed call again with nothing new since.
+    #[error("{0}")]
+    HotLoop(#[from] crate::control::repeats::HotLoop),
+    /// Faults stopped and it still had something to do after 200 rounds.
+    #[error("the machine did not settle")]
+    Unsettled,
 }
 
 /// The property every incremental controller keeps: playing `steps` — a

@@ -12,17 +12,32 @@ pub struct DriverModes {
     pub single_node_multi_writer: bool,
 }
 
+/// Kubernetes access modes that have no CSI access mode (csi-lib-utils'
+/// words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModeError {
+    /// ReadWriteOncePod beside another mode.
+    #[error("ReadWriteOncePod may not be combined with other access modes")]
+    OncePodCombined,
+    /// ReadOnlyMany beside ReadWriteOnce (without ReadWriteMany).
+    #[error("ReadOnlyMany together with ReadWriteOnce has no CSI access mode")]
+    ReadOnlyWithOnce,
+    /// A mode Kubernetes does not define.
+    #[error("access mode {0:?} is not a Kubernetes access mode")]
+    Unknown(String),
+}
+
 /// The CSI access mode for each Kubernetes mode (B2.4). RWOP with any other
 /// mode, or ROX with RWO, is an error, as in csi-lib-utils.
-pub fn access_modes(modes: &[K8s], driver: DriverModes) -> Result<Vec<Csi>, String> {
+pub fn access_modes(modes: &[K8s], driver: DriverModes) -> Result<Vec<Csi>, ModeError> {
     if modes.contains(&K8s::ReadWriteOncePod) && modes.len() > 1 {
-        return Err("ReadWriteOncePod may not be combined with other access modes".into());
+        return Err(ModeError::OncePodCombined);
     }
     if modes.contains(&K8s::ReadOnlyMany)
         && modes.contains(&K8s::ReadWriteOnce)
         && !modes.contains(&K8s::ReadWriteMany)
     {
-        return Err("ReadOnlyMany together with ReadWriteOnce has no CSI access mode".into());
+        return Err(ModeError::ReadOnlyWithOnce);
     }
     modes
         .iter()
@@ -35,7 +50,7 @@ pub fn access_modes(modes: &[K8s], driver: DriverModes) -> Result<Vec<Csi>, Stri
                 Ok(Csi::SingleNodeSingleWriter)
             }
             K8s::ReadWriteOncePod => Ok(Csi::SingleNodeWriter),
-            K8s::Other(s) => Err(format!("access mode {s:?} is not a Kubernetes access mode")),
+            K8s::Other(s) => Err(ModeError::Unknown(s.clone())),
         })
         .collect()
 }
@@ -54,7 +69,7 @@ pub fn access_type(mode: &VolumeMode, fs_type: &str, mount_flags: &[String]) -> 
 
 /// The capability a PV is published and staged with: its first access mode
 /// (D3.5; ReadWriteOnce when it has none) as CSI maps it.
-pub fn pv_capability(pv: &PersistentVolume, driver: DriverModes) -> Result<Capability, String> {
+pub fn pv_capability(pv: &PersistentVolume, driver: DriverModes) -> Result<Capability, ModeError> {
     let first = pv
         .spec
         .access_modes
@@ -104,7 +119,13 @@ mod tests {
             access_modes(&[K8s::ReadWriteOncePod], multi).unwrap(),
             vec![Csi::SingleNodeSingleWriter]
         );
-        assert!(access_modes(&[K8s::ReadWriteOncePod, K8s::ReadWriteOnce], plain).is_err());
-        assert!(access_modes(&[K8s::ReadOnlyMany, K8s::ReadWriteOnce], plain).is_err());
+        assert_eq!(
+            access_modes(&[K8s::ReadWriteOncePod, K8s::ReadWriteOnce], plain),
+            Err(ModeError::OncePodCombined)
+        );
+        assert_eq!(
+            access_modes(&[K8s::ReadOnlyMany, K8s::ReadWriteOnce], plain),
+            Err(ModeError::ReadOnlyWithOnce)
+        );
     }
 }

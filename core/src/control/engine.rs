@@ -427,7 +427,7 @@ pub trait Controller {
     fn fire(&mut self, _cx: &mut Cx<Self>, _now: Tick) {}
 
     /// The controller's invariants, over its state and its context.
-    fn invariants(&self, _cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, _cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         Ok(())
     }
 }
@@ -607,15 +607,15 @@ impl<C: Controller> Machine for Engine<C> {
         controller.fire(cx, now);
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), crate::machine::Broken> {
         let name = std::any::type_name::<C>();
         if let Some(twice) = &self.cx.held_twice {
-            return Err(format!("{name}: {twice}"));
+            return Err(format!("{name}: {twice}").into());
         }
         if let Some(k) = self.cx.requeue.keys().find(|k| self.cx.failures(*k) == 0) {
-            return Err(format!(
-                "{name}: a retry of {k:?} is remembered with no failure to retry"
-            ));
+            return Err(
+                format!("{name}: a retry of {k:?} is remembered with no failure to retry").into(),
+            );
         }
         self.controller.invariants(&self.cx)
     }

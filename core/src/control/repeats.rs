@@ -69,7 +69,7 @@ impl HotLoopGuard {
 
     /// The machine asked for `effect`. `Err` (once per stretch without
     /// news) when that call failed since its last news.
-    pub fn effect(&mut self, effect: &Effect) -> Result<(), String> {
+    pub fn effect(&mut self, effect: &Effect) -> Result<(), HotLoop> {
         // The fixed-key state hasher: fast, and the same in every run.
         let mut h = crate::hasher::StateHasher::default();
         let op = match effect {
@@ -89,14 +89,21 @@ impl HotLoopGuard {
             return Ok(());
         }
         self.reported = true;
-        Err(format!(
-            "hot loop: asked again for {} after it failed, with nothing new \
-             since (no input but its own failed calls, no timer fired): a retry \
-             must wait for its backoff or for news",
-            describe(effect)
-        ))
+        Err(HotLoop(describe(effect)))
     }
 }
+
+/// A call asked for again after it failed, with nothing new since.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "hot loop: asked again for {0} after it failed, with nothing new \
+     since (no input but its own failed calls, no timer fired): a retry \
+     must wait for its backoff or for news"
+)]
+pub struct HotLoop(
+    /// The call, as a log line names it.
+    pub String,
+);
 
 /// The call an effect asks for, as a log line names it.
 pub fn describe(effect: &Effect) -> String {
@@ -137,7 +144,7 @@ mod tests {
             result: ApiResult::Conflict,
         });
         let e = g.effect(&delete(2)).unwrap_err();
-        assert!(e.contains("delete PersistentVolume/pv-1"), "{e}");
+        assert_eq!(e.0, "delete PersistentVolume/pv-1");
         assert!(g.effect(&delete(3)).is_ok(), "reported once per stretch");
     }
 

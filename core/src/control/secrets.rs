@@ -147,7 +147,7 @@ pub const GROUP_SNAPSHOTTER_GET: SecretParams = snapshot_params(
 fn templates<'a>(
     p: &SecretParams,
     parameters: &'a crate::model::Labels,
-) -> Result<Option<(&'a str, &'a str)>, String> {
+) -> Result<Option<(&'a str, &'a str)>, ParamFault> {
     let mut names = Vec::new();
     let mut namespaces = Vec::new();
     let keys = p
@@ -159,23 +159,122 @@ fn templates<'a>(
         namespaces.extend(parameters.get(namespace_key));
     }
     if names.len() > 1 || namespaces.len() > 1 {
-        return Err(format!(
-            "{} secrets specified in parameters with both \"csi\" and \"csi.storage.k8s.io/\" keys",
-            p.name
-        ));
+        return Err(ParamFault::BothKeys(p.name));
     }
     match (names.pop(), namespaces.pop()) {
         (None, None) => Ok(None),
-        (Some(""), Some(_)) | (Some(_), Some("")) => Err(format!(
-            "{} secrets specified in parameters but value of either namespace or name is empty",
-            p.name
-        )),
+        (Some(""), Some(_)) | (Some(_), Some("")) => Err(ParamFault::Empty(p.name)),
         (Some(name), Some(namespace)) => Ok(Some((name, namespace))),
-        _ => Err(format!(
-            "either name and namespace for {} secrets specified, Both must be specified",
-            p.name
-        )),
+        _ => Err(ParamFault::OnlyOne(p.name)),
     }
+}
+
+/// Why an operation's Secret cannot be named or read, in upstream's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    /// The class's parameters give the Secret's templates wrongly
+    /// (`default`: the class's default pair).
+    #[error(
+        "failed to get {}name and namespace template from params: {fault}",
+        if *default { "default " } else { "" }
+    )]
+    Parameters {
+        /// The default pair's, not the operation's own.
+        default: bool,
+        /// What is wrong with them.
+        fault: ParamFault,
+    },
+    /// A template names tokens the object does not have.
+    #[error(
+        "error resolving value {template:?}: invalid tokens: [{}]",
+        missing.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>().join(" ")
+    )]
+    Tokens {
+        /// The template.
+        template: String,
+        /// The tokens that did not resolve, sorted.
+        missing: Vec<String>,
+    },
+    /// A template resolved to something that cannot name a Secret (or
+    /// its namespace).
+    #[error("{}", not_a_name(template, resolved, what))]
+    NotAName {
+        /// The template.
+        template: String,
+        /// What it resolved to.
+        resolved: String,
+        /// `secret` or `namespace`.
+        what: &'static str,
+    },
+    /// The Secret could not be read.
+    #[error("error getting secret {name} in namespace {namespace}: {fault}")]
+    Read {
+        /// The Secret's name.
+        name: String,
+        /// Its namespace.
+        namespace: String,
+        /// Why.
+        fault: ReadFault,
+    },
+    /// A PV names a Secret by a name or namespace no Secret can have.
+    #[error(
+        "persistentvolume {pv} names Secret {name:?} in namespace {namespace:?} in its {field}, which is no valid Secret name and namespace; correct the PV"
+    )]
+    PvRef {
+        /// The PV.
+        pv: String,
+        /// Its field (`nodeStageSecretRef`, …).
+        field: String,
+        /// The name it gives.
+        name: String,
+        /// The namespace it gives.
+        namespace: String,
+    },
+}
+
+fn not_a_name(template: &str, resolved: &str, what: &str) -> String {
+    if resolved != template {
+        format!("{template:?} resolved to {resolved:?} which is not a valid {what} name")
+    } else {
+        format!("{template:?} is not a valid {what} name")
+    }
+}
+
+/// What is wrong with a class's secret parameters (the operation's name,
+/// "Provisioner", "NodeStage", …, as messages give it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamFault {
+    /// Given under both the prefixed and the deprecated keys.
+    #[error(
+        "{0} secrets specified in parameters with both \"csi\" and \"csi.storage.k8s.io/\" keys"
+    )]
+    BothKeys(&'static str),
+    /// The name or the namespace is empty.
+    #[error("{0} secrets specified in parameters but value of either namespace or name is empty")]
+    Empty(&'static str),
+    /// Only one of name and namespace.
+    #[error("either name and namespace for {0} secrets specified, Both must be specified")]
+    OnlyOne(&'static str),
+}
+
+/// Why a Secret's get gave no credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadFault {
+    /// The API server answered with another kind.
+    #[error("the API server answered with a {0}")]
+    WrongKind(&'static str),
+    /// There is no such Secret.
+    #[error("secrets {0:?} not found")]
+    NotFound(String),
+    /// The API server refused or failed.
+    #[error("{}", .0.message())]
+    Api(crate::api::ApiFailure),
+    /// An answer a get does not give.
+    #[error("unexpected answer {0}")]
+    Unexpected(String),
+    /// Its data cannot be a CSI call's secrets.
+    #[error("{0}")]
+    Data(#[from] crate::model::CredentialsError),
 }
 
 /// Expands `$name` and `${name}` in `template` as Go's `os.Expand` does
@@ -366,23 +465,20 @@ fn resolve(
     template: &str,
     lookup: impl Fn(&str) -> Option<String>,
     valid: fn(&str) -> bool,
-    what: &str,
-) -> Result<String, String> {
-    let resolved = expand(template, lookup).map_err(|missing| {
-        let quoted: Vec<String> = missing.iter().map(|m| format!("{m:?}")).collect();
-        format!(
-            "error resolving value {template:?}: invalid tokens: [{}]",
-            quoted.join(" ")
-        )
+    what: &'static str,
+) -> Result<String, SecretError> {
+    let resolved = expand(template, lookup).map_err(|missing| SecretError::Tokens {
+        template: template.to_string(),
+        missing,
     })?;
     if valid(&resolved) {
         Ok(resolved)
-    } else if resolved != template {
-        Err(format!(
-            "{template:?} resolved to {resolved:?} which is not a valid {what} name"
-        ))
     } else {
-        Err(format!("{template:?} is not a valid {what} name"))
+        Err(SecretError::NotAName {
+            template: template.to_string(),
+            resolved,
+            what,
+        })
     }
 }
 
@@ -394,14 +490,17 @@ pub fn secret_ref(
     p: &SecretParams,
     parameters: &crate::model::Labels,
     tokens: impl Templates,
-) -> Result<Option<SecretReference>, String> {
-    let own = templates(p, parameters)
-        .map_err(|e| format!("failed to get name and namespace template from params: {e}"))?;
+) -> Result<Option<SecretReference>, SecretError> {
+    let own = templates(p, parameters).map_err(|fault| SecretError::Parameters {
+        default: false,
+        fault,
+    })?;
     let pair = match own {
         Some(pair) => pair,
         None if !p.falls_back => return Ok(None),
-        None => match templates(&DEFAULT, parameters).map_err(|e| {
-            format!("failed to get default name and namespace template from params: {e}")
+        None => match templates(&DEFAULT, parameters).map_err(|fault| SecretError::Parameters {
+            default: true,
+            fault,
         })? {
             Some(pair) => pair,
             None => return Ok(None),
@@ -424,27 +523,24 @@ pub fn secret_ref(
 pub fn read(
     secret: &SecretReference,
     result: crate::api::ApiResult,
-) -> Result<crate::driver::Secrets, String> {
+) -> Result<crate::driver::Secrets, SecretError> {
     use crate::api::ApiResult;
     use crate::model::Object;
     let data = match result {
         ApiResult::Ok(Some(o)) => match &*o {
-            Object::Secret(s) => s.credentials(),
-            other => Err(format!(
-                "the API server answered with a {}",
-                other.kind().as_str()
-            )),
+            Object::Secret(s) => s.credentials().map_err(ReadFault::Data),
+            other => Err(ReadFault::WrongKind(other.kind().as_str())),
         },
-        ApiResult::NotFound => Err(format!("secrets {:?} not found", secret.name)),
-        ApiResult::Failed(e) => Err(e.message().to_string()),
-        other => Err(format!("unexpected answer {other:?}")),
+        ApiResult::NotFound => Err(ReadFault::NotFound(secret.name.clone())),
+        ApiResult::Failed(e) => Err(ReadFault::Api(e)),
+        other => Err(ReadFault::Unexpected(format!("{other:?}"))),
     };
-    data.map(crate::driver::Secrets).map_err(|e| {
-        format!(
-            "error getting secret {} in namespace {}: {e}",
-            secret.name, secret.namespace
-        )
-    })
+    data.map(crate::driver::Secrets)
+        .map_err(|fault| SecretError::Read {
+            name: secret.name.clone(),
+            namespace: secret.namespace.clone(),
+            fault,
+        })
 }
 
 /// The Secret the PV `pv`'s `field` (`nodeStageSecretRef`, …) names, when
@@ -455,13 +551,15 @@ pub fn pv_ref<'a>(
     pv: &str,
     field: &str,
     secret: &'a SecretReference,
-) -> Result<&'a SecretReference, String> {
+) -> Result<&'a SecretReference, SecretError> {
     match valid_ref(&secret.name, &secret.namespace) {
         Some(_) => Ok(secret),
-        None => Err(format!(
-            "persistentvolume {pv} names Secret {:?} in namespace {:?} in its {field}, which is no valid Secret name and namespace; correct the PV",
-            secret.name, secret.namespace
-        )),
+        None => Err(SecretError::PvRef {
+            pv: pv.to_string(),
+            field: field.to_string(),
+            name: secret.name.clone(),
+            namespace: secret.namespace.clone(),
+        }),
     }
 }
 

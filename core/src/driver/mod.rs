@@ -830,7 +830,7 @@ impl crate::machine::Machine for Driver {
         }
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), crate::machine::Broken> {
         check_invariants(&self.state)
     }
 }

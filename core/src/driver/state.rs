@@ -478,10 +478,10 @@ impl DriverState {
 
 /// Invariants of the driver state, used by unit tests, properties, the
 /// simulator and the fuzzers. Returns the first violation found.
-pub fn check_invariants(state: &DriverState) -> Result<(), String> {
+pub fn check_invariants(state: &DriverState) -> Result<(), crate::machine::Broken> {
     for (id, v) in &state.node {
         if v.stage.is_none() && v.targets.is_empty() {
-            return Err(format!("node volume {id} is recorded with nothing on it"));
+            return Err(format!("node volume {id} is recorded with nothing on it").into());
         }
         for (path, t) in &v.targets {
             if !t.staging_path.is_empty() {
@@ -491,7 +491,7 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
                         return Err(format!(
                             "volume {id} is published at {path} from staging path {} that is not staged",
                             t.staging_path
-                        ));
+                        ).into());
                     }
                 }
             }
@@ -501,16 +501,16 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
         match state.volumes.get(id) {
             Some(r) if &r.name == name => {}
             _ => {
-                return Err(format!(
-                    "name {name} maps to volume {id} that does not carry it"
-                ));
+                return Err(
+                    format!("name {name} maps to volume {id} that does not carry it").into(),
+                );
             }
         }
     }
     for (id, r) in &state.volumes {
         // A volume adopted from a storage that keeps no name has none.
         if !r.name.is_empty() && state.names.get(&r.name) != Some(id) {
-            return Err(format!("volume {id} is missing from the name index"));
+            return Err(format!("volume {id} is missing from the name index").into());
         }
         let single: Vec<_> = r
             .published
@@ -521,7 +521,8 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
             return Err(format!(
                 "single-node volume {id} is published to {} nodes",
                 r.published.len()
-            ));
+            )
+            .into());
         }
     }
     for (name, id) in &state.snapshot_names {
@@ -530,16 +531,14 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
             _ => {
                 return Err(format!(
                     "snapshot name {name} maps to snapshot {id} that does not carry it"
-                ));
+                )
+                .into());
             }
         }
     }
     for (id, r) in &state.snapshots {
         if r.snapshot.snapshot_id != *id {
-            return Err(format!(
-                "snapshot {id} is recorded as {}",
-                r.snapshot.snapshot_id
-            ));
+            return Err(format!("snapshot {id} is recorded as {}", r.snapshot.snapshot_id).into());
         }
         let group = &r.snapshot.group_snapshot_id;
         if r.name.is_empty() {
@@ -552,31 +551,31 @@ pub fn check_invariants(state: &DriverState) -> Result<(), String> {
             if !member {
                 return Err(format!(
                     "snapshot {id} has no name and is no member of its group {group}"
-                ));
+                )
+                .into());
             }
         } else if state.snapshot_names.get(&r.name) != Some(id) {
-            return Err(format!("snapshot {id} is missing from the name index"));
+            return Err(format!("snapshot {id} is missing from the name index").into());
         }
     }
     for (id, g) in &state.groups {
         if state.group_names.get(&g.name) != Some(id) {
-            return Err(format!(
-                "group snapshot {id} is missing from the name index"
-            ));
+            return Err(format!("group snapshot {id} is missing from the name index").into());
         }
         for s in &g.group.snapshots {
             if !state.snapshots.contains_key(&s.snapshot_id) {
                 return Err(format!(
                     "group snapshot {id} names member {} that is not recorded",
                     s.snapshot_id
-                ));
+                )
+                .into());
             }
         }
     }
     let mut keys = std::collections::BTreeSet::new();
     for f in state.in_flight.values() {
         if !keys.insert(&f.key) {
-            return Err(format!("two operations in flight hold {}", f.key));
+            return Err(format!("two operations in flight hold {}", f.key).into());
         }
     }
     Ok(())

@@ -437,7 +437,7 @@ impl Controller for KubeletReconciler {
 
     /// One operation per volume at a time; a pod mount is recorded only
     /// for a volume whose global mount is recorded (when the driver stages).
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         crate::machine::one_at_a_time(
             "kubelet",
             cx.in_flight().map(Call::key),
@@ -449,7 +449,8 @@ impl Controller for KubeletReconciler {
                 if m.state == Certainty::Done && !self.actual.devices.contains_key(pv) {
                     return Err(format!(
                         "kubelet: pod {pod} has {pv} mounted with no global mount recorded"
-                    ));
+                    )
+                    .into());
                 }
             }
         }

@@ -326,7 +326,12 @@ impl KubeletReconciler {
         let capability = match csi_map::pv_capability(&w.pv, self.config.modes) {
             Ok(c) => c,
             Err(e) => {
-                self.failed_mount(cx, pv_name, "MountVolume.SetUp", &crate::Status::invalid(e));
+                self.failed_mount(
+                    cx,
+                    pv_name,
+                    "MountVolume.SetUp",
+                    &crate::Status::invalid(e.to_string()),
+                );
                 return;
             }
         };

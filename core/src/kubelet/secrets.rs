@@ -75,7 +75,7 @@ impl KubeletReconciler {
             return Some(driver::Secrets::default());
         };
         if let Err(why) = secrets::pv_ref(pv, purpose.field(), secret) {
-            self.failed_mount_because(cx, pv, purpose.operation(), &why);
+            self.failed_mount_because(cx, pv, purpose.operation(), &why.to_string());
             return None;
         }
         if let Some(data) = self.credentials.remove(&(pv.to_string(), purpose)) {

@@ -232,14 +232,15 @@ impl Machine for Candidate {
     }
 
     /// Acting only within the renew deadline of a stored write.
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), crate::machine::Broken> {
         if self.announced && !self.elector.leading(self.now) {
             return Err(format!(
                 "lease: {} acts at {} past its renew deadline ({:?})",
                 self.identity(),
                 self.now,
                 self.elector.leading_until()
-            ));
+            )
+            .into());
         }
         Ok(())
     }

@@ -51,20 +51,45 @@ impl Default for LeaseTimings {
     }
 }
 
+/// Timings that cannot keep two leaders apart (all in ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TimingsError {
+    /// A leader could act on after another may have taken over.
+    #[error(
+        "the renew deadline ({renew_deadline} ms) must be shorter than the lease duration ({lease_duration} ms)"
+    )]
+    RenewDeadline {
+        /// The renew deadline given.
+        renew_deadline: Tick,
+        /// The lease duration given.
+        lease_duration: Tick,
+    },
+    /// No renewal would be tried in time (or tries would never pause).
+    #[error(
+        "the retry period ({retry_period} ms) must be positive and shorter than the renew deadline ({renew_deadline} ms)"
+    )]
+    RetryPeriod {
+        /// The retry period given.
+        retry_period: Tick,
+        /// The renew deadline given.
+        renew_deadline: Tick,
+    },
+}
+
 impl LeaseTimings {
     /// Why these timings cannot keep two leaders apart, if they cannot.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), TimingsError> {
         if self.renew_deadline >= self.lease_duration {
-            return Err(format!(
-                "the renew deadline ({} ms) must be shorter than the lease duration ({} ms)",
-                self.renew_deadline, self.lease_duration
-            ));
+            return Err(TimingsError::RenewDeadline {
+                renew_deadline: self.renew_deadline,
+                lease_duration: self.lease_duration,
+            });
         }
         if self.retry_period == 0 || self.retry_period >= self.renew_deadline {
-            return Err(format!(
-                "the retry period ({} ms) must be positive and shorter than the renew deadline ({} ms)",
-                self.retry_period, self.renew_deadline
-            ));
+            return Err(TimingsError::RetryPeriod {
+                retry_period: self.retry_period,
+                renew_deadline: self.renew_deadline,
+            });
         }
         Ok(())
     }

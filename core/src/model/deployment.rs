@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Unknown;
 use super::meta::{ObjectMeta, OwnerReference};
 use super::workload::{Pod, PodSpec};
+use super::{DecodeError, Unknown};
 
 /// The label a Deployment's pods carry, naming it.
 pub const DEPLOYMENT_LABEL: &str = "volplane.io/deployment";
@@ -55,14 +55,17 @@ pub struct Deployment {
 
 impl Deployment {
     /// Reads a Deployment from a manifest document the model kept whole.
-    pub fn from_unknown(doc: &Unknown) -> Result<Deployment, String> {
+    pub fn from_unknown(doc: &Unknown) -> Result<Deployment, DecodeError> {
         if doc.kind != "Deployment" {
-            return Err(format!("{} is not a Deployment", doc.kind));
+            return Err(DecodeError::NotA {
+                expected: "Deployment",
+                kind: doc.kind.clone(),
+            });
         }
-        let mut d: Deployment =
-            serde_json::from_value(doc.value.clone()).map_err(|e| format!("Deployment: {e}"))?;
+        let mut d: Deployment = serde_json::from_value(doc.value.clone())
+            .map_err(|e| DecodeError::Fields(format!("Deployment: {e}")))?;
         if d.metadata.name.is_empty() {
-            return Err("Deployment: metadata.name is required".into());
+            return Err(DecodeError::Required("Deployment: metadata.name"));
         }
         if d.metadata.namespace.is_empty() {
             d.metadata.namespace = "default".into();
@@ -155,10 +158,8 @@ spec:
     #[test]
     fn a_deployment_without_a_name_is_refused() {
         let (_, unknown) = parse_manifests("kind: Deployment\nmetadata: {}\n").unwrap();
-        assert!(
-            Deployment::from_unknown(&unknown[0])
-                .unwrap_err()
-                .contains("metadata.name")
-        );
+        let e = Deployment::from_unknown(&unknown[0]).unwrap_err();
+        assert_eq!(e, DecodeError::Required("Deployment: metadata.name"));
+        assert_eq!(e.to_string(), "Deployment: metadata.name is required");
     }
 }

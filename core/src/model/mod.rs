@@ -33,7 +33,7 @@ pub use map::Map;
 pub type Labels = Attributes;
 pub use meta::*;
 pub use quantity::{Quantity, QuantityError};
-pub use secret::Secret;
+pub use secret::{CredentialsError, Secret};
 pub use shared::{Shared, Variant};
 pub use snapshot::*;
 pub use storage::*;
@@ -298,10 +298,10 @@ impl Object {
     ///
     /// A `null` member means the member is absent (Go's API server writes
     /// empty lists as `null`, e.g. a CSINode driver's `topologyKeys`).
-    pub fn from_json(mut doc: serde_json::Value) -> Result<Object, String> {
+    pub fn from_json(mut doc: serde_json::Value) -> Result<Object, DecodeError> {
         drop_nulls(&mut doc);
-        fn load<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
-            serde_json::from_value(v).map_err(|e| e.to_string())
+        fn load<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, DecodeError> {
+            serde_json::from_value(v).map_err(|e| DecodeError::Fields(e.to_string()))
         }
         let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("");
         Ok(match Kind::parse(kind) {
@@ -322,7 +322,8 @@ impl Object {
             Some(Kind::Secret) => Object::Secret(load(doc)?),
             Some(Kind::VolumeAttributesClass) => Object::AttributesClass(load(doc)?),
             Some(Kind::CsiStorageCapacity) => Object::Capacity(load(doc)?),
-            None => return Err(format!("kind {kind:?} is not one the machines know")),
+            None if kind.is_empty() => return Err(DecodeError::NoKind),
+            None => return Err(DecodeError::UnknownKind(kind.to_string())),
         })
     }
 
@@ -373,6 +374,31 @@ pub struct Unknown {
     pub value: serde_json::Value,
 }
 
+/// Why a document is not an object of the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Hash)]
+pub enum DecodeError {
+    /// It has no `kind`.
+    #[error("it has no kind")]
+    NoKind,
+    /// Its `kind` is not one the machines know.
+    #[error("kind {0:?} is not one the machines know")]
+    UnknownKind(String),
+    /// It is read as one kind and is another.
+    #[error("{kind} is not a {expected}")]
+    NotA {
+        /// The kind it was read as.
+        expected: &'static str,
+        /// Its kind.
+        kind: String,
+    },
+    /// Its fields do not fit its kind (the decoder's words).
+    #[error("{0}")]
+    Fields(String),
+    /// A field the object cannot do without is empty.
+    #[error("{0} is required")]
+    Required(&'static str),
+}
+
 /// Why a manifest did not load.
 #[derive(Debug, thiserror::Error, Hash)]
 pub enum ManifestError {
@@ -389,7 +415,7 @@ pub enum ManifestError {
         /// `name`.
         name: String,
         /// `reason`.
-        reason: String,
+        reason: DecodeError,
     },
 }
 
@@ -418,7 +444,7 @@ pub fn parse_manifests(text: &str) -> Result<(Vec<Object>, Vec<Unknown>), Manife
             .and_then(|n| n.as_str())
             .unwrap_or("")
             .to_string();
-        let err = |reason: String| ManifestError::Object {
+        let err = |reason: DecodeError| ManifestError::Object {
             index,
             kind: kind.clone(),
             name: name.clone(),
@@ -430,7 +456,7 @@ pub fn parse_manifests(text: &str) -> Result<(Vec<Object>, Vec<Unknown>), Manife
                     queue.extend(items.iter().cloned());
                 }
             }
-            "" => return Err(err("it has no kind".into())),
+            "" => return Err(err(DecodeError::NoKind)),
             k if Kind::parse(k).is_none() => unknown.push(Unknown { kind, value: doc }),
             _ => objects.push(Object::from_json(doc).map_err(err)?),
         }

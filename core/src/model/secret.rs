@@ -52,25 +52,39 @@ impl Secret {
 
     /// The data as a CSI call takes it (key → value), or why it cannot be:
     /// a value that is not base64, or not UTF-8 (CSI's secrets are strings).
-    pub fn credentials(&self) -> Result<BTreeMap<String, String>, String> {
+    pub fn credentials(&self) -> Result<BTreeMap<String, String>, CredentialsError> {
         use base64::Engine;
-        let whose = || format!("secret {}/{}", self.metadata.namespace, self.metadata.name);
+        let fault = |key: &str, not_utf8| CredentialsError {
+            secret: format!("{}/{}", self.metadata.namespace, self.metadata.name),
+            key: key.to_string(),
+            not_utf8,
+        };
         self.data
             .iter()
             .map(|(k, v)| {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(v)
-                    .map_err(|_| format!("{}: the value of {k:?} is not base64", whose()))?;
-                let value = String::from_utf8(bytes).map_err(|_| {
-                    format!(
-                        "{}: the value of {k:?} is not UTF-8 text, which a CSI call cannot carry",
-                        whose()
-                    )
-                })?;
+                    .map_err(|_| fault(k, false))?;
+                let value = String::from_utf8(bytes).map_err(|_| fault(k, true))?;
                 Ok((k.to_string(), value))
             })
             .collect()
     }
+}
+
+/// A Secret's value that a CSI call cannot carry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "secret {secret}: the value of {key:?} is not {}",
+    if *not_utf8 { "UTF-8 text, which a CSI call cannot carry" } else { "base64" }
+)]
+pub struct CredentialsError {
+    /// `namespace/name`.
+    pub secret: String,
+    /// The data key.
+    pub key: String,
+    /// It is base64, but not of UTF-8 text (else: not base64).
+    pub not_utf8: bool,
 }
 
 #[cfg(test)]
@@ -88,6 +102,8 @@ mod tests {
         let mut bad = s.clone();
         bad.data.insert("key".into(), "not base64!".into());
         let e = bad.credentials().expect_err("not base64");
+        assert!(!e.not_utf8);
+        let e = e.to_string();
         assert!(
             e.contains("kube-system/creds") && e.contains("\"key\"") && e.contains("base64"),
             "{e}"
@@ -96,6 +112,8 @@ mod tests {
         let mut binary = s;
         binary.data.insert("cert".into(), "/w==".into()); // 0xff
         let e = binary.credentials().expect_err("not UTF-8");
+        assert!(e.not_utf8 && e.key == "cert");
+        let e = e.to_string();
         assert!(e.contains("\"cert\"") && e.contains("UTF-8"), "{e}");
     }
 }

@@ -310,7 +310,7 @@ impl Controller for ProtectionReconciler {
     }
 
     /// One write per object at a time.
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         let writing = cx.in_flight().filter_map(|c| match c {
             Call::Write(k, _, _) => Some(k),
             Call::List(_) => None,

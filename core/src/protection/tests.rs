@@ -256,7 +256,7 @@ mod under_faults {
                 }
                 _ => {
                     if let Err(e) = c.step(x) {
-                        return TestResult::error(e);
+                        return TestResult::error(e.to_string());
                     }
                 }
             }
@@ -268,7 +268,7 @@ mod under_faults {
             }
         }
         if let Err(e) = c.settle() {
-            return TestResult::error(e);
+            return TestResult::error(e.to_string());
         }
         for (name, claim) in claims(&c) {
             if !claim.metadata.has_finalizer(FINALIZER_PVC_PROTECTION) {
@@ -318,7 +318,7 @@ mod under_faults {
                 }
                 _ => {
                     if let Err(e) = c.step(x) {
-                        return TestResult::error(e);
+                        return TestResult::error(e.to_string());
                     }
                 }
             }
@@ -330,7 +330,7 @@ mod under_faults {
             }
         }
         if let Err(e) = c.settle() {
-            return TestResult::error(e);
+            return TestResult::error(e.to_string());
         }
         for (name, v) in volumes(&c) {
             if v.metadata.deleting() && v.phase() != PvPhase::Bound {

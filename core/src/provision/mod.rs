@@ -542,7 +542,7 @@ impl Controller for ProvisionerReconciler {
 
     /// One operation per claim or volume at a time; Secret data is held
     /// only for a claim still there.
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         crate::machine::one_at_a_time(
             "provisioner",
             cx.in_flight().map(Call::key),
@@ -564,7 +564,8 @@ impl Controller for ProvisionerReconciler {
         {
             Some(uid) => Err(format!(
                 "provisioner: holds a Secret's data for the claim {uid}, which is gone"
-            )),
+            )
+            .into()),
             None => Ok(()),
         }
     }

@@ -70,7 +70,8 @@ impl ProvisionerReconciler {
             );
             parameters.insert(names::PARAM_PV_NAME.into(), volume_name.clone());
         }
-        let modes = csi_map::access_modes(&claim.spec.access_modes, self.config.modes)?;
+        let modes = csi_map::access_modes(&claim.spec.access_modes, self.config.modes)
+            .map_err(|e| e.to_string())?;
         if modes.is_empty() {
             return Err("the claim has no access modes".into());
         }

@@ -34,7 +34,7 @@ impl VolumeSecrets {
             pv_name,
             claim: Some(claim),
         };
-        let of = |p| secrets::secret_ref(p, &class.parameters, tokens);
+        let of = |p| secrets::secret_ref(p, &class.parameters, tokens).map_err(|e| e.to_string());
         Ok(VolumeSecrets {
             provisioner: of(&secrets::PROVISIONER)?,
             controller_publish: of(&secrets::CONTROLLER_PUBLISH)?,
@@ -115,7 +115,7 @@ impl ProvisionerReconciler {
                 cx.mark(claim);
             }
             Ok(_) => {}
-            Err(message) => self.refuse(cx, &claim, uid, message),
+            Err(e) => self.refuse(cx, &claim, uid, e.to_string()),
         }
     }
 }
@@ -154,6 +154,7 @@ impl ProvisionerReconciler {
                     claim: None,
                 };
                 secrets::secret_ref(&secrets::PROVISIONER, &class.parameters, tokens)
+                    .map_err(|e| e.to_string())
             }
         }
     }

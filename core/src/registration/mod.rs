@@ -52,11 +52,21 @@ pub fn highest_v1(versions: &[String]) -> Option<(u64, u64, u64)> {
         .max()
 }
 
+/// A name a driver answered GetPluginInfo with that is not a CSI driver
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the driver answered GetPluginInfo with name {0:?}, which is not a CSI driver name \
+     (at most 63 characters, alphanumerics, '-' and '.', starting and ending with an \
+     alphanumeric); fix the driver's name: no registration socket was created"
+)]
+pub struct BadDriverName(pub String);
+
 /// A CSI driver name as the spec requires it: at most 63 characters,
 /// alphanumerics, `-` and `.`, beginning and ending with an alphanumeric.
 /// Anything else (a `/`, `..`, an empty name) is refused before it can name
 /// a file.
-pub fn check_driver_name(name: &str) -> Result<(), String> {
+pub fn check_driver_name(name: &str) -> Result<(), BadDriverName> {
     let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     let ok = name.len() <= 63
         && ends_ok(name.chars().next())
@@ -67,11 +77,7 @@ pub fn check_driver_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "the driver answered GetPluginInfo with name {name:?}, which is not a CSI driver name \
-             (at most 63 characters, alphanumerics, '-' and '.', starting and ending with an \
-             alphanumeric); fix the driver's name: no registration socket was created"
-        ))
+        Err(BadDriverName(name.to_string()))
     }
 }
 

@@ -218,7 +218,7 @@ impl Registrar {
                 // The name becomes a file name in the kubelet's registry: a
                 // name that is not a CSI driver name never reaches a path.
                 if let Err(why) = super::check_driver_name(&name) {
-                    return self.exit(1, why);
+                    return self.exit(1, why.to_string());
                 }
                 let socket = self.socket(&name);
                 self.phase = Phase::Listening { driver: name };
@@ -304,13 +304,10 @@ impl Machine for Registrar {
 
     /// An answer is awaited only while asking or listening; an exited
     /// registrar holds no deadline.
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), crate::machine::Broken> {
         let asking = matches!(self.phase, Phase::AskingDriver | Phase::Listening { .. });
         if self.waiting.is_some() && !asking {
-            return Err(format!(
-                "registrar: awaits an answer in phase {:?}",
-                self.phase
-            ));
+            return Err(format!("registrar: awaits an answer in phase {:?}", self.phase).into());
         }
         if self.phase == Phase::Exited && !self.timers.is_empty() {
             return Err("registrar: exited with a deadline armed".into());
@@ -504,7 +501,7 @@ mod tests {
         };
         r.waiting = Some(OpId(9));
         let e = r.check_invariants().unwrap_err();
-        assert!(e.contains("awaits an answer in phase Registered"), "{e}");
+        assert!(e.0.contains("awaits an answer in phase Registered"), "{e}");
         r.phase = Phase::Listening {
             driver: "volplane.csi.io".into(),
         };
@@ -512,6 +509,6 @@ mod tests {
         r.waiting = None;
         r.phase = Phase::Exited;
         let e = r.check_invariants().unwrap_err();
-        assert!(e.contains("exited with a deadline armed"), "{e}");
+        assert!(e.0.contains("exited with a deadline armed"), "{e}");
     }
 }

@@ -582,18 +582,17 @@ impl Machine for PluginWatcher {
     }
 
     /// A driver is registered only with a 1.x version and a node id.
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), crate::machine::Broken> {
         for (name, r) in &self.plugins {
             if r.node_id.is_empty() {
-                return Err(format!(
-                    "plugin watcher: {name} registered without a node id"
-                ));
+                return Err(format!("plugin watcher: {name} registered without a node id").into());
             }
             if r.version.0 != 1 {
                 return Err(format!(
                     "plugin watcher: {name} registered with version {:?}",
                     r.version
-                ));
+                )
+                .into());
             }
         }
         Ok(())

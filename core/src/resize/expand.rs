@@ -194,7 +194,7 @@ impl ResizeReconciler {
         });
         let secrets = match named {
             None => driver::Secrets::default(),
-            Some(Err(why)) => return self.resize_failed(cx, key, pv.name(), &why),
+            Some(Err(why)) => return self.resize_failed(cx, key, pv.name(), &why.to_string()),
             Some(Ok(secret)) => match self.credentials.remove(key) {
                 Some(data) => data,
                 None => {

@@ -336,9 +336,10 @@ impl ResizeReconciler {
                 self.modify_credentials.insert(claim.clone(), data);
             }
             (Ok(_), _) => {}
-            (Err(message), SecretFor::Expand) => self.resize_failed(cx, &claim, &pv, &message),
+            (Err(e), SecretFor::Expand) => self.resize_failed(cx, &claim, &pv, &e.to_string()),
             (Err(message), SecretFor::Modify) => {
                 cx.fail(claim.clone());
+                let message = message.to_string();
                 let e = Event::warning(claim.clone(), reason::VOLUME_MODIFY_FAILED, message);
                 self.tell(cx, &claim, e);
             }
@@ -413,7 +414,7 @@ impl Controller for ResizeReconciler {
     }
 
     /// One operation per claim at a time.
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         let keys = cx.in_flight().map(|c| match c {
             Call::Expand { claim, .. }
             | Call::Modify { claim, .. }

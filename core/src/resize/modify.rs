@@ -494,7 +494,8 @@ fn modify_secret(pv: &PersistentVolume) -> Result<Option<SecretReference>, Strin
         {
             None => Ok(None),
             Some(secret) => secrets::pv_ref(pv.name(), "controllerExpandSecretRef", secret)
-                .map(|r| Some(r.clone())),
+                .map(|r| Some(r.clone()))
+                .map_err(|e| e.to_string()),
         },
     }
 }

@@ -106,7 +106,7 @@ impl RoleMachine {
     }
 
     /// Its invariants.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), crate::machine::Broken> {
         self.view().check_invariants()
     }
 }

@@ -86,6 +86,30 @@ impl Role {
     }
 }
 
+/// A role switched on that the driver cannot serve, and what it lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RoleOff {
+    /// The driver lacks the capability the role needs.
+    #[error("{role}: the driver has no {capability}")]
+    Lacks {
+        /// The role (or a part of one).
+        role: &'static str,
+        /// The capability's name as the CSI spec spells it.
+        capability: &'static str,
+    },
+    /// The driver has neither of two capabilities, one of which the role
+    /// needs.
+    #[error("{role}: the driver has neither {first} nor {second}")]
+    LacksEither {
+        /// The role.
+        role: &'static str,
+        /// One capability it could use.
+        first: &'static str,
+        /// The other.
+        second: &'static str,
+    },
+}
+
 /// Which roles run (the sidecars' `--enable-*`-style switches).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Switches {
@@ -294,7 +318,7 @@ pub struct Made {
     /// The machines.
     pub machines: Vec<RoleMachine>,
     /// Why a role switched on does not run.
-    pub off: Vec<String>,
+    pub off: Vec<RoleOff>,
 }
 
 /// Makes every role `flags` switch on that the driver can serve.
@@ -305,9 +329,10 @@ pub fn make(facts: &DriverFacts, flags: &Flags) -> Made {
     };
     let s = flags.switches;
     if s.snapshotter && s.group_snapshots && !facts.group_controller() {
-        made.off.push(
-            "snapshotter: group snapshots: the driver has no GROUP_CONTROLLER_SERVICE".into(),
-        );
+        made.off.push(RoleOff::Lacks {
+            role: "snapshotter: group snapshots",
+            capability: "GROUP_CONTROLLER_SERVICE",
+        });
     }
     for role in Role::ALL {
         match make_one(role, facts, flags) {
@@ -325,12 +350,15 @@ pub fn make_one(
     role: Role,
     facts: &DriverFacts,
     flags: &Flags,
-) -> Result<Option<RoleMachine>, String> {
+) -> Result<Option<RoleMachine>, RoleOff> {
     let s = flags.switches;
     let (retry_start, retry_max) = flags.retry_interval;
-    let need = |cap: Cap, what: &str| match facts.has(cap) {
+    let need = |cap: Cap, capability: &'static str| match facts.has(cap) {
         true => Ok(()),
-        false => Err(format!("{}: the driver has no {what}", role.name())),
+        false => Err(RoleOff::Lacks {
+            role: role.name(),
+            capability,
+        }),
     };
     Ok(Some(match role {
         Role::Provisioner if s.provisioner => {
@@ -351,9 +379,11 @@ pub fn make_one(
         Role::Resizer if s.resizer => {
             let (expand, modify) = (facts.has(Cap::ExpandVolume), facts.has(Cap::ModifyVolume));
             if !expand && !modify {
-                return Err(
-                    "resizer: the driver has neither EXPAND_VOLUME nor MODIFY_VOLUME".into(),
-                );
+                return Err(RoleOff::LacksEither {
+                    role: role.name(),
+                    first: "EXPAND_VOLUME",
+                    second: "MODIFY_VOLUME",
+                });
             }
             let mut c = ResizeConfig::new(&facts.name);
             c.modes = facts.modes();

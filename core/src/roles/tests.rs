@@ -29,7 +29,7 @@ fn every_role_is_found_by_its_name() {
 #[test]
 fn every_switch_on_for_a_driver_that_can_do_everything_makes_every_role_in_order() {
     let made = make(&everything(), &all_on());
-    assert_eq!(made.off, Vec::<String>::new());
+    assert_eq!(made.off, Vec::<RoleOff>::new());
     let roles: Vec<Role> = made.machines.iter().map(RoleMachine::role).collect();
     assert_eq!(roles, Role::ALL.to_vec());
     for m in &made.machines {
@@ -71,7 +71,7 @@ fn a_role_the_driver_cannot_serve_is_off_and_says_why() {
         ]
     );
     assert_eq!(
-        made.off,
+        made.off.iter().map(RoleOff::to_string).collect::<Vec<_>>(),
         [
             "snapshotter: group snapshots: the driver has no GROUP_CONTROLLER_SERVICE",
             "resizer: the driver has neither EXPAND_VOLUME nor MODIFY_VOLUME",

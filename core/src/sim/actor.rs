@@ -136,7 +136,7 @@ impl Actor {
         }
     }
 
-    pub(super) fn check_invariants(&self) -> Result<(), String> {
+    pub(super) fn check_invariants(&self) -> Result<(), crate::machine::Broken> {
         match self {
             Actor::Control(m) => m.check_invariants(),
             Actor::Kubelet(m) => m.check_invariants(),

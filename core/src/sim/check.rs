@@ -252,14 +252,14 @@ impl Sim {
         let world_changed = self.world_checked_at != Some(at);
         self.world_checked_at = Some(at);
         if world_changed && let Err(e) = crate::binder::check_one_to_one(self.store.objects()) {
-            found.push(("binding not one-to-one", e));
+            found.push(("binding not one-to-one", e.to_string()));
         }
         // Every machine's own invariants, for the machines that changed.
         for (a, unchecked) in self.actors.iter().zip(&mut self.unchecked) {
             if std::mem::take(unchecked)
                 && let Err(e) = a.check_invariants()
             {
-                found.push(("machine invariant", e));
+                found.push(("machine invariant", e.to_string()));
             }
         }
         if world_changed {
@@ -269,7 +269,7 @@ impl Sim {
             self.check_expansions(&mut found);
         }
         for (kind, what) in found {
-            self.violate(kind, what);
+            self.violate(kind, what.to_string());
         }
         self.check_registrations();
     }

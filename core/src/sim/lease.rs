@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::Rng;
 use crate::Tick;
 use crate::lease::{Candidate, LeaseEffect, LeaseInput, LeaseRecord, LeaseTimings};
-use crate::machine::Machine;
+use crate::machine::{Broken, Machine};
 
 /// The Lease as the API server stores it.
 #[derive(Debug, Clone, Default)]
@@ -73,7 +73,7 @@ pub fn run(
     candidates: usize,
     timings: LeaseTimings,
     until: Tick,
-) -> Result<LeaseRun, String> {
+) -> Result<LeaseRun, Broken> {
     let mut rng = Rng::new(seed);
     let mut cs: Vec<Candidate> = (0..candidates)
         .map(|i| Candidate::new(&format!("replica-{i}"), timings))
@@ -196,7 +196,7 @@ fn serve(server: &mut Server, effect: &LeaseEffect) -> LeaseInput {
 /// candidate does nothing; a running one acts while it has said it leads
 /// and its renew deadline has not passed (the adapter asks
 /// [`Candidate::acting_at`] before each effect it carries).
-fn check(cs: &[Candidate], paused_until: &[Tick], now: Tick) -> Result<(), String> {
+fn check(cs: &[Candidate], paused_until: &[Tick], now: Tick) -> Result<(), Broken> {
     for c in cs {
         c.check_invariants()?;
     }
@@ -207,10 +207,7 @@ fn check(cs: &[Candidate], paused_until: &[Tick], now: Tick) -> Result<(), Strin
         .map(|(c, _)| c.identity())
         .collect();
     if acting.len() > 1 {
-        return Err(format!(
-            "two leaders acting at {now} ms: {}",
-            acting.join(", ")
-        ));
+        return Err(format!("two leaders acting at {now} ms: {}", acting.join(", ")).into());
     }
     Ok(())
 }

@@ -702,7 +702,7 @@ impl Controller for SnapshotReconciler {
     }
 
     /// One write per object at a time.
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         let writing = cx.in_flight().map(|(k, _, _)| k);
         crate::machine::one_at_a_time(
             "snapshot controller",

@@ -41,28 +41,31 @@ pub(crate) fn name_deletion_secret(
     tokens: crate::control::secrets::SnapshotTokens<'_>,
     keys: (&str, &str),
 ) -> Result<(), String> {
-    if let Some(secret) = crate::control::secrets::secret_ref(params, parameters, tokens)? {
+    if let Some(secret) = crate::control::secrets::secret_ref(params, parameters, tokens)
+        .map_err(|e| e.to_string())?
+    {
         meta.annotations.insert(keys.0.into(), secret.name);
         meta.annotations.insert(keys.1.into(), secret.namespace);
     }
     Ok(())
 }
 
+/// A class parameter under `csi.storage.k8s.io/` that no sidecar knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("found unknown parameter key {0:?} with reserved namespace csi.storage.k8s.io/")]
+pub struct ReservedParameter(pub String);
+
 /// A class's parameters as the driver gets them: the known prefixed ones
 /// dropped, an unknown prefixed one refused (upstream's
 /// RemovePrefixedParameters).
 pub fn csi_parameters(
     parameters: &crate::model::Labels,
-) -> Result<crate::driver::Attributes, String> {
+) -> Result<crate::driver::Attributes, ReservedParameter> {
     let mut out = crate::driver::Attributes::new();
     for (k, v) in parameters {
         match k.strip_prefix(PREFIX) {
             Some(short) if KNOWN_PREFIXED.contains(&short) => {}
-            Some(_) => {
-                return Err(format!(
-                    "found unknown parameter key {k:?} with reserved namespace {PREFIX}"
-                ));
-            }
+            Some(_) => return Err(ReservedParameter(k.to_owned())),
             None => {
                 out.insert(k.to_owned(), v.to_owned());
             }

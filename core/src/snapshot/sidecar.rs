@@ -642,7 +642,7 @@ impl Controller for SnapshotterReconciler {
     }
 
     /// One operation per content at a time.
-    fn invariants(&self, cx: &Cx<Self>) -> Result<(), String> {
+    fn invariants(&self, cx: &Cx<Self>) -> Result<(), crate::machine::Broken> {
         let busy = cx.in_flight().map(Call::content);
         crate::machine::one_at_a_time("snapshotter", busy, |k| cx.busy(k), cx.held_count())
     }

@@ -538,11 +538,12 @@ fn class_parameters_reach_the_driver_without_the_sidecars_own() {
         [("tier".to_string(), "cold".to_string())].into()
     );
     let bad = [("csi.storage.k8s.io/fstype".to_string(), "x".to_string())].into();
-    assert!(
-        csi_parameters(&bad)
-            .unwrap_err()
-            .contains("reserved namespace")
+    let e = csi_parameters(&bad).unwrap_err();
+    assert_eq!(
+        e,
+        super::ReservedParameter("csi.storage.k8s.io/fstype".into())
     );
+    assert!(e.to_string().contains("reserved namespace"), "{e}");
 }
 
 /// Found by the simulator: a snapshot deleted before its content got the

@@ -36,7 +36,7 @@ fn volumes(c: &Chaos<Binder>) -> impl Iterator<Item = &PersistentVolume> {
 /// No claim is bound twice: one Bound claim per volume, and no claim UID
 /// named by the claimRef of two Bound volumes.
 fn safe(c: &Chaos<Binder>) -> Result<(), String> {
-    check_one_to_one(c.store.objects())?;
+    check_one_to_one(c.store.objects()).map_err(|e| e.to_string())?;
     let mut holders: BTreeMap<&str, &str> = BTreeMap::new();
     for v in volumes(c).filter(|v| v.phase() == PvPhase::Bound) {
         let Some(r) = v.spec.claim_ref.as_ref().filter(|r| !r.uid.is_empty()) else {
@@ -152,7 +152,7 @@ fn binding_under_faults(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
             }
             _ => {
                 if let Err(e) = c.step(x) {
-                    return TestResult::error(e);
+                    return TestResult::error(e.to_string());
                 }
             }
         }
@@ -160,8 +160,12 @@ fn binding_under_faults(seed: u64, steps: Vec<(u8, u8)>) -> TestResult {
             return TestResult::error(e);
         }
     }
-    if let Err(e) = c.settle().and_then(|_| converged(&c)) {
-        return TestResult::error(e);
+    if let Err(e) = c
+        .settle()
+        .map_err(|e| e.to_string())
+        .and_then(|_| converged(&c))
+    {
+        return TestResult::error(e.to_string());
     }
     TestResult::passed()
 }
@@ -195,7 +199,10 @@ fn binding_under_faults_catches_a_binder_that_takes_claimed_volumes() {
             ))));
         }
         (0..200u8).any(|x| c.step(x).is_err() || safe(&c).is_err())
-            || c.settle().and_then(|_| converged(&c)).is_err()
+            || c.settle()
+                .map_err(|e| e.to_string())
+                .and_then(|_| converged(&c))
+                .is_err()
     });
     assert!(caught, "the planted mistake went unseen");
 }

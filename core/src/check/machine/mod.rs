@@ -816,9 +816,9 @@ impl Machine for Checker {
 
     fn handle_timeout(&mut self, _now: Tick) {}
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), crate::machine::Broken> {
         if self.worlds.is_empty() && self.phase != Phase::Done && !self.stopped {
-            return Err("check: no world explains the answers, yet the run goes on".to_string());
+            return Err("check: no world explains the answers, yet the run goes on".into());
         }
         Ok(())
     }

@@ -87,7 +87,10 @@ fn an_operation_holds_its_keys_until_it_completes_and_once() {
     cx.api_holding(["a".to_string()], get("a"), "a".into());
     cx.api_holding(["a".to_string()], get("a"), "a".into());
     let err = g.check_invariants().unwrap_err();
-    assert!(err.contains("two operations in flight for \"a\""), "{err}");
+    assert!(
+        err.0.contains("two operations in flight for \"a\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -109,7 +112,7 @@ fn what_a_retry_requeues_is_marked_when_its_backoff_runs_out_and_let_go_on_succe
     let (_, cx) = g.parts_mut();
     cx.requeue("pv-3".into(), ["claim-3".to_string()]);
     let err = g.check_invariants().unwrap_err();
-    assert!(err.contains("no failure to retry"), "{err}");
+    assert!(err.0.contains("no failure to retry"), "{err}");
 }
 
 /// When the key is retried after its get failed with `failure` at 10.

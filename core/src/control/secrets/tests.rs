@@ -31,7 +31,9 @@ fn resolve(p: &SecretParams, pairs: &[(&str, &str)]) -> Resolved {
         pv_name: PV,
         claim: Some(&c),
     };
-    secret_ref(p, &class(pairs), tokens).map(|r| r.map(|r| (r.name, r.namespace)))
+    secret_ref(p, &class(pairs), tokens)
+        .map(|r| r.map(|r| (r.name, r.namespace)))
+        .map_err(|e| e.to_string())
 }
 
 fn ok(name: &str, namespace: &str) -> Resolved {
@@ -153,7 +155,7 @@ fn b2_9_without_a_claim_only_the_volume_name_resolves() {
         claim: None,
     };
     assert_eq!(
-        secret_ref(&PROVISIONER, &pairs, tokens),
+        secret_ref(&PROVISIONER, &pairs, tokens).map_err(|e| e.to_string()),
         Err("error resolving value \"${pvc.name}\": invalid tokens: [\"pvc.name\"]".into())
     );
     let pairs = class(&[(P_NAME, "${pv.name}"), (P_NS, "storage")]);
@@ -250,7 +252,7 @@ fn snapshot_templates_resolve_as_the_snapshotters_do_and_have_no_default() {
         "${volumesnapshot.name}".into(),
     );
     assert_eq!(
-        secret_ref(&SNAPSHOTTER, &bad, tokens),
+        secret_ref(&SNAPSHOTTER, &bad, tokens).map_err(|e| e.to_string()),
         Err("error resolving value \"${volumesnapshot.name}\": invalid tokens: [\"volumesnapshot.name\"]".into())
     );
     // No pair of its own: none, whatever the default pair says.

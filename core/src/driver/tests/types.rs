@@ -360,7 +360,7 @@ fn each_broken_invariant_is_named() {
         let mut s = sound();
         breaks(&mut s);
         let e = check_invariants(&s).unwrap_err();
-        assert!(e.contains(named), "{named}: {e}");
+        assert!(e.0.contains(named), "{named}: {e}");
     }
     // One publication to one node of a single-node volume is fine.
     let mut s = sound();
@@ -464,6 +464,6 @@ fn each_broken_snapshot_invariant_is_named() {
         let mut s = sound();
         breaks(&mut s);
         let e = check_invariants(&s).unwrap_err();
-        assert_eq!(e, named);
+        assert_eq!(e, named.into());
     }
 }

@@ -505,7 +505,7 @@ mod under_faults {
                 }
                 _ => {
                     if let Err(e) = c.step(x) {
-                        return TestResult::error(e);
+                        return TestResult::error(e.to_string());
                     }
                 }
             }
@@ -524,7 +524,7 @@ mod under_faults {
             checked = c.csi.len();
         }
         if let Err(e) = c.settle() {
-            return TestResult::error(e);
+            return TestResult::error(e.to_string());
         }
         let (staged, published) = mounts(&c.csi);
         let owners: BTreeSet<String> = published.iter().filter_map(|t| pod_of(t)).collect();

@@ -77,7 +77,9 @@ impl World {
                     u.kind
                 )));
             }
-            deployments.push(Deployment::from_unknown(u).map_err(CommandError::Refused)?);
+            deployments.push(
+                Deployment::from_unknown(u).map_err(|e| CommandError::Refused(e.to_string()))?,
+            );
         }
         let mut done = Vec::new();
         for mut o in objects {

@@ -617,7 +617,7 @@ mod under_faults {
                 )));
             }
             2 => release(c),
-            _ => c.step(x)?,
+            _ => c.step(x).map_err(|e| e.to_string())?,
         }
         Ok(())
     }
@@ -645,12 +645,12 @@ mod under_faults {
         }
         for _ in 0..2 {
             if let Err(e) = c.settle() {
-                return TestResult::error(e);
+                return TestResult::error(e.to_string());
             }
             release(&mut c);
         }
         if let Err(e) = c.settle() {
-            return TestResult::error(e);
+            return TestResult::error(e.to_string());
         }
         let held = storage(&c);
         let handles: BTreeSet<String> = volumes(&c)

@@ -330,7 +330,7 @@ fn the_invariants_name_a_driver_without_a_node_id_or_a_1x_version() {
         },
     );
     let e = w.check_invariants().unwrap_err();
-    assert!(e.contains("without a node id"), "{e}");
+    assert!(e.0.contains("without a node id"), "{e}");
     w.plugins.insert(
         "d".into(),
         Registered {
@@ -339,5 +339,5 @@ fn the_invariants_name_a_driver_without_a_node_id_or_a_1x_version() {
         },
     );
     let e = w.check_invariants().unwrap_err();
-    assert!(e.contains("registered with version"), "{e}");
+    assert!(e.0.contains("registered with version"), "{e}");
 }

@@ -256,7 +256,7 @@ mod under_faults {
                     return TestResult::error("the user's update failed");
                 }
             } else if let Err(e) = c.step(x) {
-                return TestResult::error(e);
+                return TestResult::error(e.to_string());
             }
             let pv = get(&c, Kind::PersistentVolume, "", Object::as_pv);
             let now = bytes(pv.spec.capacity.get("storage"));
@@ -266,7 +266,7 @@ mod under_faults {
             largest = now;
         }
         if let Err(e) = c.settle() {
-            return TestResult::error(e);
+            return TestResult::error(e.to_string());
         }
         let pv = get(&c, Kind::PersistentVolume, "", Object::as_pv);
         let claim = get(&c, Kind::PersistentVolumeClaim, "default", Object::as_pvc);

@@ -162,8 +162,9 @@ impl SnapshotterReconciler {
             }
             (Err(e), Purpose::Create) => {
                 let msg = format!(
-                    "failed to get input parameters to create snapshot for content {}: {e:?}",
-                    content.name
+                    "failed to get input parameters to create snapshot for content {}: {:?}",
+                    content.name,
+                    e.to_string()
                 );
                 self.fail(cx, &content, msg, false);
             }

@@ -44,14 +44,14 @@ fn play<M: crate::control::ControlMachine>(
             }
             _ => {
                 if let Err(e) = c.step(x) {
-                    return TestResult::error(e);
+                    return TestResult::error(e.to_string());
                 }
             }
         }
     }
     match c.settle() {
         Ok(()) => TestResult::passed(),
-        Err(e) => TestResult::error(e),
+        Err(e) => TestResult::error(e.to_string()),
     }
 }
 
