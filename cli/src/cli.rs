@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::knobs::Knobs;
 use crate::upstream::Sidecar;
 
 /// volplane: the Kubernetes volume lifecycle in Rust.
@@ -53,6 +54,16 @@ enum Command {
 
 /// Parses the command line and runs it.
 pub fn run() -> ExitCode {
+    run_with(Knobs::Refused)
+}
+
+/// As [`run`], honouring the test knobs this build has: only the tests'
+/// own binary calls it (see [`crate::knobs`]).
+pub fn run_under_test() -> ExitCode {
+    run_with(Knobs::Honoured)
+}
+
+fn run_with(knobs: Knobs) -> ExitCode {
     // The sidecars' manifests spell long flags Go's way (`-v=5`), and
     // pass some that mean nothing here.
     let (args, inert) = crate::upstream::command_line(std::env::args_os());
@@ -81,9 +92,9 @@ pub fn run() -> ExitCode {
     crate::upstream::warn_inert(&inert);
     let result = match cli.command {
         // Each picks its own runtime (--runtime tokio|smol).
-        Command::Serve(args) => crate::serve::run(args).map_err(|e| e.to_string()),
+        Command::Serve(args) => crate::serve::run(args, knobs).map_err(|e| e.to_string()),
         Command::Bench(args) => crate::bench::run(args).map_err(|e| e.to_string()),
-        Command::Sim(args) => return ExitCode::from(crate::sim::run(args)),
+        Command::Sim(args) => return ExitCode::from(crate::sim::run(args, knobs)),
         Command::Check(args) => return ExitCode::from(crate::check::run(args)),
         Command::Lab(args) => crate::lab::cli::run(args).map_err(|e| e.to_string()),
         Command::Controller(args) => crate::controller::run(args),

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod controller;
 #[cfg(feature = "crash-hooks")]
 pub mod crash;
+pub mod knobs;
 pub mod lab;
 pub mod probe;
 pub mod reference;

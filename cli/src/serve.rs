@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use volplane::{Backend, Driver, Runtime};
 
+use crate::knobs::Knobs;
 use crate::reference::{Reference, ZONE_KEY};
 
 /// The reference driver's name.
@@ -122,7 +123,7 @@ fn volumes_dir(args: &ServeArgs) -> PathBuf {
 }
 
 /// Runs the reference driver on the runtime `args.runtime` names.
-pub fn run(args: ServeArgs) -> Result<(), ServeError> {
+pub fn run(args: ServeArgs, knobs: Knobs) -> Result<(), ServeError> {
     let backend = Reference::new(volumes_dir(&args), args.zone.clone())
         .accepting(args.mutable_parameters.iter().cloned());
     let knob = |name: &str| std::env::var(name).ok().filter(|s| !s.is_empty());
@@ -131,10 +132,10 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         knob("VOLPLANE_SLOW_CREATE_MS"),
     );
     if crash_after.is_none() && slow.is_none() {
-        return planted(driver(&args, backend)).serve();
+        return planted(driver(&args, backend), knobs).serve();
     }
     #[cfg(feature = "crash-hooks")]
-    {
+    if knobs.crash_hooks() {
         let slow = match slow.map(|ms| ms.parse::<u64>()) {
             Some(Ok(ms)) => Some(std::time::Duration::from_millis(ms)),
             Some(Err(_)) => {
@@ -146,50 +147,49 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         };
         let hooked = crate::crash::CrashAfter::new(backend, crash_after.unwrap_or_default())
             .slow_create(slow);
-        planted(driver(&args, hooked)).serve()
+        return planted(driver(&args, hooked), knobs).serve();
     }
-    #[cfg(not(feature = "crash-hooks"))]
-    {
-        tracing::warn!(
-            "VOLPLANE_CRASH_AFTER and VOLPLANE_SLOW_CREATE_MS are test knobs this build does not have (feature crash-hooks); ignoring them"
-        );
-        planted(driver(&args, backend)).serve()
-    }
+    tracing::warn!(
+        "VOLPLANE_CRASH_AFTER and VOLPLANE_SLOW_CREATE_MS are test knobs this volplane does not honour (the tests' volplane-under-test does); ignoring them"
+    );
+    planted(driver(&args, backend), knobs).serve()
 }
 
 /// `d` with the mistakes `VOLPLANE_PLANT` names planted (comma-separated;
-/// a test knob of a build with the `plants` feature; any other build says
-/// it ignores it).
-fn planted<B: volplane::Backend>(d: volplane::Driver<B>) -> volplane::Driver<B> {
+/// a test knob honoured only by the tests' binary of a build with the
+/// `plants` feature; any other says it ignores it).
+fn planted<B: volplane::Backend>(d: volplane::Driver<B>, knobs: Knobs) -> volplane::Driver<B> {
     let Some(name) = std::env::var("VOLPLANE_PLANT")
         .ok()
         .filter(|s| !s.is_empty())
     else {
         return d;
     };
-    #[cfg(feature = "plants")]
-    {
-        let mut d = d;
-        for name in name.split(',').map(str::trim) {
-            match volplane_core::plant::Plant::parse(name) {
-                Some(p) => {
-                    tracing::warn!(
-                        plant = p.name(),
-                        "planting a known mistake, as VOLPLANE_PLANT asked: {}",
-                        p.describe()
-                    );
-                    d = d.plant(p);
-                }
-                None => {
-                    tracing::error!(plant = %name, "VOLPLANE_PLANT names no such plant; not planting it");
-                }
+    if knobs.plants() {
+        #[cfg(feature = "plants")]
+        return plant_all(d, &name);
+    }
+    tracing::warn!(plant = %name, "VOLPLANE_PLANT is a test knob this volplane does not honour (the tests' volplane-under-test does); ignoring it");
+    d
+}
+
+/// `d` with each plant `names` (comma-separated) names.
+#[cfg(feature = "plants")]
+fn plant_all<B: volplane::Backend>(mut d: volplane::Driver<B>, names: &str) -> volplane::Driver<B> {
+    for name in names.split(',').map(str::trim) {
+        match volplane_core::plant::Plant::parse(name) {
+            Some(p) => {
+                tracing::warn!(
+                    plant = p.name(),
+                    "planting a known mistake, as VOLPLANE_PLANT asked: {}",
+                    p.describe()
+                );
+                d = d.plant(p);
+            }
+            None => {
+                tracing::error!(plant = %name, "VOLPLANE_PLANT names no such plant; not planting it");
             }
         }
-        d
     }
-    #[cfg(not(feature = "plants"))]
-    {
-        tracing::warn!(plant = %name, "VOLPLANE_PLANT is a test knob this build does not have (feature plants); ignoring it");
-        d
-    }
+    d
 }

@@ -5,6 +5,8 @@ use std::time::Instant;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use volplane_core::plant::{Plant, Planted};
+
+use crate::knobs::Knobs;
 use volplane_core::sim::shrink::shrink;
 use volplane_core::sim::workload::{Action, from_manifests, generate, play};
 use volplane_core::sim::{Faults, SimConfig};
@@ -36,7 +38,7 @@ pub struct SimArgs {
     /// Fault rate, 0.0–1.0 (of CSI calls; restarts, reboots and conflicts scale with it).
     #[arg(long, default_value_t = 0.1)]
     pub faults: f64,
-    /// Plant a known bug (see --list-plants; a build with `--features plants`).
+    /// Plant a known bug (see --list-plants; only the tests' own binary, volplane-under-test, has them).
     #[arg(long)]
     pub plant: Option<String>,
     /// Explore every interleaving of the small configuration instead.
@@ -74,22 +76,25 @@ pub struct SimArgs {
 
 /// The planted bug `--plant` names (none without it); `None` after
 /// saying why it cannot be planted.
-fn planted(args: &SimArgs) -> Option<Planted> {
+fn planted(args: &SimArgs, knobs: Knobs) -> Option<Planted> {
     Some(match args.plant.as_deref().map(|p| (p, Plant::parse(p))) {
         None => Planted::default(),
         Some((name, None)) => {
             eprintln!("volplane sim: unknown --plant {name:?}; --list-plants shows them");
             return None;
         }
-        #[cfg(feature = "plants")]
-        Some((_, Some(p))) => Planted::new(Some(p)),
-        #[cfg(not(feature = "plants"))]
-        Some((name, Some(_))) => {
-            eprintln!(
-                "volplane sim: --plant {name}: this build has no planted bugs; build it with `cargo build --release -p volplane-cli --features plants`"
-            );
-            return None;
-        }
+        Some((name, Some(p))) => match knobs.plants() {
+            #[cfg(feature = "plants")]
+            true => Planted::new(Some(p)),
+            _ => {
+                eprintln!(
+                    "volplane sim: --plant {}: this build has no planted bugs; the tests' own binary has them: `cargo build --release -p volplane-tests --bin volplane-under-test`",
+                    name
+                );
+                let _ = p;
+                return None;
+            }
+        },
     })
 }
 
@@ -112,7 +117,7 @@ fn read_manifest(args: &SimArgs) -> Result<Option<Vec<Action>>, ()> {
 }
 
 /// Runs the simulator; the process exit code: 0 nothing failed, 1 an invariant failed, 2 bad arguments.
-pub fn run(args: SimArgs) -> u8 {
+pub fn run(args: SimArgs, knobs: Knobs) -> u8 {
     if !args.merge.is_empty() {
         return shards::merge(&args.merge);
     }
@@ -122,7 +127,7 @@ pub fn run(args: SimArgs) -> u8 {
         }
         return 0;
     }
-    let Some(plant) = planted(&args) else {
+    let Some(plant) = planted(&args, knobs) else {
         return 2;
     };
     if !(0.0..=1.0).contains(&args.faults) || args.nodes == 0 {

@@ -304,7 +304,7 @@ mod campaign_tests {
             .copied()
             .chain([summary.as_str()]);
         assert_eq!(
-            crate::sim::run(Command::parse_from(argv).sim),
+            crate::sim::run(Command::parse_from(argv).sim, crate::knobs::Knobs::Refused),
             0,
             "{args:?}"
         );
