@@ -195,7 +195,19 @@ mod tests {
             "{e}"
         );
         drop(lock);
-        StateLock::acquire(dir.path()).unwrap();
+        // Another test's child, forked before its exec, may hold the
+        // descriptor (and so the lock) an instant longer, while the file
+        // still names this live process: the start is refused meanwhile.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match StateLock::acquire(dir.path()) {
+                Ok(_) => break,
+                Err(e) if e.is_refusal() && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => panic!("the lock was not released: {e}"),
+            }
+        }
     }
 
     /// A lock held by a process that is not the driver that wrote its pid
