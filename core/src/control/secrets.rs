@@ -230,6 +230,23 @@ pub enum SecretError {
         /// The namespace it gives.
         namespace: String,
     },
+    /// A PV's annotations name a Secret by a name or namespace no Secret
+    /// can have.
+    #[error(
+        "persistentvolume {pv} names Secret {name:?} in namespace {namespace:?} in its {name_key} / {namespace_key} annotations, which is no valid Secret name and namespace; correct the annotations"
+    )]
+    AnnotationsRef {
+        /// The PV.
+        pv: String,
+        /// The annotation naming the Secret.
+        name_key: &'static str,
+        /// The annotation naming its namespace.
+        namespace_key: &'static str,
+        /// The name it gives.
+        name: String,
+        /// The namespace it gives.
+        namespace: String,
+    },
 }
 
 fn not_a_name(template: &str, resolved: &str, what: &str) -> String {

@@ -95,7 +95,11 @@ impl ProvisionerReconciler {
                 None => return self.get_deletion_secret(cx, name, secret),
             },
             Err(e) => {
-                cx.event(Event::warning(key.clone(), reason::VOLUME_FAILED_DELETE, e));
+                cx.event(Event::warning(
+                    key.clone(),
+                    reason::VOLUME_FAILED_DELETE,
+                    e.to_string(),
+                ));
                 cx.fail(name);
                 return;
             }

@@ -128,7 +128,7 @@ impl ProvisionerReconciler {
         &self,
         cx: &Cx<Self>,
         pv: &PersistentVolume,
-    ) -> Result<Option<SecretReference>, String> {
+    ) -> Result<Option<SecretReference>, secrets::SecretError> {
         let ann = |k| pv.metadata.annotation(k);
         match (
             ann(names::ANN_DELETION_SECRET_NAME),
@@ -138,12 +138,13 @@ impl ProvisionerReconciler {
             (Some(name), Some(namespace)) if secrets::valid_ref(name, namespace).is_some() => {
                 Ok(secrets::valid_ref(name, namespace))
             }
-            (Some(name), Some(namespace)) => Err(format!(
-                "persistentvolume {} names Secret {name:?} in namespace {namespace:?} in its {} / {} annotations, which is no valid Secret name and namespace; correct the annotations",
-                pv.name(),
-                names::ANN_DELETION_SECRET_NAME,
-                names::ANN_DELETION_SECRET_NAMESPACE
-            )),
+            (Some(name), Some(namespace)) => Err(secrets::SecretError::AnnotationsRef {
+                pv: pv.name().to_string(),
+                name_key: names::ANN_DELETION_SECRET_NAME,
+                namespace_key: names::ANN_DELETION_SECRET_NAMESPACE,
+                name: name.to_string(),
+                namespace: namespace.to_string(),
+            }),
             _ => {
                 let class = pv.spec.storage_class_name.as_deref().unwrap_or("");
                 let Some(class) = self.class(cx, class) else {
@@ -154,7 +155,6 @@ impl ProvisionerReconciler {
                     claim: None,
                 };
                 secrets::secret_ref(&secrets::PROVISIONER, &class.parameters, tokens)
-                    .map_err(|e| e.to_string())
             }
         }
     }

@@ -321,7 +321,7 @@ impl ResizeReconciler {
         let secret = match modify_secret(pv) {
             Ok(secret) => secret,
             Err(why) => {
-                let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why);
+                let e = Event::warning(key.clone(), reason::VOLUME_MODIFY_FAILED, why.to_string());
                 self.tell(cx, key, e);
                 cx.fail(key.clone());
                 return false;
@@ -471,7 +471,7 @@ impl ResizeReconciler {
 /// The Secret ControllerModifyVolume uses: the PV's controller-modify
 /// annotations when both are set, else its controller-expand Secret; an
 /// error when the annotations name no valid Secret.
-fn modify_secret(pv: &PersistentVolume) -> Result<Option<SecretReference>, String> {
+fn modify_secret(pv: &PersistentVolume) -> Result<Option<SecretReference>, secrets::SecretError> {
     let ann = |k| pv.metadata.annotation(k).filter(|v| !v.is_empty());
     match (
         ann(names::ANN_MODIFY_SECRET_NAME),
@@ -479,12 +479,13 @@ fn modify_secret(pv: &PersistentVolume) -> Result<Option<SecretReference>, Strin
     ) {
         (Some(name), Some(namespace)) => match secrets::valid_ref(name, namespace) {
             Some(r) => Ok(Some(r)),
-            None => Err(format!(
-                "persistentvolume {} names Secret {name:?} in namespace {namespace:?} in its {} / {} annotations, which is no valid Secret name and namespace; correct the annotations",
-                pv.name(),
-                names::ANN_MODIFY_SECRET_NAME,
-                names::ANN_MODIFY_SECRET_NAMESPACE
-            )),
+            None => Err(secrets::SecretError::AnnotationsRef {
+                pv: pv.name().to_string(),
+                name_key: names::ANN_MODIFY_SECRET_NAME,
+                namespace_key: names::ANN_MODIFY_SECRET_NAMESPACE,
+                name: name.to_string(),
+                namespace: namespace.to_string(),
+            }),
         },
         _ => match pv
             .spec
@@ -494,8 +495,7 @@ fn modify_secret(pv: &PersistentVolume) -> Result<Option<SecretReference>, Strin
         {
             None => Ok(None),
             Some(secret) => secrets::pv_ref(pv.name(), "controllerExpandSecretRef", secret)
-                .map(|r| Some(r.clone()))
-                .map_err(|e| e.to_string()),
+                .map(|r| Some(r.clone())),
         },
     }
 }
