@@ -78,6 +78,29 @@ impl From<String> for Broken {
     }
 }
 
+/// An effect its adapter could not carry out (a write that failed, a
+/// socket that could not be opened, a call nobody answered), in the
+/// adapter's words: the machine learns only that it failed, and says why
+/// where it answers for it.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, thiserror::Error, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+#[error("{0}")]
+pub struct EffectFailed(pub String);
+
+impl From<String> for EffectFailed {
+    fn from(why: String) -> EffectFailed {
+        EffectFailed(why)
+    }
+}
+
+impl From<&str> for EffectFailed {
+    fn from(why: &str) -> EffectFailed {
+        EffectFailed(why.to_string())
+    }
+}
+
 impl From<&str> for Broken {
     fn from(what: &str) -> Broken {
         Broken(what.to_string())

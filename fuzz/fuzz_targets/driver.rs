@@ -256,7 +256,7 @@ fuzz_target!(|ops: Vec<Op>| {
         let mut carry = |d: &Driver, _, e, done: &mut VecDeque<Input>| match e {
             Effect::Persist { op, changes } => {
                 let result = if std::mem::take(&mut fail_persist) {
-                    Err("fuzz: disk full".to_string())
+                    Err("fuzz: disk full".into())
                 } else {
                     for c in changes {
                         match c.value {

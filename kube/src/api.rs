@@ -364,6 +364,20 @@ fn failure(e: kube::Error, create: bool) -> ApiResult {
     }
 }
 
+/// The fault of a call that failed (a read, where 404 and 409 are no
+/// answers a caller waits for: they are failures with their status too).
+pub(crate) fn fault(e: kube::Error) -> ApiFailure {
+    let status = match &e {
+        kube::Error::Api(s) => Some((s.code, s.message.clone())),
+        _ => None,
+    };
+    match (failure(e, false), status) {
+        (ApiResult::Failed(f), _) => f,
+        (_, Some((code, message))) => ApiFailure::from_status(code, message, 0),
+        (other, None) => ApiFailure::Local(format!("{other:?}")),
+    }
+}
+
 /// Whether `e`, or what caused it, is a timeout (the client's own, or the
 /// connection's).
 fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {

@@ -117,7 +117,7 @@ impl LeaseApi {
                     op,
                     result: result
                         .map(|l| l.as_ref().map(record))
-                        .map_err(|e| e.to_string()),
+                        .map_err(crate::api::fault),
                 }
             }
             LeaseEffect::Write {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use volplane_core::Status;
 use volplane_core::driver::Response;
+use volplane_core::machine::EffectFailed;
 use volplane_core::registration::watcher::{WatcherEffect, WatcherInput};
 
 use crate::RegistrationRuntime;
@@ -87,7 +88,7 @@ where
             }
             WatcherInput::InfoDone {
                 op,
-                result: result.map_err(|e| e.to_string()),
+                result: result.map_err(|e| EffectFailed(e.to_string())),
             }
         }
         WatcherEffect::NodeGetInfo { op, endpoint } => WatcherInput::NodeInfoDone {

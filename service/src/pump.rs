@@ -15,7 +15,7 @@ use futures::channel::mpsc;
 use futures::stream::{self, StreamExt};
 use volplane_core::driver::state::Change;
 use volplane_core::driver::{Driver, DriverState, Input, Outcome, Request, Response};
-use volplane_core::machine::{Carry, Machine};
+use volplane_core::machine::{Carry, EffectFailed, Machine};
 use volplane_core::{Code, OpId, Status, Tick};
 use volplane_host::records::RecordStore;
 use volplane_host::state_file::StateFile;
@@ -325,13 +325,13 @@ impl<B> PumpTurn<B> {
     /// blocking pool only added two thread switches to every request.
     /// Other tasks (requests arriving, plans in flight) keep running on the
     /// runtime's other threads meanwhile.
-    fn persist(&self, changes: &[Change]) -> Result<(), String> {
+    fn persist(&self, changes: &[Change]) -> Result<(), EffectFailed> {
         let Some(store) = &self.store else {
             return Ok(());
         };
         store
             .commit(changes)
-            .map_err(|e| format!("cannot write {}: {e}", store.path().display()))
+            .map_err(|e| EffectFailed(format!("cannot write {}: {e}", store.path().display())))
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use futures::{FutureExt, StreamExt};
 use volplane_core::Status;
 use volplane_core::driver::Response;
-use volplane_core::machine;
+use volplane_core::machine::{self, EffectFailed};
 use volplane_core::registration::PluginInfo;
 use volplane_core::registration::registrar::{
     Registrar, RegistrarConfig, RegistrarEffect, RegistrarInput,
@@ -348,7 +348,7 @@ impl machine::Carry<Registrar> for RegistrarTurn {
                 let service = self.service.clone();
                 // The machine keeps the reason as its message.
                 let result = listen(&*self.rt, &self.setup, &socket, service, stopped)
-                    .map_err(|e| e.to_string());
+                    .map_err(|e| EffectFailed(e.to_string()));
                 done.push_back(RegistrarInput::Listening { op, result });
             }
             RegistrarEffect::Info { rpc, info } => self.service.answer(rpc, Some(info)),

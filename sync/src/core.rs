@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use volplane_core::driver::state::Change;
 use volplane_core::driver::{Driver, Effect, Input, Outcome, Plan, Request, Response, RpcId};
-use volplane_core::machine::{self, Machine};
+use volplane_core::machine::{self, EffectFailed, Machine};
 use volplane_core::{OpId, Status, Tick};
 
 use crate::reply::ReplySender;
@@ -45,7 +45,7 @@ pub enum PumpInput {
     Done(OpId, Result<Outcome, Status>),
     /// A persist handed out as [`Work::Persist`] completed (or failed: the
     /// requests it covered are then answered `UNAVAILABLE`).
-    Persisted(OpId, Result<(), String>),
+    Persisted(OpId, Result<(), EffectFailed>),
     /// The mailbox closed: every handle is gone and no request will come.
     Closed,
 }
@@ -89,7 +89,7 @@ impl PumpCore {
 
     /// A persist handed out by [`PumpCore::work`] completed (or failed: the
     /// requests it covered are then answered `UNAVAILABLE`).
-    pub fn persisted(&mut self, now: Tick, op: OpId, result: Result<(), String>) {
+    pub fn persisted(&mut self, now: Tick, op: OpId, result: Result<(), EffectFailed>) {
         self.handle(now, PumpInput::Persisted(op, result));
     }
 

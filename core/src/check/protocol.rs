@@ -140,7 +140,7 @@ pub enum Input {
         /// The effect completed.
         op: OpId,
         /// `Err`: why not.
-        result: Result<(), String>,
+        result: Result<(), crate::machine::EffectFailed>,
     },
     /// The node was looked at.
     Seen {

@@ -54,7 +54,7 @@ impl Driver {
     }
 
     /// A persist completed: release what it covered, or fail it.
-    pub(super) fn persisted(&mut self, op: OpId, result: Result<(), String>) {
+    pub(super) fn persisted(&mut self, op: OpId, result: Result<(), crate::machine::EffectFailed>) {
         let Some((awaited, covered)) = self.persisting else {
             return;
         };

@@ -277,7 +277,7 @@ pub enum Input {
         /// The persist polled with this id.
         op: OpId,
         /// Written, or why not.
-        result: Result<(), String>,
+        result: Result<(), crate::machine::EffectFailed>,
     },
 }
 

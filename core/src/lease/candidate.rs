@@ -25,7 +25,7 @@ pub enum LeaseInput {
         /// The read.
         op: OpId,
         /// What it found.
-        result: Result<Option<LeaseRecord>, String>,
+        result: Result<Option<LeaseRecord>, crate::api::ApiFailure>,
     },
     /// The write polled as `op` answered: whether it was stored.
     Written {
@@ -70,7 +70,7 @@ impl LeaseEffect {
         match self {
             LeaseEffect::Read { op } => Some(LeaseInput::Read {
                 op: *op,
-                result: Err(why.to_string()),
+                result: Err(crate::api::ApiFailure::Timeout(why.to_string())),
             }),
             LeaseEffect::Write { op, .. } => Some(LeaseInput::Written { op: *op, ok: false }),
             LeaseEffect::Leading(_) => None,
@@ -165,7 +165,7 @@ impl Candidate {
         }
     }
 
-    fn read(&mut self, result: Result<Option<LeaseRecord>, String>) {
+    fn read(&mut self, result: Result<Option<LeaseRecord>, crate::api::ApiFailure>) {
         let Ok(lease) = result else {
             return self.end_round();
         };

@@ -53,7 +53,7 @@ pub enum RegistrarInput {
         /// The listen polled with this id.
         op: OpId,
         /// Listening, or why not.
-        result: Result<(), String>,
+        result: Result<(), crate::machine::EffectFailed>,
     },
     /// The kubelet called GetInfo.
     GetInfo {

@@ -26,7 +26,7 @@ pub enum WatcherInput {
         /// The call polled with this id.
         op: OpId,
         /// The plugin's info, or why nobody answered.
-        result: Result<PluginInfo, String>,
+        result: Result<PluginInfo, crate::machine::EffectFailed>,
     },
     /// NodeGetInfo on the plugin completed.
     NodeInfoDone {
@@ -211,7 +211,7 @@ impl PluginWatcher {
 
     /// GetInfo on a registration socket answered: valid info goes on to
     /// NodeGetInfo; nobody answering is retried later.
-    fn info_done(&mut self, op: OpId, result: Result<PluginInfo, String>) {
+    fn info_done(&mut self, op: OpId, result: Result<PluginInfo, crate::machine::EffectFailed>) {
         let Some(Step::Info { socket }) = self.steps.remove(&op) else {
             return;
         };

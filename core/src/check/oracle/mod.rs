@@ -42,9 +42,9 @@ pub enum Answer {
     /// What a write through one target and a read through another found.
     Data {
         /// The write: `Err` says why it failed.
-        wrote: Result<(), String>,
+        wrote: Result<(), crate::machine::EffectFailed>,
         /// What the read found (`None`: no such file).
-        read: Result<Option<String>, String>,
+        read: Result<Option<String>, crate::machine::EffectFailed>,
         /// What was written.
         token: String,
     },

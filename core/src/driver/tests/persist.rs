@@ -155,7 +155,7 @@ fn the_records_of_successful_persists_replay_to_the_state_across_a_failed_one() 
             match e {
                 Effect::Persist { op, changes } => {
                     let result = if fail {
-                        Err("EIO".to_string())
+                        Err("EIO".into())
                     } else {
                         for c in changes {
                             match c.value {

@@ -12,6 +12,7 @@ use volplane_core::check::machine::{Checker, Effect, Input, MOST_LISTED};
 use volplane_core::check::{Answer, NodeSeen, PathSeen, device_id, source_id};
 use volplane_core::driver::Request;
 use volplane_core::machine::Carry;
+use volplane_core::machine::EffectFailed;
 use volplane_core::mountinfo;
 
 use volplane_proto::client::CsiClient;
@@ -76,7 +77,8 @@ impl Carry<Checker> for Carrier {
                 });
             }
             Effect::MakeDir { op, path } => {
-                let result = std::fs::create_dir_all(&path).map_err(|e| format!("{path}: {e}"));
+                let result = std::fs::create_dir_all(&path)
+                    .map_err(|e| EffectFailed(format!("{path}: {e}")));
                 done.push_back(Input::Made { op, result });
             }
             Effect::Look {
@@ -129,7 +131,7 @@ impl Carry<Checker> for Carrier {
                 });
             }
             Effect::Unmount { op, mounts } => {
-                let result = unmount_beneath(&self.kubelet_dir, &mounts);
+                let result = unmount_beneath(&self.kubelet_dir, &mounts).map_err(EffectFailed);
                 done.push_back(Input::Made { op, result });
             }
             Effect::Tidy { op, dirs } => {
@@ -305,7 +307,7 @@ fn data(write: &Path, read: &Path, token: &str) -> Answer {
         f.write_all(token.as_bytes())?;
         f.sync_all()
     })()
-    .map_err(|e| e.to_string());
+    .map_err(|e| EffectFailed(e.to_string()));
     let read_back = (|| {
         real_dir(read)?;
         let f = std::fs::OpenOptions::new()
@@ -319,7 +321,7 @@ fn data(write: &Path, read: &Path, token: &str) -> Answer {
     let read_back = match read_back {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(EffectFailed(e.to_string())),
     };
     if wrote.is_ok() {
         let _ = std::fs::remove_file(write.join(token));
