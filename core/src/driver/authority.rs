@@ -68,6 +68,29 @@ fn named_ids(request: &Request) -> (Vec<&str>, Vec<&str>) {
     (volumes, snapshots)
 }
 
+/// The object a lookup asks the storage about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+pub(super) enum Asking {
+    Volume(String),
+    Snapshot(String),
+}
+
+impl Asking {
+    /// The lookup's plan, carrying the request's credentials.
+    pub(super) fn plan(&self, secrets: Secrets) -> Plan {
+        match self {
+            Asking::Volume(id) => Plan::LookupVolume {
+                volume_id: id.clone(),
+                secrets,
+            },
+            Asking::Snapshot(id) => Plan::LookupSnapshot {
+                snapshot_id: id.clone(),
+                secrets,
+            },
+        }
+    }
+}
+
 /// The secrets a request carries (empty for one that carries none).
 pub(super) fn request_secrets(request: &Request) -> Secrets {
     request

@@ -64,6 +64,8 @@ pub use state::{DriverState, check_invariants};
 pub use tracked::RecordError;
 pub use types::*;
 
+use authority::Asking;
+
 use crate::mountinfo::MountEntry;
 use crate::{OpId, Status, Tick};
 
@@ -347,29 +349,6 @@ enum Query {
         request: Box<Request>,
         asked: BTreeSet<String>,
     },
-}
-
-/// The object a lookup asks the storage about.
-#[derive(Debug, Clone, Hash, PartialEq, Eq)]
-enum Asking {
-    Volume(String),
-    Snapshot(String),
-}
-
-impl Asking {
-    /// The lookup's plan, carrying the request's credentials.
-    fn plan(&self, secrets: Secrets) -> Plan {
-        match self {
-            Asking::Volume(id) => Plan::LookupVolume {
-                volume_id: id.clone(),
-                secrets,
-            },
-            Asking::Snapshot(id) => Plan::LookupSnapshot {
-                snapshot_id: id.clone(),
-                secrets,
-            },
-        }
-    }
 }
 
 /// The driver machine. See the module documentation for its contract.
