@@ -348,33 +348,25 @@ fn failure(e: kube::Error, create: bool) -> ApiResult {
         }
         kube::Error::Api(s) if s.code == 409 => ApiResult::Conflict,
         kube::Error::Api(s) if s.code == 404 => ApiResult::NotFound,
-        kube::Error::Api(s) => {
-            let retry_after = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
-            ApiResult::Failed(ApiFailure::from_status(
-                s.code,
-                s.message.clone(),
-                retry_after,
-            ))
-        }
-        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) | kube::Error::HttpError(_) => {
-            ApiResult::Failed(ApiFailure::Local(e.to_string()))
-        }
-        _ if timed_out(&e) => ApiResult::Failed(ApiFailure::Timeout(e.to_string())),
-        _ => ApiResult::Failed(ApiFailure::Transport(e.to_string())),
+        _ => ApiResult::Failed(fault(e)),
     }
 }
 
-/// The fault of a call that failed (a read, where 404 and 409 are no
-/// answers a caller waits for: they are failures with their status too).
+/// The fault of a call that failed: the fault its status names, or, for
+/// an error without an answer, a local, timeout or transport failure.
+/// (A read's caller, to whom 404 and 409 are no answer it waits for,
+/// takes them as failures with their status too.)
 pub(crate) fn fault(e: kube::Error) -> ApiFailure {
-    let status = match &e {
-        kube::Error::Api(s) => Some((s.code, s.message.clone())),
-        _ => None,
-    };
-    match (failure(e, false), status) {
-        (ApiResult::Failed(f), _) => f,
-        (_, Some((code, message))) => ApiFailure::from_status(code, message, 0),
-        (other, None) => ApiFailure::Local(format!("{other:?}")),
+    match &e {
+        kube::Error::Api(s) => {
+            let retry_after = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+            ApiFailure::from_status(s.code, s.message.clone(), retry_after)
+        }
+        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) | kube::Error::HttpError(_) => {
+            ApiFailure::Local(e.to_string())
+        }
+        _ if timed_out(&e) => ApiFailure::Timeout(e.to_string()),
+        _ => ApiFailure::Transport(e.to_string()),
     }
 }
 

@@ -117,23 +117,32 @@ fn a_volume_the_journal_lacks_is_looked_up_adopted_and_served() {
     check_invariants(h.d.state()).unwrap();
 }
 
+impl Harness {
+    /// Sends `request`, whose first plan must be a lookup of `id`; while
+    /// it is in flight, a create answers `id`. The request and its lookup.
+    fn made_while_looked_up(&mut self, request: Request, id: &str) -> (RpcId, OpId) {
+        let (rpc, effects) = self.send(request);
+        let Some((lookup, plan)) = first_plan(&effects) else {
+            panic!("no lookup: {effects:?}")
+        };
+        assert!(lookup_of(id)(&plan), "{plan:?}");
+        let (made, effects) = self.send(create(&format!("pvc-{id}"), 1 << 20));
+        let Some((op, _)) = first_plan(&effects) else {
+            panic!("no create: {effects:?}")
+        };
+        let effects = self.complete(op, Ok(Outcome::Created(volume(id, 1 << 20))));
+        assert!(self.finish(made, effects).is_ok());
+        (rpc, lookup)
+    }
+}
+
 /// Given a lookup of an id the journal lacks, when a create answers that
 /// id before the lookup completes, then the call is served from the
 /// journal's record, not refused as INTERNAL.
 #[test]
 fn a_volume_made_while_it_was_looked_up_is_served_from_the_journal() {
     let mut h = remote();
-    let (rpc, effects) = h.send(get("vol-x"));
-    let Some((lookup, plan)) = first_plan(&effects) else {
-        panic!("no lookup: {effects:?}")
-    };
-    assert!(lookup_of("vol-x")(&plan), "{plan:?}");
-    let (made, effects) = h.send(create("pvc-x", 1 << 20));
-    let Some((op, _)) = first_plan(&effects) else {
-        panic!("no create: {effects:?}")
-    };
-    let effects = h.complete(op, Ok(Outcome::Created(volume("vol-x", 1 << 20))));
-    assert!(h.finish(made, effects).is_ok());
+    let (rpc, lookup) = h.made_while_looked_up(get("vol-x"), "vol-x");
     let effects = h.complete(lookup, Ok(Outcome::VolumeFound(None)));
     let answer = h.finish(rpc, effects);
     assert!(
@@ -155,17 +164,7 @@ fn a_lookup_answer_is_for_the_volume_it_asked_about() {
         parameters: Attributes::new(),
         secrets: Secrets::default(),
     });
-    let (rpc, effects) = h.send(group);
-    let Some((lookup, plan)) = first_plan(&effects) else {
-        panic!("no lookup: {effects:?}")
-    };
-    assert!(lookup_of("vol-a")(&plan), "{plan:?}");
-    let (made, effects) = h.send(create("pvc-a", 1 << 20));
-    let Some((op, _)) = first_plan(&effects) else {
-        panic!("no create: {effects:?}")
-    };
-    let effects = h.complete(op, Ok(Outcome::Created(volume("vol-a", 1 << 20))));
-    assert!(h.finish(made, effects).is_ok());
+    let (rpc, lookup) = h.made_while_looked_up(group, "vol-a");
     let effects = h.complete(lookup, Ok(Outcome::VolumeFound(None)));
     let Some((second, plan)) = first_plan(&effects) else {
         panic!("vol-b was not asked about: {effects:?}")
