@@ -411,7 +411,11 @@ async fn serve(args: ControllerArgs, timings: LeaseTimings, stop: Stop) -> Resul
         tokio::spawn(serving);
         http_ended = Some(ended);
     }
-    tokio::spawn(give_back_memory());
+    if let Err(e) = volplane_host::memory::give_back_every(Duration::from_secs(10)) {
+        tracing::warn!(
+            "cannot start the thread that gives freed memory back: {e}; memory once used stays resident"
+        );
+    }
     let election = if args.leader_election {
         let facts = volplane_kube::controller::driver_facts(&mut csi)
             .await
@@ -459,15 +463,6 @@ async fn serve(args: ControllerArgs, timings: LeaseTimings, stop: Stop) -> Resul
         why = http_ended => Err(format!(
             "{why}; volplane controller stops so that it is started again"
         )),
-    }
-}
-
-/// Every 10 s, hands the pages freed since back to the system: caches that
-/// grew with tens of thousands of claims shrink in RSS once they are gone.
-async fn give_back_memory() {
-    loop {
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        tokio::task::spawn_blocking(volplane_host::memory::give_back);
     }
 }
 

@@ -19,6 +19,46 @@ pub fn give_back() -> bool {
     }
 }
 
+/// Keeps every thread's allocations in one heap (glibc's `M_ARENA_MAX`
+/// of 1), unless the operator set `MALLOC_ARENA_MAX`. A server whose
+/// calls run on whichever worker thread is free otherwise spreads its
+/// long-lived records over one heap per thread, each fragmented on its
+/// own: `volplane serve` held 100,000 volumes in two heaps of 28 MiB where
+/// one of 43 MiB does. Its threads mostly wait on the disk and the
+/// socket, so one heap costs them no measurable throughput. Call it
+/// before the threads start; true when it took effect.
+pub fn one_heap() -> bool {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
+        return false;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt sets an allocator parameter; it takes no pointer.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
+/// Starts a thread (`give-back`) that hands the freed pages back every
+/// `period`, for the life of the process: a long-running server whose
+/// tables and caches grow and shrink (a driver's journal, a controller's
+/// informers) keeps its resident set near what it holds, on any runtime.
+/// Fails only when no thread can be started.
+pub fn give_back_every(period: std::time::Duration) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("give-back".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(period);
+                give_back();
+            }
+        })
+        .map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     /// Resident memory of this process, in KiB.

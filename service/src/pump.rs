@@ -357,7 +357,7 @@ mod tests {
             metrics: None,
         };
         let (state, store) = load_state(&config).unwrap();
-        assert_eq!(state.names.get("pvc-1").map(String::as_str), Some("vol-1"));
+        assert_eq!(state.names.get("pvc-1"), Some("vol-1"));
         assert_eq!(state.next_op, 42);
         assert!(store.is_some());
         assert!(!legacy.exists(), "moved aside");

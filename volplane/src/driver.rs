@@ -297,6 +297,15 @@ impl<B: Backend> Driver<B> {
             kubelet_dir = %self.kubelet_dir.display(),
             "starting"
         );
+        // Records come and go with volumes, and calls allocate as they
+        // run: they share one heap, and what they freed goes back to the
+        // system every 10 s.
+        volplane_host::memory::one_heap();
+        if let Err(e) = volplane_host::memory::give_back_every(std::time::Duration::from_secs(10)) {
+            tracing::warn!(
+                "cannot start the thread that gives freed memory back: {e}; memory once used stays resident"
+            );
+        }
         let http = self.http_endpoint.as_deref();
         crate::run::serve(
             self.runtime,

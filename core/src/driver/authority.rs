@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 
 use super::controller::unexpected;
+use super::packed::Packed;
 use super::state::{Publication, SnapshotRecord, VolumeRecord};
 use super::*;
 
@@ -279,11 +280,11 @@ impl Driver {
             })
             .collect();
         if !name.is_empty() {
-            self.state.names.insert(name.clone(), id.to_string());
+            self.state.names.insert(&name, id);
         }
         self.state.volumes.insert(
             id.to_string(),
-            Box::new(VolumeRecord {
+            Packed::pack(&VolumeRecord {
                 name,
                 capacity: CapacityRange::default(),
                 volume: stored.volume,
@@ -336,7 +337,7 @@ impl Driver {
             }
             let mut nodes: BTreeSet<String> = stored.published_node_ids.into_iter().collect();
             let mut volume = stored.volume;
-            if let Some(record) = self.state.volumes.get(&volume.volume_id) {
+            if let Some(record) = self.state.volumes.unpacked(&volume.volume_id) {
                 // The storage says it exists; the journal says what was
                 // promised for it (its size, its context).
                 nodes.extend(record.published.keys().cloned());

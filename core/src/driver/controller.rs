@@ -1,5 +1,6 @@
 //! The Controller service: volumes by name, publications to nodes, expansion.
 
+use super::packed::Packed;
 use super::state::{Publication, VolumeRecord};
 use super::*;
 use crate::plant::Plant;
@@ -40,11 +41,11 @@ impl Driver {
             )));
         }
         if let Some(id) = self.state.names.get(&r.name) {
-            let existing = &self.state.volumes[id];
+            let existing = self.state.volumes[id].unpack();
             if self.state.busy(id) {
                 return reject(Status::aborted_pending(id));
             }
-            return match incompatibility(existing, &r) {
+            return match incompatibility(&existing, &r) {
                 None => answer(Response::Volume(existing.volume.clone())),
                 Some(_) if self.config.plant.is(Plant::AnswerIncompatibleRepeat) => {
                     answer(Response::Volume(existing.volume.clone()))
@@ -111,7 +112,7 @@ impl Driver {
                 p.name, volume.volume_id
             )));
         }
-        if let Some(other) = self.state.volumes.get(&volume.volume_id)
+        if let Some(other) = self.state.volumes.unpacked(&volume.volume_id)
             && other.name != p.name
             && !other.name.is_empty()
         {
@@ -146,20 +147,18 @@ impl Driver {
         if volume.content_source.is_none() {
             volume.content_source = p.content_source.clone();
         }
-        self.state
-            .names
-            .insert(p.name.clone(), volume.volume_id.clone());
+        self.state.names.insert(&p.name, &volume.volume_id);
         // A volume adopted from the storage keeps the publications it
         // was adopted with.
         let published = self
             .state
             .volumes
-            .get(&volume.volume_id)
-            .map(|adopted| adopted.published.clone())
+            .unpacked(&volume.volume_id)
+            .map(|adopted| adopted.published)
             .unwrap_or_default();
         self.state.volumes.insert(
             volume.volume_id.clone(),
-            Box::new(VolumeRecord {
+            Packed::pack(&VolumeRecord {
                 name: p.name,
                 volume: volume.clone(),
                 capabilities: p.capabilities,
@@ -175,7 +174,7 @@ impl Driver {
     }
 
     pub(super) fn delete_volume(&mut self, r: DeleteVolume) -> Decision {
-        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+        let Some(record) = self.state.volumes.unpacked(&r.volume_id) else {
             return answer(Response::Empty);
         };
         if !record.published.is_empty() {
@@ -232,7 +231,7 @@ impl Driver {
     ) -> Result<Response, Status> {
         result?;
         if let Some(r) = self.state.volumes.remove(id) {
-            self.state.names.remove(&r.name);
+            self.state.names.remove(&r.unpack().name);
         }
         Ok(Response::Empty)
     }
@@ -246,7 +245,7 @@ impl Driver {
                 "readonly: this driver does not support PUBLISH_READONLY; readonly must be false",
             ));
         }
-        let Some(record) = self.state.volumes.get_mut(&r.volume_id) else {
+        let Some(record) = self.state.volumes.unpacked(&r.volume_id) else {
             return reject(Status::not_found(format!(
                 "volume {} does not exist",
                 r.volume_id
@@ -290,7 +289,7 @@ impl Driver {
                     .state
                     .volumes
                     .values()
-                    .filter(|v| v.published.contains_key(&r.node_id))
+                    .filter(|v| v.unpack().published.contains_key(&r.node_id))
                     .count() as u64;
                 if on_node >= max {
                     return reject(Status::new(
@@ -303,20 +302,15 @@ impl Driver {
                 }
             }
         }
-        let record = self
-            .state
-            .volumes
-            .get_mut(&r.volume_id)
-            .expect("checked above");
-        record.published.insert(
-            r.node_id.clone(),
-            Publication {
-                capability: r.capability.clone(),
-                readonly: r.readonly,
-                publish_context: Attributes::new(),
-                certain: false,
-            },
-        );
+        let publication = Publication {
+            capability: r.capability.clone(),
+            readonly: r.readonly,
+            publish_context: Attributes::new(),
+            certain: false,
+        };
+        self.state.volumes.update(&r.volume_id, |v| {
+            v.published.insert(r.node_id.clone(), publication);
+        });
         Decision::Execute {
             key: r.volume_id,
             plan: Plan::ControllerPublish {
@@ -340,25 +334,26 @@ impl Driver {
             Outcome::Done => Attributes::new(),
             other => return Err(unexpected("ControllerPublishVolume", &other)),
         };
-        let p = self
-            .state
-            .volumes
-            .get_mut(id)
-            .and_then(|v| v.published.get_mut(node_id))
-            .ok_or_else(|| Status::internal(format!("publication of {id} to {node_id} vanished")));
-        let p = match p {
-            Err(_) if self.config.plant.is(Plant::DeleteRacesPublish) => {
-                return Ok(Response::Published { publish_context });
+        let recorded = self.state.volumes.update(id, |v| {
+            let p = v.published.get_mut(node_id)?;
+            p.publish_context = publish_context.clone();
+            p.certain = true;
+            Some(())
+        });
+        match recorded.flatten() {
+            None if self.config.plant.is(Plant::DeleteRacesPublish) => {}
+            None => {
+                return Err(Status::internal(format!(
+                    "publication of {id} to {node_id} vanished"
+                )));
             }
-            p => p?,
-        };
-        p.publish_context = publish_context.clone();
-        p.certain = true;
+            Some(()) => {}
+        }
         Ok(Response::Published { publish_context })
     }
 
     pub(super) fn controller_unpublish(&mut self, r: ControllerUnpublish) -> Decision {
-        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+        let Some(record) = self.state.volumes.unpacked(&r.volume_id) else {
             return answer(Response::Empty);
         };
         let nodes: Vec<String> = match r.node_id {
@@ -397,26 +392,25 @@ impl Driver {
         node_ids: &[String],
         result: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
-        let Some(record) = self.state.volumes.get_mut(id) else {
-            return result.map(|_| Response::Empty);
-        };
-        for node in node_ids {
-            match &result {
-                Ok(_) => {
-                    record.published.remove(node);
-                }
-                Err(_) => {
-                    if let Some(p) = record.published.get_mut(node) {
-                        p.certain = false;
+        self.state.volumes.update(id, |record| {
+            for node in node_ids {
+                match &result {
+                    Ok(_) => {
+                        record.published.remove(node);
+                    }
+                    Err(_) => {
+                        if let Some(p) = record.published.get_mut(node) {
+                            p.certain = false;
+                        }
                     }
                 }
             }
-        }
+        });
         result.map(|_| Response::Empty)
     }
 
     pub(super) fn validate_capabilities(&mut self, r: ValidateCapabilities) -> Decision {
-        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+        let Some(record) = self.state.volumes.unpacked(&r.volume_id) else {
             return reject(Status::not_found(format!(
                 "volume {} does not exist",
                 r.volume_id
@@ -486,8 +480,11 @@ impl Driver {
         } else {
             r.max_entries as usize
         };
-        let entries: Vec<ListedVolume> =
-            iter.by_ref().take(limit).map(|(_, v)| listed(v)).collect();
+        let entries: Vec<ListedVolume> = iter
+            .by_ref()
+            .take(limit)
+            .map(|(_, v)| listed(&v.unpack()))
+            .collect();
         if self.config.plant.is(Plant::ListSkipsOne) {
             iter.next();
         }
@@ -526,7 +523,7 @@ impl Driver {
         {
             return reject(e);
         }
-        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+        let Some(record) = self.state.volumes.unpacked(&r.volume_id) else {
             return reject(Status::not_found(format!(
                 "volume {} does not exist",
                 r.volume_id
@@ -598,10 +595,10 @@ impl Driver {
                 "Backend::controller_expand answered {capacity_bytes} bytes for volume {id}, but the request asked for {range}: a bug in the backend"
             )));
         }
-        if let Some(v) = self.state.volumes.get_mut(id) {
+        self.state.volumes.update(id, |v| {
             v.volume.capacity_bytes = v.volume.capacity_bytes.max(capacity_bytes);
             v.node_expansion_required = node_expansion_required;
-        }
+        });
         Ok(Response::ControllerExpanded {
             capacity_bytes,
             node_expansion_required,
@@ -612,10 +609,10 @@ impl Driver {
     /// at creation or by ControllerModifyVolume) are reported in its
     /// `volume_context`, beside (never over) the backend's own keys.
     pub(super) fn controller_get_volume(&mut self, id: &str) -> Decision {
-        let Some(v) = self.state.volumes.get(id) else {
+        let Some(v) = self.state.volumes.unpacked(id) else {
             return reject(Status::not_found(format!("volume {id} does not exist")));
         };
-        let mut entry = listed(v);
+        let mut entry = listed(&v);
         for (k, value) in &v.mutable_parameters {
             let context = &mut entry.volume.volume_context;
             if !context.contains_key(k) {
@@ -626,7 +623,7 @@ impl Driver {
     }
 
     pub(super) fn controller_modify(&mut self, r: ControllerModify) -> Decision {
-        let Some(record) = self.state.volumes.get(&r.volume_id) else {
+        let Some(record) = self.state.volumes.unpacked(&r.volume_id) else {
             return reject(Status::not_found(format!(
                 "volume {} does not exist",
                 r.volume_id
@@ -655,9 +652,9 @@ impl Driver {
         result: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
         result?;
-        if let Some(v) = self.state.volumes.get_mut(id) {
-            v.mutable_parameters.extend(params);
-        }
+        self.state
+            .volumes
+            .update(id, |v| v.mutable_parameters.extend(params));
         Ok(Response::Empty)
     }
 }

@@ -50,7 +50,7 @@ impl Driver {
         }
         let mut sources = Vec::with_capacity(r.source_volume_ids.len());
         for id in &r.source_volume_ids {
-            let Some(v) = self.state.volumes.get(id) else {
+            let Some(v) = self.state.volumes.unpacked(id) else {
                 return reject(Status::not_found(format!(
                     "source volume {id} does not exist"
                 )));

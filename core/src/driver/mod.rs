@@ -42,7 +42,9 @@ mod authority;
 mod controller;
 mod group;
 mod journal;
+pub mod names;
 mod node;
+pub mod packed;
 pub mod plan;
 mod replay;
 pub mod request;
@@ -402,7 +404,7 @@ impl Driver {
         {
             state.in_flight.clear();
             for v in state.volumes.values_mut() {
-                v.published.retain(|_, p| p.certain);
+                v.update(|v| v.published.retain(|_, p| p.certain));
             }
             for nv in state.node.values_mut() {
                 nv.targets.retain(|_, t| t.certain);

@@ -39,7 +39,7 @@ impl Driver {
             }
             // Not ready yet: ask the backend again how far it has got.
         }
-        let Some(source) = self.state.volumes.get(&r.source_volume_id) else {
+        let Some(source) = self.state.volumes.unpacked(&r.source_volume_id) else {
             return reject(Status::not_found(format!(
                 "source volume {} does not exist",
                 r.source_volume_id
@@ -219,7 +219,7 @@ impl Driver {
                 if !self.config.has(ControllerCapability::CloneVolume) {
                     return Err(self.no_sources("other volumes"));
                 }
-                let Some(v) = self.state.volumes.get(id) else {
+                let Some(v) = self.state.volumes.unpacked(id) else {
                     return Err(Status::not_found(format!(
                         "source volume {id} does not exist"
                     )));

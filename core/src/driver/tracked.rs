@@ -14,6 +14,7 @@ use std::ops::Deref;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::packed::Packed;
 use crate::OpId;
 
 /// A key of a table, as the record store names it.
@@ -165,6 +166,32 @@ impl<K: Ord + Clone, V> Tracked<K, V> {
     /// Marks `keys` changed again (their write failed).
     pub fn retouch(&mut self, keys: impl IntoIterator<Item = K>) {
         self.dirty.extend(keys);
+    }
+}
+
+impl<K: Ord + Clone, V: Serialize + DeserializeOwned> Tracked<K, Packed<V>> {
+    /// The record at `k`, unpacked.
+    pub fn unpacked<Q>(&self, k: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.map.get(k).map(Packed::unpack)
+    }
+
+    /// Changes the record at `k` with `change` (marked changed), and
+    /// says what `change` returned; `None` when there is no such record.
+    pub fn update<Q, R>(&mut self, k: &Q, change: impl FnOnce(&mut V) -> R) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ToOwned<Owned = K> + ?Sized,
+    {
+        Some(self.get_mut(k)?.update(change))
+    }
+
+    /// Every record, unpacked, in key order.
+    pub fn iter_unpacked(&self) -> impl Iterator<Item = (&K, V)> {
+        self.map.iter().map(|(k, v)| (k, v.unpack()))
     }
 }
 

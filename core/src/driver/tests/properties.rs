@@ -153,7 +153,7 @@ fn safe(steps: Vec<Step>) -> bool {
                         if h.d
                             .state()
                             .volumes
-                            .get(&volume.volume_id)
+                            .unpacked(&volume.volume_id)
                             .is_some_and(|v| !v.published.is_empty()) =>
                     {
                         return false;

@@ -2,6 +2,7 @@
 //! about, and the invariants of its state, each named.
 
 use super::*;
+use crate::driver::packed::Packed;
 use crate::driver::state::{
     InFlight, NodeVolume, Publication, StageRecord, TargetRecord, VolumeRecord,
 };
@@ -241,8 +242,8 @@ fn target_record(staging: &str) -> TargetRecord {
     }
 }
 
-fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> Box<VolumeRecord> {
-    Box::new(VolumeRecord {
+fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> Packed<VolumeRecord> {
+    Packed::pack(&VolumeRecord {
         name: name.into(),
         volume: Volume {
             volume_id: format!("vol-{name}"),
@@ -283,7 +284,7 @@ fn each_broken_invariant_is_named() {
             "vol-a".into(),
             volume_record("a", AccessMode::MultiNodeMultiWriter, &["n1", "n2"]),
         );
-        s.names.insert("a".into(), "vol-a".into());
+        s.names.insert("a", "vol-a");
         let mut nv = NodeVolume {
             stage: Some(stage_record("/s")),
             ..Default::default()
@@ -318,7 +319,7 @@ fn each_broken_invariant_is_named() {
         ),
         (
             Box::new(|s| {
-                s.names.insert("b".into(), "vol-a".into());
+                s.names.insert("b", "vol-a");
             }),
             "does not carry it",
         ),
@@ -330,9 +331,10 @@ fn each_broken_invariant_is_named() {
         ),
         (
             Box::new(|s| {
-                let v = s.volumes.get_mut("vol-a").unwrap();
-                let p = v.published.get_mut("n2").unwrap();
-                p.capability = Capability::mount(AccessMode::SingleNodeWriter);
+                s.volumes.update("vol-a", |v| {
+                    let p = v.published.get_mut("n2").unwrap();
+                    p.capability = Capability::mount(AccessMode::SingleNodeWriter);
+                });
             }),
             "is published to 2 nodes",
         ),
@@ -344,7 +346,7 @@ fn each_broken_invariant_is_named() {
                         InFlight {
                             key: "vol-a".into(),
                             plan: Plan::DeleteVolume {
-                                volume: s.volumes["vol-a"].volume.clone(),
+                                volume: s.volumes["vol-a"].unpack().volume,
                                 secrets: Secrets::default(),
                             },
                             rpc: None,
