@@ -332,6 +332,8 @@ pub fn run_as(sidecar: crate::upstream::Sidecar, mut args: ControllerArgs) -> Re
 
 /// Runs the controller until SIGTERM.
 pub fn run(args: ControllerArgs) -> Result<(), String> {
+    // Informers, caches and calls on every worker thread share one heap.
+    volplane_host::memory::one_heap();
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
     let timings = LeaseTimings {
         lease_duration: millis(args.leader_election_lease_duration),
