@@ -345,10 +345,8 @@ mod tests {
         let legacy = dir.path().join("state.json");
         let mut old = DriverState::default();
         let volume = r#"{"name":"pvc-1","volume":{"volume_id":"vol-1","capacity_bytes":1,"volume_context":{},"accessible_topology":[]},"capabilities":[],"parameters":{}}"#;
-        old.volumes.insert(
-            "vol-1".into(),
-            serde_json::from_str(volume).expect("a volume record"),
-        );
+        old.volumes
+            .insert(&serde_json::from_str(volume).expect("a volume record"));
         old.next_op = 42;
         std::fs::write(&legacy, serde_json::to_vec_pretty(&old).unwrap()).unwrap();
         let config = PumpConfig {
@@ -357,7 +355,7 @@ mod tests {
             metrics: None,
         };
         let (state, store) = load_state(&config).unwrap();
-        assert_eq!(state.names.get("pvc-1"), Some("vol-1"));
+        assert_eq!(state.volumes.named("pvc-1"), Some("vol-1"));
         assert_eq!(state.next_op, 42);
         assert!(store.is_some());
         assert!(!legacy.exists(), "moved aside");

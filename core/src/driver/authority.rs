@@ -15,7 +15,6 @@
 use std::collections::BTreeSet;
 
 use super::controller::unexpected;
-use super::packed::Packed;
 use super::state::{Publication, SnapshotRecord, VolumeRecord};
 use super::*;
 
@@ -148,7 +147,7 @@ impl Driver {
         let (volumes, snapshots) = named_ids(request);
         let asking = if let Some(id) = volumes
             .into_iter()
-            .filter(|id| !self.state.volumes.contains_key(*id))
+            .filter(|id| !self.state.volumes.contains_key(id))
             .find(unknown)
         {
             Asking::Volume(id.to_string())
@@ -250,7 +249,7 @@ impl Driver {
             return Ok(());
         }
         let name = match stored.name {
-            n if !n.is_empty() && !self.state.names.contains_key(&n) => n,
+            n if self.state.volumes.named(&n).is_none() => n,
             _ => String::new(),
         };
         let several = stored.published_node_ids.len() > 1;
@@ -279,23 +278,17 @@ impl Driver {
                 (node, p)
             })
             .collect();
-        if !name.is_empty() {
-            self.state.names.insert(&name, id);
-        }
-        self.state.volumes.insert(
-            id.to_string(),
-            Packed::pack(&VolumeRecord {
-                name,
-                capacity: CapacityRange::default(),
-                volume: stored.volume,
-                capabilities: stored.capabilities,
-                parameters: stored.parameters,
-                mutable_parameters: stored.mutable_parameters,
-                accessibility: None,
-                node_expansion_required: false,
-                published,
-            }),
-        );
+        self.state.volumes.insert(&VolumeRecord {
+            name,
+            capacity: CapacityRange::default(),
+            volume: stored.volume,
+            capabilities: stored.capabilities,
+            parameters: stored.parameters,
+            mutable_parameters: stored.mutable_parameters,
+            accessibility: None,
+            node_expansion_required: false,
+            published,
+        });
         self.dirty = true;
         Ok(())
     }

@@ -1,6 +1,5 @@
 //! The Controller service: volumes by name, publications to nodes, expansion.
 
-use super::packed::Packed;
 use super::state::{Publication, VolumeRecord};
 use super::*;
 use crate::plant::Plant;
@@ -40,8 +39,12 @@ impl Driver {
                 range.limit_bytes, range.required_bytes
             )));
         }
-        if let Some(id) = self.state.names.get(&r.name) {
-            let existing = self.state.volumes[id].unpack();
+        if let Some(id) = self.state.volumes.named(&r.name) {
+            let existing = self
+                .state
+                .volumes
+                .unpacked(id)
+                .expect("the name index holds recorded volumes");
             if self.state.busy(id) {
                 return reject(Status::aborted_pending(id));
             }
@@ -147,7 +150,6 @@ impl Driver {
         if volume.content_source.is_none() {
             volume.content_source = p.content_source.clone();
         }
-        self.state.names.insert(&p.name, &volume.volume_id);
         // A volume adopted from the storage keeps the publications it
         // was adopted with.
         let published = self
@@ -156,20 +158,17 @@ impl Driver {
             .unpacked(&volume.volume_id)
             .map(|adopted| adopted.published)
             .unwrap_or_default();
-        self.state.volumes.insert(
-            volume.volume_id.clone(),
-            Packed::pack(&VolumeRecord {
-                name: p.name,
-                volume: volume.clone(),
-                capabilities: p.capabilities,
-                parameters: p.parameters,
-                mutable_parameters: p.mutable_parameters,
-                accessibility: p.accessibility,
-                capacity: p.capacity,
-                node_expansion_required: false,
-                published,
-            }),
-        );
+        self.state.volumes.insert(&VolumeRecord {
+            name: p.name,
+            volume: volume.clone(),
+            capabilities: p.capabilities,
+            parameters: p.parameters,
+            mutable_parameters: p.mutable_parameters,
+            accessibility: p.accessibility,
+            capacity: p.capacity,
+            node_expansion_required: false,
+            published,
+        });
         Ok(Response::Volume(volume))
     }
 
@@ -203,9 +202,7 @@ impl Driver {
         }
         // Planted: the volume is forgotten, and its storage keeps it.
         if self.config.plant.is(Plant::DeleteKeepsStorage) {
-            let name = record.name.clone();
             self.state.volumes.remove(&r.volume_id);
-            self.state.names.remove(&name);
             self.dirty = true;
             return answer(Response::Empty);
         }
@@ -230,9 +227,7 @@ impl Driver {
         result: Result<Outcome, Status>,
     ) -> Result<Response, Status> {
         result?;
-        if let Some(r) = self.state.volumes.remove(id) {
-            self.state.names.remove(&r.unpack().name);
-        }
+        self.state.volumes.remove(id);
         Ok(Response::Empty)
     }
 
@@ -285,12 +280,7 @@ impl Driver {
             }
             let max = self.config.max_volumes_per_node;
             if max > 0 {
-                let on_node = self
-                    .state
-                    .volumes
-                    .values()
-                    .filter(|v| v.unpack().published.contains_key(&r.node_id))
-                    .count() as u64;
+                let on_node = self.state.volumes.published_to(&r.node_id) as u64;
                 if on_node >= max {
                     return reject(Status::new(
                         crate::Code::ResourceExhausted,
@@ -471,24 +461,21 @@ impl Driver {
                 ),
             ));
         };
-        let mut iter = match &start {
-            None => self.state.volumes.range::<String, _>(..),
-            Some(s) => self.state.volumes.range::<String, _>(s.clone()..),
-        };
+        let mut iter = self.state.volumes.from(start.as_deref());
         let limit = if r.max_entries == 0 {
             usize::MAX
         } else {
             r.max_entries as usize
         };
-        let entries: Vec<ListedVolume> = iter
-            .by_ref()
-            .take(limit)
-            .map(|(_, v)| listed(&v.unpack()))
-            .collect();
+        let entries: Vec<ListedVolume> =
+            iter.by_ref().take(limit).map(|(_, v)| listed(&v)).collect();
         if self.config.plant.is(Plant::ListSkipsOne) {
             iter.next();
         }
-        let next_token = iter.next().map(|(id, _)| id.clone()).unwrap_or_default();
+        let next_token = iter
+            .next()
+            .map(|(id, _)| id.to_string())
+            .unwrap_or_default();
         answer(Response::Volumes {
             entries,
             next_token,

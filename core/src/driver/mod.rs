@@ -42,9 +42,7 @@ mod authority;
 mod controller;
 mod group;
 mod journal;
-pub mod names;
 mod node;
-pub mod packed;
 pub mod plan;
 mod replay;
 pub mod request;
@@ -52,6 +50,7 @@ mod snapshot;
 pub mod state;
 pub mod tracked;
 pub mod types;
+pub mod volumes;
 
 #[cfg(test)]
 mod tests;
@@ -393,7 +392,6 @@ impl Driver {
     pub fn new(config: DriverConfig, mut state: DriverState) -> Driver {
         if config.plant.is(crate::plant::Plant::ForgetVolumesOnRestart) {
             state.volumes.clear();
-            state.names.clear();
         }
         if config.plant.is(crate::plant::Plant::ForgetMountsOnRestart) {
             state.node.clear();
@@ -403,9 +401,9 @@ impl Driver {
             .is(crate::plant::Plant::ForgetInFlightOnRestart)
         {
             state.in_flight.clear();
-            for v in state.volumes.values_mut() {
-                v.update(|v| v.published.retain(|_, p| p.certain));
-            }
+            state
+                .volumes
+                .update_all(|v| v.published.retain(|_, p| p.certain));
             for nv in state.node.values_mut() {
                 nv.targets.retain(|_, t| t.certain);
                 if nv.stage.as_ref().is_some_and(|s| !s.certain) {

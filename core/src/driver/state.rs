@@ -5,25 +5,18 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::names::NameIndex;
-use super::packed::Packed;
 use super::plan::Plan;
 use super::tracked::{RecordError, Tracked};
 use super::types::*;
+pub use super::volumes::{Publication, VolumeRecord, Volumes};
 use crate::OpId;
 
 /// Everything a driver process must remember across restarts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Hash)]
 pub struct DriverState {
-    /// Volumes by id (controller side), each packed ([`Packed`]): one
-    /// allocation of about a hundred bytes, where the record as a struct
-    /// takes a 280-byte box and five allocations more.
-    pub volumes: Tracked<String, Packed<VolumeRecord>>,
-    /// CreateVolume names to volume ids: an index of `volumes`, kept in
-    /// memory and rebuilt as records load ([`DriverState::reindex`] for a
-    /// whole state), never stored.
-    #[serde(skip)]
-    pub names: NameIndex,
+    /// Volumes (controller side), by id and by CreateVolume name, one
+    /// shared allocation each ([`Volumes`]).
+    pub volumes: Volumes,
     /// Volumes present on this node (node side), by id.
     pub node: Tracked<String, NodeVolume>,
     /// Operations handed to the adapter and not yet completed. Recorded before
@@ -40,7 +33,8 @@ pub struct DriverState {
     #[serde(default)]
     pub snapshots: Tracked<String, SnapshotRecord>,
     /// CreateSnapshot names to snapshot ids (members of a group have none):
-    /// an index of `snapshots`, as `names` is of volumes.
+    /// an index of `snapshots`, kept in memory and rebuilt as records load
+    /// ([`DriverState::reindex`] for a whole state), never stored.
     #[serde(skip)]
     pub snapshot_names: BTreeMap<String, String>,
     /// Group snapshots by id.
@@ -100,48 +94,6 @@ pub struct SnapshotRecord {
     pub snapshot: Snapshot,
     /// The parameters it was cut with.
     pub parameters: Attributes,
-}
-
-/// A volume the controller created.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Hash)]
-pub struct VolumeRecord {
-    /// The name CreateVolume was asked with.
-    pub name: String,
-    /// The volume as created.
-    pub volume: Volume,
-    /// The capabilities it was created for.
-    pub capabilities: Vec<Capability>,
-    /// The parameters it was created with.
-    pub parameters: Attributes,
-    /// Its mutable parameters now.
-    #[serde(default)]
-    pub mutable_parameters: Attributes,
-    /// The topology requirement it was created for.
-    #[serde(default)]
-    pub accessibility: Option<TopologyRequirement>,
-    /// The size range it was created (or last expanded) for.
-    #[serde(default)]
-    pub capacity: CapacityRange,
-    /// The last expansion still needs the node to grow the filesystem.
-    #[serde(default)]
-    pub node_expansion_required: bool,
-    /// Nodes the volume is published to (ControllerPublish).
-    #[serde(default)]
-    pub published: BTreeMap<String, Publication>,
-}
-
-/// A ControllerPublish to one node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
-pub struct Publication {
-    /// How the node uses it.
-    pub capability: Capability,
-    /// Published read-only.
-    pub readonly: bool,
-    /// What the publish answered.
-    pub publish_context: Attributes,
-    /// False while the publish is in flight or after it failed: the effect may
-    /// or may not have happened, so an unpublish must still be carried out.
-    pub certain: bool,
 }
 
 /// A volume on this node: its stage (if any) and its published targets.
@@ -419,14 +371,9 @@ impl DriverState {
     /// Rebuilds the name indexes from the volumes, snapshots and groups
     /// (a state read whole, as an earlier volplane's state file).
     pub fn reindex(&mut self) {
-        let volumes: Vec<String> = self.volumes.keys().cloned().collect();
         let snapshots: Vec<String> = self.snapshots.keys().cloned().collect();
         let groups: Vec<String> = self.groups.keys().cloned().collect();
-        for (table, keys) in [
-            ("volumes", volumes),
-            ("snapshots", snapshots),
-            ("groups", groups),
-        ] {
+        for (table, keys) in [("snapshots", snapshots), ("groups", groups)] {
             for key in keys {
                 self.index(table, &key);
             }
@@ -437,12 +384,6 @@ impl DriverState {
     /// of its table.
     fn index(&mut self, table: &str, key: &str) {
         let (name, names) = match table {
-            "volumes" => {
-                if let Some(r) = self.volumes.unpacked(key).filter(|r| !r.name.is_empty()) {
-                    self.names.insert(&r.name, key);
-                }
-                return;
-            }
             "snapshots" => (
                 self.snapshots.get(key).map(|r| &r.name),
                 &mut self.snapshot_names,
@@ -504,21 +445,14 @@ pub fn check_invariants(state: &DriverState) -> Result<(), crate::machine::Broke
             }
         }
     }
-    for (name, id) in state.names.iter() {
-        match state.volumes.unpacked(id) {
-            Some(r) if r.name == name => {}
-            _ => {
-                return Err(
-                    format!("name {name} maps to volume {id} that does not carry it").into(),
-                );
-            }
+    state.volumes.check_indexes()?;
+    let mut names = state.volumes.names().peekable();
+    while let Some((name, id)) = names.next() {
+        if let Some((_, other)) = names.peek().filter(|(next, _)| *next == name) {
+            return Err(format!("volumes {id} and {other} are both named {name}").into());
         }
     }
     for (id, r) in state.volumes.iter_unpacked() {
-        // A volume adopted from a storage that keeps no name has none.
-        if !r.name.is_empty() && state.names.get(&r.name) != Some(id.as_str()) {
-            return Err(format!("volume {id} is missing from the name index").into());
-        }
         let single: Vec<_> = r
             .published
             .iter()

@@ -14,7 +14,6 @@ use std::ops::Deref;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::packed::Packed;
 use crate::OpId;
 
 /// A key of a table, as the record store names it.
@@ -169,32 +168,6 @@ impl<K: Ord + Clone, V> Tracked<K, V> {
     }
 }
 
-impl<K: Ord + Clone, V: Serialize + DeserializeOwned> Tracked<K, Packed<V>> {
-    /// The record at `k`, unpacked.
-    pub fn unpacked<Q>(&self, k: &Q) -> Option<V>
-    where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
-    {
-        self.map.get(k).map(Packed::unpack)
-    }
-
-    /// Changes the record at `k` with `change` (marked changed), and
-    /// says what `change` returned; `None` when there is no such record.
-    pub fn update<Q, R>(&mut self, k: &Q, change: impl FnOnce(&mut V) -> R) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Ord + ToOwned<Owned = K> + ?Sized,
-    {
-        Some(self.get_mut(k)?.update(change))
-    }
-
-    /// Every record, unpacked, in key order.
-    pub fn iter_unpacked(&self) -> impl Iterator<Item = (&K, V)> {
-        self.map.iter().map(|(k, v)| (k, v.unpack()))
-    }
-}
-
 /// The first byte of a record in the binary encoding (postcard: fields in
 /// order, no names, integers as varints). A record an earlier volplane
 /// wrote is JSON, and starts with `{`.
@@ -226,6 +199,9 @@ pub enum RecordError {
     /// A key that names no record of its table.
     #[error("its key is not one of this table's")]
     Key,
+    /// A record kept under one id that carries another.
+    #[error("it is the record of {0:?}")]
+    KeyMismatch(String),
     /// A meta record that is not the number it must be.
     #[error("{0:?} is not a number")]
     NotANumber(String),

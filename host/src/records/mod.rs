@@ -371,7 +371,10 @@ mod tests {
                 .map(|(t, k, v)| (*t, k.as_str(), v.as_slice())),
         )
         .unwrap();
-        assert_eq!(state.names.iter().collect::<Vec<_>>(), [("pvc-1", "vol-1")]);
+        assert_eq!(
+            state.volumes.names().collect::<Vec<_>>(),
+            [("pvc-1", "vol-1")]
+        );
         let read = store.db.begin_read().unwrap();
         assert!(matches!(
             read.open_table(table("names")),

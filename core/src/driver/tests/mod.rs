@@ -408,7 +408,14 @@ fn multi_node_volumes_publish_to_several_nodes_and_unpublish_from_all() {
         node_id: None,
         secrets: Secrets::default(),
     }));
-    assert!(h.d.state().volumes[&v].unpack().published.is_empty());
+    assert!(
+        h.d.state()
+            .volumes
+            .unpacked(&v)
+            .unwrap()
+            .published
+            .is_empty()
+    );
     check_invariants(h.d.state()).unwrap();
 }
 

@@ -269,7 +269,7 @@ fn a_controller_outcome_is_answered_before_it_is_written_and_replayed_when_lost(
         },
     );
     polled(&mut d);
-    assert_eq!(d.state().names.get("v"), Some(v.volume_id.as_str()));
+    assert_eq!(d.state().volumes.named("v"), Some(v.volume_id.as_str()));
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! about, and the invariants of its state, each named.
 
 use super::*;
-use crate::driver::packed::Packed;
 use crate::driver::state::{
     InFlight, NodeVolume, Publication, StageRecord, TargetRecord, VolumeRecord,
 };
@@ -242,8 +241,8 @@ fn target_record(staging: &str) -> TargetRecord {
     }
 }
 
-fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> Packed<VolumeRecord> {
-    Packed::pack(&VolumeRecord {
+fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> VolumeRecord {
+    VolumeRecord {
         name: name.into(),
         volume: Volume {
             volume_id: format!("vol-{name}"),
@@ -272,7 +271,7 @@ fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> Packed<VolumeR
                 )
             })
             .collect(),
-    })
+    }
 }
 
 /// Each invariant, broken alone, is named; the state around it is sound.
@@ -280,11 +279,11 @@ fn volume_record(name: &str, mode: AccessMode, nodes: &[&str]) -> Packed<VolumeR
 fn each_broken_invariant_is_named() {
     let sound = || {
         let mut s = DriverState::default();
-        s.volumes.insert(
-            "vol-a".into(),
-            volume_record("a", AccessMode::MultiNodeMultiWriter, &["n1", "n2"]),
-        );
-        s.names.insert("a", "vol-a");
+        s.volumes.insert(&volume_record(
+            "a",
+            AccessMode::MultiNodeMultiWriter,
+            &["n1", "n2"],
+        ));
         let mut nv = NodeVolume {
             stage: Some(stage_record("/s")),
             ..Default::default()
@@ -319,15 +318,11 @@ fn each_broken_invariant_is_named() {
         ),
         (
             Box::new(|s| {
-                s.names.insert("b", "vol-a");
+                let mut twin = volume_record("b", AccessMode::MultiNodeMultiWriter, &[]);
+                twin.name = "a".into();
+                s.volumes.insert(&twin);
             }),
-            "does not carry it",
-        ),
-        (
-            Box::new(|s| {
-                s.names.clear();
-            }),
-            "missing from the name index",
+            "volumes vol-a and vol-b are both named a",
         ),
         (
             Box::new(|s| {
@@ -346,7 +341,7 @@ fn each_broken_invariant_is_named() {
                         InFlight {
                             key: "vol-a".into(),
                             plan: Plan::DeleteVolume {
-                                volume: s.volumes["vol-a"].unpack().volume,
+                                volume: s.volumes.unpacked("vol-a").unwrap().volume,
                                 secrets: Secrets::default(),
                             },
                             rpc: None,
@@ -366,10 +361,8 @@ fn each_broken_invariant_is_named() {
     }
     // One publication to one node of a single-node volume is fine.
     let mut s = sound();
-    s.volumes.insert(
-        "vol-a".into(),
-        volume_record("a", AccessMode::SingleNodeWriter, &["n1"]),
-    );
+    s.volumes
+        .insert(&volume_record("a", AccessMode::SingleNodeWriter, &["n1"]));
     check_invariants(&s).unwrap();
 }
 
