@@ -92,4 +92,50 @@ mod tests {
         );
         drop(blocks);
     }
+
+    /// In a process of its own (this test binary again, running only this
+    /// test): `one_heap` takes effect unless `MALLOC_ARENA_MAX` is set,
+    /// and `give_back_every` runs as a thread named `give-back`.
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn one_heap_yields_to_the_operator_and_the_give_back_thread_runs() {
+        const CHILD: &str = "VOLPLANE_MEMORY_TEST_CHILD";
+        const NAME: &str =
+            "memory::tests::one_heap_yields_to_the_operator_and_the_give_back_thread_runs";
+        if let Some(expect) = std::env::var_os(CHILD) {
+            let took = super::one_heap();
+            assert_eq!(took, expect == "takes", "one_heap answered {took}");
+            super::give_back_every(std::time::Duration::from_millis(10)).unwrap();
+            let named = |_: ()| {
+                std::fs::read_dir("/proc/self/task").unwrap().any(|t| {
+                    let comm = t.unwrap().path().join("comm");
+                    std::fs::read_to_string(comm).is_ok_and(|c| c.trim() == "give-back")
+                })
+            };
+            // The thread names itself as it starts.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !named(()) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert!(named(()), "no give-back thread among this process's");
+            return;
+        }
+        for (arena_max, expect) in [(None, "takes"), (Some("2"), "declines")] {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+            child
+                .args(["--exact", NAME, "--test-threads=1"])
+                .env(CHILD, expect);
+            child.env_remove("MALLOC_ARENA_MAX");
+            if let Some(n) = arena_max {
+                child.env("MALLOC_ARENA_MAX", n);
+            }
+            let out = child.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && text.contains("1 passed"),
+                "MALLOC_ARENA_MAX={arena_max:?}: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
 }
