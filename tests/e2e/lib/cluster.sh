@@ -13,10 +13,59 @@ run_dir=/run/volplane-e2e
 kubelet_dir=/var/lib/kubelet
 etcd_port=23790
 
+# The ports the cluster's parts listen on: preflight refuses only when one
+# is taken (another control plane on other ports may run beside this one).
+ports=(6443 "$etcd_port" 23800 10248 10249 10250 10256 10257 10259)
+
+# Kernel settings the parts change — the kubelet vm.overcommit_memory,
+# kernel.panic and kernel.panic_on_oops; kube-proxy (configured here not
+# to, but an older one may) route_localnet and the conntrack table and
+# timeouts; this script ip_forward — read before the cluster starts and
+# put back when it goes (saved in $work/kernel-settings).
+kernel_settings=(
+  net/ipv4/ip_forward
+  vm/overcommit_memory
+  kernel/panic
+  kernel/panic_on_oops
+  net/ipv4/conf/all/route_localnet
+  net/netfilter/nf_conntrack_max
+  net/netfilter/nf_conntrack_tcp_timeout_established
+  net/netfilter/nf_conntrack_tcp_timeout_close_wait
+)
+
+# Directories the parts make outside the run's own (the kubelet's
+# container log links, the CNI plugins' result cache, containerd's and the
+# network namespaces' run directories): those absent before the cluster
+# starts are noted in $work/made-dirs and removed when it goes.
+outside_dirs=(/var/log/pods /var/log/containers /var/lib/cni/results /var/lib/cni /run/containerd /run/netns)
+
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 kubectl() { "$bin/kubectl" --kubeconfig "$work/pki/admin.kubeconfig" "$@"; }
+
+# True when a kubelet runs in $kubelet_dir (named so, or by default).
+kubelet_in_dir() {
+  local pid args
+  for pid in $(pgrep -x kubelet); do
+    args="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) "
+    case "$args" in
+      *"--root-dir $kubelet_dir "* | *"--root-dir=$kubelet_dir "*) return 0 ;;
+      *--root-dir*) ;;
+      *) [ "$kubelet_dir" != /var/lib/kubelet ] || return 0 ;;
+    esac
+  done
+  return 1
+}
+
+# True when a part listens on one of this cluster's ports.
+ports_taken() {
+  local p
+  for p in "${ports[@]}"; do
+    [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] || return 0
+  done
+  return 1
+}
 
 # Refuses to start on a machine it could damage or cannot run on.
 preflight() {
@@ -25,7 +74,7 @@ preflight() {
   for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl e2e.test agnhost; do
     [ -x "$bin/$b" ] || missing+=("$bin/$b")
   done
-  for c in etcd containerd runc unshare busybox iptables conntrack gcc python3 openssl; do
+  for c in etcd containerd ctr runc unshare losetup busybox debootstrap iptables conntrack ip ss gcc python3 openssl strip cargo; do
     command -v "$c" >/dev/null || missing+=("$c (PATH)")
   done
   [ -x /usr/lib/cni/bridge ] || missing+=("/usr/lib/cni/bridge (containernetworking-plugins)")
@@ -43,9 +92,16 @@ preflight() {
       done ;;
   esac
   [ ${#missing[@]} -eq 0 ] || die "missing: ${missing[*]}"
-  if pgrep -x kubelet >/dev/null || pgrep -x kube-apiserver >/dev/null; then
-    die "a kubelet or kube-apiserver already runs here; take that cluster down first (tests/e2e/run --down)"
+  if pgrep -x kube-proxy >/dev/null; then
+    die "a kube-proxy already runs here: its iptables chains are the ones this cluster's would replace; take that cluster down first"
   fi
+  ! kubelet_in_dir || die "a kubelet already runs in $kubelet_dir; take that cluster down first (tests/e2e/run --down)"
+  local p taken=()
+  for p in "${ports[@]}"; do
+    [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] || taken+=("$p")
+  done
+  [ ${#taken[@]} -eq 0 ] ||
+    die "port(s) ${taken[*]} are taken: another cluster (or a run that was killed: tests/e2e/run --down) listens where this one's parts must"
   if [ -e "$kubelet_dir" ] && [ -n "$(ls -A "$kubelet_dir" 2>/dev/null)" ]; then
     die "$kubelet_dir is not empty: it belongs to another kubelet (or a run that was killed: tests/e2e/run --down)"
   fi
@@ -174,7 +230,10 @@ mode: iptables
 clusterCIDR: $pod_cidr
 hostnameOverride: $node
 clientConnection: {kubeconfig: $work/pki/proxy.kubeconfig}
-conntrack: {maxPerCore: 0}
+# The host's conntrack table and timeouts, and route_localnet, stay as
+# they are (0 and false: kube-proxy leaves them).
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false}
 EOF
 }
 
@@ -193,7 +252,8 @@ cluster_up() {
   pki
   containerd_config
   kubelet_config
-  echo "$(cat /proc/sys/net/ipv4/ip_forward)" > "$work/ip_forward"
+  [ -f "$work/kernel-settings" ] || save_kernel_settings "$work/kernel-settings"
+  [ -f "$work/made-dirs" ] || note_absent_dirs "$work/made-dirs"
   echo 1 > /proc/sys/net/ipv4/ip_forward
   shared_dir "$kubelet_dir"
   shared_dir /var/lib/volplane
@@ -263,7 +323,9 @@ teardown() {
   detach_loops
   clean_iptables
   ip link del "$bridge" 2>/dev/null || true
-  [ ! -f "$work/ip_forward" ] || cat "$work/ip_forward" > /proc/sys/net/ipv4/ip_forward
+  restore_kernel_settings "$work/kernel-settings"
+  remove_made_dirs "$work/made-dirs"
+  rm -f "$work/kernel-settings" "$work/made-dirs"
   rm -rf "$kubelet_dir" /var/lib/volplane /var/lib/csi-hostpath-data "$run_dir" "$work/etcd" "$work/containerd" "$work/cni" "$work/pids" "$work/shared-mounts"
   log "the cluster is down"
   return $rc
@@ -317,4 +379,57 @@ clean_iptables() {
       iptables -t $t -X "$chain" 2>/dev/null
     done
   done
+}
+
+# Writes each of kernel_settings that this kernel has, with its value now,
+# to $1 ("path value" lines).
+save_kernel_settings() {
+  local k
+  : > "$1"
+  for k in "${kernel_settings[@]}"; do
+    [ -r "/proc/sys/$k" ] && printf '%s %s\n' "$k" "$(cat "/proc/sys/$k")" >> "$1"
+  done
+  return 0
+}
+
+# Puts back every setting $1 recorded that differs now, reads it back, and
+# names any it could not put back; false then.
+restore_kernel_settings() {
+  local k v now ok=0
+  [ -f "$1" ] || return 0
+  while read -r k v; do
+    now=$(cat "/proc/sys/$k" 2>/dev/null)
+    [ "$now" != "$v" ] || continue
+    echo "$v" > "/proc/sys/$k" 2>/dev/null
+    now=$(cat "/proc/sys/$k" 2>/dev/null)
+    if [ "$now" = "$v" ]; then
+      log "put /proc/sys/$k back to $v"
+    else
+      log "could not put /proc/sys/$k back to $v (it is ${now:-unreadable})"
+      ok=1
+    fi
+  done < "$1"
+  return $ok
+}
+
+# Writes to $1 those of outside_dirs that do not exist now.
+note_absent_dirs() {
+  local d
+  : > "$1"
+  for d in "${outside_dirs[@]}"; do
+    [ -e "$d" ] || echo "$d" >> "$1"
+  done
+  return 0
+}
+
+# Removes the directories $1 noted, with whatever is mounted beneath them
+# (a network namespace is a mount).
+remove_made_dirs() {
+  local d
+  [ -f "$1" ] || return 0
+  while read -r d; do
+    [ -n "$d" ] || continue
+    unmount_beneath "$d"
+    rm -rf "$d"
+  done < "$1"
 }

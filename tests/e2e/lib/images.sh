@@ -40,6 +40,31 @@ tools_root() {
   done
 }
 
+# The Debian archive this machine's apt takes its packages from (its
+# one-line or deb822 sources; not a security or updates suite), for
+# debootstrap; E2E_DEBIAN_MIRROR overrides it.
+debian_mirror() {
+  if [ -n "${E2E_DEBIAN_MIRROR:-}" ]; then
+    echo "$E2E_DEBIAN_MIRROR"
+    return
+  fi
+  local uri
+  uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '
+    $1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z+]+:\/\//) {
+      if ($(i + 1) !~ /-(security|updates|backports)$/) { print $i; exit } break } }')
+  if [ -z "$uri" ]; then
+    uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '
+      function take() { if (u != "" && t && base) { print u; u = ""; exit } u = ""; t = base = 0 }
+      /^[ \t]*$/ { take(); next }
+      /^Types:/ { for (i = 2; i <= NF; i++) if ($i == "deb") t = 1 }
+      /^Suites:/ { for (i = 2; i <= NF; i++) if ($i !~ /-(security|updates|backports)$/) base = 1 }
+      /^URIs:/ { u = $2 }
+      END { take() }')
+  fi
+  [ -n "$uri" ] || die "no Debian archive in this machine's apt sources: set E2E_DEBIAN_MIRROR to one"
+  echo "$uri"
+}
+
 # A debootstrapped bookworm with what the Dockerfile's final stage
 # installs (once per machine, in E2E_CACHE).
 bookworm_root() {
@@ -49,7 +74,7 @@ bookworm_root() {
   log "debootstrapping bookworm for the images (once per machine)"
   rm -rf "$root"
   debootstrap --variant=minbase --include=e2fsprogs,util-linux,mount,ca-certificates \
-    bookworm "$root" "${E2E_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >&2
+    bookworm "$root" "$(debian_mirror)" >&2
   rm -rf "$root/var/lib/apt/lists/"* "$root/var/cache/apt/"*.bin
   touch "$root/.complete"
 }
