@@ -461,7 +461,7 @@ impl Driver {
                 ),
             ));
         };
-        let mut iter = self.state.volumes.from(start.as_deref());
+        let mut iter = self.state.volumes.records_from(start.as_deref());
         let limit = if r.max_entries == 0 {
             usize::MAX
         } else {

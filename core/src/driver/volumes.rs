@@ -237,7 +237,7 @@ impl Volumes {
 
     /// The records from id `start` on (all of them without one), unpacked
     /// as the iterator reaches them, in id order.
-    pub fn from<'a>(
+    pub fn records_from<'a>(
         &'a self,
         start: Option<&str>,
     ) -> impl Iterator<Item = (&'a str, VolumeRecord)> + 'a {
