@@ -143,9 +143,18 @@ fn len32(n: usize) -> u32 {
     u32::try_from(n).expect("a name or id under 4 GiB (CSI allows 128 bytes)")
 }
 
-/// A block in the id index: ordered, and found, by id.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// A block in the id index: ordered, found and compared by id (the
+/// table compares records through the blocks themselves).
+#[derive(Clone)]
 struct ById(Block);
+
+impl PartialEq for ById {
+    fn eq(&self, other: &ById) -> bool {
+        self.0.id_bytes() == other.0.id_bytes()
+    }
+}
+
+impl Eq for ById {}
 
 impl Ord for ById {
     fn cmp(&self, other: &ById) -> Ordering {
@@ -166,9 +175,17 @@ impl Borrow<[u8]> for ById {
     }
 }
 
-/// A block in the name index: ordered by name, then id.
-#[derive(Clone, PartialEq, Eq)]
+/// A block in the name index: ordered and compared by name, then id.
+#[derive(Clone)]
 struct ByName(Block);
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &ByName) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for ByName {}
 
 impl Ord for ByName {
     fn cmp(&self, other: &ByName) -> Ordering {
@@ -414,7 +431,8 @@ impl Volumes {
 impl PartialEq for Volumes {
     /// Equal when the records are: what is still to be written is not state.
     fn eq(&self, other: &Volumes) -> bool {
-        self.by_id == other.by_id
+        self.by_id.len() == other.by_id.len()
+            && self.by_id.iter().zip(&other.by_id).all(|(a, b)| a.0 == b.0)
     }
 }
 
@@ -423,7 +441,7 @@ impl Hash for Volumes {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.by_id.len().hash(state);
         for b in &self.by_id {
-            b.hash(state);
+            b.0.hash(state);
         }
     }
 }
