@@ -162,6 +162,17 @@ pub trait Carry<M: Machine + ?Sized> {
     /// machine in order once this effect's turn is over. Completions that
     /// come later are fed with [`feed`] when they come.
     fn carry(&mut self, machine: &M, now: Tick, effect: M::Effect, done: &mut VecDeque<M::Input>);
+
+    /// Whether it takes another effect now. An adapter whose effects wait
+    /// their turn (a rate limit, a pool of workers) says no while enough
+    /// wait: [`drain`] then stops polling, and what the machine has not
+    /// decided yet stays with it (a dirty key, not a copy of an object),
+    /// until a completion comes and the machine is drained again. An
+    /// adapter that says no must have something under way whose
+    /// completion it will feed, or the machine waits for its next input.
+    fn ready(&self) -> bool {
+        true
+    }
 }
 
 impl<M, F> Carry<M> for F
@@ -177,14 +188,17 @@ where
 /// The one loop: fires `m`'s deadline if it is due by `now`, then polls
 /// every effect and hands each to `carry` in order, feeding back the
 /// completions `carry` reported at once, until the machine has nothing more
-/// to say. Returns the machine's next deadline.
+/// to say or `carry` is not [`Carry::ready`] for more. Returns the
+/// machine's next deadline.
 pub fn drain<M: Machine + ?Sized>(m: &mut M, now: Tick, carry: &mut impl Carry<M>) -> Option<Tick> {
     if m.poll_timeout().is_some_and(|t| t <= now) {
         m.handle_timeout(now);
     }
     let mut done = VecDeque::new();
     loop {
-        while let Some(effect) = m.poll() {
+        while carry.ready()
+            && let Some(effect) = m.poll()
+        {
             carry.carry(m, now, effect, &mut done);
         }
         match done.pop_front() {
@@ -330,6 +344,45 @@ mod tests {
         };
         assert_eq!(feed(&mut m, 0, 3, &mut carry), None);
         assert_eq!(seen, vec![3, 2, 1]);
+    }
+
+    /// Takes effects while fewer than `room` are under way; completes
+    /// nothing at once (its completions come later, as a rate limit's).
+    struct Held {
+        room: usize,
+        under_way: Vec<u32>,
+    }
+
+    impl Carry<Countdown> for Held {
+        fn carry(&mut self, _: &Countdown, _: Tick, e: u32, _: &mut VecDeque<u32>) {
+            self.under_way.push(e);
+        }
+        fn ready(&self) -> bool {
+            self.under_way.len() < self.room
+        }
+    }
+
+    #[test]
+    fn an_adapter_that_is_not_ready_leaves_the_rest_with_the_machine() {
+        let mut m = Countdown::default();
+        for n in [5, 4, 3, 2, 1] {
+            m.handle(0, n);
+        }
+        let mut held = Held {
+            room: 2,
+            under_way: Vec::new(),
+        };
+        drain(&mut m, 0, &mut held);
+        assert_eq!(held.under_way, vec![5, 4], "polled only while ready");
+        assert_eq!(m.queue, VecDeque::from([3, 2, 1]), "the rest not polled");
+        // One completes and is fed: the loop takes one more, no further.
+        held.under_way.remove(0);
+        feed(&mut m, 1, 0, &mut held);
+        assert_eq!(held.under_way, vec![4, 3]);
+        held.under_way.clear();
+        drain(&mut m, 2, &mut held);
+        assert_eq!(held.under_way, vec![2, 1]);
+        assert_eq!(m.queue, VecDeque::from([]));
     }
 
     #[test]

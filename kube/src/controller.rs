@@ -65,6 +65,13 @@ struct Context<T> {
     /// The role's event posts in flight (client-go's recorder posts from
     /// one goroutine; a few at once keep up without 10,000 in the air).
     event_posts: volplane_service::Permits,
+    /// The role's API and CSI calls carried and not yet completed: waiting
+    /// for their turn or in flight.
+    ahead: AtomicUsize,
+    /// How many of those the role's machine is polled for at most
+    /// ([`calls_ahead`]): the rest stays undecided in the machine, a
+    /// dirty key each, instead of thousands of objects queued here.
+    most_ahead: usize,
     /// The role's work queue's name, for the metrics.
     queue: String,
     /// Where a panic in a task of the role is reported (the controller
@@ -73,6 +80,31 @@ struct Context<T> {
     /// Test knob (feature `fake-api`): the role panics when its caches sync.
     #[cfg(feature = "fake-api")]
     panic_on_sync: bool,
+}
+
+/// How many API and CSI calls a role has carried and not seen complete
+/// before its machine is polled for more: what its rate limit lets go in
+/// one burst and its workers take at once — enough that neither waits
+/// for the machine — and never fewer than 8.
+pub fn calls_ahead(burst: u32, workers: usize) -> usize {
+    (burst as usize).saturating_add(workers).max(8)
+}
+
+/// Counts a call as ahead of the role's machine until it is dropped, when
+/// its completion is about to be handed in.
+struct Ahead<'a>(&'a AtomicUsize);
+
+impl<'a> Ahead<'a> {
+    fn count(ahead: &'a AtomicUsize) -> Ahead<'a> {
+        ahead.fetch_add(1, Ordering::Relaxed);
+        Ahead(ahead)
+    }
+}
+
+impl Drop for Ahead<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Says whether the `n`th failure in a row of a call is logged: the
@@ -128,6 +160,12 @@ impl<T: Transport> Context<T> {
         let crashed = self.crashed.clone();
         let effect = Box::new(effect);
         let work = async move {
+            // Counted from now until just before its completion is sent:
+            // the role is drained again with room for one more.
+            let ahead = match &*effect {
+                Effect::Api { .. } | Effect::Csi { .. } => Some(Ahead::count(&ctx.ahead)),
+                Effect::Event(_) => None,
+            };
             let _worker = match &*effect {
                 Effect::Api { .. } => {
                     ctx.rate_limited().await;
@@ -139,7 +177,9 @@ impl<T: Transport> Context<T> {
                 // A few posts at a time are enough.
                 Effect::Event(_) => Some(ctx.event_posts.acquire().await),
             };
-            if let Some(input) = Box::pin(ctx.perform(role, *effect)).await {
+            let input = Box::pin(ctx.perform(role, *effect)).await;
+            drop(ahead);
+            if let Some(input) = input {
                 done.send(input);
             }
         };
@@ -308,6 +348,12 @@ impl<T: Transport> volplane_core::machine::Carry<DynMachine> for RoleTurn<T> {
         }
         self.ctx.carry(self.name, effect, &self.done)
     }
+
+    /// Room for another call: each one ahead completes with an input, so
+    /// a role held back here is drained again when one does.
+    fn ready(&self) -> bool {
+        self.ctx.ahead.load(Ordering::Relaxed) < self.ctx.most_ahead
+    }
 }
 
 impl<T: Transport> Turn<DynMachine> for RoleTurn<T> {
@@ -430,6 +476,8 @@ pub async fn run<T: Transport>(
             limiter: Mutex::new(TokenBucket::new(config.kube_api.0, config.kube_api.1)),
             workers: volplane_service::Permits::new(config.worker_threads),
             event_posts: volplane_service::Permits::new(EVENT_POSTS_IN_FLIGHT),
+            ahead: AtomicUsize::new(0),
+            most_ahead: calls_ahead(config.kube_api.1, config.worker_threads),
             queue: queue_name(role, &facts.name),
             crashed: crash_tx.clone(),
             #[cfg(feature = "fake-api")]

@@ -519,3 +519,85 @@ fn a_role_or_informer_that_panics_stops_the_controller_on_smol() {
         }
     }));
 }
+
+/// A role polls its machine for no more calls than its rate limit and
+/// workers can take (`calls_ahead`): the rest stays undecided in the
+/// machine. With a burst of 1 and one worker (8 calls ahead at most) and
+/// 60 claims, every claim is still provisioned, Bound and deleted with
+/// its volume — a role held back is drained again as its calls complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_claims_go_through_a_role_that_holds_few_calls_ahead() {
+    require_root!();
+    let d = Driver::start(Runtime::Tokio);
+    let api = FakeApi::default();
+    seed(&api);
+    let claims: Vec<String> = (0..60)
+        .map(|i| format!("/api/v1/namespaces/default/persistentvolumeclaims/many-{i:02}"))
+        .collect();
+    for (i, path) in claims.iter().enumerate() {
+        api.put(
+            path,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": format!("many-{i:02}"), "namespace": "default"},
+                   "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                            "resources": {"requests": {"storage": "1Mi"}}}}),
+        );
+    }
+    assert_eq!(controller::calls_ahead(1, 1), 8);
+    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
+    let config = ControllerConfig {
+        flags: Flags {
+            switches: Switches {
+                binder: true,
+                ..Switches::default()
+            },
+            ..Flags::default()
+        },
+        kube_api: (1_000.0, 1),
+        worker_threads: 1,
+        ..ControllerConfig::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let client = api.client();
+    let run = tokio::spawn(controller::run(
+        std::sync::Arc::new(volplane_tokio::Tokio),
+        move |_: &str| client.clone(),
+        CsiClient::new(ch, None),
+        config,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let volume_of = |a: &FakeApi, path: &str| {
+        let claim = a.get(path)?;
+        (claim["status"]["phase"] == json!("Bound"))
+            .then(|| claim["spec"]["volumeName"].as_str().map(str::to_string))?
+    };
+    let volumes = eventually("every claim Bound", &api, |a| {
+        claims
+            .iter()
+            .map(|c| volume_of(a, c))
+            .collect::<Option<Vec<_>>>()
+    })
+    .await;
+    assert_eq!(
+        volumes
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        claims.len(),
+        "one volume per claim"
+    );
+    for c in &claims {
+        api.delete_as_user(c).expect("the claim exists");
+    }
+    eventually("every PV deleted", &api, |a| {
+        volumes
+            .iter()
+            .all(|v| a.get(&format!("/api/v1/persistentvolumes/{v}")).is_none())
+            .then_some(())
+    })
+    .await;
+    let _ = stop.send(());
+    run.await.unwrap().unwrap();
+}
