@@ -441,6 +441,10 @@ pub enum Action {
     WaitAtLeast(Tick),
 }
 
+/// The most effects' room the queue of decided effects keeps once it is
+/// empty.
+const QUEUE_ROOM_KEPT: usize = 64;
+
 /// The context a controller `C` is handed.
 pub type Cx<C> = Context<<C as Controller>::Key, <C as Controller>::Call, <C as Controller>::Retry>;
 
@@ -580,6 +584,12 @@ impl<C: Controller> Machine for Engine<C> {
         }
         loop {
             if let Some(effect) = cx.queue.pop_front() {
+                // A completion that decided thousands of writes at once
+                // (a live list answering for a namespace's claims) must
+                // not leave their room behind once they are polled.
+                if cx.queue.is_empty() && cx.queue.capacity() > QUEUE_ROOM_KEPT {
+                    cx.queue = VecDeque::new();
+                }
                 return Some(effect);
             }
             let key = cx.dirty.pop_first()?;

@@ -163,3 +163,25 @@ fn a_refused_call_says_why_and_when_it_is_retried() {
     let throttled = ApiFailure::from_status(429, "slow down".into(), 0);
     assert!(throttled.to_string().contains("after 1 s"), "{throttled}");
 }
+
+#[test]
+fn the_queue_of_decided_effects_gives_its_room_back_once_polled_empty() {
+    let mut g = Engine::driving(Getter, 1_000, 300_000);
+    let (_, cx) = g.parts_mut();
+    for i in 0..1_000 {
+        let key = ObjectKey::new(Kind::PersistentVolume, "", &format!("pv-{i}"));
+        cx.api(ApiCall::Get(key), format!("pv-{i}"));
+    }
+    let mut polled = 0;
+    while g.poll().is_some() {
+        polled += 1;
+        if polled < 1_000 {
+            assert!(
+                g.context().queue.capacity() >= 1_000 - polled,
+                "kept while in use"
+            );
+        }
+    }
+    assert_eq!(polled, 1_000);
+    assert!(g.context().queue.capacity() <= QUEUE_ROOM_KEPT);
+}
