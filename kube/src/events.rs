@@ -36,13 +36,21 @@ struct Key {
     reference: (String, String, String, String),
 }
 
-/// A series: its event's name and namespace, how many so far, and when
-/// the last came.
+/// A series: when its event was first made (its name is the object's and
+/// this stamp, [`event_name`], so no name is kept: thousands of small
+/// strings living minutes among short-lived allocations kept whole pages
+/// of the heap from going back), how many so far, and when the last came.
 #[derive(Debug)]
 struct Series {
-    name: String,
+    stamp: i128,
     count: i32,
     last: Instant,
+}
+
+/// An event's name, as client-go makes it: the object's name and the
+/// event's time in nanoseconds, in hex.
+fn event_name(object: &str, stamp: i128) -> String {
+    format!("{object}.{stamp:x}")
 }
 
 /// The series of the last [`SERIES_TTL`], and the order they were last
@@ -81,27 +89,27 @@ impl SeriesCache {
         }
     }
 
-    /// The event `key` repeats, counted (its name and the new count), or
-    /// `None` for a first one.
-    fn repeat(&mut self, key: &Key, now: Instant) -> Option<(String, i32)> {
+    /// The event `key` repeats, counted (its first event's stamp and the
+    /// new count), or `None` for a first one.
+    fn repeat(&mut self, key: &Key, now: Instant) -> Option<(i128, i32)> {
         self.expire(now);
         let key = key.digest();
         let s = self.by_key.get_mut(&key)?;
         s.count += 1;
         s.last = now;
         self.order.push_back((now, key));
-        Some((s.name.clone(), s.count))
+        Some((s.stamp, s.count))
     }
 
-    /// A first event, created as `name`.
-    fn started(&mut self, key: Key, name: String, now: Instant) {
+    /// A first event, created with the stamp `stamp`.
+    fn started(&mut self, key: Key, stamp: i128, now: Instant) {
         self.expire(now);
         let key = key.digest();
         self.order.push_back((now, key));
         self.by_key.insert(
             key,
             Series {
-                name,
+                stamp,
                 count: 1,
                 last: now,
             },
@@ -187,7 +195,8 @@ impl Events {
         let now = Instant::now();
         let time = MicroTime(k8s_openapi::jiff::Timestamp::now());
         let repeat = self.lock().repeat(&key, now);
-        if let Some((name, count)) = repeat {
+        if let Some((stamp, count)) = repeat {
+            let name = event_name(&event.object.name, stamp);
             let series = EventSeries {
                 count,
                 last_observed_time: time,
@@ -198,7 +207,8 @@ impl Events {
                 .await?;
             return Ok(());
         }
-        let name = format!("{}.{:x}", event.object.name, time.0.as_nanosecond());
+        let stamp = time.0.as_nanosecond();
+        let name = event_name(&event.object.name, stamp);
         let e = KubeEvent {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -216,7 +226,7 @@ impl Events {
             ..KubeEvent::default()
         };
         events.create(&PostParams::default(), &e).await?;
-        self.lock().started(key, name, now);
+        self.lock().started(key, stamp, now);
         Ok(())
     }
 
@@ -248,12 +258,12 @@ mod tests {
         let mut cache = SeriesCache::default();
         let t0 = Instant::now();
         assert_eq!(cache.repeat(&key("A"), t0), None);
-        cache.started(key("A"), "c.1".into(), t0);
+        cache.started(key("A"), 1, t0);
         let t1 = t0 + Duration::from_secs(300);
-        assert_eq!(cache.repeat(&key("A"), t1), Some(("c.1".into(), 2)));
+        assert_eq!(cache.repeat(&key("A"), t1), Some((1, 2)));
         // Six minutes after the first, but not after the last: still on.
         let t2 = t0 + Duration::from_secs(400);
-        assert_eq!(cache.repeat(&key("A"), t2), Some(("c.1".into(), 3)));
+        assert_eq!(cache.repeat(&key("A"), t2), Some((1, 3)));
         assert_eq!(cache.repeat(&key("B"), t2), None);
         // Six minutes after the last: a new series.
         let t3 = t2 + SERIES_TTL;
@@ -267,7 +277,7 @@ mod tests {
         let mut cache = SeriesCache::default();
         let now = Instant::now();
         for i in 0..MOST_SERIES + 100 {
-            cache.started(key(&format!("R{i}")), format!("e{i}"), now);
+            cache.started(key(&format!("R{i}")), i as i128, now);
             cache.repeat(&key(&format!("R{i}")), now);
         }
         assert!(cache.by_key.len() <= MOST_SERIES + 1);
@@ -308,6 +318,14 @@ mod tests {
         assert_eq!(writes[0].1["regarding"]["name"], "data");
         assert_eq!(writes[1].0, "PATCH");
         assert_eq!(writes[1].1["series"]["count"], 2);
+        let first = writes[0].1["metadata"]["name"].as_str().unwrap();
+        assert!(first.starts_with("data."), "{first}");
+        let patched = log.iter().find(|l| l.method == "PATCH").unwrap();
+        assert!(
+            patched.path.ends_with(&format!("/events/{first}")),
+            "the repeat patches the first event: {}",
+            patched.path
+        );
         assert_eq!(writes[2].0, "POST");
         assert_eq!(writes[2].1["reason"], "ProvisioningSucceeded");
     }

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use volplane_core::control::{Event, Input, Watch};
 use volplane_core::model::names::reason;
-use volplane_core::model::{Object, ObjectKey, VolumeSnapshot};
+use volplane_core::model::{Name, Object, ObjectKey, VolumeSnapshot};
 use volplane_service::metrics::{Metrics, SnapshotOpLabels};
 
 /// A role's operation metrics, when its sidecar keeps some.
@@ -58,8 +58,9 @@ impl RoleMetrics {
 /// What the provisioner role's metrics need to remember.
 #[derive(Debug, Default)]
 pub struct ProvisionStats {
-    /// Each claim's class and dataSource kind.
-    claims: BTreeMap<ObjectKey, (String, String)>,
+    /// Each claim's class and dataSource kind (held inside the entry, as a
+    /// key's names are: no allocation per claim).
+    claims: BTreeMap<ObjectKey, (Name, Name)>,
     /// When each claim's attempt under way began.
     started: BTreeMap<ObjectKey, Instant>,
 }
@@ -73,13 +74,9 @@ impl ProvisionStats {
         match w {
             Watch::Applied(o) => {
                 if let Object::Pvc(c) = &**o {
-                    let source = c
-                        .spec
-                        .data_source
-                        .as_ref()
-                        .map(|s| s.kind.clone())
-                        .unwrap_or_default();
-                    self.claims.insert(o.key(), (c.class().to_string(), source));
+                    let source = c.spec.data_source.as_ref().map_or("", |s| &s.kind);
+                    self.claims
+                        .insert(o.key(), (Name::new(c.class()), Name::new(source)));
                 }
             }
             Watch::Deleted(o) => {

@@ -23,9 +23,30 @@ use crate::model::{Kind, Object, ObjectKey, Shared, Variant};
 #[derive(Debug, Clone, Default, Hash)]
 pub struct Cache {
     objects: BTreeMap<ObjectKey, Arc<Object>>,
-    gone: BTreeSet<String>,
-    deleted: BTreeSet<String>,
-    deleted_order: std::collections::VecDeque<String>,
+    gone: BTreeSet<Incarnation>,
+    deleted: BTreeSet<Incarnation>,
+    deleted_order: std::collections::VecDeque<Incarnation>,
+}
+
+/// An incarnation's UID as the cache remembers it once the object is
+/// gone: 128 bits of it, held inside the sets' nodes. As strings, thousands
+/// of tombstones were two small allocations each, made during a mass delete
+/// among short-lived ones and kept after it: they kept pages of the heap
+/// resident once everything else was freed. Two UIDs share a digest with a
+/// chance of one in 2^128.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Incarnation(u128);
+
+impl Incarnation {
+    fn of(uid: &str) -> Incarnation {
+        use std::hash::{Hash, Hasher};
+        let half = |salt: u8| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (salt, uid).hash(&mut h);
+            u128::from(h.finish())
+        };
+        Incarnation(half(1) << 64 | half(2))
+    }
 }
 
 /// How many tombstones of deleted incarnations a cache keeps at most.
@@ -119,7 +140,11 @@ impl Cache {
     /// one whose Deleted event came.
     fn known_gone(&self, o: &Object) -> bool {
         let uid = &o.meta().uid;
-        !uid.is_empty() && (self.gone.contains(uid) || self.deleted.contains(uid))
+        if uid.is_empty() || (self.gone.is_empty() && self.deleted.is_empty()) {
+            return false;
+        }
+        let uid = Incarnation::of(uid);
+        self.gone.contains(&uid) || self.deleted.contains(&uid)
     }
 
     /// No write is in flight any more: no late answer can come, so the
@@ -133,10 +158,14 @@ impl Cache {
     }
 
     fn tombstone(&mut self, uid: &str) {
-        if uid.is_empty() || !self.deleted.insert(uid.to_string()) {
+        if uid.is_empty() {
             return;
         }
-        self.deleted_order.push_back(uid.to_string());
+        let uid = Incarnation::of(uid);
+        if !self.deleted.insert(uid) {
+            return;
+        }
+        self.deleted_order.push_back(uid);
         if self.deleted_order.len() > TOMBSTONES
             && let Some(oldest) = self.deleted_order.pop_front()
         {
@@ -154,7 +183,9 @@ impl Cache {
     /// known from a write's answer). Returns what was forgotten.
     pub fn delete(&mut self, o: &Object) -> Option<Object> {
         let meta = o.meta();
-        self.gone.remove(&meta.uid);
+        if !meta.uid.is_empty() {
+            self.gone.remove(&Incarnation::of(&meta.uid));
+        }
         self.tombstone(&meta.uid);
         if let Some(cached) = self.find(o.kind(), &meta.namespace, &meta.name)
             && against(o, cached) == Some(std::cmp::Ordering::Less)
@@ -176,7 +207,7 @@ impl Cache {
         }
         let o = self.remove(key)?;
         if !o.meta().uid.is_empty() {
-            self.gone.insert(o.meta().uid.clone());
+            self.gone.insert(Incarnation::of(&o.meta().uid));
         }
         Some(o)
     }
