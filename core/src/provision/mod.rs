@@ -498,12 +498,24 @@ impl Controller for ProvisionerReconciler {
                 o
             }
             Watch::Deleted(o) => {
-                // Secret data read for an object that went is dropped.
+                // Secret data read for an object that went is dropped, and
+                // so is a claim's retry entry unless a create of its goes
+                // on in the background (whose retry finds it by its
+                // provisioning record): every claim synced has one, so
+                // kept they grew with every claim the process ever saw.
+                let uid = &o.meta().uid;
                 match o.kind() {
-                    Kind::PersistentVolumeClaim => self.credentials.remove(&o.meta().uid),
-                    Kind::PersistentVolume => self.deletion_credentials.remove(&o.meta().name),
-                    _ => None,
-                };
+                    Kind::PersistentVolumeClaim => {
+                        if !self.provisioning.contains_key(uid) {
+                            self.retry.remove(uid);
+                        }
+                        self.credentials.remove(uid);
+                    }
+                    Kind::PersistentVolume => {
+                        self.deletion_credentials.remove(&o.meta().name);
+                    }
+                    _ => {}
+                }
                 o
             }
         };

@@ -213,6 +213,29 @@ fn b1_2_b1_3_only_annotated_claims_and_waiting_claims_with_a_node() {
 }
 
 #[test]
+fn nothing_is_kept_of_a_claim_once_it_is_gone() {
+    let mut r = rig();
+    class(&mut r, &[("kind", "block")]);
+    let mut ours = r.create(Object::Pvc(claim("data")));
+    let mut other = claim("other");
+    other.spec.storage_class_name = Some("someone-elses".into());
+    let mut other = r.create(Object::Pvc(other));
+    assert!(pv(&r, &format!("pvc-{}", ours.meta().uid)).is_some());
+    assert!(
+        !r.machine.controller().retry.is_empty(),
+        "a claim synced and not provisioned is remembered while it is there"
+    );
+    for o in [&mut ours, &mut other] {
+        let key = r.get(o.kind(), "default", &o.meta().name).unwrap().key();
+        r.user(ApiCall::Delete(key));
+    }
+    assert_eq!(r.get(Kind::PersistentVolumeClaim, "default", "data"), None);
+    let kept = r.machine.controller();
+    assert!(kept.retry.is_empty(), "{:?}", kept.retry);
+    assert!(kept.provisioning.is_empty() && kept.credentials.is_empty());
+}
+
+#[test]
 fn b2_6_an_unknown_prefixed_parameter_is_a_final_error() {
     let mut r = rig();
     class(&mut r, &[("csi.storage.k8s.io/fsgroup", "x")]);
