@@ -81,6 +81,41 @@ async fn eventually<T>(what: &str, api: &FakeApi, f: impl Fn(&FakeApi) -> Option
     }
 }
 
+/// The roles, with the binder standing in for kube-controller-manager's.
+fn with_binder() -> ControllerConfig {
+    ControllerConfig {
+        flags: Flags {
+            switches: Switches {
+                binder: true,
+                ..Switches::default()
+            },
+            ..Flags::default()
+        },
+        ..ControllerConfig::default()
+    }
+}
+
+type Stop = tokio::sync::oneshot::Sender<()>;
+type Running = tokio::task::JoinHandle<Result<(), controller::ControllerError>>;
+
+/// `volplane controller`'s roles on tokio against `api` and the driver at
+/// `endpoint`, until the sender is sent to.
+async fn run_on_tokio(api: &FakeApi, endpoint: &str, config: ControllerConfig) -> (Stop, Running) {
+    let ch = volplane_tokio::connect(endpoint).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let client = api.client();
+    let run = tokio::spawn(controller::run(
+        std::sync::Arc::new(volplane_tokio::Tokio),
+        move |_: &str| client.clone(),
+        CsiClient::new(ch, None),
+        config,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    (stop, run)
+}
+
 fn bound_pv(api: &FakeApi) -> Option<(String, Value)> {
     let claim = api.get(CLAIM)?;
     if claim["status"]["phase"] != json!("Bound") {
@@ -107,16 +142,7 @@ fn a_claim_is_provisioned_and_deleted_with_the_roles_on_smol() {
     smol::block_on(with_tokio(async {
         let ch = volplane_smol::connect(&d.endpoint).await.unwrap();
         let csi = CsiClient::new(ch, Some(http::Uri::from_static("http://localhost")));
-        let config = ControllerConfig {
-            flags: Flags {
-                switches: Switches {
-                    binder: true,
-                    ..Switches::default()
-                },
-                ..Flags::default()
-            },
-            ..ControllerConfig::default()
-        };
+        let config = with_binder();
         let (stop, stopped) = futures::channel::oneshot::channel::<()>();
         let (done, ended) = futures::channel::oneshot::channel();
         let client = api.client();
@@ -150,29 +176,9 @@ async fn a_claim_is_provisioned_attached_resized_and_deleted_through_the_api() {
     let d = Driver::start_with(Runtime::Tokio, &["--mutable-parameter=tier"]);
     let api = FakeApi::default();
     seed(&api);
-    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
-    let config = ControllerConfig {
-        flags: Flags {
-            switches: Switches {
-                binder: true,
-                ..Switches::default()
-            },
-            ..Flags::default()
-        },
-        ..ControllerConfig::default()
-    };
+    let config = with_binder();
     let metrics = config.metrics.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let client = api.client();
-    let run = tokio::spawn(controller::run(
-        std::sync::Arc::new(volplane_tokio::Tokio),
-        move |_: &str| client.clone(),
-        CsiClient::new(ch, None),
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (stop, run) = run_on_tokio(&api, &d.endpoint, config).await;
 
     let (pv_name, pv) = eventually("the claim Bound to a provisioned PV", &api, bound_pv).await;
     assert_eq!(pv["spec"]["csi"]["driver"], json!(DRIVER));
@@ -441,15 +447,8 @@ fn rbac_of_names_requests_as_rbac_does() {
 /// sync, or an informer), as a bug would be.
 fn planted_panic(what: &'static str) -> ControllerConfig {
     ControllerConfig {
-        flags: Flags {
-            switches: Switches {
-                binder: true,
-                ..Switches::default()
-            },
-            ..Flags::default()
-        },
         panic_in: Some(what),
-        ..ControllerConfig::default()
+        ..with_binder()
     }
 }
 
@@ -544,30 +543,12 @@ async fn many_claims_go_through_a_role_that_holds_few_calls_ahead() {
         );
     }
     assert_eq!(controller::calls_ahead(1, 1), 8);
-    let ch = volplane_tokio::connect(&d.endpoint).await.unwrap();
     let config = ControllerConfig {
-        flags: Flags {
-            switches: Switches {
-                binder: true,
-                ..Switches::default()
-            },
-            ..Flags::default()
-        },
         kube_api: (1_000.0, 1),
         worker_threads: 1,
-        ..ControllerConfig::default()
+        ..with_binder()
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let client = api.client();
-    let run = tokio::spawn(controller::run(
-        std::sync::Arc::new(volplane_tokio::Tokio),
-        move |_: &str| client.clone(),
-        CsiClient::new(ch, None),
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (stop, run) = run_on_tokio(&api, &d.endpoint, config).await;
     let volume_of = |a: &FakeApi, path: &str| {
         let claim = a.get(path)?;
         (claim["status"]["phase"] == json!("Bound"))
