@@ -1,6 +1,7 @@
 //! The object cache a control-plane machine keeps from its watches.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use crate::model::{Kind, Object, ObjectKey, Shared, Variant};
@@ -22,7 +23,7 @@ use crate::model::{Kind, Object, ObjectKey, Shared, Variant};
 /// latest [`TOMBSTONES`] at most are kept meanwhile).
 #[derive(Debug, Clone, Default, Hash)]
 pub struct Cache {
-    objects: BTreeMap<ObjectKey, Arc<Object>>,
+    objects: BTreeSet<Entry>,
     gone: BTreeSet<Incarnation>,
     deleted: BTreeSet<Incarnation>,
     deleted_order: std::collections::VecDeque<Incarnation>,
@@ -49,6 +50,102 @@ impl Incarnation {
     }
 }
 
+/// A cached object, ordered by the key the object itself holds (kind,
+/// namespace, name): the set keeps one pointer per object, not a copy of
+/// its key beside it — every role caches the claims and volumes it
+/// watches, so that copy was made a dozen times per claim.
+#[derive(Debug, Clone)]
+struct Entry(Arc<Object>);
+
+/// An object's key as borrowed parts: what entries are ordered and found by.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Parts<'a>(Kind, &'a str, &'a str);
+
+impl<'a> Parts<'a> {
+    fn of(key: &'a ObjectKey) -> Parts<'a> {
+        Parts(key.kind, &key.namespace, &key.name)
+    }
+}
+
+/// What has a key: an entry, or the parts looked up.
+trait Keyed {
+    fn parts(&self) -> Parts<'_>;
+}
+
+impl Keyed for Entry {
+    fn parts(&self) -> Parts<'_> {
+        let meta = self.0.meta();
+        Parts(self.0.kind(), &meta.namespace, &meta.name)
+    }
+}
+
+impl Keyed for Parts<'_> {
+    fn parts(&self) -> Parts<'_> {
+        Parts(self.0, self.1, self.2)
+    }
+}
+
+impl PartialEq for dyn Keyed + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Keyed + '_ {}
+
+impl PartialOrd for dyn Keyed + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// As [`ObjectKey`]'s order: kind, then namespace, then name, bytewise.
+impl Ord for dyn Keyed + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn Keyed + 'a> for Entry {
+    fn borrow(&self) -> &(dyn Keyed + 'a) {
+        self
+    }
+}
+
+/// Entries are one per key: equal, and ordered, by key alone.
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+/// The object, whole (its key is part of it): two caches hash alike when
+/// they hold the same objects.
+impl Hash for Entry {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.hash(h);
+    }
+}
+
+/// The entry `parts` names, as the set looks it up.
+fn at<'a>(parts: &'a Parts<'a>) -> &'a (dyn Keyed + 'a) {
+    parts
+}
+
 /// How many tombstones of deleted incarnations a cache keeps at most.
 pub const TOMBSTONES: usize = 4096;
 
@@ -69,18 +166,13 @@ impl Cache {
         if self.known_gone(&o) {
             return false;
         }
-        // The object's slot is looked up once.
-        match self.objects.entry(o.key()) {
-            std::collections::btree_map::Entry::Occupied(mut slot) => {
-                if against(&o, slot.get()) == Some(std::cmp::Ordering::Less) {
-                    return false;
-                }
-                slot.insert(o);
-            }
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                slot.insert(o);
-            }
+        let entry = Entry(o);
+        if let Some(cached) = self.objects.get(at(&entry.parts()))
+            && against(&entry.0, &cached.0) == Some(std::cmp::Ordering::Less)
+        {
+            return false;
         }
+        self.objects.replace(entry);
         true
     }
 
@@ -89,9 +181,10 @@ impl Cache {
     /// so that one copy is kept, the one the other readers share. True
     /// when it did.
     pub fn adopt(&mut self, o: Arc<Object>) -> bool {
-        match self.objects.get_mut(&o.key()) {
-            Some(cached) if !Arc::ptr_eq(cached, &o) && **cached == *o => {
-                *cached = o;
+        let entry = Entry(o);
+        match self.objects.get(at(&entry.parts())) {
+            Some(cached) if !Arc::ptr_eq(&cached.0, &entry.0) && *cached.0 == *entry.0 => {
+                self.objects.replace(entry);
                 true
             }
             _ => false,
@@ -103,10 +196,10 @@ impl Cache {
     /// (equal to it) — a write's answer and its watch event, whichever came
     /// first — so that the process keeps one copy of it, not two.
     pub fn intern(&mut self, o: Arc<Object>) -> Arc<Object> {
-        if let Some(kept) = self.objects.get(&o.key())
-            && (Arc::ptr_eq(kept, &o) || **kept == *o)
+        if let Some(kept) = self.get_shared(&o.key())
+            && (Arc::ptr_eq(&kept, &o) || *kept == *o)
         {
-            return kept.clone();
+            return kept;
         }
         self.apply(o.clone());
         o
@@ -175,7 +268,9 @@ impl Cache {
 
     /// Forgets the object `key` names; returns it.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Object> {
-        self.objects.remove(key).map(Arc::unwrap_or_clone)
+        self.objects
+            .take(at(&Parts::of(key)))
+            .map(|e| Arc::unwrap_or_clone(e.0))
     }
 
     /// A watch said `o` was deleted: forget it, unless what is cached is a
@@ -220,36 +315,36 @@ impl Cache {
     /// The object `key` names, shared with the cache (no copy): a pass can
     /// hold it while it changes the machine.
     pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Object>> {
-        self.objects.get(key).cloned()
+        self.objects.get(at(&Parts::of(key))).map(|e| e.0.clone())
     }
 
     /// The object of `kind` named `name` in `namespace` ("" when
     /// cluster-scoped), found without allocating.
     pub fn find(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {
         self.objects
-            .get(&ObjectKey::new(kind, namespace, name))
-            .map(|o| &**o)
+            .get(at(&Parts(kind, namespace, name)))
+            .map(|e| &*e.0)
     }
 
     /// The `T` named `name` in `namespace`, shared with the cache (no copy).
     pub fn shared<T: Variant>(&self, namespace: &str, name: &str) -> Option<Shared<T>> {
-        let o = self
-            .objects
-            .get(&ObjectKey::new(T::KIND, namespace, name))?;
-        Shared::new(o.clone())
+        let e = self.objects.get(at(&Parts(T::KIND, namespace, name)))?;
+        Shared::new(e.0.clone())
     }
 
     /// Every object, in key order.
     pub fn values(&self) -> impl Iterator<Item = &Object> {
-        self.objects.values().map(|o| &**o)
+        self.objects.iter().map(|e| &*e.0)
     }
 
     /// The shared objects of one kind, in key order.
     fn kind(&self, kind: Kind) -> impl Iterator<Item = &Arc<Object>> {
+        use std::ops::Bound;
+        let first = Parts(kind, "", "");
         self.objects
-            .range(ObjectKey::new(kind, "", "")..)
-            .take_while(move |(k, _)| k.kind == kind)
-            .map(|(_, o)| o)
+            .range::<dyn Keyed, _>((Bound::Included(at(&first)), Bound::Unbounded))
+            .take_while(move |e| e.0.kind() == kind)
+            .map(|e| &e.0)
     }
 
     /// Objects of one kind, in key order.
