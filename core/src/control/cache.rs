@@ -8,8 +8,9 @@ use crate::model::{Kind, Object, ObjectKey, Shared, Variant};
 
 /// Objects by key (kind, namespace, name). They are shared with the watch
 /// events that brought them (and with the other machines' caches): storing
-/// one never copies it, and a key holds its names inline, so finding one by
-/// name allocates nothing. An update older than the cached one (by numeric
+/// one never copies it, the set orders them by the key each holds, and
+/// finding one by name borrows the names asked for. An update older than
+/// the cached one (by numeric
 /// resourceVersion) is ignored (A10.2); the same version is applied again.
 ///
 /// An incarnation known to be gone (a write's answer said so) is never
@@ -516,5 +517,53 @@ mod tests {
         assert!(!c.newer_than(&key, "7"));
         assert!(!c.newer_than(&key, "8"));
         assert!(!c.newer_than(&key, ""), "an unnumbered version");
+    }
+
+    #[test]
+    fn objects_are_kept_and_found_in_key_order_whatever_their_names() {
+        use crate::model::{PersistentVolumeClaim, StorageClass};
+        let mut c = Cache::default();
+        let names = [
+            "b",
+            "a",
+            "",
+            "a-long-name-kept-beyond-the-inline-bytes",
+            "é",
+            "a\u{0}",
+        ];
+        let mut keys = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            for o in [
+                Object::Pv(PersistentVolume::new(name)),
+                Object::Pvc(PersistentVolumeClaim::new(["ns", "", "z"][i % 3], name)),
+                Object::Class(StorageClass::new(name, "d")),
+                Object::Node(Node::new(name)),
+            ] {
+                keys.push(o.key());
+                assert!(c.apply(o));
+            }
+        }
+        keys.sort();
+        let held: Vec<ObjectKey> = c.values().map(Object::key).collect();
+        assert_eq!(held, keys, "in ObjectKey's order");
+        for k in &keys {
+            assert_eq!(c.get(k).map(Object::key).as_ref(), Some(k));
+            assert_eq!(
+                c.find(k.kind, &k.namespace, &k.name)
+                    .map(Object::key)
+                    .as_ref(),
+                Some(k)
+            );
+        }
+        let pvcs: Vec<ObjectKey> = c
+            .of_kind(Kind::PersistentVolumeClaim)
+            .map(Object::key)
+            .collect();
+        assert_eq!(pvcs.len(), names.len());
+        assert!(pvcs.iter().all(|k| k.kind == Kind::PersistentVolumeClaim));
+        for k in &keys {
+            assert!(c.remove(k).is_some(), "{k:?}");
+        }
+        assert!(c.is_empty());
     }
 }
