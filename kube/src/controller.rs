@@ -65,13 +65,8 @@ struct Context<T> {
     /// The role's event posts in flight (client-go's recorder posts from
     /// one goroutine; a few at once keep up without 10,000 in the air).
     event_posts: volplane_service::Permits,
-    /// The role's API and CSI calls carried and not yet completed: waiting
-    /// for their turn or in flight.
-    ahead: AtomicUsize,
-    /// How many of those the role's machine is polled for at most
-    /// ([`calls_ahead`]): the rest stays undecided in the machine, a
-    /// dirty key each, instead of thousands of objects queued here.
-    most_ahead: usize,
+    /// The role's API and CSI calls carried and not yet completed.
+    ahead: CallsAhead,
     /// The role's work queue's name, for the metrics.
     queue: String,
     /// Where a panic in a task of the role is reported (the controller
@@ -90,18 +85,47 @@ pub fn calls_ahead(burst: u32, workers: usize) -> usize {
     (burst as usize).saturating_add(workers).max(8)
 }
 
-/// Counts a call as ahead of the role's machine until it is dropped, when
-/// its completion is about to be handed in.
-struct Ahead<'a>(&'a AtomicUsize);
+/// A role's API and CSI calls carried and not yet completed (waiting for
+/// their turn or in flight), and how many its machine is polled for at
+/// most ([`calls_ahead`]): the rest stays undecided in the machine, a
+/// dirty key each, instead of thousands of objects queued here.
+struct CallsAhead {
+    count: Arc<AtomicUsize>,
+    most: usize,
+}
 
-impl<'a> Ahead<'a> {
-    fn count(ahead: &'a AtomicUsize) -> Ahead<'a> {
-        ahead.fetch_add(1, Ordering::Relaxed);
-        Ahead(ahead)
+impl CallsAhead {
+    fn new(most: usize) -> CallsAhead {
+        CallsAhead {
+            count: Arc::default(),
+            most,
+        }
+    }
+
+    /// Room for another call.
+    fn ready(&self) -> bool {
+        self.count.load(Ordering::Relaxed) < self.most
+    }
+
+    /// Counts `effect` now, as it is carried (a task of its own runs it
+    /// later: counted there, a drain would see no call ahead until it
+    /// ended), if it is a call; until the mark is dropped.
+    fn count(&self, effect: &Effect) -> Option<Ahead> {
+        match effect {
+            Effect::Api { .. } | Effect::Csi { .. } => {
+                self.count.fetch_add(1, Ordering::Relaxed);
+                Some(Ahead(self.count.clone()))
+            }
+            Effect::Event(_) => None,
+        }
     }
 }
 
-impl Drop for Ahead<'_> {
+/// A call counted ahead of its role's machine, until it is dropped: when
+/// its completion is about to be handed in.
+struct Ahead(Arc<AtomicUsize>);
+
+impl Drop for Ahead {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
@@ -158,14 +182,11 @@ impl<T: Transport> Context<T> {
     fn carry(self: &Arc<Self>, role: &'static str, effect: Effect, done: &Inbox) {
         let (ctx, done) = (self.clone(), done.clone());
         let crashed = self.crashed.clone();
+        // Counted from now until just before its completion is sent: the
+        // role is drained again with room for one more.
+        let ahead = self.ahead.count(&effect);
         let effect = Box::new(effect);
         let work = async move {
-            // Counted from now until just before its completion is sent:
-            // the role is drained again with room for one more.
-            let ahead = match &*effect {
-                Effect::Api { .. } | Effect::Csi { .. } => Some(Ahead::count(&ctx.ahead)),
-                Effect::Event(_) => None,
-            };
             let _worker = match &*effect {
                 Effect::Api { .. } => {
                     ctx.rate_limited().await;
@@ -352,7 +373,7 @@ impl<T: Transport> volplane_core::machine::Carry<DynMachine> for RoleTurn<T> {
     /// Room for another call: each one ahead completes with an input, so
     /// a role held back here is drained again when one does.
     fn ready(&self) -> bool {
-        self.ctx.ahead.load(Ordering::Relaxed) < self.ctx.most_ahead
+        self.ctx.ahead.ready()
     }
 }
 
@@ -476,8 +497,7 @@ pub async fn run<T: Transport>(
             limiter: Mutex::new(TokenBucket::new(config.kube_api.0, config.kube_api.1)),
             workers: volplane_service::Permits::new(config.worker_threads),
             event_posts: volplane_service::Permits::new(EVENT_POSTS_IN_FLIGHT),
-            ahead: AtomicUsize::new(0),
-            most_ahead: calls_ahead(config.kube_api.1, config.worker_threads),
+            ahead: CallsAhead::new(calls_ahead(config.kube_api.1, config.worker_threads)),
             queue: queue_name(role, &facts.name),
             crashed: crash_tx.clone(),
             #[cfg(feature = "fake-api")]
@@ -658,6 +678,34 @@ mod tests {
             controller: controller.to_vec(),
             plugin: vec![],
         }
+    }
+
+    /// A call is counted ahead the moment it is carried — before the task
+    /// that runs it starts, so one drain stops at the bound — and until its
+    /// mark goes; events are not counted.
+    #[test]
+    fn calls_are_counted_ahead_as_they_are_carried_up_to_the_bound() {
+        use volplane_core::OpId;
+        use volplane_core::control::{ApiCall, Event};
+        use volplane_core::model::{Kind, ObjectKey};
+        let key = ObjectKey::new(Kind::PersistentVolume, "", "pv");
+        let call = |op| Effect::Api {
+            op: OpId(op),
+            call: ApiCall::Get(key.clone()),
+        };
+        let ahead = CallsAhead::new(calls_ahead(1, 2));
+        assert_eq!(ahead.most, 8, "never fewer than 8");
+        assert_eq!(calls_ahead(200, 10), 210);
+        let mut marks: Vec<Ahead> = (0..7).filter_map(|op| ahead.count(&call(op))).collect();
+        assert!(ahead.ready());
+        let event = Effect::Event(Event::normal(key.clone(), "Reason", "note"));
+        assert!(ahead.count(&event).is_none(), "an event is not a call");
+        marks.extend(ahead.count(&call(7)));
+        assert!(!ahead.ready(), "8 ahead: the machine is not polled");
+        marks.pop();
+        assert!(ahead.ready(), "one completed: room for one more");
+        drop(marks);
+        assert_eq!(ahead.count.load(Ordering::Relaxed), 0);
     }
 
     pub(super) fn with(switches: Switches) -> ControllerConfig {
