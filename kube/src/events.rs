@@ -38,8 +38,8 @@ struct Key {
 
 /// A series: when its event was first made (its name is the object's and
 /// this stamp, [`event_name`], so no name is kept: thousands of small
-/// strings living minutes among short-lived allocations kept whole pages
-/// of the heap from going back), how many so far, and when the last came.
+/// strings living minutes among short-lived allocations can keep pages of
+/// the heap resident), how many so far, and when the last came.
 #[derive(Debug)]
 struct Series {
     stamp: i128,

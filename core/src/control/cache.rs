@@ -33,9 +33,9 @@ pub struct Cache {
 /// An incarnation's UID as the cache remembers it once the object is
 /// gone: 128 bits of it, held inside the sets' nodes. As strings, thousands
 /// of tombstones were two small allocations each, made during a mass delete
-/// among short-lived ones and kept after it: they kept pages of the heap
-/// resident once everything else was freed. Two UIDs share a digest with a
-/// chance of one in 2^128.
+/// among short-lived ones and kept after it, where they can keep pages of
+/// the heap resident once everything else is freed. Two UIDs share a digest
+/// with a chance of one in 2^128.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Incarnation(u128);
 
